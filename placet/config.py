@@ -1,0 +1,188 @@
+"""Settings and locations: one home for every path placet uses and every owner setting.
+
+Locations come from platformdirs; `PLACET_HOME` moves the whole data directory (database,
+audit anchor, default drive, trash, logs, `config.toml`), `PLACET_DB` moves only the
+database, and `PLACET_DRIVE` overrides the drive spec. The owner's `config.toml` holds
+the settings of DESIGN.md section 9 (TTL, caps, per-root download policy, `allow_yes`).
+
+Nothing happens at import time: directories are created by `ensure_data_dir`, which the
+entry points call. Files are private to the owner: the process umask is 0o077, the data
+directory is 0700, and a database directory that another user owns or can write is
+refused (a co-tenant who can write there could swap the database under us).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from placet.errors import ConfigError
+
+APP_NAME = "placet"
+
+DownloadPolicy = Literal["new-only", "allow-overwrite"]
+
+
+class RootPolicy(BaseModel):
+    """Per-root owner policy, keyed by the root's absolute path in `config.toml`."""
+
+    model_config = ConfigDict(extra="forbid")
+    downloads: DownloadPolicy = "new-only"
+
+
+class Settings(BaseModel):
+    """Every owner setting, with defaults from DESIGN.md section 9.
+
+    Times are in seconds unless the name says minutes or hours.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    data_dir: Path
+    db_path: Path
+    config_file: Path
+    drive: str | None = None
+    """rclone path of the drive root; None means the embedded default `<data_dir>/drive`."""
+    rclone_path: Path | None = None
+    """Absolute path to the rclone binary; None means the one beside the interpreter."""
+    default_ttl_minutes: int = Field(30, ge=5, le=30)
+    min_ttl_minutes: int = 5
+    max_ttl_minutes: int = Field(30, ge=5, le=30)
+    max_extend_hours: int = Field(24, ge=1, le=24)
+    pending_per_bridge: int = Field(100, ge=1)
+    pending_total: int = Field(1000, ge=1)
+    lease_seconds: float = Field(30.0, gt=0)
+    heartbeat_seconds: float = Field(10.0, gt=0)
+    sweep_seconds: float = Field(10.0, gt=0)
+    plan_entry_cap: int = Field(100_000, ge=1)
+    read_cap_bytes: int = Field(16 * 1024, ge=1)
+    upload_cap_bytes: int = Field(64 * 1024**3, ge=1)
+    allow_yes: bool = False
+    roots: dict[str, RootPolicy] = Field(default_factory=dict)
+
+    @property
+    def default_drive_dir(self) -> Path:
+        return self.data_dir / "drive"
+
+    @property
+    def trash_dir(self) -> Path:
+        return self.data_dir / "trash"
+
+    @property
+    def audit_anchor_path(self) -> Path:
+        return self.data_dir / "audit.anchor"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def run_dir(self) -> Path:
+        """Private runtime files (rclone rcd socket); 0700."""
+        return self.data_dir / "run"
+
+    def download_policy(self, root_path: Path) -> DownloadPolicy:
+        policy = self.roots.get(str(root_path))
+        return policy.downloads if policy else "new-only"
+
+
+# Keys the owner may set in config.toml (the rest are locations, not settings).
+_FILE_KEYS = set(Settings.model_fields) - {"data_dir", "db_path", "config_file"}
+
+
+def data_dir_from_env() -> Path:
+    home = os.environ.get("PLACET_HOME")
+    if home:
+        return Path(home).expanduser().absolute()
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def load_settings(env: dict[str, str] | None = None) -> Settings:
+    """Read locations from the environment and settings from `config.toml`.
+
+    Returns:
+        Settings; `config.toml` is `$PLACET_HOME/config.toml` when `PLACET_HOME` is set,
+        else the platformdirs user config dir.
+
+    Raises:
+        ConfigError: `config.toml` is not valid TOML or holds an unknown or invalid key.
+    """
+    env = dict(os.environ) if env is None else env
+    if env.get("PLACET_HOME"):
+        data_dir = Path(env["PLACET_HOME"]).expanduser().absolute()
+        config_file = data_dir / "config.toml"
+    else:
+        data_dir = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+        config_file = Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / "config.toml"
+    db_path = (
+        Path(env["PLACET_DB"]).expanduser().absolute()
+        if env.get("PLACET_DB")
+        else data_dir / "placet.db"
+    )
+    values: dict[str, object] = {}
+    if config_file.exists():
+        try:
+            values = tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(
+                f"cannot read {config_file}: {e}; fix or remove the file",
+                details={"path": str(config_file)},
+            ) from e
+        unknown = set(values) - _FILE_KEYS
+        if unknown:
+            raise ConfigError(
+                f"{config_file}: unknown setting(s) {sorted(unknown)}; "
+                f"known settings are {sorted(_FILE_KEYS)}",
+                details={"path": str(config_file), "unknown": sorted(unknown)},
+            )
+    if env.get("PLACET_DRIVE"):
+        values["drive"] = env["PLACET_DRIVE"]
+    try:
+        return Settings(data_dir=data_dir, db_path=db_path, config_file=config_file, **values)  # type: ignore[arg-type]
+    except ValidationError as e:
+        raise ConfigError(
+            f"{config_file}: invalid setting: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}",
+            details={"path": str(config_file)},
+        ) from e
+
+
+def check_private_dir(path: Path) -> None:
+    """Refuse a directory another user owns or can write (group or others).
+
+    Raises:
+        ConfigError: the directory is owned by another uid, or is group/other writable.
+    """
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        raise ConfigError(
+            f"refusing to use {path}: it is owned by uid {st.st_uid}, not by you "
+            f"(uid {os.getuid()}); point PLACET_HOME or PLACET_DB at a directory you own",
+            details={"path": str(path), "owner_uid": st.st_uid},
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ConfigError(
+            f"refusing to use {path}: it is writable by group or others "
+            f"(mode {stat.S_IMODE(st.st_mode):o}); run `chmod go-w {path}`",
+            details={"path": str(path), "mode": f"{stat.S_IMODE(st.st_mode):o}"},
+        )
+
+
+def ensure_data_dir(settings: Settings) -> None:
+    """Set umask 0o077, create the data directory (0700) and check the database's folder.
+
+    Raises:
+        ConfigError: see `check_private_dir`.
+    """
+    os.umask(0o077)
+    for d in (settings.data_dir, settings.db_path.parent):
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if stat.S_IMODE(settings.data_dir.stat().st_mode) != 0o700:
+        settings.data_dir.chmod(0o700)
+    check_private_dir(settings.data_dir)
+    check_private_dir(settings.db_path.parent)

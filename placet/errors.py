@@ -1,0 +1,158 @@
+"""The domain errors of placet, and the CLI exit code each class maps to.
+
+One small tree: every refusal or failure placet reports is a `PlacetError` carrying a
+stable machine-readable `code`, a human `message` that says what was attempted, what
+failed and what to do now, a `retryable` flag and JSON-safe `details`. The same object
+feeds the MCP error result (`server/`), the review UI's error modal (`tui/`) and the
+CLI's one line on stderr (`cli`), so a refusal reads the same everywhere.
+
+Exit codes (DESIGN.md section 9): 0 ok; 1 an op failed; 2 usage; 3 not found;
+4 refused (expired, stale, wrong state, policy); 5 drive unavailable (retryable);
+6 store error (locked, schema).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+EXIT_OK = 0
+EXIT_OP_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_REFUSED = 4
+EXIT_DRIVE_UNAVAILABLE = 5
+EXIT_STORE = 6
+
+
+class PlacetError(Exception):
+    """Base of every domain error.
+
+    Args:
+        message: one or two sentences: what was attempted, on what, what failed, and
+            what to do instead.
+        code: overrides the class's default code (e.g. `path_outside_root` for a
+            `PathRefused`).
+        details: JSON-serialisable facts (paths, digests, versions); never secrets.
+        retryable: overrides the class default; True when the same call may succeed later.
+    """
+
+    code: ClassVar[str] = "error"
+    retryable_default: ClassVar[bool] = False
+    exit_code: ClassVar[int] = EXIT_REFUSED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        details: dict[str, Any] | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.error_code: str = code or type(self).code
+        self.details: dict[str, Any] = details or {}
+        self.retryable: bool = self.retryable_default if retryable is None else retryable
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire shape `{code, message, retryable, details}` (DESIGN.md section 5)."""
+        return {
+            "code": self.error_code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "details": self.details,
+        }
+
+
+class UsageError(PlacetError):
+    """A malformed request: wrong argument, bad value, unknown field."""
+
+    code = "invalid_argument"
+    exit_code = EXIT_USAGE
+
+
+class PathRefused(PlacetError):
+    """A local or remote path broke a rule of DESIGN.md section 6.
+
+    Codes used: `path_outside_root`, `path_invalid` (shape), `symlink_refused`,
+    `not_regular_file`, `hard_link_refused`, `root_changed`, `root_unknown`.
+    """
+
+    code = "path_outside_root"
+
+
+class NotFound(PlacetError):
+    code = "not_found"
+    exit_code = EXIT_NOT_FOUND
+
+
+class AlreadyExists(PlacetError):
+    code = "already_exists"
+
+
+class Expired(PlacetError):
+    code = "expired"
+
+
+class WrongState(PlacetError):
+    """A lifecycle transition the proposal's current status does not allow."""
+
+    code = "wrong_state"
+
+
+class StaleEvidence(PlacetError):
+    """What a proposal saw no longer holds (local file edited, remote target changed)."""
+
+    code = "stale"
+
+
+class LimitExceeded(PlacetError):
+    """A cap was hit: pending proposals per bridge or in total, read size, plan entries."""
+
+    code = "limit_exceeded"
+
+
+class PolicyRefused(PlacetError):
+    """The owner's configuration forbids this (download policy, `--yes` without opt-in)."""
+
+    code = "refused"
+
+
+class InProgress(PlacetError):
+    """A long read continues in the background; call again."""
+
+    code = "in_progress"
+    retryable_default = True
+
+
+class DriveError(PlacetError):
+    """The remote (through rclone) failed in a way retrying will not fix."""
+
+    code = "drive_error"
+    exit_code = EXIT_OP_FAILED
+
+
+class DriveUnavailable(DriveError):
+    """The remote could not be reached or timed out; the same call may succeed later."""
+
+    code = "drive_unavailable"
+    retryable_default = True
+    exit_code = EXIT_DRIVE_UNAVAILABLE
+
+
+class StoreError(PlacetError):
+    """The database refused: locked past the busy timeout, unreadable, wrong schema."""
+
+    code = "store_error"
+    exit_code = EXIT_STORE
+
+
+class SchemaTooNew(StoreError):
+    code = "schema_too_new"
+
+
+class ConfigError(PlacetError):
+    """The owner's configuration or the data directory is unusable."""
+
+    code = "config_error"
+    exit_code = EXIT_USAGE

@@ -1,0 +1,160 @@
+"""The validated request of each proposal kind, the evidence it saw, and its ops.
+
+A proposal stores `request` and `evidence` as canonical JSON (these models dumped with
+`model_dump(mode="json")`); the request hash that the owner's confirmation shows and the
+approval audit event binds to is `request_hash(kind, request, evidence)`. The executor
+turns a stored request into a list of `Op`s (`ops_for`) and re-checks each op's
+evidence before it touches anything (DESIGN.md section 4).
+
+Paths: `local_path` is POSIX, relative to the root named by `root` ("" is the root
+itself); `remote_*` paths are POSIX, relative to the drive root ("" is the drive root).
+Sizes are bytes; `mtime_ns` is nanoseconds since the epoch; digests are lower-case hex.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DigestType = Literal["sha256", "sha1", "md5"]
+OpKind = Literal["mkdir", "upload", "upload_revision", "download"]
+ProposalKind = Literal["upload", "mkdir", "download", "sync"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RootRef(_Frozen):
+    """A local root as the owner nominated it; the executor refuses if device/inode changed."""
+
+    name: str
+    path: str  # absolute, resolved
+    device: int
+    inode: int
+
+
+class LocalFileEvidence(_Frozen):
+    """A local regular file as placet read it: size, mtime and digests of the exact bytes."""
+
+    size: int
+    mtime_ns: int
+    sha256: str
+    digest_type: DigestType | None = None  # the remote's native type, computed locally
+    digest: str | None = None
+
+
+class RemoteEvidence(_Frozen):
+    """A remote path as the drive reported it. `exists=False` means absent."""
+
+    exists: bool
+    is_dir: bool = False
+    size: int | None = None
+    mtime: str | None = None  # RFC 3339 as rclone reports it
+    digest_type: DigestType | None = None
+    digest: str | None = None  # None: the remote offers no digest for it (compare by size)
+
+
+def join_remote(parent: str, name: str) -> str:
+    """Join a drive-relative parent and a name; "" is the drive root."""
+    return f"{parent}/{name}" if parent else name
+
+
+class UploadRequest(_Frozen):
+    kind: Literal["upload"] = "upload"
+    root: RootRef
+    local_path: str
+    remote_parent: str
+    name: str
+    replace_existing: bool = False
+
+    @property
+    def remote_path(self) -> str:
+        return join_remote(self.remote_parent, self.name)
+
+
+class UploadEvidence(_Frozen):
+    local: LocalFileEvidence
+    remote: RemoteEvidence  # the target name
+
+
+class MkdirRequest(_Frozen):
+    kind: Literal["mkdir"] = "mkdir"
+    remote_parent: str
+    name: str
+
+    @property
+    def remote_path(self) -> str:
+        return join_remote(self.remote_parent, self.name)
+
+
+class MkdirEvidence(_Frozen):
+    remote: RemoteEvidence  # the target name
+
+
+class DownloadRequest(_Frozen):
+    kind: Literal["download"] = "download"
+    remote_path: str
+    root: RootRef
+    local_path: str
+    overwrite: bool = False
+
+
+class DownloadEvidence(_Frozen):
+    remote: RemoteEvidence  # the source
+    local: LocalFileEvidence | None = None  # the target, when it existed
+
+
+class Op(_Frozen):
+    """One unit of work the executor runs and journals (one `OpResult` row each).
+
+    `expected_local` / `expected_remote` are what the op's source and target must still
+    be at execution; a mismatch fails the op as `stale` unless the target already holds
+    the approved content (`already_done`, checked first).
+    """
+
+    index: int
+    kind: OpKind
+    local_path: str | None = None
+    remote_path: str | None = None
+    size: int | None = None
+    expected_local: LocalFileEvidence | None = None  # upload source / download target
+    expected_remote: RemoteEvidence | None = None  # upload target / download source
+    replace: bool = False  # upload_revision, or download overwrite
+    reason: str = ""  # planner's reason (sync)
+
+
+class SyncRequest(_Frozen):
+    kind: Literal["sync"] = "sync"
+    plan_id: int
+    root: RootRef
+    local_path: str
+    remote_path: str
+    decisions: dict[str, Literal["keep_local", "keep_remote", "skip"]] = Field(
+        default_factory=dict
+    )
+    ops: list[Op]
+
+
+AnyRequest = Annotated[
+    UploadRequest | MkdirRequest | DownloadRequest | SyncRequest, Field(discriminator="kind")
+]
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8 kept (the hashing form)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_hash(kind: str, request: dict[str, Any], evidence: dict[str, Any]) -> str:
+    """SHA-256 hex of the canonical JSON of kind + request + evidence.
+
+    This is what idempotent proposing matches on, what the owner's confirmation shows,
+    and what the approval audit event binds; the executor refuses a request that no
+    longer hashes to it.
+    """
+    body = canonical_json({"kind": kind, "request": request, "evidence": evidence})
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
