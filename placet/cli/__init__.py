@@ -1,0 +1,59 @@
+"""The `placet` command: parses arguments and turns domain errors into exit codes.
+
+Each command group lives in its own module under `placet/cli/` exposing
+`register(subparsers) -> None`; every subcommand sets `func(args) -> int` with
+`set_defaults`. A `PlacetError` becomes one clear line on stderr and the exit code of its
+class (`placet.errors`); nothing prints a traceback to a user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from placet import __version__
+from placet.errors import EXIT_STORE, EXIT_USAGE, PlacetError
+
+# One line per command group; each module defines register(subparsers).
+COMMAND_MODULES: tuple[str, ...] = (
+    "placet.cli.proposals",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="placet",
+        description="An approval queue between coding agents and your cloud drive.",
+    )
+    parser.add_argument("--version", action="version", version=f"placet {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(func(args))
+    except PlacetError as e:
+        print(f"placet: {e.error_code}: {e.message}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("placet: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:
+        # sqlite3/OS failures that escaped a domain wrapper: still one line, no traceback.
+        print(f"placet: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_STORE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
