@@ -1,0 +1,121 @@
+"""Rendering untrusted text: the one function every screen and every CLI line goes through.
+
+Anything that came from an agent (a reason, a requested name), from a file name on disk,
+or from the remote is data, not terminal input. A raw ESC starts a control sequence that
+can clear the screen, rewrite earlier lines or set the clipboard (OSC 52); a C1 byte
+(U+009B) is a one-character CSI on some terminals; bidi overrides (U+202E) make
+``evil\u202etxt.exe`` display as ``evilexe.txt``; a line or paragraph separator breaks a
+one-line field. So `inert` shows every such character as a visible escape (``\\x1b``,
+``\\u202e``) and never emits it raw (DESIGN.md section 9, "Untrusted text").
+
+Escaped: categories Cc (C0, DEL, C1), Cf (format: bidi controls, zero-width characters,
+soft hyphen, tag characters), Zl, Zp, Cs (lone surrogates, as produced by
+``surrogateescape`` for non-UTF-8 file names), Cn (unassigned, so a terminal with a newer
+Unicode table cannot give one a meaning we did not check), the invisible Hangul fillers,
+and the backslash itself (so ``\\x1b`` typed literally and a real ESC render differently).
+
+Rich markup is a separate hazard: `inert` leaves ``[red]x[/]`` alone, because brackets are
+ordinary text. TUI code must therefore never pass untrusted text where Rich parses markup:
+build ``rich.text.Text(inert(s))`` (or ``Text.assemble``), or ``Content(inert(s))`` in
+Textual, never an f-string handed to ``Static``/``Label``/``notify`` with markup on. This
+module is stdlib-only on purpose (the core never imports Rich or Textual).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from placet.errors import UsageError
+
+__all__ = ["ascii_escape", "inert", "inert_with_ascii", "is_unsafe_char", "one_line_reason"]
+
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn"})
+# Letters that render as nothing: used to forge "identical" names.
+_INVISIBLE_LETTERS = frozenset({"\u115f", "\u1160", "\u3164", "\uffa0"})
+_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\\": "\\\\"}
+_REASON_LIMIT = 200
+
+
+def _escape_char(c: str) -> str:
+    short = _SHORT.get(c)
+    if short is not None:
+        return short
+    n = ord(c)
+    if n <= 0xFF:
+        return f"\\x{n:02x}"
+    if n <= 0xFFFF:
+        return f"\\u{n:04x}"
+    return f"\\U{n:08x}"
+
+
+def is_unsafe_char(c: str) -> bool:
+    """True if `c` (one character) must never reach a terminal raw."""
+    return c == "\\" or unicodedata.category(c) in _UNSAFE_CATEGORIES or c in _INVISIBLE_LETTERS
+
+
+def inert(s: str) -> str:
+    """Return `s` with every unsafe character replaced by a visible escape.
+
+    Printable text, including non-ASCII letters and Rich-markup brackets, is kept as is.
+    ``\\t \\n \\r \\\\`` use their short escapes; other characters up to U+00FF are
+    ``\\xNN``, the rest of the BMP ``\\uNNNN``, beyond it ``\\UNNNNNNNN``.
+    The result never contains a character of category Cc, Cf, Zl, Zp, Cs or Cn, so it is
+    one line and safe to write to a terminal (Rich markup aside: see the module doc).
+    """
+    if s.isascii() and s.isprintable() and "\\" not in s:
+        return s  # fast path: the common case of a plain ASCII name
+    return "".join(_escape_char(c) if is_unsafe_char(c) else c for c in s)
+
+
+def ascii_escape(s: str) -> str:
+    """`s` in printable ASCII only: like `inert`, and every non-ASCII character escaped too."""
+    return "".join(
+        c if (c.isascii() and c.isprintable() and c != "\\") else _escape_char(c) for c in s
+    )
+
+
+def inert_with_ascii(s: str) -> str:
+    """`inert(s)`, followed by its escaped ASCII form when `s` has any non-ASCII character.
+
+    ``"caf\\u00e9"`` renders as ``café (ASCII: caf\\xe9)``, so a Cyrillic ``а`` in a
+    Latin-looking name is visible to the owner (DESIGN.md section 9).
+    """
+    shown = inert(s)
+    if s.isascii():
+        return shown
+    return f"{shown} (ASCII: {ascii_escape(s)})"
+
+
+def one_line_reason(s: str, limit: int = _REASON_LIMIT) -> str:
+    """Validate an agent's reason: one non-empty line of at most `limit` characters.
+
+    Returns:
+        The reason with surrounding whitespace stripped.
+
+    Raises:
+        UsageError: empty, holds a line break, line/paragraph separator or any other
+            control character, or is longer than `limit` characters (code points) after
+            stripping. Format characters (e.g. a bidi mark in Hebrew text) are allowed;
+            they are shown escaped.
+    """
+    reason = s.strip()
+    if not reason:
+        raise UsageError(
+            "the reason is empty; give one line saying why this change is needed",
+            details={"field": "reason"},
+        )
+    bad = next((c for c in reason if unicodedata.category(c) in {"Cc", "Zl", "Zp"}), None)
+    if bad is not None:
+        raise UsageError(
+            f"the reason holds a line break or control character ({_escape_char(bad)}): "
+            f"{inert(reason[:60])}{'...' if len(reason) > 60 else ''}; "
+            "give the reason as one line of plain text",
+            details={"field": "reason", "character": _escape_char(bad)},
+        )
+    if len(reason) > limit:
+        raise UsageError(
+            f"the reason is {len(reason)} characters long; the limit is {limit}: "
+            "shorten it to one line",
+            details={"field": "reason", "length": len(reason), "limit": limit},
+        )
+    return reason
