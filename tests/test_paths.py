@@ -1,0 +1,358 @@
+"""Path rules: a hostile table per rule, each asserting the specific refusal code."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from placet.errors import NotFound, PathRefused, PlacetError, UsageError
+from placet.paths import (
+    Root,
+    check_local_shape,
+    check_name,
+    check_remote_path,
+    parse_root_spec,
+    parse_roots,
+    resolve_local,
+)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """tmp/x/root (the root) beside tmp/x/root-evil and tmp/x/outside.txt."""
+    base = tmp_path / "x"
+    root = base / "root"
+    (root / "docs" / "sub").mkdir(parents=True)
+    (root / "docs" / "a.txt").write_text("a")
+    (root / "top.txt").write_text("t")
+    (base / "root-evil").mkdir()
+    (base / "root-evil" / "secret.txt").write_text("s")
+    (base / "outside.txt").write_text("o")
+    return base
+
+
+@pytest.fixture
+def roots(tree: Path, placet_home: Path) -> list[Root]:
+    return parse_roots([f"main={tree / 'root'}"], placet_home)
+
+
+def code_of(exc: PlacetError) -> str:
+    return exc.error_code
+
+
+# --- roots -----------------------------------------------------------------------------
+
+
+def test_parse_root_spec_records_identity_and_default_name(tree: Path, placet_home: Path) -> None:
+    root = parse_root_spec(str(tree / "root"), placet_home)
+    st = os.stat(tree / "root")
+    assert root == Root("root", tree / "root", st.st_dev, st.st_ino)
+    assert root.path.is_absolute()
+    ref = root.to_ref()
+    assert (ref.name, ref.path, ref.device, ref.inode) == (
+        "root",
+        str(tree / "root"),
+        st.st_dev,
+        st.st_ino,
+    )
+
+
+def test_parse_root_spec_resolves_a_symlinked_dir(tree: Path, placet_home: Path) -> None:
+    os.symlink(tree / "root", tree / "alias")
+    root = parse_root_spec(f"w={tree / 'alias'}", placet_home)
+    assert root.path == tree / "root" and root.name == "w"
+
+
+def test_parse_root_spec_equals_in_directory_name(
+    tree: Path, placet_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tree / "a=b").mkdir()
+    monkeypatch.chdir(tree)
+    root = parse_root_spec("w=./a=b", placet_home)  # NAME= only when it is a valid name
+    assert (root.name, root.path) == ("w", tree / "a=b")
+    with pytest.raises(UsageError, match="NAME=DIR"):
+        parse_root_spec("./a=b", placet_home)  # a directory; its basename is no valid name
+
+
+@pytest.mark.parametrize(
+    "spec_fn",
+    [
+        lambda t, h: "/",
+        lambda t, h: str(Path.home()),
+        lambda t, h: f"h={Path.home()}",
+        lambda t, h: str(Path.home().parent),  # an ancestor of the home exposes all of it
+        lambda t, h: str(t / "outside.txt"),  # not a directory
+        lambda t, h: str(t / "missing"),
+        lambda t, h: "name=",
+        lambda t, h: str(h),  # the data dir itself
+        lambda t, h: str(h / "drive"),  # inside the data dir
+        lambda t, h: str(h.parent),  # contains the data dir
+    ],
+)
+def test_parse_root_spec_refuses(tree: Path, placet_home: Path, spec_fn) -> None:  # type: ignore[no-untyped-def]
+    placet_home.mkdir(exist_ok=True)
+    (placet_home / "drive").mkdir(exist_ok=True)
+    spec = spec_fn(tree, placet_home)
+    with pytest.raises(UsageError) as ei:
+        parse_root_spec(spec, placet_home)
+    assert code_of(ei.value) == "root_refused"
+    assert "--root" in ei.value.message
+
+
+def test_parse_root_spec_refuses_unusable_default_name(tmp_path: Path, placet_home: Path) -> None:
+    (tmp_path / "my project").mkdir()
+    with pytest.raises(UsageError, match="NAME=DIR"):
+        parse_root_spec(str(tmp_path / "my project"), placet_home)
+    assert parse_root_spec(f"proj={tmp_path / 'my project'}", placet_home).name == "proj"
+
+
+def test_parse_roots_refuses_duplicates_and_empty(tree: Path, placet_home: Path) -> None:
+    (tree / "other" / "root").mkdir(parents=True)
+    with pytest.raises(UsageError, match="already used"):
+        parse_roots([str(tree / "root"), str(tree / "other" / "root")], placet_home)
+    with pytest.raises(UsageError, match="same folder"):
+        parse_roots([f"a={tree / 'root'}", f"b={tree / 'root'}"], placet_home)
+    with pytest.raises(UsageError, match="at least one"):
+        parse_roots([], placet_home)
+    got = parse_roots([str(tree / "root"), f"o={tree / 'other' / 'root'}"], placet_home)
+    assert [r.name for r in got] == ["root", "o"]
+
+
+# --- local shape -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "../x",
+        "a/../../b",
+        "a/..",
+        "..",
+        "C:\\x",
+        "C:/x",
+        "c:",
+        "\\\\server\\share",
+        "//server/share",
+        "a\\b",
+        "a\x00b",
+        "a\x1bb",
+        "a\x9bb",
+        "a\x7fb",
+        "a\nb",
+        "lone\udcff",
+        "CON",
+        "con",
+        "nul.txt",
+        "docs/NUL.tar.gz",
+        "aux ",
+        "COM1",
+        "lpt9.log",
+        "com\u00b9",
+        "x" * 256,
+        "é" * 128,  # 256 bytes of UTF-8 in 128 characters
+        "/".join(["d"] * 17),
+        "/".join(["d"] * 20),
+        "a/" * 2100,
+        "/etc/passwd",  # absolute: not a relative shape
+    ],
+)
+def test_check_local_shape_refuses(bad: str) -> None:
+    with pytest.raises(PathRefused) as ei:
+        check_local_shape(bad)
+    assert code_of(ei.value) == "path_invalid"
+    msg = ei.value.message
+    assert "\x00" not in msg and "\x1b" not in msg and "\n" not in msg
+    assert ";" in msg  # says what to do instead
+
+
+@pytest.mark.parametrize(
+    ("good", "parts"),
+    [
+        ("", ()),
+        (".", ()),
+        ("a.txt", ("a.txt",)),
+        ("docs/a.txt", ("docs", "a.txt")),
+        ("docs//./a.txt", ("docs", "a.txt")),
+        ("docs/", ("docs",)),
+        ("x" * 255, ("x" * 255,)),
+        ("/".join(["d"] * 16), ("d",) * 16),
+        ("console.txt", ("console.txt",)),  # CON only as the whole stem
+        ("time 10:30.txt", ("time 10:30.txt",)),  # a colon is a legal POSIX name char
+        ("café/日本.txt", ("café", "日本.txt")),
+        ("..hidden", ("..hidden",)),
+    ],
+)
+def test_check_local_shape_accepts(good: str, parts: tuple[str, ...]) -> None:
+    assert check_local_shape(good).parts == parts
+
+
+# --- resolve_local ---------------------------------------------------------------------
+
+
+def test_resolve_local_relative_and_absolute(roots: list[Root], tree: Path) -> None:
+    root, rel = resolve_local(roots, "docs/a.txt")
+    assert root.name == "main" and rel == PurePosixPath("docs/a.txt")
+    root, rel = resolve_local(roots, str(tree / "root" / "docs" / "a.txt"))
+    assert rel == PurePosixPath("docs/a.txt")
+    assert resolve_local(roots, "")[1].parts == ()
+    assert resolve_local(roots, str(tree / "root"))[1].parts == ()
+    assert resolve_local(roots, ".", "main")[1].parts == ()
+
+
+def test_resolve_local_named_root_and_nested_choice(tree: Path, placet_home: Path) -> None:
+    roots = parse_roots([f"main={tree / 'root'}", f"docs={tree / 'root' / 'docs'}"], placet_home)
+    assert resolve_local(roots, "a.txt", "docs")[0].name == "docs"
+    root, rel = resolve_local(roots, str(tree / "root" / "docs" / "a.txt"))
+    assert root.name == "docs" and rel == PurePosixPath("a.txt")  # deepest root wins
+    with pytest.raises(PathRefused) as ei:
+        resolve_local(roots, str(tree / "root" / "top.txt"), "docs")
+    assert code_of(ei.value) == "path_outside_root"
+
+
+def test_resolve_local_missing_tail(roots: list[Root]) -> None:
+    with pytest.raises(NotFound):
+        resolve_local(roots, "docs/new/file.txt")
+    _root, rel = resolve_local(roots, "docs/new/file.txt", must_exist=False)
+    assert rel == PurePosixPath("docs/new/file.txt")
+
+
+def _setup_links(tree: Path) -> None:
+    root = tree / "root"
+    os.symlink(tree / "outside.txt", root / "out-link")
+    os.symlink(root / "docs" / "a.txt", root / "in-link")
+    os.symlink(tree / "root-evil", root / "evil-dir")
+    os.symlink(root / "docs", root / "docs-link")
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("../x", "path_invalid"),
+        ("a/../../b", "path_invalid"),
+        ("C:\\x", "path_invalid"),
+        ("\\\\server\\share", "path_invalid"),
+        ("a\\b", "path_invalid"),
+        ("a\x00b", "path_invalid"),
+        ("CON", "path_invalid"),
+        ("nul.txt", "path_invalid"),
+        ("x" * 300, "path_invalid"),
+        ("/".join(["d"] * 20), "path_invalid"),
+        ("esc\x1b[2J", "path_invalid"),
+        ("/etc/passwd", "path_outside_root"),
+        ("//server/share", "path_invalid"),
+        ("{tree}/root-evil/secret.txt", "path_outside_root"),  # sibling extending the name
+        ("{tree}/root/../outside.txt", "path_invalid"),
+        ("{tree}/outside.txt", "path_outside_root"),
+        ("out-link", "path_outside_root"),  # symlink to outside the root
+        ("evil-dir/secret.txt", "path_outside_root"),
+        ("in-link", "symlink_refused"),  # symlink inside pointing inside
+        ("docs-link/a.txt", "symlink_refused"),  # a parent folder that is a symlink
+        ("top.txt/x", "not_a_directory"),
+    ],
+)
+def test_resolve_local_hostile_table(roots: list[Root], tree: Path, path: str, code: str) -> None:
+    _setup_links(tree)
+    path = path.replace("{tree}", str(tree))
+    with pytest.raises(PathRefused) as ei:
+        resolve_local(roots, path, must_exist=False)
+    assert code_of(ei.value) == code, ei.value.message
+    assert "\x1b" not in ei.value.message and "\x00" not in ei.value.message
+
+
+def test_resolve_local_unknown_root(roots: list[Root]) -> None:
+    with pytest.raises(PathRefused) as ei:
+        resolve_local(roots, "a", "nope")
+    assert code_of(ei.value) == "root_unknown"
+    assert "main" in ei.value.message
+    with pytest.raises(PathRefused) as ei:
+        resolve_local([], "a")
+    assert code_of(ei.value) == "root_unknown"
+
+
+def test_resolve_local_refuses_replaced_root(roots: list[Root], tree: Path) -> None:
+    os.rename(tree / "root", tree / "moved")
+    (tree / "root").mkdir()
+    (tree / "root" / "top.txt").write_text("impostor")
+    with pytest.raises(PathRefused) as ei:
+        resolve_local(roots, "top.txt")
+    assert code_of(ei.value) == "root_changed"
+    (tree / "root" / "top.txt").unlink()
+    os.rmdir(tree / "root")
+    os.symlink(tree / "moved", tree / "root")  # same inode behind a link: still refused
+    with pytest.raises(PathRefused) as ei:
+        resolve_local(roots, "top.txt")
+    assert code_of(ei.value) == "root_changed"
+
+
+# --- remote ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "-flag",
+        "docs/-rf",
+        ":local:/etc",
+        "other:x",
+        "docs/a:b",
+        "a/../b",
+        "..",
+        ".",
+        "a/./b",
+        "a//b",
+        "a//",
+        "/abs",
+        "/",
+        "a\\b",
+        "esc\x1b",
+        "c1\x85",
+        "del\x7f",
+        "nul\x00",
+        "tab\there",
+        "lone\udcff",
+        "x" * 256,
+        "/".join(["d"] * 65),
+    ],
+)
+def test_check_remote_path_refuses(bad: str) -> None:
+    with pytest.raises(PathRefused) as ei:
+        check_remote_path(bad)
+    assert code_of(ei.value) == "path_invalid"
+    assert "\x1b" not in ei.value.message and "\x00" not in ei.value.message
+
+
+@pytest.mark.parametrize(
+    ("good", "norm"),
+    [
+        ("", ""),
+        ("docs", "docs"),
+        ("docs/", "docs"),
+        ("docs/a b.txt", "docs/a b.txt"),
+        ("a-b/c-", "a-b/c-"),
+        ("Café/日本.txt", "Café/日本.txt"),
+        ("x" * 255, "x" * 255),
+        ("/".join(["d"] * 64), "/".join(["d"] * 64)),
+        (".hidden/..x", ".hidden/..x"),
+    ],
+)
+def test_check_remote_path_accepts(good: str, norm: str) -> None:
+    assert check_remote_path(good) == norm
+
+
+def test_check_remote_path_leading_slash_message_says_what_to_write() -> None:
+    with pytest.raises(PathRefused, match="write 'docs/a'"):
+        check_remote_path("/docs/a")
+
+
+@pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "-x", "a:b", "a\\b", "x\x1b", "x" * 256])
+def test_check_name_refuses(bad: str) -> None:
+    with pytest.raises(PathRefused) as ei:
+        check_name(bad)
+    assert code_of(ei.value) == "path_invalid"
+
+
+def test_check_name_accepts() -> None:
+    assert check_name("report.pdf") == "report.pdf"
+    assert check_name(".env") == ".env"
