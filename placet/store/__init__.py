@@ -1,0 +1,52 @@
+"""placet's store: proposals, their lifecycle, op results and the audit chain in SQLite.
+
+`open_store(settings)` is the one way in: it prepares the data directory (0700) and the
+database file (0600), builds the engine (WAL, busy_timeout, foreign keys), applies the
+named migrations, and returns a `Store`. See `placet.store.store.Store` for the API and
+`placet.store.lifecycle` for the rules.
+"""
+
+from __future__ import annotations
+
+from placet.config import Settings, ensure_data_dir
+from placet.store.db import make_engine, prepare_db_file
+from placet.store.migrations import migrate
+from placet.store.records import (
+    AuditRecord,
+    AuditVerification,
+    LeaseHolder,
+    OpResultRecord,
+    ProposalRecord,
+    SweepResult,
+)
+from placet.store.store import Store
+
+__all__ = [
+    "AuditRecord",
+    "AuditVerification",
+    "LeaseHolder",
+    "OpResultRecord",
+    "ProposalRecord",
+    "Store",
+    "SweepResult",
+    "open_store",
+]
+
+
+def open_store(settings: Settings) -> Store:
+    """Open (creating and migrating as needed) the database `settings.db_path`.
+
+    Raises:
+        ConfigError: the data directory is not private to this user.
+        SchemaTooNew: the database was written by a newer placet (both versions named).
+        StoreError: the file is unusable (not a regular file, network filesystem, corrupt).
+    """
+    ensure_data_dir(settings)
+    prepare_db_file(settings.db_path)
+    engine = make_engine(settings.db_path)
+    try:
+        migrate(engine, db_label=str(settings.db_path))
+    except BaseException:
+        engine.dispose()
+        raise
+    return Store(engine, settings)

@@ -1,0 +1,254 @@
+"""The audit chain: how an event is hashed and appended, the anchor file, and verification.
+
+Each event stores `prev_hash` (the previous event's hash; 64 zeros for the first) and
+`hash = sha256(prev_hash + content)`, where `content` is the canonical JSON of the
+event's id, proposal id, the proposal's request hash, actor, from, to, time (ISO 8601
+UTC) and the exact stored detail text. Editing any field of any event, removing one
+from the middle or reordering them breaks the chain at that event.
+
+Appends happen inside the caller's `BEGIN IMMEDIATE` transaction (the one that makes the
+transition), so ids are dense (1, 2, 3, ...) and the head read here is the real head.
+After the commit, the store appends `"<id> <hash>\\n"` to the anchor file outside the
+database (O_APPEND, 0600). A cut tail, which leaves a perfectly consistent shorter chain,
+is caught there: the anchor names an event count the database no longer reaches. The
+anchor lines of concurrent writers may land out of order; each line is checked against
+the event with that id. What this cannot catch (a same-user process rewriting both the
+database and the anchor) is said in docs/security.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.engine import Connection
+
+from placet.requests import canonical_json, request_hash
+from placet.store.models import AUDIT_EVENT, PROPOSAL
+from placet.store.records import AuditVerification
+
+log = logging.getLogger(__name__)
+
+GENESIS_HASH = "0" * 64
+
+
+def event_content(
+    *,
+    event_id: int,
+    proposal_id: int,
+    request_hash: str,
+    actor: str,
+    from_status: str | None,
+    to_status: str,
+    at: datetime,
+    detail_json: str,
+) -> str:
+    """The canonical text an event's hash covers (`at` must be aware UTC)."""
+    return canonical_json(
+        {
+            "id": event_id,
+            "proposal_id": proposal_id,
+            "request_hash": request_hash,
+            "actor": actor,
+            "from": from_status,
+            "to": to_status,
+            "at": at.isoformat(),
+            "detail": detail_json,
+        }
+    )
+
+
+def chain_hash(prev_hash: str, content: str) -> str:
+    """SHA-256 hex of the previous hash followed by this event's content."""
+    return hashlib.sha256((prev_hash + content).encode("utf-8")).hexdigest()
+
+
+def append_event(
+    conn: Connection,
+    *,
+    proposal_id: int,
+    request_hash: str,
+    actor: str,
+    from_status: str | None,
+    to_status: str,
+    at: datetime,
+    detail: dict[str, Any] | None,
+) -> tuple[int, str]:
+    """Insert the next event of the chain; returns (event id, hash).
+
+    Must run inside a `BEGIN IMMEDIATE` transaction (the head must not move under us).
+    """
+    head = conn.execute(
+        select(AUDIT_EVENT.c.id, AUDIT_EVENT.c.hash).order_by(AUDIT_EVENT.c.id.desc()).limit(1)
+    ).first()
+    prev_id, prev_hash = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
+    event_id = prev_id + 1
+    detail_json = canonical_json(detail or {})
+    digest = chain_hash(
+        prev_hash,
+        event_content(
+            event_id=event_id,
+            proposal_id=proposal_id,
+            request_hash=request_hash,
+            actor=actor,
+            from_status=from_status,
+            to_status=to_status,
+            at=at,
+            detail_json=detail_json,
+        ),
+    )
+    conn.execute(
+        insert(AUDIT_EVENT).values(
+            id=event_id,
+            proposal_id=proposal_id,
+            request_hash=request_hash,
+            actor=actor,
+            from_status=from_status,
+            to_status=to_status,
+            at=at,
+            detail=detail_json,
+            prev_hash=prev_hash,
+            hash=digest,
+        )
+    )
+    return event_id, digest
+
+
+def append_anchor(path: Path, heads: list[tuple[int, str]]) -> None:
+    """Append `"<id> <hash>"` lines for committed events. A failure is logged, not raised:
+    the transition is already committed, and verify reports the unanchored tail as such."""
+    if not heads:
+        return
+    data = "".join(f"{eid} {digest}\n" for eid, digest in heads).encode("ascii")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        log.warning("could not append to the audit anchor %s: %s", path, e)
+
+
+def read_anchor(path: Path) -> tuple[dict[int, str], list[str]]:
+    """Anchor lines as {event id: hash}, plus the malformed lines (FileNotFoundError passes)."""
+    anchors: dict[int, str] = {}
+    bad: list[str] = []
+    with open(path, encoding="ascii", errors="replace") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2 and parts[0].isdigit() and len(parts[1]) == 64:
+                eid = int(parts[0])
+                if anchors.get(eid, parts[1]) != parts[1]:
+                    bad.append(line.rstrip("\n"))
+                anchors[eid] = parts[1]
+            elif line.strip():
+                bad.append(line.rstrip("\n"))
+    return anchors, bad
+
+
+def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
+    """Walk every event in id order, then the anchor, then each proposal's last event.
+
+    Chain problems (edited content, broken link, missing ids, an anchored hash that
+    differs, a removed tail) are reported by the lowest event id they concern; only when
+    the chain is sound are proposals cross-checked (current status equals the last
+    event's `to`, stored request still hashes to the creation event's request hash).
+    """
+    try:
+        anchors, malformed = read_anchor(anchor_path)
+        anchor_missing = False
+    except FileNotFoundError:
+        anchors, malformed, anchor_missing = {}, [], True
+
+    problems: list[tuple[int, str]] = []
+    last_to: dict[int, tuple[int, str]] = {}
+    created_hash: dict[int, tuple[int, str]] = {}
+    prev, expected, count, last_id = GENESIS_HASH, 1, 0, 0
+    rows = conn.execute(select(AUDIT_EVENT).order_by(AUDIT_EVENT.c.id))
+    for row in rows:
+        count += 1
+        eid = int(row.id)
+        if eid != expected:
+            problems.append((expected, f"events {expected}..{eid - 1} are missing"))
+        if row.prev_hash != prev:
+            problems.append((eid, f"event {eid} does not link to the event before it"))
+        content = event_content(
+            event_id=eid,
+            proposal_id=row.proposal_id,
+            request_hash=row.request_hash,
+            actor=row.actor,
+            from_status=row.from_status,
+            to_status=row.to_status,
+            at=row.at,
+            detail_json=row.detail,
+        )
+        if chain_hash(row.prev_hash, content) != row.hash:
+            problems.append((eid, f"event {eid} was altered: its content does not match its hash"))
+        anchored = anchors.get(eid)
+        if anchored is not None and anchored != row.hash:
+            problems.append((eid, f"event {eid} differs from the hash the anchor file recorded"))
+        last_to[row.proposal_id] = (eid, row.to_status)
+        if row.from_status is None:
+            created_hash[row.proposal_id] = (eid, row.request_hash)
+        prev, expected, last_id = row.hash, eid + 1, eid
+
+    max_anchor = max(anchors, default=0)
+    if max_anchor > last_id:
+        problems.append(
+            (
+                last_id + 1,
+                f"the anchor file records {max_anchor} events but the database ends at "
+                f"event {last_id}: events {last_id + 1}..{max_anchor} were removed",
+            )
+        )
+    if problems:
+        first_id, first_msg = min(problems, key=lambda p: p[0])
+        more = f" ({len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        return AuditVerification(False, count, first_id, first_msg + more)
+
+    for p in conn.execute(select(PROPOSAL).order_by(PROPOSAL.c.id)):
+        last = last_to.get(p.id)
+        created = created_hash.get(p.id)
+        if last is None or created is None:
+            return AuditVerification(
+                False, count, None, f"proposal {p.id} has no creation audit event"
+            )
+        if last[1] != p.status:
+            return AuditVerification(
+                False,
+                count,
+                last[0],
+                f"proposal {p.id} is {p.status!r} but its last audit event (id {last[0]}) "
+                f"says {last[1]!r}: its status was changed outside the store",
+            )
+        stored = request_hash(p.kind, json.loads(p.request), json.loads(p.evidence))
+        if stored != p.request_hash or p.request_hash != created[1]:
+            return AuditVerification(
+                False,
+                count,
+                created[0],
+                f"proposal {p.id}'s stored request no longer hashes to the request hash "
+                f"its creation event (id {created[0]}) recorded",
+            )
+
+    if malformed:
+        return AuditVerification(
+            False, count, None, f"the anchor file has {len(malformed)} malformed line(s)"
+        )
+    if anchor_missing and count:
+        return AuditVerification(
+            False,
+            count,
+            None,
+            f"the anchor file {anchor_path} is missing while the database holds {count} "
+            "events; a removed tail cannot be ruled out",
+        )
+    head = f", head {prev[:16]}…" if count else ""
+    return AuditVerification(True, count, None, f"{count} events verified{head}")

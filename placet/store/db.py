@@ -1,0 +1,173 @@
+"""SQLite engine setup: the database file, its pragmas, and how transactions begin.
+
+Decided here, once, so every connection behaves the same (DESIGN.md sections 2 and 9):
+
+- The database file is created 0600 before SQLite opens it (SQLite gives its `-wal` and
+  `-shm` files the mode of the database), inside the 0700 data directory.
+- Every new connection gets `busy_timeout`, `foreign_keys=ON`, `synchronous=NORMAL`
+  (safe with WAL: a power cut may lose the last commits, never corrupt) and WAL mode
+  (persistent in the file; set once). WAL is refused on network filesystems, where its
+  shared-memory index does not work.
+- The driver's own transaction handling is turned off (`isolation_level=None`) and
+  placet emits `BEGIN` itself: `BEGIN IMMEDIATE` for write transactions, so a writer
+  takes the write lock before reading what it will change and never fails a lock
+  upgrade half way; plain deferred `BEGIN` for reads, which in WAL never block writers.
+- Datetimes are stored naive UTC (SQLite has no zone type; `DateTime(timezone=True)`
+  silently drops the offset, LIBRARIES.md section 3) and come back aware UTC
+  (`UTCDateTime`). Naive input is refused rather than guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import DateTime, TypeDecorator, create_engine, event
+from sqlalchemy.engine import Connection, Dialect, Engine
+
+from placet.errors import StoreError
+
+BUSY_TIMEOUT_MS = 5000
+"""How long SQLite's own busy handler waits for a lock before a statement fails."""
+
+BEGIN_OPTION = "placet_begin"
+"""Connection execution option naming the BEGIN flavour: "IMMEDIATE" or "DEFERRED"."""
+
+_NETWORK_FS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "afs", "ceph", "glusterfs", "9p"}
+)
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """Return `value` in UTC; a naive datetime is refused (ValueError), never guessed."""
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: pass a timezone-aware datetime")
+    return value.astimezone(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Store aware datetimes as naive UTC text; always return aware UTC."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return as_utc(value).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def _fs_type(path: Path) -> str | None:
+    """The filesystem type of the mount holding `path`, from /proc/self/mounts (Linux)."""
+    try:
+        lines = Path("/proc/self/mounts").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    target = str(path.resolve())
+    best, best_type = "", None
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mount = parts[1].replace("\\040", " ")
+        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) >= len(best):
+            best, best_type = mount, parts[2]
+    return best_type
+
+
+def prepare_db_file(db_path: Path) -> None:
+    """Create the database file 0600 if absent; tighten an existing one to 0600.
+
+    Raises:
+        StoreError: the path exists but is not a regular file, or lies on a network
+            filesystem (WAL needs shared memory that NFS/SMB do not provide).
+    """
+    fs = _fs_type(db_path.parent)
+    if fs in _NETWORK_FS:
+        raise StoreError(
+            f"refusing to open the database {db_path}: it is on a {fs} filesystem, where "
+            "SQLite's WAL mode is unsafe; set PLACET_DB to a path on a local disk",
+            details={"path": str(db_path), "fs_type": fs},
+        )
+    try:
+        fd = os.open(db_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+        os.close(fd)
+    except FileExistsError:
+        st = os.lstat(db_path)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(
+                f"refusing to open the database {db_path}: it is not a regular file; "
+                "move it away or set PLACET_DB to another path",
+                details={"path": str(db_path)},
+            ) from None
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(db_path, 0o600)
+    for suffix in ("-wal", "-shm"):
+        side = Path(str(db_path) + suffix)
+        try:
+            if stat.S_IMODE(side.lstat().st_mode) & 0o077:
+                side.chmod(0o600)
+        except FileNotFoundError:
+            pass
+
+
+def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+    # Our own BEGINs (see _on_begin); the driver must not open transactions implicitly.
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    try:
+        # busy_timeout first, so the journal-mode switch below waits instead of failing.
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+        if str(mode).lower() != "wal":
+            cur.execute("PRAGMA journal_mode=WAL")
+    finally:
+        cur.close()
+
+
+def _on_begin(conn: Connection) -> None:
+    mode = conn.get_execution_options().get(BEGIN_OPTION, "DEFERRED")
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def make_engine(db_path: Path) -> Engine:
+    """An engine on `db_path` with placet's pragmas and BEGIN handling.
+
+    Write transactions: `engine.connect().execution_options(placet_begin="IMMEDIATE")`
+    then `conn.begin()`. Anything else begins deferred. The pool hands one connection to
+    one thread at a time, so the store may be shared across threads.
+    """
+    engine = create_engine(
+        f"sqlite:///{db_path}",
+        connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        pool_size=8,
+        max_overflow=8,
+    )
+    event.listen(engine, "connect", _on_connect)
+    event.listen(engine, "begin", _on_begin)
+    return engine
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True for SQLITE_BUSY / SQLITE_LOCKED (and their extended codes) from the driver."""
+    orig = getattr(exc, "orig", exc)
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    text = str(orig).lower()
+    return "database is locked" in text or "database is busy" in text

@@ -1,0 +1,119 @@
+"""The proposal lifecycle as data: statuses, the transitions DESIGN.md section 4 draws, and
+who may make each. Pure: no I/O, so the rules can be read and tested on their own.
+
+```
+pending ──accept──▶ approved ──claim──▶ executing ──finish──▶ succeeded | failed
+pending ──discard─▶ discarded             executing ──interrupt (lease lapsed)──▶ interrupted
+pending ──expire──▶ expired               interrupted | failed ──accept again──▶ approved
+pending ──withdraw (same run)──▶ withdrawn
+pending ──extend──▶ pending (TTL only; audited like a transition)
+(none)  ──create──▶ pending
+```
+
+The store turns each `Transition` into one compare-and-set UPDATE whose `WHERE status IN`
+is `sources`, plus its audit event, in one transaction. Actors: `owner`,
+`agent:<run_id>`, `sweeper`, `executor`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+PENDING: Final = "pending"
+APPROVED: Final = "approved"
+EXECUTING: Final = "executing"
+SUCCEEDED: Final = "succeeded"
+FAILED: Final = "failed"
+DISCARDED: Final = "discarded"
+EXPIRED: Final = "expired"
+WITHDRAWN: Final = "withdrawn"
+INTERRUPTED: Final = "interrupted"
+
+STATUSES: Final = (
+    PENDING,
+    APPROVED,
+    EXECUTING,
+    SUCCEEDED,
+    FAILED,
+    DISCARDED,
+    EXPIRED,
+    WITHDRAWN,
+    INTERRUPTED,
+)
+TERMINAL: Final = frozenset({SUCCEEDED, DISCARDED, EXPIRED, WITHDRAWN})
+"""Statuses nothing leaves. `failed` and `interrupted` may be accepted again."""
+
+OWNER: Final = "owner"
+SWEEPER: Final = "sweeper"
+EXECUTOR: Final = "executor"
+AGENT_PREFIX: Final = "agent:"
+
+OP_OUTCOMES: Final = ("done", "already_done", "stale", "failed", "skipped")
+SUCCESS_OUTCOMES: Final = frozenset({"done", "already_done"})
+
+
+def agent_actor(run_id: str) -> str:
+    """The actor string of an agent bridge: `agent:<run_id>`."""
+    return AGENT_PREFIX + run_id
+
+
+def actor_kind(actor: str) -> str:
+    """`owner`, `sweeper`, `executor` or `agent`; ValueError for anything else."""
+    if actor in (OWNER, SWEEPER, EXECUTOR):
+        return actor
+    if actor.startswith(AGENT_PREFIX) and len(actor) > len(AGENT_PREFIX):
+        return "agent"
+    raise ValueError(f"unknown actor {actor!r}: expected owner, sweeper, executor or agent:<run>")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One named arrow (or fan of arrows with a shared source set) of the diagram."""
+
+    name: str
+    sources: frozenset[str | None]
+    targets: frozenset[str]
+    actors: frozenset[str]  # actor kinds allowed to make it
+
+
+def _t(name: str, sources: set[str | None], targets: set[str], actors: set[str]) -> Transition:
+    return Transition(name, frozenset(sources), frozenset(targets), frozenset(actors))
+
+
+TRANSITIONS: Final[dict[str, Transition]] = {
+    t.name: t
+    for t in (
+        _t("create", {None}, {PENDING}, {"agent", OWNER}),
+        _t("accept", {PENDING, FAILED, INTERRUPTED}, {APPROVED}, {OWNER}),
+        _t("discard", {PENDING}, {DISCARDED}, {OWNER}),
+        _t("expire", {PENDING}, {EXPIRED}, {SWEEPER}),
+        _t("withdraw", {PENDING}, {WITHDRAWN}, {"agent"}),
+        _t("extend", {PENDING}, {PENDING}, {OWNER}),
+        _t("claim", {APPROVED}, {EXECUTING}, {EXECUTOR}),
+        _t("finish", {EXECUTING}, {SUCCEEDED, FAILED}, {EXECUTOR}),
+        _t("interrupt", {EXECUTING}, {INTERRUPTED}, {OWNER, SWEEPER, EXECUTOR}),
+    )
+}
+
+ALLOWED_EDGES: Final[frozenset[tuple[str | None, str]]] = frozenset(
+    (src, dst) for t in TRANSITIONS.values() for src in t.sources for dst in t.targets
+)
+"""Every (from, to) pair the diagram has; `from` is None for creation."""
+
+
+def check_actor(transition: str, actor: str) -> None:
+    """ValueError unless `actor` may make `transition` (a programming error, not a refusal)."""
+    t = TRANSITIONS[transition]
+    if actor_kind(actor) not in t.actors:
+        raise ValueError(f"actor {actor!r} may not {transition}; allowed: {sorted(t.actors)}")
+
+
+def sources_of(transition: str) -> tuple[str, ...]:
+    """The statuses a transition may start from (for the CAS `WHERE status IN`)."""
+    return tuple(sorted(s for s in TRANSITIONS[transition].sources if s is not None))
+
+
+def finish_status(outcomes: list[str]) -> str:
+    """`succeeded` when every journaled op is done or already_done, else `failed`."""
+    return SUCCEEDED if all(o in SUCCESS_OUTCOMES for o in outcomes) else FAILED

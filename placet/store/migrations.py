@@ -1,0 +1,187 @@
+"""Named, ordered schema migrations, recorded in the database they built.
+
+Why not `create_all()`: it creates missing tables but never changes an existing one, so
+a database made by an older placet would silently keep an old shape. Instead each
+schema change is one `Migration` appended to `MIGRATIONS`; its 1-based position is its
+version, and `schema_migration` records every version applied (with its name), so
+`migrate` runs exactly the missing ones, in order, each in its own `BEGIN IMMEDIATE`
+transaction (concurrent first starts serialise; the loser finds the work done).
+
+Rules for appending a migration (later issues: sync plans, hash cache, baseline,
+snapshots): add the SQLModel table in its module, then append
+`Migration("short_name", ("CREATE TABLE ...", "CREATE INDEX ..."))` at the END of
+`MIGRATIONS` with DDL that matches the model exactly (the schema test compares a
+migrated blank database with `SQLModel.metadata`); never edit or reorder a released one.
+
+A database whose recorded version is newer than `len(MIGRATIONS)` was written by a newer
+placet and is refused (`SchemaTooNew`, naming both versions): an older placet could
+misread columns it does not know. A recorded name that differs from the code's at the
+same version means a different lineage and is refused too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import insert, select
+from sqlalchemy.engine import Connection, Engine
+
+from placet.errors import SchemaTooNew, StoreError
+from placet.store.db import BEGIN_OPTION, utcnow
+from placet.store.models import SCHEMA_MIGRATION
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema step: DDL statements, or a function for data changes, or both."""
+
+    name: str
+    statements: tuple[str, ...] = ()
+    run: Callable[[Connection], None] | None = None
+
+
+_INITIAL = (
+    """CREATE TABLE proposal (
+    id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    request TEXT NOT NULL,
+    evidence TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    drive_spec TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    client_name TEXT,
+    client_version TEXT,
+    label TEXT,
+    host TEXT NOT NULL,
+    created_at DATETIME NOT NULL,
+    expires_at DATETIME NOT NULL,
+    resolved_at DATETIME,
+    resolved_by TEXT,
+    attempt INTEGER NOT NULL,
+    lease_holder TEXT,
+    lease_expires_at DATETIME,
+    summary TEXT,
+    PRIMARY KEY (id)
+)""",
+    "CREATE INDEX ix_proposal_run_status ON proposal (run_id, status)",
+    "CREATE INDEX ix_proposal_status_expires ON proposal (status, expires_at)",
+    "CREATE UNIQUE INDEX ux_proposal_pending_request ON proposal (kind, request_hash) "
+    "WHERE status = 'pending'",
+    """CREATE TABLE audit_event (
+    id INTEGER NOT NULL,
+    proposal_id INTEGER NOT NULL,
+    request_hash TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    from_status TEXT,
+    to_status TEXT NOT NULL,
+    at DATETIME NOT NULL,
+    detail TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (id),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+    "CREATE INDEX ix_audit_event_at ON audit_event (at)",
+    "CREATE INDEX ix_audit_event_proposal ON audit_event (proposal_id)",
+    """CREATE TABLE op_result (
+    id INTEGER NOT NULL,
+    proposal_id INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    op_index INTEGER NOT NULL,
+    op TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    recorded_at DATETIME NOT NULL,
+    PRIMARY KEY (id),
+    CONSTRAINT ux_op_result_op UNIQUE (proposal_id, attempt, op_index),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+)
+
+MIGRATIONS: list[Migration] = [
+    Migration("initial_proposals_audit_op_results", _INITIAL),
+    # Append new migrations here, at the end; never edit or reorder the ones above.
+]
+
+_CREATE_MIGRATION_TABLE = """CREATE TABLE IF NOT EXISTS schema_migration (
+    version INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    applied_at DATETIME NOT NULL,
+    PRIMARY KEY (version)
+)"""
+
+
+def code_version(migrations: list[Migration] | None = None) -> int:
+    """The schema version this code builds: the number of migrations it knows."""
+    return len(MIGRATIONS if migrations is None else migrations)
+
+
+def _applied(conn: Connection) -> dict[int, str]:
+    rows = conn.execute(select(SCHEMA_MIGRATION.c.version, SCHEMA_MIGRATION.c.name))
+    return {int(v): str(n) for v, n in rows}
+
+
+def _check(applied: dict[int, str], migrations: list[Migration], db_label: str) -> None:
+    newest = max(applied, default=0)
+    if newest > len(migrations):
+        raise SchemaTooNew(
+            f"the database {db_label} has schema version {newest}, newer than this "
+            f"placet's schema version {len(migrations)}; upgrade placet (or point "
+            "PLACET_DB at another database)",
+            details={"db_version": newest, "code_version": len(migrations)},
+        )
+    for version, name in sorted(applied.items()):
+        if migrations[version - 1].name != name:
+            raise StoreError(
+                f"the database {db_label} recorded migration {version} as {name!r} but this "
+                f"placet knows it as {migrations[version - 1].name!r}; it was built by a "
+                "different placet lineage, refusing to touch it",
+                details={"version": version, "db_name": name},
+            )
+
+
+def schema_version(engine: Engine) -> int:
+    """The highest migration version recorded in the database (0 when blank)."""
+    with engine.connect() as conn:
+        exists = conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_migration'"
+        ).first()
+        return max(_applied(conn), default=0) if exists else 0
+
+
+def migrate(engine: Engine, *, db_label: str, migrations: list[Migration] | None = None) -> int:
+    """Apply every missing migration in order; return the resulting schema version.
+
+    Raises:
+        SchemaTooNew: the database records a version newer than the code knows.
+        StoreError: the database's migration names disagree with the code's.
+    """
+    migrations = MIGRATIONS if migrations is None else migrations
+    with engine.connect() as conn:
+        conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
+        with conn.begin():
+            conn.exec_driver_sql(_CREATE_MIGRATION_TABLE)
+            applied = _applied(conn)
+            _check(applied, migrations, db_label)
+        for version, migration in enumerate(migrations, start=1):
+            if version in applied:
+                continue
+            with conn.begin():
+                # Re-read under the write lock: a concurrent start may have applied it.
+                applied = _applied(conn)
+                _check(applied, migrations, db_label)
+                if version in applied:
+                    continue
+                for statement in migration.statements:
+                    conn.exec_driver_sql(statement)
+                if migration.run is not None:
+                    migration.run(conn)
+                conn.execute(
+                    insert(SCHEMA_MIGRATION).values(
+                        version=version, name=migration.name, applied_at=utcnow()
+                    )
+                )
+    return len(migrations)

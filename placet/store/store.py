@@ -1,0 +1,541 @@
+"""The `Store`: every lifecycle transition of DESIGN.md section 4, the sweeper, op results
+and the audit log, over one SQLite file.
+
+Each transition reads the row under `BEGIN IMMEDIATE`, refuses with the precise domain
+error (NotFound, WrongState, Expired, PolicyRefused, LimitExceeded), then makes one
+compare-and-set UPDATE guarded by the status it saw and the transition's own condition
+(`expires_at > now` for pending -> approved, the lease holder for executor steps) and
+appends its audit event in the same transaction. The rules of which arrow exists and
+who may draw it are `placet.store.lifecycle`'s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Row
+
+from placet.errors import Expired, LimitExceeded, PolicyRefused, UsageError, WrongState
+from placet.requests import canonical_json
+from placet.store import lifecycle as lc
+from placet.store.audit import verify_chain
+from placet.store.base import SWEEP_BATCH, Heads, P, StoreBase, _now
+from placet.store.db import as_utc
+from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
+from placet.store.records import (
+    AuditRecord,
+    AuditVerification,
+    LeaseHolder,
+    OpResultRecord,
+    ProposalRecord,
+    SweepResult,
+)
+
+
+class Store(StoreBase):
+    """Proposals, op results and the audit chain in one SQLite database.
+
+    Build with `placet.store.open_store(settings)`. Safe to share between threads; each
+    process opens its own. Besides the domain errors each method names, any database
+    failure is a `StoreError` (retryable when the database stayed locked).
+    """
+
+    # ---- owner and agent decisions ----------------------------------------------------
+
+    def accept(
+        self,
+        pid: int,
+        *,
+        actor: str = lc.OWNER,
+        now: datetime | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> ProposalRecord:
+        """pending -> approved while `expires_at > now`; failed | interrupted -> approved.
+
+        The event records the request hash the decision binds to, plus `detail` (e.g.
+        whether a terminal was attached). Raises NotFound, Expired, WrongState.
+        """
+        now = _now(now)
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            cur = self._row(conn, pid)
+            guard: tuple[Any, ...] = ()
+            if cur.status == lc.PENDING:
+                if cur.expires_at <= now:
+                    raise Expired(
+                        f"cannot accept proposal {pid}: it expired at "
+                        f"{cur.expires_at.isoformat()}; ask the agent to propose again",
+                        details={"proposal_id": pid, "expires_at": cur.expires_at.isoformat()},
+                    )
+                guard = (P.expires_at > now,)
+            return self._cas(
+                conn,
+                heads,
+                cur,
+                transition="accept",
+                to=lc.APPROVED,
+                actor=actor,
+                now=now,
+                guard=guard,
+                values={"resolved_at": now, "resolved_by": actor},
+                detail={**(detail or {}), "request_hash": cur.request_hash},
+            )
+
+        return self._write(f"accepting proposal {pid}", tx)
+
+    def discard(
+        self,
+        pid: int,
+        *,
+        actor: str = lc.OWNER,
+        reason: str | None = None,
+        now: datetime | None = None,
+    ) -> ProposalRecord:
+        """pending -> discarded (expired-but-unswept included). Raises NotFound, WrongState."""
+        now = _now(now)
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            return self._cas(
+                conn,
+                heads,
+                self._row(conn, pid),
+                transition="discard",
+                to=lc.DISCARDED,
+                actor=actor,
+                now=now,
+                values={"resolved_at": now, "resolved_by": actor},
+                detail={"reason": reason} if reason else None,
+            )
+
+        return self._write(f"discarding proposal {pid}", tx)
+
+    def withdraw(self, pid: int, *, run_id: str, now: datetime | None = None) -> ProposalRecord:
+        """pending -> withdrawn, only by the bridge (run id) that proposed it.
+
+        Raises NotFound, PolicyRefused (another bridge's proposal), WrongState.
+        """
+        now = _now(now)
+        actor = lc.agent_actor(run_id)
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            cur = self._row(conn, pid)
+            if cur.run_id != run_id:
+                raise PolicyRefused(
+                    f"cannot withdraw proposal {pid}: another bridge proposed it; an agent "
+                    "may withdraw only its own proposals",
+                    details={"proposal_id": pid},
+                )
+            return self._cas(
+                conn,
+                heads,
+                cur,
+                transition="withdraw",
+                to=lc.WITHDRAWN,
+                actor=actor,
+                now=now,
+                guard=(P.run_id == run_id,),
+                values={"resolved_at": now, "resolved_by": actor},
+            )
+
+        return self._write(f"withdrawing proposal {pid}", tx)
+
+    def extend(
+        self, pid: int, *, minutes: int, actor: str = lc.OWNER, now: datetime | None = None
+    ) -> ProposalRecord:
+        """Push a pending, unexpired proposal's expiry `minutes` later, never past
+        `created_at + max_extend_hours`. Audited as pending -> pending.
+
+        Raises UsageError (minutes < 1), NotFound, WrongState, Expired, LimitExceeded
+        (already at the cap).
+        """
+        now = _now(now)
+        if minutes < 1:
+            raise UsageError(f"cannot extend proposal {pid} by {minutes} minutes: give 1 or more")
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            cur = self._row(conn, pid)
+            if cur.status != lc.PENDING:
+                raise self._wrong_state(pid, "extend", cur.status)
+            if cur.expires_at <= now:
+                raise Expired(
+                    f"cannot extend proposal {pid}: it already expired at "
+                    f"{cur.expires_at.isoformat()}; ask the agent to propose again",
+                    details={"proposal_id": pid, "expires_at": cur.expires_at.isoformat()},
+                )
+            cap = cur.created_at + timedelta(hours=self.settings.max_extend_hours)
+            wanted = cur.expires_at + timedelta(minutes=minutes)
+            new = min(wanted, cap)
+            if new <= cur.expires_at:
+                raise LimitExceeded(
+                    f"cannot extend proposal {pid}: it already expires at the latest allowed "
+                    f"time, {self.settings.max_extend_hours} h after its creation "
+                    f"({cap.isoformat()})",
+                    details={"proposal_id": pid, "max_expires_at": cap.isoformat()},
+                )
+            return self._cas(
+                conn,
+                heads,
+                cur,
+                transition="extend",
+                to=lc.PENDING,
+                actor=actor,
+                now=now,
+                guard=(P.expires_at == cur.expires_at, P.expires_at > now),
+                values={"expires_at": new},
+                detail={
+                    "from_expires_at": cur.expires_at.isoformat(),
+                    "to_expires_at": new.isoformat(),
+                    "minutes": minutes,
+                    "capped": new < wanted,
+                },
+            )
+
+        return self._write(f"extending proposal {pid}", tx)
+
+    # ---- execution ------------------------------------------------------------------
+
+    def claim(
+        self, pid: int, *, holder: LeaseHolder, now: datetime | None = None
+    ) -> ProposalRecord:
+        """approved -> executing under `holder`'s lease (`lease_seconds`); attempt += 1.
+
+        Raises NotFound, WrongState (not approved, e.g. another executor claimed it).
+        """
+        now = _now(now)
+        lease = now + timedelta(seconds=self.settings.lease_seconds)
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            cur = self._row(conn, pid)
+            return self._cas(
+                conn,
+                heads,
+                cur,
+                transition="claim",
+                to=lc.EXECUTING,
+                actor=lc.EXECUTOR,
+                now=now,
+                values={
+                    "attempt": P.attempt + 1,
+                    "lease_holder": str(holder),
+                    "lease_expires_at": lease,
+                },
+                detail={"holder": str(holder), "attempt": cur.attempt + 1},
+            )
+
+        return self._write(f"claiming proposal {pid}", tx)
+
+    def heartbeat(self, pid: int, *, holder: LeaseHolder, now: datetime | None = None) -> bool:
+        """Renew `holder`'s lease for another `lease_seconds`; False if it no longer holds it
+        (the proposal was marked interrupted, or is held by someone else)."""
+        now = _now(now)
+        lease = now + timedelta(seconds=self.settings.lease_seconds)
+
+        def tx(conn: Connection, heads: Heads) -> bool:
+            res = conn.execute(
+                update(PROPOSAL)
+                .where(P.id == pid, P.status == lc.EXECUTING, P.lease_holder == str(holder))
+                .values(lease_expires_at=lease)
+            )
+            return bool(res.rowcount == 1)
+
+        return self._write(f"renewing the lease on proposal {pid}", tx)
+
+    def _held(self, conn: Connection, pid: int, holder: LeaseHolder, what: str) -> Row[Any]:
+        cur = self._row(conn, pid)
+        if cur.status != lc.EXECUTING or cur.lease_holder != str(holder):
+            raise WrongState(
+                f"cannot {what} for proposal {pid}: this process no longer holds its lease "
+                f"(status {cur.status}); stop executing it",
+                details={"proposal_id": pid, "status": cur.status},
+            )
+        return cur
+
+    def record_op_result(
+        self,
+        pid: int,
+        *,
+        op_index: int,
+        op: dict[str, Any],
+        outcome: str,
+        detail: dict[str, Any],
+        holder: LeaseHolder,
+        now: datetime | None = None,
+    ) -> None:
+        """Journal one op of the current attempt (a repeat of the same index replaces it).
+
+        Raises UsageError (unknown outcome), NotFound, WrongState (lease not held).
+        """
+        now = _now(now)
+        if outcome not in lc.OP_OUTCOMES:
+            raise UsageError(f"unknown op outcome {outcome!r}; expected one of {lc.OP_OUTCOMES}")
+
+        def tx(conn: Connection, heads: Heads) -> None:
+            cur = self._held(conn, pid, holder, f"record op {op_index}")
+            values = {
+                "op": canonical_json(op),
+                "outcome": outcome,
+                "detail": canonical_json(detail),
+                "recorded_at": now,
+            }
+            conn.execute(
+                sqlite_insert(OP_RESULT)
+                .values(proposal_id=pid, attempt=cur.attempt, op_index=op_index, **values)
+                .on_conflict_do_update(
+                    index_elements=["proposal_id", "attempt", "op_index"], set_=values
+                )
+            )
+
+        self._write(f"recording op {op_index} of proposal {pid}", tx)
+
+    def finish(
+        self,
+        pid: int,
+        *,
+        holder: LeaseHolder,
+        now: datetime | None = None,
+        summary: dict[str, Any] | None = None,
+        expected_ops: int | None = None,
+    ) -> ProposalRecord:
+        """executing -> succeeded when every journaled op of this attempt is done or
+        already_done (and, if given, at least `expected_ops` were journaled), else failed.
+
+        Raises NotFound, WrongState (lease not held).
+        """
+        now = _now(now)
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            cur = self._held(conn, pid, holder, "finish")
+            outcomes = list(
+                conn.execute(
+                    select(OP_RESULT.c.outcome).where(
+                        OP_RESULT.c.proposal_id == pid, OP_RESULT.c.attempt == cur.attempt
+                    )
+                ).scalars()
+            )
+            to = lc.finish_status(outcomes)
+            if expected_ops is not None and len(outcomes) < expected_ops:
+                to = lc.FAILED
+            return self._cas(
+                conn,
+                heads,
+                cur,
+                transition="finish",
+                to=to,
+                actor=lc.EXECUTOR,
+                now=now,
+                guard=(P.lease_holder == str(holder),),
+                values={
+                    "lease_holder": None,
+                    "lease_expires_at": None,
+                    "summary": None if summary is None else canonical_json(summary),
+                },
+                detail={
+                    "attempt": cur.attempt,
+                    "outcomes": dict(Counter(outcomes)),
+                    "expected_ops": expected_ops,
+                },
+            )
+
+        return self._write(f"finishing proposal {pid}", tx)
+
+    def mark_interrupted(
+        self, pid: int, *, actor: str, now: datetime | None = None, why: str | None = None
+    ) -> ProposalRecord:
+        """executing -> interrupted (owner quit mid-transfer, executor gave up, recovery)."""
+        now = _now(now)
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            cur = self._row(conn, pid)
+            return self._cas(
+                conn,
+                heads,
+                cur,
+                transition="interrupt",
+                to=lc.INTERRUPTED,
+                actor=actor,
+                now=now,
+                values={"lease_holder": None, "lease_expires_at": None},
+                detail={"holder": cur.lease_holder, "why": why},
+            )
+
+        return self._write(f"marking proposal {pid} interrupted", tx)
+
+    # ---- sweeper --------------------------------------------------------------------
+
+    def expire(self, pid: int, *, now: datetime | None = None) -> ProposalRecord:
+        """pending -> expired for one proposal whose `expires_at <= now` (the sweeper's
+        step). Raises NotFound, WrongState (not pending, or not yet due)."""
+        now = _now(now)
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            cur = self._row(conn, pid)
+            if cur.status == lc.PENDING and cur.expires_at > now:
+                raise WrongState(
+                    f"cannot expire proposal {pid}: it is due at {cur.expires_at.isoformat()}",
+                    details={"proposal_id": pid, "expires_at": cur.expires_at.isoformat()},
+                )
+            return self._expire_row(conn, heads, cur, now)
+
+        return self._write(f"expiring proposal {pid}", tx)
+
+    def _expire_row(
+        self, conn: Connection, heads: Heads, cur: Row[Any], now: datetime
+    ) -> ProposalRecord:
+        # Expiry keeps the request and evidence: it is an audited status change only.
+        return self._cas(
+            conn,
+            heads,
+            cur,
+            transition="expire",
+            to=lc.EXPIRED,
+            actor=lc.SWEEPER,
+            now=now,
+            guard=(P.expires_at <= now,),
+            values={"resolved_at": now, "resolved_by": lc.SWEEPER},
+            detail={"expires_at": cur.expires_at.isoformat()},
+        )
+
+    def expire_due(self, now: datetime | None = None) -> list[int]:
+        """Expire every pending proposal with `expires_at <= now`; returns their ids.
+
+        Works in batches of SWEEP_BATCH per transaction; takes no write lock when
+        nothing is due.
+        """
+        now = _now(now)
+        due_q = (
+            select(PROPOSAL)
+            .where(P.status == lc.PENDING, P.expires_at <= now)
+            .order_by(P.id)
+            .limit(SWEEP_BATCH)
+        )
+        done: list[int] = []
+        while self._read("finding due proposals", lambda c: c.execute(due_q).first()):
+
+            def tx(conn: Connection, heads: Heads) -> list[int]:
+                return [self._expire_row(conn, heads, r, now).id for r in conn.execute(due_q).all()]
+
+            batch = self._write("expiring due proposals", tx)
+            done.extend(batch)
+            if not batch:
+                break
+        return done
+
+    def recover_interrupted(self, now: datetime | None = None) -> list[int]:
+        """executing -> interrupted for each proposal whose lease lapsed (`lease_expires_at
+        <= now`) or whose holder is on this host and dead (pid gone or reused)."""
+        now = _now(now)
+        q = select(PROPOSAL).where(P.status == lc.EXECUTING).order_by(P.id)
+
+        def lost(r: Row[Any]) -> str | None:
+            if r.lease_expires_at is None or r.lease_expires_at <= now:
+                return "lease lapsed"
+            try:
+                holder = LeaseHolder.parse(r.lease_holder or "")
+            except ValueError:
+                return "unreadable lease holder"
+            return "holder process is gone" if holder.is_dead_here() else None
+
+        if not any(
+            lost(r) for r in self._read("finding executing proposals", lambda c: c.execute(q).all())
+        ):
+            return []
+
+        def tx(conn: Connection, heads: Heads) -> list[int]:
+            out = []
+            for r in conn.execute(q).all():
+                why = lost(r)
+                if why:
+                    self._cas(
+                        conn,
+                        heads,
+                        r,
+                        transition="interrupt",
+                        to=lc.INTERRUPTED,
+                        actor=lc.SWEEPER,
+                        now=now,
+                        guard=(P.lease_holder.is_not_distinct_from(r.lease_holder),),
+                        values={"lease_holder": None, "lease_expires_at": None},
+                        detail={"holder": r.lease_holder, "why": why},
+                    )
+                    out.append(r.id)
+            return out
+
+        return self._write("recovering interrupted proposals", tx)
+
+    def sweep(self, now: datetime | None = None) -> SweepResult:
+        """`expire_due` then `recover_interrupted`, at one `now`."""
+        now = _now(now)
+        return SweepResult(expired=self.expire_due(now), interrupted=self.recover_interrupted(now))
+
+    # ---- results and audit ----------------------------------------------------------
+
+    def op_results(self, pid: int) -> list[OpResultRecord]:
+        """The journal of the proposal's latest attempt, by op index. Raises NotFound."""
+
+        def rd(conn: Connection) -> list[Row[Any]]:
+            cur = self._row(conn, pid)
+            return list(
+                conn.execute(
+                    select(OP_RESULT)
+                    .where(OP_RESULT.c.proposal_id == pid, OP_RESULT.c.attempt == cur.attempt)
+                    .order_by(OP_RESULT.c.op_index)
+                ).all()
+            )
+
+        return [
+            OpResultRecord(
+                r.proposal_id,
+                r.attempt,
+                r.op_index,
+                json.loads(r.op),
+                r.outcome,
+                json.loads(r.detail),
+                r.recorded_at,
+            )
+            for r in self._read(f"reading op results of proposal {pid}", rd)
+        ]
+
+    def audit_events(
+        self,
+        *,
+        since: datetime | None = None,
+        proposal_id: int | None = None,
+        after_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[AuditRecord]:
+        """Audit events in chain order, filtered by time (`at >= since`), proposal, id."""
+        A = AUDIT_EVENT.c
+        q = select(AUDIT_EVENT).order_by(A.id)
+        if since is not None:
+            q = q.where(A.at >= as_utc(since))
+        if proposal_id is not None:
+            q = q.where(A.proposal_id == proposal_id)
+        if after_id is not None:
+            q = q.where(A.id > after_id)
+        if limit is not None:
+            q = q.limit(limit)
+        rows = self._read("reading the audit log", lambda c: c.execute(q).all())
+        return [
+            AuditRecord(
+                r.id,
+                r.proposal_id,
+                r.request_hash,
+                r.actor,
+                r.from_status,
+                r.to_status,
+                r.at,
+                json.loads(r.detail),
+                r.prev_hash,
+                r.hash,
+            )
+            for r in rows
+        ]
+
+    def verify_audit(self) -> AuditVerification:
+        """Walk the chain and the anchor file (`placet.store.audit.verify_chain`)."""
+        return self._read("verifying the audit log", lambda c: verify_chain(c, self.anchor_path))
