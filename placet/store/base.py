@@ -1,4 +1,4 @@
-"""The store's plumbing, creation and reads; `placet.store.store.Store` adds the transitions.
+"""The store's plumbing and reads; `decisions` and `store` add the transitions on top.
 
 Each write is one `BEGIN IMMEDIATE` transaction holding the write lock from its first
 read, so "read the row, decide, compare-and-set it, append the audit event" is atomic
@@ -15,6 +15,7 @@ Time is injectable (`now=`) everywhere, aware UTC.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import random
@@ -23,28 +24,28 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection, Engine, Row
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from placet.config import Settings
 from placet.errors import (
-    LimitExceeded,
     NotFound,
     StoreError,
-    UsageError,
     WrongState,
 )
-from placet.requests import canonical_json, request_hash
 from placet.store import lifecycle as lc
-from placet.store.audit import append_anchor, append_event
+from placet.store.audit import append_anchor, append_event, verify_chain
 from placet.store.db import BEGIN_OPTION, as_utc, is_busy, utcnow
-from placet.store.models import PROPOSAL
+from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.records import (
+    AuditRecord,
+    AuditVerification,
+    OpResultRecord,
     ProposalRecord,
 )
 
@@ -94,7 +95,7 @@ def _now(now: datetime | None) -> datetime:
 
 
 class StoreBase:
-    """Transactions with retry, the CAS helper, creation and reads (see `Store`)."""
+    """Transactions with retry, the CAS helper, and reads (see `Store`)."""
 
     def __init__(self, engine: Engine, settings: Settings) -> None:
         self.engine = engine
@@ -232,138 +233,7 @@ class StoreBase:
             details={"proposal_id": pid, "status": status, "transition": transition},
         )
 
-    # ---- create and read -----------------------------------------------------------
-
-    def create_proposal(
-        self,
-        *,
-        kind: str,
-        request: dict[str, Any],
-        evidence: dict[str, Any],
-        reason: str,
-        drive_spec: str,
-        run_id: str,
-        client_name: str | None = None,
-        client_version: str | None = None,
-        label: str | None = None,
-        ttl_seconds: int,
-        now: datetime | None = None,
-    ) -> tuple[ProposalRecord, bool]:
-        """Persist a pending proposal; returns (record, created).
-
-        Idempotent: while a proposal with the same kind and request hash
-        (`placet.requests.request_hash`) is pending and unexpired, that one is returned
-        with created=False. One whose TTL passed unswept is expired here first.
-
-        Raises:
-            UsageError: ttl_seconds is not in 1..max_ttl_minutes*60.
-            LimitExceeded: `pending_per_bridge` (per run_id) or `pending_total` reached.
-        """
-        now = _now(now)
-        max_ttl = self.settings.max_ttl_minutes * 60
-        if not 0 < ttl_seconds <= max_ttl:
-            raise UsageError(
-                f"cannot create a proposal with a TTL of {ttl_seconds} s: it must be between "
-                f"1 s and {max_ttl} s (max_ttl_minutes)",
-                details={"ttl_seconds": ttl_seconds, "max_seconds": max_ttl},
-            )
-        rh = request_hash(kind, request, evidence)
-        expires_at = now + timedelta(seconds=ttl_seconds)
-        values: dict[str, Any] = {
-            "kind": kind,
-            "status": lc.PENDING,
-            "request": canonical_json(request),
-            "evidence": canonical_json(evidence),
-            "request_hash": rh,
-            "reason": reason,
-            "drive_spec": drive_spec,
-            "run_id": run_id,
-            "client_name": client_name,
-            "client_version": client_version,
-            "label": label,
-            "host": self._host,
-            "created_at": now,
-            "expires_at": expires_at,
-            "attempt": 0,
-        }
-        actor = lc.agent_actor(run_id)
-
-        def tx(conn: Connection, heads: Heads) -> tuple[ProposalRecord, bool]:
-            same = conn.execute(
-                select(PROPOSAL).where(P.kind == kind, P.request_hash == rh, P.status == lc.PENDING)
-            ).first()
-            if same is not None:
-                if same.expires_at > now:
-                    return _proposal(same), False
-                self._cas(
-                    conn,
-                    heads,
-                    same,
-                    transition="expire",
-                    to=lc.EXPIRED,
-                    actor=lc.SWEEPER,
-                    now=now,
-                    values={"resolved_at": now, "resolved_by": lc.SWEEPER},
-                    guard=(P.expires_at <= now,),
-                    detail={"why": "ttl passed; superseded by an identical proposal"},
-                )
-            self._check_caps(conn, run_id, now)
-            row = conn.execute(PROPOSAL.insert().values(**values).returning(*PROPOSAL.c)).one()
-            heads.append(
-                append_event(
-                    conn,
-                    proposal_id=row.id,
-                    request_hash=rh,
-                    actor=actor,
-                    from_status=None,
-                    to_status=lc.PENDING,
-                    at=now,
-                    detail={
-                        "kind": kind,
-                        "expires_at": expires_at.isoformat(),
-                        "client_name": client_name,
-                        "client_version": client_version,
-                    },
-                )
-            )
-            return _proposal(row), True
-
-        try:
-            return self._write(f"creating a {kind} proposal", tx)
-        except StoreError as e:
-            # The partial unique index is the backstop; with BEGIN IMMEDIATE the SELECT
-            # above already serialises creators, so this is belt and braces.
-            if isinstance(e.__cause__, IntegrityError):
-                found = self._read(
-                    "reading a proposal",
-                    lambda c: c.execute(
-                        select(PROPOSAL).where(
-                            P.kind == kind, P.request_hash == rh, P.status == lc.PENDING
-                        )
-                    ).first(),
-                )
-                if found is not None:
-                    return _proposal(found), False
-            raise
-
-    def _check_caps(self, conn: Connection, run_id: str, now: datetime) -> None:
-        live = (P.status == lc.PENDING, P.expires_at > now)
-        caps = (
-            ("pending_per_bridge", self.settings.pending_per_bridge, (P.run_id == run_id,)),
-            ("pending_total", self.settings.pending_total, ()),
-        )
-        for name, cap, extra in caps:
-            # Count at most `cap` rows: the check costs O(cap), never O(table).
-            sub = select(P.id).where(*live, *extra).limit(cap).subquery()
-            n = conn.execute(select(func.count()).select_from(sub)).scalar_one()
-            if n >= cap:
-                scope = f"this bridge (run {run_id})" if extra else "all bridges together"
-                raise LimitExceeded(
-                    f"cannot create a proposal: {scope} already has {n} pending proposals, "
-                    f"the cap ({name} = {cap}); wait for the owner to decide, or withdraw some",
-                    details={"cap": name, "limit": cap, "pending": n, "run_id": run_id},
-                    retryable=True,
-                )
+    # ---- reads ---------------------------------------------------------------------
 
     def get(self, proposal_id: int) -> ProposalRecord:
         """The proposal with this id. Raises NotFound."""
@@ -413,3 +283,69 @@ class StoreBase:
                 return int(self._dv_conn.execute("PRAGMA data_version").fetchone()[0])
             except sqlite3.Error as e:
                 raise StoreError(f"reading the data version of {self.db_path} failed: {e}") from e
+
+    def op_results(self, pid: int) -> builtins.list[OpResultRecord]:
+        """The journal of the proposal's latest attempt, by op index. Raises NotFound."""
+
+        def rd(conn: Connection) -> builtins.list[Row[Any]]:
+            cur = self._row(conn, pid)
+            return list(
+                conn.execute(
+                    select(OP_RESULT)
+                    .where(OP_RESULT.c.proposal_id == pid, OP_RESULT.c.attempt == cur.attempt)
+                    .order_by(OP_RESULT.c.op_index)
+                ).all()
+            )
+
+        return [
+            OpResultRecord(
+                r.proposal_id,
+                r.attempt,
+                r.op_index,
+                json.loads(r.op),
+                r.outcome,
+                json.loads(r.detail),
+                r.recorded_at,
+            )
+            for r in self._read(f"reading op results of proposal {pid}", rd)
+        ]
+
+    def audit_events(
+        self,
+        *,
+        since: datetime | None = None,
+        proposal_id: int | None = None,
+        after_id: int | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[AuditRecord]:
+        """Audit events in chain order, filtered by time (`at >= since`), proposal, id."""
+        A = AUDIT_EVENT.c
+        q = select(AUDIT_EVENT).order_by(A.id)
+        if since is not None:
+            q = q.where(A.at >= as_utc(since))
+        if proposal_id is not None:
+            q = q.where(A.proposal_id == proposal_id)
+        if after_id is not None:
+            q = q.where(A.id > after_id)
+        if limit is not None:
+            q = q.limit(limit)
+        rows = self._read("reading the audit log", lambda c: c.execute(q).all())
+        return [
+            AuditRecord(
+                r.id,
+                r.proposal_id,
+                r.request_hash,
+                r.actor,
+                r.from_status,
+                r.to_status,
+                r.at,
+                json.loads(r.detail),
+                r.prev_hash,
+                r.hash,
+            )
+            for r in rows
+        ]
+
+    def verify_audit(self) -> AuditVerification:
+        """Walk the chain and the anchor file (`placet.store.audit.verify_chain`)."""
+        return self._read("verifying the audit log", lambda c: verify_chain(c, self.anchor_path))

@@ -11,7 +11,6 @@ who may draw it are `placet.store.lifecycle`'s.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,182 +19,26 @@ from sqlalchemy import select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Row
 
-from placet.errors import Expired, LimitExceeded, PolicyRefused, UsageError, WrongState
+from placet.errors import UsageError, WrongState
 from placet.requests import canonical_json
 from placet.store import lifecycle as lc
-from placet.store.audit import verify_chain
-from placet.store.base import SWEEP_BATCH, Heads, P, StoreBase, _now
-from placet.store.db import as_utc
-from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
+from placet.store.base import SWEEP_BATCH, Heads, P, _now
+from placet.store.decisions import Decisions
+from placet.store.models import OP_RESULT, PROPOSAL
 from placet.store.records import (
-    AuditRecord,
-    AuditVerification,
     LeaseHolder,
-    OpResultRecord,
     ProposalRecord,
     SweepResult,
 )
 
 
-class Store(StoreBase):
+class Store(Decisions):
     """Proposals, op results and the audit chain in one SQLite database.
 
     Build with `placet.store.open_store(settings)`. Safe to share between threads; each
     process opens its own. Besides the domain errors each method names, any database
     failure is a `StoreError` (retryable when the database stayed locked).
     """
-
-    # ---- owner and agent decisions ----------------------------------------------------
-
-    def accept(
-        self,
-        pid: int,
-        *,
-        actor: str = lc.OWNER,
-        now: datetime | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> ProposalRecord:
-        """pending -> approved while `expires_at > now`; failed | interrupted -> approved.
-
-        The event records the request hash the decision binds to, plus `detail` (e.g.
-        whether a terminal was attached). Raises NotFound, Expired, WrongState.
-        """
-        now = _now(now)
-
-        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
-            cur = self._row(conn, pid)
-            guard: tuple[Any, ...] = ()
-            if cur.status == lc.PENDING:
-                if cur.expires_at <= now:
-                    raise Expired(
-                        f"cannot accept proposal {pid}: it expired at "
-                        f"{cur.expires_at.isoformat()}; ask the agent to propose again",
-                        details={"proposal_id": pid, "expires_at": cur.expires_at.isoformat()},
-                    )
-                guard = (P.expires_at > now,)
-            return self._cas(
-                conn,
-                heads,
-                cur,
-                transition="accept",
-                to=lc.APPROVED,
-                actor=actor,
-                now=now,
-                guard=guard,
-                values={"resolved_at": now, "resolved_by": actor},
-                detail={**(detail or {}), "request_hash": cur.request_hash},
-            )
-
-        return self._write(f"accepting proposal {pid}", tx)
-
-    def discard(
-        self,
-        pid: int,
-        *,
-        actor: str = lc.OWNER,
-        reason: str | None = None,
-        now: datetime | None = None,
-    ) -> ProposalRecord:
-        """pending -> discarded (expired-but-unswept included). Raises NotFound, WrongState."""
-        now = _now(now)
-
-        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
-            return self._cas(
-                conn,
-                heads,
-                self._row(conn, pid),
-                transition="discard",
-                to=lc.DISCARDED,
-                actor=actor,
-                now=now,
-                values={"resolved_at": now, "resolved_by": actor},
-                detail={"reason": reason} if reason else None,
-            )
-
-        return self._write(f"discarding proposal {pid}", tx)
-
-    def withdraw(self, pid: int, *, run_id: str, now: datetime | None = None) -> ProposalRecord:
-        """pending -> withdrawn, only by the bridge (run id) that proposed it.
-
-        Raises NotFound, PolicyRefused (another bridge's proposal), WrongState.
-        """
-        now = _now(now)
-        actor = lc.agent_actor(run_id)
-
-        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
-            cur = self._row(conn, pid)
-            if cur.run_id != run_id:
-                raise PolicyRefused(
-                    f"cannot withdraw proposal {pid}: another bridge proposed it; an agent "
-                    "may withdraw only its own proposals",
-                    details={"proposal_id": pid},
-                )
-            return self._cas(
-                conn,
-                heads,
-                cur,
-                transition="withdraw",
-                to=lc.WITHDRAWN,
-                actor=actor,
-                now=now,
-                guard=(P.run_id == run_id,),
-                values={"resolved_at": now, "resolved_by": actor},
-            )
-
-        return self._write(f"withdrawing proposal {pid}", tx)
-
-    def extend(
-        self, pid: int, *, minutes: int, actor: str = lc.OWNER, now: datetime | None = None
-    ) -> ProposalRecord:
-        """Push a pending, unexpired proposal's expiry `minutes` later, never past
-        `created_at + max_extend_hours`. Audited as pending -> pending.
-
-        Raises UsageError (minutes < 1), NotFound, WrongState, Expired, LimitExceeded
-        (already at the cap).
-        """
-        now = _now(now)
-        if minutes < 1:
-            raise UsageError(f"cannot extend proposal {pid} by {minutes} minutes: give 1 or more")
-
-        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
-            cur = self._row(conn, pid)
-            if cur.status != lc.PENDING:
-                raise self._wrong_state(pid, "extend", cur.status)
-            if cur.expires_at <= now:
-                raise Expired(
-                    f"cannot extend proposal {pid}: it already expired at "
-                    f"{cur.expires_at.isoformat()}; ask the agent to propose again",
-                    details={"proposal_id": pid, "expires_at": cur.expires_at.isoformat()},
-                )
-            cap = cur.created_at + timedelta(hours=self.settings.max_extend_hours)
-            wanted = cur.expires_at + timedelta(minutes=minutes)
-            new = min(wanted, cap)
-            if new <= cur.expires_at:
-                raise LimitExceeded(
-                    f"cannot extend proposal {pid}: it already expires at the latest allowed "
-                    f"time, {self.settings.max_extend_hours} h after its creation "
-                    f"({cap.isoformat()})",
-                    details={"proposal_id": pid, "max_expires_at": cap.isoformat()},
-                )
-            return self._cas(
-                conn,
-                heads,
-                cur,
-                transition="extend",
-                to=lc.PENDING,
-                actor=actor,
-                now=now,
-                guard=(P.expires_at == cur.expires_at, P.expires_at > now),
-                values={"expires_at": new},
-                detail={
-                    "from_expires_at": cur.expires_at.isoformat(),
-                    "to_expires_at": new.isoformat(),
-                    "minutes": minutes,
-                    "capped": new < wanted,
-                },
-            )
-
-        return self._write(f"extending proposal {pid}", tx)
 
     # ---- execution ------------------------------------------------------------------
 
@@ -471,71 +314,3 @@ class Store(StoreBase):
         """`expire_due` then `recover_interrupted`, at one `now`."""
         now = _now(now)
         return SweepResult(expired=self.expire_due(now), interrupted=self.recover_interrupted(now))
-
-    # ---- results and audit ----------------------------------------------------------
-
-    def op_results(self, pid: int) -> list[OpResultRecord]:
-        """The journal of the proposal's latest attempt, by op index. Raises NotFound."""
-
-        def rd(conn: Connection) -> list[Row[Any]]:
-            cur = self._row(conn, pid)
-            return list(
-                conn.execute(
-                    select(OP_RESULT)
-                    .where(OP_RESULT.c.proposal_id == pid, OP_RESULT.c.attempt == cur.attempt)
-                    .order_by(OP_RESULT.c.op_index)
-                ).all()
-            )
-
-        return [
-            OpResultRecord(
-                r.proposal_id,
-                r.attempt,
-                r.op_index,
-                json.loads(r.op),
-                r.outcome,
-                json.loads(r.detail),
-                r.recorded_at,
-            )
-            for r in self._read(f"reading op results of proposal {pid}", rd)
-        ]
-
-    def audit_events(
-        self,
-        *,
-        since: datetime | None = None,
-        proposal_id: int | None = None,
-        after_id: int | None = None,
-        limit: int | None = None,
-    ) -> list[AuditRecord]:
-        """Audit events in chain order, filtered by time (`at >= since`), proposal, id."""
-        A = AUDIT_EVENT.c
-        q = select(AUDIT_EVENT).order_by(A.id)
-        if since is not None:
-            q = q.where(A.at >= as_utc(since))
-        if proposal_id is not None:
-            q = q.where(A.proposal_id == proposal_id)
-        if after_id is not None:
-            q = q.where(A.id > after_id)
-        if limit is not None:
-            q = q.limit(limit)
-        rows = self._read("reading the audit log", lambda c: c.execute(q).all())
-        return [
-            AuditRecord(
-                r.id,
-                r.proposal_id,
-                r.request_hash,
-                r.actor,
-                r.from_status,
-                r.to_status,
-                r.at,
-                json.loads(r.detail),
-                r.prev_hash,
-                r.hash,
-            )
-            for r in rows
-        ]
-
-    def verify_audit(self) -> AuditVerification:
-        """Walk the chain and the anchor file (`placet.store.audit.verify_chain`)."""
-        return self._read("verifying the audit log", lambda c: verify_chain(c, self.anchor_path))

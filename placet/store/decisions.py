@@ -1,0 +1,317 @@
+"""Creating proposals and the owner's and agent's decisions on them (DESIGN.md section 4).
+
+Creation is idempotent (one pending proposal per kind + request hash, backed by a partial
+unique index) and capped per bridge and in total; the caps count only live (unexpired)
+pending proposals, so an agent is never blocked by proposals that are merely unswept.
+The decisions: accept (pending -> approved only while `expires_at > now`; failed or
+interrupted -> approved without an expiry check, DESIGN.md section 9), discard, withdraw
+(only the proposing bridge) and extend (never past `max_extend_hours` from creation).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from placet.errors import (
+    Expired,
+    LimitExceeded,
+    PolicyRefused,
+    StoreError,
+    UsageError,
+)
+from placet.requests import canonical_json, request_hash
+from placet.store import lifecycle as lc
+from placet.store.audit import append_event
+from placet.store.base import Heads, P, StoreBase, _now, _proposal
+from placet.store.models import PROPOSAL
+from placet.store.records import ProposalRecord
+
+
+class Decisions(StoreBase):
+    """Creation, accept, discard, withdraw, extend (mixed into `Store`)."""
+
+    def create_proposal(
+        self,
+        *,
+        kind: str,
+        request: dict[str, Any],
+        evidence: dict[str, Any],
+        reason: str,
+        drive_spec: str,
+        run_id: str,
+        client_name: str | None = None,
+        client_version: str | None = None,
+        label: str | None = None,
+        ttl_seconds: int,
+        now: datetime | None = None,
+    ) -> tuple[ProposalRecord, bool]:
+        """Persist a pending proposal; returns (record, created).
+
+        Idempotent: while a proposal with the same kind and request hash
+        (`placet.requests.request_hash`) is pending and unexpired, that one is returned
+        with created=False. One whose TTL passed unswept is expired here first.
+
+        Raises:
+            UsageError: ttl_seconds is not in 1..max_ttl_minutes*60.
+            LimitExceeded: `pending_per_bridge` (per run_id) or `pending_total` reached.
+        """
+        now = _now(now)
+        max_ttl = self.settings.max_ttl_minutes * 60
+        if not 0 < ttl_seconds <= max_ttl:
+            raise UsageError(
+                f"cannot create a proposal with a TTL of {ttl_seconds} s: it must be between "
+                f"1 s and {max_ttl} s (max_ttl_minutes)",
+                details={"ttl_seconds": ttl_seconds, "max_seconds": max_ttl},
+            )
+        rh = request_hash(kind, request, evidence)
+        expires_at = now + timedelta(seconds=ttl_seconds)
+        values: dict[str, Any] = {
+            "kind": kind,
+            "status": lc.PENDING,
+            "request": canonical_json(request),
+            "evidence": canonical_json(evidence),
+            "request_hash": rh,
+            "reason": reason,
+            "drive_spec": drive_spec,
+            "run_id": run_id,
+            "client_name": client_name,
+            "client_version": client_version,
+            "label": label,
+            "host": self._host,
+            "created_at": now,
+            "expires_at": expires_at,
+            "attempt": 0,
+        }
+        actor = lc.agent_actor(run_id)
+
+        def tx(conn: Connection, heads: Heads) -> tuple[ProposalRecord, bool]:
+            same = conn.execute(
+                select(PROPOSAL).where(P.kind == kind, P.request_hash == rh, P.status == lc.PENDING)
+            ).first()
+            if same is not None:
+                if same.expires_at > now:
+                    return _proposal(same), False
+                self._cas(
+                    conn,
+                    heads,
+                    same,
+                    transition="expire",
+                    to=lc.EXPIRED,
+                    actor=lc.SWEEPER,
+                    now=now,
+                    values={"resolved_at": now, "resolved_by": lc.SWEEPER},
+                    guard=(P.expires_at <= now,),
+                    detail={"why": "ttl passed; superseded by an identical proposal"},
+                )
+            self._check_caps(conn, run_id, now)
+            row = conn.execute(PROPOSAL.insert().values(**values).returning(*PROPOSAL.c)).one()
+            heads.append(
+                append_event(
+                    conn,
+                    proposal_id=row.id,
+                    request_hash=rh,
+                    actor=actor,
+                    from_status=None,
+                    to_status=lc.PENDING,
+                    at=now,
+                    detail={
+                        "kind": kind,
+                        "expires_at": expires_at.isoformat(),
+                        "client_name": client_name,
+                        "client_version": client_version,
+                    },
+                )
+            )
+            return _proposal(row), True
+
+        try:
+            return self._write(f"creating a {kind} proposal", tx)
+        except StoreError as e:
+            # The partial unique index is the backstop; with BEGIN IMMEDIATE the SELECT
+            # above already serialises creators, so this is belt and braces.
+            if isinstance(e.__cause__, IntegrityError):
+                found = self._read(
+                    "reading a proposal",
+                    lambda c: c.execute(
+                        select(PROPOSAL).where(
+                            P.kind == kind, P.request_hash == rh, P.status == lc.PENDING
+                        )
+                    ).first(),
+                )
+                if found is not None:
+                    return _proposal(found), False
+            raise
+
+    def _check_caps(self, conn: Connection, run_id: str, now: datetime) -> None:
+        live = (P.status == lc.PENDING, P.expires_at > now)
+        caps = (
+            ("pending_per_bridge", self.settings.pending_per_bridge, (P.run_id == run_id,)),
+            ("pending_total", self.settings.pending_total, ()),
+        )
+        for name, cap, extra in caps:
+            # Count at most `cap` rows: the check costs O(cap), never O(table).
+            sub = select(P.id).where(*live, *extra).limit(cap).subquery()
+            n = conn.execute(select(func.count()).select_from(sub)).scalar_one()
+            if n >= cap:
+                scope = f"this bridge (run {run_id})" if extra else "all bridges together"
+                raise LimitExceeded(
+                    f"cannot create a proposal: {scope} already has {n} pending proposals, "
+                    f"the cap ({name} = {cap}); wait for the owner to decide, or withdraw some",
+                    details={"cap": name, "limit": cap, "pending": n, "run_id": run_id},
+                    retryable=True,
+                )
+
+    def accept(
+        self,
+        pid: int,
+        *,
+        actor: str = lc.OWNER,
+        now: datetime | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> ProposalRecord:
+        """pending -> approved while `expires_at > now`; failed | interrupted -> approved.
+
+        The event records the request hash the decision binds to, plus `detail` (e.g.
+        whether a terminal was attached). Raises NotFound, Expired, WrongState.
+        """
+        now = _now(now)
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            cur = self._row(conn, pid)
+            guard: tuple[Any, ...] = ()
+            if cur.status == lc.PENDING:
+                if cur.expires_at <= now:
+                    raise Expired(
+                        f"cannot accept proposal {pid}: it expired at "
+                        f"{cur.expires_at.isoformat()}; ask the agent to propose again",
+                        details={"proposal_id": pid, "expires_at": cur.expires_at.isoformat()},
+                    )
+                guard = (P.expires_at > now,)
+            return self._cas(
+                conn,
+                heads,
+                cur,
+                transition="accept",
+                to=lc.APPROVED,
+                actor=actor,
+                now=now,
+                guard=guard,
+                values={"resolved_at": now, "resolved_by": actor},
+                detail={**(detail or {}), "request_hash": cur.request_hash},
+            )
+
+        return self._write(f"accepting proposal {pid}", tx)
+
+    def discard(
+        self,
+        pid: int,
+        *,
+        actor: str = lc.OWNER,
+        reason: str | None = None,
+        now: datetime | None = None,
+    ) -> ProposalRecord:
+        """pending -> discarded (expired-but-unswept included). Raises NotFound, WrongState."""
+        now = _now(now)
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            return self._cas(
+                conn,
+                heads,
+                self._row(conn, pid),
+                transition="discard",
+                to=lc.DISCARDED,
+                actor=actor,
+                now=now,
+                values={"resolved_at": now, "resolved_by": actor},
+                detail={"reason": reason} if reason else None,
+            )
+
+        return self._write(f"discarding proposal {pid}", tx)
+
+    def withdraw(self, pid: int, *, run_id: str, now: datetime | None = None) -> ProposalRecord:
+        """pending -> withdrawn, only by the bridge (run id) that proposed it.
+
+        Raises NotFound, PolicyRefused (another bridge's proposal), WrongState.
+        """
+        now = _now(now)
+        actor = lc.agent_actor(run_id)
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            cur = self._row(conn, pid)
+            if cur.run_id != run_id:
+                raise PolicyRefused(
+                    f"cannot withdraw proposal {pid}: another bridge proposed it; an agent "
+                    "may withdraw only its own proposals",
+                    details={"proposal_id": pid},
+                )
+            return self._cas(
+                conn,
+                heads,
+                cur,
+                transition="withdraw",
+                to=lc.WITHDRAWN,
+                actor=actor,
+                now=now,
+                guard=(P.run_id == run_id,),
+                values={"resolved_at": now, "resolved_by": actor},
+            )
+
+        return self._write(f"withdrawing proposal {pid}", tx)
+
+    def extend(
+        self, pid: int, *, minutes: int, actor: str = lc.OWNER, now: datetime | None = None
+    ) -> ProposalRecord:
+        """Push a pending, unexpired proposal's expiry `minutes` later, never past
+        `created_at + max_extend_hours`. Audited as pending -> pending.
+
+        Raises UsageError (minutes < 1), NotFound, WrongState, Expired, LimitExceeded
+        (already at the cap).
+        """
+        now = _now(now)
+        if minutes < 1:
+            raise UsageError(f"cannot extend proposal {pid} by {minutes} minutes: give 1 or more")
+
+        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+            cur = self._row(conn, pid)
+            if cur.status != lc.PENDING:
+                raise self._wrong_state(pid, "extend", cur.status)
+            if cur.expires_at <= now:
+                raise Expired(
+                    f"cannot extend proposal {pid}: it already expired at "
+                    f"{cur.expires_at.isoformat()}; ask the agent to propose again",
+                    details={"proposal_id": pid, "expires_at": cur.expires_at.isoformat()},
+                )
+            cap = cur.created_at + timedelta(hours=self.settings.max_extend_hours)
+            wanted = cur.expires_at + timedelta(minutes=minutes)
+            new = min(wanted, cap)
+            if new <= cur.expires_at:
+                raise LimitExceeded(
+                    f"cannot extend proposal {pid}: it already expires at the latest allowed "
+                    f"time, {self.settings.max_extend_hours} h after its creation "
+                    f"({cap.isoformat()})",
+                    details={"proposal_id": pid, "max_expires_at": cap.isoformat()},
+                )
+            return self._cas(
+                conn,
+                heads,
+                cur,
+                transition="extend",
+                to=lc.PENDING,
+                actor=actor,
+                now=now,
+                guard=(P.expires_at == cur.expires_at, P.expires_at > now),
+                values={"expires_at": new},
+                detail={
+                    "from_expires_at": cur.expires_at.isoformat(),
+                    "to_expires_at": new.isoformat(),
+                    "minutes": minutes,
+                    "capped": new < wanted,
+                },
+            )
+
+        return self._write(f"extending proposal {pid}", tx)
