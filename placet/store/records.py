@@ -141,12 +141,11 @@ class LeaseHolder:
         pid = os.getpid()
         return cls(socket.gethostname(), pid, _process_start_time(pid) or 0)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "pid": self.pid, "start_time": self.start_time}
+
     def __str__(self) -> str:
-        return json.dumps(
-            {"host": self.host, "pid": self.pid, "start_time": self.start_time},
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def parse(cls, value: str) -> LeaseHolder:

@@ -67,7 +67,7 @@ class Store(Decisions):
                     "lease_holder": str(holder),
                     "lease_expires_at": lease,
                 },
-                detail={"holder": str(holder), "attempt": cur.attempt + 1},
+                detail={"holder": holder.to_dict(), "attempt": cur.attempt + 1},
             )
 
         return self._write(f"claiming proposal {pid}", tx)
@@ -203,7 +203,7 @@ class Store(Decisions):
                 actor=actor,
                 now=now,
                 values={"lease_holder": None, "lease_expires_at": None},
-                detail={"holder": cur.lease_holder, "why": why},
+                detail={"holder": _holder_dict(cur.lease_holder), "why": why},
             )
 
         return self._write(f"marking proposal {pid} interrupted", tx)
@@ -303,7 +303,7 @@ class Store(Decisions):
                         now=now,
                         guard=(P.lease_holder.is_not_distinct_from(r.lease_holder),),
                         values={"lease_holder": None, "lease_expires_at": None},
-                        detail={"holder": r.lease_holder, "why": why},
+                        detail={"holder": _holder_dict(r.lease_holder), "why": why},
                     )
                     out.append(r.id)
             return out
@@ -314,3 +314,10 @@ class Store(Decisions):
         """`expire_due` then `recover_interrupted`, at one `now`."""
         now = _now(now)
         return SweepResult(expired=self.expire_due(now), interrupted=self.recover_interrupted(now))
+
+
+def _holder_dict(value: str | None) -> dict[str, Any] | None:
+    try:
+        return None if value is None else LeaseHolder.parse(value).to_dict()
+    except ValueError:
+        return {"unreadable": value}

@@ -1,0 +1,315 @@
+"""`placet list | show | discard | extend | sweep | audit`: the owner's headless view of the
+queue and the audit log.
+
+Human output is for a terminal: every string that came from an agent, a file name or the
+remote goes through `placet.text.inert` (control, format and bidi characters shown
+escaped), and the agent's reason is shown last, boxed, as its claim below placet's own
+facts. `--json` output is for scripts: one JSON object per line (JSON Lines) with
+`ensure_ascii`, so it is terminal-safe too. Domain errors surface through the entry point
+(`placet.cli.main`) as one line on stderr and the exit code of their class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from placet.config import load_settings
+from placet.errors import EXIT_OK, StoreError, UsageError
+from placet.store import AuditRecord, ProposalRecord, Store, open_store
+from placet.store.db import utcnow
+from placet.store.lifecycle import STATUSES
+from placet.text import inert
+
+SHOWN_OPS = 20
+"""How many ops of a sync proposal `show` lists before "... N more"."""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add list, show, discard, extend, sweep and audit to the `placet` parser."""
+    p = subparsers.add_parser("list", help="list proposals (newest last)")
+    p.add_argument(
+        "--status",
+        action="append",
+        metavar="S",
+        help=f"only these statuses (repeat or comma-separate): {', '.join(STATUSES)}",
+    )
+    p.add_argument("--limit", type=int, default=100, help="at most N, the newest (0: all)")
+    p.add_argument("--json", action="store_true", help="JSON Lines, one proposal per line")
+    p.set_defaults(func=cmd_list)
+
+    p = subparsers.add_parser("show", help="show one proposal, its op results and history")
+    p.add_argument("id", type=int)
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=cmd_show)
+
+    p = subparsers.add_parser("discard", help="discard a pending proposal")
+    p.add_argument("id", type=int)
+    p.add_argument("--reason", help="recorded in the audit log")
+    p.set_defaults(func=cmd_discard)
+
+    p = subparsers.add_parser("extend", help="give a pending proposal more time")
+    p.add_argument("id", type=int)
+    p.add_argument("--minutes", type=int, required=True, help="added to its expiry")
+    p.set_defaults(func=cmd_extend)
+
+    p = subparsers.add_parser("sweep", help="expire due proposals, recover interrupted ones")
+    p.set_defaults(func=cmd_sweep)
+
+    p = subparsers.add_parser("audit", help="print or verify the audit log")
+    p.add_argument(
+        "--since",
+        metavar="T",
+        help="ISO 8601 time (UTC if no offset) or an age such as 30m, 12h, 7d",
+    )
+    p.add_argument("--proposal", type=int, metavar="ID", help="only this proposal's events")
+    p.add_argument("--json", action="store_true", help="JSON Lines export")
+    p.add_argument("--verify", action="store_true", help="verify the hash chain and anchor")
+    p.set_defaults(func=cmd_audit)
+
+
+# ---- commands ------------------------------------------------------------------------
+
+
+def _open() -> Store:
+    return open_store(load_settings())
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    statuses = _statuses(args.status)
+    if args.limit < 0:
+        raise UsageError(f"--limit {args.limit}: give 0 (all) or a positive number")
+    with _open() as store:
+        limit = args.limit or 2**62
+        rows = list(reversed(store.list(statuses, limit=limit, newest_first=True)))
+    if args.json:
+        return _emit(_jsonl(p.to_dict() for p in rows))
+    now = utcnow()
+    lines = [f"{'ID':>6}  {'STATUS':<11} {'KIND':<8} {'WHEN':<18} {'TARGET':<40} REASON"]
+    for p in rows:
+        lines.append(
+            f"{p.id:>6}  {p.status:<11} {inert(p.kind):<8} {_when(p, now):<18} "
+            f"{_clip(_target(p), 40):<40} {_clip(inert(p.reason), 60)}"
+        )
+    if not rows:
+        lines = ["no proposals" + (f" with status {', '.join(statuses)}" if statuses else "")]
+    return _emit(lines)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with _open() as store:
+        p = store.get(args.id)
+        results = store.op_results(p.id)
+        events = store.audit_events(proposal_id=p.id)
+    if args.json:
+        doc = {
+            "proposal": p.to_dict(),
+            "op_results": [r.to_dict() for r in results],
+            "audit": [e.to_dict() for e in events],
+        }
+        return _emit(_jsonl([doc]))
+    now = utcnow()
+    out = [
+        f"proposal {p.id}  {inert(p.kind)}  {p.status.upper()}",
+        f"  target        {_target(p)}",
+        f"  created       {_ts(p.created_at)} on host {inert(p.host)}",
+        f"  by            run {inert(p.run_id)}, client "
+        f"{inert(p.client_name or '?')} {inert(p.client_version or '')}".rstrip(),
+        f"  expires       {_ts(p.expires_at)} ({_rel(p.expires_at, now)})",
+        f"  drive         {inert(p.drive_spec)}",
+        f"  request hash  {p.request_hash}",
+    ]
+    if p.label:
+        out.append(f"  label         {inert(p.label)}")
+    if p.resolved_at:
+        out.append(f"  decided       {_ts(p.resolved_at)} by {inert(p.resolved_by or '?')}")
+    if p.attempt:
+        lease = f", lease held by {inert(p.lease_holder)}" if p.lease_holder else ""
+        out.append(f"  attempt       {p.attempt}{lease}")
+    out.append("  request:")
+    out += _flatten(p.request, "    ")
+    out.append("  evidence:")
+    out += _flatten(p.evidence, "    ")
+    if p.summary:
+        out.append("  summary:")
+        out += _flatten(p.summary, "    ")
+    if results:
+        out.append(f"  op results (attempt {p.attempt}):")
+        for r in results:
+            out.append(f"    #{r.op_index:<4} {r.outcome:<13} {_clip(_compact(r.op), 80)}")
+            if r.detail:
+                out.append(f"          {_clip(_compact(r.detail), 100)}")
+    out.append("  history:")
+    out += [f"    {_event_line(e)}" for e in events]
+    out.append("  the agent's reason (its claim, not checked by placet):")
+    reason = inert(p.reason)
+    out += ["    +" + "-" * (len(reason) + 2) + "+", f"    | {reason} |"]
+    out.append("    +" + "-" * (len(reason) + 2) + "+")
+    return _emit(out)
+
+
+def cmd_discard(args: argparse.Namespace) -> int:
+    with _open() as store:
+        p = store.discard(args.id, reason=args.reason)
+    return _emit([f"discarded proposal {p.id} ({inert(p.kind)} {_target(p)})"])
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    with _open() as store:
+        before = store.get(args.id)
+        p = store.extend(args.id, minutes=args.minutes)
+        max_hours = store.settings.max_extend_hours
+    wanted = before.expires_at + timedelta(minutes=args.minutes)
+    capped = f" (capped: at most {max_hours} h after its creation)" if p.expires_at < wanted else ""
+    return _emit([f"proposal {p.id} now expires at {_ts(p.expires_at)}{capped}"])
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    with _open() as store:
+        r = store.sweep()
+    ids: Callable[[list[int]], str] = lambda xs: ", ".join(map(str, xs)) or "none"  # noqa: E731
+    return _emit([f"expired: {ids(r.expired)}", f"interrupted: {ids(r.interrupted)}"])
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    with _open() as store:
+        if args.verify:
+            v = store.verify_audit()
+            _emit(_jsonl([v.to_dict()]) if args.json else [v.message])
+            if not v.ok:
+                where = f" at event {v.first_bad_event_id}" if v.first_bad_event_id else ""
+                raise StoreError(
+                    f"audit log verification failed{where}: {v.message}; the database or the "
+                    f"anchor file {store.anchor_path} was changed outside placet",
+                    code="audit_mismatch",
+                    details=v.to_dict(),
+                )
+            return EXIT_OK
+        since = _parse_since(args.since) if args.since else None
+        events = store.audit_events(since=since, proposal_id=args.proposal)
+    if args.json:
+        return _emit(_jsonl(e.to_dict() for e in events))
+    return _emit([_event_line(e) for e in events] or ["no audit events"])
+
+
+# ---- rendering -----------------------------------------------------------------------
+
+
+def _statuses(raw: list[str] | None) -> list[str] | None:
+    if not raw:
+        return None
+    out = [s.strip() for item in raw for s in item.split(",") if s.strip()]
+    unknown = [s for s in out if s not in STATUSES]
+    if unknown:
+        raise UsageError(
+            f"unknown status {inert(', '.join(unknown))}; known: {', '.join(STATUSES)}"
+        )
+    return out
+
+
+_AGE = re.compile(r"^(\d+)([smhd])$")
+
+
+def _parse_since(text: str) -> datetime:
+    m = _AGE.match(text.strip())
+    if m:
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[m.group(2)]
+        return utcnow() - timedelta(**{unit: int(m.group(1))})
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"--since {inert(text)}: not an ISO 8601 time or an age like 30m, 12h, 7d"
+        ) from None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _target(p: ProposalRecord) -> str:
+    r = p.request
+    remote = r.get("remote_path")
+    if remote is None and "name" in r:
+        parent = str(r.get("remote_parent") or "")
+        remote = f"{parent}/{r['name']}" if parent else r["name"]
+    local = r.get("local_path")
+    root = (r.get("root") or {}).get("name") if isinstance(r.get("root"), dict) else None
+    local_s = f"{root}:{local}" if root and local is not None else local
+    if p.kind == "upload":
+        return f"{inert(str(local_s))} -> {inert(str(remote))}"
+    if p.kind == "download":
+        return f"{inert(str(remote))} -> {inert(str(local_s))}"
+    if p.kind == "sync":
+        n = len(r.get("ops") or [])
+        return f"{inert(str(local_s))} <-> {inert(str(remote))} ({n} ops)"
+    return inert(str(remote if remote is not None else _compact(r)))
+
+
+def _flatten(value: Any, indent: str, prefix: str = "") -> list[str]:
+    if isinstance(value, dict):
+        out: list[str] = []
+        for k in sorted(value):
+            out += _flatten(value[k], indent, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        out = [f"{indent}{inert(prefix)}: {len(value)} item(s)"]
+        for i, v in enumerate(value[:SHOWN_OPS]):
+            out.append(f"{indent}  [{i}] {_clip(_compact(v), 100)}")
+        if len(value) > SHOWN_OPS:
+            out.append(f"{indent}  ... {len(value) - SHOWN_OPS} more (--json shows all)")
+        return out
+    shown = _compact(value) if isinstance(value, list | dict) else str(value)
+    return [f"{indent}{inert(prefix)}: {inert(shown)}"]
+
+
+def _compact(value: Any) -> str:
+    return inert(json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")))
+
+
+def _event_line(e: AuditRecord) -> str:
+    detail = f"  {_clip(_compact(e.detail), 100)}" if e.detail else ""
+    return (
+        f"#{e.id:<6} {_ts(e.at)}  proposal {e.proposal_id:<5} {inert(e.actor):<16} "
+        f"{e.from_status or '(new)'} -> {e.to_status}{detail}"
+    )
+
+
+def _ts(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _rel(t: datetime, now: datetime) -> str:
+    secs = int((t - now).total_seconds())
+    span = abs(secs)
+    text = f"{span}s" if span < 120 else f"{span // 60}m" if span < 7200 else f"{span // 3600}h"
+    return f"in {text}" if secs > 0 else f"{text} ago"
+
+
+def _when(p: ProposalRecord, now: datetime) -> str:
+    if p.status == "pending":
+        return ("expires " if p.expires_at > now else "expired ") + _rel(p.expires_at, now)
+    return _rel(p.resolved_at or p.created_at, now)
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _jsonl(objs: Iterable[dict[str, Any]]) -> Iterable[str]:
+    return (json.dumps(o, sort_keys=True, ensure_ascii=True) for o in objs)
+
+
+def _emit(lines: Iterable[str]) -> int:
+    """Write lines to stdout; a closed pipe (`| head`) ends quietly."""
+    try:
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_OK
