@@ -19,6 +19,7 @@ from placet.errors import EXIT_STORE, EXIT_USAGE, PlacetError
 # One line per command group; each module defines register(subparsers).
 COMMAND_MODULES: tuple[str, ...] = (
     "placet.cli.proposals",
+    "placet.cli.hostconfig",
 )
 
 

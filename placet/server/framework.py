@@ -1,0 +1,253 @@
+"""How a placet tool is declared, registered and answered: one wrapper for every tool.
+
+The high-level `MCPServer` of mcp 2.3 derives a tool's input schema from the function's
+flat `Annotated[..., Field(...)]` parameters and its output schema from the return model,
+which is what we want. Three of its defaults are not, and this module overrides each in
+one place instead of in every tool (DESIGN.md section 9, "Tool arguments and errors"):
+
+- **Unknown arguments.** The SDK's argument model ignores extra keys, so a misspelt
+  `replace_exisitng=true` would silently become `false`. `define_tool` rebuilds each
+  argument model with `extra="forbid"`, so the published input schema says
+  `additionalProperties: false` and validation refuses the key.
+- **Schema violations** (unknown, missing or ill-typed arguments, a value outside the
+  declared range, an unknown tool) are protocol errors: `MCPError(INVALID_PARAMS)`, whose
+  message lists the offending fields (never the values, which are the caller's data).
+- **Domain errors.** A `PlacetError` raised by a tool becomes, through `error_result`,
+  `CallToolResult(is_error=True, structured_content={code, message, retryable, details},
+  content=[one text line])`. Anything else is logged with its traceback on stderr and
+  reported as `internal_error` without its text. The SDK's client skips output-schema
+  validation for error results, so this works from a tool that declares an output model.
+
+A successful call returns `content=[<one-line summary>, <the JSON of the result>]` and
+`structured_content=<the result>`: the summary is for people reading a transcript, the
+JSON block is the spec's backwards-compatible copy for hosts that drop structured content.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from placet.errors import PlacetError
+
+log = logging.getLogger("placet.server")
+
+# The tool catalogue's hint sets (DESIGN.md section 5; reasons in docs/decisions.md).
+READ_LOCAL = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+"""Reads placet's own state (roots, the proposal queue)."""
+READ_DRIVE = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+)
+"""Reads the remote drive: an external system whose content placet does not control."""
+PROPOSE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+"""Writes one inert row to placet's queue; touches neither the drive nor local files."""
+WITHDRAW = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+"""Moves the caller's own pending proposal to `withdrawn`; destroys no data."""
+
+
+class ToolOutput(BaseModel):
+    """Base of every tool's result model: the structured content plus a one-line summary."""
+
+    def summary(self) -> str:
+        """One line for the text content; override per tool."""
+        return type(self).__name__
+
+
+ToolFn = Callable[..., Awaitable[ToolOutput]]
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """A tool as a module declares it; `build_tools` turns it into the SDK's `Tool`."""
+
+    fn: ToolFn
+    title: str
+    annotations: ToolAnnotations
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+
+def define_tool(*, title: str, annotations: ToolAnnotations) -> Callable[[ToolFn], ToolDef]:
+    """Decorator for a tool function: `async def name(ctx: Context, <flat params>) -> Out`.
+
+    The function's name is the tool name, its docstring the description, its parameters
+    (`Annotated[T, Field(description=...)]`) the input schema and its return model (a
+    `ToolOutput`) the output schema.
+    """
+
+    def wrap(fn: ToolFn) -> ToolDef:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"tool {fn.__name__} must be async (blocking work goes to a thread)")
+        return ToolDef(fn=fn, title=title, annotations=annotations)
+
+    return wrap
+
+
+class _ExactArguments(FuncMetadata):
+    """Arguments as sent: no JSON-in-a-string rescue.
+
+    The SDK's `pre_parse_json` turns a string argument into the JSON it spells when the
+    parameter is not plain `str`, so `name="null"` on a `str | None` parameter became
+    `None` and `name="[1]"` a list. A file may well be called `null`; placet takes
+    strings as strings.
+    """
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        return data
+
+
+def _strict_tool(td: ToolDef) -> Tool:
+    tool = Tool.from_function(
+        td.fn, name=td.name, title=td.title, annotations=td.annotations, structured_output=True
+    )
+    meta = tool.fn_metadata
+    loose = meta.arg_model
+    # strict: the schema says integer, so "5" is refused rather than coerced;
+    # extra="forbid": an unknown argument is refused, never ignored.
+    strict: type[BaseModel] = type(
+        loose.__name__,
+        (loose,),
+        {
+            "model_config": ConfigDict(**{**loose.model_config, "extra": "forbid", "strict": True}),
+            "__module__": loose.__module__,
+        },
+    )
+    tool.fn_metadata = _ExactArguments(
+        arg_model=strict,
+        output_schema=meta.output_schema,
+        output_model=meta.output_model,
+        wrap_output=meta.wrap_output,
+    )
+    tool.parameters = strict.model_json_schema(by_alias=True)
+    if tool.output_schema is None:  # pragma: no cover - a declaration bug, caught at start
+        raise TypeError(f"tool {td.name} must return a ToolOutput model")
+    return tool
+
+
+def build_tools(defs: Iterable[ToolDef]) -> list[Tool]:
+    """The SDK `Tool`s for `defs`, each with a strict (`additionalProperties: false`) schema.
+
+    Raises:
+        ValueError: two definitions share a name.
+    """
+    tools: list[Tool] = []
+    seen: set[str] = set()
+    for td in defs:
+        if td.name in seen:
+            raise ValueError(f"duplicate tool name {td.name!r}")
+        seen.add(td.name)
+        tools.append(_strict_tool(td))
+    return tools
+
+
+def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
+    # Field names and pydantic's message only: the rejected values are the caller's data
+    # and may be long or hostile.
+    out: list[dict[str, str]] = []
+    for err in exc.errors(include_url=False, include_input=False):
+        field = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        msg = "unknown argument" if err["type"] == "extra_forbidden" else err["msg"]
+        out.append({"field": field, "problem": msg})
+    return out
+
+
+def schema_error(tool: Tool, exc: ValidationError) -> MCPError:
+    """The protocol error for arguments that violate `tool`'s input schema."""
+    fields = _field_errors(exc)
+    accepted = sorted(tool.parameters.get("properties", {}))
+    listed = "; ".join(f"{f['field']}: {f['problem']}" for f in fields[:10])
+    return MCPError(
+        code=INVALID_PARAMS,
+        message=(
+            f"invalid arguments for {tool.name}: {listed}. "
+            f"Accepted arguments: {', '.join(accepted) or '(none)'}"
+        ),
+        data={"code": "invalid_argument", "tool": tool.name, "errors": fields},
+    )
+
+
+def error_result(err: PlacetError) -> CallToolResult:
+    """A domain error as the tool result `{code, message, retryable, details}` + one line."""
+    line = f"{err.error_code}: {err.message}".replace("\n", " ")
+    return CallToolResult(
+        is_error=True,
+        structured_content=err.to_dict(),
+        content=[TextContent(type="text", text=line)],
+    )
+
+
+def success_result(out: ToolOutput) -> CallToolResult:
+    data = out.model_dump(mode="json", by_alias=True)
+    return CallToolResult(
+        structured_content=data,
+        content=[
+            TextContent(type="text", text=out.summary().replace("\n", " ")),
+            TextContent(type="text", text=json.dumps(data, ensure_ascii=False)),
+        ],
+    )
+
+
+class PlacetMCP(MCPServer[Any]):
+    """`MCPServer` whose `call_tool` is the one wrapper around every placet tool."""
+
+    def __init__(self, *args: Any, tools: Sequence[Tool], **kwargs: Any) -> None:
+        super().__init__(*args, tools=list(tools), **kwargs)
+        self._placet_tools: dict[str, Tool] = {t.name: t for t in tools}
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult:
+        tool = self._placet_tools.get(name)
+        if tool is None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"unknown tool {name!r}; placet's tools are: "
+                + ", ".join(sorted(self._placet_tools)),
+                data={"code": "invalid_argument", "tool": name},
+            )
+        if context is None:
+            context = Context(mcp_server=self)
+        try:
+            out = await tool.run(arguments, context, convert_result=False)
+        except UnexpectedToolError as e:
+            cause = e.__cause__
+            if isinstance(cause, PlacetError):
+                log.info("tool %s refused: %s %r", name, cause.error_code, cause.message)
+                return error_result(cause)
+            log.error("tool %s crashed", name, exc_info=cause or e)
+            return error_result(
+                PlacetError(
+                    f"placet hit an internal error running {name}; the details are in the "
+                    "server's log (stderr). Report it; retrying the same call will likely fail "
+                    "again",
+                    code="internal_error",
+                )
+            )
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError):
+                raise schema_error(tool, e.__cause__) from e
+            raise  # pragma: no cover - placet tools raise PlacetError, not ToolError
+        if not isinstance(out, ToolOutput):  # pragma: no cover - a declaration bug
+            raise TypeError(f"tool {name} returned {type(out).__name__}, not a ToolOutput")
+        return success_result(out)

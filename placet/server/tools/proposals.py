@@ -1,0 +1,256 @@
+"""`proposal_get`, `proposal_list`, `proposal_wait`, `proposal_withdraw`: the queue, as the
+caller may see it.
+
+A caller sees a proposal whose local side lies inside its scope (the owner's roots,
+narrowed by the client's roots), and a proposal with no local side (mkdir) made against
+this server's drive (`Caller.can_see`). Anything else answers `not_found`, exactly like an
+id that does not exist, so ids reveal nothing.
+
+`proposal_wait` polls SQLite's `data_version` (one pragma on a private connection, no
+table read) every 0.2 s and reads the proposal only when it changed, or every 2 s in
+any case; it reports progress about once a second and returns when the status is final
+for now (`models.TERMINAL`) or when `timeout_s` (at most 50, under the ~60 s tool timeout
+many hosts enforce) has passed. A pending proposal whose TTL passed is expired on the spot
+(the store's own transition), so the agent sees `expired` without waiting for the sweeper.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from datetime import UTC, datetime
+from functools import partial
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from placet.errors import NotFound, UsageError
+from placet.server.framework import READ_LOCAL, WITHDRAW, ToolOutput, define_tool
+from placet.server.models import TERMINAL, OpResultView, ProposalOut, ProposalView
+from placet.server.state import Caller, caller
+from placet.store import ProposalRecord, Store
+
+PAGE = 50
+SCAN_LIMIT = 1000  # rows read per proposal_list call at most, however many are hidden
+POLL_S = 0.2
+REREAD_S = 2.0
+PROGRESS_S = 1.0
+WAIT_MAX_S = 50
+
+Status = Literal[
+    "pending",
+    "approved",
+    "executing",
+    "succeeded",
+    "failed",
+    "discarded",
+    "expired",
+    "withdrawn",
+    "interrupted",
+]
+ProposalId = Annotated[int, Field(ge=1, description="The proposal id a propose_* tool returned.")]
+
+
+def _not_found(pid: int) -> NotFound:
+    return NotFound(
+        f"no proposal {pid} is visible to this session (it does not exist, or it concerns "
+        "folders outside your roots); see proposal_list",
+        details={"proposal_id": pid},
+    )
+
+
+def _get_visible(who: Caller, pid: int) -> ProposalRecord:
+    """The proposal, expired first if its TTL passed while pending. Raises NotFound."""
+    store: Store = who.state.store
+    try:
+        rec = store.get(pid)
+    except NotFound as e:
+        raise _not_found(pid) from e
+    if not who.can_see(rec):
+        raise _not_found(pid)
+    if rec.status == "pending" and rec.is_expired(datetime.now(UTC)):
+        store.expire_due()
+        rec = store.get(pid)
+    return rec
+
+
+def _full(who: Caller, pid: int) -> ProposalOut:
+    rec = _get_visible(who, pid)
+    ops = who.state.store.op_results(pid) if rec.attempt > 0 else []
+    return ProposalOut(
+        proposal=ProposalView.of(rec, who.state.run_id),
+        op_results=[OpResultView.of(o) for o in ops],
+    )
+
+
+@define_tool(title="Get a proposal", annotations=READ_LOCAL)
+async def proposal_get(ctx: Context[Any, Any], id: ProposalId) -> ProposalOut:
+    """One proposal: its status, the request and evidence as stored, and per-op results."""
+    who = await caller(ctx)
+    return await anyio.to_thread.run_sync(_full, who, id)
+
+
+class ProposalListOut(ToolOutput):
+    proposals: list[ProposalView] = Field(description="Newest first; at most 50.")
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
+
+    def summary(self) -> str:
+        more = "; more with next_cursor" if self.next_cursor else ""
+        return f"{len(self.proposals)} proposal(s){more}"
+
+
+def _encode_cursor(after: int, status: str | None) -> str:
+    raw = json.dumps({"v": 1, "after": after, "status": status}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, status: str | None) -> int:
+    bad = UsageError(
+        "the cursor is not one proposal_list returned for this status filter; call "
+        "proposal_list again without a cursor",
+        details={"field": "cursor"},
+    )
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError) as e:
+        raise bad from e
+    if (
+        not isinstance(data, dict)
+        or data.get("v") != 1
+        or data.get("status") != status
+        or not isinstance(data.get("after"), int)
+        or isinstance(data.get("after"), bool)
+    ):
+        raise bad
+    return int(data["after"])
+
+
+def _list(who: Caller, status: str | None, cursor: str | None) -> ProposalListOut:
+    after = _decode_cursor(cursor, status) if cursor else None
+    store = who.state.store
+    shown: list[ProposalView] = []
+    scanned = 0
+    exhausted = False
+    while len(shown) < PAGE and scanned < SCAN_LIMIT:
+        rows = store.list(
+            [status] if status else None, limit=PAGE, after_id=after, newest_first=True
+        )
+        if not rows:
+            exhausted = True
+            break
+        for rec in rows:
+            scanned += 1
+            after = rec.id
+            if who.can_see(rec):
+                shown.append(ProposalView.of(rec, who.state.run_id))
+                if len(shown) == PAGE:
+                    break
+        if len(rows) < PAGE and len(shown) < PAGE:
+            exhausted = True
+            break
+    more = not exhausted and after is not None
+    return ProposalListOut(
+        proposals=shown, next_cursor=_encode_cursor(after, status) if more and after else None
+    )
+
+
+@define_tool(title="List proposals", annotations=READ_LOCAL)
+async def proposal_list(
+    ctx: Context[Any, Any],
+    status: Annotated[Status | None, Field(description="Only proposals in this status.")] = None,
+    cursor: Annotated[
+        str | None, Field(description="The next_cursor of a previous call; omit to start.")
+    ] = None,
+) -> ProposalListOut:
+    """Proposals visible to this session, newest first, 50 a page."""
+    who = await caller(ctx)
+    return await anyio.to_thread.run_sync(_list, who, status, cursor)
+
+
+class WaitOut(ProposalOut):
+    timed_out: bool = Field(
+        description="True: still undecided after timeout_s; call proposal_wait again."
+    )
+    waited_s: float
+
+    def summary(self) -> str:
+        tail = "; still waiting for the owner, call again" if self.timed_out else ""
+        return f"{self.proposal.line()}{tail}"
+
+
+@define_tool(title="Wait for the owner's decision", annotations=READ_LOCAL)
+async def proposal_wait(
+    ctx: Context[Any, Any],
+    id: ProposalId,
+    timeout_s: Annotated[
+        int,
+        Field(ge=0, le=WAIT_MAX_S, description="Seconds to wait at most (0-50; default 50)."),
+    ] = WAIT_MAX_S,
+) -> WaitOut:
+    """Wait until a proposal is decided and executed (or expires), at most timeout_s seconds.
+
+    Returns the proposal as it then is; `timed_out` means it is still pending or running:
+    call again. Sends progress notifications while waiting.
+    """
+    who = await caller(ctx)
+    store = who.state.store
+    start = time.monotonic()
+    deadline = start + timeout_s
+    rec = await anyio.to_thread.run_sync(_get_visible, who, id)
+    version = await anyio.to_thread.run_sync(store.data_version)
+    last_read = last_progress = time.monotonic()
+    while rec.status not in TERMINAL:
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        if now - last_progress >= PROGRESS_S:
+            last_progress = now
+            await ctx.report_progress(
+                round(now - start, 1), timeout_s, f"proposal {id} is {rec.status}"
+            )
+        await anyio.sleep(min(POLL_S, deadline - now))
+        current = await anyio.to_thread.run_sync(store.data_version)
+        expiring = rec.status == "pending" and rec.is_expired(datetime.now(UTC))
+        if current != version or expiring or time.monotonic() - last_read >= REREAD_S:
+            version = current
+            last_read = time.monotonic()
+            rec = await anyio.to_thread.run_sync(_get_visible, who, id)
+    out = await anyio.to_thread.run_sync(_full, who, id)
+    return WaitOut(
+        proposal=out.proposal,
+        op_results=out.op_results,
+        timed_out=out.proposal.status not in TERMINAL,
+        waited_s=round(time.monotonic() - start, 3),
+    )
+
+
+class WithdrawOut(ProposalOut):
+    already_withdrawn: bool
+
+    def summary(self) -> str:
+        return self.proposal.line()
+
+
+def _withdraw(who: Caller, pid: int) -> WithdrawOut:
+    rec = _get_visible(who, pid)
+    already = rec.status == "withdrawn" and rec.run_id == who.state.run_id
+    if not already:
+        rec = who.state.store.withdraw(pid, run_id=who.state.run_id)
+    return WithdrawOut(
+        proposal=ProposalView.of(rec, who.state.run_id), op_results=[], already_withdrawn=already
+    )
+
+
+@define_tool(title="Withdraw your own pending proposal", annotations=WITHDRAW)
+async def proposal_withdraw(ctx: Context[Any, Any], id: ProposalId) -> WithdrawOut:
+    """Take back a pending proposal this session made; withdrawing twice is harmless."""
+    who = await caller(ctx)
+    return await anyio.to_thread.run_sync(partial(_withdraw, who, id))
+
+
+TOOLS = (proposal_get, proposal_list, proposal_wait, proposal_withdraw)

@@ -1,0 +1,157 @@
+"""`propose_upload`, `propose_mkdir`, `propose_download`: inert proposals, nothing else.
+
+Each tool validates its arguments and captures the evidence through `placet.proposing`
+(the same code the CLI uses) and stores one pending proposal. None of them writes to the
+drive or to a local root; the owner accepts or discards in `placet review`.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from placet import proposing
+from placet.server.framework import PROPOSE, define_tool
+from placet.server.models import ProposalView, ProposeOut
+from placet.server.state import caller
+
+Reason = Annotated[
+    str,
+    Field(
+        description="Why this change is needed: one line of plain text, at most 200 "
+        "characters. The owner reads it as your claim, below placet's own facts."
+    ),
+]
+TtlMinutes = Annotated[
+    int | None,
+    Field(
+        ge=5,
+        le=30,
+        description="Minutes the proposal stays pending before it expires (5-30, default "
+        "30; the owner may extend it).",
+    ),
+]
+RootName = Annotated[
+    str | None,
+    Field(description="Name of the local root (see roots_list); default: the first root."),
+]
+
+
+@define_tool(title="Propose an upload", annotations=PROPOSE)
+async def propose_upload(
+    ctx: Context[Any, Any],
+    *,
+    local_path: Annotated[
+        str,
+        Field(description="The local file: relative to the root, or absolute inside it."),
+    ],
+    remote_parent: Annotated[
+        str,
+        Field(description='Remote folder to upload into, relative to the drive ("" = top).'),
+    ],
+    name: Annotated[
+        str | None,
+        Field(description="Remote file name; default: the local file's name."),
+    ] = None,
+    replace_existing: Annotated[
+        bool,
+        Field(description="Allow replacing an existing remote file of that name."),
+    ] = False,
+    reason: Reason,
+    ttl_minutes: TtlMinutes = None,
+    root: RootName = None,
+) -> ProposeOut:
+    """Propose uploading one local file to the drive. Nothing is uploaded now.
+
+    placet records the file's size, mtime and digests and the remote target's state, and
+    queues the proposal for the owner. Use proposal_wait or proposal_get for the outcome.
+    """
+    who = await caller(ctx)
+    rec, created = await anyio.to_thread.run_sync(
+        partial(
+            proposing.propose_upload,
+            who.propose_context(),
+            local_path=local_path,
+            remote_parent=remote_parent,
+            name=name,
+            replace_existing=replace_existing,
+            reason=reason,
+            ttl_minutes=ttl_minutes,
+            root=root,
+        )
+    )
+    return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
+
+
+@define_tool(title="Propose a remote folder", annotations=PROPOSE)
+async def propose_mkdir(
+    ctx: Context[Any, Any],
+    *,
+    remote_parent: Annotated[
+        str,
+        Field(description='Remote folder to create it in, relative to the drive ("" = top).'),
+    ],
+    name: Annotated[str, Field(description="Name of the new folder (one segment).")],
+    reason: Reason,
+    ttl_minutes: TtlMinutes = None,
+) -> ProposeOut:
+    """Propose creating one folder on the drive. Nothing is created now."""
+    who = await caller(ctx)
+    rec, created = await anyio.to_thread.run_sync(
+        partial(
+            proposing.propose_mkdir,
+            who.propose_context(),
+            remote_parent=remote_parent,
+            name=name,
+            reason=reason,
+            ttl_minutes=ttl_minutes,
+        )
+    )
+    return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
+
+
+@define_tool(title="Propose a download", annotations=PROPOSE)
+async def propose_download(
+    ctx: Context[Any, Any],
+    *,
+    remote_path: Annotated[str, Field(description="The remote file, relative to the drive.")],
+    local_path: Annotated[
+        str,
+        Field(
+            description="Where to put it: relative to the root, or absolute inside it. "
+            "Its folder must exist."
+        ),
+    ],
+    overwrite: Annotated[
+        bool,
+        Field(
+            description="Allow replacing an existing local file (only if the owner's "
+            "policy for the root allows it; see roots_list)."
+        ),
+    ] = False,
+    reason: Reason,
+    ttl_minutes: TtlMinutes = None,
+    root: RootName = None,
+) -> ProposeOut:
+    """Propose downloading one remote file into a local root. Nothing is downloaded now."""
+    who = await caller(ctx)
+    rec, created = await anyio.to_thread.run_sync(
+        partial(
+            proposing.propose_download,
+            who.propose_context(),
+            remote_path=remote_path,
+            local_path=local_path,
+            overwrite=overwrite,
+            reason=reason,
+            ttl_minutes=ttl_minutes,
+            root=root,
+        )
+    )
+    return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
+
+
+TOOLS = (propose_upload, propose_mkdir, propose_download)
