@@ -1,0 +1,46 @@
+"""Sync: the local indexer and the pure planner (DESIGN.md section 7).
+
+`index_local` walks a folder and digests its files (cached); `plan` classifies two
+listings against the last synced baseline into a `SyncPlan`; `to_request_ops` turns a
+plan plus the agent's conflict decisions into the executor's `Op`s. Only the indexer
+does I/O.
+"""
+
+from placet.sync.digests import DIGEST_ORDER, choose_digest_type, compare, hash_fd
+from placet.sync.model import (
+    ALLOWED_DECISIONS,
+    DEFAULT_ENTRY_CAP,
+    BaselineEntry,
+    Capabilities,
+    EmptySideRefused,
+    LocalEntry,
+    PlanCapabilities,
+    PlanOp,
+    PlanReport,
+    RemoteEntry,
+    SyncPlan,
+)
+from placet.sync.ops import baseline_for, check_decisions, to_request_ops
+from placet.sync.planner import plan
+
+__all__ = [
+    "ALLOWED_DECISIONS",
+    "DEFAULT_ENTRY_CAP",
+    "DIGEST_ORDER",
+    "BaselineEntry",
+    "Capabilities",
+    "EmptySideRefused",
+    "LocalEntry",
+    "PlanCapabilities",
+    "PlanOp",
+    "PlanReport",
+    "RemoteEntry",
+    "SyncPlan",
+    "baseline_for",
+    "check_decisions",
+    "choose_digest_type",
+    "compare",
+    "hash_fd",
+    "plan",
+    "to_request_ops",
+]

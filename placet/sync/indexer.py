@@ -1,0 +1,478 @@
+"""The local indexer: walk a folder under a root, digest its files, reuse cached digests.
+
+What it decides, and why:
+
+- The walk goes by directory descriptors, from the root down, each folder opened with
+  `O_NOFOLLOW|O_DIRECTORY` under its parent's descriptor, and every entry `lstat`ed
+  through it (`os.scandir(fd)`). Nothing is followed: symlinks, FIFOs, sockets and
+  devices are listed as `skipped` and never opened (opening a FIFO would block, a
+  device could be anything), so a symlink loop cannot hang the walk and no name swapped
+  for a link mid-walk leads outside the root (DESIGN.md section 6).
+- A file is opened with `O_NOFOLLOW|O_NONBLOCK` and `fstat`ed: it is hashed only if it
+  is still the regular file the walk saw (same device and inode).
+- SHA-256 (the evidence digest) and the remote's native types are computed in one read
+  (`hash_fd`), by a bounded thread pool; at most `4 * workers` files are open at once.
+- Unreadable files and folders become `error` entries and the walk goes on; the planner
+  plans nothing beneath an unreadable folder, since its listing is unknown.
+- A cached digest is reused while (size, mtime_ns, inode, ctime_ns) are unchanged and it
+  was stored `verified`. The racily-clean rule (git's): a file whose mtime or ctime
+  falls within `RACY_WINDOW_NS` of the scan's start may still be written to within
+  the same timestamp tick, so its digest is stored unverified and it is hashed again
+  next time. ctime is in the key because `touch -d` can restore an mtime, never a ctime.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from placet.errors import LimitExceeded, NotFound, PathRefused
+from placet.paths import MAX_LOCAL_DEPTH
+from placet.sync.digests import CHUNK_SIZE, hash_fd, normalise_types
+from placet.sync.model import DEFAULT_ENTRY_CAP, LocalEntry, nfc
+
+RACY_WINDOW_NS = 2_000_000_000
+"""Timestamp granularity assumed for the racily-clean rule: 2 s covers FAT/exFAT (2 s
+mtime), SMB and every finer filesystem, conservatively."""
+
+DIGEST_CACHE_VERSION = 1
+"""Version of `CachedDigest`'s meaning; a persistent cache keyed by another is discarded."""
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_SPECIAL = (
+    (stat.S_ISLNK, "symlink"),
+    (stat.S_ISFIFO, "fifo"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CachedDigest:
+    """A file's digests as last read, with the stat fields that must match to reuse them.
+
+    `path`: on-disk name relative to the root (POSIX). `mtime_ns`/`ctime_ns`: ns since
+    the epoch. `digests`: the other types (lower-case hex) by name. `verified`: read
+    from settled bytes; an unverified entry is never reused.
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+    ctime_ns: int
+    sha256: str
+    digests: Mapping[str, str]
+    verified: bool
+
+
+class DigestCache(Protocol):
+    """Where digests persist between indexes; the store implements it with SQLite.
+
+    `get_under` loads a folder's entries in one call (the indexer's only read), so a
+    warm index of 100,000 files costs one query, not 100,000.
+    """
+
+    def get(self, root_key: str, path: str) -> CachedDigest | None: ...
+
+    def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
+        """Entries whose path is `prefix` or lies beneath it ("" = all), by path."""
+        ...
+
+    def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None: ...
+
+
+class MemoryDigestCache:
+    """An in-process `DigestCache` (tests, one-shot CLI runs)."""
+
+    def __init__(self) -> None:
+        self._roots: dict[str, dict[str, CachedDigest]] = {}
+
+    def get(self, root_key: str, path: str) -> CachedDigest | None:
+        return self._roots.get(root_key, {}).get(path)
+
+    def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
+        entries = self._roots.get(root_key, {})
+        if not prefix:
+            return dict(entries)
+        below = prefix + "/"
+        return {p: c for p, c in entries.items() if p == prefix or p.startswith(below)}
+
+    def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
+        self._roots.setdefault(root_key, {}).update((c.path, c) for c in entries)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexResult:
+    """What `index_local` found: every entry (path order) and how the work went.
+
+    `hashed_count`: files read and hashed this time; `cache_hits`: files whose cached
+    digests were reused; `skipped` / `errors`: the entries of those kinds (also in
+    `entries`); `bytes_hashed`: bytes read; `scan_start_ns`: the clock the racily-clean
+    rule used.
+    """
+
+    entries: tuple[LocalEntry, ...]
+    hashed_count: int
+    cache_hits: int
+    skipped: tuple[LocalEntry, ...]
+    errors: tuple[LocalEntry, ...]
+    bytes_hashed: int = 0
+    scan_start_ns: int = 0
+
+
+@dataclass
+class _Walk:
+    types: tuple[str, ...]  # sha256 first, then the other requested types
+    primary: str | None  # LocalEntry.digest_type
+    start_ns: int
+    cached: Mapping[str, CachedDigest]
+    rel_prefix: str  # the indexed folder, relative to the root ("" or "a/b/")
+    include_hidden: bool
+    entry_cap: int
+    max_depth: int
+    pool: ThreadPoolExecutor | None
+    slots: threading.BoundedSemaphore
+    entries: list[LocalEntry] = field(default_factory=list)
+    jobs: list[Future[tuple[LocalEntry, CachedDigest | None, int]]] = field(default_factory=list)
+    cache_hits: int = 0
+
+
+_buffers = threading.local()
+
+
+def _buffer() -> bytearray:
+    buf: bytearray | None = getattr(_buffers, "buf", None)
+    if buf is None:
+        buf = _buffers.buf = bytearray(CHUNK_SIZE)
+    return buf
+
+
+def _error(path: str, raw: str, what: str, e: OSError | None = None) -> LocalEntry:
+    why = f": {os.strerror(e.errno)}" if e is not None and e.errno else ""
+    return LocalEntry(path, raw, "error", note=f"{what}{why}")
+
+
+def _hash_job(
+    w: _Walk, fd: int, path: str, raw: str, st: os.stat_result
+) -> tuple[LocalEntry, CachedDigest | None, int]:
+    """Hash one opened file (in a worker); closes `fd` and frees a slot."""
+    try:
+        fst = os.fstat(fd)
+        if not stat.S_ISREG(fst.st_mode) or (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+            return _error(path, raw, "replaced while being indexed; index again"), None, 0
+        digests, nbytes = hash_fd(fd, w.types, _buffer())
+        after = os.fstat(fd)
+    except OSError as e:
+        return _error(path, raw, "cannot read file", e), None, 0
+    finally:
+        os.close(fd)
+        w.slots.release()
+    changed = (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != (
+        fst.st_size,
+        fst.st_mtime_ns,
+        fst.st_ctime_ns,
+    ) or nbytes != fst.st_size
+    racy = max(fst.st_mtime_ns, fst.st_ctime_ns) >= w.start_ns - RACY_WINDOW_NS
+    verified = not changed and not racy
+    sha = digests.pop("sha256")
+    entry = LocalEntry(
+        path,
+        raw,
+        "file",
+        size=nbytes,
+        mtime_ns=fst.st_mtime_ns,
+        sha256=sha,
+        digest_type=w.primary,
+        digest=sha if w.primary == "sha256" else digests.get(w.primary or ""),
+        verified=verified,
+        note="changed while being read; index again" if changed else _links(fst),
+    )
+    cached = CachedDigest(
+        w.rel_prefix + raw,
+        nbytes,
+        fst.st_mtime_ns,
+        fst.st_ino,
+        fst.st_ctime_ns,
+        sha,
+        digests,
+        verified,
+    )
+    return entry, cached, nbytes
+
+
+def _links(st: os.stat_result) -> str:
+    return f"{st.st_nlink} hard links" if st.st_nlink > 1 else ""
+
+
+def _add(w: _Walk, entry: LocalEntry) -> None:
+    w.entries.append(entry)
+    if len(w.entries) > w.entry_cap:
+        raise LimitExceeded(
+            f"stopped indexing: more than {w.entry_cap} entries under the folder (the "
+            "entry cap); index or plan a smaller folder",
+            details={"cap": w.entry_cap},
+        )
+
+
+def _file(w: _Walk, dir_fd: int, name: str, path: str, raw: str, st: os.stat_result) -> None:
+    c = w.cached.get(w.rel_prefix + raw)
+    if (
+        c is not None
+        and c.verified
+        and (c.size, c.mtime_ns, c.inode, c.ctime_ns)
+        == (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        and all(t in c.digests for t in w.types[1:])
+    ):
+        w.cache_hits += 1
+        digest = c.sha256 if w.primary == "sha256" else c.digests.get(w.primary or "")
+        _add(
+            w,
+            LocalEntry(
+                path, raw, "file", c.size, c.mtime_ns, c.sha256, w.primary, digest, True, _links(st)
+            ),
+        )
+        return
+    w.slots.acquire()
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as e:
+        w.slots.release()
+        _add(w, _error(path, raw, "cannot open file", e))
+        return
+    if w.pool is None:
+        entry, cached, n = _hash_job(w, fd, path, raw, st)
+        fut: Future[tuple[LocalEntry, CachedDigest | None, int]] = Future()
+        fut.set_result((entry, cached, n))
+    else:
+        fut = w.pool.submit(_hash_job, w, fd, path, raw, st)
+    w.jobs.append(fut)
+    _add(w, LocalEntry(path, raw, "file"))  # placeholder for the cap; replaced by the job
+
+
+def _walk_dir(w: _Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> None:
+    """List one open folder; recurse into subfolders (depth-first, names sorted)."""
+    with os.scandir(fd) as it:
+        items = sorted(it, key=lambda d: d.name)
+    for d in items:
+        name = d.name
+        raw = raw_prefix + name
+        if not w.include_hidden and name.startswith("."):
+            continue
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            _add(
+                w,
+                _error(
+                    prefix + nfc(name.encode("utf-8", "replace").decode()),
+                    raw,
+                    "name is not valid UTF-8; rename it to sync it",
+                ),
+            )
+            continue
+        path = prefix + nfc(name)
+        try:
+            st = d.stat(follow_symlinks=False)
+        except OSError as e:
+            _add(w, _error(path, raw, "cannot stat", e))
+            continue
+        mode = st.st_mode
+        if stat.S_ISREG(mode):
+            _file(w, fd, name, path, raw, st)
+        elif stat.S_ISDIR(mode):
+            _dir(w, fd, name, path, raw, st, depth + 1)
+        else:
+            what = next((label for test, label in _SPECIAL if test(mode)), "special file")
+            _add(w, LocalEntry(path, raw, "skipped", note=f"{what}: not synced"))
+
+
+def _dir(
+    w: _Walk, parent_fd: int, name: str, path: str, raw: str, st: os.stat_result, depth: int
+) -> None:
+    if depth >= w.max_depth:
+        _add(w, _error(path, raw, f"deeper than {w.max_depth} levels below the root; not listed"))
+        return
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as e:
+        _add(w, _error(path, raw, "cannot open folder", e))
+        return
+    try:
+        fst = os.fstat(fd)
+        if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+            _add(w, _error(path, raw, "replaced while being indexed; index again"))
+            return
+        mark = len(w.entries)
+        _add(w, LocalEntry(path, raw, "dir", mtime_ns=st.st_mtime_ns))
+        try:
+            _walk_dir(w, fd, path + "/", raw + "/", depth)
+        except OSError as e:
+            if e.errno in (errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT):
+                w.entries[mark] = _error(path, raw, "cannot list folder", e)
+            else:
+                raise
+    finally:
+        os.close(fd)
+
+
+def _open_folder(root_path: Path, parts: Sequence[str]) -> int:
+    """Open root/parts by descriptor, one component at a time, refusing symlinks."""
+    shown = "/".join(parts) or "."
+    fd = -1
+    try:
+        fd = os.open(root_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        for part in parts:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return fd
+    except OSError as e:
+        if fd >= 0:
+            os.close(fd)
+        if e.errno == errno.ENOENT:
+            raise NotFound(
+                f"cannot index {shown!r} under {str(root_path)!r}: it does not exist",
+                details={"path": shown},
+            ) from e
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise PathRefused(
+                f"cannot index {shown!r}: a component is a symlink or not a folder; "
+                "name a real folder inside the root",
+                code="symlink_refused" if e.errno == errno.ELOOP else "path_invalid",
+                details={"path": shown},
+            ) from e
+        raise PathRefused(
+            f"cannot index {shown!r}: {os.strerror(e.errno or 0)}; check its permissions",
+            code="permission_denied",
+            details={"path": shown},
+        ) from e
+
+
+def _split_rel(rel: str) -> list[str]:
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if rel.startswith("/") or "\0" in rel or ".." in parts:
+        raise PathRefused(
+            f"cannot index {rel!r}: name a folder relative to the root, without '..'",
+            code="path_invalid",
+            details={"path": rel},
+        )
+    return parts
+
+
+def index_local(
+    root_path: Path,
+    rel: str,
+    *,
+    digest_types: Sequence[str],
+    cache: DigestCache,
+    root_key: str,
+    workers: int = 4,
+    now_ns: int | None = None,
+    include_hidden: bool = False,
+    entry_cap: int = DEFAULT_ENTRY_CAP,
+) -> IndexResult:
+    """Walk `root_path/rel` and return every entry with SHA-256 and `digest_types`.
+
+    Args:
+        root_path: the local root (absolute; resolved when the owner nominated it).
+        rel: the folder to index, relative to the root ("" = the root itself); entry
+            paths are relative to it.
+        digest_types: remote types to compute besides SHA-256 (sha256/sha1/md5); the
+            strongest becomes `LocalEntry.digest_type` (pass the remote's choice,
+            `choose_digest_type(capabilities.hash_types)`).
+        cache: digests from earlier indexes; fresh ones are written back.
+        root_key: the cache namespace of this root (e.g. its name, device and inode).
+        workers: hashing threads (1 = hash in the calling thread).
+        now_ns: the scan's start for the racily-clean rule (default: the clock now).
+        include_hidden: also list names starting with "." (else not entered at all).
+        entry_cap: most entries (DESIGN.md section 9: 100,000).
+
+    Returns:
+        `IndexResult`, entries in path order (NFC `path`, on-disk `raw_path`).
+
+    Raises:
+        NotFound / PathRefused: `rel` is missing, a symlink, not a folder, unreadable.
+        LimitExceeded: more than `entry_cap` entries.
+        UsageError: an unknown digest type.
+    """
+    requested = normalise_types(digest_types)
+    parts = _split_rel(rel)
+    start = time.time_ns() if now_ns is None else now_ns
+    rel_prefix = "/".join(parts) + "/" if parts else ""
+    max_depth = MAX_LOCAL_DEPTH - len(parts)
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="placet-hash") if workers > 1 else None
+    w = _Walk(
+        types=("sha256", *(t for t in requested if t != "sha256")),
+        primary=requested[0] if requested else None,
+        start_ns=start,
+        cached=cache.get_under(root_key, "/".join(parts)),
+        rel_prefix=rel_prefix,
+        include_hidden=include_hidden,
+        entry_cap=entry_cap,
+        max_depth=max_depth,
+        pool=pool,
+        slots=threading.BoundedSemaphore(4 * max(workers, 1)),
+    )
+    fd = _open_folder(root_path, parts)
+    try:
+        _walk_dir(w, fd, "", "", 0)
+    except PermissionError as e:
+        raise PathRefused(
+            f"cannot list {rel or '.'!r}: {e.strerror}; check its permissions",
+            code="permission_denied",
+            details={"path": rel},
+        ) from e
+    finally:
+        os.close(fd)
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return _collect(w, cache, root_key, start)
+
+
+def _collect(w: _Walk, cache: DigestCache, root_key: str, start: int) -> IndexResult:
+    results = {}
+    fresh: list[CachedDigest] = []
+    nbytes = 0
+    for fut in w.jobs:
+        entry, cached, n = fut.result()
+        results[entry.raw_path] = entry
+        nbytes += n
+        if cached is not None:
+            fresh.append(cached)
+    entries = sorted(
+        (results.get(e.raw_path, e) if e.kind == "file" else e for e in w.entries),
+        key=lambda e: e.path,
+    )
+    if fresh:
+        cache.put_many(root_key, fresh)
+    return IndexResult(
+        entries=tuple(entries),
+        hashed_count=len(fresh),
+        cache_hits=w.cache_hits,
+        skipped=tuple(e for e in entries if e.kind == "skipped"),
+        errors=tuple(e for e in entries if e.kind == "error"),
+        bytes_hashed=nbytes,
+        scan_start_ns=start,
+    )
+
+
+__all__ = [
+    "DIGEST_CACHE_VERSION",
+    "RACY_WINDOW_NS",
+    "CachedDigest",
+    "DigestCache",
+    "IndexResult",
+    "MemoryDigestCache",
+    "index_local",
+]

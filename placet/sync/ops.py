@@ -1,0 +1,232 @@
+"""From a plan and the agent's conflict decisions to the executor's `Op` list.
+
+`propose_sync(plan_id, decisions)` (DESIGN.md section 5) stores the plan's full op set
+with every conflict decided. This module is where that is checked and built, so the MCP
+tool and the CLI refuse the same things with the same words: an undecided conflict, a
+decision on a path that is not a conflict, or a decision the conflict kind does not
+allow (DESIGN.md section 7: file vs folder allows only `skip`).
+
+`baseline_for` is the other half of the loop: the baseline entry to record for a path
+whose two sides now hold the same content (a `done` op, or a skip verified by digest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import cast
+
+from placet.errors import UsageError
+from placet.requests import (
+    DigestType,
+    LocalFileEvidence,
+    Op,
+    OpKind,
+    RemoteEvidence,
+    join_remote,
+)
+from placet.sync.digests import DIGEST_ORDER
+from placet.sync.model import (
+    BaselineEntry,
+    LocalEntry,
+    PlanOp,
+    PlanOpKind,
+    PlanReport,
+    RemoteEntry,
+    SyncPlan,
+    nfc,
+)
+
+_ABSENT = RemoteEvidence(exists=False)
+
+
+def local_evidence(e: LocalEntry) -> LocalFileEvidence:
+    """Evidence of a local file for an op (size, mtime, SHA-256, native digest).
+
+    Raises:
+        UsageError: the entry is not a hashed regular file.
+    """
+    if e.kind != "file" or e.sha256 is None:
+        raise UsageError(
+            f"cannot use local {e.path!r} as evidence: it is a {e.kind} without a SHA-256; "
+            "index the folder again",
+            details={"path": e.path, "kind": e.kind},
+        )
+    return LocalFileEvidence(
+        size=e.size,
+        mtime_ns=e.mtime_ns,
+        sha256=e.sha256,
+        digest_type=cast(DigestType | None, e.digest_type if e.digest else None),
+        digest=e.digest if e.digest_type else None,
+    )
+
+
+def remote_evidence(e: RemoteEntry | None) -> RemoteEvidence:
+    """Evidence of a remote path: absent, a folder, or a file with its strongest digest
+    among sha256/sha1/md5 (lower-case hex; None if the remote gave none)."""
+    if e is None:
+        return _ABSENT
+    if e.kind == "dir":
+        return RemoteEvidence(exists=True, is_dir=True, mtime=e.mtime)
+    dtype = next((t for t in DIGEST_ORDER if e.digests.get(t)), None)
+    return RemoteEvidence(
+        exists=True,
+        size=e.size,
+        mtime=e.mtime,
+        digest_type=cast(DigestType | None, dtype),
+        digest=e.digests[dtype].lower() if dtype else None,
+    )
+
+
+def baseline_for(path: str, local: LocalEntry, remote: RemoteEntry) -> BaselineEntry:
+    """The baseline to record once `local` and `remote` hold the same content at `path`.
+
+    A folder on both sides gives a folder baseline (`sha256` None). A file records its
+    SHA-256 and the remote's strongest digest, plus the remote's size and mtime (what a
+    remote without digests is compared by).
+    """
+    if local.kind == "dir" and remote.kind == "dir":
+        return BaselineEntry(nfc(path), None, mtime=remote.mtime)
+    ev = remote_evidence(remote)
+    return BaselineEntry(
+        nfc(path),
+        local.sha256,
+        remote_digest_type=ev.digest_type,
+        remote_digest=ev.digest,
+        size=remote.size,
+        mtime=remote.mtime,
+    )
+
+
+def _refuse(code: str, message: str, path: str, report: PlanReport | None) -> UsageError:
+    allowed = list(report.allowed_decisions) if report is not None else []
+    return UsageError(message, code=code, details={"path": path, "allowed": allowed})
+
+
+def check_decisions(plan: SyncPlan, decisions: Mapping[str, str]) -> dict[str, str]:
+    """Validate `decisions` against the plan's conflicts; returns them keyed by NFC path.
+
+    Raises:
+        UsageError: `decision_not_conflict` (the path is not a conflict of this plan),
+            `decision_not_allowed` (not among the conflict's allowed decisions),
+            `undecided_conflict` (a conflict without a decision). Details name the path
+            and the allowed decisions.
+    """
+    conflicts = {r.path: r for r in plan.reports if r.kind == "conflict"}
+    out: dict[str, str] = {}
+    for raw, decision in decisions.items():
+        path = nfc(raw)
+        rep = conflicts.get(path)
+        if rep is None:
+            raise _refuse(
+                "decision_not_conflict",
+                f"refusing decision {decision!r} for {path!r}: it is not a conflict of this "
+                "plan; decide only the plan's conflicts "
+                f"({', '.join(repr(p) for p in sorted(conflicts)[:5]) or 'there are none'})",
+                path,
+                None,
+            )
+        if decision not in rep.allowed_decisions:
+            raise _refuse(
+                "decision_not_allowed",
+                f"refusing decision {decision!r} for {path!r} ({rep.conflict_kind}): allowed "
+                f"decisions are {', '.join(rep.allowed_decisions)}",
+                path,
+                rep,
+            )
+        out[path] = decision
+    for path, rep in conflicts.items():
+        if path not in out:
+            raise _refuse(
+                "undecided_conflict",
+                f"conflict at {path!r} ({rep.conflict_kind}) has no decision: decide one of "
+                f"{', '.join(rep.allowed_decisions)} for it",
+                path,
+                rep,
+            )
+    return out
+
+
+def _decided_op(rep: PlanReport, decision: str) -> PlanOp | None:
+    if decision == "skip":
+        return None
+    if decision == "keep_local":
+        kind: PlanOpKind = "upload_revision" if rep.remote is not None else "upload"
+        size = rep.local.size if rep.local is not None else None
+        return PlanOp(rep.path, kind, size, f"keep_local: {rep.detail}", rep.local, rep.remote)
+    size = rep.remote.size if rep.remote is not None else None
+    return PlanOp(rep.path, "download", size, f"keep_remote: {rep.detail}", rep.local, rep.remote)
+
+
+def to_request_ops(
+    plan: SyncPlan,
+    decisions: Mapping[str, str],
+    *,
+    local_prefix: str = "",
+    remote_prefix: str = "",
+) -> list[Op]:
+    """The executor's ops for `plan` with its conflicts decided.
+
+    Args:
+        plan: from `plan()`.
+        decisions: NFC path -> `keep_local` | `keep_remote` | `skip`, one per conflict.
+            keep_local: `upload_revision` (remote exists) or `upload` (deleted there,
+            with `mkdir` for its missing parents); keep_remote: `download`, replacing
+            the local file when it exists; skip: no op.
+        local_prefix: the synced folder relative to its root; joined to local paths.
+        remote_prefix: the synced folder relative to the drive root.
+
+    Returns:
+        `Op`s indexed 0..n-1: every `mkdir` first (parents before children), then file
+        ops in path order. Uploads expect the remote target absent (new) or as listed
+        (revision); downloads expect the remote source as listed and the local target
+        absent or as indexed.
+
+    Raises:
+        UsageError: see `check_decisions`.
+    """
+    decided = check_decisions(plan, decisions)
+    mkdirs = [o for o in plan.ops if o.kind == "mkdir"]
+    files = [o for o in plan.ops if o.kind != "mkdir"]
+    have = {o.path for o in mkdirs}
+    for rep in plan.conflicts:
+        op = _decided_op(rep, decided[rep.path])
+        if op is None:
+            continue
+        files.append(op)
+        if op.kind == "upload":
+            for parent in rep.missing_parents:
+                if parent not in have:
+                    have.add(parent)
+                    mkdirs.append(PlanOp(parent, "mkdir", None, f"parent of {rep.path!r}"))
+    mkdirs.sort(key=lambda o: o.path)
+    files.sort(key=lambda o: o.path)
+    out: list[Op] = []
+    for i, o in enumerate(mkdirs + files):
+        remote = join_remote(remote_prefix, o.remote_path)
+        if o.kind == "mkdir":
+            out.append(
+                Op(
+                    index=i,
+                    kind="mkdir",
+                    remote_path=remote,
+                    expected_remote=_ABSENT,
+                    reason=o.reason,
+                )
+            )
+            continue
+        local = join_remote(local_prefix, o.local_path)
+        upload = o.kind.startswith("upload")
+        out.append(
+            Op(
+                index=i,
+                kind=cast(OpKind, o.kind),
+                local_path=local,
+                remote_path=remote,
+                size=o.size,
+                expected_local=local_evidence(o.local) if o.local is not None else None,
+                expected_remote=remote_evidence(o.remote),
+                replace=(o.remote is not None) if upload else (o.local is not None),
+                reason=o.reason,
+            )
+        )
+    return out

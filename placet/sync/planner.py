@@ -1,0 +1,492 @@
+"""The pure sync planner: two listings and a baseline in, a `SyncPlan` out.
+
+It implements the table of DESIGN.md section 7 and nothing else: no I/O, no clock, no
+randomness, so the same inputs always give the same plan, and tests call it directly.
+What it decides, and why:
+
+- Paths are matched after NFC normalisation, and after case folding too when the remote
+  is case-insensitive, because those are the names that address one object there.
+  Two local names that meet under that key are a `collision`: uploading both would
+  write one remote object twice, so neither gets an op.
+- No op ever deletes. A path gone from one side that the baseline knows is reported
+  (`deleted_remote` / `deleted_local`) and left alone; if the other side changed since,
+  it is a conflict for the owner.
+- A side changed since the baseline while the other did not is a fast-forward
+  (`upload_revision` or `download`); both changed is a conflict, never auto-resolved.
+- Equality needs a digest: the strongest type both sides have (sha256 > sha1 > md5).
+  Without one, equal sizes give `unverified`, never `skip`.
+- A file on one side and a folder on the other (`type_conflict`), a collision, a
+  special file (symlink, FIFO…) or an unreadable local folder blocks everything beneath
+  it: the listing there is not trustworthy, so nothing is planned there.
+- Remote folders missing for an upload are created by `mkdir` ops, listed first,
+  parents before children.
+- If a baseline exists and one side lists empty, or a listing failed, planning stops
+  (`EmptySideRefused`) unless `allow_empty_side`: an empty side more often means a
+  wrong path or an unmounted disk than a real mass deletion.
+
+Runs in O(n log n) for the sort and O(n) dict work otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from placet.errors import LimitExceeded
+from placet.sync.digests import choose_digest_type, compare
+from placet.sync.model import (
+    ALLOWED_DECISIONS,
+    DEFAULT_ENTRY_CAP,
+    OP_KINDS,
+    REPORT_KINDS,
+    BaselineEntry,
+    Capabilities,
+    ConflictKind,
+    EmptySideRefused,
+    LocalEntry,
+    PlanOp,
+    PlanOpKind,
+    PlanReport,
+    RemoteEntry,
+    ReportKind,
+    SyncPlan,
+    is_hidden,
+    nfc,
+    parse_rfc3339_ns,
+)
+
+
+class _Planner:
+    """One planning run's state; `plan()` is the public entry."""
+
+    def __init__(self, capabilities: Capabilities) -> None:
+        self.ci = bool(capabilities.case_insensitive)
+        self.precision = max(int(capabilities.modtime_precision_ns or 1), 1)
+        self.no_digest = (
+            "; the remote offers no digest"
+            if not choose_digest_type(capabilities.hash_types)
+            else "; the remote gave no digest for it"
+        )
+        self.ops: list[PlanOp] = []
+        self.mkdirs: list[PlanOp] = []
+        self.reports: list[PlanReport] = []
+        self.blocked: dict[str, tuple[ReportKind, str]] = {}
+        self.pending_dirs: list[str] = []
+        self.needed_dirs: set[str] = set()
+        self.loc: dict[str, LocalEntry] = {}
+        self.rem: dict[str, RemoteEntry] = {}
+        self.ldups: dict[str, list[LocalEntry]] = {}
+        self.rdups: dict[str, list[RemoteEntry]] = {}
+        self.base: dict[str, BaselineEntry] = {}
+
+    def key(self, path: str) -> str:
+        return path.casefold() if self.ci else path
+
+    # ---- reading the listings -------------------------------------------------------
+
+    def read_local(
+        self, entries: Iterable[LocalEntry], include_hidden: bool, cap: int
+    ) -> tuple[dict[str, LocalEntry], dict[str, list[LocalEntry]], str]:
+        by_key: dict[str, LocalEntry] = {}
+        dups: dict[str, list[LocalEntry]] = {}
+        fp: list[str] = []
+        for e in entries:
+            p = nfc(e.path)
+            if not include_hidden and is_hidden(p):
+                continue
+            if p != e.path:
+                e = replace(e, path=p)
+            fp.append(f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}")
+            if len(fp) > cap:
+                raise _cap_error("local", cap)
+            k = self.key(p)
+            if k in by_key:
+                dups.setdefault(k, [by_key[k]]).append(e)
+            else:
+                by_key[k] = e
+        for k, e in list(by_key.items()):
+            self._imply_parents(by_key, k, e.path, e.raw_path, local=True)
+        return by_key, dups, _fingerprint(fp)
+
+    def read_remote(
+        self, entries: Iterable[RemoteEntry], include_hidden: bool, cap: int
+    ) -> tuple[dict[str, RemoteEntry], dict[str, list[RemoteEntry]], str]:
+        by_key: dict[str, RemoteEntry] = {}
+        dups: dict[str, list[RemoteEntry]] = {}
+        fp: list[str] = []
+        for e in entries:
+            p = nfc(e.path)
+            if not include_hidden and is_hidden(p):
+                continue
+            digests = ",".join(f"{t}={v.lower()}" for t, v in sorted(e.digests.items()))
+            fp.append(f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0{digests}")
+            if len(fp) > cap:
+                raise _cap_error("remote", cap)
+            k = self.key(p)
+            if k in by_key:
+                dups.setdefault(k, [by_key[k]]).append(e)
+            else:
+                by_key[k] = e
+        for k, e in list(by_key.items()):
+            self._imply_parents(by_key, k, nfc(e.path), e.path, local=False)
+        return by_key, dups, _fingerprint(fp)
+
+    def _imply_parents(
+        self, by_key: dict[str, Any], key: str, path: str, raw: str, *, local: bool
+    ) -> None:
+        """Add the folders a listing implies but did not list (bucket remotes, partial
+        local listings), so parent checks see them."""
+        if "/" not in key:
+            return
+        parts, raw_parts = path.split("/"), raw.split("/")
+        for i in range(len(parts) - 1, 0, -1):
+            pk = self.key("/".join(parts[:i]))
+            if pk in by_key:
+                return
+            pp = "/".join(parts[:i])
+            if local:
+                by_key[pk] = LocalEntry(pp, "/".join(raw_parts[:i]), "dir", note="implied")
+            else:
+                by_key[pk] = RemoteEntry("/".join(raw_parts[:i]), "dir")
+
+    # ---- classification -------------------------------------------------------------
+
+    def report(self, path: str, kind: ReportKind, detail: str, **kw: object) -> None:
+        self.reports.append(PlanReport(path, kind, detail, **kw))  # type: ignore[arg-type]
+
+    def conflict(
+        self,
+        path: str,
+        ck: ConflictKind,
+        detail: str,
+        local: LocalEntry | None,
+        remote: RemoteEntry | None,
+        **kw: object,
+    ) -> None:
+        self.report(
+            path,
+            "conflict",
+            detail,
+            conflict_kind=ck,
+            allowed_decisions=ALLOWED_DECISIONS[ck],
+            local=local,
+            remote=remote,
+            **kw,
+        )
+
+    def op(
+        self,
+        path: str,
+        kind: PlanOpKind,
+        reason: str,
+        local: LocalEntry | None,
+        remote: RemoteEntry | None,
+    ) -> None:
+        if kind == "download":
+            size = remote.size if remote is not None else None
+        else:
+            size = local.size if local is not None else None
+        self.ops.append(PlanOp(path, kind, size, reason, local, remote))
+
+    def remote_same_as_base(self, r: RemoteEntry, b: BaselineEntry) -> bool:
+        """Has the remote file stayed what the baseline recorded? By digest when both
+        have one, else by size and mtime within the remote's precision."""
+        if b.remote_digest_type and b.remote_digest:
+            rv = r.digests.get(b.remote_digest_type)
+            if rv:
+                return rv.lower() == b.remote_digest.lower()
+        rv = r.digests.get("sha256")
+        if rv and b.sha256:
+            return rv.lower() == b.sha256.lower()
+        if b.size is None or r.size != b.size:
+            return False
+        if b.mtime == r.mtime:
+            return True
+        t1, t2 = parse_rfc3339_ns(b.mtime), parse_rfc3339_ns(r.mtime)
+        return t1 is not None and t2 is not None and abs(t1 - t2) < self.precision
+
+    def both_files(
+        self, path: str, lo: LocalEntry, r: RemoteEntry, b: BaselineEntry | None
+    ) -> None:
+        dtype, equal = compare(lo, r)
+        if equal:
+            self.report(path, "skip", f"same {dtype}", local=lo, remote=r, digest_type=dtype)
+            return
+        why = "" if equal is False else self.no_digest
+        if b is None:
+            if equal is None:
+                self.report(
+                    path,
+                    "unverified",
+                    f"same size ({lo.size} bytes), content not compared{why}",
+                    local=lo,
+                    remote=r,
+                )
+            else:
+                self.conflict(
+                    path,
+                    "content_differs",
+                    _differs(dtype) + ", no previous sync",
+                    lo,
+                    r,
+                    digest_type=dtype,
+                )
+            return
+        local_same = lo.sha256 is not None and lo.sha256 == (b.sha256 or "").lower()
+        remote_same = self.remote_same_as_base(r, b)
+        if local_same and remote_same:
+            if equal is None:
+                self.report(
+                    path,
+                    "unverified",
+                    f"unchanged on both sides since the last sync by size and mtime{why}",
+                    local=lo,
+                    remote=r,
+                )
+            else:
+                self.conflict(
+                    path,
+                    "content_differs",
+                    _differs(dtype) + " although neither side changed since the last sync",
+                    lo,
+                    r,
+                    digest_type=dtype,
+                )
+        elif remote_same:
+            self.op(path, "upload_revision", "changed here since the last sync", lo, r)
+        elif local_same:
+            self.op(path, "download", "changed on the remote since the last sync", lo, r)
+        else:
+            self.conflict(
+                path,
+                "content_differs",
+                f"changed on both sides since the last sync{why}",
+                lo,
+                r,
+                digest_type=dtype,
+            )
+
+    def classify(self, key: str) -> None:
+        """Classify one key; called in sorted key order, so parents come first."""
+        lo, r, b = self.loc.get(key), self.rem.get(key), self.base.get(key)
+        ldups, rdups = self.ldups, self.rdups
+        if lo is not None:
+            path = lo.path
+        else:
+            assert r is not None
+            path = nfc(r.path)
+        parent = key.rpartition("/")[0]
+        blk = self.blocked.get(parent) if parent else None
+        if blk is not None:
+            self.report(
+                path, blk[0], f"not planned: see {blk[1]!r}", local=lo, remote=r, blocked_by=blk[1]
+            )
+            self.blocked[key] = blk
+            return
+        if key in ldups or key in rdups:
+            names = [e.raw_path for e in ldups.get(key, ())] + [e.path for e in rdups.get(key, ())]
+            for p in sorted({e.path for e in ldups.get(key, ())} or {path}):
+                detail = f"names that address one object on the remote: {names!r}"
+                self.report(p, "collision", detail, local=lo, remote=r)
+            self.blocked[key] = ("collision", path)
+            return
+        file_base = b if b is not None and b.sha256 is not None else None
+        if lo is not None and lo.kind in ("skipped", "error"):
+            rk: ReportKind = "skipped_special" if lo.kind == "skipped" else "error"
+            self.report(path, rk, lo.note, local=lo, remote=r)
+            self.blocked[key] = (rk, path)
+        elif lo is not None and lo.kind == "file" and lo.sha256 is None:
+            self.report(
+                path, "error", lo.note or "the local file was not hashed", local=lo, remote=r
+            )
+        elif r is None:
+            assert lo is not None
+            self.local_only(key, path, lo, file_base)
+        elif lo is None:
+            self.remote_only(path, r, b)
+        elif lo.kind == "dir" and r.kind == "dir":
+            self.report(path, "skip", "folder on both sides", local=lo, remote=r)
+        elif lo.kind == "dir" or r.kind == "dir":
+            what = "a folder here and a file" if lo.kind == "dir" else "a file here and a folder"
+            self.conflict(path, "type_conflict", f"{what} on the remote", lo, r)
+            self.blocked[key] = ("skip", path)
+        else:
+            self.both_files(path, lo, r, file_base)
+
+    def local_only(
+        self,
+        key: str,
+        path: str,
+        lo: LocalEntry,
+        b: BaselineEntry | None,
+    ) -> None:
+        if lo.kind == "dir":
+            self.pending_dirs.append(key)  # mkdir or deleted_remote: decided by finish_dirs
+        elif b is None:
+            self.op(path, "upload", "new here", lo, None)
+            self.needed_dirs.update(self.missing_parents(key))
+        elif lo.sha256 == (b.sha256 or "").lower():
+            self.report(
+                path,
+                "deleted_remote",
+                "deleted on the remote since the last sync; not uploaded again",
+                local=lo,
+            )
+        else:
+            missing = tuple(self.loc[k].path for k in reversed(self.missing_parents(key)))
+            self.conflict(
+                path,
+                "edited_here_deleted_there",
+                "changed here, deleted on the remote since the last sync",
+                lo,
+                None,
+                missing_parents=missing,
+            )
+
+    def remote_only(self, path: str, r: RemoteEntry, b: BaselineEntry | None) -> None:
+        if r.kind == "dir":
+            if b is not None and b.sha256 is None:
+                self.report(
+                    path, "deleted_local", "folder deleted here since the last sync", remote=r
+                )
+            else:
+                self.report(
+                    path,
+                    "skip",
+                    "folder only on the remote; downloads beneath it create it here",
+                    remote=r,
+                )
+        elif b is None or b.sha256 is None:
+            self.op(path, "download", "new on the remote", None, r)
+        elif self.remote_same_as_base(r, b):
+            self.report(
+                path,
+                "deleted_local",
+                "deleted here since the last sync; not downloaded again",
+                remote=r,
+            )
+        else:
+            self.conflict(
+                path,
+                "deleted_here_edited_there",
+                "deleted here, changed on the remote since the last sync",
+                None,
+                r,
+            )
+
+    def finish_dirs(self) -> None:
+        """Local folders the remote lacks: `mkdir`, unless the baseline says the remote
+        deleted it and no new upload needs it (then `deleted_remote`)."""
+        for key in self.pending_dirs:
+            lo = self.loc[key]
+            b = self.base.get(key)
+            if key in self.needed_dirs:
+                self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "parent of new uploads", lo))
+            elif b is None or b.sha256 is not None:
+                self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "new folder here", lo))
+            else:
+                self.report(
+                    lo.path,
+                    "deleted_remote",
+                    "folder deleted on the remote since the last sync; not created again",
+                    local=lo,
+                )
+
+    def missing_parents(self, key: str) -> list[str]:
+        """Keys of the ancestors of `key` that the remote lacks, nearest first."""
+        out: list[str] = []
+        parent = key.rpartition("/")[0]
+        while parent and parent not in self.rem:
+            out.append(parent)
+            parent = parent.rpartition("/")[0]
+        return out
+
+
+def _differs(dtype: str | None) -> str:
+    return f"{dtype} differs" if dtype else "sizes differ"
+
+
+def _fingerprint(lines: list[str]) -> str:
+    lines.sort()
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _cap_error(side: str, cap: int) -> LimitExceeded:
+    return LimitExceeded(
+        f"cannot plan: the {side} listing has more than {cap} entries (the plan entry "
+        "cap); plan a smaller folder",
+        details={"side": side, "cap": cap},
+    )
+
+
+def plan(
+    local: Iterable[LocalEntry],
+    remote: Iterable[RemoteEntry],
+    baseline: Mapping[str, BaselineEntry],
+    capabilities: Capabilities,
+    *,
+    include_hidden: bool = False,
+    allow_empty_side: bool = False,
+    had_listing_error: bool = False,
+    entry_cap: int = DEFAULT_ENTRY_CAP,
+) -> SyncPlan:
+    """Classify every path of two listings against the baseline (DESIGN.md section 7).
+
+    Args:
+        local: the local folder's entries (`index_local`), paths relative to it.
+        remote: the remote folder's entries, paths relative to it.
+        baseline: last synced state per NFC path (see `BaselineEntry`).
+        capabilities: the remote's `hash_types`, `case_insensitive`, `modtime_precision_ns`.
+        include_hidden: also plan paths with a component starting with ".".
+        allow_empty_side: plan even if a side is empty while a baseline exists, or a
+            listing failed.
+        had_listing_error: the caller's listing of either side failed part-way.
+        entry_cap: most entries per side (DESIGN.md section 9: 100,000).
+
+    Returns:
+        A `SyncPlan`; every path of either listing (and every folder they imply)
+        appears exactly once, as an op or a report. Ops never delete.
+
+    Raises:
+        EmptySideRefused: `empty_side` or `listing_incomplete`, unless `allow_empty_side`.
+        LimitExceeded: a side has more than `entry_cap` entries.
+    """
+    if had_listing_error and not allow_empty_side:
+        raise EmptySideRefused(
+            "stopped planning: a listing failed part-way, so absent paths cannot be told "
+            "from unlisted ones; retry, or plan again with allow_empty_side=true",
+            code="listing_incomplete",
+            retryable=True,
+        )
+    pl = _Planner(capabilities)
+    pl.loc, pl.ldups, lfp = pl.read_local(local, include_hidden, entry_cap)
+    pl.rem, pl.rdups, rfp = pl.read_remote(remote, include_hidden, entry_cap)
+    if baseline and not allow_empty_side and (not pl.loc or not pl.rem):
+        side = "local" if not pl.loc else "remote"
+        raise EmptySideRefused(
+            f"stopped planning: the {side} folder lists empty but {len(baseline)} paths "
+            "were synced before; check the folder (wrong path? unmounted disk?), or plan "
+            "again with allow_empty_side=true",
+            details={"side": side, "baseline_entries": len(baseline)},
+        )
+    pl.base = {pl.key(nfc(k)): v for k, v in baseline.items()}
+    for key in sorted(pl.loc.keys() | pl.rem.keys()):
+        pl.classify(key)
+    pl.finish_dirs()
+
+    pl.reports.sort(key=lambda r: r.path)
+    summary: dict[str, int] = dict.fromkeys((*OP_KINDS, *REPORT_KINDS), 0)
+    summary["mkdir"] = len(pl.mkdirs)
+    up = down = 0
+    for o in pl.ops:
+        summary[o.kind] += 1
+        if o.kind == "download":
+            down += max(o.size or 0, 0)
+        else:
+            up += o.size or 0
+    for rep in pl.reports:
+        summary[rep.kind] += 1
+    summary["upload_bytes"], summary["download_bytes"] = up, down
+    return SyncPlan(tuple(pl.mkdirs + pl.ops), tuple(pl.reports), summary, lfp, rfp)

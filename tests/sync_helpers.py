@@ -1,0 +1,109 @@
+"""Builders for sync listings in tests: entries from text content, digests computed.
+
+`L("a.txt", "hello")` is a local file whose SHA-256 and SHA-1 are those of b"hello";
+`R("a.txt", "hello")` the remote file as a SHA-1 remote lists it; `B("a.txt", "hello")`
+the baseline recorded after both held "hello". `classify(plan)` flattens a plan to
+{path: "upload" | "skip" | "conflict:content_differs" | ...} for table assertions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from placet.sync.model import (
+    BaselineEntry,
+    LocalEntry,
+    PlanCapabilities,
+    RemoteEntry,
+    SyncPlan,
+)
+
+MTIME = "2025-01-01T00:00:00Z"
+SHA1 = PlanCapabilities(hash_types=("sha1",))
+NO_HASH = PlanCapabilities(hash_types=())
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def digest(kind: str, text: str) -> str:
+    return hashlib.new(kind, text.encode()).hexdigest()
+
+
+def L(  # noqa: N802 - table rows read better with short names
+    path: str,
+    content: str | None = "",
+    *,
+    kind: str = "file",
+    raw: str | None = None,
+    dtype: str | None = "sha1",
+    note: str = "",
+) -> LocalEntry:
+    if kind != "file" or content is None:
+        return LocalEntry(path, raw or path, kind, note=note)  # type: ignore[arg-type]
+    return LocalEntry(
+        path,
+        raw or path,
+        "file",
+        size=len(content.encode()),
+        mtime_ns=1,
+        sha256=sha256(content),
+        digest_type=dtype,
+        digest=digest(dtype, content) if dtype else None,
+        verified=True,
+        note=note,
+    )
+
+
+def R(  # noqa: N802
+    path: str,
+    content: str | None = "",
+    *,
+    kind: str = "file",
+    types: Iterable[str] = ("sha1",),
+    upper: bool = False,
+    mtime: str = MTIME,
+) -> RemoteEntry:
+    if kind != "file" or content is None:
+        return RemoteEntry(path, "dir", 0, mtime)
+    digests = {t: digest(t, content) for t in types}
+    if upper:
+        digests = {t: v.upper() for t, v in digests.items()}
+    return RemoteEntry(path, "file", len(content.encode()), mtime, digests)
+
+
+def B(  # noqa: N802
+    path: str,
+    content: str | None,
+    *,
+    remote_type: str | None = "sha1",
+    mtime: str = MTIME,
+) -> BaselineEntry:
+    if content is None:
+        return BaselineEntry(path, None)
+    return BaselineEntry(
+        path,
+        sha256(content),
+        remote_digest_type=remote_type,
+        remote_digest=digest(remote_type, content) if remote_type else None,
+        size=len(content.encode()),
+        mtime=mtime,
+    )
+
+
+def base(*entries: BaselineEntry) -> dict[str, BaselineEntry]:
+    return {b.path: b for b in entries}
+
+
+def classify(p: SyncPlan) -> dict[str, str]:
+    """{path: classification}; fails if a path is classified twice."""
+    out: dict[str, str] = {}
+    for o in p.ops:
+        assert o.path not in out, f"{o.path!r} classified twice"
+        out[o.path] = o.kind
+    for r in p.reports:
+        assert r.path not in out, f"{r.path!r} classified twice"
+        out[r.path] = f"conflict:{r.conflict_kind}" if r.kind == "conflict" else r.kind
+    return out
