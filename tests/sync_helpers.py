@@ -32,7 +32,7 @@ def digest(kind: str, text: str) -> str:
     return hashlib.new(kind, text.encode()).hexdigest()
 
 
-def L(  # noqa: N802 - table rows read better with short names
+def L(
     path: str,
     content: str | None = "",
     *,
@@ -57,7 +57,7 @@ def L(  # noqa: N802 - table rows read better with short names
     )
 
 
-def R(  # noqa: N802
+def R(
     path: str,
     content: str | None = "",
     *,
@@ -74,7 +74,7 @@ def R(  # noqa: N802
     return RemoteEntry(path, "file", len(content.encode()), mtime, digests)
 
 
-def B(  # noqa: N802
+def B(
     path: str,
     content: str | None,
     *,

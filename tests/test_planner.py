@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+from sync_helpers import MTIME, NO_HASH, SHA1, B, L, R, base, classify
 
 from placet.errors import LimitExceeded
 from placet.sync import EmptySideRefused, PlanCapabilities, SyncPlan, plan
 from placet.sync.model import BaselineEntry, LocalEntry, RemoteEntry
-from sync_helpers import MTIME, NO_HASH, SHA1, B, L, R, base, classify
 
 CI_SHA1 = PlanCapabilities(hash_types=("sha1",), case_insensitive=True)
 NFD_CAFE = "cafe\u0301.txt"
