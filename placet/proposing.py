@@ -37,12 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from placet import localfs
 from placet.errors import (
     AlreadyExists,
     LimitExceeded,
     NotFound,
     PathRefused,
     PolicyRefused,
+    StaleEvidence,
     UsageError,
 )
 from placet.paths import Root, check_name, check_remote_path, resolve_local
@@ -173,9 +175,8 @@ def local_file_evidence(
         PathRefused: not a regular file, a symlink, more than one hard link.
         NotFound: the file is gone.
         LimitExceeded: larger than `size_cap` bytes.
+        StaleEvidence (retryable): the file changed while it was read.
     """
-    from placet import localfs
-
     fd, st = localfs.open_file_for_read(root, str(rel))
     try:
         if size_cap is not None and st.st_size > size_cap:
@@ -187,9 +188,17 @@ def local_file_evidence(
         types: list[str] = ["sha256"]
         if digest_type is not None and digest_type != "sha256":
             types.append(digest_type)
-        digests = localfs.hash_fd(fd, types)
+        digests, hashed = localfs.hash_fd_sized(fd, types)
+        after = os.fstat(fd)
     finally:
         os.close(fd)
+    if hashed != st.st_size or (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
+        raise StaleEvidence(
+            f"local file {_q(str(rel))} in root {root.name} changed while placet read it; "
+            "propose again once it is no longer being written",
+            details={"path": str(rel), "root": root.name},
+            retryable=True,
+        )
     return LocalFileEvidence(
         size=st.st_size,
         mtime_ns=st.st_mtime_ns,

@@ -20,6 +20,7 @@ from placet.errors import EXIT_STORE, EXIT_USAGE, PlacetError
 COMMAND_MODULES: tuple[str, ...] = (
     "placet.cli.proposals",
     "placet.cli.hostconfig",
+    "placet.cli.serve",
 )
 
 
