@@ -39,12 +39,20 @@ import hashlib
 import os
 import secrets
 import stat
+import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from placet.errors import AlreadyExists, NotFound, PathRefused, PlacetError, UsageError
+from placet.errors import (
+    AlreadyExists,
+    NotFound,
+    PathRefused,
+    PlacetError,
+    StaleEvidence,
+    UsageError,
+)
 from placet.paths import Root, check_local_shape
 from placet.text import inert
 
@@ -72,6 +80,7 @@ TEMP_PREFIX = ".placet-tmp-"
 """Every temporary name placet creates, local or remote, starts with this."""
 
 CHUNK = 1024 * 1024
+_LOCKSTEP_CHUNKS = 32
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -517,18 +526,45 @@ def commit_temp_file(
     return trashed
 
 
-def hash_fd_sized(fd: int, types: Sequence[str], chunk: int = CHUNK) -> tuple[dict[str, str], int]:
-    """Digest a file's bytes from offset 0 to EOF with several hashlib types in one pass.
+def _hash_pass(fd: int, hasher: Any, chunk: int, barrier: threading.Barrier | None) -> int:
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    offset = 0
+    chunks = 0
+    while True:
+        n = os.preadv(fd, [buf], offset)
+        if n == 0:
+            break
+        hasher.update(view[:n])
+        offset += n
+        chunks += 1
+        if barrier is not None and chunks % _LOCKSTEP_CHUNKS == 0:
+            try:
+                barrier.wait()  # keep passes within a few MiB, so they share the page cache
+            except threading.BrokenBarrierError:
+                barrier = None  # a partner finished or failed: go on alone
+    if barrier is not None:
+        barrier.abort()  # release partners waiting for this pass, which is done
+    return offset
 
-    Reads with ``pread`` into one reused buffer (the file position is not moved).
+
+def hash_fd_sized(fd: int, types: Sequence[str], chunk: int = CHUNK) -> tuple[dict[str, str], int]:
+    """Digest a regular file's bytes from offset 0 to EOF with one or more hashlib types.
+
+    Reads with ``pread`` into a reused buffer (the file position is not moved). With
+    several types, each is computed by its own thread over the same descriptor, the
+    threads kept in lockstep every 32 chunks so the second read comes from the page cache:
+    hashlib releases the GIL, so two types cost about as much as one on two cores (a
+    single loop feeding both hashers costs the sum).
 
     Returns:
         ({type: lower-case hex}, size in bytes read).
 
     Raises:
         UsageError: a type hashlib does not offer (use rclone for those).
+        StaleEvidence: the file's length changed while it was being hashed.
     """
-    hashers = {}
+    hashers: dict[str, Any] = {}
     for t in dict.fromkeys(types):
         try:
             hashers[t] = hashlib.new(t)
@@ -537,19 +573,34 @@ def hash_fd_sized(fd: int, types: Sequence[str], chunk: int = CHUNK) -> tuple[di
                 f"hash type {_q(t)} is not available in hashlib; compute it with rclone",
                 details={"type": t},
             ) from e
-    buf = bytearray(chunk)
-    view = memoryview(buf)
-    offset = 0
-    updates = [h.update for h in hashers.values()]
-    while True:
-        n = os.preadv(fd, [buf], offset)
-        if n == 0:
-            break
-        piece = view[:n]
-        for update in updates:
-            update(piece)
-        offset += n
-    return {t: h.hexdigest() for t, h in hashers.items()}, offset
+    if len(hashers) == 1:
+        size = _hash_pass(fd, next(iter(hashers.values())), chunk, None)
+        return {t: h.hexdigest() for t, h in hashers.items()}, size
+    barrier = threading.Barrier(len(hashers))
+    sizes: dict[str, int] = {}
+    errors: list[BaseException] = []
+
+    def run(t: str) -> None:
+        try:
+            sizes[t] = _hash_pass(fd, hashers[t], chunk, barrier)
+        except BaseException as e:
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(t,), daemon=True) for t in hashers]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    if errors:
+        raise errors[0]
+    if len(set(sizes.values())) != 1:
+        raise StaleEvidence(
+            "the file changed length while it was being hashed; try again when it is "
+            "no longer being written",
+            details={"sizes": sizes},
+        )
+    return {t: h.hexdigest() for t, h in hashers.items()}, next(iter(sizes.values()))
 
 
 def hash_fd(fd: int, types: Sequence[str], chunk: int = CHUNK) -> dict[str, str]:

@@ -419,3 +419,27 @@ def test_errno_mapping_reraises_unknown_errors(root_fd: int) -> None:
     with pytest.raises(OSError) as ei:
         localfs._refusal_for(root_fd, "x", "x", err)
     assert ei.value.errno == errno.EIO
+
+
+def test_hash_errors_in_parallel_passes_propagate() -> None:
+    r, w = os.pipe()  # pread on a pipe fails (ESPIPE) in every pass
+    try:
+        with pytest.raises(OSError) as ei:
+            hash_fd_sized(r, ["sha256", "sha1"])
+        assert ei.value.errno == errno.ESPIPE
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_parallel_hashes_over_many_lockstep_rounds(tmp_path: Path) -> None:
+    data = os.urandom(200 * 4096 + 3)  # 200 chunks of 4 KiB: several barrier rounds
+    p = tmp_path / "blob"
+    p.write_bytes(data)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        digests, size = hash_fd_sized(fd, ["md5", "sha256", "sha1", "sha256"], chunk=4096)
+    finally:
+        os.close(fd)
+    assert size == len(data)
+    assert digests == {t: hashlib.new(t, data).hexdigest() for t in ("md5", "sha256", "sha1")}
