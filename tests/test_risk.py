@@ -1,0 +1,206 @@
+"""Risk flags: a table of targets and the flags placet must raise for them."""
+
+from __future__ import annotations
+
+import pytest
+
+from placet.risk import (
+    RUNS_CODE_PATTERNS,
+    SECRET_PATTERNS,
+    RiskFlag,
+    fold_component,
+    needs_typed_confirmation,
+    risk_flags,
+)
+
+
+def codes(kind: str, path: str, *, replaces: bool = False, renamed: bool = False) -> list[str]:
+    flags = risk_flags(
+        kind=kind, target_path=path, replaces_existing=replaces, name_changed=renamed
+    )
+    return [f.code for f in flags]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".git/hooks/pre-commit",
+        "proj/.git/config",
+        ".git",  # a gitfile redirecting the repository
+        ".mcp.json",
+        ".claude/settings.json",
+        "sub/.vscode/tasks.json",
+        ".idea/workspace.xml",
+        ".github/workflows/ci.yml",
+        ".GitHub/Workflows/Release.YML",
+        ".bashrc",
+        ".zshrc",
+        ".profile",
+        ".bash_profile",
+        ".envrc",
+        "tests/conftest.py",
+        "sitecustomize.py",
+        "usercustomize.py",
+        "lib/python3.11/site-packages/evil.pth",
+        "Makefile",
+        "MAKEFILE",
+        ".pre-commit-config.yaml",
+        "package.json",
+        ".npmrc",
+        "CLAUDE.md",
+        "AGENTS.md",
+        "run.sh",
+        "setup.exe",
+        "x.bat",
+        "x.PS1",
+        ".config/systemd/user/evil.service",
+        "Makefile.",  # Windows drops the trailing dot
+        ".g\u200cit/config",  # HFS+ ignores ZWNJ: this is .git there
+        "Ma\u212aefile",  # KELVIN SIGN folds to k
+        "conftest.py ",
+    ],
+)
+def test_runs_code_targets(path: str) -> None:
+    for kind in ("upload", "download"):
+        assert "runs_code" in codes(kind, path), (kind, path)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".env",
+        "app/.env.local",
+        ".ENV.production",
+        "keys/server.pem",
+        "tls.key",
+        "id_rsa",
+        "id_ed25519",
+        "id_ecdsa.pub",
+        ".netrc",
+        "credentials.json",
+        "Credentials",
+        "cert.p12",
+        ".aws/credentials",
+        ".ssh/config",
+        "home/.ssh/authorized_keys",
+        ".pypirc",
+    ],
+)
+def test_secret_targets(path: str) -> None:
+    assert "secret_name" in codes("download", path), path
+    assert "secret_name" in codes("upload", path), path
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "docs/report.pdf",
+        "src/main.py",
+        "README.md",
+        "notes/git-tips.md",
+        "mygit/readme.txt",
+        "workflows/ci.yml",  # not under .github
+        "env.txt",
+        "environment.yml",
+        "keyboard.txt",
+        "identity.txt",  # not id_*
+        "packages.json",
+        "bash_notes.txt",
+        ".sh",  # a bare suffix is not an executable's name
+        "",
+    ],
+)
+def test_ordinary_targets_have_no_flags(path: str) -> None:
+    assert codes("upload", path) == []
+    assert not needs_typed_confirmation(
+        risk_flags(kind="upload", target_path=path, replaces_existing=False, name_changed=False)
+    )
+
+
+def test_replacement_and_rename() -> None:
+    assert codes("upload", "a.txt", replaces=True) == ["replaces_existing"]
+    assert codes("upload", "a.txt", renamed=True) == ["name_changed"]
+    up = risk_flags(
+        kind="upload_revision",
+        target_path="a.txt",
+        replaces_existing=True,
+        name_changed=True,
+        source_name="b.txt",
+    )
+    assert [f.code for f in up] == ["replaces_existing", "name_changed"]
+    assert "on the drive" in up[0].message and "'b.txt'" in up[1].message
+    down = risk_flags(
+        kind="download", target_path="a.txt", replaces_existing=True, name_changed=False
+    )
+    assert "trash" in down[0].message and "local root" in down[0].message
+    assert needs_typed_confirmation(up)
+
+
+def test_flag_order_is_fixed() -> None:
+    got = codes("download", ".ssh/id_rsa.sh", replaces=True, renamed=True)
+    assert got == ["runs_code", "secret_name", "replaces_existing", "name_changed"]
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("caf\u00e9.txt", "non_ascii_name"),
+        ("日本語/レポートv2.txt", "non_ascii_name"),  # Han + kana + Latin is ordinary Japanese
+        ("Ωμέγα.txt", "non_ascii_name"),  # Greek word, Latin extension: not mixed
+        ("отчёт-2024_final.txt", "non_ascii_name"),
+        ("p\u0430ypal.txt", "confusable_name"),  # Cyrillic а among Latin letters
+        ("\u0440\u0430\u0443\u0440\u0430l", "confusable_name"),  # Cyrillic + one Latin l
+        ("ｒｅｐｏｒｔ.txt", "confusable_name"),  # fullwidth
+        ("re\u200bport.txt", "confusable_name"),  # zero-width space
+        ("evil\u202etxt.exe", "confusable_name"),
+        ("\U0001d41a.txt", "confusable_name"),  # MATHEMATICAL BOLD SMALL A
+        ("Ma\u212aefile", "confusable_name"),  # KELVIN SIGN: NFC gives ASCII K
+        ("ﬁle.txt", "confusable_name"),  # fi ligature
+    ],
+)
+def test_non_ascii_and_confusable_names(path: str, code: str) -> None:
+    flags = risk_flags(kind="upload", target_path=path, replaces_existing=False, name_changed=False)
+    assert [f.code for f in flags if f.code in {"non_ascii_name", "confusable_name"}] == [code]
+    msg = flags[-1].message
+    assert "ASCII:" in msg  # the escaped form is shown beside the original
+    assert "\u202e" not in msg and "\u200b" not in msg  # never raw
+
+
+def test_confusable_message_names_the_imitated_ascii() -> None:
+    flags = risk_flags(
+        kind="upload", target_path="ｒｅａｄｍｅ.md", replaces_existing=False, name_changed=False
+    )
+    assert "imitates the ASCII name 'readme.md'" in flags[-1].message
+
+
+def test_messages_are_inert_and_name_the_match() -> None:
+    (flag,) = risk_flags(
+        kind="download", target_path="x/.envrc", replaces_existing=False, name_changed=False
+    )
+    assert flag == RiskFlag("runs_code", flag.message)
+    assert "'.envrc'" in flag.message and "local root" in flag.message
+    assert flag.to_dict() == {"code": "runs_code", "message": flag.message}
+    flags = risk_flags(
+        kind="upload", target_path="a\x1b[2J.sh", replaces_existing=False, name_changed=False
+    )
+    assert all("\x1b" not in f.message for f in flags)
+
+
+def test_mkdir_of_a_code_folder_is_flagged() -> None:
+    assert codes("mkdir", ".git") == ["runs_code"]
+    assert codes("mkdir", "proj/.github/workflows") == ["runs_code"]
+    assert codes("mkdir", "proj/.github") == []
+
+
+def test_unknown_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown kind"):
+        risk_flags(kind="delete", target_path="a", replaces_existing=False, name_changed=False)
+
+
+def test_fold_component_and_lists_are_canonical() -> None:
+    assert fold_component("Ma\u212aefile.") == "makefile"
+    assert fold_component("Cafe\u0301") == fold_component("Caf\u00e9") == "caf\u00e9"
+    for p in RUNS_CODE_PATTERNS + SECRET_PATTERNS:
+        assert p == p.casefold() and p.isascii(), p  # patterns are stored folded
+    assert len(set(RUNS_CODE_PATTERNS)) == len(RUNS_CODE_PATTERNS)
+    assert len(set(SECRET_PATTERNS)) == len(SECRET_PATTERNS)
