@@ -101,3 +101,17 @@ def test_inert_never_emits_control_format_separator_or_surrogate(s: str) -> None
 def test_inert_is_identity_on_printable_ascii_without_backslash(s: str) -> None:
     if "\\" not in s:
         assert inert(s) == s
+
+
+def test_core_text_path_risk_localfs_import_only_the_stdlib() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, placet.paths, placet.localfs, placet.text, placet.risk\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'pydantic', 'mcp', 'textual', 'rich', 'sqlmodel', 'sqlalchemy', 'platformdirs'})\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
