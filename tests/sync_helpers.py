@@ -9,7 +9,13 @@ the baseline recorded after both held "hello". `classify(plan)` flattens a plan 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterable
+from pathlib import Path
 
 from placet.sync.model import (
     BaselineEntry,
@@ -107,3 +113,60 @@ def classify(p: SyncPlan) -> dict[str, str]:
         assert r.path not in out, f"{r.path!r} classified twice"
         out[r.path] = f"conflict:{r.conflict_kind}" if r.kind == "conflict" else r.kind
     return out
+
+
+# ---- running the indexer as an unprivileged user ---------------------------------------
+
+NOBODY = 65534
+_INDEX_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+from placet.sync.indexer import MemoryDigestCache, index_local
+root, rel, types = sys.argv[1], sys.argv[2], [t for t in sys.argv[3].split(",") if t]
+res = index_local(Path(root), rel, digest_types=types, cache=MemoryDigestCache(),
+                  root_key="k", now_ns=time.time_ns() + 10**10)
+json.dump([e.to_dict() for e in res.entries], sys.stdout, ensure_ascii=True)
+"""
+
+
+def public_dir() -> Path:
+    """A fresh folder under /tmp that an unprivileged user can traverse (pytest's own
+    tmp_path sits under a 0700 folder)."""
+    d = Path(tempfile.mkdtemp(prefix="placet-test-", dir="/tmp"))
+    d.chmod(0o755)
+    return d
+
+
+def make_public(root: Path) -> None:
+    """Let `nobody` read everything under `root` (tests run as root with umask 022 or 077)."""
+    for dirpath, _dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            if not os.path.islink(p) and os.path.isfile(p):
+                os.chmod(p, 0o644)
+
+
+def index_as_nobody(root: Path, rel: str = "", digest_types: str = "sha1") -> list[LocalEntry]:
+    """Run `index_local` in a subprocess dropped to uid/gid 65534 (root reads everything,
+    so a permission test run as root proves nothing)."""
+    out = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={NOBODY}",
+            f"--regid={NOBODY}",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            _INDEX_SCRIPT,
+            str(root),
+            rel,
+            digest_types,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd="/",
+    )
+    return [LocalEntry.from_dict(d) for d in json.loads(out.stdout)]

@@ -346,10 +346,11 @@ def _open_folder(root_path: Path, parts: Sequence[str]) -> int:
                 details={"path": shown},
             ) from e
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            link = e.errno == errno.ELOOP or _is_link(root_path, parts)
             raise PathRefused(
-                f"cannot index {shown!r}: a component is a symlink or not a folder; "
-                "name a real folder inside the root",
-                code="symlink_refused" if e.errno == errno.ELOOP else "path_invalid",
+                f"cannot index {shown!r}: a component is "
+                f"{'a symlink' if link else 'not a folder'}; name a real folder inside the root",
+                code="symlink_refused" if link else "path_invalid",
                 details={"path": shown},
             ) from e
         raise PathRefused(
@@ -357,6 +358,16 @@ def _open_folder(root_path: Path, parts: Sequence[str]) -> int:
             code="permission_denied",
             details={"path": shown},
         ) from e
+
+
+def _is_link(root_path: Path, parts: Sequence[str]) -> bool:
+    """Whether some component of root/parts is a symlink (only to word a refusal)."""
+    p = root_path
+    for part in parts:
+        p = p / part
+        if p.is_symlink():
+            return True
+    return False
 
 
 def _split_rel(rel: str) -> list[str]:
