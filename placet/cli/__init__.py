@@ -21,6 +21,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "placet.cli.proposals",
     "placet.cli.hostconfig",
     "placet.cli.serve",
+    "placet.cli.review",
+    "placet.cli.drive",
 )
 
 

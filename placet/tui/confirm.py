@@ -1,0 +1,249 @@
+"""Modal decisions: accept (with its guard and typed confirmation), discard, quit.
+
+Accept binds to what was shown (DESIGN.md section 9): the modal states the exact effect
+and the request hash, and the caller accepts with that very hash, which the store
+records in the approval event and the executor checks again.
+
+The accept modal ignores every key and click for `guard_seconds` (0.5 s) after it opens:
+its controls are disabled and its bindings refused, so a key pressed for the queue (an
+extra `a`, an Enter, `y`) cannot land on "Accept" by accident. A proposal that carries
+placet's own risk flags cannot be accepted with a single key at all: the owner types
+the proposal id into a field, and the Accept button stays disabled until it matches.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar
+
+from rich.console import Group
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+from placet.store import ProposalRecord
+from placet.tui.facts import Effect
+from placet.tui.render import header_line, lit, proposal_view
+
+_MODAL_CSS = """
+{name} {{ align: center middle; }}
+{name} > #dialog {{
+    width: 90%; max-width: 130; height: auto; max-height: 90%;
+    border: thick $accent; background: $surface; padding: 0 1;
+}}
+{name} #buttons {{ height: auto; align-horizontal: right; }}
+{name} #buttons > Button {{ margin: 0 1; }}
+"""
+
+
+class AcceptScreen(ModalScreen[bool]):
+    """Confirm acceptance of one proposal; dismisses True to accept, False to cancel."""
+
+    DEFAULT_CSS = (
+        _MODAL_CSS.format(name="AcceptScreen")
+        + """
+    AcceptScreen #effect { height: auto; max-height: 30; border: round $primary; }
+    AcceptScreen #hash { height: auto; }
+    AcceptScreen #typed-label { height: auto; color: $error; }
+    """
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "confirm", "Accept"),
+        Binding("n,escape", "cancel", "Cancel"),
+    ]
+
+    def __init__(
+        self,
+        record: ProposalRecord,
+        effect: Effect,
+        now: datetime,
+        *,
+        guard_seconds: float = 0.5,
+    ) -> None:
+        super().__init__()
+        self.record = record
+        self.effect = effect
+        self.now = now
+        self.guard_seconds = guard_seconds
+        self.armed = False
+        self.typed_required = effect.needs_typed_confirmation
+        self.shown_hash = record.request_hash
+
+    @property
+    def word(self) -> str:
+        """What the owner must type for a risk-flagged proposal: its id."""
+        return str(self.record.id)
+
+    def compose(self) -> ComposeResult:
+        r = self.record
+        with Vertical(id="dialog"):
+            title = Text(f"Accept proposal #{r.id}? ", style="bold", end="")
+            title.append("placet will then execute exactly this:", style="")
+            yield Label(title, id="title")
+            yield Static(header_line(r, self.now), id="head")
+            with VerticalScroll(id="effect"):
+                yield Static(proposal_view(r, self.effect), id="effect-body")
+            hash_line = Text("request hash (recorded with your approval): ", end="")
+            hash_line.append(self.shown_hash, style="bold")
+            yield Static(hash_line, id="hash")
+            if self.typed_required:
+                yield Label(
+                    Text(
+                        f"placet flagged this proposal. Type {self.word} and press Enter "
+                        "to accept it.",
+                        style="bold",
+                    ),
+                    id="typed-label",
+                )
+                yield Input(placeholder=f"type {self.word}", id="typed", disabled=True)
+            with Horizontal(id="buttons"):
+                yield Button(
+                    "Accept",
+                    id="accept",
+                    variant="error" if self.typed_required else "success",
+                    disabled=True,
+                )
+                yield Button("Cancel", id="cancel", disabled=True)
+
+    def on_mount(self) -> None:
+        self.set_focus(None)
+        if self.guard_seconds <= 0:
+            self.arm()
+        else:
+            self.set_timer(self.guard_seconds, self.arm)
+
+    def arm(self) -> None:
+        """End of the guard: controls become usable."""
+        self.armed = True
+        self.query_one("#cancel", Button).disabled = False
+        if self.typed_required:
+            typed = self.query_one("#typed", Input)
+            typed.disabled = False
+            typed.focus()
+        else:
+            accept = self.query_one("#accept", Button)
+            accept.disabled = False
+            accept.focus()
+
+    def typed_ok(self) -> bool:
+        if not self.typed_required:
+            return True
+        return self.query_one("#typed", Input).value.strip() == self.word
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Nothing during the guard; and a single key never accepts a flagged proposal.
+        return self.armed and not (action == "confirm" and self.typed_required)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "typed":
+            self.query_one("#accept", Button).disabled = not (self.armed and self.typed_ok())
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self.armed and self.typed_ok():
+            self.dismiss(True)
+        else:
+            self.notify(
+                f"type {self.word} exactly to accept, or press Escape to cancel",
+                title="not accepted",
+                severity="warning",
+                markup=False,
+            )
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if not self.armed:
+            return
+        if event.button.id == "accept" and self.typed_ok():
+            self.dismiss(True)
+        elif event.button.id == "cancel":
+            self.dismiss(False)
+
+    def action_confirm(self) -> None:
+        if self.armed and self.typed_ok():
+            self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class DiscardScreen(ModalScreen[str | None]):
+    """Discard one proposal with an optional reason; dismisses the reason, None to cancel."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="DiscardScreen")
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, record: ProposalRecord) -> None:
+        super().__init__()
+        self.record = record
+
+    def compose(self) -> ComposeResult:
+        r = self.record
+        with Vertical(id="dialog"):
+            title = Text(f"Discard proposal #{r.id} ({r.kind})?", style="bold", end="")
+            yield Label(title)
+            reason = Text("The agent's reason was: ", style="dim", end="")
+            reason.append_text(lit(r.reason))
+            yield Static(reason)
+            yield Label(Text("Your reason (optional, the agent will see it):"))
+            yield Input(placeholder="reason", id="discard-reason", max_length=200)
+            with Horizontal(id="buttons"):
+                yield Button("Discard", id="discard", variant="error")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def _reason(self) -> str:
+        return self.query_one(Input).value.strip()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(self._reason())
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(self._reason() if event.button.id == "discard" else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class QuitScreen(ModalScreen[bool]):
+    """Quitting while a transfer runs: True means stop it and mark it interrupted."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="QuitScreen")
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("n,escape", "stay", "Keep running")]
+
+    def __init__(self, proposal_id: int) -> None:
+        super().__init__()
+        self.proposal_id = proposal_id
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(
+                Group(
+                    Text(f"Proposal #{self.proposal_id} is executing.", style="bold"),
+                    Text(
+                        "Quit anyway? The transfer stops and the proposal is marked "
+                        "interrupted; accept it again later to finish it (ops already "
+                        "done report already_done)."
+                    ),
+                )
+            )
+            with Horizontal(id="buttons"):
+                yield Button("Quit and interrupt", id="quit", variant="error")
+                yield Button("Keep running", id="stay", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#stay", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "quit")
+
+    def action_stay(self) -> None:
+        self.dismiss(False)

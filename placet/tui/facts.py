@@ -1,0 +1,303 @@
+"""What a proposal would do, derived from its stored request and evidence, for display.
+
+The review UI must show the exact effect of a proposal (DESIGN.md section 4: every op,
+local and remote paths, sizes, digests, the evidence seen at proposal time) and
+placet's own risk flags (section 9). Both are computed here from the stored JSON, as
+plain values, so the queue row, the detail pane and the confirmation modal all show the
+same facts, and tests can check them without a terminal.
+
+The stored request is read defensively (`dict.get`): a record written by a newer or
+older placet, or an unknown kind, still renders (as its raw JSON) instead of crashing
+the review screen. Nothing here escapes text: the render layer (`render.py`) passes
+every string through `placet.text.inert` on its way to the terminal.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from placet.risk import RiskFlag, needs_typed_confirmation, risk_flags
+from placet.store import ProposalRecord
+
+ACTIVE_STATUSES = ("pending", "approved", "executing")
+TERMINAL_STATUSES = ("succeeded", "failed", "discarded", "expired", "withdrawn", "interrupted")
+SOON = timedelta(minutes=2)
+"""A pending proposal closer than this to its expiry is marked as about to expire."""
+
+
+@dataclass(frozen=True)
+class EffectOp:
+    """One change a proposal makes, as the owner needs to see it.
+
+    Paths: `local_path` is the absolute local path (root path + relative path);
+    `remote_path` is relative to the drive root. `size` in bytes. `local_before` /
+    `remote_before` are the evidence dicts seen at proposal time (None: not recorded).
+    """
+
+    index: int
+    kind: str
+    local_path: str | None = None
+    remote_path: str | None = None
+    size: int | None = None
+    sha256: str | None = None
+    digest_type: str | None = None
+    digest: str | None = None
+    replace: bool = False
+    local_before: dict[str, Any] | None = None
+    remote_before: dict[str, Any] | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Everything a proposal would change, plus the flags placet computed for it."""
+
+    kind: str
+    ops: list[EffectOp]
+    root_name: str | None
+    flags: list[RiskFlag] = field(default_factory=list)
+    raw: dict[str, Any] | None = None
+    """The raw request, set only when the kind is unknown (shown as JSON)."""
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(op.size or 0 for op in self.ops)
+
+    @property
+    def needs_typed_confirmation(self) -> bool:
+        return needs_typed_confirmation(self.flags)
+
+
+def _s(d: dict[str, Any] | None, key: str) -> str | None:
+    if not d:
+        return None
+    v = d.get(key)
+    return None if v is None else str(v)
+
+
+def _int(d: dict[str, Any] | None, key: str) -> int | None:
+    v = d.get(key) if d else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _dict(d: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
+    v = d.get(key) if d else None
+    return v if isinstance(v, dict) else None
+
+
+def _join(parent: str | None, name: str | None) -> str:
+    parent, name = parent or "", name or ""
+    return f"{parent}/{name}" if parent else name
+
+
+def _local_abs(root: dict[str, Any] | None, rel: str | None) -> str:
+    base = _s(root, "path") or ""
+    rel = rel or ""
+    if not rel or rel == ".":
+        return base
+    return f"{base.rstrip('/')}/{rel}" if base else rel
+
+
+def _flags_for(
+    kind: str,
+    target: str,
+    *,
+    replaces: bool,
+    name_changed: bool = False,
+    source_name: str | None = None,
+) -> list[RiskFlag]:
+    try:
+        return risk_flags(
+            kind=kind,
+            target_path=target,
+            replaces_existing=replaces,
+            name_changed=name_changed,
+            source_name=source_name,
+        )
+    except ValueError:
+        # An op kind this placet does not know: never a one-key accept.
+        return [RiskFlag("unknown_op", f"an op of unknown kind {kind!r}; placet cannot vet it")]
+
+
+def _dedupe(flags: list[RiskFlag]) -> list[RiskFlag]:
+    seen: set[tuple[str, str]] = set()
+    out: list[RiskFlag] = []
+    for f in flags:
+        key = (f.code, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def effect_of(record: ProposalRecord) -> Effect:
+    """The ops and risk flags of a proposal, from its stored request and evidence."""
+    req, ev, kind = record.request, record.evidence, record.kind
+    root = _dict(req, "root")
+    root_name = _s(root, "name")
+    if kind == "upload":
+        local_ev, remote_ev = _dict(ev, "local"), _dict(ev, "remote")
+        remote = _join(_s(req, "remote_parent"), _s(req, "name"))
+        local_rel = _s(req, "local_path") or ""
+        replaces = bool(req.get("replace_existing")) or bool(remote_ev and remote_ev.get("exists"))
+        name_changed = posixpath.basename(local_rel) != (_s(req, "name") or "")
+        op = EffectOp(
+            index=0,
+            kind="upload_revision" if replaces else "upload",
+            local_path=_local_abs(root, local_rel),
+            remote_path=remote,
+            size=_int(local_ev, "size"),
+            sha256=_s(local_ev, "sha256"),
+            digest_type=_s(local_ev, "digest_type"),
+            digest=_s(local_ev, "digest"),
+            replace=bool(req.get("replace_existing")),
+            local_before=local_ev,
+            remote_before=remote_ev,
+        )
+        flags = _flags_for(
+            op.kind,
+            remote,
+            replaces=replaces,
+            name_changed=name_changed,
+            source_name=posixpath.basename(local_rel),
+        )
+        return Effect(kind, [op], root_name, _dedupe(flags))
+    if kind == "mkdir":
+        remote_ev = _dict(ev, "remote")
+        remote = _join(_s(req, "remote_parent"), _s(req, "name"))
+        op = EffectOp(index=0, kind="mkdir", remote_path=remote, remote_before=remote_ev)
+        flags = _flags_for("mkdir", remote, replaces=False)
+        return Effect(kind, [op], root_name, _dedupe(flags))
+    if kind == "download":
+        remote_ev, local_ev = _dict(ev, "remote"), _dict(ev, "local")
+        remote = _s(req, "remote_path") or ""
+        local_rel = _s(req, "local_path") or ""
+        replaces = bool(req.get("overwrite")) or local_ev is not None
+        name_changed = posixpath.basename(remote) != posixpath.basename(local_rel)
+        op = EffectOp(
+            index=0,
+            kind="download",
+            local_path=_local_abs(root, local_rel),
+            remote_path=remote,
+            size=_int(remote_ev, "size"),
+            digest_type=_s(remote_ev, "digest_type"),
+            digest=_s(remote_ev, "digest"),
+            replace=bool(req.get("overwrite")),
+            local_before=local_ev,
+            remote_before=remote_ev,
+        )
+        flags = _flags_for(
+            "download",
+            local_rel,
+            replaces=replaces,
+            name_changed=name_changed,
+            source_name=posixpath.basename(remote),
+        )
+        return Effect(kind, [op], root_name, _dedupe(flags))
+    if kind == "sync":
+        return _sync_effect(record, root, root_name)
+    return Effect(kind, [], root_name, [], raw={"request": req, "evidence": ev})
+
+
+def _sync_effect(
+    record: ProposalRecord, root: dict[str, Any] | None, root_name: str | None
+) -> Effect:
+    req = record.request
+    ops: list[EffectOp] = []
+    flags: list[RiskFlag] = []
+    raw_ops = req.get("ops")
+    for i, raw in enumerate(raw_ops if isinstance(raw_ops, list) else []):
+        if not isinstance(raw, dict):
+            continue
+        op_kind = _s(raw, "kind") or "?"
+        exp_local, exp_remote = _dict(raw, "expected_local"), _dict(raw, "expected_remote")
+        local_rel = _s(raw, "local_path")
+        remote = _s(raw, "remote_path")
+        replace = bool(raw.get("replace"))
+        src = exp_remote if op_kind == "download" else exp_local
+        op = EffectOp(
+            index=_int(raw, "index") if _int(raw, "index") is not None else i,  # type: ignore[arg-type]
+            kind=op_kind,
+            local_path=_local_abs(root, local_rel) if local_rel is not None else None,
+            remote_path=remote,
+            size=_int(raw, "size"),
+            sha256=_s(exp_local, "sha256") if op_kind != "download" else None,
+            digest_type=_s(src, "digest_type"),
+            digest=_s(src, "digest"),
+            replace=replace or op_kind == "upload_revision",
+            local_before=exp_local,
+            remote_before=exp_remote,
+            note=_s(raw, "reason") or "",
+        )
+        ops.append(op)
+        target = (local_rel if op_kind == "download" else remote) or ""
+        flags += _flags_for(op_kind, target, replaces=op.replace)
+    return Effect("sync", ops, root_name, _dedupe(flags))
+
+
+def target_of(record: ProposalRecord) -> str:
+    """One-line target for the queue: remote path (upload, mkdir), root:path (download)."""
+    req, kind = record.request, record.kind
+    if kind in ("upload", "mkdir"):
+        return _join(_s(req, "remote_parent"), _s(req, "name"))
+    root_name = _s(_dict(req, "root"), "name") or "?"
+    if kind == "download":
+        return f"{root_name}:{_s(req, 'local_path') or ''}"
+    if kind == "sync":
+        ops = req.get("ops")
+        n = len(ops) if isinstance(ops, list) else 0
+        local, remote = _s(req, "local_path") or "", _s(req, "remote_path") or ""
+        return f"{root_name}:{local} <-> {remote} ({n} ops)"
+    return "?"
+
+
+def size_of(record: ProposalRecord) -> int | None:
+    """Bytes the proposal would move (None for a mkdir or when not recorded)."""
+    req, ev, kind = record.request, record.evidence, record.kind
+    if kind == "upload":
+        return _int(_dict(ev, "local"), "size")
+    if kind == "download":
+        return _int(_dict(ev, "remote"), "size")
+    if kind == "sync":
+        ops = req.get("ops")
+        if not isinstance(ops, list):
+            return None
+        return sum(_int(o, "size") or 0 for o in ops if isinstance(o, dict))
+    return None
+
+
+def agent_of(record: ProposalRecord) -> str:
+    """Who proposed it, for people: the label, else the client name (attribution only)."""
+    return record.label or record.client_name or "unknown agent"
+
+
+def human_bytes(n: int | None) -> str:
+    """'1.5 MiB' style; '-' for None."""
+    if n is None:
+        return "-"
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    return f"{n} B"  # pragma: no cover
+
+
+def countdown(expires_at: datetime, now: datetime) -> str:
+    """Time left as 'M:SS' or 'H:MM:SS'; 'expired' once `now` reached `expires_at`."""
+    left = int((expires_at - now).total_seconds())
+    if left <= 0:
+        return "expired"
+    h, rem = divmod(left, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def expiring_soon(record: ProposalRecord, now: datetime) -> bool:
+    """True for a pending proposal that expires within `SOON` (and has not yet)."""
+    return record.status == "pending" and now < record.expires_at <= now + SOON

@@ -1,0 +1,97 @@
+"""Messages the review UI's thread workers post back to the event loop.
+
+Workers do the I/O (store reads, sweeps, the executor); widgets only render. Every
+result crosses back as one of these dataclass messages (Textual's `Message` supports
+dataclasses through `__post_init__`), posted with the thread-safe `post_message`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from textual.message import Message
+
+from placet.store import AuditRecord, OpResultRecord, ProposalRecord
+
+
+@dataclass
+class QueueLoaded(Message):
+    """Active proposals (pending, approved, executing) in id order.
+
+    `records` is the first `len(records)` active proposals when `replace` is True (the
+    table is reconciled with it), or the next page to append when False. `exhausted`:
+    no active proposal lies beyond the last one. `new` are pending proposals created
+    since the last load (for a notification), whether or not they are in `records`.
+    """
+
+    records: list[ProposalRecord]
+    exhausted: bool
+    replace: bool = True
+    new: list[ProposalRecord] = field(default_factory=list)
+    max_id: int | None = None
+    """Highest proposal id the load saw (any status); None for a further page."""
+    counts: dict[str, int] | None = None
+    """Proposals per status in the whole store (None for a further page)."""
+
+
+@dataclass
+class HistoryLoaded(Message):
+    records: list[ProposalRecord]
+
+
+@dataclass
+class DetailLoaded(Message):
+    """A terminal proposal with its per-op results, for the history detail pane."""
+
+    record: ProposalRecord
+    results: list[OpResultRecord]
+
+
+@dataclass
+class AuditLoaded(Message):
+    events: list[AuditRecord]
+    total: int
+
+
+@dataclass
+class SweepDone(Message):
+    expired: list[int]
+    interrupted: list[int]
+
+
+@dataclass
+class ActionDone(Message):
+    """A store action (discard, extend, verify) finished; `message` is for a toast."""
+
+    title: str
+    message: str
+    severity: str = "information"
+    reload: bool = True
+
+
+@dataclass
+class TransferStarted(Message):
+    record: ProposalRecord
+
+
+@dataclass
+class TransferProgress(Message):
+    """Bytes moved so far and, when an op just finished, its result."""
+
+    proposal_id: int
+    op_index: int
+    op_count: int
+    bytes_done: int
+    bytes_total: int
+    op_result: OpResultRecord | None = None
+
+
+@dataclass
+class TransferFinished(Message):
+    """The executor returned (`record` is final) or raised (`error` set)."""
+
+    proposal_id: int
+    record: ProposalRecord | None
+    results: list[OpResultRecord]
+    error: str | None = None
+    error_title: str = ""

@@ -1,0 +1,278 @@
+"""The queue: active proposals (pending, approved, executing) in id order, and their detail.
+
+Selection follows the proposal id, never the row number: every reload reconciles the
+table with the store (rows removed, appended, updated in place) and then puts the
+cursor back on the same id, so a proposal appearing, expiring or being discarded by
+another process never moves the owner's selection to a different proposal (DESIGN.md
+section 9, "Review UI"). If the selected proposal itself left, the cursor stays at the
+same position, on the proposal that took its place.
+
+Scale: the table holds a window of the first `PAGE` active proposals and grows by a page
+when the cursor nears its end (Textual's DataTable measures every cell of every row it
+is given, about 0.2 ms a row here, so 10,000 rows at once would take seconds). The "expires in"
+column is a live countdown: the table's own one-second timer rewrites that cell for the
+rows on screen only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.coordinate import Coordinate
+from textual.message import Message
+from textual.widgets import Button, DataTable, Static
+
+from placet.store import ProposalRecord
+from placet.tui.detail import DetailPane
+from placet.tui.facts import Effect, effect_of
+from placet.tui.render import expires_cell, queue_cells
+from placet.tui.transfer import TransferPanel
+
+PAGE = 500
+"""Rows loaded at first and added each time the cursor nears the end of the window."""
+MORE_MARGIN = 25
+"""Load the next page when the cursor is this close to the last loaded row."""
+REBUILD_OVER = 40
+"""Removing more rows than this rebuilds the table (DataTable.remove_row is O(rows))."""
+
+COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("id", "id", 6),
+    ("kind", "kind", 10),
+    ("target", "target", 32),
+    ("size", "size", 10),
+    ("agent", "agent", 16),
+    ("reason", "reason", 32),
+    ("expires", "expires in", 10),
+)
+
+
+class QueueTable(DataTable[Text]):
+    """The table of active proposals; rows keyed by proposal id."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "first_row", "First", show=False),
+        Binding("end", "last_row", "Last", show=False),
+    ]
+
+    class SelectionChanged(Message):
+        """The proposal under the cursor may have changed (or its record did)."""
+
+    def __init__(self, clock: Callable[[], datetime], *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.clock = clock
+        self.records: dict[int, ProposalRecord] = {}
+        self.effects: dict[int, Effect] = {}
+        self.order: list[int] = []
+        self.exhausted = True
+        self.loaded = False
+
+    def on_mount(self) -> None:
+        for key, label, width in COLUMNS:
+            self.add_column(Text(label), key=key, width=width)
+        self.set_interval(1.0, self.tick)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def selected_id(self) -> int | None:
+        if not self.order:
+            return None
+        row = min(max(self.cursor_row, 0), len(self.order) - 1)
+        return self.order[row]
+
+    def selected(self) -> ProposalRecord | None:
+        pid = self.selected_id()
+        return None if pid is None else self.records.get(pid)
+
+    def effect(self, pid: int) -> Effect:
+        record = self.records[pid]
+        eff = self.effects.get(pid)
+        if eff is None:
+            eff = self.effects[pid] = effect_of(record)
+        return eff
+
+    def near_end(self) -> bool:
+        return not self.exhausted and self.cursor_row >= len(self.order) - MORE_MARGIN
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _cells(self, record: ProposalRecord, now: datetime) -> list[Text]:
+        return queue_cells(record, self.effect(record.id), now)
+
+    def apply(self, records: list[ProposalRecord], *, exhausted: bool, replace: bool) -> None:
+        """Reconcile the rows with `records` (see `QueueLoaded`), keeping the selection.
+
+        `replace=True`: `records` is the whole window; rows not in it are removed.
+        `replace=False`: `records` is a further page, added to the window.
+        """
+        selected, old_row = self.selected_id(), self.cursor_row
+        now = self.clock()
+        target = {} if replace else dict(self.records)
+        target.update((r.id, r) for r in records)
+        new_order = sorted(target)
+        removed = [pid for pid in self.order if pid not in target]
+        kept = [pid for pid in self.order if pid in target]
+        added = [pid for pid in new_order if pid not in self.records]
+        inserted_inside = bool(added and kept and added[0] < kept[-1])
+        for pid in removed:
+            self.effects.pop(pid, None)
+        for pid, r in target.items():
+            old = self.records.get(pid)
+            if old is not None and old.request_hash != r.request_hash:
+                self.effects.pop(pid, None)
+        old_records = self.records
+        self.records, self.order, self.exhausted = target, new_order, exhausted
+        if len(removed) > REBUILD_OVER or inserted_inside:
+            self.clear()
+            for pid in new_order:
+                self.add_row(*self._cells(target[pid], now), key=str(pid))
+        else:
+            for pid in removed:
+                self.remove_row(str(pid))
+            for pid in kept:
+                if old_records[pid] != target[pid]:
+                    for (key, _label, _w), cell in zip(
+                        COLUMNS, self._cells(target[pid], now), strict=True
+                    ):
+                        self.update_cell(str(pid), key, cell)
+            for pid in added:
+                self.add_row(*self._cells(target[pid], now), key=str(pid))
+        self.loaded = True
+        self._restore(selected, old_row)
+        self.post_message(self.SelectionChanged())
+
+    def _restore(self, selected: int | None, old_row: int) -> None:
+        if not self.order:
+            return
+        if selected is not None and selected in self.records:
+            row = self.get_row_index(str(selected))
+        else:
+            row = min(max(old_row, 0), len(self.order) - 1)
+        if row != self.cursor_row:
+            self.move_cursor(row=row, animate=False)
+
+    def select_id(self, pid: int) -> bool:
+        """Move the cursor to proposal `pid` if it is loaded."""
+        if pid not in self.records:
+            return False
+        self.move_cursor(row=self.get_row_index(str(pid)), animate=False)
+        return True
+
+    def action_first_row(self) -> None:
+        if self.order:
+            self.move_cursor(row=0, animate=False)
+
+    def action_last_row(self) -> None:
+        """Last loaded row (which loads the next page, if any)."""
+        if self.order:
+            self.move_cursor(row=len(self.order) - 1, animate=False)
+
+    def tick(self) -> None:
+        """Rewrite the countdown of the rows on screen (a 1 s timer owned by the table)."""
+        if not self.order:
+            return
+        now = self.clock()
+        first = max(int(self.scroll_y) - 1, 0)
+        last = min(first + self.size.height + 2, len(self.order))
+        for pid in self.order[first:last]:
+            self.update_cell(str(pid), "expires", expires_cell(self.records[pid], now))
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self.tick()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self.post_message(self.SelectionChanged())
+
+    def row_key_at(self, row: int) -> int:
+        """Proposal id of a row (for tests and mouse handlers)."""
+        key = self.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value
+        return int(key or -1)
+
+
+class QueuePane(Vertical):
+    """Queue tab: counts, the table, the detail of the selection, the transfer panel."""
+
+    DEFAULT_CSS = """
+    QueuePane > #queue-count { height: 1; padding: 0 1; }
+    QueuePane > QueueTable { height: 2fr; min-height: 5; }
+    QueuePane > DetailPane { height: 3fr; }
+    QueuePane > #queue-actions { height: auto; }
+    QueuePane > #queue-actions > Button { margin: 0 1; min-width: 12; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "app.accept_selected", "Accept"),
+        Binding("d", "app.discard_selected", "Discard"),
+        Binding("e", "app.extend_selected", "Extend +15m"),
+    ]
+
+    class NeedMore(Message):
+        """The cursor neared the end of the loaded window: load the next page."""
+
+    def __init__(self, clock: Callable[[], datetime], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.clock = clock
+        self.counts: dict[str, int] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("loading the queue..."), id="queue-count")
+        yield QueueTable(self.clock, id="queue-table")
+        yield DetailPane(self.clock, placeholder="No proposal selected.", id="queue-detail")
+        yield TransferPanel(id="transfer")
+        with Horizontal(id="queue-actions"):
+            yield Button("Accept (a)", id="btn-accept", variant="success")
+            yield Button("Discard (d)", id="btn-discard", variant="error")
+            yield Button("Extend +15m (e)", id="btn-extend")
+            yield Button("Help (?)", id="btn-help")
+
+    @property
+    def table(self) -> QueueTable:
+        return self.query_one(QueueTable)
+
+    def apply(
+        self,
+        records: list[ProposalRecord],
+        *,
+        exhausted: bool,
+        replace: bool,
+        counts: dict[str, int] | None = None,
+    ) -> None:
+        table = self.table
+        table.apply(records, exhausted=exhausted, replace=replace)
+        if counts is not None:
+            self.counts = counts
+        pending = self.counts.get("pending", 0)
+        running = self.counts.get("approved", 0) + self.counts.get("executing", 0)
+        count = Text(f"{pending} pending", style="bold", end="")
+        if running:
+            count.append(f", {running} accepted or executing")
+        if not table.exhausted:
+            count.append(f"  ({len(table.order)} loaded: move down to load more)", style="dim")
+        self.query_one("#queue-count", Static).update(count)
+
+    def on_queue_table_selection_changed(self, event: QueueTable.SelectionChanged) -> None:
+        event.stop()
+        table = self.table
+        self.query_one(DetailPane).show(table.selected())
+        if table.near_end():
+            self.post_message(self.NeedMore())
+
+    async def on_button_pressed(self, event: Button.Pressed) -> None:
+        actions = {
+            "btn-accept": "app.accept_selected",
+            "btn-discard": "app.discard_selected",
+            "btn-extend": "app.extend_selected",
+            "btn-help": "app.help",
+        }
+        action = actions.get(event.button.id or "")
+        if action:
+            event.stop()
+            await self.run_action(action)

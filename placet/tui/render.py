@@ -1,0 +1,320 @@
+"""Rich renderables for proposals: the only place the review UI turns data into text.
+
+Every string that came from an agent, a file name or the remote goes through
+`placet.text.inert` (or `inert_with_ascii` for names and paths) and into a
+`rich.text.Text` built by `lit()`: Rich never parses it as markup, so ``[red]`` and
+``[link=...]`` stay literal, and escapes (ESC, C1, bidi overrides, separators) reach
+the terminal only as visible backslash sequences (DESIGN.md section 9, "Untrusted
+text"). Styles are applied to whole spans by us, never by markup inside data.
+
+Layout of a proposal (detail pane and confirmation alike): placet's computed facts
+first (risk flags, every op with paths, sizes, digests and the evidence seen at
+proposal time, the request hash), the agent's reason last, boxed and labelled as the
+agent's claim.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.text import Text
+
+from placet.risk import RiskFlag
+from placet.store import AuditRecord, OpResultRecord, ProposalRecord
+from placet.text import inert, inert_with_ascii
+from placet.tui.facts import (
+    Effect,
+    EffectOp,
+    agent_of,
+    countdown,
+    expiring_soon,
+    human_bytes,
+    size_of,
+    target_of,
+)
+
+MAX_OPS_SHOWN = 500
+"""A detail pane lists at most this many ops (a sync may hold thousands)."""
+
+
+def lit(s: object, style: str = "") -> Text:
+    """Untrusted text as a literal Rich Text: escaped by `inert`, never parsed as markup."""
+    return Text(inert(str(s)), style=style, end="")
+
+
+def name(s: object, style: str = "") -> Text:
+    """A file or remote name: `inert`, plus an ASCII-escaped copy if it has non-ASCII."""
+    return Text(inert_with_ascii(str(s)), style=style, end="")
+
+
+def when(dt: datetime | None) -> str:
+    """UTC timestamp for people: '2026-11-30 12:00:00Z'; '-' for None."""
+    return "-" if dt is None else dt.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def expires_cell(record: ProposalRecord, now: datetime) -> Text:
+    """The queue's 'expires in' cell: live countdown, marked when under two minutes."""
+    if record.status != "pending":
+        return Text(record.status, style="bold cyan", end="")
+    left = countdown(record.expires_at, now)
+    if left == "expired":
+        return Text("expired", style="bold red", end="")
+    if expiring_soon(record, now):
+        return Text(f"! {left}", style="bold black on yellow", end="")
+    return Text(left, end="")
+
+
+def queue_cells(record: ProposalRecord, effect: Effect, now: datetime) -> list[Text]:
+    """Cells of one queue row: id, kind, target, size, agent, reason, expires in."""
+    kind = Text(record.kind, end="")
+    if effect.flags:
+        kind.append(" !", style="bold red")
+    return [
+        Text(str(record.id), end=""),
+        kind,
+        name(target_of(record)),
+        Text(human_bytes(size_of(record)), end=""),
+        lit(agent_of(record)),
+        lit(record.reason),
+        expires_cell(record, now),
+    ]
+
+
+def history_cells(record: ProposalRecord) -> list[Text]:
+    """Cells of one history row: id, kind, target, status, agent, resolved, by."""
+    style = {"succeeded": "green", "failed": "red", "interrupted": "bold yellow"}.get(
+        record.status, ""
+    )
+    return [
+        Text(str(record.id), end=""),
+        Text(record.kind, end=""),
+        name(target_of(record)),
+        Text(record.status, style=style, end=""),
+        lit(agent_of(record)),
+        Text(when(record.resolved_at), end=""),
+        lit(record.resolved_by or "-"),
+    ]
+
+
+def audit_cells(event: AuditRecord) -> list[Text]:
+    """Cells of one audit row: event id, time, proposal, actor, transition, hash."""
+    return [
+        Text(str(event.id), end=""),
+        Text(when(event.at), end=""),
+        Text(f"#{event.proposal_id}", end=""),
+        lit(event.actor),
+        Text(f"{event.from_status or 'none'} -> {event.to_status}", end=""),
+        Text(event.hash[:12], end=""),
+    ]
+
+
+def flags_block(flags: Sequence[RiskFlag]) -> Text:
+    """placet's own risk flags, one per line; says so when there are none."""
+    out = Text(end="")
+    if not flags:
+        out.append("placet found no risk flags.", style="green")
+        return out
+    out.append(f"placet risk flags ({len(flags)}):", style="bold red")
+    for f in flags:
+        out.append("\n  ! ", style="bold red")
+        out.append(f.code, style="bold")
+        out.append(": ")
+        out.append_text(lit(f.message))
+    return out
+
+
+def _evidence(label: str, ev: dict[str, Any] | None) -> Text:
+    out = Text(f"      {label}: ", style="dim", end="")
+    if ev is None:
+        out.append("absent (nothing there)")
+        return out
+    if ev.get("exists") is False:
+        out.append("absent")
+        return out
+    parts: list[str] = []
+    if ev.get("is_dir"):
+        parts.append("folder")
+    if ev.get("size") is not None:
+        parts.append(f"{ev['size']} bytes")
+    if ev.get("sha256"):
+        parts.append(f"sha256 {ev['sha256']}")
+    if ev.get("digest"):
+        parts.append(f"{ev.get('digest_type') or 'digest'} {ev['digest']}")
+    elif "digest" in ev and not ev.get("sha256"):
+        parts.append("no digest (compared by size: unverified)")
+    if ev.get("mtime"):
+        parts.append(f"mtime {ev['mtime']}")
+    if ev.get("mtime_ns") is not None:
+        parts.append(f"mtime_ns {ev['mtime_ns']}")
+    out.append_text(lit(", ".join(parts) or "exists"))
+    return out
+
+
+def op_block(op: EffectOp, drive_spec: str) -> Text:
+    """One op: kind, paths, size and digests, then the evidence seen at proposal time."""
+    out = Text(f"  op {op.index}  ", style="bold", end="")
+    out.append(op.kind, style="bold magenta")
+    if op.replace:
+        out.append("  (replaces existing content)", style="bold yellow")
+    if op.local_path is not None:
+        out.append("\n      local:  ")
+        out.append_text(name(op.local_path))
+    if op.remote_path is not None:
+        out.append("\n      remote: ")
+        out.append_text(name(op.remote_path))
+        out.append("  on drive ", style="dim")
+        out.append_text(lit(drive_spec, style="dim"))
+    if op.size is not None:
+        out.append(f"\n      size:   {op.size} bytes ({human_bytes(op.size)})")
+    if op.sha256:
+        out.append("\n      sha256: ")
+        out.append_text(lit(op.sha256))
+    if op.digest:
+        out.append(f"\n      {op.digest_type or 'digest'}: ")
+        out.append_text(lit(op.digest))
+    if op.note:
+        out.append("\n      planner: ", style="dim")
+        out.append_text(lit(op.note, style="dim"))
+    if op.kind in ("upload", "upload_revision", "download", "mkdir"):
+        out.append("\n")
+        if op.kind == "download":
+            out.append_text(_evidence("source at proposal time", op.remote_before))
+            out.append("\n")
+            out.append_text(_evidence("target at proposal time", op.local_before))
+        elif op.kind == "mkdir":
+            out.append_text(_evidence("target at proposal time", op.remote_before))
+        else:
+            out.append_text(_evidence("source at proposal time", op.local_before))
+            out.append("\n")
+            out.append_text(_evidence("target at proposal time", op.remote_before))
+    return out
+
+
+def effect_block(record: ProposalRecord, effect: Effect) -> Text:
+    """Every op of the proposal (up to `MAX_OPS_SHOWN`), or the raw request JSON."""
+    out = Text(end="")
+    if effect.raw is not None:
+        out.append(f"unknown kind {record.kind!r}; stored request:\n", style="bold red")
+        out.append_text(lit(json.dumps(effect.raw, sort_keys=True)))
+        return out
+    n = len(effect.ops)
+    out.append(
+        f"Effect: {n} op{'s' if n != 1 else ''}, {human_bytes(effect.total_bytes)} in total",
+        style="bold",
+    )
+    if effect.root_name:
+        out.append("  (local root ")
+        out.append_text(lit(effect.root_name))
+        out.append(")")
+    for op in effect.ops[:MAX_OPS_SHOWN]:
+        out.append("\n")
+        out.append_text(op_block(op, record.drive_spec))
+    if n > MAX_OPS_SHOWN:
+        out.append(
+            f"\n  ... and {n - MAX_OPS_SHOWN} more ops; `placet show {record.id}` lists them all",
+            style="bold yellow",
+        )
+    return out
+
+
+def reason_box(reason: str) -> Panel:
+    """The agent's reason, boxed and labelled as its claim (not checked by placet)."""
+    return Panel(
+        lit(reason),
+        title=Text("the agent's claim (not verified by placet)", style="italic", end=""),
+        title_align="left",
+        border_style="yellow",
+        expand=True,
+    )
+
+
+def header_line(record: ProposalRecord, now: datetime) -> Text:
+    out = Text(f"#{record.id} {record.kind} ", style="bold", end="")
+    out.append(record.status, style="bold cyan")
+    if record.status == "pending":
+        left = countdown(record.expires_at, now)
+        out.append(
+            f"   expires {when(record.expires_at)} ({left})",
+            style="bold red" if expiring_soon(record, now) or left == "expired" else "",
+        )
+    return out
+
+
+def facts_block(record: ProposalRecord) -> Text:
+    """Request hash, attribution and timestamps (attribution grants nothing)."""
+    out = Text("request hash: ", style="bold", end="")
+    out.append(record.request_hash)
+    out.append("\nproposed by: ")
+    out.append_text(lit(agent_of(record)))
+    if record.client_name or record.client_version:
+        out.append("  (client ")
+        out.append_text(lit(f"{record.client_name or '?'} {record.client_version or ''}".strip()))
+        out.append(")")
+    out.append("  run ")
+    out.append_text(lit(record.run_id))
+    out.append("  host ")
+    out.append_text(lit(record.host))
+    out.append(f"\ncreated {when(record.created_at)}")
+    if record.resolved_at is not None:
+        out.append(f"   resolved {when(record.resolved_at)} by ")
+        out.append_text(lit(record.resolved_by or "-"))
+    if record.attempt:
+        out.append(f"   attempts {record.attempt}")
+    return out
+
+
+def results_block(results: Iterable[OpResultRecord]) -> Text:
+    """Per-op results of the latest attempt."""
+    out = Text("Results:", style="bold", end="")
+    any_ = False
+    for r in results:
+        any_ = True
+        style = {"done": "green", "already_done": "green", "failed": "red", "stale": "red"}.get(
+            r.outcome, "yellow"
+        )
+        out.append(f"\n  op {r.op_index}  ")
+        out.append(r.outcome, style=style)
+        path = r.op.get("remote_path") or r.op.get("local_path") or ""
+        if path:
+            out.append("  ")
+            out.append_text(name(path))
+        if r.detail:
+            out.append("\n      ")
+            out.append_text(lit(json.dumps(r.detail, sort_keys=True, default=str)[:400]))
+    if not any_:
+        out.append("\n  (no op results recorded)", style="dim")
+    return out
+
+
+def proposal_view(
+    record: ProposalRecord,
+    effect: Effect,
+    results: Sequence[OpResultRecord] | None = None,
+) -> RenderableType:
+    """The whole detail below the head line: flags, effect, hash and attribution,
+    results, and last the agent's boxed reason."""
+    parts: list[RenderableType] = [flags_block(effect.flags), Text("")]
+    parts += [effect_block(record, effect), Text(""), facts_block(record)]
+    if record.summary:
+        parts.append(lit("summary: " + json.dumps(record.summary, sort_keys=True, default=str)))
+    if results is not None:
+        parts += [Text(""), results_block(results)]
+    parts += [Text(""), reason_box(record.reason)]
+    return Group(*parts)
+
+
+def audit_view(event: AuditRecord) -> RenderableType:
+    """One audit event in full (its detail JSON rendered inert)."""
+    out = Text(f"event {event.id}  proposal #{event.proposal_id}  {when(event.at)}\n", end="")
+    out.append("actor: ")
+    out.append_text(lit(event.actor))
+    out.append(f"\n{event.from_status or 'none'} -> {event.to_status}")
+    out.append(f"\nrequest hash: {event.request_hash}\nprev: {event.prev_hash}\nhash: {event.hash}")
+    out.append("\ndetail: ")
+    out.append_text(lit(json.dumps(event.detail, sort_keys=True, default=str)))
+    return out

@@ -1,0 +1,116 @@
+"""The transfer panel: progress in bytes and per-op results while an accepted proposal runs.
+
+Hidden until the owner accepts a proposal. It is fed only by messages the executor's
+thread worker posts (`TransferStarted`, `TransferProgress`, `TransferFinished`), and
+keeps showing the last outcome until the next transfer starts.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import DataTable, ProgressBar, Static
+
+from placet.store import OpResultRecord, ProposalRecord
+from placet.tui.facts import effect_of, human_bytes
+from placet.tui.render import lit, name
+
+_OUTCOME_STYLE = {"done": "green", "already_done": "green", "failed": "red", "stale": "red"}
+
+
+class TransferPanel(Vertical):
+    """Progress bar (bytes) and a table of op results, one row per op."""
+
+    DEFAULT_CSS = """
+    TransferPanel { height: auto; max-height: 14; border: round $accent; display: none; }
+    TransferPanel.-active { display: block; }
+    TransferPanel > #transfer-title { height: 1; }
+    TransferPanel > ProgressBar { height: 1; }
+    TransferPanel > DataTable { height: auto; max-height: 8; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.proposal_id: int | None = None
+        self.op_count = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(""), id="transfer-title")
+        yield ProgressBar(total=None, show_eta=False, id="transfer-bar")
+        yield DataTable(id="transfer-ops", cursor_type="none", show_cursor=False)
+
+    def on_mount(self) -> None:
+        ops = self.query_one("#transfer-ops", DataTable)
+        ops.add_column(Text("op"), key="op", width=4)
+        ops.add_column(Text("kind"), key="kind", width=16)
+        ops.add_column(Text("path"), key="path", width=40)
+        ops.add_column(Text("outcome"), key="outcome", width=13)
+        ops.add_column(Text("detail"), key="detail", width=50)
+
+    def _title(self, text: Text) -> None:
+        self.query_one("#transfer-title", Static).update(text)
+
+    def start(self, record: ProposalRecord) -> None:
+        """Show the ops of `record` as waiting; the bar empty."""
+        self.add_class("-active")
+        self.proposal_id = record.id
+        effect = effect_of(record)
+        self.op_count = len(effect.ops)
+        self._title(Text(f"Executing #{record.id} {record.kind}: starting...", style="bold"))
+        bar = self.query_one(ProgressBar)
+        bar.update(total=max(effect.total_bytes, 1), progress=0)
+        ops = self.query_one("#transfer-ops", DataTable)
+        ops.clear()
+        for op in effect.ops[:2000]:
+            ops.add_row(
+                Text(str(op.index)),
+                Text(op.kind),
+                name(op.remote_path or op.local_path or ""),
+                Text("waiting", style="dim"),
+                Text(""),
+                key=str(op.index),
+            )
+
+    def progress(self, op_index: int, op_count: int, bytes_done: int, bytes_total: int) -> None:
+        bar = self.query_one(ProgressBar)
+        bar.update(total=max(bytes_total, 1), progress=min(bytes_done, max(bytes_total, 1)))
+        self._title(
+            Text(
+                f"Executing #{self.proposal_id}: op {op_index + 1}/{op_count}, "
+                f"{human_bytes(bytes_done)} of {human_bytes(bytes_total)}",
+                style="bold",
+            )
+        )
+
+    def op_result(self, result: OpResultRecord) -> None:
+        ops = self.query_one("#transfer-ops", DataTable)
+        key = str(result.op_index)
+        cells = (
+            Text(result.outcome, style=_OUTCOME_STYLE.get(result.outcome, "yellow")),
+            lit(json.dumps(result.detail, sort_keys=True, default=str)[:200]),
+        )
+        if key in ops.rows:
+            ops.update_cell(key, "outcome", cells[0])
+            ops.update_cell(key, "detail", cells[1])
+        else:
+            path = result.op.get("remote_path") or result.op.get("local_path") or ""
+            ops.add_row(Text(key), lit(result.op.get("kind", "?")), name(path), *cells, key=key)
+
+    def finish(
+        self, record: ProposalRecord | None, results: list[OpResultRecord], error: str | None
+    ) -> None:
+        for r in results:
+            self.op_result(r)
+        bar = self.query_one(ProgressBar)
+        if record is not None and record.status == "succeeded":
+            bar.update(progress=bar.total or 1)
+            self._title(Text(f"#{record.id} succeeded", style="bold green"))
+        elif record is not None:
+            self._title(Text(f"#{record.id} {record.status}", style="bold red"))
+        else:
+            title = Text(f"#{self.proposal_id} not executed: ", style="bold red")
+            title.append_text(lit(error or "unknown error"))
+            self._title(title)
