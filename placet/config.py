@@ -144,7 +144,9 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     if env.get("PLACET_DRIVE"):
         values["drive"] = env["PLACET_DRIVE"]
     try:
-        return Settings(data_dir=data_dir, db_path=db_path, config_file=config_file, **values)  # type: ignore[arg-type]
+        return Settings.model_validate(
+            {**values, "data_dir": data_dir, "db_path": db_path, "config_file": config_file}
+        )
     except ValidationError as e:
         raise ConfigError(
             f"{config_file}: invalid setting: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}",
