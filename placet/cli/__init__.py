@@ -22,7 +22,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "placet.cli.hostconfig",
     "placet.cli.serve",
     "placet.cli.review",
-    "placet.cli.drive",
 )
 
 
