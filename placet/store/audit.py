@@ -26,16 +26,23 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from placet.requests import canonical_json, request_hash
+from placet.store.db import dt_text, raw
 from placet.store.models import AUDIT_EVENT, PROPOSAL
 from placet.store.records import AuditVerification
 
 log = logging.getLogger(__name__)
 
 GENESIS_HASH = "0" * 64
+
+_HEAD_SQL = "SELECT id, hash FROM audit_event ORDER BY id DESC LIMIT 1"
+_INSERT_SQL = (
+    "INSERT INTO audit_event (id, proposal_id, request_hash, actor, from_status, to_status, "
+    "at, detail, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def event_content(
@@ -84,9 +91,8 @@ def append_event(
 
     Must run inside a `BEGIN IMMEDIATE` transaction (the head must not move under us).
     """
-    head = conn.execute(
-        select(AUDIT_EVENT.c.id, AUDIT_EVENT.c.hash).order_by(AUDIT_EVENT.c.id.desc()).limit(1)
-    ).first()
+    db = raw(conn)  # hot path: every transition appends; skip Core's per-call overhead
+    head = db.execute(_HEAD_SQL).fetchone()
     prev_id, prev_hash = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
     event_id = prev_id + 1
     detail_json = canonical_json(detail or {})
@@ -103,19 +109,20 @@ def append_event(
             detail_json=detail_json,
         ),
     )
-    conn.execute(
-        insert(AUDIT_EVENT).values(
-            id=event_id,
-            proposal_id=proposal_id,
-            request_hash=request_hash,
-            actor=actor,
-            from_status=from_status,
-            to_status=to_status,
-            at=at,
-            detail=detail_json,
-            prev_hash=prev_hash,
-            hash=digest,
-        )
+    db.execute(
+        _INSERT_SQL,
+        (
+            event_id,
+            proposal_id,
+            request_hash,
+            actor,
+            from_status,
+            to_status,
+            dt_text(at),
+            detail_json,
+            prev_hash,
+            digest,
+        ),
     )
     return event_id, digest
 

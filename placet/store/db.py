@@ -54,6 +54,19 @@ def as_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+def dt_text(value: datetime) -> str:
+    """`value` in the exact text form `UTCDateTime` stores (naive UTC, microseconds), for
+    the few hot-path statements that bypass SQLAlchemy's type processing."""
+    return as_utc(value).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def raw(conn: Connection) -> sqlite3.Connection:
+    """The driver connection under a SQLAlchemy connection (same transaction)."""
+    driver = conn.connection.driver_connection
+    assert isinstance(driver, sqlite3.Connection)
+    return driver
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """Store aware datetimes as naive UTC text; always return aware UTC."""
 

@@ -66,7 +66,7 @@ _INITIAL = (
     summary TEXT,
     PRIMARY KEY (id)
 )""",
-    "CREATE INDEX ix_proposal_run_status ON proposal (run_id, status)",
+    "CREATE INDEX ix_proposal_run_status ON proposal (run_id, status, expires_at)",
     "CREATE INDEX ix_proposal_status_expires ON proposal (status, expires_at)",
     "CREATE UNIQUE INDEX ux_proposal_pending_request ON proposal (kind, request_hash) "
     "WHERE status = 'pending'",

@@ -36,7 +36,7 @@ class Proposal(SQLModel, table=True):
             sqlite_where=text("status = 'pending'"),
         ),
         Index("ix_proposal_status_expires", "status", "expires_at"),
-        Index("ix_proposal_run_status", "run_id", "status"),
+        Index("ix_proposal_run_status", "run_id", "status", "expires_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
