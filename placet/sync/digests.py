@@ -15,7 +15,7 @@ threads hash several files in parallel.
 from __future__ import annotations
 
 import hashlib
-import io
+import os
 from collections.abc import Iterable, Sequence
 
 from placet.errors import UsageError
@@ -28,6 +28,7 @@ CHUNK_SIZE = 1 << 20
 """Read size for hashing, bytes (1 MiB: large enough that per-call overhead vanishes)."""
 
 _RANK = {t: i for i, t in enumerate(DIGEST_ORDER)}
+_NEW = {"sha256": hashlib.sha256, "sha1": hashlib.sha1, "md5": hashlib.md5}
 
 
 def normalise_types(types: Iterable[str]) -> tuple[str, ...]:
@@ -79,39 +80,50 @@ def hash_fd(
     Raises:
         OSError: the read failed.
     """
-    hashers = [hashlib.new(t, usedforsecurity=False) for t in types]
+    hashers = [_NEW[t](usedforsecurity=False) for t in types]
     buf = buffer if buffer is not None else bytearray(CHUNK_SIZE)
     view = memoryview(buf)
+    bufs = [buf]
+    readv = os.readv
     total = 0
-    with io.FileIO(fd, "rb", closefd=False) as f:
-        if len(hashers) == 1:
-            update = hashers[0].update
-            while n := f.readinto(view):
-                update(view[:n])
-                total += n
-        else:
-            while n := f.readinto(view):
-                chunk = view[:n]
-                for h in hashers:
-                    h.update(chunk)
-                total += n
+    if len(hashers) == 1:
+        update = hashers[0].update
+        while n := readv(fd, bufs):
+            update(view[:n])
+            total += n
+    else:
+        while n := readv(fd, bufs):
+            chunk = view[:n]
+            for h in hashers:
+                h.update(chunk)
+            total += n
     return {t: h.hexdigest() for t, h in zip(types, hashers, strict=True)}, total
 
 
 def compare(lo: LocalEntry, r: RemoteEntry) -> tuple[str | None, bool | None]:
     """Compare two files by the strongest digest both have (sha256 > sha1 > md5).
 
+    The local side has SHA-256 and at most one other type (`digest_type`), so the
+    strongest common type is sha256 if the remote gave it, else the local native type
+    if the remote gave that.
+
     Returns:
         (digest type used or None, True equal / False different / None unknown: no
         common digest and sizes equal or unknown). Hex compares case-insensitively.
+        Different sizes are different whatever the digests say (-1: size unknown).
     """
-    if lo.size != r.size and r.size >= 0:
+    rsize = r.size
+    if lo.size != rsize and rsize >= 0:
         return None, False
-    for t in DIGEST_ORDER:
-        lv = lo.sha256 if t == "sha256" else (lo.digest if lo.digest_type == t else None)
-        if lv is None:
-            continue
-        rv = r.digests.get(t)
-        if rv:
-            return t, lv.lower() == rv.lower()
+    d = r.digests
+    if d:
+        lv = lo.sha256
+        rv = d.get("sha256")
+        if rv and lv:
+            return "sha256", rv == lv or rv.lower() == lv.lower()
+        t, lv = lo.digest_type, lo.digest
+        if t is not None and lv:
+            rv = d.get(t)
+            if rv:
+                return t, rv == lv or rv.lower() == lv.lower()
     return None, None

@@ -43,6 +43,9 @@ RACY_WINDOW_NS = 2_000_000_000
 """Timestamp granularity assumed for the racily-clean rule: 2 s covers FAT/exFAT (2 s
 mtime), SMB and every finer filesystem, conservatively."""
 
+POOL_MIN_BYTES = 256 * 1024
+"""Files at least this large are hashed by the thread pool; smaller ones inline."""
+
 DIGEST_CACHE_VERSION = 1
 """Version of `CachedDigest`'s meaning; a persistent cache keyed by another is discarded."""
 
@@ -146,6 +149,8 @@ class _Walk:
     entries: list[LocalEntry] = field(default_factory=list)
     jobs: list[Future[tuple[LocalEntry, CachedDigest | None, int]]] = field(default_factory=list)
     cache_hits: int = 0
+    fresh: list[CachedDigest] = field(default_factory=list)
+    bytes_hashed: int = 0
 
 
 _buffers = threading.local()
@@ -164,9 +169,9 @@ def _error(path: str, raw: str, what: str, e: OSError | None = None) -> LocalEnt
 
 
 def _hash_job(
-    w: _Walk, fd: int, path: str, raw: str, st: os.stat_result
+    w: _Walk, fd: int, path: str, raw: str, st: os.stat_result, slot: bool
 ) -> tuple[LocalEntry, CachedDigest | None, int]:
-    """Hash one opened file (in a worker); closes `fd` and frees a slot."""
+    """Hash one opened file; closes `fd` (and frees its pool slot if it holds one)."""
     try:
         fst = os.fstat(fd)
         if not stat.S_ISREG(fst.st_mode) or (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
@@ -177,26 +182,27 @@ def _hash_job(
         return _error(path, raw, "cannot read file", e), None, 0
     finally:
         os.close(fd)
-        w.slots.release()
-    changed = (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != (
-        fst.st_size,
+        if slot:
+            w.slots.release()
+    changed = nbytes != fst.st_size or (after.st_mtime_ns, after.st_ctime_ns) != (
         fst.st_mtime_ns,
         fst.st_ctime_ns,
-    ) or nbytes != fst.st_size
+    )
     racy = max(fst.st_mtime_ns, fst.st_ctime_ns) >= w.start_ns - RACY_WINDOW_NS
     verified = not changed and not racy
     sha = digests.pop("sha256")
+    primary = w.primary
     entry = LocalEntry(
         path,
         raw,
         "file",
-        size=nbytes,
-        mtime_ns=fst.st_mtime_ns,
-        sha256=sha,
-        digest_type=w.primary,
-        digest=sha if w.primary == "sha256" else digests.get(w.primary or ""),
-        verified=verified,
-        note="changed while being read; index again" if changed else _links(fst),
+        nbytes,
+        fst.st_mtime_ns,
+        sha,
+        primary,
+        sha if primary == "sha256" else digests.get(primary or ""),
+        verified,
+        "changed while being read; index again" if changed else _links(fst),
     )
     cached = CachedDigest(
         w.rel_prefix + raw,
@@ -230,8 +236,10 @@ def _file(w: _Walk, dir_fd: int, name: str, path: str, raw: str, st: os.stat_res
     if (
         c is not None
         and c.verified
-        and (c.size, c.mtime_ns, c.inode, c.ctime_ns)
-        == (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        and c.size == st.st_size
+        and c.mtime_ns == st.st_mtime_ns
+        and c.inode == st.st_ino
+        and c.ctime_ns == st.st_ctime_ns
         and all(t in c.digests for t in w.types[1:])
     ):
         w.cache_hits += 1
@@ -243,21 +251,28 @@ def _file(w: _Walk, dir_fd: int, name: str, path: str, raw: str, st: os.stat_res
             ),
         )
         return
-    w.slots.acquire()
+    # Small files are hashed right here: for them a pool hand-off costs more than the
+    # hashing, and hashlib holds the GIL on small updates anyway.
+    pooled = w.pool is not None and st.st_size >= POOL_MIN_BYTES
+    if pooled:
+        w.slots.acquire()
     try:
         fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
     except OSError as e:
-        w.slots.release()
+        if pooled:
+            w.slots.release()
         _add(w, _error(path, raw, "cannot open file", e))
         return
-    if w.pool is None:
-        entry, cached, n = _hash_job(w, fd, path, raw, st)
-        fut: Future[tuple[LocalEntry, CachedDigest | None, int]] = Future()
-        fut.set_result((entry, cached, n))
-    else:
-        fut = w.pool.submit(_hash_job, w, fd, path, raw, st)
-    w.jobs.append(fut)
-    _add(w, LocalEntry(path, raw, "file"))  # placeholder for the cap; replaced by the job
+    if pooled:
+        assert w.pool is not None
+        w.jobs.append(w.pool.submit(_hash_job, w, fd, path, raw, st, True))
+        _add(w, LocalEntry(path, raw, "file"))  # placeholder, replaced by the job's entry
+        return
+    entry, cached, n = _hash_job(w, fd, path, raw, st, False)
+    if cached is not None:
+        w.fresh.append(cached)
+        w.bytes_hashed += n
+    _add(w, entry)
 
 
 def _walk_dir(w: _Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> None:
@@ -452,28 +467,26 @@ def index_local(
 
 
 def _collect(w: _Walk, cache: DigestCache, root_key: str, start: int) -> IndexResult:
-    results = {}
-    fresh: list[CachedDigest] = []
-    nbytes = 0
+    pooled: dict[str, LocalEntry] = {}
     for fut in w.jobs:
         entry, cached, n = fut.result()
-        results[entry.raw_path] = entry
-        nbytes += n
+        pooled[entry.raw_path] = entry
         if cached is not None:
-            fresh.append(cached)
-    entries = sorted(
-        (results.get(e.raw_path, e) if e.kind == "file" else e for e in w.entries),
-        key=lambda e: e.path,
-    )
-    if fresh:
-        cache.put_many(root_key, fresh)
+            w.fresh.append(cached)
+            w.bytes_hashed += n
+    entries = w.entries
+    if pooled:
+        entries = [pooled.get(e.raw_path, e) if e.sha256 is None else e for e in entries]
+    entries.sort(key=lambda e: e.path)
+    if w.fresh:
+        cache.put_many(root_key, w.fresh)
     return IndexResult(
         entries=tuple(entries),
-        hashed_count=len(fresh),
+        hashed_count=len(w.fresh),
         cache_hits=w.cache_hits,
         skipped=tuple(e for e in entries if e.kind == "skipped"),
         errors=tuple(e for e in entries if e.kind == "error"),
-        bytes_hashed=nbytes,
+        bytes_hashed=w.bytes_hashed,
         scan_start_ns=start,
     )
 

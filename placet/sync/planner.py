@@ -92,8 +92,9 @@ class _Planner:
         by_key: dict[str, LocalEntry] = {}
         dups: dict[str, list[LocalEntry]] = {}
         fp: list[str] = []
+        ci = self.ci
         for e in entries:
-            p = nfc(e.path)
+            p = e.path if e.path.isascii() else nfc(e.path)
             if not include_hidden and is_hidden(p):
                 continue
             if p != e.path:
@@ -101,13 +102,15 @@ class _Planner:
             fp.append(f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}")
             if len(fp) > cap:
                 raise _cap_error("local", cap)
-            k = self.key(p)
+            k = p.casefold() if ci else p
             if k in by_key:
                 dups.setdefault(k, [by_key[k]]).append(e)
             else:
                 by_key[k] = e
-        for k, e in list(by_key.items()):
-            self._imply_parents(by_key, k, e.path, e.raw_path, local=True)
+        for k in [k for k in by_key if "/" in k and k.rpartition("/")[0] not in by_key]:
+            if k.rpartition("/")[0] not in by_key:  # a sibling may have implied it since
+                e = by_key[k]
+                self._imply_parents(by_key, e.path, e.raw_path, local=True)
         return by_key, dups, _fingerprint(fp)
 
     def read_remote(
@@ -116,36 +119,34 @@ class _Planner:
         by_key: dict[str, RemoteEntry] = {}
         dups: dict[str, list[RemoteEntry]] = {}
         fp: list[str] = []
+        ci = self.ci
         for e in entries:
-            p = nfc(e.path)
+            p = e.path if e.path.isascii() else nfc(e.path)
             if not include_hidden and is_hidden(p):
                 continue
-            digests = ",".join(f"{t}={v.lower()}" for t, v in sorted(e.digests.items()))
-            fp.append(f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0{digests}")
+            fp.append(f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0{e.digests}")
             if len(fp) > cap:
                 raise _cap_error("remote", cap)
-            k = self.key(p)
+            k = p.casefold() if ci else p
             if k in by_key:
                 dups.setdefault(k, [by_key[k]]).append(e)
             else:
                 by_key[k] = e
-        for k, e in list(by_key.items()):
-            self._imply_parents(by_key, k, nfc(e.path), e.path, local=False)
+        for k in [k for k in by_key if "/" in k and k.rpartition("/")[0] not in by_key]:
+            if k.rpartition("/")[0] not in by_key:
+                e = by_key[k]
+                self._imply_parents(by_key, nfc(e.path), e.path, local=False)
         return by_key, dups, _fingerprint(fp)
 
-    def _imply_parents(
-        self, by_key: dict[str, Any], key: str, path: str, raw: str, *, local: bool
-    ) -> None:
+    def _imply_parents(self, by_key: dict[str, Any], path: str, raw: str, *, local: bool) -> None:
         """Add the folders a listing implies but did not list (bucket remotes, partial
         local listings), so parent checks see them."""
-        if "/" not in key:
-            return
         parts, raw_parts = path.split("/"), raw.split("/")
         for i in range(len(parts) - 1, 0, -1):
-            pk = self.key("/".join(parts[:i]))
+            pp = "/".join(parts[:i])
+            pk = self.key(pp)
             if pk in by_key:
                 return
-            pp = "/".join(parts[:i])
             if local:
                 by_key[pk] = LocalEntry(pp, "/".join(raw_parts[:i]), "dir", note="implied")
             else:
@@ -211,8 +212,8 @@ class _Planner:
         self, path: str, lo: LocalEntry, r: RemoteEntry, b: BaselineEntry | None
     ) -> None:
         dtype, equal = compare(lo, r)
-        if equal:
-            self.report(path, "skip", f"same {dtype}", local=lo, remote=r, digest_type=dtype)
+        if equal:  # the common case, kept free of keyword-argument overhead
+            self.reports.append(PlanReport(path, "skip", f"same {dtype}", None, (), lo, r, dtype))
             return
         why = "" if equal is False else self.no_digest
         if b is None:
