@@ -71,6 +71,8 @@ class AcceptScreen(ModalScreen[bool]):
         self.armed = False
         self.typed_required = effect.needs_typed_confirmation
         self.shown_hash = record.request_hash
+        self.body = proposal_view(record, effect)
+        """The effect as shown (a Rich renderable; tests render it to text)."""
 
     @property
     def word(self) -> str:
@@ -85,7 +87,7 @@ class AcceptScreen(ModalScreen[bool]):
             yield Label(title, id="title")
             yield Static(header_line(r, self.now), id="head")
             with VerticalScroll(id="effect"):
-                yield Static(proposal_view(r, self.effect), id="effect-body")
+                yield Static(self.body, id="effect-body")
             hash_line = Text("request hash (recorded with your approval): ", end="")
             hash_line.append(self.shown_hash, style="bold")
             yield Static(hash_line, id="hash")
