@@ -1,0 +1,24 @@
+"""The executor: turns an accepted proposal into drive and local-file operations.
+
+`execute(store, settings, proposal_id, *, progress=None, cancel=None, drive=None)` claims
+an approved proposal, checks it is bound to what the owner approved, runs its ops with
+their evidence re-checked, journals each result and finishes it (see
+`placet.executor.run`). The review UI and `placet accept` call it; nothing else mutates
+the drive. Core module: never imports `mcp` or `textual`.
+"""
+
+from __future__ import annotations
+
+from placet.executor.ops import Plan, plan_for
+from placet.executor.progress import OpOutcome, ProgressEvent
+from placet.executor.run import ProgressCallback, bind, execute
+
+__all__ = [
+    "OpOutcome",
+    "Plan",
+    "ProgressCallback",
+    "ProgressEvent",
+    "bind",
+    "execute",
+    "plan_for",
+]

@@ -1,0 +1,233 @@
+"""The download op: remote file -> new temp file under the destination's directory
+descriptor -> verified -> fsynced -> renamed into place (DESIGN.md sections 4, 6, 9).
+
+Order:
+
+1. The destination folder is opened by descriptor walk from the root (device/inode
+   re-checked, no symlink followed; a sync may create missing folders the same way).
+2. already_done first: the local target is a singly-linked regular file holding the
+   approved bytes (digest of the remote's type, or SHA-256 of the remote read back
+   where the remote has no digest).
+3. The remote source must still be as the proposal saw it, else stale.
+4. An existing local target is replaced only if the proposal asked for overwrite *and*
+   the root's policy is ``allow-overwrite`` now *and* the file is still the one the
+   owner saw (size, mtime), else the op fails (``already_exists`` / ``refused``) or is
+   stale. The replaced file goes to placet's trash.
+5. `rclone cat` streams into a temp file created with ``O_EXCL|O_NOFOLLOW`` (its name
+   journaled first), hashed as it arrives; size and digest are compared with the
+   evidence before the rename, so a target name only ever receives approved bytes. The
+   no-overwrite rename is no-replace (`localfs.commit_temp_file`): a file that appears
+   during the transfer is never clobbered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+from placet import localfs
+from placet.errors import AlreadyExists, NotFound, PathRefused, PlacetError, PolicyRefused
+from placet.executor.checks import (
+    RemoteProbe,
+    local_as_seen,
+    local_found,
+    remote_as_seen,
+    remote_found,
+)
+from placet.executor.progress import OpOutcome
+from placet.executor.steps import OpContext, failed, stale
+from placet.paths import check_local_shape
+from placet.requests import LocalFileEvidence, Op, RemoteEvidence
+from placet.text import inert
+
+
+def _holds_approved(
+    dir_fd: int,
+    name: str,
+    st: os.stat_result,
+    src: RemoteEvidence,
+    seen: LocalFileEvidence | None,
+    probe: RemoteProbe,
+) -> str | None:
+    """How the local target is known to hold the approved bytes, or None if it does not.
+
+    A target unchanged since the proposal holds what the evidence recorded, so it is
+    compared by digest without reading it; otherwise it is hashed.
+    """
+    if not stat.S_ISREG(st.st_mode) or src.size is None or st.st_size != src.size:
+        return None
+    if seen is not None and local_as_seen(st, seen):
+        same = seen.digest_type == src.digest_type and seen.digest is not None
+        return f"digest:{src.digest_type}" if same and seen.digest == src.digest else None
+    try:
+        fd, _ = localfs.open_regular_at(dir_fd, name)
+    except PlacetError:
+        return None
+    try:
+        if src.digest_type and src.digest:
+            got = localfs.hash_fd(fd, [src.digest_type])[src.digest_type]
+            return f"digest:{src.digest_type}" if got == src.digest.lower() else None
+        if not remote_as_seen(probe, src):
+            return None
+        local_sha = localfs.sha256_fd(fd)[0]
+        return "readback:sha256" if local_sha == probe.readback_sha256() else None
+    finally:
+        os.close(fd)
+
+
+def run_download(ctx: OpContext, op: Op) -> OpOutcome:
+    """Download `op.remote_path` to `op.local_path` in the root; see the module docstring."""
+    src = op.expected_remote
+    if src is None or op.local_path is None or ctx.root is None or not op.remote_path:
+        raise PlacetError(
+            f"download op {op.index} has no source, target or evidence; the request is malformed",
+            code="request_invalid",
+        )
+    parts = check_local_shape(op.local_path).parts
+    if not parts:
+        raise PathRefused(
+            "refusing to download onto the root folder itself", code="not_regular_file"
+        )
+    parent, name = parts[:-1], parts[-1]
+    rel_parent = "/".join(parent)
+    root_fd = localfs.open_root(ctx.root)
+    try:
+        dir_fd = localfs.open_dir_under(root_fd, parent, create=ctx.proposal_kind == "sync")
+    finally:
+        os.close(root_fd)
+    try:
+        return _download_in(ctx, op, src, dir_fd, rel_parent, name)
+    finally:
+        os.close(dir_fd)
+
+
+def _download_in(
+    ctx: OpContext, op: Op, src: RemoteEvidence, dir_fd: int, rel_parent: str, name: str
+) -> OpOutcome:
+    assert op.local_path is not None and op.remote_path is not None and ctx.root is not None
+    probe = RemoteProbe(ctx.drive, op.remote_path)
+    seen = op.expected_local
+    st = localfs.lstat_at(dir_fd, name)
+    if st is not None:
+        how = _holds_approved(dir_fd, name, st, src, seen, probe)
+        if how is not None:
+            return OpOutcome(
+                "already_done",
+                {
+                    "local_path": op.local_path,
+                    "size": st.st_size,
+                    "digest_type": src.digest_type,
+                    "digest": src.digest,
+                    "verification": how,
+                },
+            )
+    if not remote_as_seen(probe, src):
+        return stale(
+            "remote",
+            op.remote_path,
+            src.model_dump(mode="json"),
+            remote_found(probe, src.digest_type),
+            "changed",
+        )
+    policy = ctx.settings.download_policy(Path(ctx.root.path))
+    replacing = st is not None
+    if st is not None:
+        if not op.replace:
+            return failed(
+                AlreadyExists(
+                    f"refusing to write local {_q(op.local_path)}: a file appeared there "
+                    "after the proposal, which did not ask to overwrite; nothing was "
+                    "changed: move it away and accept again, or ask for a new proposal",
+                    details={"path": op.local_path, "found": local_found(st)},
+                )
+            )
+        if policy != "allow-overwrite":
+            return failed(
+                PolicyRefused(
+                    f"refusing to overwrite local {_q(op.local_path)}: the root's policy is "
+                    f'downloads = {policy!r}; set downloads = "allow-overwrite" for '
+                    f"{_q(ctx.root.path)} in config.toml, then accept again",
+                    details={"path": op.local_path, "policy": policy},
+                )
+            )
+        if seen is None or not stat.S_ISREG(st.st_mode) or not local_as_seen(st, seen):
+            why = "appeared" if seen is None else "changed"
+            expected = None if seen is None else seen.model_dump(mode="json")
+            return stale("local", op.local_path, expected, local_found(st), why)
+    elif seen is not None:
+        return stale("local", op.local_path, seen.model_dump(mode="json"), {"exists": False},
+                     "vanished")  # fmt: skip
+    return _transfer(ctx, op, src, dir_fd, rel_parent, name, replacing)
+
+
+def _q(s: str) -> str:
+    return f"'{inert(s)}'"
+
+
+def _transfer(
+    ctx: OpContext,
+    op: Op,
+    src: RemoteEvidence,
+    dir_fd: int,
+    rel_parent: str,
+    name: str,
+    replacing: bool,
+) -> OpOutcome:
+    assert op.local_path is not None and op.remote_path is not None
+    started = time.monotonic()
+    fd, temp = localfs.create_temp_file(dir_fd, name)
+    committed = False
+    try:
+        ctx.journal_temp("local", f"{rel_parent}/{temp}" if rel_parent else temp)
+        result = ctx.drive.download_to_fd(op.remote_path, fd, progress=ctx.progress)
+        got: dict[str, Any] = {"size": result.size}
+        if src.digest_type:
+            got["digest_type"] = src.digest_type
+            got["digest"] = result.digest_by_type.get(src.digest_type)
+        bad_size = src.size is not None and result.size != src.size
+        bad_digest = (
+            bool(src.digest_type and src.digest) and got.get("digest") != (src.digest or "").lower()
+        )
+        if bad_size or bad_digest:
+            return stale(
+                "remote", op.remote_path, src.model_dump(mode="json"), got,
+                "changed while it was downloaded (nothing was written under the target name)",
+            )  # fmt: skip
+        trashed = localfs.commit_temp_file(
+            dir_fd,
+            temp,
+            name,
+            overwrite=replacing,
+            trash_dir=ctx.settings.trash_dir,
+            fd=fd,
+        )
+        committed = True
+    except AlreadyExists as e:
+        return failed(e, local_path=op.local_path)
+    except NotFound as e:
+        return stale("remote", op.remote_path, src.model_dump(mode="json"), {"exists": False},
+                     f"vanished ({e.message})")  # fmt: skip
+    finally:
+        os.close(fd)
+        if not committed:
+            with contextlib.suppress(OSError, PlacetError):
+                localfs.discard_temp_file(dir_fd, temp)
+    return OpOutcome(
+        "done",
+        {
+            "local_path": op.local_path,
+            "size": result.size,
+            "sha256": result.sha256,
+            "digest_type": src.digest_type,
+            "digest": got.get("digest"),
+            "remote_digest": src.digest,
+            "verification": f"digest:{src.digest_type}" if src.digest else "size",
+            "replaced": replacing,
+            "trash_path": str(trashed) if trashed else None,
+            "seconds": round(time.monotonic() - started, 3),
+        },
+    )

@@ -1,0 +1,124 @@
+"""From a stored request to the ordered list of `Op`s the executor runs.
+
+Every proposal kind runs through the same per-op path (DESIGN.md section 4), so a single
+upload, mkdir or download is expanded here into a one-op list with the evidence it saw,
+and a sync proposal's stored ops are used as they are: folders first (parents before
+children, so a later upload finds its folder), then the file transfers in the order the
+planner gave. Parsing goes through the `placet.requests` models with `extra="forbid"`: a
+stored request that no longer parses is refused before anything is touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from placet.errors import PlacetError
+from placet.requests import (
+    AnyRequest,
+    DownloadEvidence,
+    DownloadRequest,
+    MkdirEvidence,
+    MkdirRequest,
+    Op,
+    RootRef,
+    SyncRequest,
+    UploadEvidence,
+    UploadRequest,
+)
+
+_REQUEST: TypeAdapter[Any] = TypeAdapter(AnyRequest)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one proposal asks the executor to do.
+
+    Attributes:
+        kind: the proposal kind (upload, mkdir, download, sync).
+        root: the local root the ops' local paths are relative to (None for mkdir).
+        ops: in execution order (mkdir ops first); each op's `index` is its journal key.
+    """
+
+    kind: str
+    root: RootRef | None
+    ops: list[Op]
+
+    @property
+    def bytes_total(self) -> int:
+        """Bytes the transfer ops move (sizes from the evidence)."""
+        return sum(op.size or 0 for op in self.ops if op.kind != "mkdir")
+
+
+def _bad(kind: str, e: Exception) -> PlacetError:
+    return PlacetError(
+        f"the stored {kind} request does not parse ({e}); it was not written by this "
+        "placet or was altered: discard it and ask the agent to propose again",
+        code="request_invalid",
+        details={"kind": kind},
+    )
+
+
+def plan_for(kind: str, request: dict[str, Any], evidence: dict[str, Any]) -> Plan:
+    """Parse a stored request + evidence into a `Plan`.
+
+    Raises:
+        PlacetError (code ``request_invalid``): the request or evidence does not parse,
+            or its kind disagrees with the proposal's.
+    """
+    try:
+        req = _REQUEST.validate_python(request)
+        if req.kind != kind:
+            raise ValueError(f"request kind {req.kind!r} under a {kind!r} proposal")
+        if isinstance(req, UploadRequest):
+            ev = UploadEvidence.model_validate(evidence)
+            op = Op(
+                index=0,
+                kind="upload_revision" if req.replace_existing else "upload",
+                local_path=req.local_path,
+                remote_path=req.remote_path,
+                size=ev.local.size,
+                expected_local=ev.local,
+                expected_remote=ev.remote,
+                replace=req.replace_existing,
+            )
+            return Plan(kind, req.root, [op])
+        if isinstance(req, MkdirRequest):
+            mev = MkdirEvidence.model_validate(evidence)
+            op = Op(index=0, kind="mkdir", remote_path=req.remote_path, expected_remote=mev.remote)
+            return Plan(kind, None, [op])
+        if isinstance(req, DownloadRequest):
+            dev = DownloadEvidence.model_validate(evidence)
+            op = Op(
+                index=0,
+                kind="download",
+                local_path=req.local_path,
+                remote_path=req.remote_path,
+                size=dev.remote.size,
+                expected_local=dev.local,
+                expected_remote=dev.remote,
+                replace=req.overwrite,
+            )
+            return Plan(kind, req.root, [op])
+        assert isinstance(req, SyncRequest)
+        return Plan(kind, req.root, sync_order(req.ops))
+    except (ValidationError, ValueError) as e:
+        raise _bad(kind, e) from e
+
+
+def sync_order(ops: list[Op]) -> list[Op]:
+    """mkdir ops first (shallow before deep), then the others in their stored order.
+
+    Raises:
+        ValueError: two ops share an index (their journal entries would collide).
+    """
+    indexes = [op.index for op in ops]
+    if len(set(indexes)) != len(indexes):
+        raise ValueError("two ops of the sync request share an index")
+    mkdirs = sorted(
+        (op for op in ops if op.kind == "mkdir"),
+        key=lambda op: ((op.remote_path or "").count("/"), op.remote_path or ""),
+    )
+    return mkdirs + [op for op in ops if op.kind != "mkdir"]

@@ -1,0 +1,213 @@
+"""The remote-side ops: mkdir and upload, each re-checking its evidence before it acts.
+
+This and `placet.executor.download` are the one place where an accepted proposal turns
+into drive calls (STYLE.md, "one choke point for every mutating drive call"): every
+mutating call of the drive (`mkdir`, `upload_from_fd`) and every local write is made
+from here, after the op's evidence was re-checked (`placet.executor.checks`), and each
+returns an `OpOutcome` for the runner to journal. Nothing here raises for an op that
+merely failed; only `Aborted` (owner cancelled, lease lost) escapes.
+
+Upload order (DESIGN.md sections 4, 6, 9):
+
+1. already_done first: the remote target already holds the approved bytes.
+2. The remote target must still be as the proposal saw it (absent for a new file; the
+   same digest, or size and mtime, for a replacement), else stale.
+3. The local file is opened by descriptor walk from the root (root device/inode
+   re-checked; symlinks, FIFOs, devices and hard-linked files refused) and its size and
+   mtime compared with the evidence, else stale.
+4. That descriptor is streamed to rclone, which the drive hashes as it goes and refuses
+   to move into place unless the bytes hash to the approved SHA-256 (and digest). The
+   temporary object's name is journaled before the first byte, so a crash leaves a name
+   the next run removes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from placet import localfs
+from placet.config import Settings
+from placet.drive.base import Drive, ProgressFn
+from placet.errors import AlreadyExists, NotFound, PlacetError, StaleEvidence
+from placet.executor.checks import (
+    RemoteProbe,
+    local_as_seen,
+    local_found,
+    remote_as_seen,
+    remote_found,
+    remote_holds,
+)
+from placet.executor.progress import OpOutcome
+from placet.requests import Op, RemoteEvidence, RootRef
+from placet.text import inert
+
+JournalTemp = Callable[[str, str], None]
+"""`journal_temp(side, path)`: side ``remote`` (drive-relative) or ``local`` (root-relative)."""
+
+
+@dataclass
+class OpContext:
+    """What every op needs: the drive, settings, the root, and the runner's hooks.
+
+    `progress` is handed to the drive's transfers (it raises `Aborted` to stop one);
+    `journal_temp` durably records a temporary name before bytes go to it.
+    """
+
+    drive: Drive
+    settings: Settings
+    root: RootRef | None
+    proposal_kind: str
+    progress: ProgressFn
+    journal_temp: JournalTemp
+
+
+def _q(s: str) -> str:
+    return f"'{inert(s)}'"
+
+
+def stale(
+    side: str, path: str, expected: dict[str, Any] | None, found: dict[str, Any], why: str
+) -> OpOutcome:
+    """A `stale` outcome naming both values (DESIGN.md section 4)."""
+    err = StaleEvidence(
+        f"{side} {_q(path)} {why} since the proposal was made; nothing was changed for "
+        "this op: ask the agent to propose again",
+        details={"side": side, "path": path, "expected": expected, "found": found},
+    )
+    return OpOutcome.error("stale", err)
+
+
+def failed(e: PlacetError, **extra: Any) -> OpOutcome:
+    """A `failed` outcome carrying the typed error (retryable when the error is)."""
+    return OpOutcome.error("failed", e, **extra)
+
+
+def run_mkdir(ctx: OpContext, op: Op) -> OpOutcome:
+    """Create remote folder `op.remote_path` (and its parents).
+
+    already_done when a folder is there; failed (already_exists) when a file is.
+    """
+    path = op.remote_path or ""
+    probe = RemoteProbe(ctx.drive, path)
+    found = probe.entry()
+    if found is not None and found.is_dir:
+        return OpOutcome("already_done", {"remote_path": path})
+    if found is not None:
+        return failed(
+            AlreadyExists(
+                f"cannot create folder {_q(path)}: a file has that name on the drive; "
+                "nothing was changed",
+                details={"path": path, "found": remote_found(probe, None)},
+            )
+        )
+    ctx.drive.mkdir(path)
+    return OpOutcome("done", {"remote_path": path})
+
+
+def run_upload(ctx: OpContext, op: Op) -> OpOutcome:
+    """Upload `op.local_path` (in the root) to `op.remote_path`; see the module docstring."""
+    ev = op.expected_local
+    target = op.remote_path or ""
+    if ev is None or op.local_path is None or ctx.root is None:
+        raise PlacetError(
+            f"upload op {op.index} has no local source or evidence; the request is malformed",
+            code="request_invalid",
+        )
+    ev_remote = op.expected_remote or RemoteEvidence(exists=False)
+    probe = RemoteProbe(ctx.drive, target)
+    now = probe.entry()
+    if now is not None and not now.is_dir:
+        unchanged = ev_remote.exists and remote_as_seen(probe, ev_remote)
+        if unchanged:
+            # The target is the one the owner saw; it holds the approved bytes only if
+            # the evidence says so (same digest), which needs no read-back.
+            same = (
+                ev_remote.digest is not None
+                and ev_remote.digest_type == ev.digest_type
+                and ev_remote.digest == ev.digest
+            )
+        else:
+            same = remote_holds(
+                probe,
+                size=ev.size,
+                sha256=ev.sha256,
+                digest_type=ev.digest_type,
+                digest=ev.digest,
+            )
+        if same:
+            return OpOutcome("already_done", _upload_detail(target, ev, probe))
+    if not remote_as_seen(probe, ev_remote):
+        why = "appeared" if not ev_remote.exists and now is not None else "changed"
+        return stale(
+            "remote",
+            target,
+            ev_remote.model_dump(mode="json"),
+            remote_found(probe, ev_remote.digest_type or ev.digest_type),
+            why,
+        )
+    try:
+        fd, st = localfs.open_file_for_read(ctx.root, op.local_path)
+    except NotFound:
+        gone = {"exists": False}
+        return stale("local", op.local_path, ev.model_dump(mode="json"), gone, "vanished")
+    try:
+        if not local_as_seen(st, ev):
+            return stale(
+                "local", op.local_path, ev.model_dump(mode="json"), local_found(st), "changed"
+            )
+        started = time.monotonic()
+        digest = (ev.digest_type, ev.digest) if ev.digest_type and ev.digest else None
+        try:
+            result = ctx.drive.upload_from_fd(
+                fd,
+                ev.size,
+                target,
+                expected_sha256=ev.sha256,
+                expected_digest=digest,
+                replace=op.replace,
+                progress=ctx.progress,
+                journal=lambda temp: ctx.journal_temp("remote", temp),
+            )
+        except StaleEvidence as e:
+            return OpOutcome.error("stale", e, remote_path=target)
+        except AlreadyExists as e:
+            probe.forget()
+            return OpOutcome.error(
+                "stale", e, remote_path=target, found=remote_found(probe, ev.digest_type)
+            )
+        return OpOutcome(
+            "done",
+            {
+                "remote_path": target,
+                "size": result.size,
+                "sha256": result.sha256,
+                "local_digest_type": ev.digest_type,
+                "local_digest": ev.digest,
+                "digest_type": result.digest_type,
+                "digest": result.digest,
+                "verification": result.verification,
+                "path_taken": result.path_taken,
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        )
+    finally:
+        os.close(fd)
+
+
+def _upload_detail(target: str, ev: Any, probe: RemoteProbe) -> dict[str, Any]:
+    """Detail of an upload found already done: what proves it."""
+    digest = probe.known_digest(ev.digest_type)
+    return {
+        "remote_path": target,
+        "size": ev.size,
+        "sha256": ev.sha256,
+        "local_digest_type": ev.digest_type,
+        "local_digest": ev.digest,
+        "digest_type": ev.digest_type if digest else None,
+        "digest": digest,
+        "verification": f"digest:{ev.digest_type}" if digest else "readback:sha256",
+    }

@@ -1,0 +1,93 @@
+"""Temporary names left by an execution that stopped mid-transfer, and their removal.
+
+Before the first byte goes to a temporary name (a remote ``.placet-tmp-*`` object for an
+upload, a local one in the destination folder for a download), the runner journals it
+in the op's result row (`Store.record_op_result`, detail key ``temps``) in its own
+committed transaction. A process killed mid-transfer leaves that row (outcome
+``failed``, code ``in_progress``); the next execution of the proposal reads it before
+claiming and removes exactly those names, whatever their age, because their writer is
+known to be gone. A name it cannot remove yet (drive unreachable) is carried into the
+new attempt's journal, so it is not forgotten.
+
+Age-based cleanup (`Drive.cleanup_temps`, temp objects older than 15 minutes in the
+target folders) catches what no journal names, e.g. a crash inside the drive before its
+journal call returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Any
+
+from placet import localfs
+from placet.drive.base import TEMP_PREFIX, Drive
+from placet.errors import NotFound, PlacetError
+from placet.paths import check_local_shape
+from placet.requests import RootRef
+from placet.store import OpResultRecord
+
+log = logging.getLogger(__name__)
+
+Temp = dict[str, str]  # {"side": "remote" | "local", "path": ...}
+
+
+def journaled_temps(results: list[OpResultRecord]) -> dict[int, list[Temp]]:
+    """Temp names recorded in a journal, by op index (entries of unknown shape skipped)."""
+    out: dict[int, list[Temp]] = {}
+    for r in results:
+        temps = r.detail.get("temps") if isinstance(r.detail, dict) else None
+        for t in temps if isinstance(temps, list) else []:
+            if (
+                isinstance(t, dict)
+                and t.get("side") in ("remote", "local")
+                and isinstance(t.get("path"), str)
+                and t["path"].rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
+            ):
+                out.setdefault(r.op_index, []).append({"side": t["side"], "path": t["path"]})
+    return out
+
+
+def remove_temp(drive: Drive, root: RootRef | None, temp: Temp) -> bool:
+    """Remove one journaled temp; True when it is gone (or was never there).
+
+    A local temp is removed through the root's descriptor walk like any other local
+    write (a root that changed is not touched). Failures are logged and reported False.
+    """
+    try:
+        if temp["side"] == "remote":
+            drive.remove_temp(temp["path"])
+            return True
+        if root is None:
+            return True
+        parts = check_local_shape(temp["path"]).parts
+        root_fd = localfs.open_root(root)
+        try:
+            dir_fd = localfs.open_dir_under(root_fd, parts[:-1])
+        finally:
+            os.close(root_fd)
+        try:
+            localfs.discard_temp_file(dir_fd, parts[-1])
+        finally:
+            os.close(dir_fd)
+        return True
+    except NotFound:
+        return True
+    except (PlacetError, OSError) as e:
+        log.warning("could not remove temporary %s %r yet: %s", temp["side"], temp["path"], e)
+        return False
+
+
+def cleanup_old_temps(drive: Drive, folders: set[str]) -> list[str]:
+    """`Drive.cleanup_temps` on each folder (missing folders and failures ignored)."""
+    removed: list[str] = []
+    for folder in sorted(folders):
+        with contextlib.suppress(PlacetError):
+            removed += drive.cleanup_temps(folder)
+    return removed
+
+
+def temps_detail(temps: list[Temp]) -> dict[str, Any]:
+    """The detail fragment that journals `temps` ({} when there are none)."""
+    return {"temps": temps} if temps else {}
