@@ -4,8 +4,9 @@
 the one wrapper of `placet.server.framework`, with the instructions a model reads at
 connection time. `run_stdio(state)` serves until the host closes stdin or sends SIGTERM
 (or SIGINT), then stops the sweeper and closes the drive (its rclone child) and the
-store. The SDK points fd 1 at stderr while it serves, so nothing but MCP frames reaches
-stdout, not even a stray print from a child; placet's own logs go to stderr.
+store; stdin is read so that a signal can interrupt the wait (`placet.server.stdio`).
+The SDK points fd 1 at stderr while it serves, so nothing but MCP frames reaches stdout,
+not even a stray print from a child; placet's own logs go to stderr.
 
 The sweeper runs in the server on a timer (every `settings.sweep_seconds`, 10 s by
 default): it expires pending proposals past their TTL and marks executions whose lease
@@ -29,6 +30,7 @@ from placet import __version__
 from placet.errors import PlacetError
 from placet.server.framework import PlacetMCP, build_tools
 from placet.server.state import ServerState
+from placet.server.stdio import serve_stdio
 from placet.server.tools import all_tools
 
 log = logging.getLogger("placet.server")
@@ -116,7 +118,7 @@ async def _serve(state: ServerState) -> None:
                     return
 
         async def serve() -> None:
-            await server.run_stdio_async()
+            await serve_stdio(server)
             log.info("stdin closed; shutting down")
             tg.cancel_scope.cancel()
 

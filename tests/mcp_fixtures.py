@@ -1,0 +1,152 @@
+"""Fixtures for talking to a real `placet serve` subprocess with the official MCP client.
+
+Every server here is the installed `placet` entry point started as a child process over
+stdio, with its environment passed explicitly (`StdioServerParameters.env` is merged over
+a minimal safe env, not the test's `os.environ`): `PLACET_HOME` (the test's data dir)
+and `PLACET_DRIVE` (a local folder, so the remote is a real rclone `local` backend).
+
+`snapshot(path)` records a folder tree byte for byte (type, mode bits, size, SHA-256,
+symlink target) so a test can show a tool left the drive and the local root unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, Implementation
+
+PLACET = str(Path(sys.executable).parent / "placet")
+CLIENT_INFO = Implementation(name="placet-tests", version="9.9")
+
+
+@dataclass
+class Workspace:
+    """A data dir, one local root (`proj`), a sibling `proj-evil`, and a drive folder."""
+
+    base: Path
+    home: Path
+    root: Path
+    drive: Path
+    outside: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"PLACET_HOME": str(self.home), "PLACET_DRIVE": str(self.drive), **self.extra_env}
+
+    def params(self, *args: str, roots: list[str] | None = None) -> StdioServerParameters:
+        root_args: list[str] = []
+        for r in roots if roots is not None else [str(self.root)]:
+            root_args += ["--root", r]
+        return StdioServerParameters(
+            command=PLACET, args=["serve", *root_args, *args], env=self.env, cwd=str(self.base)
+        )
+
+    def write_config(self, **settings: Any) -> None:
+        """Write `config.toml` in the data dir (simple scalars and strings only)."""
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+        (self.home / "config.toml").write_text("\n".join(lines) + "\n")
+
+    def placet(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run the `placet` CLI with this workspace's environment."""
+        env = {**os.environ, **self.env}
+        return subprocess.run(
+            [PLACET, *args], env=env, input=input, capture_output=True, text=True, timeout=60
+        )
+
+
+def make_workspace(tmp_path: Path, placet_home: Path) -> Workspace:
+    """A fresh workspace under `tmp_path` using the test's `PLACET_HOME`.
+
+    Test modules wrap it in their own `ws` fixture (two lines), which keeps fixture names
+    local to the modules that use them.
+    """
+    base = tmp_path / "ws"
+    root = base / "proj"
+    drive = base / "drive"
+    outside = base / "proj-evil"
+    for d in (root, drive, outside):
+        d.mkdir(parents=True)
+    (root / "hello.txt").write_text("hello from the agent\n")
+    (root / "docs").mkdir()
+    (root / "docs" / "guide.md").write_text("# guide\n")
+    (outside / "secret.txt").write_text("not yours\n")
+    (drive / "remote.txt").write_text("remote text\n")
+    (drive / "shared").mkdir()
+    return Workspace(base=base, home=placet_home, root=root, drive=drive, outside=outside)
+
+
+@asynccontextmanager
+async def connect(ws: Workspace, *args: str, **kw: Any) -> AsyncIterator[Client]:
+    """A connected `mcp.Client` on a fresh `placet serve` child."""
+    async with Client(ws.params(*args), client_info=CLIENT_INFO, **kw) as client:
+        yield client
+
+
+def snapshot(path: Path) -> dict[str, tuple[Any, ...]]:
+    """Every entry under `path` (relative name -> type, mode, size, sha256 / link target)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(path))
+            st = p.lstat()
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", mode)
+            else:
+                digest = hashlib.sha256(p.read_bytes()).hexdigest()
+                out[rel] = ("file", mode, st.st_size, st.st_mtime_ns, digest)
+    return out
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def error_of(result: CallToolResult) -> dict[str, Any]:
+    """The `{code, message, retryable, details}` of a domain-error result (asserts it is one)."""
+    assert result.is_error, f"expected an error result, got {result.structured_content}"
+    sc = result.structured_content
+    assert sc is not None and set(sc) == {"code", "message", "retryable", "details"}, sc
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    assert "\n" not in result.content[0].text
+    return sc
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    """The structured content of a successful result (asserts it is one)."""
+    assert not result.is_error, result.content[0].text if result.content else result
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def rclone_children(pid: int) -> list[int]:
+    """Pids of the direct children of `pid` (from /proc)."""
+    try:
+        raw = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(x) for x in raw.split()]
+
+
+def iter_lines(stream: Any) -> Iterator[bytes]:
+    while True:
+        line = stream.readline()
+        if not line:
+            return
+        yield line
