@@ -1,0 +1,82 @@
+"""The remote drive: an interface with capability flags, and rclone behind it.
+
+`drive_for(settings)` is the one way the rest of placet gets a drive: it takes the
+configured spec (or the embedded default, a local folder in the data directory), refuses
+inline secrets, fixes the absolute rclone binary, and passes rclone only the config
+location and password the owner chose (`placet.drive.credentials`). Nothing here starts
+a process at import time; rclone rcd starts on the first metadata call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from placet.config import Settings
+from placet.drive.base import (
+    DIGEST_PREFERENCE,
+    TEMP_PREFIX,
+    Capabilities,
+    DownloadResult,
+    Drive,
+    Entry,
+    JournalFn,
+    ProgressFn,
+    UploadResult,
+    preferred_digest,
+)
+from placet.drive.credentials import rclone_env
+from placet.drive.proc import resolve_rclone_path
+from placet.drive.rclone import RcloneDrive
+from placet.drive.spec import DriveSpec, check_drive_path, parse_spec, redact, validate_spec
+
+__all__ = [
+    "DIGEST_PREFERENCE",
+    "TEMP_PREFIX",
+    "Capabilities",
+    "DownloadResult",
+    "Drive",
+    "DriveSpec",
+    "Entry",
+    "JournalFn",
+    "ProgressFn",
+    "RcloneDrive",
+    "UploadResult",
+    "check_drive_path",
+    "configured_spec",
+    "default_drive_spec",
+    "drive_for",
+    "parse_spec",
+    "preferred_digest",
+    "redact",
+    "validate_spec",
+]
+
+
+def default_drive_spec(settings: Settings) -> str:
+    """The embedded default drive: the local folder `<data_dir>/drive` (works offline)."""
+    return str(settings.default_drive_dir)
+
+
+def configured_spec(settings: Settings) -> str:
+    """The drive spec in force: `PLACET_DRIVE`/`drive` from settings, else the default."""
+    return settings.drive or default_drive_spec(settings)
+
+
+def drive_for(settings: Settings, *, environ: Mapping[str, str] | None = None) -> RcloneDrive:
+    """The drive placet uses for `settings`.
+
+    The default local folder is created (0700) on first use. `environ` (default
+    `os.environ`) supplies only `RCLONE_CONFIG` and `RCLONE_CONFIG_PASS`.
+
+    Raises:
+        ConfigError: an invalid spec or one holding an inline secret; a relative or
+            missing rclone binary.
+    """
+    spec = configured_spec(settings)
+    validate_spec(spec)
+    if spec == default_drive_spec(settings):
+        settings.default_drive_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    rclone = resolve_rclone_path(settings.rclone_path)
+    env = rclone_env(rclone, os.environ if environ is None else environ)
+    return RcloneDrive(spec, rclone_path=rclone, env=env, run_dir=settings.run_dir)

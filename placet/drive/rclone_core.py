@@ -1,0 +1,345 @@
+"""rclone plumbing and metadata for the drive: rcd calls, capabilities, stat, temps.
+
+`RcloneCore` holds what every drive operation needs: the parsed spec (with Proton
+Drive's cache turned off and `replace_existing_draft` on, DESIGN.md section 3), the
+allowlisted child environment, the lazily started `rclone rcd` (`placet.drive.proc`),
+error mapping with redaction (`placet.drive.failures`), and the small metadata calls
+(fsinfo, stat, mkdir, hashsum, delete of temp objects). Listings and transfers build on
+it in `placet.drive.rclone`.
+
+Metadata goes through rcd because a call there costs well under a millisecond against
+~45 ms for a fresh `rclone` process (measured; docs/decisions.md), and an evidence check
+or a sync plan makes many of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections import OrderedDict
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path, PurePosixPath
+from typing import Any, Self
+
+from placet.drive.base import DIGEST_PREFERENCE, TEMP_PREFIX, Capabilities, Entry
+from placet.drive.failures import last_message, rclone_failure
+from placet.drive.proc import COMMON_FLAGS, Rcd, RcFailure, child_env
+from placet.drive.spec import DriveSpec, check_drive_path, parse_spec, redact
+from placet.errors import (
+    AlreadyExists,
+    ConfigError,
+    DriveUnavailable,
+    NotFound,
+    PlacetError,
+    UsageError,
+)
+
+NO_SERVER_SIDE_REPLACE = frozenset({"protondrive"})
+"""Backends whose server-side move refuses an existing target (DESIGN.md section 3)."""
+_HASHES_ON_DEMAND = frozenset({"local", "sftp"})
+_PROTON_OPTIONS = (("enable_caching", "false"), ("replace_existing_draft", "true"))
+_SECRET_ENV_WORDS = ("PASS", "TOKEN", "KEY", "SECRET")
+
+
+class DigestCache:
+    """(path, size, mtime) -> digests, bounded (oldest dropped first). Thread-unsafe."""
+
+    def __init__(self, max_entries: int = 500_000) -> None:
+        self._d: OrderedDict[tuple[str, int | None, str | None], dict[str, str]] = OrderedDict()
+        self._max = max_entries
+
+    def get(self, key: tuple[str, int | None, str | None]) -> dict[str, str] | None:
+        return self._d.get(key)
+
+    def put(self, key: tuple[str, int | None, str | None], digests: dict[str, str]) -> None:
+        self._d[key] = digests
+        while len(self._d) > self._max:
+            self._d.popitem(last=False)
+
+
+def temp_name(name: str) -> str:
+    head = f"{TEMP_PREFIX}{secrets.token_hex(6)}-"
+    room = 255 - len(head.encode())
+    return head + name.encode()[:room].decode("utf-8", "ignore")
+
+
+def is_temp(path: str) -> bool:
+    return any(seg.startswith(TEMP_PREFIX) for seg in path.split("/"))
+
+
+def split_path(path: str) -> tuple[str, str]:
+    p = PurePosixPath(path)
+    parent = str(p.parent)
+    return ("" if parent == "." else parent), p.name
+
+
+class RcloneCore:
+    """A `Drive` over rclone. See the module docstring for the transfer rules.
+
+    Args:
+        spec: the drive root as an rclone path (validated for secrets by `drive_for`,
+            not here, so tests may hand an obscured password in a connection string).
+        rclone_path: absolute path of the rclone binary.
+        env: variables placet passes explicitly to rclone (`RCLONE_CONFIG`,
+            `RCLONE_CONFIG_PASS`, ...); the rest of the child's environment is allowlisted
+            from `os.environ` (`placet.drive.proc.child_env`).
+        run_dir: private runtime directory; rcd's socket lives in a 0700 folder below it.
+        verify_readback: on a remote without digests, read an upload back to verify it
+            (True) or trust the size alone (False; the result says ``size``).
+    """
+
+    def __init__(
+        self,
+        spec: str,
+        *,
+        rclone_path: Path,
+        env: Mapping[str, str],
+        run_dir: Path,
+        verify_readback: bool = True,
+    ) -> None:
+        if not rclone_path.is_absolute():
+            raise ConfigError(f"rclone_path must be absolute, got {str(rclone_path)!r}")
+        self.spec = spec
+        self._parsed = parse_spec(spec)
+        self._rclone = rclone_path
+        self._env = child_env(env)
+        self._secrets = self._parsed.secret_values() + [
+            v for k, v in env.items() if any(w in k.upper() for w in _SECRET_ENV_WORDS)
+        ]
+        self._rcd = Rcd(rclone_path, self._env, run_dir, self.redact)
+        self._verify_readback = verify_readback
+        self._eff: DriveSpec | None = None  # the spec handed to rclone (Proton options added)
+        self._caps: Capabilities | None = None
+        self._digests = DigestCache()
+
+    # ----- plumbing -------------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        """`placet.drive.spec.redact` with this drive's secrets."""
+        return redact(text, self._secrets)
+
+    @property
+    def rcd_pid(self) -> int | None:
+        """pid of the running `rclone rcd`, None before the first metadata call."""
+        return self._rcd.pid
+
+    def _rc(self, method: str, params: dict[str, Any], *, action: str, target: str) -> Any:
+        try:
+            return self._rcd.call(method, params)
+        except RcFailure as e:
+            err = rclone_failure(
+                action, target, e.message, secrets=self._secrets, http_status=e.status
+            )
+        if isinstance(err, DriveUnavailable):
+            # rcd caches the backend with its pacer, whose back-off after failures would
+            # make every later call wait seconds; a fresh backend starts from zero.
+            with contextlib.suppress(RcFailure, PlacetError):
+                self._rcd.call("fscache/clear", {}, timeout=10)
+        raise err
+
+    def _backend(self) -> str | None:
+        hint = self._parsed.backend_hint
+        if hint is not None or self._parsed.name is None:
+            return hint
+        env_type = self._env.get(f"RCLONE_CONFIG_{self._parsed.name.upper()}_TYPE")
+        if env_type:  # a remote defined through the (explicitly passed) environment
+            return env_type
+        try:  # a configured remote: its type is in rclone's config (other keys ignored)
+            conf = self._rcd.call("config/get", {"name": self._parsed.name})
+        except RcFailure:
+            return None
+        kind = conf.get("type")
+        return kind if isinstance(kind, str) and kind else None
+
+    def _fs(self) -> DriveSpec:
+        if self._eff is None:
+            eff = self._parsed
+            if self._backend() in NO_SERVER_SIDE_REPLACE:
+                eff = parse_spec(self._parsed.with_options(_PROTON_OPTIONS))
+            self._eff = eff
+        return self._eff
+
+    def _argv(self, *args: str) -> list[str]:
+        return [str(self._rclone), *COMMON_FLAGS, *args]
+
+    def _cli_failure(self, action: str, target: str, code: int, stderr: bytes) -> PlacetError:
+        msg = last_message(stderr.decode(errors="replace"))
+        return rclone_failure(action, target, msg, secrets=self._secrets, exit_code=code)
+
+    # ----- metadata -------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """What the remote supports (`operations/fsinfo`); cached for the drive's life."""
+        if self._caps is None:
+            fs = self._fs().raw
+            info = self._rc("operations/fsinfo", {"fs": fs}, action="inspect", target="")
+            reported = {str(h).lower() for h in info.get("Hashes") or []}
+            feats = info.get("Features") or {}
+            backend = self._backend()
+            move = bool(feats.get("Move"))
+            self._caps = Capabilities(
+                hash_types=tuple(t for t in DIGEST_PREFERENCE if t in reported),
+                case_insensitive=bool(feats.get("CaseInsensitive")),
+                modtime_precision_ns=max(1, int(info.get("Precision") or 1)),
+                can_move=move,
+                server_side_replace=move and backend not in NO_SERVER_SIDE_REPLACE,
+                backend=backend,
+                hashes_on_demand=bool(feats.get("IsLocal")) or backend in _HASHES_ON_DEMAND,
+            )
+        return self._caps
+
+    def _entry(self, item: Mapping[str, Any]) -> Entry:
+        is_dir = bool(item.get("IsDir"))
+        size = item.get("Size")
+        hashes = item.get("Hashes") or {}
+        return Entry(
+            path=str(item.get("Path", "")),
+            name=str(item.get("Name", "")),
+            is_dir=is_dir,
+            size=None if is_dir or not isinstance(size, int) or size < 0 else size,
+            mtime=item.get("ModTime"),
+            digests={str(k).lower(): str(v).lower() for k, v in hashes.items() if v},
+        )
+
+    def _list(self, path: str, *, recurse: bool, types: tuple[str, ...] = ()) -> list[Entry]:
+        opt: dict[str, Any] = {"recurse": recurse, "noMimeType": True}
+        if types:
+            opt.update(showHash=True, hashTypes=list(types))
+        params = {"fs": self._fs().raw, "remote": path, "opt": opt}
+        try:
+            body = self._rc("operations/list", params, action="list", target=path)
+        except AlreadyExists as e:  # "not a directory": the path names a file
+            raise NotFound(
+                f"cannot list {path!r}: it is a file, not a folder; stat it or list its parent",
+                details=e.details,
+            ) from None
+        return [self._entry(i) for i in body.get("list") or [] if not is_temp(i.get("Path", ""))]
+
+    def stat(self, path: str, *, include_digest: bool = False) -> Entry | None:
+        """The entry at `path`, or None if absent (also when a parent is a file).
+
+        With `include_digest`, digests of every type in `capabilities().hash_types`,
+        computed fresh (never from the listing cache): this is the evidence check.
+        """
+        path = check_drive_path(path)
+        opt: dict[str, Any] = {"noMimeType": True}
+        types = self.capabilities().hash_types if include_digest else ()
+        if types:
+            opt.update(showHash=True, hashTypes=list(types))
+        params = {"fs": self._fs().raw, "remote": path, "opt": opt}
+        try:
+            item = self._rc("operations/stat", params, action="stat", target=path).get("item")
+        except AlreadyExists:  # "not a directory": a parent is a file, so nothing is here
+            return None
+        return self._entry(item) if item else None
+
+    def mkdir(self, path: str) -> None:
+        """Create folder `path` and its parents; an existing folder is fine.
+
+        Raises:
+            AlreadyExists: a file occupies `path` or one of its parents.
+        """
+        path = check_drive_path(path)
+        found = self.stat(path) if path else None
+        if found is not None and not found.is_dir:
+            raise AlreadyExists(
+                f"cannot create folder {path!r}: a file has that name; choose another name",
+                details={"path": path},
+            )
+        params = {"fs": self._fs().raw, "remote": path}
+        self._rc("operations/mkdir", params, action="create folder", target=path)
+
+    def digest_of(self, path: str, digest_type: str) -> str | None:
+        """The remote's own `digest_type` digest of file `path` (hex, lower-case).
+
+        Returns None when the remote does not offer that type, or not for this object.
+        Raises NotFound when there is no such file.
+        """
+        path = check_drive_path(path)
+        if digest_type.lower() not in self.capabilities().hash_types:
+            return None
+        params = {"fs": self._fs().raw, "remote": path, "hashType": digest_type.lower()}
+        body = self._rc("operations/hashsumfile", params, action="hash", target=path)
+        value = str(body.get("hash") or "").strip().lower()
+        return value or None
+
+    def clear_caches(self) -> None:
+        """Drop rcd's cached backends, so the next call sees the remote as it is now."""
+        self._rc("fscache/clear", {}, action="clear caches of", target="")
+
+    def _require_file(self, path: str, action: str) -> Entry:
+        found = self.stat(path)
+        if found is None:
+            raise NotFound(
+                f"cannot {action} {path!r}: no such file on the drive", details={"path": path}
+            )
+        if found.is_dir:
+            raise NotFound(
+                f"cannot {action} {path!r}: it is a folder, not a file",
+                code="not_a_file",
+                details={"path": path},
+            )
+        return found
+
+    # ----- temporary objects ----------------------------------------------------------
+
+    def remove_temp(self, path: str, *, quiet: bool = False) -> bool:
+        """Delete temporary object `path` (its name must start with `TEMP_PREFIX`).
+
+        Returns True if it existed. With `quiet`, rclone failures are swallowed (used on
+        the way out of a failed upload, where the first error is the one to report).
+        """
+        path = check_drive_path(path)
+        if not split_path(path)[1].startswith(TEMP_PREFIX):
+            raise UsageError(f"refusing to delete {path!r}: it is not a placet temp object")
+        try:
+            params = {"fs": self._fs().raw, "remote": path}
+            self._rc("operations/deletefile", params, action="delete temp", target=path)
+        except NotFound:
+            return False
+        except PlacetError:
+            if quiet:
+                return False
+            raise
+        return True
+
+    def cleanup_temps(
+        self,
+        folder: str,
+        *,
+        older_than: timedelta = timedelta(minutes=15),
+        now: datetime | None = None,
+    ) -> list[str]:
+        """Delete temp objects directly in `folder` last modified before now - `older_than`.
+
+        A younger temp may belong to an upload still running in another placet process.
+        Returns the deleted paths.
+        """
+        folder = check_drive_path(folder)
+        cutoff = (now or datetime.now(UTC)) - older_than
+        opt = {"recurse": False, "noMimeType": True, "filesOnly": True}
+        params = {"fs": self._fs().raw, "remote": folder, "opt": opt}
+        items = self._rc("operations/list", params, action="list", target=folder).get("list")
+        removed = []
+        for item in items or []:
+            e = self._entry(item)
+            if not e.name.startswith(TEMP_PREFIX) or not e.mtime:
+                continue
+            stale = datetime.fromisoformat(e.mtime.replace("Z", "+00:00")) <= cutoff
+            if stale and self.remove_temp(e.path):
+                removed.append(e.path)
+        return removed
+
+    def close(self) -> None:
+        """Stop rclone rcd. Idempotent; the drive cannot be used afterwards."""
+        self._rcd.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RcloneDrive({self.redact(self.spec)!r})"

@@ -1,0 +1,203 @@
+"""`placet drive set | show | login`, the keyring, and `drive_for`."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import keyring
+import keyring.backends.fail
+import pytest
+from keyring_backend import MemoryKeyring
+
+from placet.cli import main
+from placet.config import Settings, load_settings
+from placet.drive import drive_for
+from placet.drive.credentials import KEYRING_SERVICE, KEYRING_USERNAME
+from placet.errors import EXIT_DRIVE_UNAVAILABLE, EXIT_OK, EXIT_USAGE, ConfigError
+
+pytest_plugins = ["drive_fixtures"]
+
+RCLONE = Path(sys.executable).parent / "rclone"
+PLACET = Path(sys.executable).parent / "placet"
+SECRET = "Open-Sesame-42"
+
+
+@pytest.fixture
+def mem_keyring() -> Iterator[MemoryKeyring]:
+    prev = keyring.get_keyring()
+    kr = MemoryKeyring()
+    keyring.set_keyring(kr)
+    yield kr
+    keyring.set_keyring(prev)
+
+
+@pytest.fixture
+def vault(tmp_path: Path, rclone_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An encrypted rclone config (RCLONE_CONFIG) with remote `vault:` -> a local folder."""
+    conf, folder = tmp_path / "rclone.conf", tmp_path / "vault-data"
+    folder.mkdir()
+    (folder / "inside.txt").write_bytes(b"secret stuff")
+    env = {"RCLONE_CONFIG": str(conf), "HOME": str(rclone_home), "PATH": "/usr/bin:/bin"}
+    for args in (
+        ["config", "create", "vault", "alias", f"remote={folder}", "--non-interactive"],
+        ["config", "encryption", "set", "--password-command", f"echo {SECRET}"],
+    ):
+        subprocess.run([str(RCLONE), *args], env=env, check=True, capture_output=True)
+    monkeypatch.setenv("RCLONE_CONFIG", str(conf))
+    monkeypatch.delenv("RCLONE_CONFIG_PASS", raising=False)
+    return conf
+
+
+def test_drive_set_writes_config_and_keeps_other_keys(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str], rclone_home: Path
+) -> None:
+    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.config_file.write_text(
+        '# my settings\nallow_yes = true\n\n[roots."/srv/p"]\ndownloads = "new-only"\n'
+    )
+    folder = tmp_path / "my drive"
+    folder.mkdir()
+    assert main(["drive", "set", str(folder)]) == EXIT_OK
+    assert "rclone reached it: backend local" in capsys.readouterr().out
+    assert main(["drive", "set", "--no-check", f"{folder}-2"]) == EXIT_OK
+    text = settings.config_file.read_text()
+    assert text.startswith("# my settings\n") and text.count("drive =") == 1
+    data = tomllib.loads(text)
+    assert data["drive"] == f"{folder}-2" and data["allow_yes"] is True
+    assert data["roots"] == {"/srv/p": {"downloads": "new-only"}}
+    assert load_settings().drive == f"{folder}-2"
+    assert oct(settings.config_file.stat().st_mode & 0o777) == "0o600"
+
+
+def test_drive_set_refuses_inline_secrets_and_unreachable_remotes(
+    settings: Settings, capsys: pytest.CaptureFixture[str], rclone_home: Path
+) -> None:
+    code = main(["drive", "set", ":webdav,url='http://h',pass=abcdefgh1234:x"])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE and "rclone config" in err and "abcdefgh1234" not in err
+    code = main(["drive", "set", ":webdav,url='http://127.0.0.1:1',vendor=rclone:"])
+    err = capsys.readouterr().err
+    assert code == EXIT_DRIVE_UNAVAILABLE and "--no-check" in err
+    assert not settings.config_file.exists()
+
+
+def test_drive_show(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["drive", "show", "--json"]) == EXIT_OK
+    info = json.loads(capsys.readouterr().out)
+    assert info["drive"] == str(settings.default_drive_dir) and info["source"] == "default"
+    assert info["rclone_version"].startswith("rclone v")
+    assert info["rclone_path"] == str(RCLONE)
+    assert info["capabilities"]["hash_types"] == ["sha256", "sha1", "md5"]
+    assert settings.default_drive_dir.is_dir()  # the default drive is created on first use
+    assert main(["drive", "show"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "server_side_replace: True" in out and "rclone_version: rclone v" in out
+
+
+def test_drive_for_refuses_an_inline_secret(settings: Settings) -> None:
+    bad = settings.model_copy(update={"drive": ":sftp,host=h,pass=abcdefgh:"})
+    with pytest.raises(ConfigError, match="rclone config"):
+        drive_for(bad)
+
+
+def test_login_stores_password_and_drive_for_unlocks_the_config(
+    settings: Settings,
+    vault: Path,
+    mem_keyring: MemoryKeyring,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    locked = drive_for(settings.model_copy(update={"drive": "vault:"}))
+    with locked, pytest.raises(Exception, match="placet drive login"):
+        locked.list_folder("")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("wrong-password\n"))
+    assert main(["drive", "login", "--password-stdin"]) == EXIT_USAGE
+    assert "does not decrypt" in capsys.readouterr().err and mem_keyring.store == {}
+    monkeypatch.setattr(sys, "stdin", io.StringIO(SECRET + "\n"))
+    assert main(["drive", "login", "--password-stdin"]) == EXIT_OK
+    assert mem_keyring.store == {(KEYRING_SERVICE, KEYRING_USERNAME): SECRET}
+    with drive_for(settings.model_copy(update={"drive": "vault:"})) as drive:
+        assert [e.name for e in drive.list_folder("")[0]] == ["inside.txt"]
+        pid = drive.rcd_pid
+        assert pid is not None
+        assert SECRET.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+def test_login_without_a_keyring_says_what_to_install(
+    settings: Settings,
+    vault: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    prev = keyring.get_keyring()
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    try:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(SECRET + "\n"))
+        assert main(["drive", "login", "--password-stdin"]) == EXIT_USAGE
+    finally:
+        keyring.set_keyring(prev)
+    err = capsys.readouterr().err
+    assert "no_keyring" in err and "secretstorage" in err and "RCLONE_CONFIG_PASS" in err
+    assert SECRET not in err
+
+
+def test_login_on_an_unencrypted_config_stores_nothing(
+    settings: Settings,
+    tmp_path: Path,
+    mem_keyring: MemoryKeyring,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    conf = tmp_path / "plain.conf"
+    conf.write_text("[x]\ntype = local\n")
+    monkeypatch.setenv("RCLONE_CONFIG", str(conf))
+    assert main(["drive", "login", "--password-stdin"]) == EXIT_OK
+    assert "not encrypted" in capsys.readouterr().out and mem_keyring.store == {}
+
+
+@pytest.mark.timeout(90)
+def test_login_and_show_in_subprocesses_with_a_file_keyring(
+    vault: Path, tmp_path: Path, placet_home: Path, rclone_home: Path
+) -> None:
+    ring = tmp_path / "keyring.json"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(rclone_home),
+        "PLACET_HOME": str(placet_home),
+        "RCLONE_CONFIG": str(vault),
+        "PYTHON_KEYRING_BACKEND": "keyring_backend.FileKeyring",
+        "PYTHONPATH": str(Path(__file__).parent),
+        "PLACET_TEST_KEYRING_FILE": str(ring),
+    }
+
+    def placet(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(PLACET), *args],
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    r = placet("drive", "set", "--no-check", "vault:")
+    assert r.returncode == 0, r.stderr
+    r = placet("drive", "show")
+    assert r.returncode == 1 and "run `placet drive login`" in r.stdout
+    r = placet("drive", "login", "--password-stdin", stdin=SECRET + "\n")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(ring.read_text()) == {f"{KEYRING_SERVICE}/{KEYRING_USERNAME}": SECRET}
+    r = placet("drive", "show", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["rclone_config_state"] == "encrypted; password in keyring"
+    assert info["capabilities"]["backend"] == "alias"
+    assert SECRET not in r.stdout + r.stderr
+    assert os.environ.get("PYTHON_KEYRING_BACKEND") is None  # the test's own env untouched
