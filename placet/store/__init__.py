@@ -9,7 +9,7 @@ named migrations, and returns a `Store`. See `placet.store.store.Store` for the 
 from __future__ import annotations
 
 from placet.config import Settings, ensure_data_dir
-from placet.store.db import make_engine, prepare_db_file
+from placet.store.db import BUSY_TIMEOUT_MS, make_engine, prepare_db_file
 from placet.store.migrations import migrate
 from placet.store.records import (
     AuditRecord,
@@ -33,8 +33,11 @@ __all__ = [
 ]
 
 
-def open_store(settings: Settings) -> Store:
+def open_store(settings: Settings, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Store:
     """Open (creating and migrating as needed) the database `settings.db_path`.
+
+    `busy_timeout_ms` is how long one statement waits for another process's lock before
+    the store's own bounded retry takes over (tests shorten it).
 
     Raises:
         ConfigError: the data directory is not private to this user.
@@ -43,7 +46,7 @@ def open_store(settings: Settings) -> Store:
     """
     ensure_data_dir(settings)
     prepare_db_file(settings.db_path)
-    engine = make_engine(settings.db_path)
+    engine = make_engine(settings.db_path, busy_timeout_ms=busy_timeout_ms)
     try:
         migrate(engine, db_label=str(settings.db_path))
     except BaseException:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -137,13 +138,20 @@ def prepare_db_file(db_path: Path) -> None:
             pass
 
 
-def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+def _pragmas(busy_timeout_ms: int) -> Callable[[sqlite3.Connection, Any], None]:
+    def on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+        _on_connect(dbapi_conn, busy_timeout_ms)
+
+    return on_connect
+
+
+def _on_connect(dbapi_conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
     # Our own BEGINs (see _on_begin); the driver must not open transactions implicitly.
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     try:
         # busy_timeout first, so the journal-mode switch below waits instead of failing.
-        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA synchronous=NORMAL")
         mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
@@ -158,7 +166,7 @@ def _on_begin(conn: Connection) -> None:
     conn.exec_driver_sql(f"BEGIN {mode}")
 
 
-def make_engine(db_path: Path) -> Engine:
+def make_engine(db_path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine:
     """An engine on `db_path` with placet's pragmas and BEGIN handling.
 
     Write transactions: `engine.connect().execution_options(placet_begin="IMMEDIATE")`
@@ -167,11 +175,11 @@ def make_engine(db_path: Path) -> Engine:
     """
     engine = create_engine(
         f"sqlite:///{db_path}",
-        connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
         pool_size=8,
         max_overflow=8,
     )
-    event.listen(engine, "connect", _on_connect)
+    event.listen(engine, "connect", _pragmas(busy_timeout_ms))
     event.listen(engine, "begin", _on_begin)
     return engine
 

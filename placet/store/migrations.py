@@ -21,14 +21,17 @@ same version means a different lineage and is refused too.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from placet.errors import SchemaTooNew, StoreError
-from placet.store.db import BEGIN_OPTION, utcnow
+from placet.store.db import BEGIN_OPTION, is_busy, utcnow
 from placet.store.models import SCHEMA_MIGRATION
 
 
@@ -106,6 +109,8 @@ MIGRATIONS: list[Migration] = [
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 
+MIGRATE_RETRIES = 6
+
 _CREATE_MIGRATION_TABLE = """CREATE TABLE IF NOT EXISTS schema_migration (
     version INTEGER NOT NULL,
     name TEXT NOT NULL,
@@ -143,23 +148,67 @@ def _check(applied: dict[int, str], migrations: list[Migration], db_label: str) 
             )
 
 
+def _recorded(conn: Connection) -> dict[int, str] | None:
+    exists = conn.exec_driver_sql(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_migration'"
+    ).first()
+    return _applied(conn) if exists else None
+
+
 def schema_version(engine: Engine) -> int:
     """The highest migration version recorded in the database (0 when blank)."""
     with engine.connect() as conn:
-        exists = conn.exec_driver_sql(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_migration'"
-        ).first()
-        return max(_applied(conn), default=0) if exists else 0
+        return max(_recorded(conn) or {}, default=0)
 
 
 def migrate(engine: Engine, *, db_label: str, migrations: list[Migration] | None = None) -> int:
     """Apply every missing migration in order; return the resulting schema version.
 
+    An up-to-date database is only read (no write lock), so opening the store costs
+    nothing while other processes write. A lock that outlasts the busy timeout is retried
+    a few times, then raised as a retryable StoreError.
+
     Raises:
         SchemaTooNew: the database records a version newer than the code knows.
-        StoreError: the database's migration names disagree with the code's.
+        StoreError: the database's migration names disagree with the code's; the database
+            stayed locked; or it is unreadable.
     """
     migrations = MIGRATIONS if migrations is None else migrations
+    for attempt in range(MIGRATE_RETRIES + 1):
+        try:
+            with engine.connect() as conn:
+                applied = _recorded(conn)
+                if applied is not None:
+                    _check(applied, migrations, db_label)
+                    if len(applied) == len(migrations):
+                        return len(migrations)
+            _apply(engine, db_label, migrations)
+            return len(migrations)
+        except OperationalError as e:
+            if is_busy(e) and attempt < MIGRATE_RETRIES:
+                time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
+                continue
+            raise StoreError(
+                f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
+                + (
+                    "another placet process holds it locked, try again in a moment"
+                    if is_busy(e)
+                    else "`placet doctor` checks it"
+                ),
+                code="store_busy" if is_busy(e) else None,
+                retryable=is_busy(e),
+                details={"path": db_label},
+            ) from e
+        except SQLAlchemyError as e:
+            raise StoreError(
+                f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
+                "`placet doctor` checks it",
+                details={"path": db_label},
+            ) from e
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _apply(engine: Engine, db_label: str, migrations: list[Migration]) -> None:
     with engine.connect() as conn:
         conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
         with conn.begin():
@@ -184,4 +233,3 @@ def migrate(engine: Engine, *, db_label: str, migrations: list[Migration] | None
                         version=version, name=migration.name, applied_at=utcnow()
                     )
                 )
-    return len(migrations)
