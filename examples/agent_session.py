@@ -34,10 +34,10 @@ import hashlib
 import os
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from mcp import Client, StdioServerParameters
@@ -55,6 +55,7 @@ CALL_TIMEOUT_S = WAIT_CALL_S + 20.0
 PLACET_ENV = ("PLACET_HOME", "PLACET_DB", "PLACET_DRIVE")
 
 Say = Callable[[str], None]
+T = TypeVar("T")
 
 
 def say_stdout(line: str) -> None:
@@ -187,8 +188,10 @@ class AgentSession:
 
     async def propose_upload(self) -> Proposed:
         source = self.root / UPLOAD
-        mine = sha256_file(source)
-        self.say(f"computed sha256 of {UPLOAD}: {mine} ({source.stat().st_size} bytes)")
+        # A missing file is placet's to refuse (not_found), like any other bad request.
+        mine = sha256_file(source) if source.is_file() else None
+        if mine:
+            self.say(f"computed sha256 of {UPLOAD}: {mine} ({source.stat().st_size} bytes)")
         data = await self.call(
             "propose_upload",
             local_path=UPLOAD,
@@ -289,6 +292,31 @@ class AgentSession:
         return outcomes
 
 
+async def in_session(
+    root: Path,
+    body: Callable[[AgentSession], Awaitable[T]],
+    *,
+    placet: str,
+    env: Mapping[str, str],
+    say: Say = say_stdout,
+) -> T:
+    """Start `placet serve`, run `body` with an `AgentSession`, close the session.
+
+    Raises:
+        ToolFailed: a tool answered with an error (re-raised as itself, not wrapped in
+            the client's exception group).
+        Exception: from the MCP client when the server cannot be started or spoken to.
+    """
+    failure: ToolFailed | None = None
+    async with Client(server_params(root, placet=placet, env=env), client_info=AGENT_INFO) as c:
+        try:
+            return await body(AgentSession(c, root, say))
+        except ToolFailed as e:
+            failure = e
+    assert failure is not None
+    raise failure
+
+
 async def run(
     root: Path,
     *,
@@ -300,16 +328,15 @@ async def run(
     """One whole session: look around, propose, and with `wait` wait for the outcomes.
 
     Raises:
-        ToolFailed: a tool answered with an error.
-        Exception: from the MCP client when the server cannot be started or spoken to.
+        ToolFailed, Exception: see `in_session`.
     """
-    params = server_params(root, placet=placet, env=env)
-    async with Client(params, client_info=AGENT_INFO) as client:
-        session = AgentSession(client, root, say)
+
+    async def body(session: AgentSession) -> tuple[list[Proposed], list[Outcome]]:
         await session.look_around()
         made = await session.propose_all()
-        outcomes = await session.wait_all(made) if wait else []
-    return made, outcomes
+        return made, (await session.wait_all(made) if wait else [])
+
+    return await in_session(root, body, placet=placet, env=env, say=say)
 
 
 async def report(
@@ -321,13 +348,14 @@ async def report(
     say: Say = say_stdout,
 ) -> list[Outcome]:
     """A fresh session asks `proposal_get` for each proposal and prints what it learns."""
-    params = server_params(root, placet=placet, env=env)
-    async with Client(params, client_info=AGENT_INFO) as client:
-        session = AgentSession(client, root, say)
+
+    async def body(session: AgentSession) -> list[Outcome]:
         outcomes = [await session.get(p.id) for p in made]
         for out, p in zip(outcomes, made, strict=True):
             await session.report(out, p)
-    return outcomes
+        return outcomes
+
+    return await in_session(root, body, placet=placet, env=env, say=say)
 
 
 def main(argv: list[str] | None = None) -> int:
