@@ -1,0 +1,169 @@
+"""`placet list | show | discard | extend | sweep | audit`, run as the real `placet` entry
+point in a subprocess with PLACET_HOME set (by the autouse fixture); the bytes written to
+the terminal are checked, not only the text."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from placet import __version__
+from placet.config import Settings
+from placet.store import Store, open_store
+
+PLACET = str(Path(sys.executable).with_name("placet"))
+HOSTILE_REASON = "tidy up \x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07 now \u202eexe.txt"
+HOSTILE_NAME = "notes\u202etxt.sh"
+CONTROL_BYTES = [b"\x1b", b"\x07", "\u202e".encode()]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+    r = subprocess.run([PLACET, *args], capture_output=True, timeout=60)
+    assert b"Traceback" not in r.stderr, r.stderr.decode()
+    return r
+
+
+def _lines(r: subprocess.CompletedProcess[bytes]) -> list[dict[str, object]]:
+    return [json.loads(line) for line in r.stdout.decode().splitlines()]
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    with open_store(settings) as s:
+        yield s
+
+
+def _propose(store: Store, name: str, reason: str = "make a folder", **kw: object) -> int:
+    p, _ = store.create_proposal(
+        kind="mkdir",
+        request={"kind": "mkdir", "remote_parent": "docs", "name": name},
+        evidence={"remote": {"exists": False}},
+        reason=reason,
+        drive_spec="local:/tmp/drive",
+        run_id="run-cli",
+        client_name="test-agent",
+        client_version="9.9",
+        **kw,  # type: ignore[arg-type]
+    )
+    return p.id
+
+
+def test_version() -> None:
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.decode().strip() == f"placet {__version__}"
+
+
+def test_list_empty_then_filtered_and_json(store: Store) -> None:
+    r = run("list")
+    assert r.returncode == 0 and b"no proposals" in r.stdout
+    a = _propose(store, "a", ttl_seconds=600)
+    b = _propose(store, "b", ttl_seconds=600)
+    store.discard(b)
+    r = run("list")
+    assert r.returncode == 0
+    text = r.stdout.decode()
+    assert "docs/a" in text and "pending" in text and "discarded" in text
+    rows = _lines(run("list", "--json"))
+    assert [(p["id"], p["status"]) for p in rows] == [(a, "pending"), (b, "discarded")]
+    assert [p["id"] for p in _lines(run("list", "--status", "pending", "--json"))] == [a]
+    assert [p["id"] for p in _lines(run("list", "--status", "discarded,pending", "--json"))] == [
+        a,
+        b,
+    ]
+
+
+def test_unknown_status_is_a_usage_error() -> None:
+    r = run("list", "--status", "bogus")
+    assert r.returncode == 2
+    assert r.stderr.decode().count("\n") == 1 and "unknown status" in r.stderr.decode()
+
+
+def test_agent_text_never_reaches_the_terminal_raw(store: Store) -> None:
+    pid = _propose(store, HOSTILE_NAME, reason=HOSTILE_REASON, ttl_seconds=600)
+    for args in (("list",), ("show", str(pid)), ("audit",), ("list", "--json")):
+        r = run(*args)
+        assert r.returncode == 0
+        for bad in CONTROL_BYTES:
+            assert bad not in r.stdout, (args, bad)
+    shown = run("show", str(pid)).stdout.decode()
+    assert "\\x1b[2J" in shown and "\\u202e" in shown
+    assert "the agent's reason (its claim" in shown
+    # The reason is shown after placet's own facts (the request hash among them).
+    assert shown.index("request hash") < shown.index("agent's reason")
+
+
+def test_show_json_has_proposal_results_and_history(store: Store) -> None:
+    pid = _propose(store, "x", ttl_seconds=600)
+    store.accept(pid)
+    r = run("show", str(pid), "--json")
+    assert r.returncode == 0
+    (doc,) = _lines(r)
+    assert doc["proposal"]["id"] == pid and doc["proposal"]["status"] == "approved"  # type: ignore[index]
+    assert doc["op_results"] == []
+    assert [(e["from_status"], e["to_status"]) for e in doc["audit"]] == [  # type: ignore[attr-defined]
+        (None, "pending"),
+        ("pending", "approved"),
+    ]
+
+
+def test_show_missing_is_not_found() -> None:
+    r = run("show", "4242")
+    assert r.returncode == 3
+    assert r.stderr.decode().startswith("placet: not_found: proposal 4242 does not exist")
+
+
+def test_discard_then_discard_again_is_refused(store: Store) -> None:
+    pid = _propose(store, "d", ttl_seconds=600)
+    r = run("discard", str(pid), "--reason", "not today")
+    assert r.returncode == 0 and f"discarded proposal {pid}".encode() in r.stdout
+    assert store.get(pid).status == "discarded"
+    assert store.audit_events(proposal_id=pid)[-1].detail == {"reason": "not today"}
+    again = run("discard", str(pid))
+    assert again.returncode == 4 and b"wrong_state" in again.stderr
+    assert len(again.stderr.decode().strip().splitlines()) == 1
+
+
+def test_extend(store: Store) -> None:
+    pid = _propose(store, "e", ttl_seconds=600)
+    before = store.get(pid).expires_at
+    r = run("extend", str(pid), "--minutes", "45")
+    assert r.returncode == 0 and b"now expires at" in r.stdout
+    assert store.get(pid).expires_at == before + timedelta(minutes=45)
+    capped = run("extend", str(pid), "--minutes", "100000")
+    assert capped.returncode == 0 and b"capped" in capped.stdout
+    assert run("extend", str(pid), "--minutes", "5").returncode == 4  # at the cap
+    assert run("extend", str(pid)).returncode == 2  # --minutes is required
+
+
+def test_sweep_expires_due_proposals(store: Store) -> None:
+    past = datetime.now(UTC) - timedelta(minutes=10)
+    due = _propose(store, "old", ttl_seconds=60, now=past)
+    fresh = _propose(store, "new", ttl_seconds=600)
+    r = run("sweep")
+    assert r.returncode == 0
+    assert f"expired: {due}".encode() in r.stdout and b"interrupted: none" in r.stdout
+    assert store.get(due).status == "expired" and store.get(fresh).status == "pending"
+    assert store.get(due).request["name"] == "old"  # expiry keeps the request
+
+
+def test_audit_export_since_and_verify(store: Store) -> None:
+    pid = _propose(store, "f", ttl_seconds=600)
+    store.discard(pid)
+    events = _lines(run("audit", "--json"))
+    assert [(e["proposal_id"], e["to_status"]) for e in events] == [
+        (pid, "pending"),
+        (pid, "discarded"),
+    ]
+    assert all(len(str(e["hash"])) == 64 for e in events)
+    assert len(_lines(run("audit", "--json", "--since", "1h"))) == 2
+    future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    assert _lines(run("audit", "--json", "--since", future)) == []
+    assert run("audit", "--since", "yesterday-ish").returncode == 2
+    v = run("audit", "--verify")
+    assert v.returncode == 0 and b"2 events verified" in v.stdout
