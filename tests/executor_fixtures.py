@@ -137,14 +137,16 @@ def write_config(settings: Settings, **values: Any) -> None:
 def placet_cli(
     *args: str, env: dict[str, str], timeout: float = 120, **kw: Any
 ) -> subprocess.CompletedProcess[str]:
-    """Run the installed `placet` with `env`, no controlling terminal, stdin closed."""
+    """Run the installed `placet` with `env`, no controlling terminal, stdin closed
+    (or fed `input=`)."""
+    if "input" not in kw:
+        kw["stdin"] = subprocess.DEVNULL
     return subprocess.run(
         [str(PLACET), *args],
         env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
-        stdin=subprocess.DEVNULL,
         start_new_session=True,  # no controlling terminal: /dev/tty cannot be opened
         check=False,
         **kw,

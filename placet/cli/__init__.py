@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "placet.cli.hostconfig",
     "placet.cli.serve",
     "placet.cli.review",
+    "placet.cli.accept",
     "placet.cli.drive",
 )
 

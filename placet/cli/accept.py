@@ -1,0 +1,396 @@
+"""`placet accept ID [--yes]`: the owner's headless decision, then the execution.
+
+What the owner approves is what runs: the effect shown is computed from the same parsed
+ops the executor runs (`placet.executor.plan_for`), with placet's own risk flags
+(`placet.risk`) above the agent's reason (shown boxed, last, as its claim), and the
+request hash the approval binds to (DESIGN.md section 9, "Accept binds to what was
+shown"). Every string that came from an agent, a file name or the remote goes through
+`placet.text.inert`.
+
+The confirmation is a short random code that placet writes to the controlling terminal
+(``/dev/tty``) and reads back from it, after discarding anything typed ahead. A command
+run without a terminal (an agent's shell tool, a pipe, cron) therefore cannot approve,
+whatever its stdin holds; ``--yes`` skips the code only when the owner opted in with
+``allow_yes = true`` in config.toml, and the approval's audit event records
+``via``, ``yes``, ``tty`` and the request hash. What this cannot stop (a same-user
+process driving a terminal of its own) is written down in docs/security.md.
+
+Sequence: sweep (expire due, recover interrupted: a dead holder on this host is
+recovered at once), show, confirm, accept (pending, failed or interrupted -> approved),
+execute with a progress bar on stderr, one line per op result. A proposal already
+`approved` (accepted elsewhere, never claimed) is executed without asking again.
+Ctrl-C stops the transfer cleanly (the proposal becomes `interrupted`); a second Ctrl-C
+quits at once. Exit codes (`placet.errors`): 0 succeeded; 1 an op failed; 3 no such
+proposal; 4 refused (expired, wrong state, no terminal, `--yes` not allowed, binding);
+5 every failed op could not reach the drive (retryable: accept again later); 6 store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import posixpath
+import secrets
+import signal
+import sys
+import termios
+import threading
+import time
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+from placet.config import Settings, load_settings
+from placet.errors import (
+    EXIT_DRIVE_UNAVAILABLE,
+    EXIT_OK,
+    EXIT_OP_FAILED,
+    Expired,
+    PolicyRefused,
+    WrongState,
+)
+from placet.executor import ProgressEvent, execute, plan_for
+from placet.requests import Op
+from placet.risk import RiskFlag, risk_flags
+from placet.store import OpResultRecord, ProposalRecord, Store, open_store
+from placet.text import inert, inert_with_ascii
+
+CODE_ALPHABET = "ACDEFHJKLMNPRTUVWXY3479"
+"""Letters and digits that cannot be misread for one another (no 0/O, 1/I/L, 5/S...)."""
+CODE_LENGTH = 6
+_NEEDS_DECISION = ("pending", "failed", "interrupted")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `accept` to the `placet` parser."""
+    p = subparsers.add_parser(
+        "accept",
+        help="accept a proposal (confirmation code on the terminal) and execute it",
+        description="Show a proposal's exact effect, ask for a confirmation code on the "
+        "terminal, record the approval and execute it.",
+    )
+    p.add_argument("id", type=int, help="the proposal id (see `placet list`)")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="skip the confirmation code; works only with allow_yes = true in config.toml",
+    )
+    p.set_defaults(func=cmd_accept)
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    if args.yes and not settings.allow_yes:
+        raise PolicyRefused(
+            f"refusing --yes for proposal {args.id}: accepting without the confirmation "
+            f"code is off. Set allow_yes = true in {settings.config_file} to allow it, or "
+            "run `placet accept ID` at a terminal and type the code",
+            code="yes_not_allowed",
+            details={"config_key": "allow_yes", "config_file": str(settings.config_file)},
+        )
+    with open_store(settings) as store:
+        store.sweep()
+        record = store.get(args.id)
+        _check_state(record)
+        plan = plan_for(record.kind, record.request, record.evidence)
+        _emit(effect_lines(record, plan.ops))
+        if record.status in _NEEDS_DECISION:
+            with _terminal() as tty:
+                if not args.yes:
+                    if tty is None:
+                        raise PolicyRefused(
+                            f"refusing to accept proposal {record.id}: there is no terminal "
+                            "to confirm on (placet reads the confirmation code from "
+                            "/dev/tty, never from stdin); run `placet accept` in a terminal, "
+                            f"or opt in to --yes with allow_yes = true in {settings.config_file}",
+                            code="no_terminal",
+                            details={"proposal_id": record.id},
+                        )
+                    _confirm(tty, record)
+                store.accept(
+                    record.id,
+                    detail={
+                        "request_hash": record.request_hash,
+                        "via": "cli",
+                        "yes": bool(args.yes),
+                        "tty": tty is not None,
+                    },
+                )
+        else:
+            _emit([f"proposal {record.id} was already approved; executing it now"])
+        return _run(store, settings, record)
+
+
+def _check_state(record: ProposalRecord) -> None:
+    if record.status == "expired":
+        raise Expired(
+            f"cannot accept proposal {record.id}: it expired at "
+            f"{record.expires_at.isoformat()}; ask the agent to propose again",
+            details={"proposal_id": record.id},
+        )
+    if record.status == "executing":
+        raise WrongState(
+            f"cannot accept proposal {record.id}: it is executing under "
+            f"{inert(record.lease_holder or '?')}; wait for it, or, if that process is gone, "
+            "run `placet sweep` and accept again",
+            details={"proposal_id": record.id, "status": record.status},
+        )
+    if record.status not in (*_NEEDS_DECISION, "approved"):
+        raise WrongState(
+            f"cannot accept proposal {record.id}: it is {record.status}; only a pending, "
+            "failed or interrupted proposal can be accepted",
+            details={"proposal_id": record.id, "status": record.status},
+        )
+
+
+# ---- what the owner is shown ----------------------------------------------------------
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit} ({n} bytes)"
+
+
+def _flags(record: ProposalRecord, op: Op) -> list[RiskFlag]:
+    local = op.local_path or ""
+    remote = op.remote_path or ""
+    if op.kind == "download":
+        replaces = op.replace or op.expected_local is not None
+        return risk_flags(kind="download", target_path=local, replaces_existing=replaces,
+                          name_changed=False)  # fmt: skip
+    if op.kind == "mkdir":
+        return risk_flags(kind="mkdir", target_path=remote, replaces_existing=False,
+                          name_changed=False)  # fmt: skip
+    exists = op.expected_remote is not None and op.expected_remote.exists
+    renamed = record.kind == "upload" and posixpath.basename(local) != posixpath.basename(remote)
+    return risk_flags(
+        kind=op.kind,
+        target_path=remote,
+        replaces_existing=op.replace or exists,
+        name_changed=renamed,
+        source_name=posixpath.basename(local) if renamed else None,
+    )
+
+
+def _op_lines(record: ProposalRecord, op: Op, root_path: str) -> list[str]:
+    local = f"{root_path.rstrip('/')}/{op.local_path}" if op.local_path is not None else None
+    remote = f"drive:/{op.remote_path or ''}"
+    head = f"  #{op.index} {op.kind}"
+    if op.kind == "mkdir":
+        return [f"{head}  create folder {inert_with_ascii(remote)}"]
+    src, dst = (remote, local) if op.kind == "download" else (local, remote)
+    out = [
+        f"{head}  {inert_with_ascii(src or '?')}",
+        f"       -> {inert_with_ascii(dst or '?')}" + ("  (REPLACES it)" if op.replace else ""),
+        f"       size {_size(op.size)}",
+    ]
+    ev_local, ev_remote = op.expected_local, op.expected_remote
+    if op.kind != "download" and ev_local is not None:
+        out.append(f"       sha256 {ev_local.sha256}")
+        if ev_local.digest_type and ev_local.digest_type != "sha256":
+            out.append(f"       {ev_local.digest_type} {ev_local.digest}")
+    if op.kind == "download" and ev_remote is not None:
+        digest = f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "none"
+        out.append(f"       remote digest {digest}")
+    if ev_remote is not None and op.kind != "download":
+        seen = "absent" if not ev_remote.exists else (
+            f"exists, {_size(ev_remote.size)}, "
+            + (f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "no digest")
+        )  # fmt: skip
+        out.append(f"       target on the drive when proposed: {seen}")
+    if op.kind == "download":
+        seen = "absent" if ev_local is None else f"exists, {_size(ev_local.size)}"
+        out.append(f"       local target when proposed: {seen}")
+    if op.reason:
+        out.append(f"       planner: {inert(op.reason)}")
+    return out
+
+
+def effect_lines(record: ProposalRecord, ops: list[Op]) -> list[str]:
+    """What accepting `record` would do, as terminal-safe lines (placet's facts first,
+    then its risk flags, then the agent's reason boxed as its claim)."""
+    root = record.request.get("root") if isinstance(record.request, dict) else None
+    root_path = str(root.get("path", "")) if isinstance(root, dict) else ""
+    total = sum(op.size or 0 for op in ops if op.kind != "mkdir")
+    out = [
+        f"proposal {record.id}  {inert(record.kind)}  {record.status.upper()}",
+        f"  drive         {inert(record.drive_spec)}",
+        f"  proposed by   {inert(record.client_name or '?')} {inert(record.client_version or '')}"
+        f" run {inert(record.run_id)} on host {inert(record.host)}",
+        f"  ops           {len(ops)}, moving {_size(total)}",
+    ]
+    for op in ops[:200]:
+        out += _op_lines(record, op, root_path)
+    if len(ops) > 200:
+        out.append(f"  ... {len(ops) - 200} more ops (`placet show {record.id} --json` lists all)")
+    flags: list[RiskFlag] = []
+    for op in ops:
+        for f in _flags(record, op):
+            if f not in flags:
+                flags.append(f)
+    if flags:
+        out.append(f"  placet risk flags ({len(flags)}):")
+        out += [f"    ! {f.code}: {f.message}" for f in flags[:50]]
+    else:
+        out.append("  placet found no risk flags.")
+    out.append(f"  request hash  {record.request_hash}")
+    reason = inert(record.reason)
+    out.append("  the agent's reason (its claim, not checked by placet):")
+    out += [
+        f"    +{'-' * (len(reason) + 2)}+",
+        f"    | {reason} |",
+        f"    +{'-' * (len(reason) + 2)}+",
+    ]
+    return out
+
+
+def _emit(lines: list[str]) -> None:
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+# ---- the confirmation on the terminal ---------------------------------------------------
+
+
+@contextlib.contextmanager
+def _terminal() -> Iterator[int | None]:
+    """The controlling terminal, opened read-write, or None when there is none."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read_line(fd: int, limit: int = 64) -> str:
+    buf = b""
+    while len(buf) < limit:
+        ch = os.read(fd, 1)
+        if not ch or ch in b"\r\n":
+            break
+        buf += ch
+    return buf.decode("utf-8", "replace")
+
+
+def _confirm(tty: int, record: ProposalRecord) -> None:
+    """Write a fresh code to the terminal and read it back from the terminal.
+
+    Raises:
+        PolicyRefused (code ``confirmation_mismatch``): something else was typed.
+    """
+    code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+    with contextlib.suppress(termios.error):
+        termios.tcflush(tty, termios.TCIFLUSH)  # type-ahead cannot answer a code not yet shown
+    os.write(
+        tty,
+        (
+            f"\nTo accept proposal {record.id} (request hash {record.request_hash[:16]}...), "
+            f"type the code {code} and press Enter (anything else declines): "
+        ).encode(),
+    )
+    typed = _read_line(tty).strip().upper()
+    if not secrets.compare_digest(typed.encode(), code.encode()):
+        raise PolicyRefused(
+            f"proposal {record.id} was not accepted: the confirmation code did not match; "
+            "it is unchanged",
+            code="confirmation_mismatch",
+            details={"proposal_id": record.id},
+        )
+
+
+# ---- execution with a progress bar -----------------------------------------------------
+
+
+class _Bar:
+    """A one-line progress bar on stderr (redrawn in place on a terminal, at most 10/s),
+    and one line per op result."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self._last = 0.0
+        self._drawn = False
+
+    def __call__(self, ev: ProgressEvent) -> None:
+        if ev.op_result is not None:
+            self._clear()
+            sys.stderr.write(_result_line(ev.op_result) + "\n")
+            sys.stderr.flush()
+            return
+        now = time.monotonic()
+        if not self.tty or now - self._last < 0.1:
+            return
+        self._last = now
+        frac = ev.bytes_done / ev.bytes_total if ev.bytes_total else 1.0
+        filled = int(frac * 30)
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (30 - filled)}] {frac * 100:5.1f}%  "
+            f"{ev.bytes_done / 2**20:.1f}/{ev.bytes_total / 2**20:.1f} MiB  "
+            f"op {ev.op_index + 1}/{ev.op_count} "
+        )
+        sys.stderr.flush()
+        self._drawn = True
+
+    def _clear(self) -> None:
+        if self._drawn:
+            sys.stderr.write("\r" + " " * 79 + "\r")
+            self._drawn = False
+
+
+def _result_line(r: OpResultRecord) -> str:
+    d = r.detail
+    what = inert(str(r.op.get("remote_path") or r.op.get("local_path") or ""))
+    if r.outcome in ("done", "already_done"):
+        how = d.get("verification")
+        extra = f" ({inert(str(how))}" + (f", {d['path_taken']}" if d.get("path_taken") else "")
+        return f"  #{r.op_index} {r.outcome}: {what}" + (extra + ")" if how else "")
+    return f"  #{r.op_index} {r.outcome}: {what}: {inert(str(d.get('message', '')))}"
+
+
+def _run(store: Store, settings: Settings, record: ProposalRecord) -> int:
+    cancel = threading.Event()
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        sys.stderr.write("\nstopping after cleaning up (Ctrl-C again to quit at once)\n")
+
+    previous: Any = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        final = execute(store, settings, record.id, progress=_Bar(), cancel=cancel)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    results = store.op_results(final.id)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    shown = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no ops journaled"
+    _emit([f"proposal {final.id} {final.status}: {shown}"])
+    return exit_code(final, results)
+
+
+def exit_code(final: ProposalRecord, results: list[OpResultRecord]) -> int:
+    """0 succeeded; 5 when every failed op could not reach the drive; else 1."""
+    if final.status == "succeeded":
+        return EXIT_OK
+    bad = [r for r in results if r.outcome not in ("done", "already_done")]
+    if bad and all(r.detail.get("code") == "drive_unavailable" for r in bad):
+        return EXIT_DRIVE_UNAVAILABLE
+    return EXIT_OP_FAILED
+
+
+__all__ = ["cmd_accept", "effect_lines", "exit_code", "register"]

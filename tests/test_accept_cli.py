@@ -1,0 +1,185 @@
+"""`placet accept`: the confirmation code comes from the terminal itself, `--yes` needs
+the owner's opt-in, and the exit codes follow `placet.errors`."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from executor_fixtures import PLACET, Rig, make_rig, placet_cli, write_config
+from tui_pty import PtyProcess
+
+from placet.config import Settings
+from placet.drive import RcloneDrive
+from placet.requests import request_hash
+
+pytest_plugins = ["drive_fixtures"]
+
+
+@pytest.fixture
+def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
+    remote = tmp_path / "drive"
+    remote.mkdir()
+    r = make_rig(settings, make_drive(str(remote)), tmp_path, remote)
+    write_config(r.settings, drive=r.drive.spec)
+    return r
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ)
+
+
+def _approval(rig: Rig, pid: int) -> dict[str, object]:
+    [event] = [e for e in rig.store.audit_events(proposal_id=pid) if e.to_status == "approved"]
+    assert event.actor == "owner"
+    return event.detail
+
+
+def test_yes_refused_without_opt_in(rig: Rig) -> None:
+    rig.write("a.txt", b"a")
+    rec = rig.upload("a.txt")
+    r = placet_cli("accept", str(rec.id), "--yes", env=_env())
+    assert r.returncode == 4
+    assert "allow_yes" in r.stderr and str(rig.settings.config_file) in r.stderr
+    assert rig.store.get(rec.id).status == "pending"
+
+
+def test_without_a_terminal_it_refuses_whatever_stdin_says(rig: Rig) -> None:
+    rig.write("a.txt", b"a")
+    rec = rig.upload("a.txt")
+    r = placet_cli("accept", str(rec.id), env=_env(), input="yes\nACDEFH\n")
+    assert r.returncode == 4
+    assert "no_terminal" in r.stderr
+    assert rig.store.get(rec.id).status == "pending"
+    assert rig.remote_dir is not None and os.listdir(rig.remote_dir) == []
+    # the effect was shown: paths, size, hash, the reason boxed
+    assert rec.request_hash in r.stdout and "| test upload |" in r.stdout
+
+
+def _code(out: bytes) -> str:
+    m = re.search(rb"type the code ([A-Z0-9]{6})", out)
+    assert m, out.decode(errors="replace")
+    return m.group(1).decode()
+
+
+def test_code_typed_on_the_terminal_accepts_and_executes(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    rig.write("doc.txt", b"approved bytes")
+    rec = rig.upload("doc.txt", "")
+    p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
+    try:
+        p.send("TYPEAHEAD\r", gap=0)  # typed before the code is shown: discarded
+        assert p.wait_for(b"type the code ")
+        p.send(_code(p.bytes()) + "\r")
+        assert p.wait_exit(60) == 0, p.bytes().decode(errors="replace")
+    finally:
+        p.kill()
+    out = p.bytes()
+    assert b"succeeded" in out and rec.request_hash.encode() in out
+    assert (rig.remote_dir / "doc.txt").read_bytes() == b"approved bytes"
+    detail = _approval(rig, rec.id)
+    assert detail == {"request_hash": rec.request_hash, "via": "cli", "yes": False, "tty": True}
+    assert rig.store.get(rec.id).status == "succeeded"
+
+
+def test_wrong_code_declines(rig: Rig) -> None:
+    rig.write("doc.txt", b"x")
+    rec = rig.upload("doc.txt")
+    p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
+    try:
+        assert p.wait_for(b"type the code ")
+        p.send("AAAAAA\r")
+        assert p.wait_exit(30) == 4
+    finally:
+        p.kill()
+    assert b"confirmation_mismatch" in p.bytes()
+    assert rig.store.get(rec.id).status == "pending"
+
+
+def test_yes_with_opt_in_records_no_terminal(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True)
+    rig.write("y.txt", b"yes")
+    rec = rig.upload("y.txt")
+    r = placet_cli("accept", str(rec.id), "--yes", env=_env())
+    assert r.returncode == 0, r.stderr
+    assert "#0 done: y.txt (digest:sha256, temp+move)" in r.stderr
+    assert _approval(rig, rec.id) == {
+        "request_hash": rec.request_hash,
+        "via": "cli",
+        "yes": True,
+        "tty": False,
+    }
+    assert (rig.remote_dir / "y.txt").read_bytes() == b"yes"
+
+
+def test_exit_codes(rig: Rig) -> None:
+    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True)
+    env = _env()
+    assert placet_cli("accept", "999", "--yes", env=env).returncode == 3
+
+    p = rig.write("s.txt", b"one")
+    rec = rig.upload("s.txt")
+    p.write_bytes(b"two!")  # stale at execution: an op failed
+    r = placet_cli("accept", str(rec.id), "--yes", env=env)
+    assert r.returncode == 1, r.stderr
+    assert "stale" in r.stderr
+    # a failed proposal can be accepted again; still stale, still 1
+    assert placet_cli("accept", str(rec.id), "--yes", env=env).returncode == 1
+    assert rig.store.get(rec.id).attempt == 2
+
+    done = rig.write("d.txt", b"d")
+    ok = rig.upload("d.txt")
+    assert placet_cli("accept", str(ok.id), "--yes", env=env).returncode == 0
+    r = placet_cli("accept", str(ok.id), "--yes", env=env)  # succeeded is final
+    assert r.returncode == 4 and "succeeded" in r.stderr
+    assert done.exists()
+
+
+def test_expired_proposal_is_refused(rig: Rig) -> None:
+    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True)
+    rig.write("e.txt", b"e")
+    fresh = rig.upload("e.txt")
+    past = datetime.now(UTC) - timedelta(hours=1)
+    old, _ = rig.store.create_proposal(
+        kind="upload",
+        request=dict(fresh.request, name="e2.txt"),
+        evidence=fresh.evidence,
+        reason="old",
+        drive_spec=rig.drive.spec,
+        run_id="run-old",
+        ttl_seconds=300,
+        now=past,
+    )
+    r = placet_cli("accept", str(old.id), "--yes", env=_env())
+    assert r.returncode == 4 and "expired" in r.stderr
+    assert rig.store.get(old.id).status == "expired"
+    assert old.request_hash == request_hash("upload", old.request, old.evidence)
+
+
+def test_a_proposal_left_approved_is_executed_without_asking(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    rig.write("left.txt", b"left approved")
+    rec = rig.upload("left.txt")
+    rig.accept(rec)  # decided in the UI, never executed
+    r = placet_cli("accept", str(rec.id), env=_env())  # no terminal, no --yes
+    assert r.returncode == 0, r.stderr
+    assert "already approved" in r.stdout
+    assert (rig.remote_dir / "left.txt").read_bytes() == b"left approved"
+
+
+def test_executing_proposal_is_not_taken_over(rig: Rig) -> None:
+    from placet.store import LeaseHolder
+
+    rig.write("busy.txt", b"b")
+    rec = rig.upload("busy.txt")
+    rig.accept(rec)
+    rig.store.claim(rec.id, holder=LeaseHolder.current())  # this (live) process holds it
+    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True)
+    r = placet_cli("accept", str(rec.id), "--yes", env=_env())
+    assert r.returncode == 4 and "executing" in r.stderr
+    assert rig.store.get(rec.id).status == "executing"
