@@ -10,7 +10,9 @@ sys.path via the root conftest's directory), or import the helpers directly.
 * `webdav_server`, `sftp_server` (session): one server each, serving a temp folder;
   each test uses its own sub-folder (`served.spec(sub)`). WebDAV reports no digests;
   SFTP reports md5 + sha1 (the server runs md5sum/sha1sum).
-* `start_server(kind)`: a fresh server the test may stop (`served.stop()`).
+* `start_server(kind)`: a fresh server the test may stop (`served.stop()`); kinds
+  ``webdav``, ``sftp`` and ``s3`` (`rclone serve s3`: md5 digests, no server-side move,
+  so a replacement takes the direct path; objects live under `root / S3_BUCKET`).
 * `sub`: a fresh folder name for a test on a shared server.
 * `make_drive(spec, env=None)`: an `RcloneDrive` with a private run dir, closed at
   teardown; `local_drive`: one over a fresh local folder.
@@ -34,6 +36,7 @@ from placet.drive.proc import child_env, spawn, stop
 
 RCLONE = Path(sys.executable).parent / "rclone"
 USER, PASSWORD = "placet", "s3cret-Passw0rd"
+S3_BUCKET = "bucket"
 
 
 def free_port() -> int:
@@ -75,11 +78,19 @@ class ServedRemote:
     def options(self) -> str:
         if self.kind == "webdav":
             return f"url='http://127.0.0.1:{self.port}',vendor=rclone,user={USER}"
+        if self.kind == "s3":
+            return (
+                f"provider=Rclone,endpoint='http://127.0.0.1:{self.port}',"
+                f"access_key_id={USER},secret_access_key={PASSWORD}"
+            )
         return f"host=127.0.0.1,port={self.port},user={USER},known_hosts_file=none"
 
     def spec(self, sub: str = "") -> str:
-        """A connection string with the obscured password inline (tests only: drive_for
-        refuses this; RcloneDrive accepts it, which the redaction tests rely on)."""
+        """A connection string with the secret inline (tests only: drive_for refuses
+        this; RcloneDrive accepts it, which the redaction tests rely on). For s3, `sub`
+        lies inside the bucket `S3_BUCKET`."""
+        if self.kind == "s3":
+            return f":s3,{self.options}:{S3_BUCKET}/{sub}".rstrip("/")
         return f":{self.kind},{self.options},pass={self.obscured}:{sub}"
 
     def named(self, sub: str = "") -> tuple[str, dict[str, str]]:
@@ -104,6 +115,11 @@ class ServedRemote:
         return f"srv:{sub}", env
 
     def start(self) -> None:
+        if self.kind == "s3":
+            (self.root / S3_BUCKET).mkdir(exist_ok=True)
+            auth = ["--auth-key", f"{USER},{PASSWORD}"]
+        else:
+            auth = ["--user", USER, "--pass", PASSWORD]
         argv = [
             str(RCLONE),
             "serve",
@@ -111,10 +127,7 @@ class ServedRemote:
             str(self.root),
             "--addr",
             f"127.0.0.1:{self.port}",
-            "--user",
-            USER,
-            "--pass",
-            PASSWORD,
+            *auth,
             "--dir-cache-time",  # files the test writes straight to disk show up at once
             "0s",
         ]

@@ -151,3 +151,29 @@ def test_errors_never_carry_the_obscured_password(
         assert served.password not in text
     assert "<redacted>" in str(e3.value.details) or "127.0.0.1:1" not in str(e3.value.details)
     assert served.obscured not in repr(bad)
+
+
+def test_s3_replacement_goes_straight_onto_the_target(
+    start_server: Callable[[str], ServedRemote], make_drive: MakeDrive, tmp_path: Path
+) -> None:
+    served = start_server("s3")
+    drive = make_drive(served.spec("sub"))
+    caps = drive.capabilities()
+    assert caps.hash_types == ("md5",)
+    assert not caps.can_move and not caps.server_side_replace
+    on_disk = served.root / "bucket" / "sub" / "f.txt"
+    fd, sha = _src(tmp_path, b"version one")
+    journaled: list[str] = []
+    r = drive.upload_from_fd(fd, 11, "f.txt", expected_sha256=sha, journal=journaled.append)
+    assert (r.path_taken, r.verification) == ("temp+move", "digest:md5")  # a new file
+    assert journaled == [r.temp_path] and on_disk.read_bytes() == b"version one"
+    data = b"version two, longer"
+    fd, sha = _src(tmp_path, data)
+    journaled.clear()
+    r = drive.upload_from_fd(
+        fd, len(data), "f.txt", expected_sha256=sha, replace=True, journal=journaled.append
+    )
+    assert (r.path_taken, r.verification, r.temp_path) == ("direct-replace", "digest:md5", None)
+    assert r.digest == hashlib.md5(data).hexdigest() and journaled == []
+    assert on_disk.read_bytes() == data
+    assert sorted(p.name for p in on_disk.parent.iterdir()) == ["f.txt"]
