@@ -1,0 +1,145 @@
+"""The hostile-path table, through one real `placet serve` (DESIGN.md section 6).
+
+Every path an agent could use to escape a root or smuggle an rclone option goes through
+the MCP tools that take it, against a single server process: each is refused with its
+specific code, the server keeps answering, and neither the local root nor the drive
+changes. Local paths are tried as an upload source and as a download target; remote
+paths as a folder to list, a file to read, an upload parent, a mkdir parent and name, and
+a download source.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_fixtures import Workspace, connect, error_of, make_workspace, ok, snapshot
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def ws(tmp_path: Path, placet_home: Path) -> Workspace:
+    w = make_workspace(tmp_path, placet_home)
+    os.symlink(w.outside / "secret.txt", w.root / "link_out")  # points outside the root
+    os.symlink("hello.txt", w.root / "link_in")  # points inside: refused all the same
+    os.symlink(w.root / "docs", w.root / "linkdir")  # a parent folder that is a symlink
+    return w
+
+
+def _local_table(ws: Workspace) -> list[tuple[str, str, str]]:
+    """(label, local path, code) for both upload sources and download targets."""
+    return [
+        ("dotdot", "../x", "path_invalid"),
+        ("absolute outside", "/etc/passwd", "path_outside_root"),
+        ("dotdot inside", "a/../../b", "path_invalid"),
+        ("drive letter", "C:\\x", "path_invalid"),
+        ("unc", "\\\\server\\share", "path_invalid"),
+        ("backslash", "a\\b", "path_invalid"),
+        ("nul", "a\x00b", "path_invalid"),
+        ("device name", "CON", "path_invalid"),
+        ("device name with extension", "nul.txt", "path_invalid"),
+        ("300-char name", "a" * 300, "path_invalid"),
+        ("20 deep", "/".join(["d"] * 20), "path_invalid"),
+        ("symlink to outside", "link_out", "path_outside_root"),
+        ("symlink inside to inside", "link_in", "symlink_refused"),
+        ("parent is a symlink", "linkdir/guide.md", "symlink_refused"),
+        ("sibling root-evil", str(ws.outside / "secret.txt"), "path_outside_root"),
+        ("escape char", "a\x1bb", "path_invalid"),
+    ]
+
+
+REMOTE_TABLE: list[tuple[str, str, str]] = [
+    ("leading dash", "-flag", "path_invalid"),
+    ("on-the-fly backend", ":local:/etc", "path_invalid"),
+    ("another remote", "other:x", "path_invalid"),
+    ("dotdot", "a/../b", "path_invalid"),
+    ("escape char", "a\x1bb", "path_invalid"),
+    ("absolute", "/etc", "path_invalid"),
+    ("nul", "a\x00b", "path_invalid"),
+]
+
+
+def _remote_calls(path: str) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        ("drive_list", {"path": path}),
+        ("drive_read", {"path": path}),
+        ("propose_upload", {"local_path": "hello.txt", "remote_parent": path, "reason": "r"}),
+        ("propose_mkdir", {"remote_parent": path, "name": "ok", "reason": "r"}),
+        ("propose_mkdir", {"remote_parent": "", "name": path, "reason": "r"}),
+        ("propose_download", {"remote_path": path, "local_path": "new.txt", "reason": "r"}),
+    ]
+
+
+async def test_hostile_paths_refused_with_specific_codes_by_one_server(ws: Workspace) -> None:
+    before = (snapshot(ws.root), snapshot(ws.drive))
+    failures: list[str] = []
+    calls = 0
+    async with connect(ws) as client:
+
+        async def expect(label: str, tool: str, args: dict[str, Any], code: str) -> None:
+            nonlocal calls
+            calls += 1
+            result = await client.call_tool(tool, args)
+            if not result.is_error:
+                failures.append(f"{label} via {tool}: accepted {result.structured_content}")
+                return
+            err = error_of(result)
+            if err["code"] != code:
+                failures.append(f"{label} via {tool}: {err['code']} (want {code}): {err}")
+            # the server is still serving after every refusal
+            ok(await client.call_tool("roots_list", {}))
+
+        for label, path, code in _local_table(ws):
+            await expect(
+                label,
+                "propose_upload",
+                {"local_path": path, "remote_parent": "", "reason": "hostile"},
+                code,
+            )
+            await expect(
+                label,
+                "propose_download",
+                {"remote_path": "remote.txt", "local_path": path, "reason": "hostile"},
+                code,
+            )
+        for label, path, code in REMOTE_TABLE:
+            for tool, args in _remote_calls(path):
+                await expect(f"remote {label}", tool, args, code)
+        # A sane call still works on the same server, and nothing was proposed.
+        listed = ok(await client.call_tool("proposal_list", {}))
+        assert listed["proposals"] == []
+    assert not failures, "\n".join(failures)
+    assert calls == 2 * len(_local_table(ws)) + 6 * len(REMOTE_TABLE)
+    assert (snapshot(ws.root), snapshot(ws.drive)) == before
+
+
+async def test_messages_say_what_to_do_and_escape_control_characters(ws: Workspace) -> None:
+    async with connect(ws) as client:
+        err = error_of(
+            await client.call_tool(
+                "propose_upload",
+                {"local_path": "a\x1b[2Jb", "remote_parent": "", "reason": "r"},
+            )
+        )
+        assert "\x1b" not in err["message"] and "\\x1b" in err["message"]
+        err = error_of(
+            await client.call_tool(
+                "propose_upload", {"local_path": "link_in", "remote_parent": "", "reason": "r"}
+            )
+        )
+        assert "symbolic link" in err["message"] and "real path" in err["message"]
+        err = error_of(
+            await client.call_tool(
+                "propose_upload",
+                {"local_path": "hello.txt", "remote_parent": "", "reason": "r", "root": "nope"},
+            )
+        )
+        assert err["code"] == "root_unknown" and "proj" in err["message"]
