@@ -149,7 +149,7 @@ def test_errors_never_carry_the_obscured_password(
         text = f"{err.message} {err.details} {err!r} {err.to_dict()}"
         assert served.obscured not in text and webdav_server.obscured not in text
         assert served.password not in text
-    assert "<redacted>" in str(e3.value.details) or "127.0.0.1:1" not in str(e3.value.details)
+    assert "connection refused" in e3.value.details["rclone_message"]  # the useful part stays
     assert served.obscured not in repr(bad)
 
 

@@ -204,3 +204,10 @@ def test_rclone_path_must_be_absolute(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         resolve_rclone_path(tmp_path / "rclone")
     assert resolve_rclone_path(None).is_absolute()
+
+
+def test_spec_secret_values_are_only_the_secret_options() -> None:
+    spec = parse_spec(
+        ":webdav,url='https://bob:pw12@h/dav',vendor=rclone,user=bob,pass=Obsc-ured_123:x"
+    )
+    assert spec.secret_values() == ["https://bob:pw12@h/dav", "Obsc-ured_123"]

@@ -35,6 +35,7 @@ from dataclasses import replace
 
 from placet.drive import transfer
 from placet.drive.base import (
+    DIGEST_PREFERENCE,
     DownloadResult,
     Entry,
     JournalFn,
@@ -325,6 +326,10 @@ class RcloneDrive(RcloneCore):
         remote_path = check_drive_path(remote_path)
         if not remote_path:
             raise UsageError("upload needs a file path, not the drive root")
+        if expected_digest is not None and expected_digest[0].lower() not in DIGEST_PREFERENCE:
+            raise UsageError(
+                f"expected_digest type {expected_digest[0]!r} is not one of {DIGEST_PREFERENCE}"
+            )
         caps = self.capabilities()
         existing = self.stat(remote_path)
         if existing is not None and (existing.is_dir or not replace):

@@ -68,8 +68,9 @@ class DriveSpec:
         return self.name if self.kind == "onthefly" else None
 
     def secret_values(self) -> list[str]:
-        """Every option value of the connection string (any might be a secret in an error)."""
-        return [v for _, v in self.options if v]
+        """Values of the connection string's secret options (`pass`, `token`, `*_key`…)
+        and of any URL carrying a password, to be cut out of rclone's messages."""
+        return [v for k, v in self.options if v and (_is_secret_option(k) or _USERINFO.search(v))]
 
     def join(self, path: str) -> str:
         """The rclone argument for `path` (relative to the drive root; ``""`` is the root)."""
