@@ -1,0 +1,170 @@
+"""Waiting for the owner, end to end: proposal_wait against decisions made by other
+processes (`placet accept --yes`, `placet discard`), its timeout, expiry, the sweeper,
+and an accepted upload visible through drive_list with the agent's own digest.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp_fixtures import Workspace, connect, make_workspace, ok, sha256_of, snapshot
+
+from placet.config import load_settings
+from placet.store import open_store
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def ws(tmp_path: Path, placet_home: Path) -> Workspace:
+    w = make_workspace(tmp_path, placet_home)
+    w.write_config(allow_yes=True, sweep_seconds=0.5)
+    return w
+
+
+UPLOAD = {"local_path": "hello.txt", "remote_parent": "shared", "reason": "publish the greeting"}
+
+
+async def _accept_later(ws: Workspace, pid: int, delay: float) -> Any:
+    await anyio.sleep(delay)
+    return await anyio.to_thread.run_sync(lambda: ws.placet("accept", str(pid), "--yes"))
+
+
+async def test_wait_returns_when_another_process_accepts_and_the_upload_lands(
+    ws: Workspace,
+) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(p: float, total: float | None, msg: str | None) -> None:
+        progress.append((p, total, msg))
+
+    async with connect(ws) as client:
+        proposed = ok(await client.call_tool("propose_upload", UPLOAD))["proposal"]
+        pid = proposed["id"]
+        local_digest = proposed["evidence"]["local"]["sha256"]
+        assert not (ws.drive / "shared" / "hello.txt").exists()  # inert until accepted
+        accepted: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def accept() -> None:
+                accepted.append(await _accept_later(ws, pid, 2.5))
+
+            tg.start_soon(accept)
+            started = time.monotonic()
+            waited = ok(
+                await client.call_tool(
+                    "proposal_wait", {"id": pid, "timeout_s": 45}, progress_callback=on_progress
+                )
+            )
+            elapsed = time.monotonic() - started
+        assert accepted[0].returncode == 0, accepted[0].stderr
+        assert waited["timed_out"] is False and waited["proposal"]["status"] == "succeeded"
+        assert waited["proposal"]["decided"] is True and elapsed < 45
+        assert [o["outcome"] for o in waited["op_results"]] == ["done"]
+        assert progress and all(msg and f"proposal {pid}" in msg for _, _, msg in progress)
+        assert all(total == 45 for _, total, _ in progress)
+        listing = ok(
+            await client.call_tool("drive_list", {"path": "shared", "include_digest": True})
+        )
+    entry = {e["name"]: e for e in listing["entries"]}["hello.txt"]
+    assert entry["digests"]["sha256"] == local_digest == sha256_of(ws.root / "hello.txt")
+    assert (ws.drive / "shared" / "hello.txt").read_bytes() == (ws.root / "hello.txt").read_bytes()
+
+
+async def test_wait_times_out_with_status_pending(ws: Workspace) -> None:
+    seen: list[float] = []
+
+    async def on_progress(p: float, total: float | None, msg: str | None) -> None:
+        seen.append(p)
+
+    async with connect(ws) as client:
+        pid = ok(await client.call_tool("propose_upload", UPLOAD))["proposal"]["id"]
+        waited = ok(
+            await client.call_tool(
+                "proposal_wait", {"id": pid, "timeout_s": 3}, progress_callback=on_progress
+            )
+        )
+        assert waited["timed_out"] is True and waited["proposal"]["status"] == "pending"
+        assert (
+            waited["waited_s"] >= 3
+            and "call again"
+            in (await client.call_tool("proposal_wait", {"id": pid, "timeout_s": 0}))
+            .content[0]
+            .text
+        )
+        assert seen and seen == sorted(seen)
+
+
+async def test_wait_reports_a_discard_made_by_the_cli(ws: Workspace) -> None:
+    before = snapshot(ws.drive)
+    async with connect(ws) as client:
+        mkdir = {"remote_parent": "", "name": "new", "reason": "a folder for reports"}
+        pid = ok(await client.call_tool("propose_mkdir", mkdir))["proposal"]["id"]
+
+        async def discard() -> None:
+            await anyio.sleep(1.5)
+            r = await anyio.to_thread.run_sync(lambda: ws.placet("discard", str(pid)))
+            assert r.returncode == 0, r.stderr
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(discard)
+            waited = ok(await client.call_tool("proposal_wait", {"id": pid, "timeout_s": 30}))
+        assert waited["proposal"]["status"] == "discarded" and waited["timed_out"] is False
+        assert waited["proposal"]["resolved_by"] == "owner"
+    assert snapshot(ws.drive) == before
+
+
+def _expired_mkdir(ws: Workspace, name: str) -> int:
+    """A mkdir proposal made straight through the store with a 1 s TTL (agents cannot ask
+    for less than 5 minutes); it is visible to any server on the same drive."""
+    settings = load_settings()
+    store = open_store(settings)
+    try:
+        rec, _ = store.create_proposal(
+            kind="mkdir",
+            request={"kind": "mkdir", "remote_parent": "", "name": name},
+            evidence={"remote": {"exists": False}},
+            reason="short-lived",
+            drive_spec=str(ws.drive),
+            run_id="another-bridge",
+            ttl_seconds=1,
+        )
+        return rec.id
+    finally:
+        store.close()
+
+
+async def test_wait_reports_expired_without_waiting_for_the_sweeper(ws: Workspace) -> None:
+    ws.write_config(allow_yes=True, sweep_seconds=3600)  # the timer will not run in time
+    pid = _expired_mkdir(ws, "fleeting")
+    async with connect(ws) as client:
+        waited = ok(await client.call_tool("proposal_wait", {"id": pid, "timeout_s": 20}))
+        assert waited["proposal"]["status"] == "expired" and waited["timed_out"] is False
+        assert waited["waited_s"] < 20
+
+
+async def test_the_server_sweeps_on_a_timer(ws: Workspace) -> None:
+    async with connect(ws) as client:
+        ok(await client.call_tool("roots_list", {}))  # the server is up, its sweeper running
+        pid = _expired_mkdir(ws, "swept")
+        deadline = time.monotonic() + 30
+        status = "pending"
+        while status == "pending" and time.monotonic() < deadline:
+            await anyio.sleep(0.25)
+            store = open_store(load_settings())  # read directly: no tool call expires it
+            status = store.get(pid).status
+            store.close()
+        assert status == "expired"
+        store = open_store(load_settings())
+        events = store.audit_events(proposal_id=pid)
+        store.close()
+        assert events[-1].actor == "sweeper" and events[-1].to_status == "expired"
