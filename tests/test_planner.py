@@ -486,3 +486,17 @@ def test_op_paths_for_io_keep_on_disk_and_listed_names() -> None:
     assert ops[NFC_CAFE].remote_path == NFD_CAFE
     assert ops["Up.txt"].remote_path == "up.txt"
     assert ops["Up.txt"].local_path == "Up.txt"
+
+
+def test_planning_leaves_the_garbage_collector_as_it_was() -> None:
+    import gc
+
+    assert gc.isenabled()
+    plan([L("a", "x")], [], {}, SHA1)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        plan([L("a", "x")], [], {}, SHA1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -6,7 +6,9 @@ plan plus the agent's conflict decisions into the executor's `Op`s. Only the ind
 does I/O.
 """
 
+from placet.sync.cache import CachedDigest, DigestCache, MemoryDigestCache
 from placet.sync.digests import DIGEST_ORDER, choose_digest_type, compare, hash_fd
+from placet.sync.indexer import IndexResult, index_local
 from placet.sync.model import (
     ALLOWED_DECISIONS,
     DEFAULT_ENTRY_CAP,
@@ -28,9 +30,13 @@ __all__ = [
     "DEFAULT_ENTRY_CAP",
     "DIGEST_ORDER",
     "BaselineEntry",
+    "CachedDigest",
     "Capabilities",
+    "DigestCache",
     "EmptySideRefused",
+    "IndexResult",
     "LocalEntry",
+    "MemoryDigestCache",
     "PlanCapabilities",
     "PlanOp",
     "PlanReport",
@@ -41,6 +47,7 @@ __all__ = [
     "choose_digest_type",
     "compare",
     "hash_fd",
+    "index_local",
     "plan",
     "to_request_ops",
 ]

@@ -28,16 +28,16 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from placet.errors import LimitExceeded, NotFound, PathRefused
 from placet.paths import MAX_LOCAL_DEPTH
+from placet.sync.cache import DIGEST_CACHE_VERSION, CachedDigest, DigestCache, MemoryDigestCache
 from placet.sync.digests import CHUNK_SIZE, hash_fd, normalise_types
-from placet.sync.model import DEFAULT_ENTRY_CAP, LocalEntry, nfc
+from placet.sync.model import DEFAULT_ENTRY_CAP, LocalEntry, gc_paused, nfc
 
 RACY_WINDOW_NS = 2_000_000_000
 """Timestamp granularity assumed for the racily-clean rule: 2 s covers FAT/exFAT (2 s
@@ -45,9 +45,6 @@ mtime), SMB and every finer filesystem, conservatively."""
 
 POOL_MIN_BYTES = 256 * 1024
 """Files at least this large are hashed by the thread pool; smaller ones inline."""
-
-DIGEST_CACHE_VERSION = 1
-"""Version of `CachedDigest`'s meaning; a persistent cache keyed by another is discarded."""
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -58,61 +55,6 @@ _SPECIAL = (
     (stat.S_ISCHR, "character device"),
     (stat.S_ISBLK, "block device"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class CachedDigest:
-    """A file's digests as last read, with the stat fields that must match to reuse them.
-
-    `path`: on-disk name relative to the root (POSIX). `mtime_ns`/`ctime_ns`: ns since
-    the epoch. `digests`: the other types (lower-case hex) by name. `verified`: read
-    from settled bytes; an unverified entry is never reused.
-    """
-
-    path: str
-    size: int
-    mtime_ns: int
-    inode: int
-    ctime_ns: int
-    sha256: str
-    digests: Mapping[str, str]
-    verified: bool
-
-
-class DigestCache(Protocol):
-    """Where digests persist between indexes; the store implements it with SQLite.
-
-    `get_under` loads a folder's entries in one call (the indexer's only read), so a
-    warm index of 100,000 files costs one query, not 100,000.
-    """
-
-    def get(self, root_key: str, path: str) -> CachedDigest | None: ...
-
-    def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
-        """Entries whose path is `prefix` or lies beneath it ("" = all), by path."""
-        ...
-
-    def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None: ...
-
-
-class MemoryDigestCache:
-    """An in-process `DigestCache` (tests, one-shot CLI runs)."""
-
-    def __init__(self) -> None:
-        self._roots: dict[str, dict[str, CachedDigest]] = {}
-
-    def get(self, root_key: str, path: str) -> CachedDigest | None:
-        return self._roots.get(root_key, {}).get(path)
-
-    def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
-        entries = self._roots.get(root_key, {})
-        if not prefix:
-            return dict(entries)
-        below = prefix + "/"
-        return {p: c for p, c in entries.items() if p == prefix or p.startswith(below)}
-
-    def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
-        self._roots.setdefault(root_key, {}).update((c.path, c) for c in entries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +80,7 @@ class IndexResult:
 class _Walk:
     types: tuple[str, ...]  # sha256 first, then the other requested types
     primary: str | None  # LocalEntry.digest_type
+    need: frozenset[str]  # the types besides sha256 a cached entry must hold
     start_ns: int
     cached: Mapping[str, CachedDigest]
     rel_prefix: str  # the indexed folder, relative to the root ("" or "a/b/")
@@ -240,7 +183,7 @@ def _file(w: _Walk, dir_fd: int, name: str, path: str, raw: str, st: os.stat_res
         and c.mtime_ns == st.st_mtime_ns
         and c.inode == st.st_ino
         and c.ctime_ns == st.st_ctime_ns
-        and all(t in c.digests for t in w.types[1:])
+        and c.digests.keys() >= w.need
     ):
         w.cache_hits += 1
         digest = c.sha256 if w.primary == "sha256" else c.digests.get(w.primary or "")
@@ -441,6 +384,7 @@ def index_local(
     w = _Walk(
         types=("sha256", *(t for t in requested if t != "sha256")),
         primary=requested[0] if requested else None,
+        need=frozenset(t for t in requested if t != "sha256"),
         start_ns=start,
         cached=cache.get_under(root_key, "/".join(parts)),
         rel_prefix=rel_prefix,
@@ -452,7 +396,8 @@ def index_local(
     )
     fd = _open_folder(root_path, parts)
     try:
-        _walk_dir(w, fd, "", "", 0)
+        with gc_paused():
+            _walk_dir(w, fd, "", "", 0)
     except PermissionError as e:
         raise PathRefused(
             f"cannot list {rel or '.'!r}: {e.strerror}; check its permissions",
@@ -463,7 +408,8 @@ def index_local(
         os.close(fd)
         if pool is not None:
             pool.shutdown(wait=True)
-    return _collect(w, cache, root_key, start)
+    with gc_paused():
+        return _collect(w, cache, root_key, start)
 
 
 def _collect(w: _Walk, cache: DigestCache, root_key: str, start: int) -> IndexResult:

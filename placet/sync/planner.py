@@ -52,6 +52,7 @@ from placet.sync.model import (
     RemoteEntry,
     ReportKind,
     SyncPlan,
+    gc_paused,
     is_hidden,
     nfc,
     parse_rfc3339_ns,
@@ -422,6 +423,7 @@ def _cap_error(side: str, cap: int) -> LimitExceeded:
     )
 
 
+@gc_paused()
 def plan(
     local: Iterable[LocalEntry],
     remote: Iterable[RemoteEntry],
@@ -472,9 +474,24 @@ def plan(
             "again with allow_empty_side=true",
             details={"side": side, "baseline_entries": len(baseline)},
         )
-    pl.base = {pl.key(nfc(k)): v for k, v in baseline.items()}
-    for key in sorted(pl.loc.keys() | pl.rem.keys()):
-        pl.classify(key)
+    pl.base = base = {pl.key(nfc(k)): v for k, v in baseline.items()}
+    loc, rem, blocked, dups = pl.loc, pl.rem, pl.blocked, pl.ldups.keys() | pl.rdups.keys()
+    for key in sorted(loc.keys() | rem.keys()):
+        lo, r = loc.get(key), rem.get(key)
+        # Fast path for the bulk of a tree: a file on both sides, nothing unusual above it.
+        if (
+            lo is not None
+            and r is not None
+            and lo.kind == "file"
+            and r.kind == "file"
+            and lo.sha256 is not None
+            and key not in dups
+            and not (blocked and key.rpartition("/")[0] in blocked)
+        ):
+            b = base.get(key)
+            pl.both_files(lo.path, lo, r, b if b is not None and b.sha256 is not None else None)
+        else:
+            pl.classify(key)
     pl.finish_dirs()
 
     pl.reports.sort(key=lambda r: r.path)

@@ -1,0 +1,72 @@
+"""The digest cache: what lets a warm index read no file (DESIGN.md sections 8 and 9).
+
+A file's digests are reused while its (size, mtime_ns, inode, ctime_ns) are unchanged
+and the entry was stored `verified` (see the racily-clean rule in `indexer`). The
+indexer talks to a `DigestCache`; `MemoryDigestCache` keeps entries in the process, and
+the store provides a SQLite one keyed by `(root_key, path)` that discards entries whose
+`DIGEST_CACHE_VERSION` differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+DIGEST_CACHE_VERSION = 1
+"""Version of `CachedDigest`'s meaning; a persistent cache keyed by another is discarded."""
+
+
+@dataclass(frozen=True, slots=True)
+class CachedDigest:
+    """A file's digests as last read, with the stat fields that must match to reuse them.
+
+    `path`: on-disk name relative to the root (POSIX). `mtime_ns`/`ctime_ns`: ns since
+    the epoch. `digests`: the other types (lower-case hex) by name. `verified`: read
+    from settled bytes; an unverified entry is never reused.
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+    ctime_ns: int
+    sha256: str
+    digests: Mapping[str, str]
+    verified: bool
+
+
+class DigestCache(Protocol):
+    """Where digests persist between indexes; the store implements it with SQLite.
+
+    `get_under` loads a folder's entries in one call (the indexer's only read), so a
+    warm index of 100,000 files costs one query, not 100,000.
+    """
+
+    def get(self, root_key: str, path: str) -> CachedDigest | None: ...
+
+    def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
+        """Entries whose path is `prefix` or lies beneath it ("" = all), by path."""
+        ...
+
+    def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None: ...
+
+
+class MemoryDigestCache:
+    """An in-process `DigestCache` (tests, one-shot CLI runs)."""
+
+    def __init__(self) -> None:
+        self._roots: dict[str, dict[str, CachedDigest]] = {}
+
+    def get(self, root_key: str, path: str) -> CachedDigest | None:
+        return self._roots.get(root_key, {}).get(path)
+
+    def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
+        entries = self._roots.get(root_key, {})
+        if not prefix:
+            return dict(entries)
+        below = prefix + "/"
+        return {p: c for p, c in entries.items() if p == prefix or p.startswith(below)}
+
+    def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
+        self._roots.setdefault(root_key, {}).update((c.path, c) for c in entries)
