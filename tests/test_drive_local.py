@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from placet.drive import TEMP_PREFIX, RcloneDrive
-from placet.errors import AlreadyExists, NotFound, PathRefused, StaleEvidence, UsageError
+from placet.errors import (
+    AlreadyExists,
+    DriveError,
+    NotFound,
+    PathRefused,
+    StaleEvidence,
+    UsageError,
+)
 
 pytest_plugins = ["drive_fixtures"]
 
@@ -259,3 +266,14 @@ def test_closed_drive_refuses(make_drive: Callable[..., RcloneDrive], tmp_path: 
     assert d.rcd_pid is None
     with pytest.raises(Exception, match="closed"):
         d.stat("x")
+
+
+def test_download_onto_a_full_disk_is_a_local_io_error(local_drive: RcloneDrive) -> None:
+    (_root(local_drive) / "f.bin").write_bytes(os.urandom(100_000))
+    fd = os.open("/dev/full", os.O_WRONLY)  # every write fails with ENOSPC
+    try:
+        with pytest.raises(DriveError) as ei:
+            local_drive.download_to_fd("f.bin", fd)
+    finally:
+        os.close(fd)
+    assert ei.value.error_code == "local_io_error" and "space" in ei.value.message

@@ -44,9 +44,9 @@ from placet.drive.base import (
     preferred_digest,
 )
 from placet.drive.proc import spawn, stop
-from placet.drive.rclone_core import RcloneCore, split_path, temp_name
+from placet.drive.rclone_core import LONG_CALL_SECONDS, RcloneCore, split_path, temp_name
 from placet.drive.spec import check_drive_path
-from placet.errors import AlreadyExists, DriveError, StaleEvidence, UsageError
+from placet.errors import AlreadyExists, DriveError, DriveUnavailable, StaleEvidence, UsageError
 
 _BULK_HASH_THRESHOLD = 64  # more cache misses than this: one hashed listing, not N calls
 _CURSOR_VERSION = 1
@@ -181,7 +181,13 @@ class RcloneDrive(RcloneCore):
             raise UsageError(f"max_bytes must be between 1 and 1048576, got {max_bytes}")
         self._require_file(path, "read")
         argv = self._argv("cat", "--count", str(max_bytes), "--", self._fs().join(path))
-        r = subprocess.run(argv, env=self._env, capture_output=True, check=False, timeout=120)
+        try:
+            r = subprocess.run(argv, env=self._env, capture_output=True, check=False, timeout=120)
+        except subprocess.TimeoutExpired:
+            raise DriveUnavailable(
+                f"reading {path!r} took longer than 120 s; try again later",
+                details={"path": path},
+            ) from None
         if r.returncode != 0:
             raise self._cli_failure("read", path, r.returncode, r.stderr)
         return r.stdout[:max_bytes]
@@ -367,7 +373,13 @@ class RcloneDrive(RcloneCore):
                     "dstFs": self._fs().raw,
                     "dstRemote": remote_path,
                 }
-                self._rc("operations/movefile", params, action="move into", target=remote_path)
+                self._rc(
+                    "operations/movefile",
+                    params,
+                    action="move into",
+                    target=remote_path,
+                    timeout=LONG_CALL_SECONDS,
+                )
         except BaseException:
             if not direct:
                 self.remove_temp(dest, quiet=True)

@@ -40,6 +40,11 @@ NO_SERVER_SIDE_REPLACE = frozenset({"protondrive"})
 _HASHES_ON_DEMAND = frozenset({"local", "sftp"})
 _PROTON_OPTIONS = (("enable_caching", "false"), ("replace_existing_draft", "true"))
 _SECRET_ENV_WORDS = ("PASS", "TOKEN", "KEY", "SECRET")
+SHORT_CALL_SECONDS = 300.0
+"""rcd calls that move no data (stat, mkdir, delete): no answer in 5 min is unavailable."""
+LONG_CALL_SECONDS = 3600.0
+"""rcd calls that may read every byte or every entry (listings, digests, moves that fall
+back to copy + delete): rclone's own `--timeout` still stops a stalled connection."""
 
 
 class DigestCache:
@@ -124,9 +129,17 @@ class RcloneCore:
         """pid of the running `rclone rcd`, None before the first metadata call."""
         return self._rcd.pid
 
-    def _rc(self, method: str, params: dict[str, Any], *, action: str, target: str) -> Any:
+    def _rc(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        action: str,
+        target: str,
+        timeout: float = SHORT_CALL_SECONDS,
+    ) -> Any:
         try:
-            return self._rcd.call(method, params)
+            return self._rcd.call(method, params, timeout=timeout)
         except RcFailure as e:
             err = rclone_failure(
                 action, target, e.message, secrets=self._secrets, http_status=e.status
@@ -208,7 +221,9 @@ class RcloneCore:
             opt.update(showHash=True, hashTypes=list(types))
         params = {"fs": self._fs().raw, "remote": path, "opt": opt}
         try:
-            body = self._rc("operations/list", params, action="list", target=path)
+            body = self._rc(
+                "operations/list", params, action="list", target=path, timeout=LONG_CALL_SECONDS
+            )
         except AlreadyExists as e:  # "not a directory": the path names a file
             raise NotFound(
                 f"cannot list {path!r}: it is a file, not a folder; stat it or list its parent",
@@ -229,7 +244,14 @@ class RcloneCore:
             opt.update(showHash=True, hashTypes=list(types))
         params = {"fs": self._fs().raw, "remote": path, "opt": opt}
         try:
-            item = self._rc("operations/stat", params, action="stat", target=path).get("item")
+            body = self._rc(
+                "operations/stat",
+                params,
+                action="stat",
+                target=path,
+                timeout=LONG_CALL_SECONDS if types else SHORT_CALL_SECONDS,
+            )
+            item = body.get("item")
         except AlreadyExists:  # "not a directory": a parent is a file, so nothing is here
             return None
         return self._entry(item) if item else None
@@ -260,7 +282,9 @@ class RcloneCore:
         if digest_type.lower() not in self.capabilities().hash_types:
             return None
         params = {"fs": self._fs().raw, "remote": path, "hashType": digest_type.lower()}
-        body = self._rc("operations/hashsumfile", params, action="hash", target=path)
+        body = self._rc(
+            "operations/hashsumfile", params, action="hash", target=path, timeout=LONG_CALL_SECONDS
+        )
         value = str(body.get("hash") or "").strip().lower()
         return value or None
 

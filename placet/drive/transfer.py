@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable
 
 from placet.drive.base import ProgressFn
-from placet.errors import StaleEvidence
+from placet.errors import DriveError, StaleEvidence
 
 CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031  # Linux fcntl; a 1 MiB pipe halves the context switches of 64 KiB
@@ -61,6 +61,15 @@ class Ticker:
             self._progress(done, self._total)
 
 
+def _local_io(what: str, e: OSError) -> DriveError:
+    return DriveError(
+        f"{what} failed: {e.strerror or e}; fix the local disk (space, permissions) and "
+        "accept the proposal again",
+        code="local_io_error",
+        details={"errno": e.errno},
+    )
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -77,11 +86,15 @@ def pump_file_to_pipe(
     Raises:
         StaleEvidence: the file is shorter or longer than `size` (it changed since the
             proposal); the caller must not let rclone commit what it received.
+        DriveError (code ``local_io_error``): the local file could not be read.
         BrokenPipeError: rclone stopped reading (it failed; its exit status says why).
     """
     offset = 0
     while offset < size:
-        chunk = os.pread(src_fd, min(CHUNK, size - offset), offset)
+        try:
+            chunk = os.pread(src_fd, min(CHUNK, size - offset), offset)
+        except OSError as e:
+            raise _local_io("reading the local file", e) from e
         if not chunk:
             raise StaleEvidence(
                 f"the local file ended after {offset} of {size} bytes during the upload: it "
@@ -106,7 +119,11 @@ def pump_file_to_pipe(
 def pump_pipe_to_file(
     pipe_fd: int, dst_fd: int | None, hs: dict[str, hashlib._Hash], ticker: Ticker
 ) -> int:
-    """Copy everything from `pipe_fd` into `dst_fd` (None: only hash). Returns bytes copied."""
+    """Copy everything from `pipe_fd` into `dst_fd` (None: only hash). Returns bytes copied.
+
+    Raises:
+        DriveError (code ``local_io_error``): writing `dst_fd` failed (disk full...).
+    """
     done = 0
     while True:
         chunk = os.read(pipe_fd, CHUNK)
@@ -115,7 +132,10 @@ def pump_pipe_to_file(
         for h in hs.values():
             h.update(chunk)
         if dst_fd is not None:
-            _write_all(dst_fd, chunk)
+            try:
+                _write_all(dst_fd, chunk)
+            except OSError as e:
+                raise _local_io("writing the downloaded bytes", e) from e
         done += len(chunk)
         ticker.tick(done)
     ticker.finish(done)
