@@ -223,11 +223,15 @@ def test_device_node_skipped(tmp_path: Path) -> None:
     assert by_path(idx(tmp_path))["null"].note == "character device: not synced"
 
 
-def test_hard_links_noted(tmp_path: Path) -> None:
+def test_hard_linked_files_are_skipped(tmp_path: Path) -> None:
     (tmp_path / "a").write_text("x")
     os.link(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "c").write_text("y")
     got = by_path(idx(tmp_path))
-    assert got["a"].note == "2 hard links"
+    assert got["a"].kind == got["b"].kind == "skipped"
+    assert got["a"].note.startswith("2 hard links")
+    assert got["a"].sha256 is None
+    assert got["c"].kind == "file"
 
 
 def test_nfd_name_keeps_raw_path(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ What it decides, and why:
   devices are listed as `skipped` and never opened (opening a FIFO would block, a
   device could be anything), so a symlink loop cannot hang the walk and no name swapped
   for a link mid-walk leads outside the root (DESIGN.md section 6).
+- A regular file with more than one hard link is `skipped` too: transfers refuse it
+  (DESIGN.md section 9), since another of its names may lie outside the root.
 - A file is opened with `O_NOFOLLOW|O_NONBLOCK` and `fstat`ed: it is hashed only if it
   is still the regular file the walk saw (same device and inode).
 - SHA-256 (the evidence digest) and the remote's native types are computed in one read
@@ -117,7 +119,11 @@ def _hash_job(
     """Hash one opened file; closes `fd` (and frees its pool slot if it holds one)."""
     try:
         fst = os.fstat(fd)
-        if not stat.S_ISREG(fst.st_mode) or (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+        if (
+            not stat.S_ISREG(fst.st_mode)
+            or (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino)
+            or fst.st_nlink > 1
+        ):
             return _error(path, raw, "replaced while being indexed; index again"), None, 0
         digests, nbytes = hash_fd(fd, w.types, _buffer())
         after = os.fstat(fd)
@@ -145,7 +151,7 @@ def _hash_job(
         primary,
         sha if primary == "sha256" else digests.get(primary or ""),
         verified,
-        "changed while being read; index again" if changed else _links(fst),
+        "changed while being read; index again" if changed else "",
     )
     cached = CachedDigest(
         w.rel_prefix + raw,
@@ -158,10 +164,6 @@ def _hash_job(
         verified,
     )
     return entry, cached, nbytes
-
-
-def _links(st: os.stat_result) -> str:
-    return f"{st.st_nlink} hard links" if st.st_nlink > 1 else ""
 
 
 def _add(w: _Walk, entry: LocalEntry) -> None:
@@ -189,9 +191,7 @@ def _file(w: _Walk, dir_fd: int, name: str, path: str, raw: str, st: os.stat_res
         digest = c.sha256 if w.primary == "sha256" else c.digests.get(w.primary or "")
         _add(
             w,
-            LocalEntry(
-                path, raw, "file", c.size, c.mtime_ns, c.sha256, w.primary, digest, True, _links(st)
-            ),
+            LocalEntry(path, raw, "file", c.size, c.mtime_ns, c.sha256, w.primary, digest, True),
         )
         return
     # Small files are hashed right here: for them a pool hand-off costs more than the
@@ -246,7 +246,12 @@ def _walk_dir(w: _Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> No
             _add(w, _error(path, raw, "cannot stat", e))
             continue
         mode = st.st_mode
-        if stat.S_ISREG(mode):
+        if stat.S_ISREG(mode) and st.st_nlink > 1:
+            # A hard link may be a name for a file outside the root; transfers refuse
+            # such files (DESIGN.md section 9), so the plan does not propose them.
+            note = f"{st.st_nlink} hard links: not synced (one may lie outside the root)"
+            _add(w, LocalEntry(path, raw, "skipped", st.st_size, st.st_mtime_ns, note=note))
+        elif stat.S_ISREG(mode):
             _file(w, fd, name, path, raw, st)
         elif stat.S_ISDIR(mode):
             _dir(w, fd, name, path, raw, st, depth + 1)
