@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sync_helpers import SHA1, B, L, R, base, digest, sha256
+from sync_helpers import MTIME, SHA1, B, L, R, base, digest, sha256
 
 from placet.errors import UsageError
 from placet.requests import Op, SyncRequest
@@ -174,3 +174,37 @@ def test_baseline_for_file_and_folder() -> None:
     assert b.size == 1
     d = baseline_for("d", L("d", kind="dir"), R("d", kind="dir"))
     assert d.sha256 is None
+
+
+def test_remote_entries_from_a_drive_listing() -> None:
+    from placet.drive.base import Entry
+    from placet.sync import remote_entries_from_drive
+
+    listing = [
+        Entry("proj", "proj", True, None, MTIME),
+        Entry("proj/a.txt", "a.txt", False, 3, MTIME, {"sha1": "AB"}),
+        Entry("proj/d", "d", True, None, MTIME),
+        Entry("proj/d/doc", "doc", False, None, MTIME),
+        Entry("other/x", "x", False, 1, MTIME),
+    ]
+    got = remote_entries_from_drive(listing, "proj")
+    assert [(e.path, e.kind, e.size, dict(e.digests)) for e in got] == [
+        ("a.txt", "file", 3, {"sha1": "AB"}),
+        ("d", "dir", 0, {}),
+        ("d/doc", "file", -1, {}),
+    ]
+    assert len(remote_entries_from_drive(listing, "")) == 5
+
+
+def test_drive_capabilities_drive_the_planner() -> None:
+    from placet.drive.base import Capabilities
+
+    caps = Capabilities(
+        hash_types=("sha1",),
+        case_insensitive=True,
+        modtime_precision_ns=1_000_000_000,
+        can_move=True,
+        server_side_replace=False,
+    )
+    p = plan([L("Report.txt", "a"), L("report.txt", "b")], [R("k", "k")], {}, caps)
+    assert [r.kind for r in p.reports if r.path.lower() == "report.txt"] == ["collision"] * 2

@@ -22,7 +22,12 @@ from placet.sync.model import (
     RemoteEntry,
     SyncPlan,
 )
-from placet.sync.ops import baseline_for, check_decisions, to_request_ops
+from placet.sync.ops import (
+    baseline_for,
+    check_decisions,
+    remote_entries_from_drive,
+    to_request_ops,
+)
 from placet.sync.planner import plan
 
 __all__ = [
@@ -49,5 +54,6 @@ __all__ = [
     "hash_fd",
     "index_local",
     "plan",
+    "remote_entries_from_drive",
     "to_request_ops",
 ]

@@ -12,8 +12,8 @@ whose two sides now hold the same content (a `done` op, or a skip verified by di
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import Iterable, Mapping
+from typing import Protocol, cast
 
 from placet.errors import UsageError
 from placet.requests import (
@@ -95,6 +95,44 @@ def baseline_for(path: str, local: LocalEntry, remote: RemoteEntry) -> BaselineE
         size=remote.size,
         mtime=remote.mtime,
     )
+
+
+class DriveEntryLike(Protocol):
+    """What `remote_entries_from_drive` reads (`placet.drive.base.Entry` has it)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def is_dir(self) -> bool: ...
+    @property
+    def size(self) -> int | None: ...
+    @property
+    def mtime(self) -> str | None: ...
+    @property
+    def digests(self) -> Mapping[str, str]: ...
+
+
+def remote_entries_from_drive(entries: Iterable[DriveEntryLike], folder: str) -> list[RemoteEntry]:
+    """The planner's remote listing from a drive listing of `folder` (recursive).
+
+    Drive entries carry paths relative to the drive root; planner paths are relative to
+    the synced folder, so `folder/` is cut off and the folder itself left out. Unknown
+    sizes become -1 (compared as unknown, never as equal).
+    """
+    prefix = f"{folder.strip('/')}/" if folder.strip("/") else ""
+    out: list[RemoteEntry] = []
+    for e in entries:
+        if prefix and not e.path.startswith(prefix):
+            continue
+        rel = e.path[len(prefix) :]
+        if not rel:
+            continue
+        if e.is_dir:
+            out.append(RemoteEntry(rel, "dir", 0, e.mtime))
+        else:
+            size = -1 if e.size is None else e.size
+            out.append(RemoteEntry(rel, "file", size, e.mtime, dict(e.digests)))
+    return out
 
 
 def _refuse(code: str, message: str, path: str, report: PlanReport | None) -> UsageError:
