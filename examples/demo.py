@@ -137,7 +137,9 @@ def review_interactively(placet: str, env: dict[str, str], ids: list[int]) -> No
     out("      d discard, e extend, ? help, q quit when you are done.")
     with contextlib.suppress(EOFError):
         input("Press Enter to open placet review... ")
-    rc = subprocess.run([placet, "review"], env=env, check=False).returncode
+    # A stale exported COLUMNS/LINES would pin the UI's size (Textual reads them first).
+    review_env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
+    rc = subprocess.run([placet, "review"], env=review_env, check=False).returncode
     if rc != 0:
         out(f"(placet review exited with status {rc})")
 
