@@ -108,3 +108,17 @@ def test_file_modes(settings: Settings) -> None:
         for side in ("-wal", "-shm"):
             p = settings.db_path.with_name(settings.db_path.name + side)
             assert stat.S_IMODE(p.stat().st_mode) == 0o600
+
+
+def test_caps_count_only_unexpired_pending(settings: Settings) -> None:
+    capped = settings.model_copy(update={"pending_per_bridge": 2, "pending_total": 3})
+    t0 = utcnow()
+    with open_store(capped) as store:
+        _create(store, 1, ttl=60, now=t0)
+        _create(store, 2, ttl=60, now=t0)
+        with pytest.raises(LimitExceeded):
+            _create(store, 3, ttl=60, now=t0 + timedelta(seconds=59))
+        # Both expired (unswept): the bridge may propose again.
+        p, created = _create(store, 3, ttl=60, now=t0 + timedelta(seconds=61))
+        assert created and p.status == "pending"
+        assert [x.status for x in store.list()] == ["pending", "pending", "pending"]

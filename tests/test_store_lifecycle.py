@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sqlite3
 import tempfile
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -238,6 +239,23 @@ class Lifecycle(RuleBasedStateMachine):
             self.last_event = new_events[-1].id
         verification = self.store.verify_audit()
         assert verification.ok, verification.message
+
+    @invariant()
+    def pending_tally_matches_the_rows(self) -> None:
+        con = sqlite3.connect(self.store.db_path)
+        try:
+            tally = {k: n for k, n in con.execute("SELECT scope, n FROM pending_tally") if n}
+            real = dict(
+                con.execute(
+                    "SELECT 'run:' || run_id, count(*) FROM proposal "
+                    "WHERE status = 'pending' GROUP BY run_id"
+                ).fetchall()
+            )
+        finally:
+            con.close()
+        if real:
+            real["total"] = sum(real.values())
+        assert tally == real
 
 
 Lifecycle.TestCase.settings = settings(

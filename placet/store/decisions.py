@@ -52,12 +52,14 @@ _INSERT_SQL = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SAME_SQL = "SELECT id FROM proposal WHERE kind = ? AND request_hash = ? AND status = 'pending'"
-# Each count reads at most `cap` index entries (the LIMIT): O(cap), never O(table).
-_COUNTS_SQL = (
-    "SELECT (SELECT count(*) FROM (SELECT 1 FROM proposal WHERE status = 'pending' "
-    "AND expires_at > ? AND run_id = ? LIMIT ?)), "
-    "(SELECT count(*) FROM (SELECT 1 FROM proposal WHERE status = 'pending' "
-    "AND expires_at > ? LIMIT ?))"
+_TALLY_SQL = "SELECT scope, n FROM pending_tally WHERE scope IN (?, ?)"
+_COUNT_RUN_SQL = (
+    "SELECT count(*) FROM (SELECT 1 FROM proposal WHERE run_id = ? AND status = 'pending' "
+    "AND expires_at > ? LIMIT ?)"
+)
+_COUNT_ALL_SQL = (
+    "SELECT count(*) FROM (SELECT 1 FROM proposal WHERE status = 'pending' "
+    "AND expires_at > ? LIMIT ?)"
 )
 
 
@@ -207,10 +209,20 @@ class Decisions(StoreBase):
             "pending_per_bridge": self.settings.pending_per_bridge,
             "pending_total": self.settings.pending_total,
         }
-        t = dt_text(now)
-        counts = db.execute(_COUNTS_SQL, (t, run_id, caps["pending_per_bridge"], t,
-                                          caps["pending_total"])).fetchone()  # fmt: skip
-        for (name, cap), n in zip(caps.items(), counts, strict=True):
+        tally = dict(db.execute(_TALLY_SQL, ("total", f"run:{run_id}")).fetchall())
+        upper = {"pending_per_bridge": tally.get(f"run:{run_id}", 0),
+                 "pending_total": tally.get("total", 0)}  # fmt: skip
+        for name, cap in caps.items():
+            if upper[name] < cap:
+                continue  # the tally bounds the live count from above: under the cap
+            # At the cap by the tally: count the live (unexpired) ones exactly, reading at
+            # most `cap` index entries.
+            t = dt_text(now)
+            n = (
+                db.execute(_COUNT_RUN_SQL, (run_id, t, cap)).fetchone()[0]
+                if name == "pending_per_bridge"
+                else db.execute(_COUNT_ALL_SQL, (t, cap)).fetchone()[0]
+            )
             if n >= cap:
                 scope = (
                     f"this bridge (run {run_id})" if name == "pending_per_bridge"

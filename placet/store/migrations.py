@@ -104,8 +104,48 @@ _INITIAL = (
 )""",
 )
 
+# Pending-proposal counters for the caps (DESIGN.md section 9), kept by triggers in the
+# same transaction as every change, so the cap check reads two rows instead of counting
+# up to `pending_total` index entries while holding the write lock. Scopes: 'total' and
+# 'run:<run_id>'. A count includes pending proposals whose TTL passed unswept: it is an
+# upper bound, and the store counts exactly only when a tally reaches its cap.
+_PENDING_TALLY = (
+    """CREATE TABLE pending_tally (
+    scope TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (scope)
+)""",
+    """CREATE TRIGGER tr_pending_insert AFTER INSERT ON proposal
+WHEN new.status = 'pending'
+BEGIN
+    INSERT INTO pending_tally (scope, n) VALUES ('total', 1), ('run:' || new.run_id, 1)
+    ON CONFLICT (scope) DO UPDATE SET n = n + 1;
+END""",
+    """CREATE TRIGGER tr_pending_leave AFTER UPDATE OF status ON proposal
+WHEN old.status = 'pending' AND new.status <> 'pending'
+BEGIN
+    UPDATE pending_tally SET n = n - 1 WHERE scope IN ('total', 'run:' || old.run_id);
+END""",
+    """CREATE TRIGGER tr_pending_enter AFTER UPDATE OF status ON proposal
+WHEN old.status <> 'pending' AND new.status = 'pending'
+BEGIN
+    INSERT INTO pending_tally (scope, n) VALUES ('total', 1), ('run:' || new.run_id, 1)
+    ON CONFLICT (scope) DO UPDATE SET n = n + 1;
+END""",
+    """CREATE TRIGGER tr_pending_delete AFTER DELETE ON proposal
+WHEN old.status = 'pending'
+BEGIN
+    UPDATE pending_tally SET n = n - 1 WHERE scope IN ('total', 'run:' || old.run_id);
+END""",
+    """INSERT INTO pending_tally (scope, n)
+SELECT 'run:' || run_id, count(*) FROM proposal WHERE status = 'pending' GROUP BY run_id""",
+    """INSERT INTO pending_tally (scope, n)
+SELECT 'total', count(*) FROM proposal WHERE status = 'pending'""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
+    Migration("pending_tally", _PENDING_TALLY),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

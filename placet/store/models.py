@@ -106,6 +106,18 @@ class AuditEvent(SQLModel, table=True):
     hash: str = Field(sa_type=Text, nullable=False)
 
 
+class PendingTally(SQLModel, table=True):
+    """Pending proposals per scope ('total', 'run:<run_id>'), kept by triggers (migration 2).
+
+    An upper bound on live pending proposals (unswept expired ones still count), used as
+    the cheap first check of the caps."""
+
+    __tablename__ = "pending_tally"
+
+    scope: str = Field(sa_type=Text, primary_key=True)
+    n: int = Field(sa_type=Integer, nullable=False)
+
+
 class SchemaMigration(SQLModel, table=True):
     """One applied migration: `version` is its 1-based position in the ordered list."""
 
@@ -126,4 +138,5 @@ def table(model: type[SQLModel]) -> Table:
 PROPOSAL = table(Proposal)
 OP_RESULT = table(OpResult)
 AUDIT_EVENT = table(AuditEvent)
+PENDING_TALLY = table(PendingTally)
 SCHEMA_MIGRATION = table(SchemaMigration)
