@@ -261,12 +261,13 @@ class ReviewApp(App[None]):
         try:
             record = self.store.get(proposal_id)
             results = self.store.op_results(proposal_id)
+            events = self.store.audit_events(proposal_id=proposal_id)
         except PlacetError:
             return
-        self.post_message(DetailLoaded(record, results))
+        self.post_message(DetailLoaded(record, results, events))
 
     def on_detail_loaded(self, msg: DetailLoaded) -> None:
-        self.history_pane.show_detail(msg.record, msg.results)
+        self.history_pane.show_detail(msg.record, msg.results, msg.events)
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False)
     def load_audit(self) -> None:
@@ -546,10 +547,17 @@ class ReviewApp(App[None]):
             return
         if self.transfer is not None:
             proposal_id, cancel = self.transfer
-            cancel.set()
-            # PlacetError: it finished, or was never claimed, in the meantime.
+            # The owner's decision is recorded first (actor owner), then the executor is
+            # told to stop; it finds the proposal already interrupted and writes no more.
+            # PlacetError: it finished, or was not yet claimed, in the meantime.
             with contextlib.suppress(PlacetError):
-                self.store.mark_interrupted(proposal_id, actor="owner", now=self.clock())
+                self.store.mark_interrupted(
+                    proposal_id,
+                    actor="owner",
+                    now=self.clock(),
+                    why="the owner quit the review UI during the transfer",
+                )
+            cancel.set()
         self.exit()
 
     def status_text(self) -> Text:

@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from placet.store import OpResultRecord, ProposalRecord
+from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.tui.facts import effect_of
 from placet.tui.render import header_line, proposal_view
 
@@ -40,6 +40,7 @@ class DetailPane(VerticalScroll):
         self.placeholder = placeholder
         self.record: ProposalRecord | None = None
         self.results: Sequence[OpResultRecord] | None = None
+        self.events: Sequence[AuditRecord] | None = None
         self.body: RenderableType = Text("")
         """What the body shows now (a Rich renderable; tests render it to text)."""
 
@@ -54,17 +55,18 @@ class DetailPane(VerticalScroll):
         self,
         record: ProposalRecord | None,
         results: Sequence[OpResultRecord] | None = None,
+        events: Sequence[AuditRecord] | None = None,
     ) -> None:
-        """Display `record` (and its op results, for a finished proposal)."""
-        if record == self.record and results == self.results:
+        """Display `record` (with its op results and audit trail, for a finished one)."""
+        if (record, results, events) == (self.record, self.results, self.events):
             self.refresh_head()
             return
         moved = self.record is None or record is None or record.id != self.record.id
-        self.record, self.results = record, results
+        self.record, self.results, self.events = record, results, events
         if record is None:
             self.body = Text("")
         else:
-            self.body = proposal_view(record, effect_of(record), results)
+            self.body = proposal_view(record, effect_of(record), results, events)
         self.query_one(".detail-body", Static).update(self.body)
         if moved:
             self.scroll_home(animate=False)

@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Select, Static
 
-from placet.store import OpResultRecord, ProposalRecord
+from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.tui.detail import DetailPane
 from placet.tui.facts import TERMINAL_STATUSES, agent_of
 from placet.tui.render import history_cells, lit
@@ -142,9 +142,11 @@ class HistoryPane(Vertical):
         else:
             self.post_message(self.Selected(pid))
 
-    def show_detail(self, record: ProposalRecord, results: list[OpResultRecord]) -> None:
+    def show_detail(
+        self, record: ProposalRecord, results: list[OpResultRecord], events: list[AuditRecord]
+    ) -> None:
         if record.id == self.selected_id():
-            self.query_one(DetailPane).show(record, results)
+            self.query_one(DetailPane).show(record, results, events)
 
     def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()

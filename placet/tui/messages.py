@@ -41,10 +41,11 @@ class HistoryLoaded(Message):
 
 @dataclass
 class DetailLoaded(Message):
-    """A terminal proposal with its per-op results, for the history detail pane."""
+    """A finished proposal with its per-op results and audit events (history detail)."""
 
     record: ProposalRecord
     results: list[OpResultRecord]
+    events: list[AuditRecord]
 
 
 @dataclass

@@ -291,20 +291,46 @@ def results_block(results: Iterable[OpResultRecord]) -> Text:
     return out
 
 
+def trail_block(events: Iterable[AuditRecord]) -> Text:
+    """The proposal's audit events, oldest first: who moved it where, and why."""
+    out = Text("History:", style="bold", end="")
+    for e in events:
+        out.append(f"\n  {when(e.at)}  {e.from_status or 'none'} -> {e.to_status}  by ")
+        out.append_text(lit(e.actor))
+        shown = {k: v for k, v in e.detail.items() if k != "request_hash"}
+        if shown:
+            out.append("  ")
+            out.append_text(lit(json.dumps(shown, sort_keys=True, default=str)[:300], "dim"))
+    return out
+
+
+_GAP = Text("")
+
+
+def _block(t: Text) -> Text:
+    """A Text ending its line (the builders above end with no newline, for table cells)."""
+    t.end = "\n"
+    return t
+
+
 def proposal_view(
     record: ProposalRecord,
     effect: Effect,
     results: Sequence[OpResultRecord] | None = None,
+    events: Sequence[AuditRecord] | None = None,
 ) -> RenderableType:
     """The whole detail below the head line: flags, effect, hash and attribution,
-    results, and last the agent's boxed reason."""
-    parts: list[RenderableType] = [flags_block(effect.flags), Text("")]
-    parts += [effect_block(record, effect), Text(""), facts_block(record)]
+    results and audit trail (finished proposals), and last the agent's boxed reason."""
+    parts: list[RenderableType] = [_block(flags_block(effect.flags)), _GAP]
+    parts += [_block(effect_block(record, effect)), _GAP, _block(facts_block(record))]
     if record.summary:
-        parts.append(lit("summary: " + json.dumps(record.summary, sort_keys=True, default=str)))
+        summary = json.dumps(record.summary, sort_keys=True, default=str)
+        parts.append(_block(lit(f"summary: {summary}")))
     if results is not None:
-        parts += [Text(""), results_block(results)]
-    parts += [Text(""), reason_box(record.reason)]
+        parts += [_GAP, _block(results_block(results))]
+    if events:
+        parts += [_GAP, _block(trail_block(events))]
+    parts += [_GAP, reason_box(record.reason)]
     return Group(*parts)
 
 
