@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from placet.drive import TEMP_PREFIX, RcloneDrive
-from placet.errors import DriveUnavailable, NotFound, PlacetError
+from placet.errors import DriveUnavailable, NotFound, PlacetError, StaleEvidence
 
 if TYPE_CHECKING:
     from drive_fixtures import ServedRemote
@@ -177,3 +177,8 @@ def test_s3_replacement_goes_straight_onto_the_target(
     assert r.digest == hashlib.md5(data).hexdigest() and journaled == []
     assert on_disk.read_bytes() == data
     assert sorted(p.name for p in on_disk.parent.iterdir()) == ["f.txt"]
+    big = os.urandom(3 << 20)  # several chunks: the refusal comes before the last one
+    fd, _ = _src(tmp_path, big)
+    with pytest.raises(StaleEvidence):  # the local file is not what was approved
+        drive.upload_from_fd(fd, len(big), "f.txt", expected_sha256="0" * 64, replace=True)
+    assert on_disk.read_bytes() == data  # the target never received the unapproved bytes

@@ -195,7 +195,13 @@ class RcloneDrive(RcloneCore):
     # ----- transfers ------------------------------------------------------------------
 
     def _stream_up(
-        self, fd: int, size: int, dest: str, types: list[str], progress: ProgressFn | None
+        self,
+        fd: int,
+        size: int,
+        dest: str,
+        types: list[str],
+        progress: ProgressFn | None,
+        confirm: Callable[[dict[str, str]], None],
     ) -> dict[str, str]:
         hs = transfer.hashers(types)
         argv = self._argv(
@@ -215,7 +221,7 @@ class RcloneDrive(RcloneCore):
                 transfer.widen_pipe(proc.stdin.fileno())
                 try:
                     transfer.pump_file_to_pipe(
-                        fd, size, proc.stdin.fileno(), hs, transfer.Ticker(progress, size)
+                        fd, size, proc.stdin.fileno(), hs, transfer.Ticker(progress, size), confirm
                     )
                 except BrokenPipeError:
                     pass  # rclone stopped reading; its exit status says why
@@ -325,7 +331,9 @@ class RcloneDrive(RcloneCore):
         Raises:
             AlreadyExists: the target exists (or is a folder) and `replace` is False.
             StaleEvidence: the bytes read differ from `expected_sha256`/`expected_digest`
-                or from `size` (the file changed since the proposal). Nothing is moved.
+                or from `size` (the file changed since the proposal). This is known before
+                the last chunk goes to rclone, which is then stopped: no remote receives
+                the whole of an unapproved file, nothing is moved or replaced.
             DriveError (code ``verify_failed``): the stored object does not match.
             DriveUnavailable, DriveError, NotFound: rclone failed.
         """
@@ -357,8 +365,16 @@ class RcloneDrive(RcloneCore):
         if not direct and journal is not None:
             journal(dest)
         try:
-            streamed = self._stream_up(fd, size, dest, types, progress)
-            self._check_expected(streamed, expected_sha256, expected_digest, remote_path)
+            streamed = self._stream_up(
+                fd,
+                size,
+                dest,
+                types,
+                progress,
+                lambda got: self._check_expected(
+                    got, expected_sha256, expected_digest, remote_path
+                ),
+            )
             verification, remote_digest = self._verify(dest, size, streamed)
             if not direct:
                 if not replace and self.stat(remote_path) is not None:

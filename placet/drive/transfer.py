@@ -17,7 +17,7 @@ import fcntl
 import hashlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from placet.drive.base import ProgressFn
 from placet.errors import DriveError, StaleEvidence
@@ -77,41 +77,60 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def pump_file_to_pipe(
-    src_fd: int, size: int, pipe_fd: int, hs: dict[str, hashlib._Hash], ticker: Ticker
+    src_fd: int,
+    size: int,
+    pipe_fd: int,
+    hs: dict[str, hashlib._Hash],
+    ticker: Ticker,
+    confirm: Callable[[dict[str, str]], None] | None = None,
 ) -> int:
     """Send exactly `size` bytes of `src_fd` (read from offset 0 with `pread`) into `pipe_fd`.
+
+    The last chunk is held back until every byte has been read and hashed, the file is
+    known to end at `size`, and `confirm(hex digests by type)` has returned: a remote
+    commits an object once it has all `size` bytes (an S3 PUT, a Proton revision), so a
+    file that changed since the proposal must be refused before that, not after.
 
     Returns the bytes sent (= `size`).
 
     Raises:
-        StaleEvidence: the file is shorter or longer than `size` (it changed since the
-            proposal); the caller must not let rclone commit what it received.
+        StaleEvidence: the file is shorter or longer than `size`, or `confirm` raised it
+            (it changed since the proposal); the caller must stop rclone before it sees
+            EOF, so that what it received is never committed.
         DriveError (code ``local_io_error``): the local file could not be read.
         BrokenPipeError: rclone stopped reading (it failed; its exit status says why).
     """
     offset = 0
-    while offset < size:
+    while True:
+        want = min(CHUNK, size - offset)
         try:
-            chunk = os.pread(src_fd, min(CHUNK, size - offset), offset)
+            chunk = os.pread(src_fd, want, offset) if want else b""
+            beyond = os.pread(src_fd, 1, size) if offset + len(chunk) >= size else b""
         except OSError as e:
             raise _local_io("reading the local file", e) from e
-        if not chunk:
+        if want and not chunk:
             raise StaleEvidence(
                 f"the local file ended after {offset} of {size} bytes during the upload: it "
                 "changed since the proposal; propose the upload again",
                 details={"expected_size": size, "read_size": offset},
             )
+        if beyond:
+            raise StaleEvidence(
+                f"the local file grew past {size} bytes during the upload: it changed since "
+                "the proposal; propose the upload again",
+                details={"expected_size": size},
+            )
         for h in hs.values():
             h.update(chunk)
-        _write_all(pipe_fd, chunk)
+        last = offset + len(chunk) >= size
+        if last and confirm is not None:
+            confirm({t: h.hexdigest() for t, h in hs.items()})
+        if chunk:
+            _write_all(pipe_fd, chunk)
         offset += len(chunk)
+        if last:
+            break
         ticker.tick(offset)
-    if os.pread(src_fd, 1, size):
-        raise StaleEvidence(
-            f"the local file grew past {size} bytes during the upload: it changed since the "
-            "proposal; propose the upload again",
-            details={"expected_size": size},
-        )
     ticker.finish(offset)
     return offset
 
