@@ -17,7 +17,7 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,17 +136,17 @@ def ok(result: CallToolResult) -> dict[str, Any]:
 
 
 def rclone_children(pid: int) -> list[int]:
-    """Pids of the direct children of `pid` (from /proc)."""
-    try:
-        raw = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(x) for x in raw.split()]
+    """Pids of the live processes whose parent is `pid` (any of its threads), from /proc."""
+    out: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat_line.rsplit(") ", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry.name))
+    return out
 
-
-def iter_lines(stream: Any) -> Iterator[bytes]:
-    while True:
-        line = stream.readline()
-        if not line:
-            return
-        yield line
