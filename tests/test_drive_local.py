@@ -277,3 +277,12 @@ def test_download_onto_a_full_disk_is_a_local_io_error(local_drive: RcloneDrive)
     finally:
         os.close(fd)
     assert ei.value.error_code == "local_io_error" and "space" in ei.value.message
+
+
+def test_a_drive_root_not_created_yet_lists_empty(
+    make_drive: Callable[..., RcloneDrive], tmp_path: Path
+) -> None:
+    drive = make_drive(str(tmp_path / "not-yet"))
+    assert drive.list_folder("") == ([], None) and drive.list_tree("") == []
+    with pytest.raises(NotFound):
+        drive.list_folder("sub")

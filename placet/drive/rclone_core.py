@@ -229,6 +229,10 @@ class RcloneCore:
                 f"cannot list {path!r}: it is a file, not a folder; stat it or list its parent",
                 details=e.details,
             ) from None
+        except NotFound:
+            if path:
+                raise
+            return []  # the drive root not created yet is an empty drive
         return [self._entry(i) for i in body.get("list") or [] if not is_temp(i.get("Path", ""))]
 
     def stat(self, path: str, *, include_digest: bool = False) -> Entry | None:
