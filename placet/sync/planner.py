@@ -53,7 +53,6 @@ from placet.sync.model import (
     ReportKind,
     SyncPlan,
     gc_paused,
-    is_hidden,
     nfc,
     parse_rfc3339_ns,
 )
@@ -96,7 +95,7 @@ class _Planner:
         ci = self.ci
         for e in entries:
             p = e.path if e.path.isascii() else nfc(e.path)
-            if not include_hidden and is_hidden(p):
+            if not include_hidden and (p[:1] == "." or "/." in p):  # is_hidden, inlined
                 continue
             if p != e.path:
                 e = replace(e, path=p)
@@ -123,9 +122,10 @@ class _Planner:
         ci = self.ci
         for e in entries:
             p = e.path if e.path.isascii() else nfc(e.path)
-            if not include_hidden and is_hidden(p):
+            if not include_hidden and (p[:1] == "." or "/." in p):  # is_hidden, inlined
                 continue
-            fp.append(f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0{e.digests}")
+            digests = "\0".join(e.digests.values()) if e.digests else ""
+            fp.append(f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0{digests}")
             if len(fp) > cap:
                 raise _cap_error("remote", cap)
             k = p.casefold() if ci else p
