@@ -77,11 +77,6 @@ def nfc(path: str) -> str:
     return unicodedata.normalize("NFC", path)
 
 
-def is_hidden(path: str) -> bool:
-    """True if any component of the POSIX path starts with a dot."""
-    return path.startswith(".") or "/." in path
-
-
 def parse_rfc3339_ns(s: str | None) -> int | None:
     """RFC 3339 (as rclone prints it, up to 9 fractional digits) to ns since the epoch."""
     if not s:

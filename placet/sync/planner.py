@@ -95,7 +95,7 @@ class _Planner:
         ci = self.ci
         for e in entries:
             p = e.path if e.path.isascii() else nfc(e.path)
-            if not include_hidden and (p[:1] == "." or "/." in p):  # is_hidden, inlined
+            if not include_hidden and (p[:1] == "." or "/." in p):  # a component starts with "."
                 continue
             if p != e.path:
                 e = replace(e, path=p)
@@ -122,7 +122,7 @@ class _Planner:
         ci = self.ci
         for e in entries:
             p = e.path if e.path.isascii() else nfc(e.path)
-            if not include_hidden and (p[:1] == "." or "/." in p):  # is_hidden, inlined
+            if not include_hidden and (p[:1] == "." or "/." in p):  # a component starts with "."
                 continue
             digests = "\0".join(e.digests.values()) if e.digests else ""
             fp.append(f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0{digests}")
