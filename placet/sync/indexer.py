@@ -13,7 +13,11 @@ What it decides, and why:
 - A file is opened with `O_NOFOLLOW|O_NONBLOCK` and `fstat`ed: it is hashed only if it
   is still the regular file the walk saw (same device and inode).
 - SHA-256 (the evidence digest) and the remote's native types are computed in one read
-  (`hash_fd`), by a bounded thread pool; at most `4 * workers` files are open at once.
+  (`hash_fd`). Files of `POOL_MIN_BYTES` or more go to a bounded thread pool (at most
+  `4 * workers` open at once; hashlib releases the GIL on large chunks); smaller ones
+  are hashed in the walking thread, where a hand-off would cost more than the hashing.
+- Depth is capped at `placet.paths.MAX_LOCAL_DEPTH` below the root (a deeper folder is
+  an `error` entry, not listed), which also bounds any bind-mount loop.
 - Unreadable files and folders become `error` entries and the walk goes on; the planner
   plans nothing beneath an unreadable folder, since its listing is unknown.
 - A cached digest is reused while (size, mtime_ns, inode, ctime_ns) are unchanged and it
@@ -194,8 +198,7 @@ def _file(w: _Walk, dir_fd: int, name: str, path: str, raw: str, st: os.stat_res
             LocalEntry(path, raw, "file", c.size, c.mtime_ns, c.sha256, w.primary, digest, True),
         )
         return
-    # Small files are hashed right here: for them a pool hand-off costs more than the
-    # hashing, and hashlib holds the GIL on small updates anyway.
+    # Small files are hashed right here (see the module docstring).
     pooled = w.pool is not None and st.st_size >= POOL_MIN_BYTES
     if pooled:
         w.slots.acquire()
