@@ -6,6 +6,12 @@ narrowed by the client's roots), and a proposal with no local side (mkdir) made 
 this server's drive (`Caller.can_see`). Anything else answers `not_found`, exactly like an
 id that does not exist, so ids reveal nothing.
 
+Threads: short reads (one proposal by primary key, its op journal, `data_version`) run
+on the event loop, because in WAL mode a read never waits for a writer and a hop to a
+worker thread costs more than the read itself; anything that writes (expiry, withdrawal)
+and the bounded scan of `proposal_list` run in a worker thread, since a write may wait
+for another process's lock (busy_timeout).
+
 `proposal_wait` polls SQLite's `data_version` (one pragma on a private connection, no
 table read) every 0.2 s and reads the proposal only when it changed, or every 2 s in
 any case; it reports progress about once a second and returns when the status is final
@@ -63,23 +69,23 @@ def _not_found(pid: int) -> NotFound:
     )
 
 
-def _get_visible(who: Caller, pid: int) -> ProposalRecord:
+async def _get_visible(who: Caller, pid: int) -> ProposalRecord:
     """The proposal, expired first if its TTL passed while pending. Raises NotFound."""
     store: Store = who.state.store
     try:
-        rec = store.get(pid)
+        rec = store.get(pid)  # a short read: on the loop (module docstring)
     except NotFound as e:
         raise _not_found(pid) from e
     if not who.can_see(rec):
         raise _not_found(pid)
     if rec.status == "pending" and rec.is_expired(datetime.now(UTC)):
-        store.expire_due()
+        await anyio.to_thread.run_sync(store.expire_due)  # a write: may wait for the lock
         rec = store.get(pid)
     return rec
 
 
-def _full(who: Caller, pid: int) -> ProposalOut:
-    rec = _get_visible(who, pid)
+async def _full(who: Caller, pid: int) -> ProposalOut:
+    rec = await _get_visible(who, pid)
     ops = who.state.store.op_results(pid) if rec.attempt > 0 else []
     return ProposalOut(
         proposal=ProposalView.of(rec, who.state.run_id),
@@ -91,7 +97,7 @@ def _full(who: Caller, pid: int) -> ProposalOut:
 async def proposal_get(ctx: Context[Any, Any], id: ProposalId) -> ProposalOut:
     """One proposal: its status, the request and evidence as stored, and per-op results."""
     who = await caller(ctx)
-    return await anyio.to_thread.run_sync(_full, who, id)
+    return await _full(who, id)
 
 
 class ProposalListOut(ToolOutput):
@@ -201,8 +207,8 @@ async def proposal_wait(
     store = who.state.store
     start = time.monotonic()
     deadline = start + timeout_s
-    rec = await anyio.to_thread.run_sync(_get_visible, who, id)
-    version = await anyio.to_thread.run_sync(store.data_version)
+    rec = await _get_visible(who, id)
+    version = store.data_version()
     last_read = last_progress = time.monotonic()
     while rec.status not in TERMINAL:
         now = time.monotonic()
@@ -214,13 +220,13 @@ async def proposal_wait(
                 round(now - start, 1), timeout_s, f"proposal {id} is {rec.status}"
             )
         await anyio.sleep(min(POLL_S, deadline - now))
-        current = await anyio.to_thread.run_sync(store.data_version)
+        current = store.data_version()
         expiring = rec.status == "pending" and rec.is_expired(datetime.now(UTC))
         if current != version or expiring or time.monotonic() - last_read >= REREAD_S:
             version = current
             last_read = time.monotonic()
-            rec = await anyio.to_thread.run_sync(_get_visible, who, id)
-    out = await anyio.to_thread.run_sync(_full, who, id)
+            rec = await _get_visible(who, id)
+    out = await _full(who, id)
     return WaitOut(
         proposal=out.proposal,
         op_results=out.op_results,
@@ -236,11 +242,13 @@ class WithdrawOut(ProposalOut):
         return self.proposal.line()
 
 
-def _withdraw(who: Caller, pid: int) -> WithdrawOut:
-    rec = _get_visible(who, pid)
+async def _withdraw(who: Caller, pid: int) -> WithdrawOut:
+    rec = await _get_visible(who, pid)
     already = rec.status == "withdrawn" and rec.run_id == who.state.run_id
     if not already:
-        rec = who.state.store.withdraw(pid, run_id=who.state.run_id)
+        rec = await anyio.to_thread.run_sync(
+            partial(who.state.store.withdraw, pid, run_id=who.state.run_id)
+        )
     return WithdrawOut(
         proposal=ProposalView.of(rec, who.state.run_id), op_results=[], already_withdrawn=already
     )
@@ -250,7 +258,7 @@ def _withdraw(who: Caller, pid: int) -> WithdrawOut:
 async def proposal_withdraw(ctx: Context[Any, Any], id: ProposalId) -> WithdrawOut:
     """Take back a pending proposal this session made; withdrawing twice is harmless."""
     who = await caller(ctx)
-    return await anyio.to_thread.run_sync(partial(_withdraw, who, id))
+    return await _withdraw(who, id)
 
 
 TOOLS = (proposal_get, proposal_list, proposal_wait, proposal_withdraw)
