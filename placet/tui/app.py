@@ -109,6 +109,7 @@ class ReviewApp(App[None]):
         self._data_version: int | None = None
         self._max_seen_id: int | None = None
         self._loading_more = False
+        self._swept_once = False
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -142,8 +143,8 @@ class ReviewApp(App[None]):
         pane.set_interval(POLL_SECONDS, self.poll_changes)
         pane.set_interval(self.settings.sweep_seconds, self.run_sweep)
         self._data_version = self._read_version()
-        self.run_sweep()
-        self.reload_queue()
+        self._swept_once = False
+        self.reload_queue()  # first paint first; the first sweep follows the first load
         self.queue_table.focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -218,6 +219,9 @@ class ReviewApp(App[None]):
     def on_queue_loaded(self, msg: QueueLoaded) -> None:
         if not msg.replace:
             self._loading_more = False
+        if not self._swept_once:
+            self._swept_once = True
+            self.call_after_refresh(self.run_sweep)
         self.queue_pane.apply(
             msg.records, exhausted=msg.exhausted, replace=msg.replace, counts=msg.counts
         )
