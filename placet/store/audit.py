@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def chain_hash(prev_hash: str, content: str) -> str:
 
 
 def append_event(
-    conn: Connection,
+    conn: Connection | sqlite3.Connection,
     *,
     proposal_id: int,
     request_hash: str,
@@ -91,7 +92,8 @@ def append_event(
 
     Must run inside a `BEGIN IMMEDIATE` transaction (the head must not move under us).
     """
-    db = raw(conn)  # hot path: every transition appends; skip Core's per-call overhead
+    # Hot path: every transition appends, so this runs on the driver connection directly.
+    db = conn if isinstance(conn, sqlite3.Connection) else raw(conn)
     head = db.execute(_HEAD_SQL).fetchone()
     prev_id, prev_hash = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
     event_id = prev_id + 1

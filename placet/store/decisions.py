@@ -34,11 +34,12 @@ from placet.store.db import dt_text, raw
 from placet.store.models import PROPOSAL
 from placet.store.records import ProposalRecord
 
-# Creation is the hot path (DESIGN.md section 8 asks >= 1,000/s from 4 processes): its
-# statements run on the driver connection, as plain SQL over the columns of
-# `placet.store.models.Proposal` (datetimes in `UTCDateTime`'s text form, `dt_text`),
-# because SQLAlchemy's per-statement overhead was most of the time spent holding the
-# write lock. The rest of the store uses Core.
+# Creation is the hot path (DESIGN.md section 8 asks >= 1,000/s from 4 processes): when no
+# duplicate is pending, its whole transaction runs on a pooled driver connection
+# (`_write_raw`), as plain SQL over the columns of `placet.store.models.Proposal`
+# (datetimes in `UTCDateTime`'s text form, `dt_text`): SQLAlchemy's per-statement and
+# per-transaction overhead was most of the time spent holding the write lock. The rest of
+# the store, and creation's rare paths, use Core.
 _SAME_PENDING = select(PROPOSAL).where(
     P.kind == bindparam("kind"), P.request_hash == bindparam("rh"), P.status == lc.PENDING
 )
@@ -150,10 +151,32 @@ class Decisions(StoreBase):
         }
         actor = lc.agent_actor(run_id)
 
-        def tx(conn: Connection, heads: Heads) -> tuple[ProposalRecord, bool]:
-            db = raw(conn)  # the hot path runs on the driver directly (see _INSERT_SQL)
+        event_detail = {
+            "kind": kind,
+            "expires_at": expires_at.isoformat(),
+            "client_name": client_name,
+            "client_version": client_version,
+        }
+
+        def insert(db: sqlite3.Connection, heads: Heads) -> tuple[ProposalRecord, bool]:
+            self._check_caps(db, run_id, now)
+            new_id = db.execute(_INSERT_SQL, [_sql_value(values[c]) for c in _COLUMNS]).lastrowid
+            assert new_id is not None
+            heads.append(
+                append_event(db, proposal_id=new_id, request_hash=rh, actor=actor,
+                             from_status=None, to_status=lc.PENDING, at=now,
+                             detail=event_detail)
+            )  # fmt: skip
+            return _new_record(new_id, values), True
+
+        def fast(db: sqlite3.Connection, heads: Heads) -> tuple[ProposalRecord, bool] | None:
             if db.execute(_SAME_SQL, (kind, rh)).fetchone() is not None:
-                same = conn.execute(_SAME_PENDING, {"kind": kind, "rh": rh}).one()
+                return None  # a pending duplicate: the general path below decides
+            return insert(db, heads)
+
+        def general(conn: Connection, heads: Heads) -> tuple[ProposalRecord, bool]:
+            same = conn.execute(_SAME_PENDING, {"kind": kind, "rh": rh}).first()
+            if same is not None:
                 if same.expires_at > now:
                     return _proposal(same), False
                 self._cas(
@@ -168,34 +191,15 @@ class Decisions(StoreBase):
                     guard=(P.expires_at <= now,),
                     detail={"why": "ttl passed; superseded by an identical proposal"},
                 )
-            self._check_caps(db, run_id, now)
-            new_id = db.execute(_INSERT_SQL, [_sql_value(values[c]) for c in _COLUMNS]).lastrowid
-            assert new_id is not None
-            heads.append(
-                append_event(
-                    conn,
-                    proposal_id=new_id,
-                    request_hash=rh,
-                    actor=actor,
-                    from_status=None,
-                    to_status=lc.PENDING,
-                    at=now,
-                    detail={
-                        "kind": kind,
-                        "expires_at": expires_at.isoformat(),
-                        "client_name": client_name,
-                        "client_version": client_version,
-                    },
-                )
-            )
-            return _new_record(new_id, values), True
+            return insert(raw(conn), heads)
 
+        what = f"creating a {kind} proposal"
         try:
-            return self._write(f"creating a {kind} proposal", tx)
+            return self._write_raw(what, fast) or self._write(what, general)
         except StoreError as e:
             # The partial unique index is the backstop; with BEGIN IMMEDIATE the SELECT
             # above already serialises creators, so this is belt and braces.
-            if isinstance(e.__cause__, IntegrityError):
+            if isinstance(e.__cause__, sqlite3.IntegrityError | IntegrityError):
                 found = self._read(
                     "reading a proposal",
                     lambda c: c.execute(_SAME_PENDING, {"kind": kind, "rh": rh}).first(),

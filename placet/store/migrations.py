@@ -149,7 +149,7 @@ MIGRATIONS: list[Migration] = [
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 
-MIGRATE_RETRIES = 6
+MIGRATE_RETRIES = 3
 
 _CREATE_MIGRATION_TABLE = """CREATE TABLE IF NOT EXISTS schema_migration (
     version INTEGER NOT NULL,
