@@ -142,7 +142,12 @@ async def test_agent_proposes_over_mcp_and_the_owner_accepts_in_review(
                     await pilot.press("y")
 
                 def finished(pid: int = p.id) -> bool:
-                    return app.transfer is None and store.get(pid).status in FINAL
+                    # Run, and gone from the queue (the cursor then sits on the next one).
+                    return (
+                        app.transfer is None
+                        and store.get(pid).status in FINAL
+                        and pid not in table.order
+                    )
 
                 await settle_until(pilot, finished, f"proposal {p.id} to run")
                 assert store.get(p.id).status == "succeeded"
