@@ -233,6 +233,17 @@ async def test_without_client_roots_the_owner_roots_apply(ws: Workspace) -> None
         }
 
 
+@pytest.mark.anyio
+async def test_drive_flag_overrides_the_configured_drive(ws: Workspace, tmp_path: Path) -> None:
+    other = tmp_path / "other-drive"
+    other.mkdir()
+    (other / "only-here.txt").write_text("x")
+    async with connect(ws, "--drive", str(other)) as client:
+        assert ok(await client.call_tool("roots_list", {}))["drive"] == str(other)
+        listing = ok(await client.call_tool("drive_list", {}))
+        assert [e["name"] for e in listing["entries"]] == ["only-here.txt"]
+
+
 # ---- import hygiene ---------------------------------------------------------------------
 
 

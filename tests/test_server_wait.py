@@ -168,3 +168,30 @@ async def test_the_server_sweeps_on_a_timer(ws: Workspace) -> None:
         events = store.audit_events(proposal_id=pid)
         store.close()
         assert events[-1].actor == "sweeper" and events[-1].to_status == "expired"
+
+
+async def test_accepted_mkdir_and_download_do_exactly_what_was_proposed(ws: Workspace) -> None:
+    async with connect(ws) as client:
+        mk = ok(
+            await client.call_tool(
+                "propose_mkdir", {"remote_parent": "shared", "name": "reports", "reason": "r"}
+            )
+        )["proposal"]
+        down = ok(
+            await client.call_tool(
+                "propose_download",
+                {"remote_path": "remote.txt", "local_path": "docs/from-drive.txt", "reason": "r"},
+            )
+        )["proposal"]
+        assert not (ws.drive / "shared" / "reports").exists()
+        assert not (ws.root / "docs" / "from-drive.txt").exists()
+        for pid in (mk["id"], down["id"]):
+            r = await anyio.to_thread.run_sync(lambda p=pid: ws.placet("accept", str(p), "--yes"))
+            assert r.returncode == 0, r.stderr
+            done = ok(await client.call_tool("proposal_wait", {"id": pid, "timeout_s": 10}))
+            assert done["proposal"]["status"] == "succeeded", done
+        listing = ok(await client.call_tool("drive_list", {"path": "shared"}))
+        assert [e["name"] for e in listing["entries"] if e["is_dir"]] == ["reports"]
+    fetched = ws.root / "docs" / "from-drive.txt"
+    assert sha256_of(fetched) == down["evidence"]["remote"]["digest"]
+    assert fetched.read_bytes() == (ws.drive / "remote.txt").read_bytes()
