@@ -1,0 +1,124 @@
+"""What the review UI derives from a stored proposal: ops, targets, sizes, risk flags.
+
+Plain functions over real store records (no terminal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from tui_fixtures import DRIVE, ROOT, T0, add_download, add_mkdir, add_upload, plain, quiet
+
+from placet.config import Settings
+from placet.requests import LocalFileEvidence, Op, RemoteEvidence, SyncRequest
+from placet.store import Store, open_store
+from placet.tui.facts import (
+    countdown,
+    effect_of,
+    expiring_soon,
+    human_bytes,
+    size_of,
+    target_of,
+)
+from placet.tui.render import proposal_view
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    s = open_store(quiet(settings))
+    yield s
+    s.close()
+
+
+def codes(record) -> list[str]:
+    return [f.code for f in effect_of(record).flags]
+
+
+def test_upload_facts_and_flags(store: Store):
+    plain_upload = add_upload(store)
+    eff = effect_of(plain_upload)
+    (op,) = eff.ops
+    assert (op.kind, op.local_path, op.remote_path, op.size) == (
+        "upload",
+        "/home/owner/proj/notes/report.md",
+        "docs/report.md",
+        12_345,
+    )
+    assert eff.flags == [] and not eff.needs_typed_confirmation
+    assert target_of(plain_upload) == "docs/report.md" and size_of(plain_upload) == 12_345
+
+    renamed = add_upload(store, local_path="notes/a.md", name="b.md")
+    assert codes(renamed) == ["name_changed"]
+    replacing = add_upload(store, local_path="notes/c.md", exists=True)
+    assert effect_of(replacing).ops[0].kind == "upload_revision"
+    assert codes(replacing) == ["replaces_existing"]
+    secret = add_upload(store, local_path="cfg/.env", remote_parent="")
+    assert codes(secret) == ["secret_name"]
+    assert effect_of(secret).needs_typed_confirmation
+
+
+def test_mkdir_and_download_facts(store: Store):
+    mk = add_mkdir(store, remote_parent="", name=".github")
+    assert effect_of(mk).ops[0].remote_path == ".github" and size_of(mk) is None
+    dl = add_download(store)
+    assert target_of(dl) == "proj:conftest.py"
+    assert codes(dl) == ["runs_code"]
+    assert effect_of(dl).ops[0].local_path == "/home/owner/proj/conftest.py"
+
+
+def test_sync_lists_every_op_and_flags_each(store: Store):
+    local = LocalFileEvidence(size=10, mtime_ns=1, sha256="ab" * 32)
+    ops = [
+        Op(index=0, kind="mkdir", remote_path="site/.git"),
+        Op(index=1, kind="upload", local_path="site/a.txt", remote_path="site/a.txt",
+           size=10, expected_local=local, expected_remote=RemoteEvidence(exists=False)),
+        Op(index=2, kind="download", local_path="site/run.sh", remote_path="site/run.sh",
+           size=5, expected_remote=RemoteEvidence(exists=True, size=5)),
+    ]  # fmt: skip
+    req = SyncRequest(plan_id=7, root=ROOT, local_path="site", remote_path="site", ops=ops)
+    rec, _ = store.create_proposal(
+        kind="sync", request=req.model_dump(mode="json"), evidence={}, reason="sync the site",
+        drive_spec=DRIVE, run_id="r", ttl_seconds=600, now=T0,
+    )  # fmt: skip
+    eff = effect_of(rec)
+    assert [(o.index, o.kind) for o in eff.ops] == [(0, "mkdir"), (1, "upload"), (2, "download")]
+    assert eff.total_bytes == 15 and size_of(rec) == 15
+    assert target_of(rec) == "proj:site <-> site (3 ops)"
+    assert sorted(codes(rec)) == ["runs_code", "runs_code"]  # .git/ and run.sh
+    shown = plain(proposal_view(rec, eff))
+    assert "op 2  download" in shown and "/home/owner/proj/site/run.sh" in shown
+
+
+def test_unknown_kind_shows_raw_request_and_op_kind_is_flagged(store: Store):
+    rec, _ = store.create_proposal(
+        kind="teleport", request={"to": "[red]mars[/]"}, evidence={}, reason="why not",
+        drive_spec=DRIVE, run_id="r", ttl_seconds=600, now=T0,
+    )  # fmt: skip
+    eff = effect_of(rec)
+    assert eff.raw is not None and eff.ops == []
+    assert "[red]mars[/]" in plain(proposal_view(rec, eff))
+
+    odd, _ = store.create_proposal(
+        kind="sync", request={"root": ROOT.model_dump(), "ops": [{"index": 0, "kind": "delete",
+        "remote_path": "x"}]}, evidence={}, reason="r", drive_spec=DRIVE, run_id="r",
+        ttl_seconds=600, now=T0,
+    )  # fmt: skip
+    assert codes(odd) == ["unknown_op"]  # an op this placet cannot vet is never one key
+
+
+def test_countdown_and_about_to_expire(store: Store):
+    rec = add_upload(store, ttl=600)
+    assert countdown(rec.expires_at, T0) == "10:00"
+    assert countdown(rec.expires_at, T0 - timedelta(hours=2)) == "2:10:00"
+    assert countdown(rec.expires_at, rec.expires_at) == "expired"
+    assert not expiring_soon(rec, T0)
+    assert expiring_soon(rec, rec.expires_at - timedelta(seconds=119))
+    assert not expiring_soon(rec, rec.expires_at)
+    assert [human_bytes(n) for n in (None, 5, 2048, 3 * 1024**3)] == [
+        "-",
+        "5 B",
+        "2.0 KiB",
+        "3.0 GiB",
+    ]
