@@ -283,6 +283,8 @@ def test_config_uses_the_absolute_placet_and_checked_roots(ws: Workspace) -> Non
     assert doc["env"]["PLACET_DRIVE"] == str(ws.drive)
     r = ws.placet("config", "claude", "--root", "/")
     assert r.returncode == 2 and "filesystem root" in r.stderr and r.stdout == ""
+    r = ws.placet("config", "codex", "--root", str(ws.root), "--drive", ":s3,secret_access_key=x:b")
+    assert r.returncode == 2 and "secret" in r.stderr and r.stdout == ""
 
 
 def test_config_claude_has_server_and_per_tool_allowlist(ws: Workspace) -> None:

@@ -4,8 +4,9 @@ The owner pastes what this prints into the agent host's own file; placet never w
 host's files (DESIGN.md section 1). The command is the absolute path of the installed
 `placet` (so the host does not depend on its PATH), the roots are checked and resolved
 exactly as `placet serve` will check them (so a refused root fails here, not at the
-host's first launch), and `PLACET_HOME`/`PLACET_DB`/`PLACET_DRIVE`, when set, are passed
-on so the server finds the same data directory.
+host's first launch), a drive spec holding an inline secret is refused (it would sit in
+the host's config file), and `PLACET_HOME`/`PLACET_DB`/`PLACET_DRIVE`, when set, are
+passed on so the server finds the same data directory.
 
 Where the host supports a per-tool allowlist, every placet tool is listed by name: the
 tools only read or queue inert proposals, so the host need not prompt; the owner's
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from placet.config import load_settings
+from placet.drive.spec import validate_spec
 from placet.errors import EXIT_OK, ConfigError, UsageError
 from placet.paths import Root, parse_roots
 
@@ -210,6 +212,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     settings = load_settings()
     label = check_label(args.label)
     roots = parse_roots(args.root, settings.data_dir)
+    for spec in (args.drive, os.environ.get("PLACET_DRIVE")):
+        if spec:
+            validate_spec(spec)  # an inline secret would land in the host's config file
     command = str(placet_executable())
     argv = server_args(roots, label, args.drive)
     env = {k: os.environ[k] for k in PASSED_ENV if os.environ.get(k)}
