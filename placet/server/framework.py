@@ -6,9 +6,10 @@ which is what we want. Three of its defaults are not, and this module overrides 
 one place instead of in every tool (DESIGN.md section 9, "Tool arguments and errors"):
 
 - **Unknown arguments.** The SDK's argument model ignores extra keys, so a misspelt
-  `replace_exisitng=true` would silently become `false`. `define_tool` rebuilds each
-  argument model with `extra="forbid"`, so the published input schema says
-  `additionalProperties: false` and validation refuses the key.
+  `replace_exisitng=true` would silently become `false`. `build_tools` rebuilds each
+  argument model with `extra="forbid"` and `strict=True`, so the published input schema
+  says `additionalProperties: false`, validation refuses the key, and `"5"` is not an
+  integer; the SDK's JSON-in-a-string rescue is off too (`_ExactArguments`).
 - **Schema violations** (unknown, missing or ill-typed arguments, a value outside the
   declared range, an unknown tool) are protocol errors: `MCPError(INVALID_PARAMS)`, whose
   message lists the offending fields (never the values, which are the caller's data).
