@@ -60,6 +60,7 @@ def _worker(home: str, proc: int, seconds: float, barrier: object, out: str) -> 
     created, errors = 0, []
     barrier.wait(timeout=120)  # type: ignore[attr-defined]
     start = time.perf_counter()
+    cpu_start = time.process_time()
     deadline = start + seconds
     i = 0
     while time.perf_counter() < deadline:
@@ -81,8 +82,11 @@ def _worker(home: str, proc: int, seconds: float, barrier: object, out: str) -> 
         except PlacetError as e:
             errors.append(f"{e.error_code}: {e.message}")
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
     store.close()
-    Path(out).write_text(json.dumps({"created": created, "elapsed": elapsed, "errors": errors}))
+    Path(out).write_text(
+        json.dumps({"created": created, "elapsed": elapsed, "cpu": cpu, "errors": errors})
+    )
 
 
 def _cpu_model() -> str:
@@ -112,6 +116,7 @@ def main() -> int:
 
     open_store(load_settings({"PLACET_HOME": str(home)})).close()  # migrate once, up front
 
+    load_before = os.getloadavg()[0]
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(args.procs)
     outs = [home / f"worker{p}.json" for p in range(args.procs)]
@@ -134,11 +139,17 @@ def main() -> int:
 
     rate = created / elapsed
     print(f"machine: {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}")
+    print(f"load average (1 min) before/after: {load_before:.2f} / {os.getloadavg()[0]:.2f}")
     print(f"caps raised for this run: pending_per_bridge = pending_total = {RAISED_CAP}")
     print(f"{args.procs} processes x {args.seconds:g} s: created {created} proposals")
     print(f"rate: {rate:,.0f} proposals/s total")
     for n, r in enumerate(results):
         print(f"  process {n}: {r['created']} ({r['created'] / r['elapsed']:,.0f}/s)")
+    cpu_ms = 1000 * sum(r["cpu"] for r in results) / max(created, 1)
+    print(
+        f"CPU per proposal (all workers): {cpu_ms:.2f} ms, so {os.cpu_count()} idle CPUs "
+        f"could sustain ~{1000 * (os.cpu_count() or 1) / cpu_ms:,.0f}/s if the lock allowed"
+    )
     print(f"found afterwards: {found} pending proposals; lost: {created - found}")
     print(
         f"errors surfaced to callers: {len(errors)}" + (f" (first: {errors[0]})" if errors else "")
