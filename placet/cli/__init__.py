@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "placet.cli.serve",
     "placet.cli.review",
     "placet.cli.accept",
+    "placet.cli.doctor",
     "placet.cli.drive",
 )
 

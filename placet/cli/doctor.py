@@ -1,0 +1,258 @@
+"""`placet doctor`: one line per thing placet depends on, and the fix when it is wrong.
+
+Checked, in the order a broken setup fails: the owner's config file; the data directory
+(owned by you, 0700: it holds the database, the audit anchor and the trash); the rclone
+binary and its version (an absolute path, never a PATH lookup); the rclone config
+(where, whether encrypted) and the keyring that holds its password; the drive spec and
+whether the remote answers a listing; the remote's capabilities (digest types placet will
+compare, case folding, server-side replacement); the database (path, mode 0600, schema
+version against this placet's, WAL journal, `-wal`/`-shm` modes, DESIGN.md section 9
+"Files").
+
+Nothing is changed, and the database is opened read-only (one that does not exist yet is
+reported as such). Asking the remote needs what any placet command makes on first use:
+the data directory (0700, by `ensure_data_dir`), its run folder for rclone's socket, and
+the default drive folder when no drive is configured.
+Each line is ``ok``, ``warn`` (works, but worth knowing) or ``FAIL`` followed by a
+``fix:`` line; the exit status is 1 when any check failed, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import stat
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from placet.config import Settings, data_dir_from_env, ensure_data_dir, load_settings
+from placet.errors import EXIT_OK, EXIT_OP_FAILED, ConfigError, PlacetError
+from placet.text import inert
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report: `status` is ok, warn or FAIL; `fix` says what to do."""
+
+    name: str
+    status: str
+    text: str
+    fix: str = ""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `doctor` to the `placet` parser."""
+    p = subparsers.add_parser("doctor", help="check rclone, the drive, the database, keyring")
+    p.set_defaults(func=cmd_doctor)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    checks = run_checks()
+    width = max(len(c.name) for c in checks)
+    for c in checks:
+        sys.stdout.write(f"{c.status:<5} {c.name:<{width}}  {inert(c.text)}\n")
+        if c.fix:
+            sys.stdout.write(f"{'':<5} {'':<{width}}  fix: {inert(c.fix)}\n")
+    sys.stdout.flush()
+    return EXIT_OP_FAILED if any(c.status == "FAIL" for c in checks) else EXIT_OK
+
+
+def run_checks(environ: dict[str, str] | None = None) -> list[Check]:
+    """Every check, in order (see the module docstring)."""
+    env = dict(os.environ) if environ is None else environ
+    out: list[Check] = []
+    try:
+        settings = load_settings(env)
+        shown = settings.config_file if settings.config_file.exists() else "none (defaults)"
+        out.append(Check("config", "ok", f"{shown}"))
+    except ConfigError as e:
+        out.append(Check("config", "FAIL", e.message, "correct or remove the file named above"))
+        settings = _defaults(env)
+    out.append(_data_dir(settings))
+    rclone = _guard(out, "rclone", lambda: _rclone(settings))
+    out.append(_keyring(settings, rclone, env))
+    if rclone is not None:
+        _drive(out, settings, env)
+    out += _database(settings)
+    return out
+
+
+def _defaults(env: dict[str, str]) -> Settings:
+    """Default settings at the environment's locations (when config.toml is broken)."""
+    data = data_dir_from_env()
+    db = Path(env["PLACET_DB"]).expanduser().absolute() if env.get("PLACET_DB") else None
+    return Settings(
+        data_dir=data,
+        db_path=db or data / "placet.db",
+        config_file=data / "config.toml",
+        drive=env.get("PLACET_DRIVE") or None,
+    )
+
+
+def _guard(out: list[Check], name: str, fn: Callable[[], tuple[Check, Path]]) -> Path | None:
+    try:
+        check, value = fn()
+    except PlacetError as e:
+        out.append(Check(name, "FAIL", e.message, _fix_for(e)))
+        return None
+    out.append(check)
+    return value
+
+
+def _fix_for(e: PlacetError) -> str:
+    return {
+        "drive_locked": "run `placet drive login` (stores the config password in the keyring)",
+        "drive_misconfigured": "define the remote with `rclone config`, or `placet drive set`",
+        "drive_unavailable": "check the network and the remote's status; `placet drive show`",
+        "no_keyring": "install a keyring backend or set RCLONE_CONFIG_PASS",
+    }.get(e.error_code, "see the message")
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _data_dir(settings: Settings) -> Check:
+    d = settings.data_dir
+    if not d.exists():
+        return Check("data dir", "ok", f"{d} (not created yet; made 0700 on first use)")
+    st = d.stat()
+    if st.st_uid != os.getuid():
+        return Check("data dir", "FAIL", f"{d} is owned by uid {st.st_uid}, not you",
+                     f"point PLACET_HOME at a directory you own, or chown {d}")  # fmt: skip
+    if _mode(d) != 0o700:
+        return Check("data dir", "FAIL", f"{d} has mode {_mode(d):o}; it must be 700",
+                     f"chmod 700 {d}")  # fmt: skip
+    return Check("data dir", "ok", f"{d} (mode 700, yours)")
+
+
+def _rclone(settings: Settings) -> tuple[Check, Path]:
+    from placet.drive.proc import rclone_version, resolve_rclone_path
+
+    path = resolve_rclone_path(settings.rclone_path)
+    version = rclone_version(path)
+    return Check("rclone", "ok", f"{path} ({version})"), path
+
+
+def _keyring(settings: Settings, rclone: Path | None, env: dict[str, str]) -> Check:
+    from placet.drive.credentials import (
+        NO_KEYRING_HELP,
+        config_is_encrypted,
+        load_config_password,
+        rclone_config_path,
+    )
+
+    conf = rclone_config_path(env, rclone or Path(sys.executable).parent / "rclone")
+    encrypted = config_is_encrypted(conf)
+    where = f"rclone config {conf} ({'encrypted' if encrypted else 'not encrypted'})"
+    try:
+        import keyring
+        from keyring.backends import fail
+
+        backend = keyring.get_keyring()
+        name = f"{type(backend).__module__}.{type(backend).__name__}"
+        missing = isinstance(backend, fail.Keyring)
+    except Exception as e:  # a broken PYTHON_KEYRING_BACKEND raises at first use
+        return Check("keyring", "FAIL", f"the keyring cannot be loaded: {e}",
+                     "fix or unset PYTHON_KEYRING_BACKEND / keyringrc.cfg")  # fmt: skip
+    if env.get("RCLONE_CONFIG_PASS"):
+        return Check("keyring", "ok", f"{where}; password from RCLONE_CONFIG_PASS")
+    if missing:
+        if encrypted:
+            return Check("keyring", "FAIL", f"{where}; no keyring backend", NO_KEYRING_HELP)
+        return Check("keyring", "warn", f"{where}; no keyring backend (not needed now)",
+                     "only needed for an encrypted rclone config: " + NO_KEYRING_HELP)  # fmt: skip
+    if not encrypted:
+        return Check("keyring", "ok", f"{where}; backend {name}")
+    try:
+        stored = load_config_password()
+    except ConfigError as e:
+        return Check("keyring", "FAIL", f"{where}; {e.message}", "unlock the keyring")
+    if not stored:
+        return Check("keyring", "FAIL", f"{where}; backend {name} holds no password",
+                     "run `placet drive login`")  # fmt: skip
+    return Check("keyring", "ok", f"{where}; password in backend {name}")
+
+
+def _drive(out: list[Check], settings: Settings, env: dict[str, str]) -> None:
+    from placet.drive import configured_spec, drive_for, preferred_digest
+
+    spec = configured_spec(settings)
+    try:
+        ensure_data_dir(settings)  # rclone rcd's socket lives in <data dir>/run
+        drive = drive_for(settings, environ=env)
+    except PlacetError as e:
+        out.append(Check("drive", "FAIL", f"{spec}: {e.message}", "`placet drive set SPEC`"))
+        return
+    try:
+        drive.list_folder("", limit=1)
+        out.append(Check("drive", "ok", f"{drive.redact(spec)} answers"))
+        caps = drive.capabilities()
+        best = preferred_digest(caps)
+        digests = (
+            f"digests {', '.join(caps.hash_types)} (placet compares {best})"
+            if best
+            else "no digests: compared by size, uploads verified by reading them back"
+        )
+        case = "case-insensitive names" if caps.case_insensitive else "case-sensitive names"
+        replace = "server-side replace" if caps.server_side_replace else "direct replace"
+        out.append(Check("capabilities", "ok" if best else "warn",
+                         f"{caps.backend or '?'}: {digests}; {case}; {replace}"))  # fmt: skip
+    except PlacetError as e:
+        out.append(Check("drive", "FAIL", f"{drive.redact(spec)}: {e.message}", _fix_for(e)))
+    finally:
+        drive.close()
+
+
+def _database(settings: Settings) -> list[Check]:
+    from placet.store.migrations import code_version
+
+    db = settings.db_path
+    if not db.exists():
+        return [Check("database", "ok", f"{db} (not created yet; made on first use)")]
+    out: list[Check] = []
+    mode = _mode(db)
+    if mode != 0o600:
+        out.append(Check("database", "FAIL", f"{db} has mode {mode:o}; it must be 600",
+                         f"chmod 600 {db}"))  # fmt: skip
+    # Before opening: closing the last connection may checkpoint and remove them.
+    for suffix in ("-wal", "-shm"):
+        side = db.with_name(db.name + suffix)
+        if side.exists() and _mode(side) != 0o600:
+            out.append(Check(f"db{suffix}", "FAIL", f"{side} has mode {_mode(side):o}",
+                             f"chmod 600 {side}"))  # fmt: skip
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            journal = str(con.execute("PRAGMA journal_mode").fetchone()[0])
+            has = con.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_migration'"
+            ).fetchone()
+            version = (
+                int(con.execute("SELECT max(version) FROM schema_migration").fetchone()[0] or 0)
+                if has
+                else 0
+            )
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        return [*out, Check("database", "FAIL", f"{db} cannot be read: {e}",
+                            "restore it from a backup or move it away")]  # fmt: skip
+    want = code_version()
+    if version != want:
+        fix = "upgrade placet" if version > want else "run any placet command to migrate it"
+        out.append(Check("schema", "FAIL" if version > want else "warn",
+                         f"version {version}, this placet uses {want}", fix))  # fmt: skip
+    else:
+        out.append(Check("schema", "ok", f"version {version}"))
+    if journal.lower() != "wal":
+        fix = "run any placet command to set it (WAL is refused on network filesystems)"
+        out.append(Check("journal", "FAIL", f"journal_mode is {journal}, not wal", fix))
+    else:
+        out.append(Check("journal", "ok", "WAL"))
+    if not any(c.name == "database" for c in out):
+        out.insert(0, Check("database", "ok", f"{db} (mode 600)"))
+    return out
