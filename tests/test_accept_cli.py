@@ -13,7 +13,7 @@ import pytest
 from executor_fixtures import PLACET, Rig, make_rig, placet_cli, write_config
 from tui_pty import PtyProcess
 
-from placet.config import Settings
+from placet.config import Settings, load_settings
 from placet.drive import RcloneDrive
 from placet.requests import request_hash
 
@@ -183,3 +183,20 @@ def test_executing_proposal_is_not_taken_over(rig: Rig) -> None:
     r = placet_cli("accept", str(rec.id), "--yes", env=_env())
     assert r.returncode == 4 and "executing" in r.stderr
     assert rig.store.get(rec.id).status == "executing"
+
+
+def test_overwrite_download_with_policy_in_config_toml(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    (rig.remote_dir / "conf.ini").write_bytes(b"from the drive")
+    rig.write("conf.ini", b"local edition")
+    root = str(rig.root.path)
+    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True,
+                 roots={root: "allow-overwrite"})  # fmt: skip
+    rig.settings = load_settings().model_copy(update={"drive": rig.drive.spec})
+    assert rig.settings.download_policy(rig.root.path) == "allow-overwrite"
+    rec = rig.download("conf.ini", "conf.ini", overwrite=True)
+    r = placet_cli("accept", str(rec.id), "--yes", env=_env())
+    assert r.returncode == 0, r.stderr
+    assert rig.local("conf.ini").read_bytes() == b"from the drive"
+    trash = list(rig.settings.trash_dir.iterdir())
+    assert [p.read_bytes() for p in trash] == [b"local edition"]

@@ -108,7 +108,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
                             details={"proposal_id": record.id},
                         )
                     _confirm(tty, record)
-                store.accept(
+                accepted = store.accept(
                     record.id,
                     detail={
                         "request_hash": record.request_hash,
@@ -117,6 +117,14 @@ def cmd_accept(args: argparse.Namespace) -> int:
                         "tty": tty is not None,
                     },
                 )
+                if accepted.request_hash != record.request_hash:  # changed while shown
+                    raise PolicyRefused(
+                        f"proposal {record.id} changed while it was shown (request hash "
+                        f"{accepted.request_hash[:16]}..., shown {record.request_hash[:16]}...); "
+                        "not executing it: discard it",
+                        code="not_approved_as_shown",
+                        details={"shown": record.request_hash, "now": accepted.request_hash},
+                    )
         else:
             _emit([f"proposal {record.id} was already approved; executing it now"])
         return _run(store, settings, record)
