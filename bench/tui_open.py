@@ -6,7 +6,9 @@ DESIGN.md section 8: "`placet review` paints its queue of 10,000 pending proposa
 row and of the count line ("10000 pending") have both been written. Import time is
 reported separately (a fresh interpreter importing `placet.cli` and `placet.tui`, as the
 command does), and so are the store reads behind each reload and the time to page in
-the next page of 200 rows (End key to the count line saying "400 loaded").
+the next page of 200 rows (End key to the count line saying "400 loaded"). On a busy
+machine the wall times grow with the load; the CPU seconds the process used until its
+first paint (from /proc) are reported beside them as the load-independent figure.
 
     .venv/bin/python bench/tui_open.py [--pending 10000] [--runs 5]
 
@@ -91,8 +93,16 @@ def drain(fd: int, buf: bytearray, seconds: float) -> None:
                 return
 
 
-def one_run(env: dict[str, str], n: int) -> tuple[float, float | None]:
-    """(seconds to first painted queue, seconds from End to the next page painted)."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` so far (/proc/<pid>/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        rest = f.read().rsplit(b")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_run(env: dict[str, str], n: int) -> tuple[float, float, float | None]:
+    """(wall seconds to first painted queue, CPU seconds the process used by then,
+    wall seconds from End to the next page painted)."""
     t0 = time.perf_counter()
     pid, fd = pty.fork()
     if pid == 0:
@@ -103,6 +113,7 @@ def one_run(env: dict[str, str], n: int) -> tuple[float, float | None]:
         painted = read_until(fd, buf, [b"bench/f00000.txt", f"{n} pending".encode()], 60)
         if painted is None:
             raise SystemExit(f"no paint within 60 s; last output: {bytes(buf[-500:])!r}")
+        cpu = cpu_seconds(pid)
         drain(fd, buf, 1.0)
         mark = len(buf)
         t_end = time.perf_counter()
@@ -116,7 +127,7 @@ def one_run(env: dict[str, str], n: int) -> tuple[float, float | None]:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         os.close(fd)
-    return painted - t0, (more - t_end) if more is not None else None
+    return painted - t0, cpu, (more - t_end) if more is not None else None
 
 
 def _reaped(pid: int, timeout: float) -> bool:
@@ -129,13 +140,16 @@ def _reaped(pid: int, timeout: float) -> bool:
     return False
 
 
-def import_seconds(env: dict[str, str]) -> float:
+def import_seconds(env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds for a fresh interpreter to import what `placet review` needs."""
     code = (
-        "import time; t = time.perf_counter(); import placet.cli, placet.tui; "
-        "print(time.perf_counter() - t)"
+        "import time; t = time.perf_counter(); c = time.process_time()\n"
+        "import placet.cli, placet.store, placet.tui\n"
+        "print(time.perf_counter() - t, time.process_time() - c)"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    return float(out.stdout)
+    wall, cpu = out.stdout.split()
+    return float(wall), float(cpu)
 
 
 def store_reads(n: int) -> tuple[float, float]:
@@ -170,18 +184,24 @@ def main() -> None:
         env = dict(os.environ, PLACET_HOME=str(home), TERM="xterm-256color", LANG="C.UTF-8")
         imports = [import_seconds(env) for _ in range(args.runs)]
         page_ms, count_ms = store_reads(args.pending)
-        paints, pages = [], []
+        paints, cpus, pages = [], [], []
         for _ in range(args.runs):
-            paint, more = one_run(env, args.pending)
+            paint, cpu, more = one_run(env, args.pending)
             paints.append(paint)
+            cpus.append(cpu)
             if more is not None:
                 pages.append(more)
-    print(f"import placet.cli + placet.tui: median {statistics.median(imports):.3f} s")
+    med = statistics.median
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"import placet.cli + store + tui: median {med(w for w, _ in imports):.3f} s wall, "
+        f"{med(c for _, c in imports):.3f} s CPU"
+    )
     print(f"store: first page (201 rows) {page_ms:.1f} ms, counts() {count_ms:.1f} ms")
     print(
         f"process start -> first painted queue ({args.pending} pending): median "
-        f"{statistics.median(paints):.3f} s, min {min(paints):.3f}, max {max(paints):.3f} "
-        f"({args.runs} runs)"
+        f"{med(paints):.3f} s wall (min {min(paints):.3f}, max {max(paints):.3f}), "
+        f"{med(cpus):.3f} s CPU ({args.runs} runs)"
     )
     if pages:
         print(f"End -> next 200 rows painted: median {statistics.median(pages):.3f} s")

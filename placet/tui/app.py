@@ -33,6 +33,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.lazy import Lazy
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import get_current_worker
@@ -118,10 +119,11 @@ class ReviewApp(App[None]):
         with TabbedContent(initial="queue", id="tabs"):
             with TabPane("Queue (1)", id="queue"):
                 yield QueuePane(self.clock, id="queue-pane")
+            # Hidden at start: mounted after the first paint, so they cost it nothing.
             with TabPane("History (2)", id="history"):
-                yield HistoryPane(self.clock, id="history-pane")
+                yield Lazy(HistoryPane(self.clock, id="history-pane"))
             with TabPane("Audit (3)", id="audit"):
-                yield AuditPane(id="audit-pane")
+                yield Lazy(AuditPane(id="audit-pane"))
         yield Footer()
 
     @property
@@ -240,7 +242,11 @@ class ReviewApp(App[None]):
             self.notify(f"and {len(fresh) - 3} more", title="New proposals", markup=False)
 
     def reload_history(self) -> None:
-        self.load_history(self.history_pane.status_filter)
+        panes = self.query(HistoryPane)
+        if panes:
+            self.load_history(panes.first().status_filter)
+        else:  # not mounted yet (lazy, right after start): try again after the next paint
+            self.call_after_refresh(self.reload_history)
 
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def load_history(self, statuses: list[str]) -> None:
@@ -283,7 +289,11 @@ class ReviewApp(App[None]):
         self.post_message(AuditLoaded(events[-AUDIT_LIMIT:][::-1], len(events)))
 
     def on_audit_loaded(self, msg: AuditLoaded) -> None:
-        self.query_one(AuditPane).apply(msg.events, msg.total)
+        panes = self.query(AuditPane)
+        if panes:
+            panes.first().apply(msg.events, msg.total)
+        else:  # loaded before the lazy pane was mounted: apply after the next paint
+            self.call_after_refresh(self.on_audit_loaded, msg)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "history":
