@@ -143,7 +143,8 @@ def _evidence(label: str, ev: dict[str, Any] | None) -> Text:
         parts.append(f"{ev['size']} bytes")
     if ev.get("sha256"):
         parts.append(f"sha256 {ev['sha256']}")
-    if ev.get("digest"):
+    same = ev.get("digest_type") == "sha256" and ev.get("digest") == ev.get("sha256")
+    if ev.get("digest") and not same:
         parts.append(f"{ev.get('digest_type') or 'digest'} {ev['digest']}")
     elif "digest" in ev and not ev.get("sha256"):
         parts.append("no digest (compared by size: unverified)")
@@ -174,7 +175,7 @@ def op_block(op: EffectOp, drive_spec: str) -> Text:
     if op.sha256:
         out.append("\n      sha256: ")
         out.append_text(lit(op.sha256))
-    if op.digest:
+    if op.digest and not (op.digest_type == "sha256" and op.digest == op.sha256):
         out.append(f"\n      {op.digest_type or 'digest'}: ")
         out.append_text(lit(op.digest))
     if op.note:
