@@ -162,7 +162,7 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
         )
     configured = configured_spec(settings)
     used = drive.spec if drive is not None else configured
-    if record.drive_spec not in (configured,) or used != record.drive_spec:
+    if record.drive_spec != configured or used != record.drive_spec:
         raise PolicyRefused(
             f"refusing to execute proposal {pid}: it was made against the drive "
             f"{record.drive_spec!r}, but the configured drive is {configured!r}; switch the "
@@ -273,9 +273,12 @@ class _Run:
                 out = self._run_op(ctx, op)
             except Aborted as e:
                 return self._stop(e.why, op)
-            if self.beat.lost.is_set():
-                return self._stop("lease lost", op)
-            self._journal(op, out)
+            try:
+                if self.beat.lost.is_set():
+                    raise WrongState("lease lost")
+                self._journal(op, out)
+            except WrongState:  # recovery took the proposal: another process may own it
+                return self._stop("lease lost", None)
             outcomes[out.outcome] += 1
         summary: dict[str, Any] = {
             "ops": self.count,
@@ -285,9 +288,12 @@ class _Run:
         }
         if removed:
             summary["temps_removed"] = removed
-        return self.store.finish(
-            self.pid, holder=self.holder, summary=summary, expected_ops=self.count
-        )
+        try:
+            return self.store.finish(
+                self.pid, holder=self.holder, summary=summary, expected_ops=self.count
+            )
+        except WrongState:
+            return self._stop("lease lost", None)
 
     def _clean(self, earlier: dict[int, list[Temp]]) -> list[str]:
         """Remove an earlier attempt's journaled temps, and old temps in target folders."""
