@@ -27,13 +27,12 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.lazy import Lazy
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import get_current_worker
@@ -42,11 +41,7 @@ from placet.config import Settings
 from placet.errors import PlacetError, StaleEvidence
 from placet.store import ProposalRecord, Store
 from placet.text import inert, inert_with_ascii
-from placet.tui.audit import AUDIT_LIMIT, AuditPane
-from placet.tui.confirm import AcceptScreen, DiscardScreen, QuitScreen
 from placet.tui.facts import ACTIVE_STATUSES, agent_of, countdown, effect_of, target_of
-from placet.tui.help import HelpScreen
-from placet.tui.history import HISTORY_LIMIT, HistoryPane
 from placet.tui.messages import (
     ActionDone,
     AuditLoaded,
@@ -61,6 +56,9 @@ from placet.tui.messages import (
 from placet.tui.queue import PAGE, QueuePane, QueueTable
 from placet.tui.render import when
 from placet.tui.transfer import TransferPanel
+
+if TYPE_CHECKING:  # imported where used: they are not needed for the first paint
+    from placet.tui.history import HistoryPane
 
 Clock = Callable[[], datetime]
 Executor = Callable[..., ProposalRecord]
@@ -111,6 +109,7 @@ class ReviewApp(App[None]):
         self._max_seen_id: int | None = None
         self._loading_more = False
         self._swept_once = False
+        self._tabs_mounted = False
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -119,11 +118,10 @@ class ReviewApp(App[None]):
         with TabbedContent(initial="queue", id="tabs"):
             with TabPane("Queue (1)", id="queue"):
                 yield QueuePane(self.clock, id="queue-pane")
-            # Hidden at start: mounted after the first paint, so they cost it nothing.
-            with TabPane("History (2)", id="history"):
-                yield Lazy(HistoryPane(self.clock, id="history-pane"))
-            with TabPane("Audit (3)", id="audit"):
-                yield Lazy(AuditPane(id="audit-pane"))
+            # Hidden at start: their panes (and Textual's Select and Input, which only
+            # they and the modals use) are imported and mounted after the first paint.
+            yield TabPane("History (2)", id="history")
+            yield TabPane("Audit (3)", id="audit")
         yield Footer()
 
     @property
@@ -136,7 +134,20 @@ class ReviewApp(App[None]):
 
     @property
     def history_pane(self) -> HistoryPane:
+        from placet.tui.history import HistoryPane
+
         return self.query_one(HistoryPane)
+
+    def mount_later_tabs(self) -> None:
+        """Mount the History and Audit panes (once), after the queue's first paint."""
+        if self._tabs_mounted:
+            return
+        self._tabs_mounted = True
+        from placet.tui.audit import AuditPane
+        from placet.tui.history import HistoryPane
+
+        self.query_one("#history", TabPane).mount(HistoryPane(self.clock, id="history-pane"))
+        self.query_one("#audit", TabPane).mount(AuditPane(id="audit-pane"))
 
     def on_mount(self) -> None:
         pane = self.queue_pane
@@ -145,8 +156,8 @@ class ReviewApp(App[None]):
         pane.set_interval(POLL_SECONDS, self.poll_changes)
         pane.set_interval(self.settings.sweep_seconds, self.run_sweep)
         self._data_version = self._read_version()
-        self._swept_once = False
         self.reload_queue()  # first paint first; the first sweep follows the first load
+        pane.set_timer(2.0, self.mount_later_tabs)  # in case the first load never comes
         self.queue_table.focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -224,6 +235,7 @@ class ReviewApp(App[None]):
         if not self._swept_once:
             self._swept_once = True
             self.call_after_refresh(self.run_sweep)
+            self.call_after_refresh(self.mount_later_tabs)
         self.queue_pane.apply(
             msg.records, exhausted=msg.exhausted, replace=msg.replace, counts=msg.counts
         )
@@ -242,6 +254,8 @@ class ReviewApp(App[None]):
             self.notify(f"and {len(fresh) - 3} more", title="New proposals", markup=False)
 
     def reload_history(self) -> None:
+        from placet.tui.history import HistoryPane
+
         panes = self.query(HistoryPane)
         if panes:
             self.load_history(panes.first().status_filter)
@@ -250,6 +264,8 @@ class ReviewApp(App[None]):
 
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def load_history(self, statuses: list[str]) -> None:
+        from placet.tui.history import HISTORY_LIMIT
+
         try:
             records = self.store.list(statuses, limit=HISTORY_LIMIT, newest_first=True)
         except PlacetError as e:
@@ -286,9 +302,13 @@ class ReviewApp(App[None]):
         except PlacetError as e:
             self.post_message(ActionDone(e.error_code, inert(e.message), "error", reload=False))
             return
+        from placet.tui.audit import AUDIT_LIMIT
+
         self.post_message(AuditLoaded(events[-AUDIT_LIMIT:][::-1], len(events)))
 
     def on_audit_loaded(self, msg: AuditLoaded) -> None:
+        from placet.tui.audit import AuditPane
+
         panes = self.query(AuditPane)
         if panes:
             panes.first().apply(msg.events, msg.total)
@@ -370,6 +390,8 @@ class ReviewApp(App[None]):
         def decided(accept: bool | None) -> None:
             if accept:
                 self._start_transfer(record)
+
+        from placet.tui.confirm import AcceptScreen
 
         screen = AcceptScreen(
             record, effect_of(record), now, guard_seconds=self.confirm_guard_seconds
@@ -485,6 +507,8 @@ class ReviewApp(App[None]):
             if reason is not None:
                 self.store_action("discard", record.id, reason or None)
 
+        from placet.tui.confirm import DiscardScreen
+
         self.push_screen(DiscardScreen(record), decided)
 
     def action_extend_selected(self) -> None:
@@ -536,6 +560,8 @@ class ReviewApp(App[None]):
     # -- navigation and quitting ----------------------------------------------------------
 
     def action_help(self) -> None:
+        from placet.tui.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
@@ -552,6 +578,8 @@ class ReviewApp(App[None]):
         if self.transfer is None:
             self.exit()
             return
+        from placet.tui.confirm import QuitScreen
+
         if isinstance(self.screen, QuitScreen):
             return
         self.push_screen(QuitScreen(self.transfer[0]), self._quit_answer)
