@@ -143,9 +143,90 @@ SELECT 'run:' || run_id, count(*) FROM proposal WHERE status = 'pending' GROUP B
 SELECT 'total', count(*) FROM proposal WHERE status = 'pending'""",
 )
 
+# Sync (issue 6): stored plans, the local and remote digest caches, baselines per pair,
+# and drive snapshots; the tables are declared in `placet.store.sync_data`.
+_SYNC = (
+    """CREATE TABLE sync_plan (
+    id INTEGER NOT NULL,
+    pair_key TEXT NOT NULL,
+    root_name TEXT NOT NULL,
+    root_path TEXT NOT NULL,
+    local_path TEXT NOT NULL,
+    drive_spec TEXT NOT NULL,
+    remote_path TEXT NOT NULL,
+    options TEXT NOT NULL,
+    local_fingerprint TEXT NOT NULL,
+    remote_fingerprint TEXT NOT NULL,
+    baseline_generation INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    body BLOB NOT NULL,
+    skips BLOB NOT NULL,
+    created_at DATETIME NOT NULL,
+    PRIMARY KEY (id)
+)""",
+    "CREATE INDEX ix_sync_plan_created ON sync_plan (created_at)",
+    "CREATE INDEX ix_sync_plan_pair ON sync_plan (pair_key, created_at)",
+    """CREATE TABLE sync_digest_cache (
+    root_key TEXT NOT NULL,
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    sha1 TEXT,
+    md5 TEXT,
+    verified INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (root_key, path)
+)""",
+    """CREATE TABLE sync_remote_digest (
+    drive_spec TEXT NOT NULL,
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime TEXT NOT NULL,
+    digest_type TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (drive_spec, path)
+)""",
+    """CREATE TABLE sync_pair (
+    pair_key TEXT NOT NULL,
+    root_path TEXT NOT NULL,
+    local_path TEXT NOT NULL,
+    drive_spec TEXT NOT NULL,
+    remote_path TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    updated_at DATETIME NOT NULL,
+    PRIMARY KEY (pair_key)
+)""",
+    """CREATE TABLE sync_baseline (
+    pair_key TEXT NOT NULL,
+    path TEXT NOT NULL,
+    sha256 TEXT,
+    remote_digest_type TEXT,
+    remote_digest TEXT,
+    size INTEGER,
+    mtime TEXT,
+    updated_at DATETIME NOT NULL,
+    PRIMARY KEY (pair_key, path)
+)""",
+    """CREATE TABLE drive_snapshot (
+    id INTEGER NOT NULL,
+    drive_spec TEXT NOT NULL,
+    path TEXT NOT NULL,
+    entry_count INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    created_at DATETIME NOT NULL,
+    PRIMARY KEY (id)
+)""",
+    "CREATE INDEX ix_drive_snapshot_created ON drive_snapshot (created_at)",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY),
+    Migration("sync_plans_caches_baselines_snapshots", _SYNC),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 
