@@ -430,7 +430,7 @@ def test_entry_cap() -> None:
     local = [L(f"f{i}", str(i)) for i in range(11)]
     with pytest.raises(LimitExceeded) as ei:
         plan(local, [], {}, SHA1, entry_cap=10)
-    assert ei.value.details == {"side": "local", "cap": 10}
+    assert ei.value.details == {"side": "local", "cap": 10, "counted": "files"}
     assert len(plan(local[:10], [], {}, SHA1, entry_cap=10).ops) == 10
     with pytest.raises(LimitExceeded):
         plan([], [R(f"f{i}", "x") for i in range(11)], {}, SHA1, entry_cap=10)

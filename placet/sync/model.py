@@ -63,7 +63,8 @@ ALLOWED_DECISIONS: dict[ConflictKind, tuple[Decision, ...]] = {
 """Decisions per conflict kind (DESIGN.md section 7); any other decision is refused."""
 
 DEFAULT_ENTRY_CAP = 100_000
-"""Sync plans hold at most this many paths per side (DESIGN.md section 9, "Caps")."""
+"""Sync plans hold at most this many files per side, and as many folders (DESIGN.md
+section 9, "Caps"; counting files only is docs/decisions.md's choice)."""
 
 PLAN_FORMAT = "placet-plan v1"
 """Version tag of `SyncPlan.to_dict()`; a reader refuses any other (STYLE.md: version

@@ -92,6 +92,7 @@ class _Planner:
         by_key: dict[str, LocalEntry] = {}
         dups: dict[str, list[LocalEntry]] = {}
         fp: list[str] = []
+        files = dirs = 0
         ci = self.ci
         for e in entries:
             p = e.path if e.path.isascii() else nfc(e.path)
@@ -100,8 +101,14 @@ class _Planner:
             if p != e.path:
                 e = replace(e, path=p)
             fp.append(f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}")
-            if len(fp) > cap:
-                raise _cap_error("local", cap)
+            if e.kind == "dir":
+                dirs += 1
+                if dirs > cap:
+                    raise _cap_error("local", cap, "folders")
+            else:
+                files += 1
+                if files > cap:
+                    raise _cap_error("local", cap, "files")
             k = p.casefold() if ci else p
             if k in by_key:
                 dups.setdefault(k, [by_key[k]]).append(e)
@@ -119,6 +126,7 @@ class _Planner:
         by_key: dict[str, RemoteEntry] = {}
         dups: dict[str, list[RemoteEntry]] = {}
         fp: list[str] = []
+        files = dirs = 0
         ci = self.ci
         for e in entries:
             p = e.path if e.path.isascii() else nfc(e.path)
@@ -126,8 +134,14 @@ class _Planner:
                 continue
             digests = "\0".join(e.digests.values()) if e.digests else ""
             fp.append(f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0{digests}")
-            if len(fp) > cap:
-                raise _cap_error("remote", cap)
+            if e.kind == "dir":
+                dirs += 1
+                if dirs > cap:
+                    raise _cap_error("remote", cap, "folders")
+            else:
+                files += 1
+                if files > cap:
+                    raise _cap_error("remote", cap, "files")
             k = p.casefold() if ci else p
             if k in by_key:
                 dups.setdefault(k, [by_key[k]]).append(e)
@@ -415,11 +429,11 @@ def _fingerprint(lines: list[str]) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _cap_error(side: str, cap: int) -> LimitExceeded:
+def _cap_error(side: str, cap: int, what: str) -> LimitExceeded:
     return LimitExceeded(
-        f"cannot plan: the {side} listing has more than {cap} entries (the plan entry "
+        f"cannot plan: the {side} listing has more than {cap} {what} (the plan entry "
         "cap); plan a smaller folder",
-        details={"side": side, "cap": cap},
+        details={"side": side, "cap": cap, "counted": what},
     )
 
 
@@ -446,7 +460,8 @@ def plan(
         allow_empty_side: plan even if a side is empty while a baseline exists, or a
             listing failed.
         had_listing_error: the caller's listing of either side failed part-way.
-        entry_cap: most entries per side (DESIGN.md section 9: 100,000).
+        entry_cap: most files per side, and most folders per side (DESIGN.md section
+            9: 100,000; files are what the cap counts, folders have their own).
 
     Returns:
         A `SyncPlan`; every path of either listing (and every folder they imply)
@@ -454,7 +469,7 @@ def plan(
 
     Raises:
         EmptySideRefused: `empty_side` or `listing_incomplete`, unless `allow_empty_side`.
-        LimitExceeded: a side has more than `entry_cap` entries.
+        LimitExceeded: a side has more than `entry_cap` files (or folders).
     """
     if had_listing_error and not allow_empty_side:
         raise EmptySideRefused(
