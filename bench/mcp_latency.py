@@ -10,8 +10,10 @@ round trip over stdio:
   long-lived `rclone rcd`, one INSERT + audit event), each call a new folder name so each
   creates a proposal.
 
-Target (issue 4): placet's p50 within 2x of the floor's. Also reported: the idle RSS of
-`placet serve` and of its `rclone rcd` child (after the calls, 2 s idle), and proposals/s
+Target (issue 4): placet's p50 within 2x of the floor's. For scale, the same work is also
+timed in-process without MCP (`store.get`, one `drive.stat`, `proposing.propose_mkdir`).
+Also reported: the idle RSS of `placet serve` and of its `rclone rcd` child (after the
+calls, 2 s idle), and proposals/s
 through 4 `placet serve` processes at once (one client each, concurrent, for
 `--seconds`), with the count read back from the database (none lost) and every
 `is_error` result counted (a `database is locked` would show there).
@@ -61,6 +63,10 @@ def floor_server() -> None:
     server.run()
 
 
+def phase(what: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
@@ -107,15 +113,50 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-async def timed(n: int, call: Callable[[int], Awaitable[Any]]) -> list[float]:
-    out = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        result = await call(i)
-        out.append(time.perf_counter() - t0)
-        if getattr(result, "is_error", False):
-            raise RuntimeError(f"call {i} failed: {result.content[0].text}")
-    return out
+def core_timings(home: Path, root: Path, n: int) -> dict[str, Any]:
+    """The same work without MCP: what each tool costs before the protocol adds its share."""
+    from placet import proposing
+    from placet.config import load_settings
+    from placet.drive import drive_for
+    from placet.paths import parse_roots
+    from placet.store import open_store
+
+    settings = load_settings({"PLACET_HOME": str(home), "PLACET_DRIVE": str(root.parent / "drive")})
+    store = open_store(settings)
+    drive = drive_for(settings)
+    try:
+        ctx = proposing.ProposeContext(
+            settings=settings,
+            store=store,
+            drive=drive,
+            roots=tuple(parse_roots([str(root)], settings.data_dir)),
+            run_id="bench-core",
+            drive_spec=drive.spec,
+        )
+        rec, _ = proposing.propose_mkdir(ctx, remote_parent="", name="core", reason="b")
+
+        def each(fn: Callable[[int], Any]) -> dict[str, float]:
+            for i in range(10):
+                fn(-1 - i)
+            times = []
+            for i in range(n):
+                t0 = time.perf_counter()
+                fn(i)
+                times.append(time.perf_counter() - t0)
+            return summary(times)
+
+        return {
+            "store_get": each(lambda i: store.get(rec.id)),
+            "drive_stat": each(lambda i: drive.stat(f"absent{i}")),
+            "propose_mkdir": each(
+                lambda i: proposing.propose_mkdir(
+                    ctx, remote_parent="", name=f"core{i + 20:06d}", reason="b"
+                )
+            ),
+        }
+    finally:
+        drive.close()
+        store.close()
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -143,28 +184,32 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         f"Python {platform.python_version()}",
     }
 
-    async with Client(floor, client_info=info) as c:
-        await timed(warm, lambda i: c.call_tool("empty", {}))
-        out["floor_empty_tool"] = summary(await timed(n, lambda i: c.call_tool("empty", {})))
-
-    async with Client(placet, client_info=info) as c:
-
-        def mkdir(prefix: str) -> Callable[[int], Awaitable[Any]]:
-            return lambda i: c.call_tool(
-                "propose_mkdir",
-                {"remote_parent": "", "name": f"{prefix}{i:06d}", "reason": "benchmark"},
-            )
-
-        await timed(warm, mkdir("warm"))
-        first = await c.call_tool(
-            "propose_mkdir", {"remote_parent": "", "name": "x", "reason": "b"}
+    phase("floor and placet serve, interleaved: empty, proposal_get, propose_mkdir")
+    async with Client(floor, client_info=info) as fc, Client(placet, client_info=info) as pc:
+        first = await pc.call_tool(
+            "propose_mkdir", {"remote_parent": "", "name": "first", "reason": "b"}
         )
         pid = first.structured_content["proposal"]["id"]  # type: ignore[index]
-        await timed(warm, lambda i: c.call_tool("proposal_get", {"id": pid}))
-        out["proposal_get"] = summary(
-            await timed(n, lambda i: c.call_tool("proposal_get", {"id": pid}))
-        )
-        out["propose_mkdir"] = summary(await timed(n, mkdir("m")))
+        calls: dict[str, Callable[[int], Awaitable[Any]]] = {
+            "floor_empty_tool": lambda i: fc.call_tool("empty", {}),
+            "proposal_get": lambda i: pc.call_tool("proposal_get", {"id": pid}),
+            "propose_mkdir": lambda i: pc.call_tool(
+                "propose_mkdir",
+                {"remote_parent": "", "name": f"m{i:07d}", "reason": "benchmark"},
+            ),
+        }
+        # Round-robin, one call of each per round, so that all three see the same load.
+        times: dict[str, list[float]] = {k: [] for k in calls}
+        for i in range(-warm, n):
+            for name, call in calls.items():
+                t0 = time.perf_counter()
+                result = await call(i)
+                took = time.perf_counter() - t0
+                if result.is_error:
+                    raise RuntimeError(f"{name} failed: {result.content[0].text}")
+                if i >= 0:
+                    times[name].append(took)
+        out.update({k: summary(v) for k, v in times.items()})
         await anyio.sleep(2.0)  # idle
         servers = [p for p in children_of(os.getpid()) if "placet serve" in cmdline(p)]
         rss: dict[str, int | None] = {}
@@ -175,6 +220,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     rss["rclone_rcd_kib"] = rss_kib(child)
         out["idle_rss"] = rss
 
+    phase("the same work in-process")
+    out["core_in_process"] = core_timings(home, root, n)
     floor_p50 = out["floor_empty_tool"]["p50_ms"]
     out["ratio_p50_vs_floor"] = {
         k: round(out[k]["p50_ms"] / floor_p50, 2) for k in ("proposal_get", "propose_mkdir")
@@ -184,13 +231,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     counts: list[int] = []
     errors: list[str] = []
     finished: list[float] = []
+    ready: list[int] = []
 
     async def one(k: int, start: anyio.Event, stop_at: list[float]) -> None:
         async with Client(placet, client_info=info) as c:
             await c.call_tool("roots_list", {})
-            await c.call_tool(
-                "propose_mkdir", {"remote_parent": "", "name": f"w{k}", "reason": "b"}
-            )
+            warm = {"remote_parent": "", "name": f"w{k}", "reason": "warm up"}
+            await c.call_tool("propose_mkdir", warm)
+            ready.append(k)
             await start.wait()
             made = 0
             while time.perf_counter() < stop_at[0]:
@@ -208,12 +256,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from placet.config import load_settings
     from placet.store import open_store
 
+    phase(f"throughput through {args.procs} placet serve processes")
     start = anyio.Event()
     stop_at = [0.0]
     async with anyio.create_task_group() as tg:
         for k in range(args.procs):
             tg.start_soon(one, k, start, stop_at)
-        await anyio.sleep(3.0)  # let every server start and warm up
+        while len(ready) < args.procs:  # every server started and warmed up
+            await anyio.sleep(0.05)
         t0 = time.perf_counter()
         stop_at[0] = t0 + args.seconds
         start.set()
@@ -257,6 +307,8 @@ def main() -> None:
         s = result[k]
         print(f"{k:18} p50 {s['p50_ms']:8.3f} ms  p99 {s['p99_ms']:8.3f} ms  (n={s['n']})")
     print(f"p50 vs floor: {result['ratio_p50_vs_floor']}")
+    core = {k: v["p50_ms"] for k, v in result["core_in_process"].items()}
+    print(f"same work without MCP (in-process p50 ms): {core}")
     print(f"idle RSS: {result['idle_rss']}")
     print(f"through {args.procs} placet serve: {result['throughput']}")
 
