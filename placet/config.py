@@ -61,6 +61,10 @@ class Settings(BaseModel):
     heartbeat_seconds: float = Field(10.0, gt=0)
     sweep_seconds: float = Field(10.0, gt=0)
     plan_entry_cap: int = Field(100_000, ge=1)
+    """Most files (and, separately, most folders) one side of a sync plan may hold."""
+    long_read_seconds: float = Field(45.0, ge=0, le=55)
+    """How long `local_index`/`sync_plan` wait before answering `in_progress` while the
+    work goes on in the background (DESIGN.md section 9, "Long reads"); 0: never wait."""
     read_cap_bytes: int = Field(16 * 1024, ge=1)
     upload_cap_bytes: int = Field(64 * 1024**3, ge=1)
     allow_yes: bool = False
