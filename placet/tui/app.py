@@ -118,8 +118,8 @@ class ReviewApp(App[None]):
         with TabbedContent(initial="queue", id="tabs"):
             with TabPane("Queue (1)", id="queue"):
                 yield QueuePane(self.clock, id="queue-pane")
-            # Hidden at start: their panes (and Textual's Select and Input, which only
-            # they and the modals use) are imported and mounted after the first paint.
+            # Hidden at start: their panes (and Textual's Select, which only they use)
+            # are imported and mounted when first opened, not before the first paint.
             yield TabPane("History (2)", id="history")
             yield TabPane("Audit (3)", id="audit")
         yield Footer()
@@ -138,16 +138,16 @@ class ReviewApp(App[None]):
 
         return self.query_one(HistoryPane)
 
-    def mount_later_tabs(self) -> None:
-        """Mount the History and Audit panes (once), after the queue's first paint."""
+    async def mount_later_tabs(self) -> None:
+        """Mount the History and Audit panes (once), when either tab is first opened."""
         if self._tabs_mounted:
             return
         self._tabs_mounted = True
         from placet.tui.audit import AuditPane
         from placet.tui.history import HistoryPane
 
-        self.query_one("#history", TabPane).mount(HistoryPane(self.clock, id="history-pane"))
-        self.query_one("#audit", TabPane).mount(AuditPane(id="audit-pane"))
+        await self.query_one("#history", TabPane).mount(HistoryPane(self.clock, id="history-pane"))
+        await self.query_one("#audit", TabPane).mount(AuditPane(id="audit-pane"))
 
     def on_mount(self) -> None:
         pane = self.queue_pane
@@ -157,7 +157,6 @@ class ReviewApp(App[None]):
         pane.set_interval(self.settings.sweep_seconds, self.run_sweep)
         self._data_version = self._read_version()
         self.reload_queue()  # first paint first; the first sweep follows the first load
-        pane.set_timer(2.0, self.mount_later_tabs)  # in case the first load never comes
         self.queue_table.focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -235,7 +234,6 @@ class ReviewApp(App[None]):
         if not self._swept_once:
             self._swept_once = True
             self.call_after_refresh(self.run_sweep)
-            self.call_after_refresh(self.mount_later_tabs)
         self.queue_pane.apply(
             msg.records, exhausted=msg.exhausted, replace=msg.replace, counts=msg.counts
         )
@@ -257,10 +255,8 @@ class ReviewApp(App[None]):
         from placet.tui.history import HistoryPane
 
         panes = self.query(HistoryPane)
-        if panes:
+        if panes:  # else never opened yet: it loads when first opened
             self.load_history(panes.first().status_filter)
-        else:  # not mounted yet (lazy, right after start): try again after the next paint
-            self.call_after_refresh(self.reload_history)
 
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def load_history(self, statuses: list[str]) -> None:
@@ -312,10 +308,10 @@ class ReviewApp(App[None]):
         panes = self.query(AuditPane)
         if panes:
             panes.first().apply(msg.events, msg.total)
-        else:  # loaded before the lazy pane was mounted: apply after the next paint
-            self.call_after_refresh(self.on_audit_loaded, msg)
 
-    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+    async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id in ("history", "audit"):
+            await self.mount_later_tabs()
         if event.pane.id == "history":
             self.reload_history()
         elif event.pane.id == "audit":
@@ -565,7 +561,9 @@ class ReviewApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    def action_show_tab(self, tab: str) -> None:
+    async def action_show_tab(self, tab: str) -> None:
+        if tab != "queue":
+            await self.mount_later_tabs()
         self.query_one(TabbedContent).active = tab
         table_id = {"queue": "#queue-table", "history": "#history-table"}.get(tab, "#audit-table")
         self.query_one(table_id).focus()
