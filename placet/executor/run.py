@@ -54,6 +54,7 @@ from placet.executor.temps import (
 from placet.requests import Op, request_hash
 from placet.store import LeaseHolder, OpResultRecord, ProposalRecord, Store
 from placet.store.lifecycle import APPROVED, SUCCESS_OUTCOMES
+from placet.sync.baseline import BaselineRecorder
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +201,8 @@ class _Run:
         self.current: Op | None = None
         self.temps: dict[int, list[Temp]] = {}  # journaled temps per op index
         self.leftover: dict[int, list[Temp]] = {}  # earlier attempts' temps not yet removed
+        # A sync's baseline is written as each op succeeds (DESIGN.md section 7).
+        self.baseline = BaselineRecorder.for_proposal(store, record, drive)
 
     # ---- hooks handed to the ops ----------------------------------------------------
 
@@ -279,7 +282,11 @@ class _Run:
                 self._journal(op, out)
             except WrongState:  # recovery took the proposal: another process may own it
                 return self._stop("lease lost", None)
+            if self.baseline is not None:
+                self.baseline.op_ended(op, out.outcome, out.detail)
             outcomes[out.outcome] += 1
+        if self.baseline is not None:
+            self.baseline.ops_finished()
         summary: dict[str, Any] = {
             "ops": self.count,
             "outcomes": dict(outcomes),

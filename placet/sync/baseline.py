@@ -1,0 +1,119 @@
+"""Recording the sync baseline as an accepted sync proposal runs (DESIGN.md section 7).
+
+The baseline says what both sides of a pair held after the last sync that touched a
+path; the planner reads it to tell "edited here" from "deleted there". It is written
+only from facts placet verified:
+
+- after each op that ends `done` or `already_done` (the target now holds the approved
+  content): SHA-256 of that content, the remote's digest of it (or, where the remote
+  has none, its size and mtime, read back with one stat);
+- once the ops have run, for the plan's skips that were verified by digest (files
+  equal on both sides) and its folders present on both sides.
+
+A failed, stale or skipped op records nothing, so its path keeps its old baseline and
+the next plan sees it as it is. An op whose content's SHA-256 is not known (a download
+found already done on a remote whose digest is not SHA-256) records nothing either
+rather than guess; the next plan sees both sides equal and the apply after it records
+it. Recording never fails an op: an error here is logged and the sync goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from placet.requests import Op, SyncRequest
+from placet.store.sync_data import Pair, SyncData
+from placet.sync.model import BaselineEntry, nfc
+
+if TYPE_CHECKING:
+    from placet.drive.base import Drive
+    from placet.store import ProposalRecord, Store
+
+log = logging.getLogger(__name__)
+
+_SUCCESS = frozenset({"done", "already_done"})
+
+
+class BaselineRecorder:
+    """Writes the baseline of one sync proposal's pair as its ops succeed."""
+
+    def __init__(self, data: SyncData, pair: Pair, plan_id: int, drive: Drive) -> None:
+        self.data, self.pair, self.plan_id, self.drive = data, pair, plan_id, drive
+        self.recorded = 0
+
+    @classmethod
+    def for_proposal(
+        cls, store: Store, record: ProposalRecord, drive: Drive
+    ) -> BaselineRecorder | None:
+        """A recorder for a sync proposal; None for any other kind (or a request that
+        does not parse, which the executor refuses on its own)."""
+        if record.kind != "sync":
+            return None
+        try:
+            req = SyncRequest.model_validate(record.request)
+        except ValueError:
+            return None
+        pair = Pair(req.root.path, req.local_path, record.drive_spec, req.remote_path)
+        return cls(SyncData(store), pair, req.plan_id, drive)
+
+    def _rel(self, remote_path: str | None) -> str | None:
+        folder = self.pair.remote_path
+        path = remote_path or ""
+        if not folder:
+            return nfc(path) if path else None
+        if path.startswith(folder + "/"):
+            return nfc(path[len(folder) + 1 :])
+        return None  # the synced folder itself (created when it was missing)
+
+    def entry(self, op: Op, outcome: str, detail: Mapping[str, Any]) -> BaselineEntry | None:
+        """The baseline entry a successful `op` establishes, or None."""
+        rel = self._rel(op.remote_path)
+        if outcome not in _SUCCESS or rel is None:
+            return None
+        if op.kind == "mkdir":
+            return BaselineEntry(rel, None)
+        if op.kind in ("upload", "upload_revision"):
+            ev = op.expected_local
+            if ev is None:
+                return None
+            dtype, digest = detail.get("digest_type"), detail.get("digest")
+            if not digest and str(detail.get("verification", "")).startswith("digest:"):
+                dtype, digest = ev.digest_type, ev.digest
+            mtime = None
+            if not digest:  # compared by size and mtime next time: read them back
+                found = self.drive.stat(op.remote_path or "")
+                mtime = found.mtime if found is not None else None
+            return BaselineEntry(
+                rel, ev.sha256, dtype if digest else None, digest or None, op.size, mtime
+            )
+        src = op.expected_remote
+        if src is None:
+            return None
+        sha = detail.get("sha256") or (src.digest if src.digest_type == "sha256" else None)
+        if not sha:
+            return None
+        return BaselineEntry(
+            rel, str(sha).lower(), src.digest_type, src.digest, src.size, src.mtime
+        )
+
+    def op_ended(self, op: Op, outcome: str, detail: Mapping[str, Any]) -> None:
+        """Record the baseline for one journaled op (never raises)."""
+        try:
+            b = self.entry(op, outcome, detail)
+            if b is not None:
+                self.data.record_baseline(self.pair, [b])
+                self.recorded += 1
+        except Exception:
+            log.exception("recording the sync baseline for op %s failed; continuing", op.index)
+
+    def ops_finished(self) -> None:
+        """Record the plan's verified skips (never raises)."""
+        try:
+            skips = self.data.plan_skips(self.plan_id)
+            if skips:
+                self.data.record_baseline(self.pair, skips)
+                self.recorded += len(skips)
+        except Exception:
+            log.exception("recording the verified skips of plan %s failed", self.plan_id)
