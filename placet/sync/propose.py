@@ -1,0 +1,147 @@
+"""`propose_sync`: turn a stored plan plus the agent's conflict decisions into one inert
+sync proposal (DESIGN.md sections 4, 5, 7).
+
+The proposal holds the plan's full op set (`placet.sync.ops.to_request_ops`): every op
+the plan made and one per decided conflict, each with the evidence the plan saw, which
+the executor re-checks before it acts. The whole proposal is refused, never part of it,
+when a conflict is undecided, a decision names a path that is not a conflict, or a
+decision is not one the conflict's kind allows. Nothing here touches the drive or a
+local file; the only write is the pending row.
+
+The plan is bound to where it was made: its drive spec must be the one this server uses,
+its root must still be one of the owner's roots (same path; the root's identity is
+re-checked), and its folder must lie inside the caller's scope, so a plan made through
+one server cannot be proposed through another that may not see that folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from placet.errors import PathRefused, PolicyRefused, UsageError
+from placet.proposing import ProposeContext, ttl_seconds
+from placet.requests import Op, RemoteEvidence, SyncRequest
+from placet.sync.ops import check_decisions, to_request_ops
+from placet.text import inert, one_line_reason
+
+if TYPE_CHECKING:
+    from placet.store import ProposalRecord
+    from placet.store.sync_data import StoredPlan
+    from placet.sync.service import SyncService
+
+
+def _with_folder_mkdir(ops: list[Op], folder: str) -> list[Op]:
+    """Prepend the creation of the synced remote folder itself (it was missing)."""
+    first = Op(
+        index=0,
+        kind="mkdir",
+        remote_path=folder,
+        expected_remote=RemoteEvidence(exists=False),
+        reason="the synced remote folder does not exist yet",
+    )
+    return [first, *(op.model_copy(update={"index": op.index + 1}) for op in ops)]
+
+
+def sync_ops(stored: StoredPlan, decisions: Mapping[str, str]) -> list[Op]:
+    """The executor's ops for `stored` with `decisions` (see `to_request_ops`).
+
+    Raises:
+        UsageError: `undecided_conflict`, `decision_not_conflict`, `decision_not_allowed`.
+    """
+    ops = to_request_ops(
+        stored.plan,
+        decisions,
+        local_prefix=stored.pair.local_path,
+        remote_prefix=stored.pair.remote_path,
+    )
+    if ops and stored.meta.get("remote_folder_missing") and stored.pair.remote_path:
+        ops = _with_folder_mkdir(ops, stored.pair.remote_path)
+    return ops
+
+
+def propose_sync(
+    service: SyncService,
+    ctx: ProposeContext,
+    *,
+    plan_id: int,
+    decisions: Mapping[str, str],
+    reason: str,
+    ttl_minutes: int | None = None,
+) -> tuple[ProposalRecord, bool]:
+    """Propose applying stored plan `plan_id` with `decisions` for its conflicts.
+
+    Returns:
+        (the pending proposal, True), or (an identical pending one, False).
+
+    Raises:
+        UsageError: reason or TTL refused; a decision refused (codes above); the plan
+            has nothing to do (`nothing_to_do`).
+        NotFound: no such plan (or pruned after 7 days).
+        PolicyRefused (`drive_changed`): the plan was made against another drive.
+        PathRefused: the plan's root is not one of this server's roots, or its folder is
+            no longer usable or outside the caller's scope.
+        LimitExceeded: the pending caps are reached.
+    """
+    why = one_line_reason(reason)
+    ttl = ttl_seconds(ctx.settings, ttl_minutes)
+    stored = service.load_plan(plan_id)
+    pair = stored.pair
+    if pair.drive_spec != ctx.drive_spec:
+        raise PolicyRefused(
+            f"refusing to propose sync plan {plan_id}: it was made against another drive "
+            "than the one this placet uses; call sync_plan again",
+            code="drive_changed",
+            details={"plan_id": plan_id},
+        )
+    root = next((r for r in ctx.roots if str(r.path) == pair.root_path), None)
+    if root is None:
+        raise PathRefused(
+            f"refusing to propose sync plan {plan_id}: its local root "
+            f"{inert(pair.root_path)!r} is not one of this placet's roots; plan again here",
+            code="root_unknown",
+            details={"plan_id": plan_id},
+        )
+    folder = service.folder(ctx, pair.local_path, root.name)
+    ops = sync_ops(stored, decisions)
+    skips = service.data.plan_skips(plan_id)
+    if not ops and not skips:
+        raise UsageError(
+            f"sync plan {plan_id} has nothing to do: every path is already the same on both "
+            "sides (or only reported); there is nothing to propose",
+            code="nothing_to_do",
+            details={"plan_id": plan_id, "summary": stored.summary},
+        )
+    decided = check_decisions(stored.plan, decisions)  # NFC keys, as the plan names paths
+    request = SyncRequest(
+        plan_id=plan_id,
+        root=folder.root.to_ref(),
+        local_path=folder.rel,
+        remote_path=pair.remote_path,
+        decisions=decided,
+        ops=ops,
+    )
+    evidence: dict[str, Any] = {
+        "plan": {
+            "id": plan_id,
+            "created_at": stored.created_at.isoformat(),
+            "local_fingerprint": stored.local_fingerprint,
+            "remote_fingerprint": stored.remote_fingerprint,
+            "baseline_generation": stored.baseline_generation,
+            "summary": stored.summary,
+            "digest_type": stored.meta.get("digest_type"),
+        },
+        "verified_skips": len(skips),
+    }
+    return ctx.store.create_proposal(
+        kind="sync",
+        request=request.model_dump(mode="json"),
+        evidence=evidence,
+        reason=why,
+        drive_spec=ctx.drive_spec,
+        run_id=ctx.run_id,
+        client_name=ctx.client_name,
+        client_version=ctx.client_version,
+        label=ctx.label,
+        ttl_seconds=ttl,
+    )

@@ -1,0 +1,428 @@
+"""The I/O around the pure planner: index the local folder, list the remote, load the
+baseline, plan, store the plan (DESIGN.md sections 5, 7-9).
+
+What it decides, and why:
+
+- **Both listings at once.** The remote listing runs in a helper thread while this
+  thread indexes the local folder: rclone does the listing (and any remote hashing) in
+  its own process, so on two cores the slower side sets the time, not their sum.
+- **Digests cost once.** Local digests come from the persistent digest cache
+  (`SyncData` implements `placet.sync.cache.DigestCache`), reused while size, mtime,
+  inode and ctime match. On remotes whose digests rclone computes by reading the data
+  (local folders, sftp: `Capabilities.hashes_on_demand`) the listing is taken without
+  digests and each file's digest comes from the remote digest cache while its size and
+  mtime match; only the misses are hashed (one by one, or by one hashed listing when
+  there are many). A warm re-plan therefore hashes nothing on either side.
+- **The plan is stored**, immutable, with both fingerprints and the baseline generation
+  (`SyncData.save_plan`); an identical plan stored within the hour is reused.
+- **A missing remote folder** is an empty side (a first sync into a new folder is
+  normal): the plan records it, and `propose_sync` creates the folder first.
+- **Long reads** (`placet.sync.jobs`): with a `budget`, a plan or index that is not done
+  in time raises the retryable `in_progress` and goes on in the background.
+- **Hidden names** (a component starting with ".") are left out unless asked for.
+
+The caller's scope is a `placet.proposing.ProposeContext` (roots, the MCP client's
+narrowed folders, the drive), so the tools and any CLI resolve paths the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+from placet.config import Settings
+from placet.drive.base import Capabilities, Drive, Entry, preferred_digest
+from placet.errors import NotFound, PathRefused, PlacetError
+from placet.paths import Root, check_remote_path, resolve_local
+from placet.proposing import ProposeContext
+from placet.store import Store
+from placet.store.db import utcnow
+from placet.store.sync_data import Pair, StoredPlan, SyncData
+from placet.sync.indexer import IndexResult, index_local
+from placet.sync.jobs import LongReads, Progress
+from placet.sync.model import BaselineEntry, RemoteEntry, SyncPlan
+from placet.sync.ops import baseline_for, remote_entries_from_drive
+from placet.sync.planner import plan
+from placet.text import inert
+
+log = logging.getLogger(__name__)
+
+BULK_MISSES = 256
+"""More remote digest misses than this (and a tenth of the files): one hashed listing."""
+_DIGEST_THREADS = 4
+
+
+def root_key(root: Root) -> str:
+    """The digest cache namespace of a root: its path, device and inode."""
+    return f"{root.path}\0{root.device}\0{root.inode}"
+
+
+def _hidden(path: str) -> bool:
+    return path[:1] == "." or "/." in path
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A local folder the caller may read: its root and path relative to it ("" = root)."""
+
+    root: Root
+    rel: str
+
+    @property
+    def path(self) -> Path:
+        return self.root.path.joinpath(*[p for p in self.rel.split("/") if p])
+
+
+@dataclass(frozen=True)
+class IndexedFolder:
+    """A finished index of `folder` (entries in path order)."""
+
+    folder: Folder
+    include_hidden: bool
+    digest_type: str | None
+    result: IndexResult
+    made_at: datetime
+
+
+class SyncService:
+    """Indexing, planning and plan storage for one process (thread-safe).
+
+    Counters for tests and benches: `local_files_hashed` (files the indexer read),
+    `remote_files_hashed` (remote files whose digest was computed, not cached).
+    """
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.settings = settings
+        self.data = SyncData(store)
+        self.jobs = LongReads()
+        self.local_files_hashed = 0
+        self.remote_files_hashed = 0
+        self._plans: OrderedDict[int, StoredPlan] = OrderedDict()
+
+    # ---- paths ------------------------------------------------------------------------
+
+    def folder(self, ctx: ProposeContext, path: str, root_name: str | None) -> Folder:
+        """Resolve an agent-named local folder (section 6 rules, client roots narrow).
+
+        Raises:
+            PathRefused / NotFound: see `placet.paths.resolve_local`; `not_a_directory`
+                when it names a file; `path_outside_root` outside the client's roots.
+        """
+        root, rel = resolve_local(ctx.roots, path, root_name or None, must_exist=True)
+        target = root.path.joinpath(*rel.parts)
+        if not stat.S_ISDIR(os.lstat(target).st_mode):
+            raise PathRefused(
+                f"refusing {inert(path)!r}: it is a file, not a folder; name a folder "
+                "inside the root",
+                code="not_a_directory",
+                details={"path": path, "root": root.name},
+            )
+        if ctx.allowed is not None and not any(
+            os.path.commonpath([target, a]) == str(a) for a in ctx.allowed
+        ):
+            raise PathRefused(
+                f"refusing {inert(path)!r}: it lies outside the roots your MCP client "
+                "declared; name a folder inside them",
+                code="path_outside_root",
+                details={"path": path, "client_roots": [str(a) for a in ctx.allowed]},
+            )
+        return Folder(root, "/".join(rel.parts))
+
+    # ---- local index ------------------------------------------------------------------
+
+    def index(
+        self,
+        folder: Folder,
+        *,
+        digest_type: str | None,
+        include_hidden: bool,
+        progress: Progress | None = None,
+    ) -> IndexResult:
+        """Index `folder` with SHA-256 and `digest_type`, through the digest cache.
+
+        Cache rows of files no longer there are dropped (hidden ones only when they were
+        listed). Raises what `index_local` raises.
+        """
+        key = root_key(folder.root)
+
+        def tick(files: int, hashed: int) -> None:
+            if progress is not None:
+                progress.files, progress.bytes_hashed = files, hashed
+
+        if progress is not None:
+            progress.phase = "indexing local files"
+        res = index_local(
+            folder.root.path,
+            folder.rel,
+            digest_types=[digest_type] if digest_type else [],
+            cache=self.data,
+            root_key=key,
+            include_hidden=include_hidden,
+            entry_cap=self.settings.plan_entry_cap,
+            progress=tick,
+        )
+        self.local_files_hashed += res.hashed_count
+        if progress is not None:
+            progress.files, progress.bytes_hashed = len(res.entries), res.bytes_hashed
+        prefix = folder.rel + "/" if folder.rel else ""
+        seen = {prefix + e.raw_path for e in res.entries}
+        gone = [
+            p
+            for p in self.data.get_under(key, folder.rel)
+            if p not in seen and (include_hidden or not _hidden(p[len(prefix) :]))
+        ]
+        self.data.forget_local(key, gone)
+        return res
+
+    def local_index(
+        self,
+        ctx: ProposeContext,
+        *,
+        path: str,
+        root: str | None,
+        include_hidden: bool,
+        budget: float | None,
+    ) -> IndexedFolder:
+        """Index an agent-named folder as a long read keyed by its arguments.
+
+        The digest type is the drive's preferred one (so a later plan reuses the cache);
+        when the drive cannot be asked, SHA-256 alone.
+        """
+        folder = self.folder(ctx, path, root)
+        try:
+            dtype = preferred_digest(ctx.drive.capabilities())
+        except PlacetError as e:
+            log.info("drive capabilities unavailable (%s); indexing with sha256 only", e)
+            dtype = None
+        key = ("index", str(folder.root.path), folder.rel, include_hidden, dtype)
+
+        def work(progress: Progress) -> IndexedFolder:
+            res = self.index(
+                folder, digest_type=dtype, include_hidden=include_hidden, progress=progress
+            )
+            return IndexedFolder(folder, include_hidden, dtype, res, utcnow())
+
+        return self.jobs.run(key, work, budget=budget, what=f"indexing {path!r}")
+
+    # ---- remote listing ---------------------------------------------------------------
+
+    def remote_listing(
+        self, drive: Drive, folder: str, progress: Progress | None = None
+    ) -> tuple[list[RemoteEntry], bool]:
+        """The planner's listing of remote `folder` with digests, and whether the folder
+        is missing (an empty side).
+
+        Raises:
+            PathRefused (`not_a_directory`): `folder` is a file. DriveUnavailable /
+                DriveError: rclone failed.
+        """
+        caps = drive.capabilities()
+        dtype = preferred_digest(caps)
+        try:
+            if dtype is None or not caps.hashes_on_demand:
+                entries = drive.list_tree(folder, include_digest=dtype is not None)
+            else:
+                entries = self._cached_remote_digests(drive, folder, caps, dtype, progress)
+        except NotFound:
+            found = drive.stat(folder) if folder else None
+            if found is not None and not found.is_dir:
+                raise PathRefused(
+                    f"refusing remote {inert(folder)!r}: it is a file, not a folder; name a "
+                    "folder of the drive",
+                    code="not_a_directory",
+                    details={"remote_path": folder},
+                ) from None
+            return [], True
+        if progress is not None:
+            progress.remote_entries = len(entries)
+        return remote_entries_from_drive(entries, folder), False
+
+    def _cached_remote_digests(
+        self,
+        drive: Drive,
+        folder: str,
+        caps: Capabilities,
+        dtype: str,
+        progress: Progress | None,
+    ) -> list[Entry]:
+        spec = drive.spec
+        if progress is not None:
+            progress.phase = "listing the remote"
+        entries = drive.list_tree(folder, include_digest=False)
+        cache = self.data.remote_digests(spec)
+        out: list[Entry] = []
+        misses: list[Entry] = []
+        for e in entries:
+            if e.is_dir:
+                out.append(e)
+                continue
+            c = cache.get(e.path)
+            if c is not None and c[0] == e.size and c[1] == e.mtime and c[2] == dtype:
+                out.append(replace(e, digests={dtype: c[3]}))
+            else:
+                misses.append(e)
+        fresh: list[tuple[str, int, str, str, str]] = []
+        if misses:
+            if progress is not None:
+                progress.phase = f"hashing {len(misses)} remote files"
+            got = self._hash_remote(drive, folder, dtype, misses)
+            for e in misses:
+                digest = got.get(e.path)
+                if digest is not None and e.size is not None and e.mtime is not None:
+                    fresh.append((e.path, e.size, e.mtime, dtype, digest))
+                out.append(replace(e, digests={dtype: digest} if digest else {}))
+            self.remote_files_hashed += len(misses)
+            self.data.put_remote_digests(spec, fresh)
+        return out
+
+    def _hash_remote(
+        self, drive: Drive, folder: str, dtype: str, misses: list[Entry]
+    ) -> dict[str, str]:
+        """Digests of `misses`, computed by rclone; a file changed meanwhile gets none."""
+        out: dict[str, str] = {}
+        if len(misses) > max(BULK_MISSES, len(misses) // 10):
+            listed = {e.path: e for e in drive.list_tree(folder, include_digest=True)}
+            for e in misses:
+                f = listed.get(e.path)
+                same = f is not None and (f.size, f.mtime) == (e.size, e.mtime)
+                if same and f is not None and (d := f.digests.get(dtype)):
+                    out[e.path] = d
+            return out
+
+        def one(e: Entry) -> tuple[str, str | None]:
+            d = drive.digest_of(e.path, dtype)
+            after = drive.stat(e.path)  # computed for the listed version only
+            same = after is not None and (after.size, after.mtime) == (e.size, e.mtime)
+            return e.path, d if same else None
+
+        with ThreadPoolExecutor(_DIGEST_THREADS, thread_name_prefix="placet-rhash") as ex:
+            for path, d in ex.map(one, misses):
+                if d:
+                    out[path] = d
+        return out
+
+    # ---- planning ---------------------------------------------------------------------
+
+    def make_plan(
+        self,
+        ctx: ProposeContext,
+        folder: Folder,
+        remote: str,
+        *,
+        include_hidden: bool,
+        allow_empty_side: bool,
+        progress: Progress | None = None,
+    ) -> StoredPlan:
+        """Index, list, load the baseline, plan, store (see the module docstring).
+
+        Raises:
+            EmptySideRefused: a side lists empty while a baseline exists (or a listing
+                failed) and not `allow_empty_side`.
+            LimitExceeded: a side exceeds `settings.plan_entry_cap` files.
+            PathRefused / NotFound / DriveUnavailable / DriveError / StoreError.
+        """
+        drive = ctx.drive
+        caps = drive.capabilities()
+        dtype = preferred_digest(caps)
+        try:
+            drive.clear_caches()  # DESIGN.md section 3: never plan from rclone's caches
+        except PlacetError as e:
+            log.warning("could not clear rclone's caches before planning: %s", e.message)
+        with ThreadPoolExecutor(1, thread_name_prefix="placet-list") as ex:
+            listing = ex.submit(self.remote_listing, drive, remote, progress)
+            try:
+                idx = self.index(
+                    folder, digest_type=dtype, include_hidden=include_hidden, progress=progress
+                )
+            finally:
+                if progress is not None:
+                    progress.phase = "listing the remote"
+                remote_entries, missing = listing.result()
+        pair = Pair(str(folder.root.path), folder.rel, ctx.drive_spec, remote)
+        baseline, generation = self.data.baseline(pair)
+        if progress is not None:
+            progress.phase = "planning"
+        p = plan(
+            idx.entries,
+            remote_entries,
+            baseline,
+            caps,
+            include_hidden=include_hidden,
+            allow_empty_side=allow_empty_side,
+            entry_cap=self.settings.plan_entry_cap,
+        )
+        stored = self.data.save_plan(
+            pair=pair,
+            root_name=folder.root.name,
+            options={"include_hidden": include_hidden, "allow_empty_side": allow_empty_side},
+            plan=p,
+            baseline_generation=generation,
+            meta={"digest_type": dtype, "remote_folder_missing": missing},
+            skips=verified_skips(p, baseline),
+        )
+        self._remember(stored)
+        return stored
+
+    def plan_sync(
+        self,
+        ctx: ProposeContext,
+        *,
+        local_path: str,
+        remote_path: str,
+        root: str | None,
+        include_hidden: bool,
+        allow_empty_side: bool,
+        budget: float | None,
+    ) -> StoredPlan:
+        """`make_plan` for agent-named paths, as a long read keyed by its arguments."""
+        folder = self.folder(ctx, local_path, root)
+        remote = check_remote_path(remote_path)
+        key = ("plan", ctx.drive_spec, str(folder.root.path), folder.rel, remote,
+               include_hidden, allow_empty_side)  # fmt: skip
+
+        def work(progress: Progress) -> StoredPlan:
+            return self.make_plan(
+                ctx,
+                folder,
+                remote,
+                include_hidden=include_hidden,
+                allow_empty_side=allow_empty_side,
+                progress=progress,
+            )
+
+        return self.jobs.run(key, work, budget=budget, what=f"planning {local_path!r}")
+
+    def _remember(self, stored: StoredPlan) -> None:
+        self._plans[stored.id] = stored
+        self._plans.move_to_end(stored.id)
+        while len(self._plans) > 8:
+            self._plans.popitem(last=False)
+
+    def load_plan(self, plan_id: int) -> StoredPlan:
+        """A stored plan (kept in memory for the pages that follow). Raises NotFound."""
+        hit = self._plans.get(plan_id)
+        if hit is None:
+            hit = self.data.load_plan(plan_id)
+            self._remember(hit)
+        return hit
+
+
+def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> list[BaselineEntry]:
+    """Baseline entries the plan's verified skips would record, where they differ from the
+    baseline now: files equal by digest, folders on both sides (DESIGN.md section 7)."""
+    out: list[BaselineEntry] = []
+    for r in p.reports:
+        if r.kind != "skip" or r.local is None or r.remote is None or r.blocked_by:
+            continue
+        if r.local.kind == "file" and r.digest_type is None:
+            continue
+        b = baseline_for(r.path, r.local, r.remote)
+        if baseline.get(b.path) != b:
+            out.append(b)
+    return out
