@@ -1,0 +1,7 @@
+"""`python -m placet` runs the CLI."""
+
+import sys
+
+from placet.cli import main
+
+sys.exit(main())
