@@ -39,6 +39,7 @@ from placet.store.sync_data import RETENTION, Snapshot, SyncData
 from placet.text import inert
 
 ChangeKind = Literal["added", "changed", "removed"]
+CHANGE_KINDS: tuple[ChangeKind, ...] = ("added", "changed", "removed")
 log = logging.getLogger(__name__)
 
 _ANCHOR_V = "a1"

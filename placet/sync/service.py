@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import stat
+import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -56,6 +58,8 @@ log = logging.getLogger(__name__)
 BULK_MISSES = 256
 """More remote digest misses than this (and a tenth of the files): one hashed listing."""
 _DIGEST_THREADS = 4
+KEEP_IN_MEMORY = 8
+"""Plans and indexes kept in memory for their next pages."""
 
 
 def root_key(root: Root) -> str:
@@ -104,6 +108,8 @@ class SyncService:
         self.local_files_hashed = 0
         self.remote_files_hashed = 0
         self._plans: OrderedDict[int, StoredPlan] = OrderedDict()
+        self._indexes: OrderedDict[str, IndexedFolder] = OrderedDict()
+        self._lock = threading.Lock()
 
     # ---- paths ------------------------------------------------------------------------
 
@@ -399,18 +405,34 @@ class SyncService:
         return self.jobs.run(key, work, budget=budget, what=f"planning {local_path!r}")
 
     def _remember(self, stored: StoredPlan) -> None:
-        self._plans[stored.id] = stored
-        self._plans.move_to_end(stored.id)
-        while len(self._plans) > 8:
-            self._plans.popitem(last=False)
+        with self._lock:
+            self._plans[stored.id] = stored
+            self._plans.move_to_end(stored.id)
+            while len(self._plans) > KEEP_IN_MEMORY:
+                self._plans.popitem(last=False)
 
     def load_plan(self, plan_id: int) -> StoredPlan:
         """A stored plan (kept in memory for the pages that follow). Raises NotFound."""
-        hit = self._plans.get(plan_id)
+        with self._lock:
+            hit = self._plans.get(plan_id)
         if hit is None:
             hit = self.data.load_plan(plan_id)
             self._remember(hit)
         return hit
+
+    def remember_index(self, indexed: IndexedFolder) -> str:
+        """Keep an index for its next pages; returns the token a cursor carries."""
+        token = secrets.token_hex(8)
+        with self._lock:
+            self._indexes[token] = indexed
+            while len(self._indexes) > KEEP_IN_MEMORY:
+                self._indexes.popitem(last=False)
+        return token
+
+    def recall_index(self, token: str) -> IndexedFolder | None:
+        """An index kept by `remember_index`, or None once dropped (then index again)."""
+        with self._lock:
+            return self._indexes.get(token)
 
 
 def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> list[BaselineEntry]:
