@@ -71,7 +71,15 @@ CATALOGUE: dict[str, tuple[set[str], set[str]]] = {
     "proposal_list": ({"status", "cursor"}, set()),
     "proposal_wait": ({"id", "timeout_s"}, {"id"}),
     "proposal_withdraw": ({"id"}, {"id"}),
+    "local_index": ({"path", "cursor", "root", "include_hidden"}, set()),
+    "sync_plan": (
+        {"local_path", "remote_path", "allow_empty_side", "include_hidden", "root", "cursor"},
+        {"local_path", "remote_path"},
+    ),
+    "drive_changes": ({"path", "since_anchor", "cursor"}, {"path"}),
+    "propose_sync": ({"plan_id", "decisions", "reason", "ttl_minutes"}, {"plan_id", "reason"}),
 }
+OPEN_WORLD = {"drive_list", "drive_read", "drive_changes", "sync_plan"}
 READ_ONLY = {
     "roots_list",
     "drive_list",
@@ -79,6 +87,9 @@ READ_ONLY = {
     "proposal_get",
     "proposal_list",
     "proposal_wait",
+    "local_index",
+    "sync_plan",
+    "drive_changes",
 }
 
 # One valid call per tool (ids refer to a proposal the test creates first).
@@ -97,6 +108,10 @@ VALID_CALLS: dict[str, dict[str, Any]] = {
     "proposal_list": {},
     "proposal_wait": {"id": 1, "timeout_s": 0},
     "proposal_withdraw": {"id": 1},
+    "local_index": {"path": ""},
+    "sync_plan": {"local_path": "", "remote_path": ""},
+    "drive_changes": {"path": ""},
+    "propose_sync": {"plan_id": 1, "reason": "apply the plan"},
 }
 
 
@@ -122,7 +137,7 @@ async def test_catalogue_schemas_annotations_and_instructions(ws: Workspace) -> 
         assert ann.read_only_hint is (name in READ_ONLY), name
         assert ann.destructive_hint is False, name
         assert ann.idempotent_hint is True, name
-        assert ann.open_world_hint is name.startswith("drive_"), name
+        assert ann.open_world_hint is (name in OPEN_WORLD), name
     assert tools["drive_read"].input_schema["properties"]["max_bytes"]["maximum"] == 16384
     assert tools["proposal_wait"].input_schema["properties"]["timeout_s"]["maximum"] == 50
     ttl = tools["propose_upload"].input_schema["properties"]["ttl_minutes"]
