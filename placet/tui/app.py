@@ -8,40 +8,32 @@ as dataclass messages (`messages.py`). The app decides:
   when another process changed the database, so a new proposal appears within a second
   without a key press (with a notification), and `store.sweep()` runs every
   `settings.sweep_seconds` (expiring due proposals, recovering lapsed executions).
-- Accept binds to what was shown: the confirmation shows the request hash, and the
-  accept call records that hash (`detail.request_hash`); the record is re-read first
-  and refused if its hash changed. A pending proposal past `expires_at` is refused
-  before the modal opens, and again by the store's compare-and-set if it expires while
-  the modal is open.
-- One transfer at a time. Quitting during a transfer asks first; if the owner insists,
-  the executor is told to stop and the proposal is marked `interrupted`.
+- Selection follows the proposal id (placet/tui/queue.py); History and Audit are
+  imported and mounted when first opened, so the first frame is the queue's.
+- Decisions and the transfer (accept binds to the shown request hash; one transfer at
+  a time; quitting mid-transfer asks first): placet/tui/deciding.py, its base class.
 - The clock is injectable (`make_app(clock=...)`) so tests can stand past an expiry
   without sleeping; every store call is given `now=clock()`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import threading
-import time
-from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar
 
-from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from placet.config import Settings
-from placet.errors import PlacetError, StaleEvidence
+from placet.errors import PlacetError
 from placet.store import ProposalRecord, Store
 from placet.text import inert, inert_with_ascii
-from placet.tui.facts import ACTIVE_STATUSES, agent_of, countdown, effect_of, target_of
+from placet.tui.deciding import Clock, DecidingApp, Executor, utc_now
+from placet.tui.facts import ACTIVE_STATUSES, agent_of, target_of
 from placet.tui.messages import (
     ActionDone,
     AuditLoaded,
@@ -49,33 +41,16 @@ from placet.tui.messages import (
     HistoryLoaded,
     QueueLoaded,
     SweepDone,
-    TransferFinished,
-    TransferProgress,
-    TransferStarted,
 )
-from placet.tui.queue import PAGE, QueuePane, QueueTable
-from placet.tui.render import when
-from placet.tui.transfer import TransferPanel
+from placet.tui.queue import PAGE, QueuePane
 
-if TYPE_CHECKING:  # imported where used: they are not needed for the first paint
+if TYPE_CHECKING:  # imported where used: not needed for the first paint
     from placet.tui.history import HistoryPane
 
-Clock = Callable[[], datetime]
-Executor = Callable[..., ProposalRecord]
-"""`execute(store, settings, proposal_id, *, progress=None, cancel=None) -> ProposalRecord`."""
-
 POLL_SECONDS = 0.5
-EXTEND_MINUTES = 15
-PROGRESS_EVERY = 0.05
-"""Seconds between progress messages from the executor thread (op results always go)."""
-RETRY_STATUSES = ("failed", "interrupted")
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-class ReviewApp(App[None]):
+class ReviewApp(DecidingApp):
     """`placet review`. Build it with `make_app`."""
 
     TITLE = "placet review"
@@ -127,16 +102,6 @@ class ReviewApp(App[None]):
     @property
     def queue_pane(self) -> QueuePane:
         return self.query_one(QueuePane)
-
-    @property
-    def queue_table(self) -> QueueTable:
-        return self.query_one(QueueTable)
-
-    @property
-    def history_pane(self) -> HistoryPane:
-        from placet.tui.history import HistoryPane
-
-        return self.query_one(HistoryPane)
 
     async def mount_later_tabs(self) -> None:
         """Mount the History and Audit panes (once), when either tab is first opened."""
@@ -357,213 +322,6 @@ class ReviewApp(App[None]):
         if msg.expired or msg.interrupted:
             self.reload_all()
 
-    # -- deciding -------------------------------------------------------------------------
-
-    def action_accept_selected(self) -> None:
-        self._begin_accept(self.queue_table.selected(), retry=False)
-
-    def action_accept_history(self) -> None:
-        self._begin_accept(self.history_pane.selected(), retry=True)
-
-    def _refuse(self, title: str, message: str) -> None:
-        self.notify(message, title=title, severity="error", markup=False)
-
-    def _begin_accept(self, record: ProposalRecord | None, *, retry: bool) -> None:
-        if record is None:
-            self.notify("select a proposal first", severity="warning", markup=False)
-            return
-        if self.transfer is not None:
-            self._refuse("busy", f"#{self.transfer[0]} is executing; wait for it to finish")
-            return
-        now = self.clock()
-        if retry and record.status not in RETRY_STATUSES:
-            self._refuse(
-                "not accepted",
-                f"#{record.id} is {record.status}: only a failed or interrupted proposal "
-                "can be accepted again",
-            )
-            return
-        if not retry and record.status != "pending":
-            self._refuse("not accepted", f"#{record.id} is {record.status}, not pending")
-            return
-        if not retry and record.is_expired(now):
-            self._refuse(
-                "expired",
-                f"#{record.id} expired at {when(record.expires_at)} and can no longer be "
-                "accepted; the agent must propose it again",
-            )
-            return
-
-        def decided(accept: bool | None) -> None:
-            if accept:
-                self._start_transfer(record)
-
-        from placet.tui.confirm import AcceptScreen
-
-        screen = AcceptScreen(
-            record, effect_of(record), now, guard_seconds=self.confirm_guard_seconds
-        )
-        self.push_screen(screen, decided)
-
-    def _start_transfer(self, record: ProposalRecord) -> None:
-        cancel = threading.Event()
-        self.transfer = (record.id, cancel)
-        self.query_one(TransferPanel).start(record)
-        self.run_transfer(record.id, record.request_hash, cancel)
-
-    def _resolve_executor(self) -> Executor:
-        if self.executor is not None:
-            return self.executor
-        try:
-            # Imported on first use: the review UI starts (and can discard) without it.
-            execute = cast(Executor, importlib.import_module("placet.executor").execute)
-        except (ImportError, AttributeError) as e:
-            raise PlacetError(
-                f"the proposal was accepted but this placet has no executor ({e}); "
-                "run `placet accept ID` from a placet that has one",
-                code="executor_unavailable",
-            ) from e
-        self.executor = execute
-        return execute
-
-    @work(thread=True, exclusive=True, group="transfer", exit_on_error=False)
-    def run_transfer(self, proposal_id: int, shown_hash: str, cancel: threading.Event) -> None:
-        """Accept with the hash that was shown, then execute, posting progress."""
-        last = 0.0
-
-        def progress(event: Any) -> None:
-            nonlocal last
-            t = time.monotonic()
-            result = getattr(event, "op_result", None)
-            if result is None and t - last < PROGRESS_EVERY:
-                return
-            last = t
-            self.post_message(
-                TransferProgress(
-                    proposal_id,
-                    event.op_index,
-                    event.op_count,
-                    event.bytes_done,
-                    event.bytes_total,
-                    result,
-                )
-            )
-
-        try:
-            current = self.store.get(proposal_id)
-            if current.request_hash != shown_hash:
-                raise StaleEvidence(
-                    f"proposal #{proposal_id} changed after it was shown (request hash "
-                    f"{current.request_hash[:12]}, shown {shown_hash[:12]}); review it again",
-                    details={"shown": shown_hash, "stored": current.request_hash},
-                )
-            accepted = self.store.accept(
-                proposal_id,
-                actor="owner",
-                now=self.clock(),
-                detail={"request_hash": shown_hash, "via": "review", "tty": True},
-            )
-            self.post_message(TransferStarted(accepted))
-            execute = self._resolve_executor()
-            final = execute(
-                self.store, self.settings, proposal_id, progress=progress, cancel=cancel
-            )
-            results = self.store.op_results(proposal_id)
-            self.post_message(TransferFinished(proposal_id, final, results))
-        except PlacetError as e:
-            self.post_message(TransferFinished(proposal_id, None, [], e.message, e.error_code))
-        except Exception as e:  # the UI must survive and say what happened
-            self.post_message(
-                TransferFinished(proposal_id, None, [], f"{type(e).__name__}: {e}", "error")
-            )
-
-    def on_transfer_started(self, msg: TransferStarted) -> None:
-        self.reload_queue()
-
-    def on_transfer_progress(self, msg: TransferProgress) -> None:
-        panel = self.query_one(TransferPanel)
-        panel.progress(msg.op_index, msg.op_count, msg.bytes_done, msg.bytes_total)
-        if msg.op_result is not None:
-            panel.op_result(msg.op_result)
-
-    def on_transfer_finished(self, msg: TransferFinished) -> None:
-        self.transfer = None
-        self.query_one(TransferPanel).finish(msg.record, msg.results, msg.error)
-        if msg.record is not None:
-            ok = msg.record.status == "succeeded"
-            done = sum(1 for r in msg.results if r.outcome in ("done", "already_done"))
-            self.notify(
-                f"#{msg.proposal_id} {msg.record.status}: {done} of {len(msg.results)} ops done",
-                title="Executed" if ok else "Execution failed",
-                severity="information" if ok else "error",
-                markup=False,
-            )
-        else:
-            self._refuse(msg.error_title or "error", inert(msg.error or "unknown error"))
-        self.reload_all()
-
-    def action_discard_selected(self) -> None:
-        record = self.queue_table.selected()
-        if record is None:
-            return
-        if record.status != "pending":
-            self._refuse("not discarded", f"#{record.id} is {record.status}, not pending")
-            return
-
-        def decided(reason: str | None) -> None:
-            if reason is not None:
-                self.store_action("discard", record.id, reason or None)
-
-        from placet.tui.confirm import DiscardScreen
-
-        self.push_screen(DiscardScreen(record), decided)
-
-    def action_extend_selected(self) -> None:
-        record = self.queue_table.selected()
-        if record is None:
-            return
-        if record.status != "pending" or record.is_expired(self.clock()):
-            self._refuse("not extended", f"#{record.id} is no longer pending")
-            return
-        self.store_action("extend", record.id)
-
-    def action_verify_audit(self) -> None:
-        self.store_action("verify", 0)
-
-    @work(thread=True, group="action", exit_on_error=False)
-    def store_action(self, kind: str, proposal_id: int, reason: str | None = None) -> None:
-        """Discard, extend or verify in a thread; the outcome comes back as `ActionDone`."""
-        now = self.clock()
-        try:
-            if kind == "discard":
-                self.store.discard(proposal_id, actor="owner", reason=reason, now=now)
-                said = f": {inert(reason)}" if reason else ""
-                msg = ActionDone("Discarded", f"#{proposal_id} discarded{said}")
-            elif kind == "extend":
-                r = self.store.extend(proposal_id, minutes=EXTEND_MINUTES, actor="owner", now=now)
-                msg = ActionDone(
-                    "Extended",
-                    f"#{proposal_id} now expires at {when(r.expires_at)} "
-                    f"(in {countdown(r.expires_at, now)})",
-                )
-            else:
-                v = self.store.verify_audit()
-                msg = ActionDone(
-                    "Audit chain intact" if v.ok else "Audit chain BROKEN",
-                    inert(f"{v.count} events checked. {v.message}"),
-                    "information" if v.ok else "error",
-                    reload=False,
-                )
-        except PlacetError as e:
-            msg = ActionDone(e.error_code, inert(e.message), "error")
-        self.post_message(msg)
-
-    def on_action_done(self, msg: ActionDone) -> None:
-        severity = msg.severity if msg.severity in ("information", "warning", "error") else "error"
-        self.notify(msg.message, title=msg.title, severity=severity, markup=False)  # type: ignore[arg-type]
-        if msg.reload:
-            self.reload_all()
-
     # -- navigation and quitting ----------------------------------------------------------
 
     def action_help(self) -> None:
@@ -578,42 +336,6 @@ class ReviewApp(App[None]):
         self.query_one(TabbedContent).active = tab
         table_id = {"queue": "#queue-table", "history": "#history-table"}.get(tab, "#audit-table")
         self.query_one(table_id).focus()
-
-    async def action_request_quit(self) -> None:
-        await self.action_quit()
-
-    async def action_quit(self) -> None:
-        """Quit; while a transfer runs, ask first and mark it interrupted if insisted."""
-        if self.transfer is None:
-            self.exit()
-            return
-        from placet.tui.confirm import QuitScreen
-
-        if isinstance(self.screen, QuitScreen):
-            return
-        self.push_screen(QuitScreen(self.transfer[0]), self._quit_answer)
-
-    def _quit_answer(self, insist: bool | None) -> None:
-        if not insist:
-            return
-        if self.transfer is not None:
-            proposal_id, cancel = self.transfer
-            # The owner's decision is recorded first (actor owner), then the executor is
-            # told to stop; it finds the proposal already interrupted and writes no more.
-            # PlacetError: it finished, or was not yet claimed, in the meantime.
-            with contextlib.suppress(PlacetError):
-                self.store.mark_interrupted(
-                    proposal_id,
-                    actor="owner",
-                    now=self.clock(),
-                    why="the owner quit the review UI during the transfer",
-                )
-            cancel.set()
-        self.exit()
-
-    def status_text(self) -> Text:
-        """The queue count line (for tests and the benchmark)."""
-        return Text(str(self.query_one("#queue-count").render()))
 
 
 def make_app(

@@ -1,0 +1,324 @@
+"""Deciding in the review app: accept (and execute), discard, extend, verify, quit.
+
+Accept binds to what was shown (DESIGN.md section 9): the confirmation shows the
+request hash; the record is re-read and refused if its hash changed, then accepted with
+`detail.request_hash`, and the store records it in the approval event (the executor
+checks the binding again). A pending proposal past `expires_at` is refused before the
+modal opens, and again by the store's compare-and-set if it expires while the modal is
+open. One transfer at a time: the executor runs in a thread worker and reports through
+dataclass messages (progress in bytes, each op's result as it is journaled). Quitting
+during a transfer asks first; if the owner insists, the proposal is marked
+`interrupted` by the owner and the executor is told to stop.
+
+`DecidingApp` is the base of `ReviewApp` (placet/tui/app.py), which supplies the
+loading side (`reload_all`, `reload_queue`); it is split out to keep each module small.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from textual import work
+from textual.app import App
+
+from placet.config import Settings
+from placet.errors import PlacetError, StaleEvidence
+from placet.store import ProposalRecord, Store
+from placet.text import inert
+from placet.tui.facts import countdown, effect_of
+from placet.tui.messages import (
+    ActionDone,
+    TransferFinished,
+    TransferProgress,
+    TransferStarted,
+)
+from placet.tui.queue import QueueTable
+from placet.tui.render import when
+from placet.tui.transfer import TransferPanel
+
+if TYPE_CHECKING:  # imported where used: not needed for the first paint
+    from placet.tui.history import HistoryPane
+
+Clock = Callable[[], datetime]
+Executor = Callable[..., ProposalRecord]
+"""`execute(store, settings, proposal_id, *, progress=None, cancel=None) -> ProposalRecord`."""
+
+EXTEND_MINUTES = 15
+PROGRESS_EVERY = 0.05
+"""Seconds between progress messages from the executor thread (op results always go)."""
+RETRY_STATUSES = ("failed", "interrupted")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class DecidingApp(App[None]):
+    """The owner's decisions and the transfer; see the module doc."""
+
+    settings: Settings
+    store: Store
+    clock: Clock
+    executor: Executor | None
+    confirm_guard_seconds: float
+    transfer: tuple[int, threading.Event] | None
+
+    @property
+    def queue_table(self) -> QueueTable:
+        return self.query_one(QueueTable)
+
+    @property
+    def history_pane(self) -> HistoryPane:
+        from placet.tui.history import HistoryPane
+
+        return self.query_one(HistoryPane)
+
+    def reload_all(self) -> None:
+        """Reload what is shown from the store (the app's loading side)."""
+        raise NotImplementedError
+
+    def reload_queue(self) -> None:
+        raise NotImplementedError
+
+    def action_accept_selected(self) -> None:
+        self._begin_accept(self.queue_table.selected(), retry=False)
+
+    def action_accept_history(self) -> None:
+        self._begin_accept(self.history_pane.selected(), retry=True)
+
+    def _refuse(self, title: str, message: str) -> None:
+        self.notify(message, title=title, severity="error", markup=False)
+
+    def _begin_accept(self, record: ProposalRecord | None, *, retry: bool) -> None:
+        if record is None:
+            self.notify("select a proposal first", severity="warning", markup=False)
+            return
+        if self.transfer is not None:
+            self._refuse("busy", f"#{self.transfer[0]} is executing; wait for it to finish")
+            return
+        now = self.clock()
+        if retry and record.status not in RETRY_STATUSES:
+            self._refuse(
+                "not accepted",
+                f"#{record.id} is {record.status}: only a failed or interrupted proposal "
+                "can be accepted again",
+            )
+            return
+        if not retry and record.status != "pending":
+            self._refuse("not accepted", f"#{record.id} is {record.status}, not pending")
+            return
+        if not retry and record.is_expired(now):
+            self._refuse(
+                "expired",
+                f"#{record.id} expired at {when(record.expires_at)} and can no longer be "
+                "accepted; the agent must propose it again",
+            )
+            return
+
+        def decided(accept: bool | None) -> None:
+            if accept:
+                self._start_transfer(record)
+
+        from placet.tui.confirm import AcceptScreen
+
+        screen = AcceptScreen(
+            record, effect_of(record), now, guard_seconds=self.confirm_guard_seconds
+        )
+        self.push_screen(screen, decided)
+
+    def _start_transfer(self, record: ProposalRecord) -> None:
+        cancel = threading.Event()
+        self.transfer = (record.id, cancel)
+        self.query_one(TransferPanel).start(record)
+        self.run_transfer(record.id, record.request_hash, cancel)
+
+    def _resolve_executor(self) -> Executor:
+        if self.executor is not None:
+            return self.executor
+        try:
+            # Imported on first use: the review UI starts (and can discard) without it.
+            execute = cast(Executor, importlib.import_module("placet.executor").execute)
+        except (ImportError, AttributeError) as e:
+            raise PlacetError(
+                f"the proposal was accepted but this placet has no executor ({e}); "
+                "run `placet accept ID` from a placet that has one",
+                code="executor_unavailable",
+            ) from e
+        self.executor = execute
+        return execute
+
+    @work(thread=True, exclusive=True, group="transfer", exit_on_error=False)
+    def run_transfer(self, proposal_id: int, shown_hash: str, cancel: threading.Event) -> None:
+        """Accept with the hash that was shown, then execute, posting progress."""
+        last = 0.0
+
+        def progress(event: Any) -> None:
+            nonlocal last
+            t = time.monotonic()
+            result = getattr(event, "op_result", None)
+            if result is None and t - last < PROGRESS_EVERY:
+                return
+            last = t
+            self.post_message(
+                TransferProgress(
+                    proposal_id,
+                    event.op_index,
+                    event.op_count,
+                    event.bytes_done,
+                    event.bytes_total,
+                    result,
+                )
+            )
+
+        try:
+            current = self.store.get(proposal_id)
+            if current.request_hash != shown_hash:
+                raise StaleEvidence(
+                    f"proposal #{proposal_id} changed after it was shown (request hash "
+                    f"{current.request_hash[:12]}, shown {shown_hash[:12]}); review it again",
+                    details={"shown": shown_hash, "stored": current.request_hash},
+                )
+            accepted = self.store.accept(
+                proposal_id,
+                actor="owner",
+                now=self.clock(),
+                detail={"request_hash": shown_hash, "via": "review", "tty": True},
+            )
+            self.post_message(TransferStarted(accepted))
+            execute = self._resolve_executor()
+            final = execute(
+                self.store, self.settings, proposal_id, progress=progress, cancel=cancel
+            )
+            results = self.store.op_results(proposal_id)
+            self.post_message(TransferFinished(proposal_id, final, results))
+        except PlacetError as e:
+            self.post_message(TransferFinished(proposal_id, None, [], e.message, e.error_code))
+        except Exception as e:  # the UI must survive and say what happened
+            self.post_message(
+                TransferFinished(proposal_id, None, [], f"{type(e).__name__}: {e}", "error")
+            )
+
+    def on_transfer_started(self, msg: TransferStarted) -> None:
+        self.reload_queue()
+
+    def on_transfer_progress(self, msg: TransferProgress) -> None:
+        panel = self.query_one(TransferPanel)
+        panel.progress(msg.op_index, msg.op_count, msg.bytes_done, msg.bytes_total)
+        if msg.op_result is not None:
+            panel.op_result(msg.op_result)
+
+    def on_transfer_finished(self, msg: TransferFinished) -> None:
+        self.transfer = None
+        self.query_one(TransferPanel).finish(msg.record, msg.results, msg.error)
+        if msg.record is not None:
+            ok = msg.record.status == "succeeded"
+            done = sum(1 for r in msg.results if r.outcome in ("done", "already_done"))
+            self.notify(
+                f"#{msg.proposal_id} {msg.record.status}: {done} of {len(msg.results)} ops done",
+                title="Executed" if ok else "Execution failed",
+                severity="information" if ok else "error",
+                markup=False,
+            )
+        else:
+            self._refuse(msg.error_title or "error", inert(msg.error or "unknown error"))
+        self.reload_all()
+
+    def action_discard_selected(self) -> None:
+        record = self.queue_table.selected()
+        if record is None:
+            return
+        if record.status != "pending":
+            self._refuse("not discarded", f"#{record.id} is {record.status}, not pending")
+            return
+
+        def decided(reason: str | None) -> None:
+            if reason is not None:
+                self.store_action("discard", record.id, reason or None)
+
+        from placet.tui.confirm import DiscardScreen
+
+        self.push_screen(DiscardScreen(record), decided)
+
+    def action_extend_selected(self) -> None:
+        record = self.queue_table.selected()
+        if record is None:
+            return
+        if record.status != "pending" or record.is_expired(self.clock()):
+            self._refuse("not extended", f"#{record.id} is no longer pending")
+            return
+        self.store_action("extend", record.id)
+
+    def action_verify_audit(self) -> None:
+        self.store_action("verify", 0)
+
+    @work(thread=True, group="action", exit_on_error=False)
+    def store_action(self, kind: str, proposal_id: int, reason: str | None = None) -> None:
+        """Discard, extend or verify in a thread; the outcome comes back as `ActionDone`."""
+        now = self.clock()
+        try:
+            if kind == "discard":
+                self.store.discard(proposal_id, actor="owner", reason=reason, now=now)
+                said = f": {inert(reason)}" if reason else ""
+                msg = ActionDone("Discarded", f"#{proposal_id} discarded{said}")
+            elif kind == "extend":
+                r = self.store.extend(proposal_id, minutes=EXTEND_MINUTES, actor="owner", now=now)
+                msg = ActionDone(
+                    "Extended",
+                    f"#{proposal_id} now expires at {when(r.expires_at)} "
+                    f"(in {countdown(r.expires_at, now)})",
+                )
+            else:
+                v = self.store.verify_audit()
+                msg = ActionDone(
+                    "Audit chain intact" if v.ok else "Audit chain BROKEN",
+                    inert(f"{v.count} events checked. {v.message}"),
+                    "information" if v.ok else "error",
+                    reload=False,
+                )
+        except PlacetError as e:
+            msg = ActionDone(e.error_code, inert(e.message), "error")
+        self.post_message(msg)
+
+    def on_action_done(self, msg: ActionDone) -> None:
+        severity = msg.severity if msg.severity in ("information", "warning", "error") else "error"
+        self.notify(msg.message, title=msg.title, severity=severity, markup=False)  # type: ignore[arg-type]
+        if msg.reload:
+            self.reload_all()
+
+    async def action_request_quit(self) -> None:
+        await self.action_quit()
+
+    async def action_quit(self) -> None:
+        """Quit; while a transfer runs, ask first and mark it interrupted if insisted."""
+        if self.transfer is None:
+            self.exit()
+            return
+        from placet.tui.confirm import QuitScreen
+
+        if isinstance(self.screen, QuitScreen):
+            return
+        self.push_screen(QuitScreen(self.transfer[0]), self._quit_answer)
+
+    def _quit_answer(self, insist: bool | None) -> None:
+        if not insist:
+            return
+        if self.transfer is not None:
+            proposal_id, cancel = self.transfer
+            # The owner's decision is recorded first (actor owner), then the executor is
+            # told to stop; it finds the proposal already interrupted and writes no more.
+            # PlacetError: it finished, or was not yet claimed, in the meantime.
+            with contextlib.suppress(PlacetError):
+                self.store.mark_interrupted(
+                    proposal_id,
+                    actor="owner",
+                    now=self.clock(),
+                    why="the owner quit the review UI during the transfer",
+                )
+            cancel.set()
+        self.exit()
