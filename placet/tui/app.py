@@ -1,8 +1,10 @@
 """The review app: where the owner accepts or discards what agents proposed.
 
 The app is a thin shell over the store and the executor (DESIGN.md section 2). Widgets
-render; every store call and the executor run in thread workers whose results come back
-as dataclass messages (`messages.py`). The app decides:
+render; store calls and the executor run in thread workers whose results come back as
+dataclass messages (`messages.py`). Three quick reads or writes run on the event loop on
+purpose: the first page before the first paint, the `data_version` poll (one PRAGMA on a
+private connection), and the owner's interrupt when quitting mid-transfer. It decides:
 
 - Live queue: a widget-owned timer polls `store.data_version()` every 0.5 s and reloads
   when another process changed the database, so a new proposal appears within a second
