@@ -133,9 +133,7 @@ class SyncRequest(_Frozen):
     root: RootRef
     local_path: str
     remote_path: str
-    decisions: dict[str, Literal["keep_local", "keep_remote", "skip"]] = Field(
-        default_factory=dict
-    )
+    decisions: dict[str, Literal["keep_local", "keep_remote", "skip"]] = Field(default_factory=dict)
     ops: list[Op]
 
 

@@ -149,4 +149,3 @@ def rclone_children(pid: int) -> list[int]:
         if int(fields[1]) == pid and fields[0] != "Z":
             out.append(int(entry.name))
     return out
-
