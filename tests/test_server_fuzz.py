@@ -3,8 +3,9 @@
 The process is spawned directly (no MCP client in between) and fed JSON-RPC lines;
 every line it writes to stdout is parsed as JSON and must be a JSON-RPC 2.0 message, so
 a log line, a traceback or a child's output on stdout fails the test. Arguments are drawn
-by Hypothesis from each tool's published input schema (a small converter below: the
-schemas are flat objects of strings, integers, booleans, nulls and enums), mixed with
+by Hypothesis from each registered tool's published input schema (a small converter
+below: the schemas are flat objects of strings, integers, booleans, nulls, enums and
+string-keyed maps), mixed with
 wrong types and unknown keys; any call carrying a key the schema does not declare must be
 refused with INVALID_PARAMS, never served with the key ignored. Malformed frames (not
 JSON, not JSON-RPC, wrong param shapes) must not kill the server either.
@@ -27,6 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp_fixtures import PLACET
+
+from placet.server.tools import all_tools
 
 INVALID_PARAMS = -32602
 TIMEOUT_S = 60.0
@@ -176,6 +179,11 @@ def typed_strategy(name: str, prop: dict[str, Any]) -> st.SearchStrategy[Any]:
             strategies.append(st.booleans())
         elif opt.get("type") == "null":
             strategies.append(st.none())
+        elif opt.get("type") == "object":
+            values = typed_strategy("", opt.get("additionalProperties") or {"type": "string"})
+            strategies.append(st.dictionaries(hostile_text, values, max_size=4))
+    if not strategies:
+        raise AssertionError(f"no strategy for {name}: {prop}; extend typed_strategy")
     return st.one_of(strategies)
 
 
@@ -203,18 +211,7 @@ def wild_arguments(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
 
 
 OUTCOMES: dict[str, list[str]] = {}
-TOOLS = [
-    "roots_list",
-    "drive_list",
-    "drive_read",
-    "propose_upload",
-    "propose_mkdir",
-    "propose_download",
-    "proposal_get",
-    "proposal_list",
-    "proposal_wait",
-    "proposal_withdraw",
-]
+TOOLS = [t.name for t in all_tools()]  # every registered tool, sync tools included
 
 
 def _check_reply(
