@@ -3,9 +3,10 @@
 Every path an agent could use to escape a root or smuggle an rclone option goes through
 the MCP tools that take it, against a single server process: each is refused with its
 specific code, the server keeps answering, and neither the local root nor the drive
-changes. Local paths are tried as an upload source and as a download target; remote
-paths as a folder to list, a file to read, an upload parent, a mkdir parent and name, and
-a download source.
+changes. Local paths are tried as an upload source, a download target, a folder to index
+and a sync's local side; remote paths as a folder to list, a file to read, an upload
+parent, a mkdir parent and name, a download source, a folder to diff and a sync's remote
+side.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def _remote_calls(path: str) -> list[tuple[str, dict[str, Any]]]:
         ("propose_mkdir", {"remote_parent": path, "name": "ok", "reason": "r"}),
         ("propose_mkdir", {"remote_parent": "", "name": path, "reason": "r"}),
         ("propose_download", {"remote_path": path, "local_path": "new.txt", "reason": "r"}),
+        ("drive_changes", {"path": path}),
+        ("sync_plan", {"local_path": "", "remote_path": path}),
     ]
 
 
@@ -110,6 +113,8 @@ async def test_hostile_paths_refused_with_specific_codes_by_one_server(ws: Works
                 {"remote_path": "remote.txt", "local_path": path, "reason": "hostile"},
                 code,
             )
+            await expect(label, "local_index", {"path": path}, code)
+            await expect(label, "sync_plan", {"local_path": path, "remote_path": ""}, code)
         for label, path, code in REMOTE_TABLE:
             for tool, args in _remote_calls(path):
                 await expect(f"remote {label}", tool, args, code)
@@ -117,7 +122,7 @@ async def test_hostile_paths_refused_with_specific_codes_by_one_server(ws: Works
         listed = ok(await client.call_tool("proposal_list", {}))
         assert listed["proposals"] == []
     assert not failures, "\n".join(failures)
-    assert calls == 2 * len(_local_table(ws)) + 6 * len(REMOTE_TABLE)
+    assert calls == 4 * len(_local_table(ws)) + 8 * len(REMOTE_TABLE)
     assert (snapshot(ws.root), snapshot(ws.drive)) == before
 
 
