@@ -6,7 +6,9 @@ only from facts placet verified:
 
 - after each op that ends `done` or `already_done` (the target now holds the approved
   content): SHA-256 of that content, the remote's digest of it (or, where the remote
-  has none, its size and mtime, read back with one stat);
+  has none, its size and mtime, read back with one stat); on a remote that computes
+  digests by reading the data, the verified digest of an upload also goes into the
+  remote digest cache under the size and mtime that stat read;
 - once the ops have run, for the plan's skips that were verified by digest (files
   equal on both sides) and its folders present on both sides.
 
@@ -82,9 +84,17 @@ class BaselineRecorder:
             if not digest and str(detail.get("verification", "")).startswith("digest:"):
                 dtype, digest = ev.digest_type, ev.digest
             mtime = None
-            if not digest:  # compared by size and mtime next time: read them back
+            on_demand = self.drive.capabilities().hashes_on_demand
+            if not digest or on_demand:
+                # Without a digest the next plan compares size and mtime: read them back.
+                # On a remote that hashes on demand, the verified digest also primes the
+                # remote digest cache, so the plan after a big upload reads nothing back.
                 found = self.drive.stat(op.remote_path or "")
                 mtime = found.mtime if found is not None else None
+                size = found.size if found is not None else None
+                if digest and dtype and size is not None and size == op.size and mtime:
+                    row = (op.remote_path or "", size, mtime, str(dtype), str(digest).lower())
+                    self.data.put_remote_digests(self.drive.spec, [row])
             return BaselineEntry(
                 rel, ev.sha256, dtype if digest else None, digest or None, op.size, mtime
             )
