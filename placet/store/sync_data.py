@@ -281,6 +281,40 @@ class SyncData:
 
     # ---- plans ----------------------------------------------------------------------
 
+    def find_plan(
+        self,
+        *,
+        pair: Pair,
+        options: Mapping[str, Any],
+        fingerprints: tuple[str, str],
+        baseline_generation: int,
+        meta: Mapping[str, Any],
+        now: datetime | None = None,
+    ) -> StoredPlan | None:
+        """An identical plan (same pair, options, (local, remote) listing fingerprints,
+        baseline generation and meta) stored within `REUSE_WITHIN`, marked `reused`;
+        None if there is none.
+
+        The planner is a pure function, so the same inputs give the same plan: handing
+        out the stored one saves storing 100,000 paths again on every warm re-plan.
+        """
+        now = utcnow() if now is None else now
+        opts, meta_text = json.dumps(dict(options), sort_keys=True), json.dumps(dict(meta))
+        found = self._read(
+            "looking for an identical sync plan",
+            lambda db: db.execute(
+                "SELECT id FROM sync_plan WHERE pair_key = ? AND options = ? AND "
+                "local_fingerprint = ? AND remote_fingerprint = ? AND baseline_generation = ? "
+                "AND meta = ? AND created_at > ? ORDER BY id DESC LIMIT 1",
+                (pair.key, opts, *fingerprints, baseline_generation, meta_text,
+                 dt_text(now - REUSE_WITHIN)),
+            ).fetchone(),
+        )  # fmt: skip
+        if found is None:
+            return None
+        stored = self.load_plan(int(found[0]))
+        return StoredPlan(**{**stored.__dict__, "reused": True})
+
     def save_plan(
         self,
         *,
@@ -293,26 +327,13 @@ class SyncData:
         skips: Sequence[BaselineEntry],
         now: datetime | None = None,
     ) -> StoredPlan:
-        """Store `plan` (or find an identical one stored within `REUSE_WITHIN`).
+        """Store `plan` as a new immutable row (callers try `find_plan` first).
 
         `skips`: baseline entries to record if the plan is applied (skips verified by
         digest whose baseline would change). Prunes plans and snapshots past `RETENTION`.
         """
         now = utcnow() if now is None else now
         opts, meta_text = json.dumps(dict(options), sort_keys=True), json.dumps(dict(meta))
-        key = (pair.key, opts, plan.local_fingerprint, plan.remote_fingerprint)
-        found = self._read(
-            "looking for an identical sync plan",
-            lambda db: db.execute(
-                "SELECT id FROM sync_plan WHERE pair_key = ? AND options = ? AND "
-                "local_fingerprint = ? AND remote_fingerprint = ? AND baseline_generation = ? "
-                "AND meta = ? AND created_at > ? ORDER BY id DESC LIMIT 1",
-                (*key, baseline_generation, meta_text, dt_text(now - REUSE_WITHIN)),
-            ).fetchone(),
-        )
-        if found is not None:
-            stored = self.load_plan(int(found[0]))
-            return StoredPlan(**{**stored.__dict__, "reused": True})
         d = plan.to_dict()
         d["reports"] = [r for r in d["reports"] if r["kind"] != "skip"]
         body, skip_blob = _pack(d), _pack([_baseline_row(b) for b in skips])

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from placet.errors import LimitExceeded
@@ -437,6 +437,43 @@ def _cap_error(side: str, cap: int, what: str) -> LimitExceeded:
     )
 
 
+@dataclass(frozen=True)
+class Listings:
+    """Both listings read, keyed and fingerprinted (`read_listings`), ready for
+    `plan_listings`. The fingerprints identify the listings: equal fingerprints, equal
+    options and an equal baseline give an equal plan, so a caller holding a plan made
+    from the same fingerprints may reuse it instead of classifying again."""
+
+    capabilities: Capabilities
+    local_fingerprint: str
+    remote_fingerprint: str
+    _loc: dict[str, LocalEntry]
+    _ldups: dict[str, list[LocalEntry]]
+    _rem: dict[str, RemoteEntry]
+    _rdups: dict[str, list[RemoteEntry]]
+
+
+@gc_paused()
+def read_listings(
+    local: Iterable[LocalEntry],
+    remote: Iterable[RemoteEntry],
+    capabilities: Capabilities,
+    *,
+    include_hidden: bool = False,
+    entry_cap: int = DEFAULT_ENTRY_CAP,
+) -> Listings:
+    """The first half of `plan`: NFC (and case-fold) keys, implied folders, duplicate
+    names, the entry cap and the fingerprints.
+
+    Raises:
+        LimitExceeded: a side has more than `entry_cap` files (or folders).
+    """
+    pl = _Planner(capabilities)
+    loc, ldups, lfp = pl.read_local(local, include_hidden, entry_cap)
+    rem, rdups, rfp = pl.read_remote(remote, include_hidden, entry_cap)
+    return Listings(capabilities, lfp, rfp, loc, ldups, rem, rdups)
+
+
 @gc_paused()
 def plan(
     local: Iterable[LocalEntry],
@@ -478,9 +515,33 @@ def plan(
             code="listing_incomplete",
             retryable=True,
         )
-    pl = _Planner(capabilities)
-    pl.loc, pl.ldups, lfp = pl.read_local(local, include_hidden, entry_cap)
-    pl.rem, pl.rdups, rfp = pl.read_remote(remote, include_hidden, entry_cap)
+    listings = read_listings(
+        local, remote, capabilities, include_hidden=include_hidden, entry_cap=entry_cap
+    )
+    return plan_listings(listings, baseline, allow_empty_side=allow_empty_side)
+
+
+@gc_paused()
+def plan_listings(
+    listings: Listings,
+    baseline: Mapping[str, BaselineEntry],
+    *,
+    allow_empty_side: bool = False,
+) -> SyncPlan:
+    """The second half of `plan`: classify `read_listings`' result against `baseline`
+    (may be called more than once on the same listings).
+
+    Raises:
+        EmptySideRefused: `empty_side`, unless `allow_empty_side`.
+    """
+    pl = _Planner(listings.capabilities)
+    pl.loc, pl.ldups, pl.rem, pl.rdups = (
+        listings._loc,
+        listings._ldups,
+        listings._rem,
+        listings._rdups,
+    )
+    lfp, rfp = listings.local_fingerprint, listings.remote_fingerprint
     if baseline and not allow_empty_side and (not pl.loc or not pl.rem):
         side = "local" if not pl.loc else "remote"
         raise EmptySideRefused(

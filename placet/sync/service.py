@@ -34,23 +34,24 @@ import stat
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from placet.config import Settings
-from placet.drive.base import Capabilities, Drive, Entry, preferred_digest
+from placet.drive.base import Drive, Entry, preferred_digest
 from placet.errors import NotFound, PathRefused, PlacetError
 from placet.paths import Root, check_remote_path, resolve_local
 from placet.proposing import ProposeContext
 from placet.store import Store
 from placet.store.db import utcnow
 from placet.store.sync_data import Pair, StoredPlan, SyncData
+from placet.sync.digests import DIGEST_ORDER
 from placet.sync.indexer import IndexResult, index_local
 from placet.sync.jobs import LongReads, Progress
-from placet.sync.model import BaselineEntry, RemoteEntry, SyncPlan
-from placet.sync.ops import baseline_for, remote_entries_from_drive
-from placet.sync.planner import plan
+from placet.sync.model import BaselineEntry, RemoteEntry, SyncPlan, gc_paused
+from placet.sync.ops import remote_entries_from_drive
+from placet.sync.planner import plan_listings, read_listings
 from placet.text import inert
 
 log = logging.getLogger(__name__)
@@ -232,9 +233,10 @@ class SyncService:
         dtype = preferred_digest(caps)
         try:
             if dtype is None or not caps.hashes_on_demand:
-                entries = drive.list_tree(folder, include_digest=dtype is not None)
+                listed = drive.list_tree(folder, include_digest=dtype is not None)
+                entries = remote_entries_from_drive(listed, folder)
             else:
-                entries = self._cached_remote_digests(drive, folder, caps, dtype, progress)
+                entries = self._cached_remote_digests(drive, folder, dtype, progress)
         except NotFound:
             found = drive.stat(folder) if folder else None
             if found is not None and not found.is_dir:
@@ -247,52 +249,70 @@ class SyncService:
             return [], True
         if progress is not None:
             progress.remote_entries = len(entries)
-        return remote_entries_from_drive(entries, folder), False
+        return entries, False
 
     def _cached_remote_digests(
-        self,
-        drive: Drive,
-        folder: str,
-        caps: Capabilities,
-        dtype: str,
-        progress: Progress | None,
-    ) -> list[Entry]:
+        self, drive: Drive, folder: str, dtype: str, progress: Progress | None
+    ) -> list[RemoteEntry]:
+        """The listing of an on-demand remote with digests from the remote digest cache;
+        misses hashed by rclone and remembered (see the module docstring)."""
         spec = drive.spec
+        prefix = f"{folder}/" if folder else ""
+        cut = len(prefix)
+        cache = self.data.remote_digests(spec)
         if progress is not None:
             progress.phase = "listing the remote"
-        entries = drive.list_tree(folder, include_digest=False)
-        cache = self.data.remote_digests(spec)
-        out: list[Entry] = []
+        if not any(p.startswith(prefix) for p in cache):
+            # Nothing cached under the folder: one hashed listing, not a listing first.
+            listed = drive.list_tree(folder, include_digest=True)
+            files = [e for e in listed if not e.is_dir]
+            self.remote_files_hashed += len(files)
+            self.data.put_remote_digests(
+                spec,
+                [
+                    (e.path, e.size, e.mtime, dtype, e.digests[dtype])
+                    for e in files
+                    if e.digests.get(dtype) and e.size is not None and e.mtime
+                ],
+            )
+            return remote_entries_from_drive(listed, folder)
+        out: list[RemoteEntry] = []
         misses: list[Entry] = []
-        for e in entries:
+        for e in drive.list_tree(folder, include_digest=False):
+            rel = e.path[cut:]
+            if not rel or not e.path.startswith(prefix):
+                continue
             if e.is_dir:
-                out.append(e)
+                out.append(RemoteEntry(rel, "dir", 0, e.mtime))
                 continue
             c = cache.get(e.path)
             if c is not None and c[0] == e.size and c[1] == e.mtime and c[2] == dtype:
-                out.append(replace(e, digests={dtype: c[3]}))
+                out.append(RemoteEntry(rel, "file", c[0], e.mtime, {dtype: c[3]}))
             else:
                 misses.append(e)
-        fresh: list[tuple[str, int, str, str, str]] = []
         if misses:
             if progress is not None:
                 progress.phase = f"hashing {len(misses)} remote files"
-            got = self._hash_remote(drive, folder, dtype, misses)
+            got = self._hash_remote(drive, folder, dtype, misses, len(out) + len(misses))
+            fresh: list[tuple[str, int, str, str, str]] = []
             for e in misses:
                 digest = got.get(e.path)
                 if digest is not None and e.size is not None and e.mtime is not None:
                     fresh.append((e.path, e.size, e.mtime, dtype, digest))
-                out.append(replace(e, digests={dtype: digest} if digest else {}))
+                size = -1 if e.size is None else e.size
+                digests = {dtype: digest} if digest else {}
+                out.append(RemoteEntry(e.path[cut:], "file", size, e.mtime, digests))
             self.remote_files_hashed += len(misses)
             self.data.put_remote_digests(spec, fresh)
         return out
 
     def _hash_remote(
-        self, drive: Drive, folder: str, dtype: str, misses: list[Entry]
+        self, drive: Drive, folder: str, dtype: str, misses: list[Entry], total: int
     ) -> dict[str, str]:
-        """Digests of `misses`, computed by rclone; a file changed meanwhile gets none."""
+        """Digests of `misses` (of `total` listed), computed by rclone; a file changed
+        meanwhile gets none."""
         out: dict[str, str] = {}
-        if len(misses) > max(BULK_MISSES, len(misses) // 10):
+        if len(misses) > BULK_MISSES and len(misses) > total // 10:
             listed = {e.path: e for e in drive.list_tree(folder, include_digest=True)}
             for e in misses:
                 f = listed.get(e.path)
@@ -333,6 +353,21 @@ class SyncService:
             LimitExceeded: a side exceeds `settings.plan_entry_cap` files.
             PathRefused / NotFound / DriveUnavailable / DriveError / StoreError.
         """
+        # The cyclic GC stays off for the whole run: what it builds is acyclic, and it is
+        # all freed (by reference counting) before the GC is back on, so no collection
+        # ever walks those 100,000s of objects (see `placet.sync.model.gc_paused`).
+        with gc_paused():
+            return self._make_plan(ctx, folder, remote, include_hidden, allow_empty_side, progress)
+
+    def _make_plan(
+        self,
+        ctx: ProposeContext,
+        folder: Folder,
+        remote: str,
+        include_hidden: bool,
+        allow_empty_side: bool,
+        progress: Progress | None,
+    ) -> StoredPlan:
         drive = ctx.drive
         caps = drive.capabilities()
         dtype = preferred_digest(caps)
@@ -354,24 +389,29 @@ class SyncService:
         baseline, generation = self.data.baseline(pair)
         if progress is not None:
             progress.phase = "planning"
-        p = plan(
-            idx.entries,
-            remote_entries,
-            baseline,
-            caps,
-            include_hidden=include_hidden,
-            allow_empty_side=allow_empty_side,
-            entry_cap=self.settings.plan_entry_cap,
+        cap = self.settings.plan_entry_cap
+        listings = read_listings(
+            idx.entries, remote_entries, caps, include_hidden=include_hidden, entry_cap=cap
         )
-        stored = self.data.save_plan(
-            pair=pair,
-            root_name=folder.root.name,
-            options={"include_hidden": include_hidden, "allow_empty_side": allow_empty_side},
-            plan=p,
-            baseline_generation=generation,
-            meta={"digest_type": dtype, "remote_folder_missing": missing},
-            skips=verified_skips(p, baseline),
-        )
+        del idx, remote_entries  # the listings hold what the plan needs
+        options = {"include_hidden": include_hidden, "allow_empty_side": allow_empty_side}
+        meta = {"digest_type": dtype, "remote_folder_missing": missing}
+        fps = (listings.local_fingerprint, listings.remote_fingerprint)
+        stored = self.data.find_plan(
+            pair=pair, options=options, fingerprints=fps, baseline_generation=generation,
+            meta=meta,
+        )  # fmt: skip
+        if stored is None:
+            p = plan_listings(listings, baseline, allow_empty_side=allow_empty_side)
+            stored = self.data.save_plan(
+                pair=pair,
+                root_name=folder.root.name,
+                options=options,
+                plan=p,
+                baseline_generation=generation,
+                meta=meta,
+                skips=verified_skips(p, baseline),
+            )
         self._remember(stored)
         return stored
 
@@ -437,14 +477,28 @@ class SyncService:
 
 def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> list[BaselineEntry]:
     """Baseline entries the plan's verified skips would record, where they differ from the
-    baseline now: files equal by digest, folders on both sides (DESIGN.md section 7)."""
+    baseline now: files equal by digest, folders on both sides (DESIGN.md section 7).
+
+    Builds what `placet.sync.ops.baseline_for` builds, without its pydantic evidence
+    model: this runs once per equal path, 100,000 times for a large tree.
+    """
     out: list[BaselineEntry] = []
+    get = baseline.get
     for r in p.reports:
-        if r.kind != "skip" or r.local is None or r.remote is None or r.blocked_by:
+        lo, rem = r.local, r.remote
+        if r.kind != "skip" or lo is None or rem is None or r.blocked_by:
             continue
-        if r.local.kind == "file" and r.digest_type is None:
-            continue
-        b = baseline_for(r.path, r.local, r.remote)
-        if baseline.get(b.path) != b:
+        if lo.kind == "dir":
+            if rem.kind != "dir":
+                continue
+            b = BaselineEntry(r.path, None, mtime=rem.mtime)
+        else:
+            if r.digest_type is None:
+                continue
+            d = rem.digests
+            dtype = next((t for t in DIGEST_ORDER if d.get(t)), None)
+            digest = d[dtype].lower() if dtype else None
+            b = BaselineEntry(r.path, lo.sha256, dtype, digest, rem.size, rem.mtime)
+        if get(b.path) != b:
             out.append(b)
     return out
