@@ -79,7 +79,9 @@ def test_sync_lists_every_op_and_flags_each(store: Store):
     ]  # fmt: skip
     req = SyncRequest(plan_id=7, root=ROOT, local_path="site", remote_path="site", ops=ops)
     rec, _ = store.create_proposal(
-        kind="sync", request=req.model_dump(mode="json"), evidence={}, reason="sync the site",
+        kind="sync", request=req.model_dump(mode="json"),
+        evidence={"plan": {"id": 7, "summary": {"upload": 1, "download": 1}}},
+        reason="sync the site",
         drive_spec=DRIVE, run_id="r", ttl_seconds=600, now=T0,
     )  # fmt: skip
     eff = effect_of(rec)
@@ -89,6 +91,7 @@ def test_sync_lists_every_op_and_flags_each(store: Store):
     assert sorted(codes(rec)) == ["runs_code", "runs_code"]  # .git/ and run.sh
     shown = plain(proposal_view(rec, eff))
     assert "op 2  download" in shown and "/home/owner/proj/site/run.sh" in shown
+    assert 'plan at proposal time: {"id": 7, "summary": {"download": 1, "upload": 1}}' in shown
 
 
 def test_unknown_kind_shows_raw_request_and_op_kind_is_flagged(store: Store):

@@ -212,12 +212,18 @@ def effect_block(record: ProposalRecord, effect: Effect) -> Text:
         out.append("  (local root ")
         out.append_text(lit(effect.root_name))
         out.append(")")
+    plan = record.evidence.get("plan") if record.kind == "sync" else None
+    if isinstance(plan, dict):
+        out.append("\n  plan at proposal time: ", style="dim")
+        seen = {k: plan.get(k) for k in ("id", "created_at", "summary") if k in plan}
+        out.append_text(lit(json.dumps(seen, sort_keys=True, default=str)[:400], "dim"))
     for op in effect.ops[:MAX_OPS_SHOWN]:
         out.append("\n")
         out.append_text(op_block(op, record.drive_spec))
     if n > MAX_OPS_SHOWN:
         out.append(
-            f"\n  ... and {n - MAX_OPS_SHOWN} more ops; `placet show {record.id}` lists them all",
+            f"\n  ... and {n - MAX_OPS_SHOWN} more ops; `placet show {record.id} --json` "
+            "lists them all",
             style="bold yellow",
         )
     return out
