@@ -1,7 +1,9 @@
 """Keyring backends for tests only (never a runtime dependency of placet).
 
 * `MemoryKeyring`: in-process; install with `keyring.set_keyring(MemoryKeyring())`.
-* `FileKeyring`: a JSON file named by `PLACET_TEST_KEYRING_FILE`, so a `placet`
+* `FileKeyring`: a JSON file named by ``KEYRING_PROPERTY_FILE`` (keyring's own way to
+  set a backend property from the environment, which placet passes on to rclone and so
+  to its hidden password command) or `PLACET_TEST_KEYRING_FILE`, so a `placet`
   subprocess started with ``PYTHON_KEYRING_BACKEND=keyring_backend.FileKeyring`` and
   ``PYTHONPATH=<tests dir>`` shares secrets with the test.
 """
@@ -37,9 +39,10 @@ class MemoryKeyring(KeyringBackend):
 class FileKeyring(KeyringBackend):
     priority = 1  # type: ignore[assignment]
 
-    @staticmethod
-    def _path() -> Path:
-        return Path(os.environ["PLACET_TEST_KEYRING_FILE"])
+    file: str | None = None  # set by keyring from KEYRING_PROPERTY_FILE
+
+    def _path(self) -> Path:
+        return Path(self.file or os.environ["PLACET_TEST_KEYRING_FILE"])
 
     def _load(self) -> dict[str, str]:
         p = self._path()
@@ -58,3 +61,13 @@ class FileKeyring(KeyringBackend):
         if data.pop(f"{service}/{username}", None) is None:
             raise PasswordDeleteError(f"{service}/{username} not found")
         self._path().write_text(json.dumps(data))
+
+
+def file_keyring_env(path: Path) -> dict[str, str]:
+    """Variables that make keyring use `FileKeyring` over `path`: in a `placet`
+    subprocess, and in the hidden password command rclone runs (placet passes them on)."""
+    return {
+        "PYTHON_KEYRING_BACKEND": "keyring_backend.FileKeyring",
+        "KEYRING_PROPERTY_FILE": str(path),
+        "PYTHONPATH": str(Path(__file__).parent),
+    }

@@ -1,4 +1,5 @@
-"""`placet drive set | show | login`, the keyring, and `drive_for`."""
+"""`placet drive set | show | login`, the hidden `drive password-for-rclone`, the keyring,
+and `drive_for`."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from pathlib import Path
 import keyring
 import keyring.backends.fail
 import pytest
-from keyring_backend import MemoryKeyring
+from keyring_backend import FileKeyring, MemoryKeyring, file_keyring_env
 
 from placet.cli import main
 from placet.config import Settings, load_settings
 from placet.drive import drive_for
 from placet.drive.credentials import KEYRING_SERVICE, KEYRING_USERNAME
-from placet.errors import EXIT_DRIVE_UNAVAILABLE, EXIT_OK, EXIT_USAGE, ConfigError
+from placet.errors import EXIT_DRIVE_UNAVAILABLE, EXIT_OK, EXIT_USAGE, ConfigError, DriveError
 
 pytest_plugins = ["drive_fixtures"]
 
@@ -36,6 +37,23 @@ def mem_keyring() -> Iterator[MemoryKeyring]:
     keyring.set_keyring(kr)
     yield kr
     keyring.set_keyring(prev)
+
+
+@pytest.fixture
+def file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A keyring file shared by this process, placet subprocesses and the password
+    command rclone runs (through the variables placet passes on to rclone)."""
+    path = tmp_path / "keyring.json"
+    for k, v in file_keyring_env(path).items():
+        monkeypatch.setenv(k, v)
+    prev = keyring.get_keyring()
+    keyring.set_keyring(FileKeyring())
+    yield path
+    keyring.set_keyring(prev)
+
+
+def _stored(ring: Path) -> dict[str, str]:
+    return json.loads(ring.read_text()) if ring.exists() else {}
 
 
 @pytest.fixture
@@ -107,27 +125,68 @@ def test_drive_for_refuses_an_inline_secret(settings: Settings) -> None:
         drive_for(bad)
 
 
-def test_login_stores_password_and_drive_for_unlocks_the_config(
+@pytest.mark.timeout(180)
+def test_login_stores_password_and_rclone_asks_placet_for_it(
     settings: Settings,
     vault: Path,
-    mem_keyring: MemoryKeyring,
+    file_keyring: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     locked = drive_for(settings.model_copy(update={"drive": "vault:"}))
-    with locked, pytest.raises(Exception, match="placet drive login"):
-        locked.list_folder("")
+    with pytest.raises(DriveError) as ei:
+        locked.list_folder("")  # the password command ran and found nothing
+    assert ei.value.error_code == "drive_locked" and "placet drive login" in ei.value.message
+    first_rcd = locked.rcd_pid
+    assert first_rcd is not None
     monkeypatch.setattr(sys, "stdin", io.StringIO("wrong-password\n"))
     assert main(["drive", "login", "--password-stdin"]) == EXIT_USAGE
-    assert "does not decrypt" in capsys.readouterr().err and mem_keyring.store == {}
+    assert "does not decrypt" in capsys.readouterr().err and _stored(file_keyring) == {}
     monkeypatch.setattr(sys, "stdin", io.StringIO(SECRET + "\n"))
     assert main(["drive", "login", "--password-stdin"]) == EXIT_OK
-    assert mem_keyring.store == {(KEYRING_SERVICE, KEYRING_USERNAME): SECRET}
+    assert _stored(file_keyring) == {f"{KEYRING_SERVICE}/{KEYRING_USERNAME}": SECRET}
+    with locked:  # the rcd started before the login asks again, and now gets it
+        assert [e.name for e in locked.list_folder("")[0]] == ["inside.txt"]
+        assert locked.rcd_pid == first_rcd
     with drive_for(settings.model_copy(update={"drive": "vault:"})) as drive:
         assert [e.name for e in drive.list_folder("")[0]] == ["inside.txt"]
+        assert drive.read_head("inside.txt", 100) == b"secret stuff"  # a CLI child too
         pid = drive.rcd_pid
         assert pid is not None
-        assert SECRET.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    command = cmdline[cmdline.index(b"--password-command") + 1].decode()
+    assert command == f"{PLACET} drive password-for-rclone"
+    for where in (b"\0".join(cmdline), environ):  # what `ps eww` shows the same user
+        assert SECRET.encode() not in where and b"RCLONE_CONFIG_PASS" not in where
+
+
+def test_password_for_rclone_prints_only_the_password_and_is_hidden(
+    file_keyring: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    def hidden(env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [str(PLACET), "drive", "password-for-rclone"],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+
+    r = hidden()
+    assert r.returncode == EXIT_USAGE and r.stdout == b""
+    assert r.stderr.decode().count("\n") == 1 and "placet drive login" in r.stderr.decode()
+    keyring.set_password(KEYRING_SERVICE, KEYRING_USERNAME, SECRET + " ünïcode")
+    r = hidden()
+    assert (r.returncode, r.stdout, r.stderr) == (0, (SECRET + " ünïcode").encode(), b"")
+    r = hidden({"PATH": "/usr/bin:/bin", "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"})
+    assert r.returncode == EXIT_USAGE and r.stdout == b"" and "no_keyring" in r.stderr.decode()
+    helps = [
+        subprocess.run([str(PLACET), *a, "--help"], capture_output=True, text=True).stdout
+        for a in ((), ("drive",))
+    ]
+    assert "login" in helps[1] and not any("password-for-rclone" in h for h in helps)
 
 
 def test_login_without_a_keyring_says_what_to_install(
@@ -172,9 +231,7 @@ def test_login_and_show_in_subprocesses_with_a_file_keyring(
         "HOME": str(rclone_home),
         "PLACET_HOME": str(placet_home),
         "RCLONE_CONFIG": str(vault),
-        "PYTHON_KEYRING_BACKEND": "keyring_backend.FileKeyring",
-        "PYTHONPATH": str(Path(__file__).parent),
-        "PLACET_TEST_KEYRING_FILE": str(ring),
+        **file_keyring_env(ring),
     }
 
     def placet(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -1,8 +1,10 @@
 """rclone children: they die with placet, get only an allowlisted environment, keep
-secrets out of argv, and rcd's socket is private."""
+secrets out of argv (and the keyring's password out of their environment: rclone asks
+placet's hidden password command), and rcd's socket is private."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -15,8 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from keyring_backend import file_keyring_env
 
+from placet.config_password import RCLONE_PASSWORD_ARGS
 from placet.drive import RcloneDrive
+from placet.drive.credentials import (
+    password_command,
+    placet_command,
+    rclone_access,
+    rclone_command_string,
+)
 from placet.errors import DriveError
 
 pytest_plugins = ["drive_fixtures"]
@@ -149,11 +159,9 @@ def test_inherited_rclone_variables_are_dropped(
     assert not any(v.startswith((b"RCLONE_CONFIG_EVIL", b"RCLONE_LOW_LEVEL")) for v in environ)
 
 
-def test_config_password_reaches_rclone_by_environment_only(
-    make_drive: MakeDrive, tmp_path: Path, rclone_bin: Path
-) -> None:
+def _encrypted_vault(tmp_path: Path, rclone_bin: Path, secret: str) -> Path:
+    """An rclone config encrypted with `secret`, remote `vault:` -> data/hello.txt."""
     conf = tmp_path / "rclone.conf"
-    secret = "Corr3ct-Horse-Battery"
     folder = tmp_path / "data"
     folder.mkdir()
     (folder / "hello.txt").write_bytes(b"hi")
@@ -179,16 +187,105 @@ def test_config_password_reaches_rclone_by_environment_only(
         capture_output=True,
     )
     assert b"RCLONE_ENCRYPT_V0" in conf.read_bytes()
+    return conf
+
+
+def test_config_pass_set_by_the_owner_goes_through_the_environment(
+    make_drive: MakeDrive, tmp_path: Path, rclone_bin: Path
+) -> None:
+    """The owner's own RCLONE_CONFIG_PASS is passed on (their choice: `ps eww` shows it
+    to the same user, as it shows placet's); never in argv, and no password command."""
+    secret = "Corr3ct-Horse-Battery"
+    conf = _encrypted_vault(tmp_path, rclone_bin, secret)
     locked = make_drive("vault:", {"RCLONE_CONFIG": str(conf)})
     with pytest.raises(DriveError) as ei:
         locked.list_folder("")
     assert ei.value.error_code == "drive_locked" and "placet drive login" in ei.value.message
-    drive = make_drive("vault:", {"RCLONE_CONFIG": str(conf), "RCLONE_CONFIG_PASS": secret})
+    access = rclone_access({"RCLONE_CONFIG": str(conf), "RCLONE_CONFIG_PASS": secret})
+    assert access.flags == ()
+    drive = make_drive("vault:", access.env, flags=access.flags)
     assert [e.name for e in drive.list_folder("")[0]] == ["hello.txt"]
     pid = drive.rcd_pid
     assert pid is not None
-    assert secret.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert secret.encode() not in cmdline and b"--password-command" not in cmdline
     assert f"RCLONE_CONFIG_PASS={secret}".encode() in Path(f"/proc/{pid}/environ").read_bytes()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("form", ["entry point", "python -P -m placet"])
+def test_password_command_runs_placet_with_the_keyring_of_the_owner(
+    make_drive: MakeDrive,
+    tmp_path: Path,
+    rclone_bin: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    form: str,
+) -> None:
+    """Both forms of `placet_command`, run by rclone from an allowlisted environment,
+    reach the keyring placet uses (here a file named through KEYRING_PROPERTY_FILE) and
+    unlock the config for rcd and for CLI children; the secret is in neither argv nor
+    any child's environment. A cwd holding a fake `placet` package is not imported."""
+    secret = "Tr0ub4dor & 3"
+    conf = _encrypted_vault(tmp_path, rclone_bin, secret)
+    for k, v in file_keyring_env(tmp_path / "keyring.json").items():
+        monkeypatch.setenv(k, v)
+    (tmp_path / "keyring.json").write_text(json.dumps({"placet/rclone-config": secret}))
+    trap = tmp_path / "cwd" / "placet"
+    trap.mkdir(parents=True)
+    (trap / "__init__.py").write_text("raise SystemExit('imported placet from the cwd')\n")
+    (trap / "__main__.py").write_text("raise SystemExit('imported placet from the cwd')\n")
+    monkeypatch.chdir(trap.parent)
+    if form == "entry point":
+        command = password_command()
+        assert command.startswith(str(Path(sys.executable).parent / "placet") + " ")
+    else:  # the form used when no entry point sits beside the interpreter
+        lone = tmp_path / "lone" / "python3"
+        assert placet_command(str(lone)) == [str(lone), "-P", "-m", "placet"]
+        command = rclone_command_string(
+            [sys.executable, "-P", "-m", "placet", *RCLONE_PASSWORD_ARGS]
+        )
+    access = rclone_access({"RCLONE_CONFIG": str(conf)})
+    assert access.env == {"RCLONE_CONFIG": str(conf)}
+    drive = make_drive("vault:", access.env, flags=("--password-command", command))
+    assert [e.name for e in drive.list_folder("")[0]] == ["hello.txt"]
+    assert drive.read_head("hello.txt", 10) == b"hi"  # an `rclone cat` child
+    pid = drive.rcd_pid
+    assert pid is not None
+    for name in ("cmdline", "environ"):
+        data = Path(f"/proc/{pid}/{name}").read_bytes()
+        assert secret.encode() not in data and b"RCLONE_CONFIG_PASS" not in data
+    (tmp_path / "keyring.json").write_text("{}")
+    with pytest.raises(DriveError) as ei:
+        make_drive("vault:", access.env, flags=("--password-command", command)).stat("")
+    assert ei.value.error_code == "drive_locked" and "placet drive login" in ei.value.message
+
+
+def test_password_command_string_survives_rclones_parsing(
+    make_drive: MakeDrive, tmp_path: Path, rclone_bin: Path
+) -> None:
+    """rclone splits --password-command as space-separated CSV: a program path and
+    arguments with spaces and double quotes arrive intact."""
+    secret = "pw-for-quoting"
+    conf = _encrypted_vault(tmp_path, rclone_bin, secret)
+    odd = tmp_path / 'dir with "quotes" and spaces'
+    odd.mkdir()
+    script = odd / "pass word"
+    script.write_text(
+        f'#!/bin/sh\n[ "$1" = \'a b\' ] && [ "$2" = \'say "hi"\' ] && [ $# = 2 ] '
+        f"&& printf %s '{secret}'\n"
+    )
+    script.chmod(0o700)
+    command = rclone_command_string([str(script), "a b", 'say "hi"'])
+    drive = make_drive(
+        "vault:", {"RCLONE_CONFIG": str(conf)}, flags=("--password-command", command)
+    )
+    assert [e.name for e in drive.list_folder("")[0]] == ["hello.txt"]
+    bad = rclone_command_string([str(script), "a", "b", 'say "hi"'])
+    with pytest.raises(DriveError) as ei:
+        make_drive("vault:", {"RCLONE_CONFIG": str(conf)}, flags=("--password-command", bad)).stat(
+            ""
+        )
+    assert ei.value.error_code == "drive_locked"
 
 
 def test_concurrent_calls_share_one_daemon(local_drive: RcloneDrive) -> None:

@@ -166,6 +166,12 @@ def test_failure_mapping_locked_config_and_redaction() -> None:
     )
     assert e.error_code == "drive_locked" and "placet drive login" in e.message
     assert "Zq9sEcret9" not in e.message and "Zq9sEcret9" not in str(e.details)
+    rcd_panic = (  # rcd's answer when placet's --password-command failed (rclone 1.75.2)
+        'panic received: fatal error: Failed to load config file "/h/rclone.conf": '
+        "password command failed: exit status 2"
+    )
+    e = rclone_failure("list", "", rcd_panic, http_status=500)
+    assert e.error_code == "drive_locked" and "placet drive login" in e.message
 
 
 def test_last_message_picks_the_error_line() -> None:
@@ -187,6 +193,12 @@ def test_child_env_is_allowlisted() -> None:
         "RCLONE_PASSWORD_COMMAND": "sh -c evil",
         "AWS_SECRET_ACCESS_KEY": "x",
         "LD_PRELOAD": "/tmp/x.so",
+        "PYTHONSTARTUP": "/tmp/x.py",
+        # what placet's password command needs to reach the same keyring backend
+        "PYTHON_KEYRING_BACKEND": "keyring.backends.SecretService.Keyring",
+        "KEYRING_PROPERTY_APPID": "placet",
+        "PYTHONPATH": "/home/u/lib",
+        "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus",
     }
     env = child_env({"RCLONE_CONFIG": "/home/u/rclone.conf"}, base=base)
     assert env == {
@@ -195,6 +207,10 @@ def test_child_env_is_allowlisted() -> None:
         "LANG": "C.UTF-8",
         "XDG_CONFIG_HOME": "/home/u/.config",
         "RCLONE_CONFIG": "/home/u/rclone.conf",
+        "PYTHON_KEYRING_BACKEND": "keyring.backends.SecretService.Keyring",
+        "KEYRING_PROPERTY_APPID": "placet",
+        "PYTHONPATH": "/home/u/lib",
+        "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus",
     }
 
 

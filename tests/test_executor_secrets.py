@@ -4,9 +4,10 @@ keyring (a file-backed test keyring shared with the `placet accept` subprocess).
 
 Secrets: the SFTP password, its rclone-obscured form (reversible, so as secret as the
 password) and the rclone config password. The rclone children get the config password
-through their environment (DESIGN.md section 3: never argv): their command lines are
-checked as root, and `ps eww` (which adds each process's environment) is checked as an
-unprivileged user, who may see the command lines of others but not their environment.
+from placet's hidden `--password-command` (DESIGN.md section 9, docs/decisions.md), so
+it is in neither their argv nor their environment: `ps` and `ps eww` (which adds each
+process's environment, and shows it to the same user) are both read as root, the user
+the children run as, while the upload's `rclone rcat` runs.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 import keyring
 import pytest
 from executor_fixtures import PLACET, make_rig, placet_cli, write_config
-from keyring_backend import FileKeyring
+from keyring_backend import FileKeyring, file_keyring_env
 
 from placet.config import Settings
 from placet.drive import drive_for
@@ -35,15 +36,13 @@ if TYPE_CHECKING:
 pytest_plugins = ["drive_fixtures"]
 
 CONFIG_PASSWORD = "cfg-Pass-5e6f7a"
-TESTS = Path(__file__).parent
 
 
 @pytest.fixture
 def file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     path = tmp_path / "keyring.json"
-    monkeypatch.setenv("PLACET_TEST_KEYRING_FILE", str(path))
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring_backend.FileKeyring")
-    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    for k, v in file_keyring_env(path).items():  # reaches rclone's password command too
+        monkeypatch.setenv(k, v)
     prev = keyring.get_keyring()
     keyring.set_keyring(FileKeyring())
     keyring.set_password(KEYRING_SERVICE, KEYRING_USERNAME, CONFIG_PASSWORD)
@@ -79,17 +78,14 @@ def _descendants(ps_out: str, root_pid: int) -> set[int]:
 
 
 def _ps_watch(stop: threading.Event, root_pid: list[int], out: dict[str, list[str]]) -> None:
-    """Lines of placet's rclone children: `ps` (command lines, as root) and `ps eww`
-    (command line + environment, as nobody)."""
+    """Lines of placet's rclone children (and of the password command they run): `ps`
+    (command lines) and `ps eww` (command line + environment), both as root, the same
+    user as the children."""
     while not stop.is_set():
         tree = subprocess.run(["ps", "-eo", "pid,ppid"], capture_output=True, text=True).stdout
         pids = _descendants(tree, root_pid[0]) if root_pid else set()
         args = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True)
-        eww = subprocess.run(
-            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "ps", "axeww"],
-            capture_output=True,
-            text=True,
-        )
+        eww = subprocess.run(["ps", "axeww"], capture_output=True, text=True)
         for key, text in (("args", args.stdout), ("eww", eww.stdout)):
             for ln in text.splitlines()[1:]:
                 if int(ln.split()[0]) in pids and "rclone" in ln:
@@ -151,8 +147,13 @@ def test_no_secret_anywhere_after_real_sftp_runs(
     r_up = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     assert r_up.returncode == 0, r_up.stderr
     assert (served.root / "up/big.bin").stat().st_size == 120 * 1024 * 1024
-    assert any("rcat" in ln for ln in seen["args"]), "the transfer was not observed"
-    assert any("rcat" in ln for ln in seen["eww"]), "ps eww did not list the transfer"
+    rcat_args = [ln for ln in seen["args"] if " rcat " in ln]
+    rcat_eww = [ln for ln in seen["eww"] if " rcat " in ln]
+    assert rcat_args, "the transfer was not observed"
+    assert rcat_eww, "ps eww did not list the transfer"
+    assert all("--password-command" in ln and "password-for-rclone" in ln for ln in rcat_args)
+    assert any(f"RCLONE_CONFIG={conf}" in ln for ln in rcat_eww), "ps eww showed no environment"
+    assert not any("RCLONE_CONFIG_PASS" in ln for ln in seen["eww"])
     r_stale = placet_cli("accept", str(stale.id), "--yes", env=env)
     assert r_stale.returncode == 1 and "stale" in r_stale.stderr
     served.stop()
@@ -165,7 +166,7 @@ def test_no_secret_anywhere_after_real_sftp_runs(
     )  # database, -wal, audit anchor, logs, trash
     texts = {
         "ps args (root)": "\n".join(seen["args"]),
-        "ps eww (nobody)": "\n".join(seen["eww"]),
+        "ps eww (root, same user)": "\n".join(seen["eww"]),
         "stdout/stderr": "\n".join(r.stdout + r.stderr for r in (r_up, r_stale, r_down, show)),
         "data dir": db_bytes.decode("latin-1"),
     }

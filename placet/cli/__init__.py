@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from placet import __version__
+from placet.config_password import RCLONE_PASSWORD_ARGS, print_for_rclone
 from placet.errors import EXIT_STORE, EXIT_USAGE, PlacetError
 
 # One line per command group; each module defines register(subparsers).
@@ -41,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if tuple(sys.argv[1:] if argv is None else argv) == RCLONE_PASSWORD_ARGS:
+        return print_for_rclone()  # rclone's --password-command: skip loading every command
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)

@@ -6,8 +6,12 @@ binding": the spec is stored with every proposal) and, unless `--no-check`, aski
 rclone whether the remote answers. `show` prints the spec in force and where it came
 from, the rclone binary and version, the rclone config and whether its password is
 available, and the remote's capabilities. `login` stores the password of an encrypted
-rclone config in the keyring, after checking that it decrypts the config; placet later
-hands it to rclone only through the child's environment.
+rclone config in the keyring, after checking that it decrypts the config (the check
+hands it to rclone on stdin, never in argv or the environment).
+
+`drive password-for-rclone` is hidden from help: rclone runs it as its
+``--password-command`` (`placet.config_password.print_for_rclone`; `placet.cli.main`
+answers it before loading the other commands, so it starts fast).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from placet.config import Settings, load_settings
+from placet.config_password import RCLONE_PASSWORD_ARGS, print_for_rclone
 from placet.drive import configured_spec, default_drive_spec, drive_for, validate_spec
 from placet.drive.credentials import (
     KEYRING_SERVICE,
@@ -34,7 +39,7 @@ from placet.drive.credentials import (
     rclone_config_path,
     store_config_password,
 )
-from placet.drive.proc import COMMON_FLAGS, child_env, rclone_version, resolve_rclone_path
+from placet.drive.proc import child_env, rclone_version, resolve_rclone_path
 from placet.drive.spec import redact
 from placet.errors import EXIT_OK, EXIT_USAGE, ConfigError, NotFound, PlacetError
 from placet.text import inert
@@ -60,6 +65,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--password-stdin", action="store_true", help="read the password from stdin (scripts)"
     )
     s.set_defaults(func=cmd_login)
+
+    # Hidden (no help=, so not listed): rclone's --password-command. Usually answered by
+    # the fast path in placet.cli.main; this entry keeps the argparse route identical.
+    s = sub.add_parser(RCLONE_PASSWORD_ARGS[1])
+    s.set_defaults(func=lambda _args: print_for_rclone())
 
 
 def _usage(p: argparse.ArgumentParser) -> int:
@@ -233,10 +243,12 @@ def cmd_login(args: argparse.Namespace) -> int:
         password = getpass.getpass(f"password for rclone config {conf}: ")
     if not password:
         raise ConfigError("no password given; nothing stored")
-    env = child_env({"RCLONE_CONFIG": str(conf), "RCLONE_CONFIG_PASS": password})
+    # rclone reads the password from stdin when stdin is not a terminal and it may ask
+    # (so no --ask-password=false here); a wrong one makes it ask again and hit EOF.
     r = subprocess.run(
-        [str(rclone), *COMMON_FLAGS, "listremotes"],
-        env=env,
+        [str(rclone), "--low-level-retries", "3", "listremotes"],
+        env=child_env({"RCLONE_CONFIG": str(conf)}),
+        input=(password + "\n").encode(),
         capture_output=True,
         check=False,
         timeout=60,

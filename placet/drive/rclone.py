@@ -59,7 +59,7 @@ def _key(e: Entry) -> tuple[str, int | None, str | None]:
 class RcloneDrive(RcloneCore):
     """A `Drive` over rclone: listings with cached digests, paged folders, transfers.
 
-    Construct with `RcloneDrive(spec, *, rclone_path, env, run_dir, verify_readback=True)`
+    Construct with `RcloneDrive(spec, *, rclone_path, env, run_dir, flags=(), verify_readback=True)`
     (see `RcloneCore`), or get the configured one from `placet.drive.drive_for`.
     """
 

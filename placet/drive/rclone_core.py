@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, Self
@@ -89,6 +89,8 @@ class RcloneCore:
         env: variables placet passes explicitly to rclone (`RCLONE_CONFIG`,
             `RCLONE_CONFIG_PASS`, ...); the rest of the child's environment is allowlisted
             from `os.environ` (`placet.drive.proc.child_env`).
+        flags: global flags for every rclone child, rcd included (the
+            ``--password-command`` of `placet.drive.credentials.rclone_access`).
         run_dir: private runtime directory; rcd's socket lives in a 0700 folder below it.
         verify_readback: on a remote without digests, read an upload back to verify it
             (True) or trust the size alone (False; the result says ``size``).
@@ -101,6 +103,7 @@ class RcloneCore:
         rclone_path: Path,
         env: Mapping[str, str],
         run_dir: Path,
+        flags: Sequence[str] = (),
         verify_readback: bool = True,
     ) -> None:
         if not rclone_path.is_absolute():
@@ -109,10 +112,11 @@ class RcloneCore:
         self._parsed = parse_spec(spec)
         self._rclone = rclone_path
         self._env = child_env(env)
+        self._flags = (*COMMON_FLAGS, *flags)
         self._secrets = self._parsed.secret_values() + [
             v for k, v in env.items() if any(w in k.upper() for w in _SECRET_ENV_WORDS)
         ]
-        self._rcd = Rcd(rclone_path, self._env, run_dir, self.redact)
+        self._rcd = Rcd(rclone_path, self._env, run_dir, self.redact, flags=self._flags)
         self._verify_readback = verify_readback
         self._eff: DriveSpec | None = None  # the spec handed to rclone (Proton options added)
         self._caps: Capabilities | None = None
@@ -174,7 +178,7 @@ class RcloneCore:
         return self._eff
 
     def _argv(self, *args: str) -> list[str]:
-        return [str(self._rclone), *COMMON_FLAGS, *args]
+        return [str(self._rclone), *self._flags, *args]
 
     def _cli_failure(self, action: str, target: str, code: int, stderr: bytes) -> PlacetError:
         msg = last_message(stderr.decode(errors="replace"))
