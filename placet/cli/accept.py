@@ -1,4 +1,5 @@
-"""`placet accept ID [--yes]`: the owner's headless decision, then the execution.
+"""`placet accept ID [--yes] [--skip INDEX]...`: the owner's headless decision, then the
+execution.
 
 What the owner approves is what runs: the effect shown is computed from the same parsed
 ops the executor runs (`placet.executor.plan_for`), with placet's own risk flags
@@ -14,6 +15,10 @@ whatever its stdin holds; ``--yes`` skips the code only when the owner opted in 
 ``allow_yes = true`` in config.toml, and the approval's audit event records
 ``via``, ``yes``, ``tty`` and the request hash. What this cannot stop (a same-user
 process driving a terminal of its own) is written down in docs/security.md.
+
+`--skip INDEX` (a sync only, repeatable) leaves op INDEX out: it is shown marked,
+recorded in the approval event as `skip_ops`, and journaled `skipped` by the executor
+(DESIGN.md section 9, "Op results").
 
 Sequence: sweep (expire due, recover interrupted: a dead holder on this host is
 recovered at once), show, confirm, accept (pending, failed or interrupted -> approved),
@@ -48,6 +53,7 @@ from placet.errors import (
     EXIT_OP_FAILED,
     Expired,
     PolicyRefused,
+    UsageError,
     WrongState,
 )
 from placet.executor import ProgressEvent, execute, plan_for
@@ -76,6 +82,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="skip the confirmation code; works only with allow_yes = true in config.toml",
     )
+    p.add_argument(
+        "--skip",
+        type=int,
+        action="append",
+        default=[],
+        metavar="INDEX",
+        help="a sync only: leave op INDEX out (repeatable); it is recorded as skipped",
+    )
     p.set_defaults(func=cmd_accept)
 
 
@@ -94,7 +108,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
         record = store.get(args.id)
         _check_state(record)
         plan = plan_for(record.kind, record.request, record.evidence)
-        _emit(effect_lines(record, plan.ops))
+        skip = _check_skip(record, plan.ops, args.skip)
+        _emit(effect_lines(record, plan.ops, skip))
         if record.status in _NEEDS_DECISION:
             with _terminal() as tty:
                 if not args.yes:
@@ -107,16 +122,16 @@ def cmd_accept(args: argparse.Namespace) -> int:
                             code="no_terminal",
                             details={"proposal_id": record.id},
                         )
-                    _confirm(tty, record)
-                accepted = store.accept(
-                    record.id,
-                    detail={
-                        "request_hash": record.request_hash,
-                        "via": "cli",
-                        "yes": bool(args.yes),
-                        "tty": tty is not None,
-                    },
-                )
+                    _confirm(tty, record, skip)
+                detail: dict[str, Any] = {
+                    "request_hash": record.request_hash,
+                    "via": "cli",
+                    "yes": bool(args.yes),
+                    "tty": tty is not None,
+                }
+                if record.kind == "sync":
+                    detail["skip_ops"] = skip
+                accepted = store.accept(record.id, detail=detail)
                 if accepted.request_hash != record.request_hash:  # changed while shown
                     raise PolicyRefused(
                         f"proposal {record.id} changed while it was shown (request hash "
@@ -128,6 +143,46 @@ def cmd_accept(args: argparse.Namespace) -> int:
         else:
             _emit([f"proposal {record.id} was already approved; executing it now"])
         return _run(store, settings, record)
+
+
+def _check_skip(record: ProposalRecord, ops: list[Op], skip: list[int]) -> list[int]:
+    """The `--skip` indexes, sorted and checked before anything is shown or asked.
+
+    Raises:
+        UsageError (``skip_invalid``): not a sync, already approved (its selection is
+            bound), or an index the proposal has no op for; (``nothing_selected``):
+            every op skipped (discard it instead).
+    """
+    if not skip:
+        return []
+    chosen = sorted(set(skip))
+    if record.kind != "sync" or record.status == "approved":
+        why = (
+            f"it is a {record.kind} proposal with a single op"
+            if record.kind != "sync"
+            else "it is already approved, with the selection made then"
+        )
+        raise UsageError(
+            f"cannot skip ops of proposal {record.id}: {why}; run it without --skip",
+            code="skip_invalid",
+            details={"proposal_id": record.id},
+        )
+    unknown = sorted(set(chosen) - {op.index for op in ops})
+    if unknown:
+        raise UsageError(
+            f"cannot skip op(s) {unknown} of proposal {record.id}: it has no such op; "
+            f"its ops are {', '.join(f'#{op.index}' for op in ops[:20])}",
+            code="skip_invalid",
+            details={"proposal_id": record.id, "unknown": unknown},
+        )
+    if len(chosen) >= len(ops):
+        raise UsageError(
+            f"cannot skip every op of proposal {record.id}: nothing would run; discard it "
+            "instead (`placet discard ID`)",
+            code="nothing_selected",
+            details={"proposal_id": record.id},
+        )
+    return chosen
 
 
 def _check_state(record: ProposalRecord) -> None:
@@ -223,21 +278,27 @@ def _op_lines(record: ProposalRecord, op: Op, root_path: str) -> list[str]:
     return out
 
 
-def effect_lines(record: ProposalRecord, ops: list[Op]) -> list[str]:
+def effect_lines(record: ProposalRecord, ops: list[Op], skip: list[int] | None = None) -> list[str]:
     """What accepting `record` would do, as terminal-safe lines (placet's facts first,
-    then its risk flags, then the agent's reason boxed as its claim)."""
+    then its risk flags, then the agent's reason boxed as its claim). Ops in `skip`
+    (`--skip`) are listed, marked as skipped."""
     root = record.request.get("root") if isinstance(record.request, dict) else None
     root_path = str(root.get("path", "")) if isinstance(root, dict) else ""
-    total = sum(op.size or 0 for op in ops if op.kind != "mkdir")
+    skipped = set(skip or [])
+    total = sum(op.size or 0 for op in ops if op.kind != "mkdir" and op.index not in skipped)
+    left_out = f" ({len(skipped)} skipped with --skip)" if skipped else ""
     out = [
         f"proposal {record.id}  {inert(record.kind)}  {record.status.upper()}",
         f"  drive         {inert(record.drive_spec)}",
         f"  proposed by   {inert(record.client_name or '?')} {inert(record.client_version or '')}"
         f" run {inert(record.run_id)} on host {inert(record.host)}",
-        f"  ops           {len(ops)}, moving {_size(total)}",
+        f"  ops           {len(ops)}{left_out}, moving {_size(total)}",
     ]
     for op in ops[:200]:
-        out += _op_lines(record, op, root_path)
+        lines = _op_lines(record, op, root_path)
+        if op.index in skipped:
+            lines[0] += "  [SKIPPED: --skip, nothing is done for it]"
+        out += lines
     if len(ops) > 200:
         out.append(f"  ... {len(ops) - 200} more ops (`placet show {record.id} --json` lists all)")
     flags: list[RiskFlag] = []
@@ -294,7 +355,7 @@ def _read_line(fd: int, limit: int = 64) -> str:
     return buf.decode("utf-8", "replace")
 
 
-def _confirm(tty: int, record: ProposalRecord) -> None:
+def _confirm(tty: int, record: ProposalRecord, skip: list[int] | None = None) -> None:
     """Write a fresh code to the terminal and read it back from the terminal.
 
     Raises:
@@ -306,7 +367,9 @@ def _confirm(tty: int, record: ProposalRecord) -> None:
     os.write(
         tty,
         (
-            f"\nTo accept proposal {record.id} (request hash {record.request_hash[:16]}...), "
+            f"\nTo accept proposal {record.id} (request hash {record.request_hash[:16]}...)"
+            + (f" without op(s) {', '.join(f'#{i}' for i in skip)}" if skip else "")
+            + ", "
             f"type the code {code} and press Enter (anything else declines): "
         ).encode(),
     )
@@ -395,7 +458,7 @@ def exit_code(final: ProposalRecord, results: list[OpResultRecord]) -> int:
     """0 succeeded; 5 when every failed op could not reach the drive; else 1."""
     if final.status == "succeeded":
         return EXIT_OK
-    bad = [r for r in results if r.outcome not in ("done", "already_done")]
+    bad = [r for r in results if r.outcome not in ("done", "already_done", "skipped")]
     if bad and all(r.detail.get("code") == "drive_unavailable" for r in bad):
         return EXIT_DRIVE_UNAVAILABLE
     return EXIT_OP_FAILED

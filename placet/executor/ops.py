@@ -40,16 +40,21 @@ class Plan:
         kind: the proposal kind (upload, mkdir, download, sync).
         root: the local root the ops' local paths are relative to (None for mkdir).
         ops: in execution order (mkdir ops first); each op's `index` is its journal key.
+        skip: indexes of the ops the owner unticked when accepting (a sync's approval
+            `skip_ops`): journaled `skipped`, never run. Set by the executor's binding.
     """
 
     kind: str
     root: RootRef | None
     ops: list[Op]
+    skip: frozenset[int] = frozenset()
 
     @property
     def bytes_total(self) -> int:
-        """Bytes the transfer ops move (sizes from the evidence)."""
-        return sum(op.size or 0 for op in self.ops if op.kind != "mkdir")
+        """Bytes the selected transfer ops move (sizes from the evidence)."""
+        return sum(
+            op.size or 0 for op in self.ops if op.kind != "mkdir" and op.index not in self.skip
+        )
 
 
 def _bad(kind: str, e: Exception) -> PlacetError:

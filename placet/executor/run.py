@@ -15,8 +15,11 @@ The order of its steps is the safety argument:
    (`steps`, `download`), and its result is journaled (`Store.record_op_result`) as
    soon as it ends. One failing op does not stop the others; a drive that cannot be
    reached fails each op as retryable (`drive_unavailable`) and nothing is lost: the
-   owner accepts the failed proposal again later.
-4. **Finish**: succeeded only if every op is done or already_done, else failed.
+   owner accepts the failed proposal again later. An op the owner unticked (the
+   approval's `skip_ops`, bound in step 2) is journaled `skipped` and touches nothing:
+   no evidence read, no temp cleanup in its folder, no baseline entry.
+4. **Finish**: succeeded only if every selected op is done or already_done (the store
+   checks the skipped ones against the approval event), else failed.
 
 Cancellation (the owner quits the review UI mid-transfer) and a lost lease stop the
 running transfer from inside its progress callback, so rclone is killed and its temp
@@ -32,6 +35,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,12 +57,19 @@ from placet.executor.temps import (
 )
 from placet.requests import Op, request_hash
 from placet.store import LeaseHolder, OpResultRecord, ProposalRecord, Store
-from placet.store.lifecycle import APPROVED, SUCCESS_OUTCOMES
+from placet.store.lifecycle import APPROVED, SUCCESS_OUTCOMES, owner_skips
 from placet.sync.baseline import BaselineRecorder
 
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[ProgressEvent], None]
+
+_SKIPPED = {
+    "code": "skipped_by_owner",
+    "message": "the owner unticked this op when accepting; placet did nothing for it",
+    "retryable": False,
+    "details": {},
+}
 
 _STEPS = {
     "mkdir": run_mkdir,
@@ -132,13 +143,16 @@ def execute(
 
 
 def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive | None) -> Plan:
-    """The binding checks of DESIGN.md section 9; returns the parsed plan.
+    """The binding checks of DESIGN.md section 9; returns the parsed plan, with the ops
+    the owner unticked (the approval event's `skip_ops`) as its `skip`.
 
     Raises:
         PolicyRefused: ``request_altered`` (the stored request + evidence no longer hash
             to the proposal's hash), ``not_approved_as_shown`` (the approval event bound
-            another hash, or there is none), ``drive_changed`` (the configured drive, or
-            the drive handed in, is not the one the proposal was made against).
+            another hash, or there is none, or its `skip_ops` do not fit the ops: unknown
+            indexes, every op, or a kind other than sync), ``drive_changed`` (the
+            configured drive, or the drive handed in, is not the one the proposal was
+            made against).
         PlacetError (``request_invalid``): the stored request does not parse.
     """
     pid = record.id
@@ -161,6 +175,7 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             code="not_approved_as_shown",
             details={"proposal_id": pid, "approved": bound, "proposal": record.request_hash},
         )
+    skip = owner_skips(approvals[-1].detail)
     configured = configured_spec(settings)
     used = drive.spec if drive is not None else configured
     if record.drive_spec != configured or used != record.drive_spec:
@@ -172,7 +187,17 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             details={"proposal_id": pid, "proposal_drive": record.drive_spec,
                      "configured_drive": configured},
         )  # fmt: skip
-    return plan_for(record.kind, record.request, record.evidence)
+    plan = plan_for(record.kind, record.request, record.evidence)
+    unknown = sorted(skip - {op.index for op in plan.ops})
+    if skip and (record.kind != "sync" or unknown or len(skip) >= len(plan.ops)):
+        raise PolicyRefused(
+            f"refusing to execute proposal {pid}: the owner's approval unticks ops "
+            f"{sorted(skip)}, which does not fit its {len(plan.ops)} {record.kind} op(s); "
+            "review and accept it again",
+            code="not_approved_as_shown",
+            details={"proposal_id": pid, "skip_ops": sorted(skip), "unknown": unknown},
+        )
+    return replace(plan, skip=skip)
 
 
 class _Run:
@@ -272,17 +297,20 @@ class _Run:
             if why is not None:
                 return self._stop(why, None)
             self.current = op
-            try:
-                out = self._run_op(ctx, op)
-            except Aborted as e:
-                return self._stop(e.why, op)
+            if op.index in self.plan.skip:
+                out = OpOutcome("skipped", dict(_SKIPPED))
+            else:
+                try:
+                    out = self._run_op(ctx, op)
+                except Aborted as e:
+                    return self._stop(e.why, op)
             try:
                 if self.beat.lost.is_set():
                     raise WrongState("lease lost")
                 self._journal(op, out)
             except WrongState:  # recovery took the proposal: another process may own it
                 return self._stop("lease lost", None)
-            if self.baseline is not None:
+            if self.baseline is not None and out.outcome != "skipped":
                 self.baseline.op_ended(op, out.outcome, out.detail)
             outcomes[out.outcome] += 1
         if self.baseline is not None:
@@ -293,6 +321,8 @@ class _Run:
             "bytes": self.moved,
             "seconds": round(time.monotonic() - started, 3),
         }
+        if self.plan.skip:
+            summary["skipped_by_owner"] = sorted(self.plan.skip)
         if removed:
             summary["temps_removed"] = removed
         try:
@@ -318,7 +348,7 @@ class _Run:
         folders = {
             (op.remote_path or "").rpartition("/")[0]
             for op in self.plan.ops
-            if op.kind in ("upload", "upload_revision")
+            if op.kind in ("upload", "upload_revision") and op.index not in self.plan.skip
         }
         removed += [f"remote:{p}" for p in cleanup_old_temps(self.drive, folders)]
         return removed
@@ -372,7 +402,7 @@ class _Run:
             detail=detail,
             holder=self.holder,
         )
-        if op.kind != "mkdir":
+        if op.kind != "mkdir" and op.index not in self.plan.skip:
             self.moved += op.size or 0
         result = OpResultRecord(
             self.pid, self.record.attempt, op.index, op_json, out.outcome, detail,

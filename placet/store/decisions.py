@@ -94,6 +94,54 @@ def _new_record(pid: int, v: dict[str, Any]) -> ProposalRecord:
     )
 
 
+def _selection(pid: int, kind: str, request_json: str, skip: object) -> dict[str, Any]:
+    """The approval's `skip_ops` entry: {} for a non-sync, the sorted unticked op indexes
+    for a sync (see `Decisions.accept`)."""
+    if kind != "sync":
+        if skip:
+            raise UsageError(
+                f"cannot accept proposal {pid} with ops unticked: it is a {kind} proposal "
+                "with a single op; accept or discard it whole",
+                code="skip_invalid",
+                details={"proposal_id": pid, "kind": kind},
+            )
+        return {}
+    items = [] if skip is None else skip
+    if not isinstance(items, list | tuple) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in items
+    ):
+        raise UsageError(
+            f"cannot accept proposal {pid}: skip_ops must be a list of op indexes, got "
+            f"{type(items).__name__}",
+            code="skip_invalid",
+            details={"proposal_id": pid},
+        )
+    ops = json.loads(request_json).get("ops")
+    indexes: set[int] = {
+        o["index"]
+        for o in (ops if isinstance(ops, list) else [])
+        if isinstance(o, dict) and isinstance(o.get("index"), int)
+    }
+    unticked = set(items)
+    unknown = sorted(unticked - indexes)
+    if unknown:
+        raise UsageError(
+            f"cannot accept proposal {pid} with op(s) {unknown} unticked: it has no such "
+            f"op (its ops are numbered {min(indexes, default=0)}..{max(indexes, default=0)}); "
+            "check the op numbers shown with it",
+            code="skip_invalid",
+            details={"proposal_id": pid, "unknown": unknown},
+        )
+    if indexes and unticked >= indexes:
+        raise UsageError(
+            f"cannot accept proposal {pid} with every op unticked: nothing would run; "
+            "discard it instead",
+            code="nothing_selected",
+            details={"proposal_id": pid},
+        )
+    return {"skip_ops": sorted(unticked)}
+
+
 class Decisions(StoreBase):
     """Creation, accept, discard, withdraw, extend (mixed into `Store`)."""
 
@@ -250,12 +298,22 @@ class Decisions(StoreBase):
         """pending -> approved while `expires_at > now`; failed | interrupted -> approved.
 
         The event records the request hash the decision binds to, plus `detail` (e.g.
-        whether a terminal was attached). Raises NotFound, Expired, WrongState.
+        whether a terminal was attached). For a sync, `detail["skip_ops"]` lists the op
+        indexes the owner unticked; the event always records it for a sync (sorted,
+        `[]` when every op was kept), and the executor journals those ops `skipped`
+        without touching anything for them (DESIGN.md section 9, "Op results").
+
+        Raises NotFound, Expired, WrongState; UsageError `skip_invalid` (skip_ops on
+        another kind, not a list of integers, or naming an op the request does not
+        have) or `nothing_selected` (every op unticked: discard it instead).
         """
         now = _now(now)
+        given = dict(detail or {})
+        skip = given.pop("skip_ops", None)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._row(conn, pid)
+            selection = _selection(pid, cur.kind, cur.request, skip)
             guard: tuple[Any, ...] = ()
             if cur.status == lc.PENDING:
                 if cur.expires_at <= now:
@@ -275,7 +333,7 @@ class Decisions(StoreBase):
                 now=now,
                 guard=guard,
                 values={"resolved_at": now, "resolved_by": actor},
-                detail={**(detail or {}), "request_hash": cur.request_hash},
+                detail={**given, **selection, "request_hash": cur.request_hash},
             )
 
         return self._write(f"accepting proposal {pid}", tx)

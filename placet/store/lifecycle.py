@@ -17,8 +17,9 @@ is `sources`, plus its audit event, in one transaction. Actors: `owner`,
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 PENDING: Final = "pending"
 APPROVED: Final = "approved"
@@ -114,6 +115,32 @@ def sources_of(transition: str) -> tuple[str, ...]:
     return tuple(sorted(s for s in TRANSITIONS[transition].sources if s is not None))
 
 
-def finish_status(outcomes: list[str]) -> str:
-    """`succeeded` when every journaled op is done or already_done, else `failed`."""
-    return SUCCEEDED if all(o in SUCCESS_OUTCOMES for o in outcomes) else FAILED
+def owner_skips(approval_detail: Mapping[str, Any] | None) -> frozenset[int]:
+    """The op indexes the owner unticked, from the approval event's detail (`skip_ops`).
+
+    The store writes `skip_ops` as a sorted list of op indexes when a sync is accepted
+    (`Store.accept`); anything else there (absent, not a list, non-integers) means none.
+    """
+    raw = (approval_detail or {}).get("skip_ops")
+    if not isinstance(raw, list):
+        return frozenset()
+    return frozenset(i for i in raw if isinstance(i, int) and not isinstance(i, bool))
+
+
+def finish_status(
+    results: Iterable[tuple[int, str]], skipped_by_owner: frozenset[int] = frozenset()
+) -> str:
+    """`succeeded` when every selected op is done or already_done, else `failed`.
+
+    `results` are the journaled (op index, outcome) pairs of one attempt. An op the
+    owner unticked (its index in `skipped_by_owner`) counts only if it ended `skipped`;
+    a `skipped` outcome for an op the owner selected fails the proposal (DESIGN.md
+    section 9, "Op results").
+    """
+    return (
+        SUCCEEDED
+        if all(
+            o in SUCCESS_OUTCOMES or (o == "skipped" and i in skipped_by_owner) for i, o in results
+        )
+        else FAILED
+    )

@@ -11,6 +11,7 @@ who may draw it are `placet.store.lifecycle`'s.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from placet.requests import canonical_json
 from placet.store import lifecycle as lc
 from placet.store.base import SWEEP_BATCH, Heads, P, _now
 from placet.store.decisions import Decisions
-from placet.store.models import OP_RESULT, PROPOSAL
+from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.records import (
     LeaseHolder,
     ProposalRecord,
@@ -145,7 +146,9 @@ class Store(Decisions):
         expected_ops: int | None = None,
     ) -> ProposalRecord:
         """executing -> succeeded when every journaled op of this attempt is done or
-        already_done (and, if given, at least `expected_ops` were journaled), else failed.
+        already_done, or `skipped` and unticked by the owner in the latest approval
+        (`skip_ops` of its audit event), and, if given, at least `expected_ops` were
+        journaled; else failed.
 
         Raises NotFound, WrongState (lease not held).
         """
@@ -153,14 +156,17 @@ class Store(Decisions):
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._held(conn, pid, holder, "finish")
-            outcomes = list(
-                conn.execute(
-                    select(OP_RESULT.c.outcome).where(
+            results = [
+                (int(i), str(o))
+                for i, o in conn.execute(
+                    select(OP_RESULT.c.op_index, OP_RESULT.c.outcome).where(
                         OP_RESULT.c.proposal_id == pid, OP_RESULT.c.attempt == cur.attempt
                     )
-                ).scalars()
-            )
-            to = lc.finish_status(outcomes)
+                ).all()
+            ]
+            outcomes = [o for _, o in results]
+            skips = self._owner_skips(conn, pid)
+            to = lc.finish_status(results, skips)
             if expected_ops is not None and len(outcomes) < expected_ops:
                 to = lc.FAILED
             return self._cas(
@@ -181,10 +187,22 @@ class Store(Decisions):
                     "attempt": cur.attempt,
                     "outcomes": dict(Counter(outcomes)),
                     "expected_ops": expected_ops,
+                    **({"skip_ops": sorted(skips)} if skips else {}),
                 },
             )
 
         return self._write(f"finishing proposal {pid}", tx)
+
+    @staticmethod
+    def _owner_skips(conn: Connection, pid: int) -> frozenset[int]:
+        """The ops the owner unticked, from the latest approval event (its `skip_ops`)."""
+        detail = conn.execute(
+            select(AUDIT_EVENT.c.detail)
+            .where(AUDIT_EVENT.c.proposal_id == pid, AUDIT_EVENT.c.to_status == lc.APPROVED)
+            .order_by(AUDIT_EVENT.c.id.desc())
+            .limit(1)
+        ).scalar()
+        return lc.owner_skips(json.loads(detail)) if detail else frozenset()
 
     def mark_interrupted(
         self, pid: int, *, actor: str, now: datetime | None = None, why: str | None = None
