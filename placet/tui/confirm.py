@@ -9,6 +9,11 @@ its controls are disabled and its bindings refused, so a key pressed for the que
 extra `a`, an Enter, `y`) cannot land on "Accept" by accident. A proposal that carries
 placet's own risk flags cannot be accepted with a single key at all: the owner types
 the proposal id into a field, and the Accept button stays disabled until it matches.
+
+A sync proposal also gets its ops grouped by kind with a tick box each, and its
+conflicts with the agent's decisions (`placet.tui.sync_view.SyncPicker`); the ops the
+owner unticks are `skip_ops`, which the caller passes to `Store.accept` so they are bound
+into the approval. Unticking every op is refused here (discard instead).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from textual.widgets import Button, Input, Label, Static
 from placet.store import ProposalRecord
 from placet.tui.facts import Effect
 from placet.tui.render import header_line, lit, proposal_view
+from placet.tui.sync_view import SyncPicker
 
 _MODAL_CSS = """
 {name} {{ align: center middle; }}
@@ -46,6 +52,7 @@ class AcceptScreen(ModalScreen[bool]):
         _MODAL_CSS.format(name="AcceptScreen")
         + """
     AcceptScreen #effect { height: auto; max-height: 30; border: round $primary; }
+    AcceptScreen.-sync #effect { max-height: 10; }
     AcceptScreen #hash { height: auto; }
     AcceptScreen #typed-label { height: auto; color: $error; }
     """
@@ -86,6 +93,8 @@ class AcceptScreen(ModalScreen[bool]):
             title.append("placet will then execute exactly this:", style="")
             yield Label(title, id="title")
             yield Static(header_line(r, self.now), id="head")
+            if r.kind == "sync":
+                yield SyncPicker(r, self.effect, id="sync-picker", disabled=True)
             with VerticalScroll(id="effect"):
                 yield Static(self.body, id="effect-body")
             hash_line = Text("request hash (recorded with your approval): ", end="")
@@ -110,8 +119,22 @@ class AcceptScreen(ModalScreen[bool]):
                 )
                 yield Button("Cancel", id="cancel", disabled=True)
 
+    @property
+    def picker(self) -> SyncPicker | None:
+        """The op selection of a sync proposal; None for any other kind."""
+        found = self.query(SyncPicker)
+        return found.first() if found else None
+
+    @property
+    def skip_ops(self) -> list[int]:
+        """Op indexes the owner unticked (a sync's selection); [] otherwise."""
+        picker = self.picker
+        return picker.skip_ops if picker is not None else []
+
     def on_mount(self) -> None:
         self.set_focus(None)
+        if self.record.kind == "sync":
+            self.add_class("-sync")
         if self.guard_seconds <= 0:
             self.arm()
         else:
@@ -121,6 +144,8 @@ class AcceptScreen(ModalScreen[bool]):
         """End of the guard: controls become usable."""
         self.armed = True
         self.query_one("#cancel", Button).disabled = False
+        if self.picker is not None:
+            self.picker.disabled = False
         if self.typed_required:
             typed = self.query_one("#typed", Input)
             typed.disabled = False
@@ -135,6 +160,20 @@ class AcceptScreen(ModalScreen[bool]):
             return True
         return self.query_one("#typed", Input).value.strip() == self.word
 
+    def _accept(self) -> None:
+        """Dismiss True, unless every op of a sync is unticked (nothing would run)."""
+        picker = self.picker
+        if picker is not None and picker.nothing_selected:
+            self.notify(
+                "every op is unticked, so nothing would run: tick at least one, or cancel "
+                "and discard the proposal",
+                title="not accepted",
+                severity="warning",
+                markup=False,
+            )
+            return
+        self.dismiss(True)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Nothing during the guard; and a single key never accepts a flagged proposal.
         return self.armed and not (action == "confirm" and self.typed_required)
@@ -146,7 +185,7 @@ class AcceptScreen(ModalScreen[bool]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if self.armed and self.typed_ok():
-            self.dismiss(True)
+            self._accept()
         else:
             self.notify(
                 f"type {self.word} exactly to accept, or press Escape to cancel",
@@ -160,13 +199,13 @@ class AcceptScreen(ModalScreen[bool]):
         if not self.armed:
             return
         if event.button.id == "accept" and self.typed_ok():
-            self.dismiss(True)
+            self._accept()
         elif event.button.id == "cancel":
             self.dismiss(False)
 
     def action_confirm(self) -> None:
         if self.armed and self.typed_ok():
-            self.dismiss(True)
+            self._accept()
 
     def action_cancel(self) -> None:
         self.dismiss(False)

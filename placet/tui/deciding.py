@@ -3,12 +3,14 @@
 Accept binds to what was shown (DESIGN.md section 9): the confirmation shows the
 request hash; the record is re-read and refused if its hash changed, then accepted with
 `detail.request_hash`, and the store records it in the approval event (the executor
-checks the binding again). A pending proposal past `expires_at` is refused before the
-modal opens, and again by the store's compare-and-set if it expires while the modal is
-open. One transfer at a time: the executor runs in a thread worker and reports through
-dataclass messages (progress in bytes, each op's result as it is journaled). Quitting
-during a transfer asks first; if the owner insists, the proposal is marked
-`interrupted` by the owner and the executor is told to stop.
+checks the binding again). For a sync, the ops the owner unticked in the confirmation
+go into the same event as `detail.skip_ops`; the executor journals them `skipped`.
+A pending proposal past `expires_at` is refused before the modal opens, and again by
+the store's compare-and-set if it expires while the modal is open. One transfer at a
+time: the executor runs in a thread worker and reports through dataclass messages
+(progress in bytes, each op's result as it is journaled). Quitting during a transfer
+asks first; if the owner insists, the proposal is marked `interrupted` by the owner
+and the executor is told to stop.
 
 `DecidingApp` is the base of `ReviewApp` (placet/tui/app.py), which supplies the
 loading side (`reload_all`, `reload_queue`); it is split out to keep each module small.
@@ -121,22 +123,23 @@ class DecidingApp(App[None]):
             )
             return
 
-        def decided(accept: bool | None) -> None:
-            if accept:
-                self._start_transfer(record)
-
         from placet.tui.confirm import AcceptScreen
 
         screen = AcceptScreen(
             record, effect_of(record), now, guard_seconds=self.confirm_guard_seconds
         )
+
+        def decided(accept: bool | None) -> None:
+            if accept:
+                self._start_transfer(record, screen.skip_ops)
+
         self.push_screen(screen, decided)
 
-    def _start_transfer(self, record: ProposalRecord) -> None:
+    def _start_transfer(self, record: ProposalRecord, skip_ops: list[int]) -> None:
         cancel = threading.Event()
         self.transfer = (record.id, cancel)
-        self.query_one(TransferPanel).start(record)
-        self.run_transfer(record.id, record.request_hash, cancel)
+        self.query_one(TransferPanel).start(record, skip_ops)
+        self.run_transfer(record.id, record.request_hash, cancel, skip_ops)
 
     def _resolve_executor(self) -> Executor:
         if self.executor is not None:
@@ -154,8 +157,15 @@ class DecidingApp(App[None]):
         return execute
 
     @work(thread=True, exclusive=True, group="transfer", exit_on_error=False)
-    def run_transfer(self, proposal_id: int, shown_hash: str, cancel: threading.Event) -> None:
-        """Accept with the hash that was shown, then execute, posting progress."""
+    def run_transfer(
+        self,
+        proposal_id: int,
+        shown_hash: str,
+        cancel: threading.Event,
+        skip_ops: list[int] | None = None,
+    ) -> None:
+        """Accept with the hash that was shown and the ops the owner unticked (a sync's
+        `skip_ops`, recorded in the approval event), then execute, posting progress."""
         last = 0.0
 
         def progress(event: Any) -> None:
@@ -184,11 +194,11 @@ class DecidingApp(App[None]):
                     f"{current.request_hash[:12]}, shown {shown_hash[:12]}); review it again",
                     details={"shown": shown_hash, "stored": current.request_hash},
                 )
+            detail: dict[str, Any] = {"request_hash": shown_hash, "via": "review", "tty": True}
+            if current.kind == "sync":
+                detail["skip_ops"] = sorted(skip_ops or [])
             accepted = self.store.accept(
-                proposal_id,
-                actor="owner",
-                now=self.clock(),
-                detail={"request_hash": shown_hash, "via": "review", "tty": True},
+                proposal_id, actor="owner", now=self.clock(), detail=detail
             )
             self.post_message(TransferStarted(accepted))
             execute = self._resolve_executor()
@@ -219,8 +229,11 @@ class DecidingApp(App[None]):
         if msg.record is not None:
             ok = msg.record.status == "succeeded"
             done = sum(1 for r in msg.results if r.outcome in ("done", "already_done"))
+            skipped = sum(1 for r in msg.results if r.outcome == "skipped")
+            ran = len(msg.results) - skipped
+            said = f", {skipped} skipped (unticked)" if skipped else ""
             self.notify(
-                f"#{msg.proposal_id} {msg.record.status}: {done} of {len(msg.results)} ops done",
+                f"#{msg.proposal_id} {msg.record.status}: {done} of {ran} ops done{said}",
                 title="Executed" if ok else "Execution failed",
                 severity="information" if ok else "error",
                 markup=False,

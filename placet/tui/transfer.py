@@ -53,23 +53,26 @@ class TransferPanel(Vertical):
     def _title(self, text: Text) -> None:
         self.query_one("#transfer-title", Static).update(text)
 
-    def start(self, record: ProposalRecord) -> None:
-        """Show the ops of `record` as waiting; the bar empty."""
+    def start(self, record: ProposalRecord, skip_ops: list[int] | None = None) -> None:
+        """Show the ops of `record` as waiting (those in `skip_ops` as unticked); the
+        bar empty."""
         self.add_class("-active")
         self.proposal_id = record.id
         effect = effect_of(record)
         self.op_count = len(effect.ops)
         self._title(Text(f"Executing #{record.id} {record.kind}: starting...", style="bold"))
         bar = self.query_one(ProgressBar)
-        bar.update(total=max(effect.total_bytes, 1), progress=0)
+        skip = set(skip_ops or [])
+        moving = sum(op.size or 0 for op in effect.ops if op.index not in skip)
+        bar.update(total=max(moving, 1), progress=0)
         ops = self.query_one("#transfer-ops", DataTable)
         ops.clear()
         for op in effect.ops[:2000]:
             ops.add_row(
                 Text(str(op.index)),
-                Text(op.kind),
+                lit(op.kind),
                 name(op.remote_path or op.local_path or ""),
-                Text("waiting", style="dim"),
+                Text("unticked" if op.index in skip else "waiting", style="dim"),
                 Text(""),
                 key=str(op.index),
             )
