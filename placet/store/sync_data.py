@@ -23,9 +23,10 @@ What is kept, and why (DESIGN.md sections 7-9):
 - **Drive snapshots** (`drive_snapshot`) are the anchors of `drive_changes`.
 
 Each accessor keeps a process-local copy of what it read (digest caches, baselines):
-a long-lived `placet serve` then plans warm without reading 100,000 rows again. That
-copy can only be stale in ways the keys catch (a cached digest is reused only if
-size, mtime, inode and ctime still match; a baseline only at the same generation).
+a long-lived `placet serve` then plans warm without reading 100,000 rows again (about
+0.9 s for both caches). That copy can only be stale in ways the keys catch (a cached
+digest is reused only if size, mtime, inode and ctime still match; a baseline only at
+the same generation). A bulk write drops the copy rather than growing it (`_BULK`).
 Hot reads and bulk writes go through the driver connection (plain SQL, `executemany`)
 because SQLAlchemy's per-row cost dominated at 100,000 rows.
 """
@@ -42,6 +43,7 @@ import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from sqlalchemy import Index, Integer, LargeBinary, Text
@@ -54,12 +56,20 @@ from placet.sync.cache import DIGEST_CACHE_VERSION, CachedDigest
 from placet.sync.model import BaselineEntry, SyncPlan
 
 T = TypeVar("T")
+SkipRow = tuple[str, str | None, str | None, str | None, int | None, str | None]
+"""A baseline entry as a row: (path, sha256, remote digest type, remote digest, size,
+mtime), the order of `BaselineEntry`'s fields."""
 
 RETENTION = timedelta(days=7)
 """Stored plans and drive snapshots older than this are pruned (DESIGN.md section 9)."""
 REUSE_WITHIN = timedelta(hours=1)
 """A new plan identical to one stored this recently reuses its id instead of a new row."""
 _RETRIES = 3
+_NO_DIGESTS: Mapping[str, str] = MappingProxyType({})
+_BULK = 1000
+"""A cache write of more rows than this drops the in-memory copy instead of updating it:
+the copy is then read back in one burst, its objects side by side, rather than kept
+interleaved with a cold plan's garbage (which holds the memory of a whole plan)."""
 
 
 # ---- tables (migration 3 in placet.store.migrations builds exactly these) --------------
@@ -235,6 +245,19 @@ def _pack(value: Any) -> bytes:
     return zlib.compress(json.dumps(value, separators=(",", ":")).encode("ascii"), 1)
 
 
+def _pack_rows(rows: Sequence[Any]) -> bytes:
+    """`_pack(list(rows))`, encoded and compressed 4,096 rows at a time, so 100,000 rows
+    never exist as one JSON string."""
+    z = zlib.compressobj(1)
+    parts = [z.compress(b"[")]
+    for i in range(0, len(rows), 4096):
+        chunk = json.dumps(rows[i : i + 4096], separators=(",", ":"))[1:-1]
+        parts.append(z.compress((b"," if i else b"") + chunk.encode("ascii")))
+    parts.append(z.compress(b"]"))
+    parts.append(z.flush())
+    return b"".join(parts)
+
+
 def _unpack(blob: bytes) -> Any:
     return json.loads(zlib.decompress(blob))
 
@@ -253,7 +276,7 @@ class SyncData:
         self.store = store
         self._lock = threading.Lock()
         self._local: dict[str, dict[str, CachedDigest]] = {}
-        self._remote: dict[str, dict[str, tuple[int, str, str, str]]] = {}
+        self._remote: dict[str, dict[str, tuple[int, str, str]]] = {}
         self._baselines: dict[str, tuple[int, dict[str, BaselineEntry]]] = {}
 
     # ---- plumbing -------------------------------------------------------------------
@@ -324,19 +347,24 @@ class SyncData:
         plan: SyncPlan,
         baseline_generation: int,
         meta: Mapping[str, Any],
-        skips: Sequence[BaselineEntry],
+        skips: Sequence[SkipRow],
         now: datetime | None = None,
     ) -> StoredPlan:
         """Store `plan` as a new immutable row (callers try `find_plan` first).
 
-        `skips`: baseline entries to record if the plan is applied (skips verified by
+        `skips`: baseline rows to record if the plan is applied (skips verified by
         digest whose baseline would change). Prunes plans and snapshots past `RETENTION`.
         """
         now = utcnow() if now is None else now
         opts, meta_text = json.dumps(dict(options), sort_keys=True), json.dumps(dict(meta))
-        d = plan.to_dict()
-        d["reports"] = [r for r in d["reports"] if r["kind"] != "skip"]
-        body, skip_blob = _pack(d), _pack([_baseline_row(b) for b in skips])
+        kept = SyncPlan(
+            plan.ops,
+            tuple(r for r in plan.reports if r.kind != "skip"),
+            plan.summary,
+            plan.local_fingerprint,
+            plan.remote_fingerprint,
+        )
+        body, skip_blob = _pack(kept.to_dict()), _pack_rows(skips)
         summary = json.dumps(dict(plan.summary))
 
         def tx(db: sqlite3.Connection) -> int:
@@ -354,17 +382,10 @@ class SyncData:
             return cur.lastrowid
 
         pid = self._write("storing a sync plan", tx)
-        stored_plan = SyncPlan(
-            plan.ops,
-            tuple(r for r in plan.reports if r.kind != "skip"),
-            plan.summary,
-            plan.local_fingerprint,
-            plan.remote_fingerprint,
-        )
         return StoredPlan(
             pid, pair, root_name, dict(options), plan.local_fingerprint,
             plan.remote_fingerprint, baseline_generation, dict(plan.summary), dict(meta),
-            datetime.fromisoformat(dt_text(now)).replace(tzinfo=UTC), stored_plan,
+            datetime.fromisoformat(dt_text(now)).replace(tzinfo=UTC), kept,
         )  # fmt: skip
 
     def load_plan(self, plan_id: int) -> StoredPlan:
@@ -433,14 +454,21 @@ class SyncData:
         rows = self._read("reading the digest cache", rd)
         loaded: dict[str, CachedDigest] = {}
         for path, size, mtime, ino, ctime, sha256, sha1, md5, verified in rows:
-            digests = {"sha1": sha1} if sha1 else {}
-            if md5:
-                digests["md5"] = md5
+            if sha1 or md5:
+                digests: Mapping[str, str] = {t: v for t, v in (("sha1", sha1), ("md5", md5)) if v}
+            else:
+                digests = _NO_DIGESTS  # most rows: one shared empty mapping, not 100,000
             loaded[path] = CachedDigest(
                 path, size, mtime, ino, ctime, sha256, digests, bool(verified)
             )
+        del rows
         with self._lock:
             return self._local.setdefault(root_key, loaded)
+
+    def loaded_local(self, root_key: str) -> Mapping[str, CachedDigest] | None:
+        """The in-memory copy of a root's digest cache, or None when it is not loaded."""
+        with self._lock:
+            return self._local.get(root_key)
 
     def get(self, root_key: str, path: str) -> CachedDigest | None:
         return self._local_rows(root_key).get(path)
@@ -471,9 +499,11 @@ class SyncData:
                 rows,
             ),
         )
-        mem = self._local_rows(root_key)
         with self._lock:
-            mem.update((c.path, c) for c in batch)
+            if len(batch) > _BULK:
+                self._local.pop(root_key, None)  # reloaded compactly on the next read
+            elif (mem := self._local.get(root_key)) is not None:
+                mem.update((c.path, c) for c in batch)
 
     def forget_local(self, root_key: str, paths: Collection[str]) -> None:
         """Drop cached digests of files that are gone."""
@@ -486,38 +516,42 @@ class SyncData:
                 [(root_key, p) for p in paths],
             ),
         )
-        mem = self._local_rows(root_key)
         with self._lock:
-            for p in paths:
-                mem.pop(p, None)
+            if (mem := self._local.get(root_key)) is not None:
+                for p in paths:
+                    mem.pop(p, None)
 
     # ---- remote digest cache (DESIGN.md section 9, "Digest choice") ------------------
 
-    def remote_digests(self, drive_spec: str) -> Mapping[str, tuple[int, str, str, str]]:
-        """Cached remote digests of `drive_spec`: path -> (size, mtime, type, digest)."""
-        return self._remote_rows(drive_spec)
+    def remote_digests(
+        self, drive_spec: str, digest_type: str
+    ) -> Mapping[str, tuple[int, str, str]]:
+        """Cached `digest_type` digests of `drive_spec`: path -> (size, mtime, digest)."""
+        return self._remote_rows(drive_spec, digest_type)
 
-    def _remote_rows(self, drive_spec: str) -> dict[str, tuple[int, str, str, str]]:
+    def _remote_rows(self, drive_spec: str, digest_type: str) -> dict[str, tuple[int, str, str]]:
+        key = f"{drive_spec}\0{digest_type}"
         with self._lock:
-            mem = self._remote.get(drive_spec)
+            mem = self._remote.get(key)
         if mem is not None:
             return mem
-        rows = self._read(
-            "reading the remote digest cache",
-            lambda db: db.execute(
-                "SELECT path, size, mtime, digest_type, digest FROM sync_remote_digest "
-                "WHERE drive_spec = ?",
-                (drive_spec,),
-            ).fetchall(),
-        )
-        loaded = {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+
+        def rd(db: sqlite3.Connection) -> dict[str, tuple[int, str, str]]:
+            cur = db.execute(
+                "SELECT path, size, mtime, digest FROM sync_remote_digest "
+                "WHERE drive_spec = ? AND digest_type = ?",
+                (drive_spec, digest_type),
+            )
+            return {r[0]: (r[1], r[2], r[3]) for r in cur}
+
+        loaded = self._read("reading the remote digest cache", rd)
         with self._lock:
-            return self._remote.setdefault(drive_spec, loaded)
+            return self._remote.setdefault(key, loaded)
 
     def put_remote_digests(
-        self, drive_spec: str, rows: Sequence[tuple[str, int, str, str, str]]
+        self, drive_spec: str, digest_type: str, rows: Sequence[tuple[str, int, str, str]]
     ) -> None:
-        """Remember (path, size, mtime, digest type, digest) rows of `drive_spec`."""
+        """Remember (path, size, mtime, digest) rows of `drive_spec` for `digest_type`."""
         if not rows:
             return
         self._write(
@@ -525,13 +559,16 @@ class SyncData:
             lambda db: db.executemany(
                 "INSERT OR REPLACE INTO sync_remote_digest (drive_spec, path, size, mtime, "
                 "digest_type, digest) VALUES (?, ?, ?, ?, ?, ?)",
-                [(drive_spec, *r) for r in rows],
+                [(drive_spec, p, size, mtime, digest_type, d) for p, size, mtime, d in rows],
             ),
         )
-        mem = self._remote_rows(drive_spec)
+        key = f"{drive_spec}\0{digest_type}"
         with self._lock:
-            for path, size, mtime, dtype, digest in rows:
-                mem[path] = (size, mtime, dtype, digest)
+            if len(rows) > _BULK:
+                self._remote.pop(key, None)  # reloaded compactly on the next read
+            elif (mem := self._remote.get(key)) is not None:
+                for path, size, mtime, digest in rows:
+                    mem[path] = (size, mtime, digest)
 
     # ---- baselines ------------------------------------------------------------------
 

@@ -93,8 +93,8 @@ class BaselineRecorder:
                 mtime = found.mtime if found is not None else None
                 size = found.size if found is not None else None
                 if digest and dtype and size is not None and size == op.size and mtime:
-                    row = (op.remote_path or "", size, mtime, str(dtype), str(digest).lower())
-                    self.data.put_remote_digests(self.drive.spec, [row])
+                    row = (op.remote_path or "", size, mtime, str(digest).lower())
+                    self.data.put_remote_digests(self.drive.spec, str(dtype), [row])
             return BaselineEntry(
                 rel, ev.sha256, dtype if digest else None, digest or None, op.size, mtime
             )

@@ -255,7 +255,9 @@ def _walk_dir(w: _Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> No
                 ),
             )
             continue
-        path = prefix + nfc(name)
+        norm = nfc(name)
+        # Most names are their own NFC form: then the path is the on-disk name, one string.
+        path = raw if norm is name and prefix == raw_prefix else prefix + norm
         try:
             st = d.stat(follow_symlinks=False)
         except OSError as e:
@@ -295,7 +297,8 @@ def _dir(
         mark = len(w.entries)
         _add(w, LocalEntry(path, raw, "dir", mtime_ns=st.st_mtime_ns))
         try:
-            _walk_dir(w, fd, path + "/", raw + "/", depth)
+            below = raw + "/"
+            _walk_dir(w, fd, below if path is raw else path + "/", below, depth)
         except OSError as e:
             if e.errno in (errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT):
                 w.entries[mark] = _error(path, raw, "cannot list folder", e)

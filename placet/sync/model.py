@@ -188,6 +188,39 @@ class LocalEntry:
         return cls(**d)
 
 
+class OneDigest(Mapping[str, str]):
+    """A read-only mapping of exactly one digest type to its hex value.
+
+    What a listing carries per file is usually one digest (the remote's preferred type);
+    a dict for it costs 184 bytes, this 56, which is 13 MB over 100,000 files.
+    """
+
+    __slots__ = ("_t", "_v")
+
+    def __init__(self, digest_type: str, value: str) -> None:
+        self._t, self._v = digest_type, value
+
+    def __getitem__(self, key: str) -> str:
+        if key == self._t:
+            return self._v
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._v if key == self._t else default
+
+    def __iter__(self) -> Iterator[str]:
+        yield self._t
+
+    def __len__(self) -> int:
+        return 1
+
+    def values(self) -> Any:
+        return (self._v,)
+
+    def __repr__(self) -> str:
+        return f"{{{self._t!r}: {self._v!r}}}"
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteEntry:
     """One remote path as the drive listed it (rclone `lsjson`/`operations/list`).

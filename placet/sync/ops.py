@@ -28,6 +28,7 @@ from placet.sync.digests import DIGEST_ORDER
 from placet.sync.model import (
     BaselineEntry,
     LocalEntry,
+    OneDigest,
     PlanOp,
     PlanOpKind,
     PlanReport,
@@ -131,7 +132,10 @@ def remote_entries_from_drive(entries: Iterable[DriveEntryLike], folder: str) ->
             out.append(RemoteEntry(rel, "dir", 0, e.mtime))
         else:
             size = -1 if e.size is None else e.size
-            out.append(RemoteEntry(rel, "file", size, e.mtime, dict(e.digests)))
+            d = e.digests
+            # One digest (the usual listing): a 56-byte mapping instead of a dict.
+            digests = OneDigest(*next(iter(d.items()))) if len(d) == 1 else dict(d)
+            out.append(RemoteEntry(rel, "file", size, e.mtime, digests))
     return out
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Any
 
 from placet.errors import LimitExceeded
@@ -91,7 +92,7 @@ class _Planner:
     ) -> tuple[dict[str, LocalEntry], dict[str, list[LocalEntry]], str]:
         by_key: dict[str, LocalEntry] = {}
         dups: dict[str, list[LocalEntry]] = {}
-        fp: list[str] = []
+        kept: list[LocalEntry] = []
         files = dirs = 0
         ci = self.ci
         for e in entries:
@@ -100,7 +101,7 @@ class _Planner:
                 continue
             if p != e.path:
                 e = replace(e, path=p)
-            fp.append(f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}")
+            kept.append(e)
             if e.kind == "dir":
                 dirs += 1
                 if dirs > cap:
@@ -118,22 +119,25 @@ class _Planner:
             if k.rpartition("/")[0] not in by_key:  # a sibling may have implied it since
                 e = by_key[k]
                 self._imply_parents(by_key, e.path, e.raw_path, local=True)
-        return by_key, dups, _fingerprint(fp)
+        kept.sort(key=attrgetter("raw_path"))
+        lines = (
+            f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}" for e in kept
+        )
+        return by_key, dups, _fingerprint(lines)
 
     def read_remote(
         self, entries: Iterable[RemoteEntry], include_hidden: bool, cap: int
     ) -> tuple[dict[str, RemoteEntry], dict[str, list[RemoteEntry]], str]:
         by_key: dict[str, RemoteEntry] = {}
         dups: dict[str, list[RemoteEntry]] = {}
-        fp: list[str] = []
+        kept: list[RemoteEntry] = []
         files = dirs = 0
         ci = self.ci
         for e in entries:
             p = e.path if e.path.isascii() else nfc(e.path)
             if not include_hidden and (p[:1] == "." or "/." in p):  # a component starts with "."
                 continue
-            digests = "\0".join(e.digests.values()) if e.digests else ""
-            fp.append(f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0{digests}")
+            kept.append(e)
             if e.kind == "dir":
                 dirs += 1
                 if dirs > cap:
@@ -151,7 +155,13 @@ class _Planner:
             if k.rpartition("/")[0] not in by_key:
                 e = by_key[k]
                 self._imply_parents(by_key, nfc(e.path), e.path, local=False)
-        return by_key, dups, _fingerprint(fp)
+        kept.sort(key=attrgetter("path"))
+        lines = (
+            f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0"
+            + ("\0".join(e.digests.values()) if e.digests else "")
+            for e in kept
+        )
+        return by_key, dups, _fingerprint(lines)
 
     def _imply_parents(self, by_key: dict[str, Any], path: str, raw: str, *, local: bool) -> None:
         """Add the folders a listing implies but did not list (bucket remotes, partial
@@ -424,9 +434,26 @@ def _differs(dtype: str | None) -> str:
     return f"{dtype} differs" if dtype else "sizes differ"
 
 
-def _fingerprint(lines: list[str]) -> str:
-    lines.sort()
-    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+def _fingerprint(lines: Iterable[str]) -> str:
+    """SHA-256 of the lines joined by newlines, hashed in batches: a listing of 100,000
+    entries never exists as one string (the lines come sorted by path, so equal
+    listings hash alike; duplicate names in another order only cost a re-plan)."""
+    h = hashlib.sha256()
+    batch: list[str] = []
+    first = True
+    for line in lines:
+        batch.append(line)
+        if len(batch) == 4096:
+            h.update(
+                ("" if first else "\n").encode()
+                + "\n".join(batch).encode("utf-8", "surrogateescape")
+            )
+            batch, first = [], False
+    if batch:
+        h.update(
+            ("" if first else "\n").encode() + "\n".join(batch).encode("utf-8", "surrogateescape")
+        )
+    return h.hexdigest()
 
 
 def _cap_error(side: str, cap: int, what: str) -> LimitExceeded:

@@ -45,11 +45,11 @@ from placet.paths import Root, check_remote_path, resolve_local
 from placet.proposing import ProposeContext
 from placet.store import Store
 from placet.store.db import utcnow
-from placet.store.sync_data import Pair, StoredPlan, SyncData
+from placet.store.sync_data import Pair, SkipRow, StoredPlan, SyncData
 from placet.sync.digests import DIGEST_ORDER
 from placet.sync.indexer import IndexResult, index_local
 from placet.sync.jobs import LongReads, Progress
-from placet.sync.model import BaselineEntry, RemoteEntry, SyncPlan, gc_paused
+from placet.sync.model import BaselineEntry, OneDigest, RemoteEntry, SyncPlan, gc_paused
 from placet.sync.ops import remote_entries_from_drive
 from placet.sync.planner import plan_listings, read_listings
 from placet.text import inert
@@ -177,14 +177,22 @@ class SyncService:
         self.local_files_hashed += res.hashed_count
         if progress is not None:
             progress.files, progress.bytes_hashed = len(res.entries), res.bytes_hashed
-        prefix = folder.rel + "/" if folder.rel else ""
-        seen = {prefix + e.raw_path for e in res.entries}
-        gone = [
-            p
-            for p in self.data.get_under(key, folder.rel)
-            if p not in seen and (include_hidden or not _hidden(p[len(prefix) :]))
-        ]
-        self.data.forget_local(key, gone)
+        # Rows of files that are gone are dropped when the cache is in memory anyway (a
+        # warm index); right after a cold one it was just rewritten, and the next plan
+        # does it without reading the table back now.
+        cached = self.data.loaded_local(key)
+        if cached is not None:
+            prefix = folder.rel + "/" if folder.rel else ""
+            seen = {prefix + e.raw_path for e in res.entries}
+            below = folder.rel + "/"
+            gone = [
+                p
+                for p in cached
+                if (not folder.rel or p.startswith(below))
+                and p not in seen
+                and (include_hidden or not _hidden(p[len(prefix) :]))
+            ]
+            self.data.forget_local(key, gone)
         return res
 
     def local_index(
@@ -259,7 +267,7 @@ class SyncService:
         spec = drive.spec
         prefix = f"{folder}/" if folder else ""
         cut = len(prefix)
-        cache = self.data.remote_digests(spec)
+        cache = self.data.remote_digests(spec, dtype)
         if progress is not None:
             progress.phase = "listing the remote"
         if not any(p.startswith(prefix) for p in cache):
@@ -269,8 +277,9 @@ class SyncService:
             self.remote_files_hashed += len(files)
             self.data.put_remote_digests(
                 spec,
+                dtype,
                 [
-                    (e.path, e.size, e.mtime, dtype, e.digests[dtype])
+                    (e.path, e.size, e.mtime, e.digests[dtype])
                     for e in files
                     if e.digests.get(dtype) and e.size is not None and e.mtime
                 ],
@@ -278,6 +287,7 @@ class SyncService:
             return remote_entries_from_drive(listed, folder)
         out: list[RemoteEntry] = []
         misses: list[Entry] = []
+        get = cache.get
         for e in drive.list_tree(folder, include_digest=False):
             rel = e.path[cut:]
             if not rel or not e.path.startswith(prefix):
@@ -285,25 +295,25 @@ class SyncService:
             if e.is_dir:
                 out.append(RemoteEntry(rel, "dir", 0, e.mtime))
                 continue
-            c = cache.get(e.path)
-            if c is not None and c[0] == e.size and c[1] == e.mtime and c[2] == dtype:
-                out.append(RemoteEntry(rel, "file", c[0], e.mtime, {dtype: c[3]}))
+            c = get(e.path)
+            if c is not None and c[0] == e.size and c[1] == e.mtime:
+                out.append(RemoteEntry(rel, "file", c[0], e.mtime, OneDigest(dtype, c[2])))
             else:
                 misses.append(e)
         if misses:
             if progress is not None:
                 progress.phase = f"hashing {len(misses)} remote files"
             got = self._hash_remote(drive, folder, dtype, misses, len(out) + len(misses))
-            fresh: list[tuple[str, int, str, str, str]] = []
+            fresh: list[tuple[str, int, str, str]] = []
             for e in misses:
                 digest = got.get(e.path)
                 if digest is not None and e.size is not None and e.mtime is not None:
-                    fresh.append((e.path, e.size, e.mtime, dtype, digest))
+                    fresh.append((e.path, e.size, e.mtime, digest))
                 size = -1 if e.size is None else e.size
                 digests = {dtype: digest} if digest else {}
                 out.append(RemoteEntry(e.path[cut:], "file", size, e.mtime, digests))
             self.remote_files_hashed += len(misses)
-            self.data.put_remote_digests(spec, fresh)
+            self.data.put_remote_digests(spec, dtype, fresh)
         return out
 
     def _hash_remote(
@@ -475,14 +485,15 @@ class SyncService:
             return self._indexes.get(token)
 
 
-def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> list[BaselineEntry]:
-    """Baseline entries the plan's verified skips would record, where they differ from the
-    baseline now: files equal by digest, folders on both sides (DESIGN.md section 7).
+def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> list[SkipRow]:
+    """Baseline rows (path, sha256, remote digest type, remote digest, size, mtime) the
+    plan's verified skips would record, where they differ from the baseline now: files
+    equal by digest, folders on both sides (DESIGN.md section 7).
 
-    Builds what `placet.sync.ops.baseline_for` builds, without its pydantic evidence
-    model: this runs once per equal path, 100,000 times for a large tree.
+    Builds what `placet.sync.ops.baseline_for` builds, as plain tuples and without its
+    pydantic evidence model: this runs once per equal path, 100,000 times for a tree.
     """
-    out: list[BaselineEntry] = []
+    out: list[SkipRow] = []
     get = baseline.get
     for r in p.reports:
         lo, rem = r.local, r.remote
@@ -491,14 +502,18 @@ def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> list[Base
         if lo.kind == "dir":
             if rem.kind != "dir":
                 continue
-            b = BaselineEntry(r.path, None, mtime=rem.mtime)
+            row: SkipRow = (r.path, None, None, None, None, rem.mtime)
         else:
             if r.digest_type is None:
                 continue
             d = rem.digests
             dtype = next((t for t in DIGEST_ORDER if d.get(t)), None)
             digest = d[dtype].lower() if dtype else None
-            b = BaselineEntry(r.path, lo.sha256, dtype, digest, rem.size, rem.mtime)
-        if get(b.path) != b:
-            out.append(b)
+            row = (r.path, lo.sha256, dtype, digest, rem.size, rem.mtime)
+        b = get(r.path)
+        if (
+            b is None
+            or (b.sha256, b.remote_digest_type, b.remote_digest, b.size, b.mtime) != row[1:]
+        ):
+            out.append(row)
     return out
