@@ -165,17 +165,23 @@ def check_private_dir(path: Path) -> None:
         ConfigError: the directory is owned by another uid, or is group/other writable.
     """
     st = path.stat()
+    private = (
+        "point PLACET_HOME or PLACET_DB at a private directory you own (e.g. under ~/.local/share)"
+    )
     if st.st_uid != os.getuid():
         raise ConfigError(
             f"refusing to use {path}: it is owned by uid {st.st_uid}, not by you "
-            f"(uid {os.getuid()}); point PLACET_HOME or PLACET_DB at a directory you own",
+            f"(uid {os.getuid()}); {private}",
             details={"path": str(path), "owner_uid": st.st_uid},
         )
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        mode = f"{stat.S_IMODE(st.st_mode):o}"
+        # A shared sticky directory (/tmp, mode 1777) must stay shared: never suggest
+        # chmod there, only moving placet's data elsewhere.
+        fix = private if st.st_mode & stat.S_ISVTX else f"run `chmod go-w {path}` or {private}"
         raise ConfigError(
-            f"refusing to use {path}: it is writable by group or others "
-            f"(mode {stat.S_IMODE(st.st_mode):o}); run `chmod go-w {path}`",
-            details={"path": str(path), "mode": f"{stat.S_IMODE(st.st_mode):o}"},
+            f"refusing to use {path}: it is writable by group or others (mode {mode}); {fix}",
+            details={"path": str(path), "mode": mode},
         )
 
 
@@ -183,11 +189,25 @@ def ensure_data_dir(settings: Settings) -> None:
     """Set umask 0o077, create the data directory (0700) and check the database's folder.
 
     Raises:
-        ConfigError: see `check_private_dir`.
+        ConfigError: a path component exists and is not a directory, permission is
+            denied, or see `check_private_dir`.
     """
     os.umask(0o077)
     for d in (settings.data_dir, settings.db_path.parent):
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except (FileExistsError, NotADirectoryError) as e:
+            raise ConfigError(
+                f"cannot create placet's data directory {d}: {e.filename or d} exists and "
+                "is not a directory; point PLACET_HOME or PLACET_DB at a directory",
+                details={"path": str(d)},
+            ) from e
+        except PermissionError as e:
+            raise ConfigError(
+                f"cannot create placet's data directory {d}: permission denied; point "
+                "PLACET_HOME or PLACET_DB at a directory you own",
+                details={"path": str(d)},
+            ) from e
     if stat.S_IMODE(settings.data_dir.stat().st_mode) != 0o700:
         settings.data_dir.chmod(0o700)
     check_private_dir(settings.data_dir)

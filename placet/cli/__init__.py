@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -41,6 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if tuple(sys.argv[1:] if argv is None else argv) == RCLONE_PASSWORD_ARGS:
         return print_for_rclone()  # rclone's --password-command: skip loading every command
@@ -58,6 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("placet: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader closed stdout (`placet ... | head`): stop quietly like other unix
+        # tools. Point stdout at devnull so the interpreter's final flush cannot fail.
+        _silence_stdout()
+        return 0
     except OSError as e:
         # sqlite3/OS failures that escaped a domain wrapper: still one line, no traceback.
         print(f"placet: {type(e).__name__}: {e}", file=sys.stderr)

@@ -1,0 +1,72 @@
+"""QA findings on configuration errors and closed pipes: one clear line, right exit code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from placet.config import check_private_dir, ensure_data_dir, load_settings
+from placet.errors import ConfigError
+
+PLACET = [sys.executable, "-m", "placet"]
+
+
+def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PLACET, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_shared_sticky_dir_suggests_private_dir_not_chmod(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    with pytest.raises(ConfigError) as ei:
+        check_private_dir(shared)
+    assert "chmod" not in ei.value.message
+    assert "~/.local/share" in ei.value.message
+    r = _run({"PLACET_DB": str(shared / "x.db")}, "list")
+    assert r.returncode != 0
+    assert "chmod" not in r.stderr and "PLACET_DB" in r.stderr
+
+
+def test_group_writable_own_dir_may_still_suggest_chmod(tmp_path: Path) -> None:
+    d = tmp_path / "mine"
+    d.mkdir()
+    d.chmod(0o775)
+    with pytest.raises(ConfigError) as ei:
+        check_private_dir(d)
+    assert "chmod go-w" in ei.value.message
+
+
+def test_placet_home_is_a_file_is_a_config_error(tmp_path: Path) -> None:
+    f = tmp_path / "afile"
+    f.write_text("x")
+    with pytest.raises(ConfigError) as ei:
+        ensure_data_dir(load_settings({"PLACET_HOME": str(f)}))
+    assert "not a directory" in ei.value.message
+    r = _run({"PLACET_HOME": str(f)}, "list")
+    assert r.returncode == ConfigError.exit_code
+    assert "FileExistsError" not in r.stderr and "not a directory" in r.stderr
+
+
+def test_closed_stdout_is_quiet(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    p = subprocess.Popen(
+        [*PLACET, "config", "claude", "--root", str(root), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # the reader went away before placet wrote anything
+    err = p.stderr.read().decode()
+    rc = p.wait(timeout=60)
+    assert "BrokenPipeError" not in err
+    assert "Traceback" not in err
+    assert rc == 0
