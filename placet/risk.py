@@ -13,9 +13,12 @@ accepted transfer into more than the owner meant:
   An upload would copy it to the drive; a download would plant one.
 * ``replaces_existing``: existing content is replaced (kept as a revision or in trash).
 * ``name_changed``: an upload stores the file under another name than its own.
-* ``confusable_name`` / ``non_ascii_name``: the path mixes lookalike scripts, uses
-  compatibility forms (fullwidth, ligatures) or invisible characters; or, otherwise,
-  holds any non-ASCII character. Either way the owner is shown an escaped ASCII form.
+* ``bidi_or_invisible``: a component holds bidirectional overrides (``\u202e`` shows
+  ``invoice_\u202etxt.exe`` as ``invoice_exe.txt``) or invisible format characters.
+* ``confusable_name`` / ``non_ascii_name``: a non-ASCII component mixes lookalike scripts
+  in one word or uses compatibility forms (fullwidth, ligatures) -- the message names that
+  component; or, otherwise, the path holds visible non-ASCII characters (``café.txt``).
+  Either way the owner is shown an escaped ASCII form.
 
 Matching is on the path's components after NFC normalisation, case folding, removal of
 format characters (HFS+ ignores some, so ``.g\\u200cit`` *is* ``.git`` there) and of
@@ -84,6 +87,7 @@ SECRET_PATTERNS: tuple[str, ...] = (
 # Scripts whose letters pass for Latin ones (а/a, ο/o, Ꭺ/A): mixing two is a spoof sign.
 _LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
 _INVISIBLE = frozenset({"\u115f", "\u1160", "\u3164", "\uffa0"})
+_BIDI_CONTROLS = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
 _KINDS_REMOTE = frozenset({"upload", "upload_revision", "mkdir"})
 _KINDS_LOCAL = frozenset({"download"})
 
@@ -166,9 +170,22 @@ def _script(c: str) -> str | None:
         return None
 
 
+def _is_hidden(c: str) -> bool:
+    return unicodedata.category(c) == "Cf" or c in _INVISIBLE
+
+
+def _hidden_reason(component: str) -> str | None:
+    hidden = [c for c in component if _is_hidden(c)]
+    if not hidden:
+        return None
+    if any(unicodedata.bidirectional(c) in _BIDI_CONTROLS for c in hidden):
+        return "it holds bidirectional override characters that reorder how it is displayed"
+    return "it holds invisible characters"
+
+
 def _confusable_reason(component: str) -> str | None:
-    if any(unicodedata.category(c) == "Cf" or c in _INVISIBLE for c in component):
-        return "it holds invisible characters"
+    """Why `component` (invisible characters already removed) may impersonate another
+    name, or None. Only called for a non-ASCII component."""
     compat = unicodedata.normalize("NFKC", component)
     if compat.isascii():
         return f"it imitates the ASCII name '{inert(compat)}' with lookalike characters"
@@ -180,6 +197,43 @@ def _confusable_reason(component: str) -> str | None:
         if len(scripts) > 1:
             return f"it mixes lookalike scripts in one word ({', '.join(sorted(scripts)).lower()})"
     return None
+
+
+def _name_flags(target_path: str, shown: str) -> list[RiskFlag]:
+    """bidi_or_invisible, then confusable_name or non_ascii_name, judged component by
+    component so that the message names the component that holds the characters."""
+    flags: list[RiskFlag] = []
+    if target_path.isascii():
+        return flags
+    components = [p for p in target_path.split("/") if p]
+    for comp in components:
+        why = _hidden_reason(comp)
+        if why is not None:
+            flags.append(
+                RiskFlag(
+                    "bidi_or_invisible",
+                    f"the name {shown} may not read as it is: "
+                    f"the component '{inert_with_ascii(comp)}' {why[3:]}",
+                )
+            )
+            break
+    for comp in components:
+        visible = "".join(c for c in comp if not _is_hidden(c))
+        if visible.isascii():
+            continue  # plain ASCII, or only invisible characters (flagged above)
+        why = _confusable_reason(visible)
+        if why is not None:
+            flags.append(
+                RiskFlag(
+                    "confusable_name",
+                    f"the name {shown} may impersonate another: "
+                    f"the component '{inert_with_ascii(comp)}' {why[3:]}",
+                )
+            )
+            return flags
+    if not flags or any(not c.isascii() and not _is_hidden(c) for c in target_path):
+        flags.append(RiskFlag("non_ascii_name", f"the name {shown} holds non-ASCII characters"))
+    return flags
 
 
 def _where(kind: str) -> str:
@@ -209,7 +263,7 @@ def risk_flags(
 
     Returns:
         Flags in a fixed order: runs_code, secret_name, replaces_existing, name_changed,
-        confusable_name or non_ascii_name. Empty when nothing is risky.
+        bidi_or_invisible, confusable_name or non_ascii_name. Empty when nothing is risky.
 
     Raises:
         ValueError: an unknown `kind`.
@@ -246,16 +300,7 @@ def risk_flags(
     if name_changed:
         was = f" (the local file is '{inert_with_ascii(source_name)}')" if source_name else ""
         flags.append(RiskFlag("name_changed", f"stores the file under a new name {shown}{was}"))
-    if not target_path.isascii():
-        reasons = [r for r in map(_confusable_reason, target_path.split("/")) if r]
-        if reasons:
-            flags.append(
-                RiskFlag(
-                    "confusable_name", f"the name {shown} may impersonate another: {reasons[0]}"
-                )
-            )
-        else:
-            flags.append(RiskFlag("non_ascii_name", f"the name {shown} holds non-ASCII characters"))
+    flags.extend(_name_flags(target_path, shown))
     return flags
 
 

@@ -151,8 +151,8 @@ def test_flag_order_is_fixed() -> None:
         ("p\u0430ypal.txt", "confusable_name"),  # Cyrillic а among Latin letters
         ("\u0440\u0430\u0443\u0440\u0430l", "confusable_name"),  # Cyrillic + one Latin l
         ("ｒｅｐｏｒｔ.txt", "confusable_name"),  # fullwidth
-        ("re\u200bport.txt", "confusable_name"),  # zero-width space
-        ("evil\u202etxt.exe", "confusable_name"),
+        ("re\u200bport.txt", "bidi_or_invisible"),  # zero-width space
+        ("evil\u202etxt.exe", "bidi_or_invisible"),
         ("\U0001d41a.txt", "confusable_name"),  # MATHEMATICAL BOLD SMALL A
         ("Ma\u212aefile", "confusable_name"),  # KELVIN SIGN: NFC gives ASCII K
         ("ﬁle.txt", "confusable_name"),  # fi ligature
@@ -160,7 +160,8 @@ def test_flag_order_is_fixed() -> None:
 )
 def test_non_ascii_and_confusable_names(path: str, code: str) -> None:
     flags = risk_flags(kind="upload", target_path=path, replaces_existing=False, name_changed=False)
-    assert [f.code for f in flags if f.code in {"non_ascii_name", "confusable_name"}] == [code]
+    names = {"non_ascii_name", "confusable_name", "bidi_or_invisible"}
+    assert [f.code for f in flags if f.code in names] == [code]
     msg = flags[-1].message
     assert "ASCII:" in msg  # the escaped form is shown beside the original
     assert "\u202e" not in msg and "\u200b" not in msg  # never raw
@@ -171,6 +172,49 @@ def test_confusable_message_names_the_imitated_ascii() -> None:
         kind="upload", target_path="ｒｅａｄｍｅ.md", replaces_existing=False, name_changed=False
     )
     assert "imitates the ASCII name 'readme.md'" in flags[-1].message
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["docs/\u00e9.md", "backup/caf\u00e9.txt", "caf\u0065\u0301/notes.md", "r\u00e9sum\u00e9"],
+)
+def test_plain_accented_names_are_only_non_ascii(path: str) -> None:
+    assert codes("upload", path) == ["non_ascii_name"]
+
+
+def test_confusable_names_the_component_with_the_lookalikes() -> None:
+    flags = risk_flags(
+        kind="upload",
+        target_path="docs/p\u0430ypal/x.txt",
+        replaces_existing=False,
+        name_changed=False,
+    )
+    (flag,) = flags
+    assert flag.code == "confusable_name"
+    assert "component 'p" in flag.message and "mixes lookalike scripts" in flag.message
+    assert "'docs'" not in flag.message
+
+
+def test_bidi_override_is_named_as_such() -> None:
+    flags = risk_flags(
+        kind="download",
+        target_path="evil/invoice_\u202etxt.exe",
+        replaces_existing=False,
+        name_changed=False,
+    )
+    got = [f.code for f in flags]
+    assert got == ["runs_code", "bidi_or_invisible"]
+    assert "bidirectional override" in flags[-1].message
+    assert "imitates" not in flags[-1].message and "'evil'" not in flags[-1].message
+    assert "\u202e" not in flags[-1].message
+    (inv,) = risk_flags(
+        kind="upload", target_path="re\u200bport.txt", replaces_existing=False, name_changed=False
+    )
+    assert inv.code == "bidi_or_invisible" and "invisible characters" in inv.message
+
+
+def test_invisible_plus_accents_gets_both_flags() -> None:
+    assert codes("upload", "caf\u00e9\u200b.txt") == ["bidi_or_invisible", "non_ascii_name"]
 
 
 def test_messages_are_inert_and_name_the_match() -> None:
