@@ -233,6 +233,39 @@ async def test_help_screen_opens_and_closes(settings: Settings, store: Store):
         assert isinstance(app.screen, HelpScreen)
 
 
+@pytest.mark.asyncio
+async def test_help_screen_is_readable_at_80x24(settings: Settings, store: Store):
+    """Wide enough that lines do not wrap word by word; Close reachable; text scrolls."""
+    from textual.containers import VerticalScroll
+    from textual.widgets import Button, Tab
+
+    app = make_app(quiet(settings), store, clock=Clock())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        labels = [str(t.label) for t in app.query(Tab)]
+        assert labels == ["Queue [1]", "History [2]", "Audit [3]"]
+        await pilot.press("question_mark")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, HelpScreen)
+        scroll = screen.query_one(VerticalScroll)
+        assert scroll.region.width >= 60
+        close = screen.query_one("#close", Button)
+        assert close.region.bottom <= 24 and close.region.width > 0
+        assert scroll.max_scroll_y > 0  # the rest is reachable by scrolling
+        await pilot.click("#close")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+        for key in ("q", "question_mark"):
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press(key)
+            await pilot.pause()
+            assert not isinstance(app.screen, HelpScreen)
+        assert app.is_running  # q closed the help, not the app
+
+
 # -- execution (needs placet.executor) ------------------------------------------------------
 
 

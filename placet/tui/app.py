@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import get_current_worker
@@ -93,12 +94,12 @@ class ReviewApp(DecidingApp):
     def compose(self) -> ComposeResult:
         yield Header()
         with TabbedContent(initial="queue", id="tabs"):
-            with TabPane("Queue (1)", id="queue"):
+            with TabPane(Content("Queue [1]"), id="queue"):
                 yield QueuePane(self.clock, id="queue-pane")
             # Hidden at start: their panes (and Textual's Select, which only they use)
             # are imported and mounted when first opened, not before the first paint.
-            yield TabPane("History (2)", id="history")
-            yield TabPane("Audit (3)", id="audit")
+            yield TabPane(Content("History [2]"), id="history")
+            yield TabPane(Content("Audit [3]"), id="audit")
         yield Footer()
 
     @property
@@ -315,7 +316,7 @@ class ReviewApp(DecidingApp):
         for pid in msg.interrupted:
             self.notify(
                 f"#{pid} was executing when its executor stopped; it is now interrupted. "
-                "Accept it again from History (2) to finish it.",
+                "Accept it again from History (key 2) to finish it.",
                 title="Interrupted execution found",
                 severity="warning",
                 markup=False,
