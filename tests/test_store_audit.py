@@ -181,3 +181,26 @@ def test_empty_log_verifies(store_empty: Store) -> None:
 def store_empty(settings: Settings) -> Iterator[Store]:
     with open_store(settings) as store:
         yield store
+
+
+def test_extend_event_names_its_action(settings: Settings) -> None:
+    with open_store(settings) as store:
+        p, _ = store.create_proposal(
+            kind="mkdir",
+            request={"kind": "mkdir", "remote_parent": "", "name": "ext"},
+            evidence={"remote": {"exists": False}},
+            reason="audit test",
+            drive_spec="local:/tmp/x",
+            run_id="run-1",
+            ttl_seconds=600,
+        )
+        after = store.extend(p.id, minutes=15)
+        (ev,) = [e for e in store.audit_events(proposal_id=p.id) if e.from_status == "pending"]
+        assert (ev.from_status, ev.to_status) == ("pending", "pending")
+        assert ev.detail["action"] == "extend" and ev.detail["minutes"] == 15
+        assert ev.detail["to_expires_at"] == after.expires_at.isoformat()
+        assert store.verify_audit().ok
+    out = subprocess.run(
+        [PLACET, "audit", "--proposal", str(p.id)], capture_output=True, text=True, timeout=60
+    )
+    assert '"action":"extend"' in out.stdout, out.stderr

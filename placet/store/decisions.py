@@ -398,7 +398,8 @@ class Decisions(StoreBase):
         self, pid: int, *, minutes: int, actor: str = lc.OWNER, now: datetime | None = None
     ) -> ProposalRecord:
         """Push a pending, unexpired proposal's expiry `minutes` later, never past
-        `created_at + max_extend_hours`. Audited as pending -> pending.
+        `created_at + max_extend_hours`. Audited as pending -> pending with detail
+        {action: "extend", from_expires_at, to_expires_at, minutes, capped}.
 
         Raises UsageError (minutes < 1), NotFound, WrongState, Expired, LimitExceeded
         (already at the cap).
@@ -438,6 +439,8 @@ class Decisions(StoreBase):
                 guard=(P.expires_at == cur.expires_at, P.expires_at > now),
                 values={"expires_at": new},
                 detail={
+                    # The status does not change, so the detail names the action.
+                    "action": "extend",
                     "from_expires_at": cur.expires_at.isoformat(),
                     "to_expires_at": new.isoformat(),
                     "minutes": minutes,
