@@ -21,7 +21,7 @@ from placet.errors import NotFound, UsageError
 from placet.store.sync_data import Pair
 from placet.sync.model import EmptySideRefused
 from placet.sync.propose import propose_sync
-from placet.sync.service import SyncService
+from placet.sync.service import SyncService, root_key
 
 pytest_plugins = ["drive_fixtures"]
 
@@ -191,3 +191,43 @@ def test_nothing_to_do_is_refused(rig: Rig) -> None:
         propose_sync(svc, rig.ctx, plan_id=again.id, decisions={}, reason="again")
     assert e.value.error_code == "nothing_to_do"
     assert os.listdir(rig.remote_dir) == ["x.txt"]
+
+
+def test_cold_remote_listing_by_subfolders_matches_one_hashed_listing(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    for d in ("one", "two", "three/deep"):
+        for i in range(3):
+            p = rig.remote_dir / "pair" / d / f"f{i}.txt"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(f"{d} {i}\n")
+    (rig.remote_dir / "pair" / "top.txt").write_text("top\n")
+    svc = SyncService(rig.store, rig.settings)
+    got, missing = svc.remote_listing(rig.drive, "pair")
+    assert not missing and svc.remote_files_hashed == 10
+    want = {e.path: e for e in rig.drive.list_tree("pair", include_digest=True)}
+    assert {e.path for e in got} == {p.removeprefix("pair/") for p in want}
+    for e in got:
+        w = want["pair/" + e.path]
+        assert (e.kind == "dir") == w.is_dir
+        if not w.is_dir:
+            assert dict(e.digests) == w.digests and w.digests  # every file hashed, alike
+    again, _ = svc.remote_listing(rig.drive, "pair")  # warm: from the remote digest cache
+    assert svc.remote_files_hashed == 10
+    assert sorted((e.path, dict(e.digests)) for e in again) == sorted(
+        (e.path, dict(e.digests)) for e in got
+    )
+
+
+def test_digest_cache_drops_rows_of_deleted_files(rig: Rig) -> None:
+    for i in range(5):
+        rig.write(f"g/f{i}.txt", f"{i}\n".encode())
+    settle()
+    svc = SyncService(rig.store, rig.settings)
+    folder = svc.folder(rig.ctx, "g", None)
+    svc.index(folder, digest_type="sha256", include_hidden=False)
+    svc.index(folder, digest_type="sha256", include_hidden=False)  # warm: layer loaded
+    rig.local("g/f3.txt").unlink()
+    svc.index(folder, digest_type="sha256", include_hidden=False)
+    fresh = SyncService(rig.store, rig.settings)  # read back from the database
+    rows = fresh.data.get_under(root_key(folder.root), "g")
+    assert sorted(rows) == ["g/f0.txt", "g/f1.txt", "g/f2.txt", "g/f4.txt"]

@@ -465,10 +465,11 @@ class SyncData:
         with self._lock:
             return self._local.setdefault(root_key, loaded)
 
-    def loaded_local(self, root_key: str) -> Mapping[str, CachedDigest] | None:
-        """The in-memory copy of a root's digest cache, or None when it is not loaded."""
+    def loaded_local_paths(self, root_key: str) -> list[str] | None:
+        """The paths of a root's digest cache when it is in memory, else None."""
         with self._lock:
-            return self._local.get(root_key)
+            mem = self._local.get(root_key)
+            return None if mem is None else list(mem)
 
     def get(self, root_key: str, path: str) -> CachedDigest | None:
         return self._local_rows(root_key).get(path)
@@ -477,9 +478,10 @@ class SyncData:
         """Cached entries at or under `prefix` ("" = all of the root), by path."""
         rows = self._local_rows(root_key)
         if not prefix:
-            return rows
+            return rows  # read with .get() only, which a concurrent update cannot upset
         below = prefix + "/"
-        return {p: c for p, c in rows.items() if p == prefix or p.startswith(below)}
+        with self._lock:  # iterating while another thread updates would raise
+            return {p: c for p, c in rows.items() if p == prefix or p.startswith(below)}
 
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
         batch = list(entries)

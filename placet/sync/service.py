@@ -33,8 +33,9 @@ import secrets
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -46,6 +47,7 @@ from placet.proposing import ProposeContext
 from placet.store import Store
 from placet.store.db import utcnow
 from placet.store.sync_data import Pair, SkipRow, StoredPlan, SyncData
+from placet.sync.cache import CachedDigest
 from placet.sync.digests import DIGEST_ORDER
 from placet.sync.indexer import IndexResult, index_local
 from placet.sync.jobs import LongReads, Progress
@@ -70,6 +72,31 @@ def root_key(root: Root) -> str:
 
 def _hidden(path: str) -> bool:
     return path[:1] == "." or "/." in path
+
+
+class _DeferredWrites:
+    """The digest cache as `index_local` sees it: reads go to `SyncData`, writes are
+    kept for `flush`, which `SyncService.index` runs in a thread."""
+
+    def __init__(self, data: SyncData) -> None:
+        self.data = data
+        self.batches: list[tuple[str, list[CachedDigest]]] = []
+
+    def get(self, root_key: str, path: str) -> CachedDigest | None:
+        return self.data.get(root_key, path)
+
+    def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
+        return self.data.get_under(root_key, prefix)
+
+    def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
+        self.batches.append((root_key, list(entries)))
+
+    def flush(self) -> None:
+        try:
+            for key, batch in self.batches:
+                self.data.put_many(key, batch)
+        except Exception:  # a cache that was not written only costs hashing again
+            log.exception("writing the digest cache failed; the next index hashes again")
 
 
 @dataclass(frozen=True)
@@ -110,6 +137,7 @@ class SyncService:
         self.remote_files_hashed = 0
         self._plans: OrderedDict[int, StoredPlan] = OrderedDict()
         self._indexes: OrderedDict[str, IndexedFolder] = OrderedDict()
+        self._writers: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     # ---- paths ------------------------------------------------------------------------
@@ -164,11 +192,12 @@ class SyncService:
 
         if progress is not None:
             progress.phase = "indexing local files"
+        cache = _DeferredWrites(self.data)
         res = index_local(
             folder.root.path,
             folder.rel,
             digest_types=[digest_type] if digest_type else [],
-            cache=self.data,
+            cache=cache,
             root_key=key,
             include_hidden=include_hidden,
             entry_cap=self.settings.plan_entry_cap,
@@ -180,7 +209,7 @@ class SyncService:
         # Rows of files that are gone are dropped when the cache is in memory anyway (a
         # warm index); right after a cold one it was just rewritten, and the next plan
         # does it without reading the table back now.
-        cached = self.data.loaded_local(key)
+        cached = self.data.loaded_local_paths(key)
         if cached is not None:
             prefix = folder.rel + "/" if folder.rel else ""
             seen = {prefix + e.raw_path for e in res.entries}
@@ -193,7 +222,22 @@ class SyncService:
                 and (include_hidden or not _hidden(p[len(prefix) :]))
             ]
             self.data.forget_local(key, gone)
+        if cache.batches:
+            # Writing 100,000 fresh digests takes about a second of SQLite work, which
+            # releases the GIL: it runs beside the listing and the planning, and the
+            # caller waits for it (`wait_for_writes`) before answering.
+            writer = threading.Thread(target=cache.flush, name="placet-cache-write", daemon=True)
+            writer.start()
+            with self._lock:
+                self._writers.append(writer)
         return res
+
+    def wait_for_writes(self) -> None:
+        """Wait until the digest cache writes `index` started are in the database."""
+        with self._lock:
+            writers, self._writers = self._writers, []
+        for w in writers:
+            w.join()
 
     def local_index(
         self,
@@ -218,9 +262,12 @@ class SyncService:
         key = ("index", str(folder.root.path), folder.rel, include_hidden, dtype)
 
         def work(progress: Progress) -> IndexedFolder:
-            res = self.index(
-                folder, digest_type=dtype, include_hidden=include_hidden, progress=progress
-            )
+            try:
+                res = self.index(
+                    folder, digest_type=dtype, include_hidden=include_hidden, progress=progress
+                )
+            finally:
+                self.wait_for_writes()
             return IndexedFolder(folder, include_hidden, dtype, res, utcnow())
 
         return self.jobs.run(key, work, budget=budget, what=f"indexing {path!r}")
@@ -271,8 +318,8 @@ class SyncService:
         if progress is not None:
             progress.phase = "listing the remote"
         if not any(p.startswith(prefix) for p in cache):
-            # Nothing cached under the folder: one hashed listing, not a listing first.
-            listed = drive.list_tree(folder, include_digest=True)
+            # Nothing cached under the folder: hashed listings, not a listing first.
+            listed = self._hashed_tree(drive, folder, dtype)
             files = [e for e in listed if not e.is_dir]
             self.remote_files_hashed += len(files)
             self.data.put_remote_digests(
@@ -314,6 +361,34 @@ class SyncService:
                 out.append(RemoteEntry(e.path[cut:], "file", size, e.mtime, digests))
             self.remote_files_hashed += len(misses)
             self.data.put_remote_digests(spec, dtype, fresh)
+        return out
+
+    def _hashed_tree(self, drive: Drive, folder: str, dtype: str) -> list[Entry]:
+        """`drive.list_tree(folder, include_digest=True)`, with the subfolders of `folder`
+        listed concurrently: rclone computes the digests of one listing one file at a
+        time, so on a cold plan its hashing, not the disk, sets the pace (measured: 7.1 s
+        for 100,000 files in one listing, 5.3 s in two at once). Files directly in
+        `folder` are hashed one call each; if there are many, one listing does it all."""
+        top: list[Entry] = []
+        cursor: str | None = None
+        while True:
+            page, cursor = drive.list_folder(folder, include_digest=False, cursor=cursor,
+                                             limit=1000)  # fmt: skip
+            top += page
+            if cursor is None:
+                break
+        files = [e for e in top if not e.is_dir]
+        subs = [e.path for e in top if e.is_dir]
+        if len(files) > BULK_MISSES or len(subs) < 2:
+            return drive.list_tree(folder, include_digest=True)
+        threads = max(2, min(_DIGEST_THREADS, os.cpu_count() or 2))
+        with ThreadPoolExecutor(threads, thread_name_prefix="placet-rlist") as ex:
+            trees = list(ex.map(lambda d: drive.list_tree(d, include_digest=True), subs))
+        got = self._hash_remote(drive, folder, dtype, files, len(files)) if files else {}
+        out = [e for e in top if e.is_dir]
+        out += [replace(e, digests={dtype: got[e.path]} if e.path in got else {}) for e in files]
+        for tree in trees:
+            out += tree
         return out
 
     def _hash_remote(
@@ -367,7 +442,12 @@ class SyncService:
         # all freed (by reference counting) before the GC is back on, so no collection
         # ever walks those 100,000s of objects (see `placet.sync.model.gc_paused`).
         with gc_paused():
-            return self._make_plan(ctx, folder, remote, include_hidden, allow_empty_side, progress)
+            try:
+                return self._make_plan(
+                    ctx, folder, remote, include_hidden, allow_empty_side, progress
+                )
+            finally:
+                self.wait_for_writes()
 
     def _make_plan(
         self,
