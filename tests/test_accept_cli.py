@@ -200,3 +200,28 @@ def test_overwrite_download_with_policy_in_config_toml(rig: Rig) -> None:
     assert rig.local("conf.ini").read_bytes() == b"from the drive"
     trash = list(rig.settings.trash_dir.iterdir())
     assert [p.read_bytes() for p in trash] == [b"local edition"]
+
+
+def test_drive_binding_is_checked_before_the_code_is_asked(rig: Rig) -> None:
+    rig.write("b.txt", b"b")
+    fresh = rig.upload("b.txt")
+    other, _ = rig.store.create_proposal(
+        kind="upload",
+        request=dict(fresh.request, name="b2.txt"),
+        evidence=fresh.evidence,
+        reason="made against another drive",
+        drive_spec="local:/somewhere/else",
+        run_id="run-other",
+        ttl_seconds=300,
+    )
+    p = PtyProcess([str(PLACET), "accept", str(other.id)], _env())
+    try:
+        rc = p.wait_exit(60)
+    finally:
+        p.kill()
+    out = p.bytes()
+    assert rc == 4, out.decode(errors="replace")
+    assert b"drive_changed" in out and b"local:/somewhere/else" in out
+    assert b"type the code" not in out  # refused before the code was asked
+    assert rig.store.get(other.id).status == "pending"
+    assert rig.store.op_results(other.id) == []

@@ -56,7 +56,7 @@ from placet.errors import (
     UsageError,
     WrongState,
 )
-from placet.executor import ProgressEvent, execute, plan_for
+from placet.executor import ProgressEvent, check_binding, execute, plan_for
 from placet.requests import Op
 from placet.risk import RiskFlag, risk_flags
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
@@ -107,6 +107,9 @@ def cmd_accept(args: argparse.Namespace) -> int:
         store.sweep()
         record = store.get(args.id)
         _check_state(record)
+        # Refuse a proposal that could never run (altered request, another drive) before
+        # the owner types a code, leaving it as it is.
+        check_binding(settings, record)
         plan = plan_for(record.kind, record.request, record.evidence)
         skip = _check_skip(record, plan.ops, args.skip)
         _emit(effect_lines(record, plan.ops, skip))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from placet.executor.ops import Plan, plan_for
 from placet.executor.progress import OpOutcome, ProgressEvent
-from placet.executor.run import ProgressCallback, bind, execute
+from placet.executor.run import ProgressCallback, bind, check_binding, execute
 
 __all__ = [
     "OpOutcome",
@@ -19,6 +19,7 @@ __all__ = [
     "ProgressCallback",
     "ProgressEvent",
     "bind",
+    "check_binding",
     "execute",
     "plan_for",
 ]

@@ -142,6 +142,46 @@ def execute(
             owned.close()
 
 
+def check_binding(settings: Settings, record: ProposalRecord, drive: Drive | None = None) -> None:
+    """The checks of `bind` that need no approval yet: the stored request still hashes to
+    the proposal's hash, and the configured drive (and `drive`, if given) is the one it
+    was made against. `placet accept` runs them before asking for the code.
+
+    Raises:
+        PolicyRefused: ``request_altered`` or ``drive_changed`` (see `bind`).
+    """
+    _check_hash(record)
+    _check_drive(settings, record, drive)
+
+
+def _check_hash(record: ProposalRecord) -> None:
+    pid = record.id
+    now_hash = request_hash(record.kind, record.request, record.evidence)
+    if now_hash != record.request_hash:
+        raise PolicyRefused(
+            f"refusing to execute proposal {pid}: its stored request hashes to "
+            f"{now_hash[:16]}..., not to the {record.request_hash[:16]}... it was proposed "
+            "and shown with; it was altered in the database: discard it",
+            code="request_altered",
+            details={"proposal_id": pid, "stored": record.request_hash, "now": now_hash},
+        )
+
+
+def _check_drive(settings: Settings, record: ProposalRecord, drive: Drive | None) -> None:
+    pid = record.id
+    configured = configured_spec(settings)
+    used = drive.spec if drive is not None else configured
+    if record.drive_spec != configured or used != record.drive_spec:
+        raise PolicyRefused(
+            f"refusing to execute proposal {pid}: it was made against the drive "
+            f"{record.drive_spec!r}, but the configured drive is {configured!r}; switch the "
+            "drive back, or discard it and ask the agent to propose again",
+            code="drive_changed",
+            details={"proposal_id": pid, "proposal_drive": record.drive_spec,
+                     "configured_drive": configured},
+        )  # fmt: skip
+
+
 def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive | None) -> Plan:
     """The binding checks of DESIGN.md section 9; returns the parsed plan, with the ops
     the owner unticked (the approval event's `skip_ops`) as its `skip`.
@@ -156,15 +196,7 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
         PlacetError (``request_invalid``): the stored request does not parse.
     """
     pid = record.id
-    now_hash = request_hash(record.kind, record.request, record.evidence)
-    if now_hash != record.request_hash:
-        raise PolicyRefused(
-            f"refusing to execute proposal {pid}: its stored request hashes to "
-            f"{now_hash[:16]}..., not to the {record.request_hash[:16]}... it was proposed "
-            "and shown with; it was altered in the database: discard it",
-            code="request_altered",
-            details={"proposal_id": pid, "stored": record.request_hash, "now": now_hash},
-        )
+    _check_hash(record)
     approvals = [e for e in store.audit_events(proposal_id=pid) if e.to_status == APPROVED]
     bound = approvals[-1].detail.get("request_hash") if approvals else None
     if bound != record.request_hash:
@@ -176,17 +208,7 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             details={"proposal_id": pid, "approved": bound, "proposal": record.request_hash},
         )
     skip = owner_skips(approvals[-1].detail)
-    configured = configured_spec(settings)
-    used = drive.spec if drive is not None else configured
-    if record.drive_spec != configured or used != record.drive_spec:
-        raise PolicyRefused(
-            f"refusing to execute proposal {pid}: it was made against the drive "
-            f"{record.drive_spec!r}, but the configured drive is {configured!r}; switch the "
-            "drive back, or discard it and ask the agent to propose again",
-            code="drive_changed",
-            details={"proposal_id": pid, "proposal_drive": record.drive_spec,
-                     "configured_drive": configured},
-        )  # fmt: skip
+    _check_drive(settings, record, drive)
     plan = plan_for(record.kind, record.request, record.evidence)
     unknown = sorted(skip - {op.index for op in plan.ops})
     if skip and (record.kind != "sync" or unknown or len(skip) >= len(plan.ops)):
