@@ -435,3 +435,22 @@ async def test_proposal_list_filters_and_pages(ws: Workspace) -> None:
             )
         )
         assert err["code"] == "invalid_argument"
+
+
+async def test_owner_discard_reason_reaches_the_agent(ws: Workspace) -> None:
+    async with connect(ws) as client:
+        p = ok(await client.call_tool("propose_mkdir", VALID_CALLS["propose_mkdir"]))["proposal"]
+        assert p["resolution"] is None
+        store = open_store(load_settings(ws.env))
+        store.discard(p["id"], reason="wrong folder\x1b[2J, use reports/")
+        for tool, args in (
+            ("proposal_get", {"id": p["id"]}),
+            ("proposal_wait", {"id": p["id"], "timeout_s": 1}),
+        ):
+            got = ok(await client.call_tool(tool, args))["proposal"]
+            assert got["resolution"] == {
+                "by": "owner",
+                "reason": "wrong folder\\x1b[2J, use reports/",
+            }, tool
+        listed = ok(await client.call_tool("proposal_list", {"status": "discarded"}))
+        assert listed["proposals"][0]["resolution"]["reason"].startswith("wrong folder")

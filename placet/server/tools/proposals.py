@@ -84,11 +84,29 @@ async def _get_visible(who: Caller, pid: int) -> ProposalRecord:
     return rec
 
 
+def resolution_reason(store: Store, rec: ProposalRecord) -> str | None:
+    """The owner's discard reason: the `reason` of the proposal's discard audit event's
+    detail (`Store.discard`), or None (not discarded, or no reason given)."""
+    if rec.status != "discarded":
+        return None
+    for e in reversed(store.audit_events(proposal_id=rec.id)):
+        if e.to_status == "discarded":
+            reason = e.detail.get("reason")
+            return reason if isinstance(reason, str) and reason else None
+    return None
+
+
+def _view(who: Caller, rec: ProposalRecord) -> ProposalView:
+    return ProposalView.of(
+        rec, who.state.run_id, resolution_reason=resolution_reason(who.state.store, rec)
+    )
+
+
 async def _full(who: Caller, pid: int) -> ProposalOut:
     rec = await _get_visible(who, pid)
     ops = who.state.store.op_results(pid) if rec.attempt > 0 else []
     return ProposalOut(
-        proposal=ProposalView.of(rec, who.state.run_id),
+        proposal=_view(who, rec),
         op_results=[OpResultView.of(o) for o in ops],
     )
 
@@ -153,7 +171,7 @@ def _list(who: Caller, status: str | None, cursor: str | None) -> ProposalListOu
             scanned += 1
             after = rec.id
             if who.can_see(rec):
-                shown.append(ProposalView.of(rec, who.state.run_id))
+                shown.append(_view(who, rec))
                 if len(shown) == PAGE:
                     break
         if len(rows) < PAGE and len(shown) < PAGE:
