@@ -43,6 +43,11 @@ proposal_list.
 - Writes are proposals. propose_upload, propose_mkdir and propose_download change nothing: \
 they validate the request, record what placet saw, and queue it. The owner decides in \
 `placet review` (or `placet accept` / `placet discard`); there is no accept tool.
+- Sync: sync_plan(local_path, remote_path) compares a local folder with a remote folder \
+and stores a plan (nothing is ever deleted); decide each conflict and call \
+propose_sync(plan_id, decisions, reason). local_index lists a local folder with digests; \
+drive_changes(path, since_anchor) says what changed on the drive since your last call. A \
+cold index or plan of a large tree may answer in_progress: call again with the same arguments.
 - To learn the outcome, call proposal_wait(id) (it waits at most 50 s a call; call it again \
 while the proposal is pending or running) or proposal_get(id). A proposal not decided \
 within its TTL (5-30 minutes, default 30) expires.
