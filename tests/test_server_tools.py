@@ -434,7 +434,7 @@ async def test_proposal_list_filters_and_pages(ws: Workspace) -> None:
                 "proposal_list", {"status": "withdrawn", "cursor": page1["next_cursor"]}
             )
         )
-        assert err["code"] == "invalid_argument"
+        assert err["code"] == "invalid_cursor"
 
 
 async def test_owner_discard_reason_reaches_the_agent(ws: Workspace) -> None:

@@ -120,7 +120,8 @@ class RcloneDrive(RcloneCore):
             (`preferred_digest`), when the remote has one for it.
 
         Raises:
-            UsageError: a cursor from another folder or a malformed one; bad `limit`.
+            UsageError: a cursor from another folder or a malformed one (`invalid_cursor`);
+                bad `limit`.
             NotFound: no such folder (or it is a file).
         """
         path = check_drive_path(path)
@@ -153,11 +154,17 @@ class RcloneDrive(RcloneCore):
         except (ValueError, binascii.Error, AttributeError):
             ok = False
         if not ok:
-            raise UsageError("the cursor is malformed; list the folder again without a cursor")
+            raise UsageError(
+                "the cursor is malformed; list the folder again without a cursor to restart paging",
+                code="invalid_cursor",
+                details={"field": "cursor"},
+            )
         if data["p"] != path:
             raise UsageError(
                 f"the cursor belongs to folder {data['p']!r}, not {path!r}; "
-                "list the folder again without a cursor"
+                "list the folder again without a cursor to restart paging",
+                code="invalid_cursor",
+                details={"field": "cursor"},
             )
         return str(data["a"])
 

@@ -135,7 +135,8 @@ def _encode_cursor(after: int, status: str | None) -> str:
 def _decode_cursor(cursor: str, status: str | None) -> int:
     bad = UsageError(
         "the cursor is not one proposal_list returned for this status filter; call "
-        "proposal_list again without a cursor",
+        "proposal_list again without a cursor to restart paging",
+        code="invalid_cursor",
         details={"field": "cursor"},
     )
     try:
