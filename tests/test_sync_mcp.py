@@ -118,6 +118,8 @@ async def test_plan_pages_and_keep_remote(ws: Workspace) -> None:
         (src / f"n{i:03d}.txt").write_text(f"new {i}\n")
     (src / "both.txt").write_text("local side\n")
     (dst / "both.txt").write_text("remote side\n")
+    with (ws.home / "config.toml").open("a") as f:  # keep_remote replaces both.txt
+        f.write(f'[roots."{ws.root.resolve()}"]\ndownloads = "allow-overwrite"\n')
     async with connect(ws) as client:
         first = await call(client, "sync_plan", local_path="many", remote_path="many")
         assert first["counts"]["upload"] == 230 and first["next_cursor"]

@@ -55,7 +55,9 @@ def sync_ops(stored: StoredPlan, decisions: Mapping[str, str]) -> list[Op]:
         local_prefix=stored.pair.local_path,
         remote_prefix=stored.pair.remote_path,
     )
-    if ops and stored.meta.get("remote_folder_missing") and stored.pair.remote_path:
+    # A missing remote folder is created even when nothing goes into it (an empty local
+    # folder): sync_plan counts this mkdir, so the plan and the proposal agree.
+    if stored.meta.get("remote_folder_missing") and stored.pair.remote_path:
         ops = _with_folder_mkdir(ops, stored.pair.remote_path)
     return ops
 

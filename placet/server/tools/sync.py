@@ -20,7 +20,9 @@ import base64
 import binascii
 import json
 import threading
+from collections.abc import Mapping
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -33,6 +35,12 @@ from placet.server.framework import PROPOSE, READ_DRIVE, READ_LOCAL, ToolOutput,
 from placet.server.models import ProposalView, ProposeOut
 from placet.server.state import ServerState, caller
 from placet.sync import changes as ch
+from placet.sync.download_policy import (
+    policy_note,
+    refuse_blocked_downloads,
+    replaces_local,
+    replacing_downloads,
+)
 from placet.sync.model import LocalEntry, PlanOp, PlanReport, RemoteEntry
 from placet.sync.propose import propose_sync as _propose_sync
 from placet.sync.service import IndexedFolder, SyncService
@@ -41,6 +49,7 @@ from placet.text import inert
 INDEX_PAGE = 500
 PLAN_PAGE = 200
 CHANGES_PAGE = 500
+FOLDER_ITSELF = "."  # in dirs_to_create: the synced remote folder itself (it is missing)
 
 _services: dict[int, tuple[ServerState, SyncService]] = {}
 _services_lock = threading.Lock()
@@ -67,7 +76,7 @@ def _dec(tag: str, cursor: str, tool: str) -> Any:
     except (ValueError, binascii.Error):
         pass
     raise UsageError(
-        f"the cursor is not one {tool} gave; call {tool} again without a cursor",
+        f"the cursor is not one {tool} gave; call {tool} again without a cursor to restart paging",
         code="invalid_cursor",
     )
 
@@ -130,7 +139,9 @@ def _index_page(
     page = entries[start : start + INDEX_PAGE]
     more = start + INDEX_PAGE < len(entries)
     f = ix.folder
-    nxt = _enc("i1", [token, str(f.root.path), f.rel, ix.include_hidden, page[-1].path])
+    nxt = None  # an empty folder (or only hidden names) is one empty page, not an error
+    if more and page:
+        nxt = _enc("i1", [token, str(f.root.path), f.rel, ix.include_hidden, page[-1].path])
     return LocalIndexOut(
         root=f.root.name,
         path=f.rel,
@@ -138,7 +149,7 @@ def _index_page(
         total_entries=len(entries),
         files_hashed=ix.result.hashed_count,
         entries=[LocalEntryView.of(e) for e in page],
-        next_cursor=nxt if more and page else None,
+        next_cursor=nxt,
     )
 
 
@@ -157,7 +168,7 @@ def _local_index(
     if (str(folder.root.path), folder.rel, include_hidden) != (root_path, rel, hidden):
         raise UsageError(
             "the cursor belongs to another folder or include_hidden; call local_index again "
-            "with the same arguments, or without a cursor",
+            "with the same arguments, or without a cursor to restart paging",
             code="invalid_cursor",
         )
     kept = svc.recall_index(token)
@@ -217,11 +228,17 @@ class PlanOpView(BaseModel):
     reason: str
     local: dict[str, Any] | None
     remote: dict[str, Any] | None
+    blocked_by_policy: bool = Field(
+        description="A download replacing a local file while the root's policy is "
+        "downloads = new-only: propose_sync refuses the plan (see policy_note)."
+    )
 
     @classmethod
-    def of(cls, o: PlanOp) -> PlanOpView:
+    def of(cls, o: PlanOp, policy: str) -> PlanOpView:
+        blocked = replaces_local(o) and policy != "allow-overwrite"
         return cls(kind=o.kind, path=o.path, size=o.size, reason=o.reason,
-                   local=_local_facts(o.local), remote=_remote_facts(o.remote))  # fmt: skip
+                   local=_local_facts(o.local), remote=_remote_facts(o.remote),
+                   blocked_by_policy=blocked)  # fmt: skip
 
 
 class ConflictView(BaseModel):
@@ -232,6 +249,10 @@ class ConflictView(BaseModel):
     )
     detail: str
     allowed_decisions: list[str] = Field(description="Decide one in propose_sync(decisions).")
+    keep_remote_blocked_by_policy: bool = Field(
+        description="keep_remote would replace the local file, which the root's policy "
+        "(downloads = new-only) refuses: decide keep_local or skip, or see policy_note."
+    )
     local: dict[str, Any] | None
     remote: dict[str, Any] | None
 
@@ -255,12 +276,25 @@ class SyncPlanOut(ToolOutput):
     local_path: str
     remote_path: str
     digest_type: str | None = Field(description="Compared by this digest (null: size only).")
-    remote_folder_missing: bool = Field(description="propose_sync creates it first.")
-    counts: dict[str, int] = Field(
-        description="Paths per op and report kind (skip included), and upload/download bytes."
+    remote_folder_missing: bool = Field(
+        description='propose_sync creates it first (counted in mkdir, "." in dirs_to_create).'
     )
+    counts: dict[str, int] = Field(
+        description="Paths per op and report kind (skip included), and upload/download bytes; "
+        "mkdir includes the remote folder itself when it is missing."
+    )
+    download_policy: str = Field(
+        description="The root's downloads policy: new-only (default) | allow-overwrite."
+    )
+    downloads_blocked_by_policy: int = Field(
+        description="Downloads replacing local files that the policy refuses; propose_sync "
+        "refuses the plan while any is in it."
+    )
+    policy_note: str | None = Field(description="How the owner allows them, when any.")
     conflicts: list[ConflictView]
-    dirs_to_create: list[str] = Field(description="Remote folders, parents first.")
+    dirs_to_create: list[str] = Field(
+        description='Remote folders, parents first; "." is the synced remote folder itself.'
+    )
     ops: list[PlanOpView]
     reports: list[ReportView]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
@@ -270,7 +304,17 @@ class SyncPlanOut(ToolOutput):
         kinds = ("upload", "upload_revision", "download", "mkdir", "conflict", "skip")
         parts = [f"{c[k]} {k}" for k in kinds if c.get(k)]
         more = "; more with next_cursor" if self.next_cursor else ""
-        return inert(f"plan {self.plan_id}: {', '.join(parts) or 'nothing to do'}{more}")
+        blocked = ""
+        if self.downloads_blocked_by_policy:
+            blocked = (
+                f"; {self.downloads_blocked_by_policy} download(s) would replace local files "
+                f"and are refused by policy: {self.policy_note}"
+            )
+        return inert(f"plan {self.plan_id}: {', '.join(parts) or 'nothing to do'}{more}{blocked}")
+
+
+def _folder_missing(meta: Mapping[str, Any], remote_path: str) -> bool:
+    return bool(meta.get("remote_folder_missing")) and bool(remote_path)
 
 
 def _plan_page(svc: SyncService, plan_id: int, offset: int) -> SyncPlanOut:
@@ -283,8 +327,16 @@ def _plan_page(svc: SyncService, plan_id: int, offset: int) -> SyncPlanOut:
     seq: list[PlanOp | PlanReport] = [*conflicts, *mkdirs, *files, *others]
     page = seq[offset : offset + PLAN_PAGE]
     more = offset + PLAN_PAGE < len(seq)
-    cv: list[ConflictView] = []
+    policy = svc.settings.download_policy(Path(sp.pair.root_path))
+    blocking = policy != "allow-overwrite"
+    plain, kept = replacing_downloads(p, None)
+    counts = dict(sp.summary)
     dv: list[str] = []
+    if _folder_missing(sp.meta, sp.pair.remote_path):  # propose_sync creates it first
+        counts["mkdir"] = counts.get("mkdir", 0) + 1
+        if offset == 0:
+            dv.append(FOLDER_ITSELF)
+    cv: list[ConflictView] = []
     ov: list[PlanOpView] = []
     rv: list[ReportView] = []
     for x in page:
@@ -292,7 +344,7 @@ def _plan_page(svc: SyncService, plan_id: int, offset: int) -> SyncPlanOut:
             if x.kind == "mkdir":
                 dv.append(x.path)
             else:
-                ov.append(PlanOpView.of(x))
+                ov.append(PlanOpView.of(x, policy))
         elif x.kind == "conflict":
             cv.append(
                 ConflictView(
@@ -300,6 +352,7 @@ def _plan_page(svc: SyncService, plan_id: int, offset: int) -> SyncPlanOut:
                     conflict_kind=x.conflict_kind or "",
                     detail=x.detail,
                     allowed_decisions=list(x.allowed_decisions),
+                    keep_remote_blocked_by_policy=blocking and x.path in kept,
                     local=_local_facts(x.local),
                     remote=_remote_facts(x.remote),
                 )
@@ -318,7 +371,10 @@ def _plan_page(svc: SyncService, plan_id: int, offset: int) -> SyncPlanOut:
         remote_path=sp.pair.remote_path,
         digest_type=sp.meta.get("digest_type"),
         remote_folder_missing=bool(sp.meta.get("remote_folder_missing")),
-        counts=dict(sp.summary),
+        counts=counts,
+        download_policy=policy,
+        downloads_blocked_by_policy=len(plain) if blocking else 0,
+        policy_note=policy_note(sp.pair.root_path) if blocking and (plain or kept) else None,
         conflicts=cv,
         dirs_to_create=dv,
         ops=ov,
@@ -338,7 +394,7 @@ def _sync_plan(
         if (str(folder.root.path), folder.rel) != (sp.pair.root_path, sp.pair.local_path):
             raise UsageError(
                 "the cursor belongs to a plan of another folder; call sync_plan again with "
-                "the same arguments, or without a cursor",
+                "the same arguments, or without a cursor to restart paging",
                 code="invalid_cursor",
             )
         return _plan_page(svc, sp.id, int(offset))
@@ -500,11 +556,16 @@ async def propose_sync(
     Nothing is transferred now; the owner accepts or discards it.
 
     Refused as a whole if a conflict has no decision, a decision names a path that is not
-    a conflict, or a decision is not allowed for that conflict. Each op re-checks what the
-    plan saw when it runs; a file changed since is reported stale and left alone.
+    a conflict, or a decision is not allowed for that conflict; and (`refused`) if a
+    download would replace a local file while the root's policy is downloads = new-only.
+    Each op re-checks what the plan saw when it runs; a file changed since is reported
+    stale and left alone.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
+    await anyio.to_thread.run_sync(
+        refuse_blocked_downloads, svc, who.propose_context(), plan_id, decisions
+    )
     rec, created = await anyio.to_thread.run_sync(
         partial(
             _propose_sync, svc, who.propose_context(), plan_id=plan_id,
