@@ -247,7 +247,7 @@ def test_login_and_show_in_subprocesses_with_a_file_keyring(
     r = placet("drive", "set", "--no-check", "vault:")
     assert r.returncode == 0, r.stderr
     r = placet("drive", "show")
-    assert r.returncode == 1 and "run `placet drive login`" in r.stdout
+    assert r.returncode == EXIT_DRIVE_UNAVAILABLE and "run `placet drive login`" in r.stdout
     r = placet("drive", "login", "--password-stdin", stdin=SECRET + "\n")
     assert r.returncode == 0, r.stderr
     assert json.loads(ring.read_text()) == {f"{KEYRING_SERVICE}/{KEYRING_USERNAME}": SECRET}
@@ -258,3 +258,48 @@ def test_login_and_show_in_subprocesses_with_a_file_keyring(
     assert info["capabilities"]["backend"] == "alias"
     assert SECRET not in r.stdout + r.stderr
     assert os.environ.get("PYTHON_KEYRING_BACKEND") is None  # the test's own env untouched
+
+
+def test_drive_set_on_a_fresh_home_checks_folder_and_notes_only_real_stale_proposals(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str], rclone_home: Path
+) -> None:
+    missing = tmp_path / "no such folder"
+    assert main(["drive", "set", str(missing)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "--create" in err
+    assert not settings.config_file.exists()
+    assert oct(settings.data_dir.stat().st_mode & 0o777) == "0o700"
+    assert main(["drive", "set", "--create", str(missing)]) == EXIT_OK
+    assert missing.is_dir()
+    err = capsys.readouterr().err
+    assert "previous drive" not in err and "another drive" not in err
+    # One pending proposal on the current drive: switching away warns about it.
+    from placet.store import open_store
+
+    with open_store(load_settings()) as store:
+        store.create_proposal(
+            kind="mkdir",
+            request={"kind": "mkdir", "remote_parent": "", "name": "d"},
+            evidence={"remote": {"exists": False}},
+            reason="r",
+            drive_spec=str(missing),
+            run_id="run-1",
+            ttl_seconds=600,
+        )
+    other = tmp_path / "other"
+    other.mkdir()
+    assert main(["drive", "set", str(other)]) == EXIT_OK
+    assert "1 open proposal(s) were made against another drive" in capsys.readouterr().err
+
+
+def test_unreachable_drive_exits_5_and_names_the_spec(
+    settings: Settings, capsys: pytest.CaptureFixture[str], rclone_home: Path
+) -> None:
+    assert main(["drive", "set", "nosuchremote:"]) == EXIT_DRIVE_UNAVAILABLE
+    err = capsys.readouterr().err
+    assert "'nosuchremote:'" in err and "''" not in err
+    assert main(["drive", "set", "--no-check", "nosuchremote:"]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["drive", "show"]) == EXIT_DRIVE_UNAVAILABLE
+    assert "'nosuchremote:'" in capsys.readouterr().out
+    assert main(["drive", "set", "relative/path"]) == EXIT_USAGE

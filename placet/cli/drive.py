@@ -28,7 +28,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from placet.config import Settings, load_settings
+from placet.config import Settings, ensure_data_dir, load_settings
 from placet.config_password import RCLONE_PASSWORD_ARGS, print_for_rclone
 from placet.drive import configured_spec, default_drive_spec, drive_for, validate_spec
 from placet.drive.credentials import (
@@ -40,8 +40,17 @@ from placet.drive.credentials import (
     store_config_password,
 )
 from placet.drive.proc import child_env, rclone_version, resolve_rclone_path
-from placet.drive.spec import redact
-from placet.errors import EXIT_OK, EXIT_USAGE, ConfigError, NotFound, PlacetError
+from placet.drive.spec import DriveSpec, redact
+from placet.errors import (
+    EXIT_OK,
+    EXIT_USAGE,
+    ConfigError,
+    DriveError,
+    DriveUnavailable,
+    NotFound,
+    PlacetError,
+)
+from placet.store import open_store
 from placet.text import inert
 
 
@@ -54,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     s = sub.add_parser("set", help="set the drive (an rclone path) in config.toml")
     s.add_argument("spec", help="'remote:folder', ':backend,opt=value:folder' or /abs/folder")
     s.add_argument("--no-check", action="store_true", help="do not ask rclone to reach it")
+    s.add_argument(
+        "--create", action="store_true", help="create a local folder spec that does not exist"
+    )
     s.set_defaults(func=cmd_set)
 
     s = sub.add_parser("show", help="print the drive, rclone and the remote's capabilities")
@@ -133,10 +145,69 @@ def write_config_key(config_file: Path, key: str, value: str) -> None:
 # ---- commands ------------------------------------------------------------------------
 
 
+def _unreachable(e: PlacetError, spec: str) -> PlacetError:
+    """A failure to reach the drive, as `drive_unavailable` (exit 5) for the CLI: a
+    remote missing from rclone's config or refusing us cannot be reached either."""
+    if isinstance(e, DriveError) and not isinstance(e, DriveUnavailable | NotFound):
+        return DriveUnavailable(
+            e.message,
+            code=e.error_code,
+            details={**e.details, "drive": redact(spec)},
+            retryable=False,
+        )
+    return e
+
+
+def _local_folder(spec: DriveSpec, create: bool) -> None:
+    """Refuse a local-folder spec that does not exist (a typo would otherwise become the
+    drive), or create it (0700) with --create. Skipped by --no-check (a folder on a
+    disk not mounted yet), which prints a note instead."""
+    if spec.kind != "local":
+        return
+    folder = Path(spec.root)
+    if folder.is_dir():
+        return
+    if folder.exists():
+        raise ConfigError(
+            f"refusing drive {spec.raw!r}: {folder} exists and is not a folder; give a folder",
+            details={"path": str(folder)},
+        )
+    if not create:
+        raise ConfigError(
+            f"refusing drive {spec.raw!r}: the local folder {folder} does not exist; check "
+            "the path, or pass --create to create it",
+            details={"path": str(folder)},
+        )
+    try:
+        folder.mkdir(parents=True, mode=0o700)
+    except OSError as e:
+        raise ConfigError(
+            f"cannot create the local drive folder {folder}: {e.strerror}; create it "
+            "yourself or choose another folder",
+            details={"path": str(folder)},
+        ) from e
+    print(f"created the local folder {inert(str(folder))}")
+
+
+def _open_on_other_drives(settings: Settings, spec: str) -> int:
+    """How many proposals that could still run were made against another drive (0 when
+    there is no database yet: a first `drive set` creates none)."""
+    if not settings.db_path.exists():
+        return 0
+    with open_store(settings) as store:
+        live = store.list(["pending", "approved", "failed", "interrupted"], limit=10_000)
+    return sum(1 for rec in live if rec.drive_spec != spec)
+
+
 def cmd_set(args: argparse.Namespace) -> int:
     settings = load_settings()
+    ensure_data_dir(settings)  # 0700 before anything is written into it
     spec: str = args.spec
-    validate_spec(spec)
+    parsed = validate_spec(spec)
+    if args.create or not args.no_check:
+        _local_folder(parsed, args.create)
+    elif parsed.kind == "local" and not Path(parsed.root).is_dir():
+        print(f"note: the local folder {inert(parsed.root)} does not exist", file=sys.stderr)
     if not args.no_check:
         candidate = settings.model_copy(update={"drive": spec})
         with drive_for(candidate) as drive:
@@ -148,10 +219,12 @@ def cmd_set(args: argparse.Namespace) -> int:
                 except NotFound:
                     state = "reached the remote (the folder does not exist yet)"
             except PlacetError as e:
+                e = _unreachable(e, spec)
                 e.message += "; fix the remote, or pass --no-check to set it anyway"
-                raise
+                raise e from None
         digests = ", ".join(caps.hash_types) or "none (sizes only)"
         print(f"rclone {state}: backend {caps.backend or '?'}, digests {digests}")
+    previous = configured_spec(settings)
     write_config_key(settings.config_file, "drive", spec)
     print(f"drive set to {inert(spec)} in {inert(str(settings.config_file))}")
     if os.environ.get("PLACET_DRIVE"):
@@ -159,10 +232,13 @@ def cmd_set(args: argparse.Namespace) -> int:
             "note: PLACET_DRIVE is set in this environment and overrides config.toml",
             file=sys.stderr,
         )
-    print(
-        "note: proposals made against the previous drive will be refused at execution",
-        file=sys.stderr,
-    )
+    stale = _open_on_other_drives(settings, spec) if previous != spec else 0
+    if stale:
+        print(
+            f"note: {stale} open proposal(s) were made against another drive "
+            f"({inert(redact(previous))} or earlier); they will be refused at execution",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -212,6 +288,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             "server_side_replace": caps.server_side_replace,
         }
     except PlacetError as e:
+        e = _unreachable(e, spec)
         info["capabilities"] = None
         info["error"] = e.to_dict()
         code = e.exit_code

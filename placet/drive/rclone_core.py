@@ -190,7 +190,9 @@ class RcloneCore:
         """What the remote supports (`operations/fsinfo`); cached for the drive's life."""
         if self._caps is None:
             fs = self._fs().raw
-            info = self._rc("operations/fsinfo", {"fs": fs}, action="inspect", target="")
+            info = self._rc(
+                "operations/fsinfo", {"fs": fs}, action="inspect the drive", target=self.spec
+            )
             reported = {str(h).lower() for h in info.get("Hashes") or []}
             feats = info.get("Features") or {}
             backend = self._backend()
