@@ -333,6 +333,19 @@ def _split_absolute(roots: Sequence[Root], path: str, root_name: str | None) -> 
         raise _invalid(path, "it contains '..'", "name the path from the root down")
     candidates = [find_root(roots, root_name)] if root_name is not None else list(roots)
     inside = [r for r in candidates if _is_within(os.fspath(pure), r.path)]
+    if not inside and root_name is not None:
+        # The path is in another root than the one named: say which, not "outside".
+        owners = [r for r in roots if _is_within(os.fspath(pure), r.path)]
+        if owners:
+            owner = max(owners, key=lambda r: len(r.path.parts))
+            named = candidates[0]
+            raise PathRefused(
+                f"refusing path {_q(path)} with root={_q(root_name)}: it lies in the root "
+                f"{_q(owner.name)} ({_q(str(owner.path))}), not in {_q(named.name)} "
+                f"({_q(str(named.path))}); pass root={_q(owner.name)}, or omit root",
+                code="path_outside_root",
+                details={"path": path, "root": named.name, "path_root": owner.name},
+            )
     if not inside:
         where = ", ".join(f"{r.name}={_q(str(r.path))}" for r in candidates)
         raise PathRefused(

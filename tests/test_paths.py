@@ -356,3 +356,22 @@ def test_check_name_refuses(bad: str) -> None:
 def test_check_name_accepts() -> None:
     assert check_name("report.pdf") == "report.pdf"
     assert check_name(".env") == ".env"
+
+
+def test_absolute_path_in_another_root_names_that_root(tree: Path, placet_home: Path) -> None:
+    (tree / "other").mkdir()
+    (tree / "other" / "o.txt").write_text("o")
+    roots = parse_roots([f"proj={tree / 'root'}", f"other={tree / 'other'}"], placet_home)
+    with pytest.raises(PathRefused) as ei:
+        resolve_local(roots, str(tree / "other" / "o.txt"), "proj")
+    msg = ei.value.message
+    assert code_of(ei.value) == "path_outside_root"
+    assert "lies in the root 'other'" in msg and "not in 'proj'" in msg
+    assert "root='other'" in msg and "omit root" in msg and "outside every" not in msg
+    assert ei.value.details["path_root"] == "other"
+    # Without root, or with the right one, it resolves.
+    assert resolve_local(roots, str(tree / "other" / "o.txt"))[0].name == "other"
+    assert resolve_local(roots, str(tree / "other" / "o.txt"), "other")[0].name == "other"
+    # A path under no root still says so.
+    with pytest.raises(PathRefused, match="outside every local root"):
+        resolve_local(roots, str(tree / "outside.txt"), "proj")
