@@ -167,3 +167,53 @@ def test_audit_export_since_and_verify(store: Store) -> None:
     assert run("audit", "--since", "yesterday-ish").returncode == 2
     v = run("audit", "--verify")
     assert v.returncode == 0 and b"2 events verified" in v.stdout
+
+
+def test_show_lists_risk_flags_above_the_reason_escaped_once(store: Store) -> None:
+    pid = _propose(store, HOSTILE_NAME, ttl_seconds=600)
+    r = run("show", str(pid))
+    assert r.returncode == 0
+    for b in CONTROL_BYTES:
+        assert b not in r.stdout
+    text = r.stdout.decode()
+    flags_at = text.index("placet risk flags")
+    assert text.index("history:") < flags_at < text.index("the agent's reason")
+    assert "! runs_code: 'docs/notes\\u202etxt.sh" in text  # one backslash: escaped once
+    assert "\\\\u202e" not in text
+
+
+def test_show_and_audit_print_failure_and_owner_text_plainly(store: Store) -> None:
+    from placet.store import LeaseHolder
+
+    pid = _propose(store, "syncme", ttl_seconds=600)
+    store.accept(pid)
+    holder = LeaseHolder.current()
+    store.claim(pid, holder=holder)
+    message = "the drive refused to create the folder; check its permissions and try again"
+    store.record_op_result(
+        pid,
+        op_index=0,
+        op={"kind": "mkdir", "remote_path": "docs/syncme"},
+        outcome="failed",
+        detail={
+            "code": "refused",
+            "message": message,
+            "retryable": False,
+            "details": {"path": "syncme/sub\u2014dir"},
+        },
+        holder=holder,
+    )
+    store.finish(pid, holder=holder)
+    other = _propose(store, "other", ttl_seconds=600)
+    store.discard(other, reason="wiki \u2014 \u00fcn\u00efcode ok \x1b")
+
+    shown = run("show", str(pid)).stdout.decode()
+    assert f"          refused: {message}\n" in shown  # whole, not cut, not JSON
+    assert "details={path: syncme/sub\u2014dir}" in shown
+    assert '{"code"' not in shown
+
+    audit = run("audit").stdout
+    assert b"\x1b" not in audit
+    text = audit.decode()
+    assert "wiki \u2014 \u00fcn\u00efcode ok \\x1b" in text  # escaped once, letters kept
+    assert "\\\\" not in text and "\\u2014" not in text

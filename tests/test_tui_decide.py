@@ -214,7 +214,7 @@ async def test_extend_adds_fifteen_minutes(settings: Settings, store: Store):
         await settle(pilot)
         assert (store.get(rec.id).expires_at - rec.expires_at).total_seconds() == 15 * 60
         app.queue_table.tick()
-        assert app.queue_table.get_cell(str(rec.id), "expires").plain == "25:00"
+        assert app.queue_table.get_cell(str(rec.id), "expires").plain == "25m00s"
 
 
 @pytest.mark.asyncio

@@ -113,8 +113,8 @@ def test_unknown_kind_shows_raw_request_and_op_kind_is_flagged(store: Store):
 
 def test_countdown_and_about_to_expire(store: Store):
     rec = add_upload(store, ttl=600)
-    assert countdown(rec.expires_at, T0) == "10:00"
-    assert countdown(rec.expires_at, T0 - timedelta(hours=2)) == "2:10:00"
+    assert countdown(rec.expires_at, T0) == "10m00s"
+    assert countdown(rec.expires_at, T0 - timedelta(hours=2)) == "2h10m"
     assert countdown(rec.expires_at, rec.expires_at) == "expired"
     assert not expiring_soon(rec, T0)
     assert expiring_soon(rec, rec.expires_at - timedelta(seconds=119))

@@ -68,18 +68,42 @@ async def test_queue_rows_countdown_and_expiring_soon_mark(settings: Settings, s
             "claude-code",
         ]
         assert cell_text(table, up.id, "reason") == "publish the weekly report"
-        assert cell_text(table, up.id, "expires") == "30:00"
-        assert cell_text(table, short.id, "expires") == "5:00"
+        assert cell_text(table, up.id, "expires") == "30m00s"
+        assert cell_text(table, short.id, "expires") == "5m00s"
 
         clock.advance(181)  # the mkdir now has 1:59 left: marked as about to expire
         table.tick()
         await pilot.pause()
-        assert cell_text(table, up.id, "expires") == "26:59"
-        assert cell_text(table, short.id, "expires") == "! 1:59"
+        assert cell_text(table, up.id, "expires") == "26m59s"
+        assert cell_text(table, short.id, "expires") == "! 1m59s"
 
         clock.advance(120)  # past its expiry, before any sweep: shown as expired
         table.tick()
         assert cell_text(table, short.id, "expires") == "expired"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_queue_reason_takes_the_free_width_and_expiry_comes_first(
+    settings: Settings, store: Store, size: tuple[int, int]
+):
+    reason = "publish the weekly report for the whole team, with the appendix and figures"
+    up = add_upload(store, reason=reason, name="r\u00e9sum\u00e9.md")
+    app = make_app(quiet(settings), store, clock=Clock())
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        table = app.queue_table
+        keys = [str(c.key.value) for c in table.ordered_columns]
+        assert keys.index("expires") < keys.index("reason") == len(keys) - 1
+        # the target keeps its inert form only; the ASCII form is for the detail pane
+        assert cell_text(table, up.id, "target") == "docs/r\u00e9sum\u00e9.md"
+        widths = sum(c.get_render_width(table) for c in table.ordered_columns)
+        room = table.scrollable_content_region.width
+        assert widths == room  # the reason column fills the rest, no more
+        assert table.max_scroll_x == 0  # expires-in is on screen at this width
+        reason_width = table.columns[table.ordered_columns[-1].key].width
+        if size[0] >= 160:
+            assert reason_width >= 60  # was a fixed 32 however wide the screen
 
 
 @pytest.mark.asyncio

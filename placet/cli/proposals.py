@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from placet.config import load_settings
+from placet.display import already_inert, failure_line, plain, plain_pairs
 from placet.errors import EXIT_OK, StoreError, UsageError
 from placet.store import AuditRecord, ProposalRecord, Store, open_store
 from placet.store.db import utcnow
@@ -143,15 +144,32 @@ def cmd_show(args: argparse.Namespace) -> int:
         out.append(f"  op results (attempt {p.attempt}):")
         for r in results:
             out.append(f"    #{r.op_index:<4} {r.outcome:<13} {_clip(_compact(r.op), 80)}")
-            if r.detail:
-                out.append(f"          {_clip(_compact(r.detail), 100)}")
+            head, rest = failure_line(r.detail, ascii_forms=False)
+            if head is not None:
+                out.append(f"          {head}")
+            if rest:
+                out.append(f"          {plain_pairs(rest, ascii_forms=False)}")
     out.append("  history:")
     out += [f"    {_event_line(e)}" for e in events]
+    out += _flag_lines(p)
     out.append("  the agent's reason (its claim, not checked by placet):")
     reason = inert(p.reason)
     out += ["    +" + "-" * (len(reason) + 2) + "+", f"    | {reason} |"]
     out.append("    +" + "-" * (len(reason) + 2) + "+")
     return _emit(out)
+
+
+def _flag_lines(p: ProposalRecord) -> list[str]:
+    """placet's own risk flags (DESIGN.md section 9), from the same `effect_of` the
+    review UI uses; their messages are escaped already."""
+    from placet.tui.facts import effect_of  # imports Textual: only when showing
+
+    flags = effect_of(p).flags
+    if not flags:
+        return ["  placet found no risk flags"]
+    out = [f"  placet risk flags ({len(flags)}):"]
+    out += [f"    ! {f.code}: {already_inert(f.message)}" for f in flags]
+    return out
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
@@ -267,11 +285,11 @@ def _flatten(value: Any, indent: str, prefix: str = "") -> list[str]:
 
 
 def _compact(value: Any) -> str:
-    return inert(json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")))
+    return plain(value, ascii_forms=False)
 
 
 def _event_line(e: AuditRecord) -> str:
-    detail = f"  {_clip(_compact(e.detail), 100)}" if e.detail else ""
+    detail = f"  {plain_pairs(e.detail, ascii_forms=False)}" if e.detail else ""
     return (
         f"#{e.id:<6} {_ts(e.at)}  proposal {e.proposal_id:<5} {inert(e.actor):<16} "
         f"{e.from_status or '(new)'} -> {e.to_status}{detail}"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from placet.display import duration
 from placet.risk import RiskFlag, needs_typed_confirmation, risk_flags
 from placet.store import ProposalRecord
 
@@ -289,13 +290,11 @@ def human_bytes(n: int | None) -> str:
 
 
 def countdown(expires_at: datetime, now: datetime) -> str:
-    """Time left as 'M:SS' or 'H:MM:SS'; 'expired' once `now` reached `expires_at`."""
+    """Time left as '45s', '28m32s' or '23h51m'; 'expired' once `now` reached `expires_at`."""
     left = int((expires_at - now).total_seconds())
     if left <= 0:
         return "expired"
-    h, rem = divmod(left, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+    return duration(left)
 
 
 def expiring_soon(record: ProposalRecord, now: datetime) -> bool:

@@ -27,6 +27,7 @@ from textual.containers import Horizontal, Vertical
 from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import Button, DataTable, Static
+from textual.widgets.data_table import ColumnKey
 
 from placet.store import ProposalRecord
 from placet.tui.detail import DetailPane
@@ -42,15 +43,18 @@ MORE_MARGIN = 25
 REBUILD_OVER = 40
 """Removing more rows than this rebuilds the table (DataTable.remove_row is O(rows))."""
 
-COLUMNS: tuple[tuple[str, str, int], ...] = (
-    ("id", "id", 6),
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("id", "id", 4),
     ("kind", "kind", 10),
-    ("target", "target", 32),
-    ("size", "size", 10),
-    ("agent", "agent", 16),
-    ("reason", "reason", 32),
+    ("target", "target", None),
+    ("size", "size", 9),
+    ("agent", "agent", 12),
     ("expires", "expires in", 10),
+    ("reason", "reason", None),
 )
+"""Columns (key, label, width); target and reason (width None) share the width left."""
+FLEX_MIN = 8
+TARGET_MAX = 48
 
 
 class QueueTable(DataTable[Text]):
@@ -75,8 +79,31 @@ class QueueTable(DataTable[Text]):
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
-            self.add_column(Text(label), key=key, width=width)
+            self.add_column(Text(label), key=key, width=width or FLEX_MIN)
         self.set_interval(1.0, self.tick)
+        self.fit_reason()
+
+    def on_resize(self) -> None:
+        self.fit_reason()
+
+    def fit_reason(self) -> None:
+        """Share the width the fixed columns leave: 40 % to the target (up to
+        `TARGET_MAX`), the rest to the reason, so nothing runs off screen at 80 columns."""
+        fixed = sum(w or 0 for _k, _l, w in COLUMNS)
+        padding = 2 * self.cell_padding * len(COLUMNS)
+        free = self.scrollable_content_region.width - fixed - padding
+        target = min(max(free * 2 // 5, FLEX_MIN), TARGET_MAX)
+        widths = {"target": target, "reason": max(free - target, FLEX_MIN)}
+        changed = False
+        for key, width in widths.items():
+            column = self.columns.get(ColumnKey(key))
+            if column is not None and column.width != width:
+                column.width = width
+                changed = True
+        if changed:
+            self._require_update_dimensions = True  # DataTable re-measures on idle
+            self._clear_caches()
+            self.refresh()
 
     # -- reading -------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
+from placet.display import already_inert, failure_line, plain, plain_pairs
 from placet.risk import RiskFlag
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.text import inert, inert_with_ascii
@@ -47,6 +48,11 @@ def lit(s: object, style: str = "") -> Text:
     return Text(inert(str(s)), style=style, end="")
 
 
+def escaped(s: str, style: str = "") -> Text:
+    """Text placet already escaped (a risk flag's message): see `already_inert`."""
+    return Text(already_inert(s), style=style, end="")
+
+
 def name(s: object, style: str = "") -> Text:
     """A file or remote name: `inert`, plus an ASCII-escaped copy if it has non-ASCII."""
     return Text(inert_with_ascii(str(s)), style=style, end="")
@@ -58,7 +64,8 @@ def when(dt: datetime | None) -> str:
 
 
 def expires_cell(record: ProposalRecord, now: datetime) -> Text:
-    """The queue's 'expires in' cell: live countdown, marked when under two minutes."""
+    """The queue's 'expires in' cell: live countdown (``28m32s``, ``23h51m``), marked
+    when under two minutes."""
     if record.status != "pending":
         return Text(record.status, style="bold cyan", end="")
     left = countdown(record.expires_at, now)
@@ -70,18 +77,21 @@ def expires_cell(record: ProposalRecord, now: datetime) -> Text:
 
 
 def queue_cells(record: ProposalRecord, effect: Effect, now: datetime) -> list[Text]:
-    """Cells of one queue row: id, kind, target, size, agent, reason, expires in."""
+    """Cells of one queue row: id, kind, target, size, agent, expires in, reason.
+
+    The target is `inert` only (no ASCII form: that would push the real name out of the
+    cell); the detail pane shows each name with its ASCII form."""
     kind = Text(record.kind, end="")
     if effect.flags:
         kind.append(" !", style="bold red")
     return [
         Text(str(record.id), end=""),
         kind,
-        name(target_of(record)),
+        lit(target_of(record)),
         Text(human_bytes(size_of(record)), end=""),
         lit(agent_of(record)),
-        lit(record.reason),
         expires_cell(record, now),
+        lit(record.reason),
     ]
 
 
@@ -124,7 +134,7 @@ def flags_block(flags: Sequence[RiskFlag]) -> Text:
         out.append("\n  ! ", style="bold red")
         out.append(f.code, style="bold")
         out.append(": ")
-        out.append_text(lit(f.message))
+        out.append_text(escaped(f.message))
     return out
 
 
@@ -291,10 +301,23 @@ def results_block(results: Iterable[OpResultRecord]) -> Text:
             out.append("  ")
             out.append_text(name(path))
         if r.detail:
-            out.append("\n      ")
-            out.append_text(lit(json.dumps(r.detail, sort_keys=True, default=str)[:400]))
+            out.append_text(outcome_detail(r.detail, indent="\n      "))
     if not any_:
         out.append("\n  (no op results recorded)", style="dim")
+    return out
+
+
+def outcome_detail(detail: dict[str, Any], indent: str = "") -> Text:
+    """An op result's detail: the ``code: message`` line first (bold), the rest after,
+    every string rendered once, nothing cut (the widget wraps it)."""
+    head, rest = failure_line(detail)
+    out = Text(end="")
+    if head is not None:
+        out.append(indent)
+        out.append(head, style="bold")
+    if rest:
+        out.append(indent)
+        out.append(plain_pairs(rest), style="dim")
     return out
 
 
@@ -307,7 +330,7 @@ def trail_block(events: Iterable[AuditRecord]) -> Text:
         shown = {k: v for k, v in e.detail.items() if k != "request_hash"}
         if shown:
             out.append("  ")
-            out.append_text(lit(json.dumps(shown, sort_keys=True, default=str)[:300], "dim"))
+            out.append(plain_pairs(shown), style="dim")
     return out
 
 
@@ -349,5 +372,5 @@ def audit_view(event: AuditRecord) -> RenderableType:
     out.append(f"\n{event.from_status or 'none'} -> {event.to_status}")
     out.append(f"\nrequest hash: {event.request_hash}\nprev: {event.prev_hash}\nhash: {event.hash}")
     out.append("\ndetail: ")
-    out.append_text(lit(json.dumps(event.detail, sort_keys=True, default=str)))
+    out.append(plain(event.detail) if event.detail else "-")
     return out

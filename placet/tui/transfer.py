@@ -7,16 +7,15 @@ keeps showing the last outcome until the next transfer starts.
 
 from __future__ import annotations
 
-import json
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, ProgressBar, Static
 
+from placet.display import failure_line, plain_pairs
 from placet.store import OpResultRecord, ProposalRecord
 from placet.tui.facts import effect_of, human_bytes
-from placet.tui.render import lit, name
+from placet.tui.render import lit, name, outcome_detail
 
 _OUTCOME_STYLE = {"done": "green", "already_done": "green", "failed": "red", "stale": "red"}
 
@@ -25,22 +24,25 @@ class TransferPanel(Vertical):
     """Progress bar (bytes) and a table of op results, one row per op."""
 
     DEFAULT_CSS = """
-    TransferPanel { height: auto; max-height: 14; border: round $accent; display: none; }
+    TransferPanel { height: auto; max-height: 20; border: round $accent; display: none; }
     TransferPanel.-active { display: block; }
     TransferPanel > #transfer-title { height: 1; }
     TransferPanel > ProgressBar { height: 1; }
     TransferPanel > DataTable { height: auto; max-height: 8; }
+    TransferPanel > #transfer-why { height: auto; max-height: 6; overflow-y: auto; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.proposal_id: int | None = None
         self.op_count = 0
+        self.failures: dict[int, Text] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(Text(""), id="transfer-title")
         yield ProgressBar(total=None, show_eta=False, id="transfer-bar")
         yield DataTable(id="transfer-ops", cursor_type="none", show_cursor=False)
+        yield Static(Text(""), id="transfer-why")
 
     def on_mount(self) -> None:
         ops = self.query_one("#transfer-ops", DataTable)
@@ -67,6 +69,8 @@ class TransferPanel(Vertical):
         bar.update(total=max(moving, 1), progress=0)
         ops = self.query_one("#transfer-ops", DataTable)
         ops.clear()
+        self.failures = {}
+        self.query_one("#transfer-why", Static).update(Text(""))
         for op in effect.ops[:2000]:
             ops.add_row(
                 Text(str(op.index)),
@@ -91,10 +95,20 @@ class TransferPanel(Vertical):
     def op_result(self, result: OpResultRecord) -> None:
         ops = self.query_one("#transfer-ops", DataTable)
         key = str(result.op_index)
+        head, rest = failure_line(result.detail)
         cells = (
             Text(result.outcome, style=_OUTCOME_STYLE.get(result.outcome, "yellow")),
-            lit(json.dumps(result.detail, sort_keys=True, default=str)[:200]),
+            Text(head if head is not None else plain_pairs(rest)),
         )
+        if head is not None and result.outcome not in ("done", "already_done"):
+            # The table cell is cut at its width; the whole reason, wrapped, goes below.
+            line = Text(f"op {result.op_index}: ", style="bold red")
+            line.append_text(outcome_detail(result.detail, indent="\n  "))
+            self.failures[result.op_index] = line
+        else:
+            self.failures.pop(result.op_index, None)
+        why = Text("\n", end="").join(self.failures[k] for k in sorted(self.failures))
+        self.query_one("#transfer-why", Static).update(why)
         if key in ops.rows:
             ops.update_cell(key, "outcome", cells[0])
             ops.update_cell(key, "detail", cells[1])

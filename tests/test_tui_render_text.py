@@ -1,0 +1,88 @@
+"""Text the review UI renders from stored values: each string escaped exactly once,
+failures as their `code: message` line, uniform durations. Real store records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tui_fixtures import add_mkdir, add_upload, plain, quiet
+
+from placet.config import Settings
+from placet.display import duration, failure_line, plain_pairs
+from placet.store import LeaseHolder, Store, open_store
+from placet.tui.facts import effect_of
+from placet.tui.render import audit_view, flags_block, queue_cells, results_block, trail_block
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    s = open_store(quiet(settings))
+    yield s
+    s.close()
+
+
+def test_durations_are_uniform() -> None:
+    assert [duration(s) for s in (0, 45, 60, 28 * 60 + 32, 23 * 3600 + 51 * 60 + 30)] == [
+        "0s",
+        "45s",
+        "1m00s",
+        "28m32s",
+        "23h51m",
+    ]
+    assert duration(3 * 86400 + 4 * 3600) == "3d04h"
+
+
+def test_risk_flag_messages_are_not_escaped_twice(store: Store) -> None:
+    rec = add_upload(store, name="evil\u202etxt.exe")
+    text = plain(flags_block(effect_of(rec).flags))
+    assert "evil\\u202etxt.exe" in text  # one backslash
+    assert "\\\\" not in text and "\u202e" not in text
+
+
+def test_owner_reason_in_history_and_audit_keeps_letters_and_escapes_once(store: Store) -> None:
+    rec = add_mkdir(store)
+    store.discard(rec.id, reason="wiki \u2014 \u00fcn\u00efcode ok \u202e")
+    events = store.audit_events(proposal_id=rec.id)
+    expected = (
+        "wiki \u2014 \u00fcn\u00efcode ok \\u202e (ASCII: wiki \\u2014 \\xfcn\\xefcode ok \\u202e)"
+    )
+    trail = plain(trail_block(events))
+    assert expected in trail
+    view = plain(audit_view(events[-1]))
+    assert expected in view
+    for text in (trail, view):
+        assert "\\\\" not in text and "\u202e" not in text
+
+
+def test_failed_op_shows_code_and_message_first_then_details(store: Store) -> None:
+    rec = add_mkdir(store)
+    store.accept(rec.id)
+    holder = LeaseHolder.current()
+    store.claim(rec.id, holder=holder)
+    message = "the drive refused the write: " + "a long explanation " * 20
+    detail = {
+        "code": "refused",
+        "message": message,
+        "retryable": False,
+        "details": {"path": "syncme/sub\u00e9"},
+    }
+    store.record_op_result(
+        rec.id, op_index=0, op={"kind": "mkdir"}, outcome="failed", detail=detail, holder=holder
+    )
+    text = plain(results_block(store.op_results(rec.id)))
+    flat = " ".join(text.split())  # the pane wraps long lines at word boundaries
+    head = " ".join(f"refused: {message}".split())
+    details = "details={path: syncme/sub\u00e9 (ASCII: syncme/sub\\xe9)}"
+    assert head in flat  # whole, not cut
+    assert flat.index(head) < flat.index(details)
+    assert '{"code"' not in text
+    assert failure_line({"bytes": 3}) == (None, {"bytes": 3})
+    assert plain_pairs({}) == ""
+
+
+def test_queue_target_cell_has_no_ascii_suffix(store: Store) -> None:
+    rec = add_upload(store, name="r\u00e9sum\u00e9.md")
+    cells = queue_cells(rec, effect_of(rec), rec.created_at)
+    assert cells[2].plain == "docs/r\u00e9sum\u00e9.md"
+    assert cells[5].plain == "30m00s" and cells[6].plain == rec.reason
