@@ -218,6 +218,37 @@ async def test_extend_adds_fifteen_minutes(settings: Settings, store: Store):
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("flagged", [False, True])
+async def test_confirmation_at_80x24_keeps_hash_and_buttons_on_screen(
+    settings: Settings, store: Store, flagged: bool
+):
+    from textual.containers import VerticalScroll
+
+    rec = add_download(store) if flagged else add_upload(store)
+    app = make_app(quiet(settings), store, clock=Clock(), confirm_guard_seconds=60)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, AcceptScreen)
+        shown = [screen.query_one(w) for w in ("#hash", "#accept", "#cancel")]
+        if flagged:
+            shown.append(screen.query_one("#typed"))
+        for widget in shown:
+            region = widget.region
+            assert region.height > 0 and region.y >= 0 and region.bottom <= 24, widget
+        hash_region = screen.query_one("#hash").region
+        assert hash_region.height >= 2  # the whole 64-digit hash, wrapped
+        dialog = screen.query_one("#dialog", VerticalScroll)
+        assert dialog.max_scroll_y > 0  # the effect scrolls above the docked bar
+        await pilot.press("y", "enter")  # still guarded
+        await pilot.pause()
+        assert app.screen is screen and screen.query_one("#accept", Button).disabled
+        assert store.get(rec.id).status == "pending"
+
+
+@pytest.mark.asyncio
 async def test_help_screen_opens_and_closes(settings: Settings, store: Store):
     app = make_app(quiet(settings), store, clock=Clock())
     async with app.run_test(size=(160, 48)) as pilot:

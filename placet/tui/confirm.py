@@ -45,12 +45,19 @@ _MODAL_CSS = """
 """
 
 
+class _Scrolling(VerticalScroll, can_focus=False):
+    """The accept dialog: scrolls (wheel, PageUp/PageDown) but never takes focus, so a
+    click on a disabled button cannot pull focus away from the typed-id field."""
+
+
 class AcceptScreen(ModalScreen[bool]):
     """Confirm acceptance of one proposal; dismisses True to accept, False to cancel."""
 
     DEFAULT_CSS = (
         _MODAL_CSS.format(name="AcceptScreen")
         + """
+    AcceptScreen > #dialog { height: auto; max-height: 95%; }
+    AcceptScreen #decide { dock: bottom; height: auto; background: $surface; }
     AcceptScreen #effect { height: auto; max-height: 30; border: round $primary; }
     AcceptScreen.-sync #effect { max-height: 10; }
     AcceptScreen #hash { height: auto; }
@@ -60,6 +67,8 @@ class AcceptScreen(ModalScreen[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Accept"),
         Binding("n,escape", "cancel", "Cancel"),
+        Binding("pagedown", "scroll_dialog(1)", "Scroll", show=False),
+        Binding("pageup", "scroll_dialog(-1)", "Scroll", show=False),
     ]
 
     def __init__(
@@ -88,7 +97,31 @@ class AcceptScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         r = self.record
-        with Vertical(id="dialog"):
+        # The dialog scrolls; the hash, the typed field and the buttons are docked at its
+        # bottom, so they stay on screen at 80x24 however long the effect is.
+        with _Scrolling(id="dialog"):
+            with Vertical(id="decide"):
+                hash_line = Text("request hash (recorded with your approval): ", end="")
+                hash_line.append(self.shown_hash, style="bold")
+                yield Static(hash_line, id="hash")
+                if self.typed_required:
+                    yield Label(
+                        Text(
+                            f"placet flagged this proposal. Type {self.word} and press "
+                            "Enter to accept it.",
+                            style="bold",
+                        ),
+                        id="typed-label",
+                    )
+                    yield Input(placeholder=f"type {self.word}", id="typed", disabled=True)
+                with Horizontal(id="buttons"):
+                    yield Button(
+                        "Accept",
+                        id="accept",
+                        variant="error" if self.typed_required else "success",
+                        disabled=True,
+                    )
+                    yield Button("Cancel", id="cancel", disabled=True)
             title = Text(f"Accept proposal #{r.id}? ", style="bold", end="")
             title.append("placet will then execute exactly this:", style="")
             yield Label(title, id="title")
@@ -97,27 +130,6 @@ class AcceptScreen(ModalScreen[bool]):
                 yield SyncPicker(r, self.effect, id="sync-picker", disabled=True)
             with VerticalScroll(id="effect"):
                 yield Static(self.body, id="effect-body")
-            hash_line = Text("request hash (recorded with your approval): ", end="")
-            hash_line.append(self.shown_hash, style="bold")
-            yield Static(hash_line, id="hash")
-            if self.typed_required:
-                yield Label(
-                    Text(
-                        f"placet flagged this proposal. Type {self.word} and press Enter "
-                        "to accept it.",
-                        style="bold",
-                    ),
-                    id="typed-label",
-                )
-                yield Input(placeholder=f"type {self.word}", id="typed", disabled=True)
-            with Horizontal(id="buttons"):
-                yield Button(
-                    "Accept",
-                    id="accept",
-                    variant="error" if self.typed_required else "success",
-                    disabled=True,
-                )
-                yield Button("Cancel", id="cancel", disabled=True)
 
     @property
     def picker(self) -> SyncPicker | None:
@@ -154,6 +166,13 @@ class AcceptScreen(ModalScreen[bool]):
             accept = self.query_one("#accept", Button)
             accept.disabled = False
             accept.focus()
+
+    def action_scroll_dialog(self, direction: int) -> None:
+        dialog = self.query_one("#dialog", VerticalScroll)
+        if direction > 0:
+            dialog.scroll_page_down(animate=False)
+        else:
+            dialog.scroll_page_up(animate=False)
 
     def typed_ok(self) -> bool:
         if not self.typed_required:
