@@ -86,3 +86,40 @@ def test_queue_target_cell_has_no_ascii_suffix(store: Store) -> None:
     cells = queue_cells(rec, effect_of(rec), rec.created_at)
     assert cells[2].plain == "docs/r\u00e9sum\u00e9.md"
     assert cells[5].plain == "30m00s" and cells[6].plain == rec.reason
+
+
+@pytest.mark.asyncio
+async def test_transfer_panel_shows_the_failure_reason_whole(
+    settings: Settings, store: Store
+) -> None:
+    from textual.widgets import Static
+    from tui_fixtures import Clock, settle
+
+    from placet.tui import make_app
+    from placet.tui.transfer import TransferPanel
+
+    rec = add_mkdir(store)
+    store.accept(rec.id)
+    holder = LeaseHolder.current()
+    store.claim(rec.id, holder=holder)
+    message = "the drive refused to create docs/archive: the parent folder is read-only"
+    store.record_op_result(
+        rec.id,
+        op_index=0,
+        op={"kind": "mkdir", "remote_path": "docs/archive"},
+        outcome="failed",
+        detail={"code": "refused", "message": message, "details": {"path": "syncme/sub"}},
+        holder=holder,
+    )
+    app = make_app(quiet(settings), store, clock=Clock())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        panel = app.query_one(TransferPanel)
+        panel.start(store.get(rec.id))
+        panel.finish(store.get(rec.id), store.op_results(rec.id), None)
+        await pilot.pause()
+        why = str(app.query_one("#transfer-why", Static).render())
+        assert " ".join(why.split()).startswith(f"op 0: refused: {message}")
+        assert "details={path: syncme/sub}" in why and '{"code"' not in why
+        cell = panel.query_one("#transfer-ops").get_cell("0", "detail")  # type: ignore[attr-defined]
+        assert cell.plain.startswith("refused: the drive refused")
