@@ -12,27 +12,33 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 HELP = """\
-placet review: agents propose, you decide. Nothing an agent proposes happens
-until you accept it here (or with `placet accept`).
+placet review: agents propose, you decide. Nothing an agent proposes
+happens until you accept it here (or with `placet accept`).
 
-Keys 1, 2, 3 switch tabs (the digits in the tab titles are these keys, not counts).
-Queue [1]        pending proposals, oldest first; the detail pane shows the exact effect
-  up/down        select (the selection follows the proposal, not the row)
-  a              accept: a confirmation shows every op and the request hash; keys are
-                 ignored for half a second; a flagged proposal needs its id typed
-  d              discard, with an optional reason the agent will see
-  e              extend the time to live by 15 minutes (capped at 24 h from creation)
-History [2]      finished proposals; filter by status and agent
-  a              accept a failed or interrupted proposal again
-Audit [3]        the audit log, newest first
-  v              verify the audit chain
-?                this help (Escape, q or ? closes it)
-q                quit (asks first while a transfer runs)
+Keys 1, 2, 3 switch tabs: the digits in the tab titles are these keys,
+not counts.
 
-Risk flags are computed by placet (executable or configuration targets, secret-like
-names, replacements, renamed or non-ASCII names). The agent's reason is shown boxed:
-it is the agent's claim, not something placet checked. Text from agents, file names
-and the remote is shown escaped: control characters appear as \\x1b, \\u202e, ...
+Queue [1]    pending proposals, oldest first; the detail pane shows the
+             exact effect
+  up/down    select (the selection follows the proposal, not the row)
+  a          accept: a confirmation shows every op and the request
+             hash; keys are ignored for half a second; a flagged
+             proposal needs its id typed
+  d          discard, with an optional reason the agent will see
+  e          extend the time to live by 15 minutes (capped at 24 h
+             from creation)
+History [2]  finished proposals; filter by status and agent
+  a          accept a failed or interrupted proposal again
+Audit [3]    the audit log, newest first
+  v          verify the audit chain
+?            this help (Escape, q or ? closes it)
+q            quit (asks first while a transfer runs)
+
+Risk flags are computed by placet (executable or configuration targets,
+secret-like names, replacements, renamed or non-ASCII names). The
+agent's reason is shown boxed: it is the agent's claim, not something
+placet checked. Text from agents, file names and the remote is shown
+escaped: control characters appear as \\x1b, \\u202e, ...
 """
 
 
@@ -42,7 +48,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > Vertical {
-        width: 80%; min-width: 40; max-width: 100; height: auto; max-height: 95%;
+        width: 98%; max-width: 80; height: auto; max-height: 95%;
         border: thick $accent; background: $surface; padding: 0 1;
     }
     HelpScreen VerticalScroll { height: auto; max-height: 1fr; }
