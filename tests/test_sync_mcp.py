@@ -192,6 +192,7 @@ async def test_long_read_answers_in_progress_then_the_result(ws: Workspace) -> N
     ws.write_config(allow_yes=True, long_read_seconds=0)  # never wait: always in_progress first
     for i in range(50):
         (ws.root / "docs" / f"f{i}.txt").write_text(f"{i}\n")
+    time.sleep(2.1)  # past the racily-clean window: the plan's digests may then be reused
     async with connect(ws) as client:
         r = await client.call_tool("sync_plan", {"local_path": "docs", "remote_path": "docs"})
         err = error_of(r)

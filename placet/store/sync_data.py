@@ -1,4 +1,5 @@
-"""Sync's tables and their accessors: stored plans, digest caches, baselines, snapshots.
+"""Sync's accessors: stored plans, digest caches, baselines, snapshots (the tables are
+`placet.store.sync_tables`).
 
 What is kept, and why (DESIGN.md sections 7-9):
 
@@ -33,35 +34,34 @@ because SQLAlchemy's per-row cost dominated at 100,000 rows.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import sqlite3
 import threading
 import time
-import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from sqlalchemy import Index, Integer, LargeBinary, Text
-from sqlmodel import Field, SQLModel
-
 from placet.errors import NotFound
-from placet.store.db import UTCDateTime, dt_text, is_busy, utcnow
+from placet.store.db import dt_text, is_busy, utcnow
 from placet.store.store import Store
+from placet.store.sync_tables import (
+    RETENTION,
+    Pair,
+    SkipRow,
+    Snapshot,
+    StoredPlan,
+    _dt,
+    _pack,
+    _pack_rows,
+    _unpack,
+)
 from placet.sync.cache import DIGEST_CACHE_VERSION, CachedDigest
 from placet.sync.model import BaselineEntry, SyncPlan
 
 T = TypeVar("T")
-SkipRow = tuple[str, str | None, str | None, str | None, int | None, str | None]
-"""A baseline entry as a row: (path, sha256, remote digest type, remote digest, size,
-mtime), the order of `BaselineEntry`'s fields."""
-
-RETENTION = timedelta(days=7)
-"""Stored plans and drive snapshots older than this are pruned (DESIGN.md section 9)."""
 REUSE_WITHIN = timedelta(hours=1)
 """A new plan identical to one stored this recently reuses its id instead of a new row."""
 _RETRIES = 3
@@ -70,196 +70,6 @@ _BULK = 1000
 """A cache write of more rows than this drops the in-memory copy instead of updating it:
 the copy is then read back in one burst, its objects side by side, rather than kept
 interleaved with a cold plan's garbage (which holds the memory of a whole plan)."""
-
-
-# ---- tables (migration 3 in placet.store.migrations builds exactly these) --------------
-
-
-class SyncPlanRow(SQLModel, table=True):
-    """One stored, immutable sync plan (see the module docstring)."""
-
-    __tablename__ = "sync_plan"
-    __table_args__ = (
-        Index("ix_sync_plan_created", "created_at"),
-        Index("ix_sync_plan_pair", "pair_key", "created_at"),
-    )
-
-    id: int | None = Field(default=None, primary_key=True)
-    pair_key: str = Field(sa_type=Text, nullable=False)
-    root_name: str = Field(sa_type=Text, nullable=False)
-    root_path: str = Field(sa_type=Text, nullable=False)
-    local_path: str = Field(sa_type=Text, nullable=False)
-    drive_spec: str = Field(sa_type=Text, nullable=False)
-    remote_path: str = Field(sa_type=Text, nullable=False)
-    options: str = Field(sa_type=Text, nullable=False)
-    local_fingerprint: str = Field(sa_type=Text, nullable=False)
-    remote_fingerprint: str = Field(sa_type=Text, nullable=False)
-    baseline_generation: int = Field(sa_type=Integer, nullable=False)
-    summary: str = Field(sa_type=Text, nullable=False)
-    meta: str = Field(sa_type=Text, nullable=False)
-    body: bytes = Field(sa_type=LargeBinary, nullable=False)
-    skips: bytes = Field(sa_type=LargeBinary, nullable=False)
-    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-
-
-class SyncDigestRow(SQLModel, table=True):
-    """A local file's cached digests (`placet.sync.cache.CachedDigest`)."""
-
-    __tablename__ = "sync_digest_cache"
-
-    root_key: str = Field(sa_type=Text, primary_key=True)
-    path: str = Field(sa_type=Text, primary_key=True)
-    size: int = Field(sa_type=Integer, nullable=False)
-    mtime_ns: int = Field(sa_type=Integer, nullable=False)
-    inode: int = Field(sa_type=Integer, nullable=False)
-    ctime_ns: int = Field(sa_type=Integer, nullable=False)
-    sha256: str = Field(sa_type=Text, nullable=False)
-    sha1: str | None = Field(default=None, sa_type=Text)
-    md5: str | None = Field(default=None, sa_type=Text)
-    verified: int = Field(sa_type=Integer, nullable=False)
-    version: int = Field(sa_type=Integer, nullable=False)
-
-
-class RemoteDigestRow(SQLModel, table=True):
-    """A remote file's digest as rclone computed it for (size, mtime)."""
-
-    __tablename__ = "sync_remote_digest"
-
-    drive_spec: str = Field(sa_type=Text, primary_key=True)
-    path: str = Field(sa_type=Text, primary_key=True)
-    size: int = Field(sa_type=Integer, nullable=False)
-    mtime: str = Field(sa_type=Text, nullable=False)
-    digest_type: str = Field(sa_type=Text, nullable=False)
-    digest: str = Field(sa_type=Text, nullable=False)
-
-
-class SyncPairRow(SQLModel, table=True):
-    """A synced pair (local folder, remote folder) and its baseline's generation."""
-
-    __tablename__ = "sync_pair"
-
-    pair_key: str = Field(sa_type=Text, primary_key=True)
-    root_path: str = Field(sa_type=Text, nullable=False)
-    local_path: str = Field(sa_type=Text, nullable=False)
-    drive_spec: str = Field(sa_type=Text, nullable=False)
-    remote_path: str = Field(sa_type=Text, nullable=False)
-    generation: int = Field(sa_type=Integer, nullable=False)
-    updated_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-
-
-class SyncBaselineRow(SQLModel, table=True):
-    """What one path of a pair held on both sides after the last sync that touched it."""
-
-    __tablename__ = "sync_baseline"
-
-    pair_key: str = Field(sa_type=Text, primary_key=True)
-    path: str = Field(sa_type=Text, primary_key=True)
-    sha256: str | None = Field(default=None, sa_type=Text)
-    remote_digest_type: str | None = Field(default=None, sa_type=Text)
-    remote_digest: str | None = Field(default=None, sa_type=Text)
-    size: int | None = Field(default=None, sa_type=Integer)
-    mtime: str | None = Field(default=None, sa_type=Text)
-    updated_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-
-
-class DriveSnapshotRow(SQLModel, table=True):
-    """A remote folder's listing, kept as the anchor of `drive_changes`."""
-
-    __tablename__ = "drive_snapshot"
-    __table_args__ = (Index("ix_drive_snapshot_created", "created_at"),)
-
-    id: int | None = Field(default=None, primary_key=True)
-    drive_spec: str = Field(sa_type=Text, nullable=False)
-    path: str = Field(sa_type=Text, nullable=False)
-    entry_count: int = Field(sa_type=Integer, nullable=False)
-    body: bytes = Field(sa_type=LargeBinary, nullable=False)
-    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-
-
-# ---- values -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Pair:
-    """A synced pair: a folder under a local root and a folder of a drive.
-
-    `root_path` absolute; `local_path` relative to the root ("" = the root); `remote_path`
-    relative to the drive root. `key` identifies the pair's baseline.
-    """
-
-    root_path: str
-    local_path: str
-    drive_spec: str
-    remote_path: str
-
-    @property
-    def key(self) -> str:
-        body = json.dumps([self.root_path, self.local_path, self.drive_spec, self.remote_path])
-        return hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest()
-
-
-@dataclass(frozen=True)
-class StoredPlan:
-    """A plan as stored: `plan` holds its ops and every report but `skip` (counted in
-    `summary`). `meta`: what the service recorded beside it (digest type, whether the
-    remote folder was missing, ...). `reused`: an identical plan was returned."""
-
-    id: int
-    pair: Pair
-    root_name: str
-    options: dict[str, Any]
-    local_fingerprint: str
-    remote_fingerprint: str
-    baseline_generation: int
-    summary: dict[str, int]
-    meta: dict[str, Any]
-    created_at: datetime
-    plan: SyncPlan
-    reused: bool = False
-
-    @property
-    def expires_at(self) -> datetime:
-        """When this plan is pruned (and `propose_sync` can no longer use it)."""
-        return self.created_at + RETENTION
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A stored listing: `entries` maps path (relative to `path`) to [kind, size, mtime,
-    digest] (kind "d"/"f"; digest "" when none was listed)."""
-
-    id: int
-    drive_spec: str
-    path: str
-    created_at: datetime
-    entries: dict[str, list[Any]]
-
-
-def _dt(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
-
-
-def _pack(value: Any) -> bytes:
-    # ensure_ascii: a name that is not valid UTF-8 is carried as a lone surrogate, which
-    # only the escaped form survives; the C encoder is also fastest in this mode.
-    return zlib.compress(json.dumps(value, separators=(",", ":")).encode("ascii"), 1)
-
-
-def _pack_rows(rows: Sequence[Any]) -> bytes:
-    """`_pack(list(rows))`, encoded and compressed 4,096 rows at a time, so 100,000 rows
-    never exist as one JSON string."""
-    z = zlib.compressobj(1)
-    parts = [z.compress(b"[")]
-    for i in range(0, len(rows), 4096):
-        chunk = json.dumps(rows[i : i + 4096], separators=(",", ":"))[1:-1]
-        parts.append(z.compress((b"," if i else b"") + chunk.encode("ascii")))
-    parts.append(z.compress(b"]"))
-    parts.append(z.flush())
-    return b"".join(parts)
-
-
-def _unpack(blob: bytes) -> Any:
-    return json.loads(zlib.decompress(blob))
 
 
 def _baseline_row(b: BaselineEntry) -> list[Any]:
@@ -678,3 +488,14 @@ class SyncData:
         if row is None:
             return None
         return Snapshot(int(row[0]), row[1], row[2], _dt(row[3]), _unpack(row[4]))
+
+
+__all__ = [
+    "RETENTION",
+    "REUSE_WITHIN",
+    "Pair",
+    "SkipRow",
+    "Snapshot",
+    "StoredPlan",
+    "SyncData",
+]

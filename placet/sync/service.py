@@ -9,10 +9,9 @@ What it decides, and why:
 - **Digests cost once.** Local digests come from the persistent digest cache
   (`SyncData` implements `placet.sync.cache.DigestCache`), reused while size, mtime,
   inode and ctime match. On remotes whose digests rclone computes by reading the data
-  (local folders, sftp: `Capabilities.hashes_on_demand`) the listing is taken without
-  digests and each file's digest comes from the remote digest cache while its size and
-  mtime match; only the misses are hashed (one by one, or by one hashed listing when
-  there are many). A warm re-plan therefore hashes nothing on either side.
+  (local folders, sftp: `Capabilities.hashes_on_demand`) each file's digest comes from
+  the remote digest cache while its size and mtime match; only the misses are hashed
+  (`placet.sync.remote`). A warm re-plan therefore hashes nothing on either side.
 - **The plan is stored**, immutable, with both fingerprints and the baseline generation
   (`SyncData.save_plan`); an identical plan stored within the hour is reused.
 - **A missing remote folder** is an empty side (a first sync into a new folder is
@@ -35,13 +34,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from placet.config import Settings
-from placet.drive.base import Drive, Entry, preferred_digest
-from placet.errors import NotFound, PathRefused, PlacetError
+from placet.drive.base import Drive, preferred_digest
+from placet.errors import PathRefused, PlacetError
 from placet.paths import Root, check_remote_path, resolve_local
 from placet.proposing import ProposeContext
 from placet.store import Store
@@ -51,16 +50,13 @@ from placet.sync.cache import CachedDigest
 from placet.sync.digests import DIGEST_ORDER
 from placet.sync.indexer import IndexResult, index_local
 from placet.sync.jobs import LongReads, Progress
-from placet.sync.model import BaselineEntry, OneDigest, RemoteEntry, SyncPlan, gc_paused
-from placet.sync.ops import remote_entries_from_drive
+from placet.sync.model import BaselineEntry, RemoteEntry, SyncPlan, gc_paused
 from placet.sync.planner import plan_listings, read_listings
+from placet.sync.remote import RemoteLister
 from placet.text import inert
 
 log = logging.getLogger(__name__)
 
-BULK_MISSES = 256
-"""More remote digest misses than this (and a tenth of the files): one hashed listing."""
-_DIGEST_THREADS = 4
 KEEP_IN_MEMORY = 8
 """Plans and indexes kept in memory for their next pages."""
 
@@ -134,7 +130,7 @@ class SyncService:
         self.data = SyncData(store)
         self.jobs = LongReads()
         self.local_files_hashed = 0
-        self.remote_files_hashed = 0
+        self.remote = RemoteLister(self.data)
         self._plans: OrderedDict[int, StoredPlan] = OrderedDict()
         self._indexes: OrderedDict[str, IndexedFolder] = OrderedDict()
         self._writers: list[threading.Thread] = []
@@ -178,11 +174,13 @@ class SyncService:
         digest_type: str | None,
         include_hidden: bool,
         progress: Progress | None = None,
+        defer_writes: bool = False,
     ) -> IndexResult:
         """Index `folder` with SHA-256 and `digest_type`, through the digest cache.
 
         Cache rows of files no longer there are dropped (hidden ones only when they were
-        listed). Raises what `index_local` raises.
+        listed). With `defer_writes`, fresh digests are written by a thread the caller
+        must wait for (`wait_for_writes`). Raises what `index_local` raises.
         """
         key = root_key(folder.root)
 
@@ -222,7 +220,9 @@ class SyncService:
                 and (include_hidden or not _hidden(p[len(prefix) :]))
             ]
             self.data.forget_local(key, gone)
-        if cache.batches:
+        if cache.batches and not defer_writes:
+            cache.flush()
+        elif cache.batches:
             # Writing 100,000 fresh digests takes about a second of SQLite work, which
             # releases the GIL: it runs beside the listing and the planning, and the
             # caller waits for it (`wait_for_writes`) before answering.
@@ -262,161 +262,25 @@ class SyncService:
         key = ("index", str(folder.root.path), folder.rel, include_hidden, dtype)
 
         def work(progress: Progress) -> IndexedFolder:
-            try:
-                res = self.index(
-                    folder, digest_type=dtype, include_hidden=include_hidden, progress=progress
-                )
-            finally:
-                self.wait_for_writes()
+            res = self.index(
+                folder, digest_type=dtype, include_hidden=include_hidden, progress=progress
+            )
             return IndexedFolder(folder, include_hidden, dtype, res, utcnow())
 
         return self.jobs.run(key, work, budget=budget, what=f"indexing {path!r}")
 
     # ---- remote listing ---------------------------------------------------------------
 
+    @property
+    def remote_files_hashed(self) -> int:
+        """Remote files whose digest was computed, not taken from the cache."""
+        return self.remote.files_hashed
+
     def remote_listing(
         self, drive: Drive, folder: str, progress: Progress | None = None
     ) -> tuple[list[RemoteEntry], bool]:
-        """The planner's listing of remote `folder` with digests, and whether the folder
-        is missing (an empty side).
-
-        Raises:
-            PathRefused (`not_a_directory`): `folder` is a file. DriveUnavailable /
-                DriveError: rclone failed.
-        """
-        caps = drive.capabilities()
-        dtype = preferred_digest(caps)
-        try:
-            if dtype is None or not caps.hashes_on_demand:
-                listed = drive.list_tree(folder, include_digest=dtype is not None)
-                entries = remote_entries_from_drive(listed, folder)
-            else:
-                entries = self._cached_remote_digests(drive, folder, dtype, progress)
-        except NotFound:
-            found = drive.stat(folder) if folder else None
-            if found is not None and not found.is_dir:
-                raise PathRefused(
-                    f"refusing remote {inert(folder)!r}: it is a file, not a folder; name a "
-                    "folder of the drive",
-                    code="not_a_directory",
-                    details={"remote_path": folder},
-                ) from None
-            return [], True
-        if progress is not None:
-            progress.remote_entries = len(entries)
-        return entries, False
-
-    def _cached_remote_digests(
-        self, drive: Drive, folder: str, dtype: str, progress: Progress | None
-    ) -> list[RemoteEntry]:
-        """The listing of an on-demand remote with digests from the remote digest cache;
-        misses hashed by rclone and remembered (see the module docstring)."""
-        spec = drive.spec
-        prefix = f"{folder}/" if folder else ""
-        cut = len(prefix)
-        cache = self.data.remote_digests(spec, dtype)
-        if progress is not None:
-            progress.phase = "listing the remote"
-        if not any(p.startswith(prefix) for p in cache):
-            # Nothing cached under the folder: hashed listings, not a listing first.
-            listed = self._hashed_tree(drive, folder, dtype)
-            files = [e for e in listed if not e.is_dir]
-            self.remote_files_hashed += len(files)
-            self.data.put_remote_digests(
-                spec,
-                dtype,
-                [
-                    (e.path, e.size, e.mtime, e.digests[dtype])
-                    for e in files
-                    if e.digests.get(dtype) and e.size is not None and e.mtime
-                ],
-            )
-            return remote_entries_from_drive(listed, folder)
-        out: list[RemoteEntry] = []
-        misses: list[Entry] = []
-        get = cache.get
-        for e in drive.list_tree(folder, include_digest=False):
-            rel = e.path[cut:]
-            if not rel or not e.path.startswith(prefix):
-                continue
-            if e.is_dir:
-                out.append(RemoteEntry(rel, "dir", 0, e.mtime))
-                continue
-            c = get(e.path)
-            if c is not None and c[0] == e.size and c[1] == e.mtime:
-                out.append(RemoteEntry(rel, "file", c[0], e.mtime, OneDigest(dtype, c[2])))
-            else:
-                misses.append(e)
-        if misses:
-            if progress is not None:
-                progress.phase = f"hashing {len(misses)} remote files"
-            got = self._hash_remote(drive, folder, dtype, misses, len(out) + len(misses))
-            fresh: list[tuple[str, int, str, str]] = []
-            for e in misses:
-                digest = got.get(e.path)
-                if digest is not None and e.size is not None and e.mtime is not None:
-                    fresh.append((e.path, e.size, e.mtime, digest))
-                size = -1 if e.size is None else e.size
-                digests = {dtype: digest} if digest else {}
-                out.append(RemoteEntry(e.path[cut:], "file", size, e.mtime, digests))
-            self.remote_files_hashed += len(misses)
-            self.data.put_remote_digests(spec, dtype, fresh)
-        return out
-
-    def _hashed_tree(self, drive: Drive, folder: str, dtype: str) -> list[Entry]:
-        """`drive.list_tree(folder, include_digest=True)`, with the subfolders of `folder`
-        listed concurrently: rclone computes the digests of one listing one file at a
-        time, so on a cold plan its hashing, not the disk, sets the pace (measured: 7.1 s
-        for 100,000 files in one listing, 5.3 s in two at once). Files directly in
-        `folder` are hashed one call each; if there are many, one listing does it all."""
-        top: list[Entry] = []
-        cursor: str | None = None
-        while True:
-            page, cursor = drive.list_folder(folder, include_digest=False, cursor=cursor,
-                                             limit=1000)  # fmt: skip
-            top += page
-            if cursor is None:
-                break
-        files = [e for e in top if not e.is_dir]
-        subs = [e.path for e in top if e.is_dir]
-        if len(files) > BULK_MISSES or len(subs) < 2:
-            return drive.list_tree(folder, include_digest=True)
-        threads = max(2, min(_DIGEST_THREADS, os.cpu_count() or 2))
-        with ThreadPoolExecutor(threads, thread_name_prefix="placet-rlist") as ex:
-            trees = list(ex.map(lambda d: drive.list_tree(d, include_digest=True), subs))
-        got = self._hash_remote(drive, folder, dtype, files, len(files)) if files else {}
-        out = [e for e in top if e.is_dir]
-        out += [replace(e, digests={dtype: got[e.path]} if e.path in got else {}) for e in files]
-        for tree in trees:
-            out += tree
-        return out
-
-    def _hash_remote(
-        self, drive: Drive, folder: str, dtype: str, misses: list[Entry], total: int
-    ) -> dict[str, str]:
-        """Digests of `misses` (of `total` listed), computed by rclone; a file changed
-        meanwhile gets none."""
-        out: dict[str, str] = {}
-        if len(misses) > BULK_MISSES and len(misses) > total // 10:
-            listed = {e.path: e for e in drive.list_tree(folder, include_digest=True)}
-            for e in misses:
-                f = listed.get(e.path)
-                same = f is not None and (f.size, f.mtime) == (e.size, e.mtime)
-                if same and f is not None and (d := f.digests.get(dtype)):
-                    out[e.path] = d
-            return out
-
-        def one(e: Entry) -> tuple[str, str | None]:
-            d = drive.digest_of(e.path, dtype)
-            after = drive.stat(e.path)  # computed for the listed version only
-            same = after is not None and (after.size, after.mtime) == (e.size, e.mtime)
-            return e.path, d if same else None
-
-        with ThreadPoolExecutor(_DIGEST_THREADS, thread_name_prefix="placet-rhash") as ex:
-            for path, d in ex.map(one, misses):
-                if d:
-                    out[path] = d
-        return out
+        """See `placet.sync.remote.RemoteLister.remote_listing`."""
+        return self.remote.remote_listing(drive, folder, progress)
 
     # ---- planning ---------------------------------------------------------------------
 
@@ -469,7 +333,11 @@ class SyncService:
             listing = ex.submit(self.remote_listing, drive, remote, progress)
             try:
                 idx = self.index(
-                    folder, digest_type=dtype, include_hidden=include_hidden, progress=progress
+                    folder,
+                    digest_type=dtype,
+                    include_hidden=include_hidden,
+                    progress=progress,
+                    defer_writes=True,
                 )
             finally:
                 if progress is not None:
