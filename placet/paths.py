@@ -560,4 +560,12 @@ def check_name(name: str) -> str:
             "give the folder part in the parent path and the last part as the name",
         )
     _check_remote_segment(name, name, what="name")
+    if name.startswith(".placet-tmp-"):
+        # placet's own temporary objects carry this prefix (localfs.TEMP_PREFIX): they are
+        # hidden from listings and cleaned up, so an approved file must never bear it.
+        raise _invalid(
+            name,
+            "names starting with '.placet-tmp-' are reserved for placet's temporary files",
+            "choose another name",
+        )
     return name

@@ -375,3 +375,12 @@ def test_absolute_path_in_another_root_names_that_root(tree: Path, placet_home: 
     # A path under no root still says so.
     with pytest.raises(PathRefused, match="outside every local root"):
         resolve_local(roots, str(tree / "outside.txt"), "proj")
+
+
+def test_reserved_temp_prefix_is_refused_as_a_name() -> None:
+    from placet.localfs import TEMP_PREFIX
+
+    with pytest.raises(PathRefused) as e:
+        check_name(TEMP_PREFIX + "0000-report.txt")
+    assert e.value.error_code == "path_invalid"
+    assert check_name("placet-tmp-report.txt") == "placet-tmp-report.txt"
