@@ -5,9 +5,11 @@ stored or touched, whether a named path is acceptable (DESIGN.md sections 6 and 
 
 * **Roots** are directories the owner passed as ``--root DIR`` or ``--root NAME=DIR``.
   The filesystem root, the home directory and any ancestor of it are refused (a root
-  above the home exposes all of it), and so is a root that contains or lies inside
-  placet's data directory (an agent could otherwise propose writes to the database,
-  the audit anchor or the trash). Each root records its device and inode so that the
+  above the home exposes all of it), and so is a root that equals, contains or lies
+  inside one of placet's own folders (`PlacetDirs`): the data directory, the config
+  directory (``config.toml``: an accepted download there could set ``allow_yes``) and the
+  database's folder (an agent could otherwise propose writes to the database, the audit
+  anchor, the trash or the owner's settings). Each root records its device and inode so that the
   executor can tell if the directory was replaced after the proposal was made.
 * **Local paths** are refused by *shape* first, without touching the disk: ``..``,
   backslashes, NUL and control characters, drive letters, UNC prefixes, Windows device
@@ -24,6 +26,9 @@ stored or touched, whether a named path is acceptable (DESIGN.md sections 6 and 
   path-within-the-drive slot of an rclone argument, so anything rclone could read as an
   option (leading ``-``) or as a remote prefix (``:``) is refused, with ``.``, ``..``,
   empty segments and control characters.
+* **Reserved names**: no component of a local or remote path an agent names may start
+  with ``.placet-tmp-`` (`RESERVED_PREFIX`): placet's temporary files bear it, hide it
+  from listings and delete it in cleanup (``path_reserved``).
 
 Every refusal is a `PathRefused` whose message names the path (escaped by
 `placet.text.inert`) and says what to do instead. Stdlib only (apart from `to_ref`,
@@ -39,7 +44,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from placet.errors import NotFound, PathRefused, UsageError
 from placet.text import inert
@@ -52,11 +57,15 @@ __all__ = [
     "MAX_LOCAL_DEPTH",
     "MAX_LOCAL_PATH_BYTES",
     "MAX_REMOTE_DEPTH",
+    "RESERVED_PREFIX",
+    "PlacetDirs",
     "Root",
     "check_local_shape",
     "check_name",
+    "check_not_reserved",
     "check_remote_path",
     "find_root",
+    "is_reserved_name",
     "parse_root_spec",
     "parse_roots",
     "resolve_local",
@@ -66,6 +75,10 @@ MAX_COMPONENT_BYTES = 255
 MAX_LOCAL_DEPTH = 16
 MAX_LOCAL_PATH_BYTES = 4096
 MAX_REMOTE_DEPTH = 64
+RESERVED_PREFIX = ".placet-tmp-"
+"""Names starting with this are placet's temporary files (`placet.localfs.TEMP_PREFIX`,
+`placet.drive.base.TEMP_PREFIX`): hidden from listings and removed by cleanup, so an
+agent may never name one, local or remote."""
 _MAX_REMOTE_PATH_CHARS = MAX_REMOTE_DEPTH * (MAX_COMPONENT_BYTES + 1)
 
 _ROOT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
@@ -98,6 +111,65 @@ class Root:
         return RootRef(name=self.name, path=str(self.path), device=self.device, inode=self.inode)
 
 
+class PlacetLocations(Protocol):
+    """What `PlacetDirs.of` reads: `placet.config.Settings` satisfies it."""
+
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def db_path(self) -> Path: ...
+    @property
+    def config_file(self) -> Path: ...
+
+
+@dataclass(frozen=True)
+class PlacetDirs:
+    """placet's own folders, resolved: no root may equal, contain or lie inside one.
+
+    `folders` holds (what, path, advice) triples: what the folder is to the owner, its
+    realpath, and how to move it out of the way (DESIGN.md section 9, "Roots";
+    docs/decisions.md).
+    """
+
+    folders: tuple[tuple[str, Path, str], ...]
+
+    @classmethod
+    def of(cls, where: PlacetLocations | Path) -> PlacetDirs:
+        """The data dir, the config dir (the folder of `config.toml`) and the database's
+        folder of `where` (a `Settings`); a bare `Path` is a data dir alone (tests)."""
+        if isinstance(where, Path):
+            return cls(((_DATA, _real(where), _DATA_FIX),))
+        found: list[tuple[str, Path, str]] = []
+        for what, path, fix in (
+            (_DATA, where.data_dir, _DATA_FIX),
+            (
+                "config folder (config.toml: allow_yes, download policy)",
+                where.config_file.parent,
+                "set PLACET_HOME to keep placet's config elsewhere",
+            ),
+            ("database folder", where.db_path.parent, "move the database with PLACET_DB"),
+        ):
+            real = _real(path)
+            if all(real != p for _, p, _ in found):
+                found.append((what, real, fix))
+        return cls(tuple(found))
+
+    def overlap(self, path: Path | str) -> tuple[str, Path, str] | None:
+        """The first placet folder that `path` (a realpath) equals, contains or lies in."""
+        for what, folder, fix in self.folders:
+            if _is_within(path, folder) or _is_within(folder, path):
+                return what, folder, fix
+        return None
+
+
+_DATA = "data folder (database, audit anchor, trash)"
+_DATA_FIX = "move placet's data with PLACET_HOME"
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(Path(path).expanduser()))
+
+
 def _q(path: str) -> str:
     return f"'{inert(path)}'"
 
@@ -124,7 +196,7 @@ def _is_within(child: Path | str, parent: Path | str) -> bool:
     return os.path.commonpath([c, p]) == p
 
 
-def parse_root_spec(spec: str, data_dir: Path) -> Root:
+def parse_root_spec(spec: str, placet: PlacetLocations | Path) -> Root:
     """Parse ``NAME=DIR`` or ``DIR`` into a `Root`.
 
     The name defaults to DIR's basename and must match ``[A-Za-z0-9_][A-Za-z0-9_.-]*``
@@ -133,8 +205,10 @@ def parse_root_spec(spec: str, data_dir: Path) -> Root:
 
     Raises:
         UsageError (code ``root_refused``): DIR does not exist or is not a directory; it
-            is ``/``, the home directory or an ancestor of it; it contains or lies inside
-            `data_dir`; the name is invalid.
+            is ``/``, the home directory or an ancestor of it; it equals, contains or lies
+            inside one of placet's own folders (`PlacetDirs.of(placet)`: the data dir, the
+            config dir, the database's folder; pass the `Settings`, a bare `Path` protects
+            only that data dir); the name is invalid.
     """
     name: str | None = None
     raw_dir = spec
@@ -164,12 +238,21 @@ def parse_root_spec(spec: str, data_dir: Path) -> Root:
             f"it is the home directory or contains it ({_q(str(home))})",
             "name a project folder inside it",
         )
-    data = Path(os.path.realpath(data_dir))
-    if _is_within(resolved, data) or _is_within(data, resolved):
+    hit = PlacetDirs.of(placet).overlap(resolved)
+    if hit is not None:
+        what, folder, fix = hit
+        relation = (
+            "it is"
+            if resolved == folder
+            else "it contains"
+            if _is_within(folder, resolved)
+            else "it lies inside"
+        )
         raise _root_refused(
             spec,
-            f"it contains or lies inside placet's data directory {_q(str(data))}",
-            "name a folder apart from the data directory (or move it with PLACET_HOME)",
+            f"{relation} placet's own {what} {_q(str(folder))}; an accepted download there "
+            "could rewrite placet's settings or records",
+            f"name a project folder apart from it (or {fix})",
         )
     if name is None:
         name = resolved.name
@@ -183,7 +266,7 @@ def parse_root_spec(spec: str, data_dir: Path) -> Root:
     return Root(name=name, path=resolved, device=st.st_dev, inode=st.st_ino)
 
 
-def parse_roots(specs: Sequence[str], data_dir: Path) -> list[Root]:
+def parse_roots(specs: Sequence[str], placet: PlacetLocations | Path) -> list[Root]:
     """Parse every ``--root`` spec, in order (the first is the default root).
 
     Raises:
@@ -197,7 +280,7 @@ def parse_roots(specs: Sequence[str], data_dir: Path) -> list[Root]:
         )
     roots: list[Root] = []
     for spec in specs:
-        root = parse_root_spec(spec, data_dir)
+        root = parse_root_spec(spec, placet)
         for other in roots:
             if other.name == root.name:
                 raise _root_refused(
@@ -383,7 +466,8 @@ def resolve_local(
             escapes the root, e.g. through a symlink pointing outside),
             ``symlink_refused`` (any component is a symlink, even pointing inside),
             ``not_a_directory`` (a non-final component is a file), ``root_changed``
-            (the root directory is gone or was replaced).
+            (the root directory is gone or was replaced), ``path_reserved`` (a component
+            starts with ``.placet-tmp-``, placet's temporary files).
         NotFound: the path does not exist and `must_exist` is True.
     """
     if not roots:
@@ -399,6 +483,7 @@ def resolve_local(
         root = find_root(roots, root_name) if root_name is not None else roots[0]
         rel = check_local_shape(path)
 
+    check_not_reserved(rel.as_posix())
     _check_root_identity(root)
     joined = root.path.joinpath(*rel.parts)
     resolved = os.path.realpath(joined)
@@ -483,6 +568,8 @@ def _check_remote_segment(path: str, seg: str, *, what: str) -> None:
             f"a segment is {_utf8_len(seg)} bytes long; the limit is {MAX_COMPONENT_BYTES}",
             "use shorter names",
         )
+    if is_reserved_name(seg):
+        raise _reserved(path, seg)
 
 
 def _check_remote_chars(path: str, *, what: str) -> None:
@@ -518,7 +605,8 @@ def check_remote_path(p: str) -> str:
         PathRefused (code ``path_invalid``): a leading ``/`` (paths are relative to the
             drive root), ``.``/``..``/empty segments, a segment starting with ``-``, a
             ``:`` anywhere, a backslash, a control character (C0, DEL, C1, NUL) or lone
-            surrogate, a segment over 255 bytes of UTF-8, more than 64 segments.
+            surrogate, a segment over 255 bytes of UTF-8, more than 64 segments;
+            (code ``path_reserved``) a segment starting with ``.placet-tmp-``.
     """
     _check_remote_chars(p, what="remote path")
     if p.startswith("/"):
@@ -550,7 +638,8 @@ def check_name(name: str) -> str:
 
     Raises:
         PathRefused (code ``path_invalid``): empty, ``.``/``..``, contains ``/``, and
-            every rule of `check_remote_path`.
+            every rule of `check_remote_path`; (code ``path_reserved``) it starts with
+            ``.placet-tmp-``. The sync planner calls this for every name it would create.
     """
     _check_remote_chars(name, what="name")
     if "/" in name:
@@ -560,12 +649,37 @@ def check_name(name: str) -> str:
             "give the folder part in the parent path and the last part as the name",
         )
     _check_remote_segment(name, name, what="name")
-    if name.startswith(".placet-tmp-"):
-        # placet's own temporary objects carry this prefix (localfs.TEMP_PREFIX): they are
-        # hidden from listings and cleaned up, so an approved file must never bear it.
-        raise _invalid(
-            name,
-            "names starting with '.placet-tmp-' are reserved for placet's temporary files",
-            "choose another name",
-        )
     return name
+
+
+def is_reserved_name(name: str) -> bool:
+    """True when one path component starts with `RESERVED_PREFIX` (``.placet-tmp-``)."""
+    return name.startswith(RESERVED_PREFIX)
+
+
+def _reserved(path: str, component: str) -> PathRefused:
+    # placet's own temporary files carry this prefix: they are hidden from listings and
+    # removed by cleanup, so a file an owner approved must never bear it.
+    return PathRefused(
+        f"refusing path {_q(path)}: {_q(component)} starts with {_q(RESERVED_PREFIX)}, a "
+        "prefix reserved for placet's temporary files (hidden from listings, removed by "
+        "cleanup); choose another name",
+        code="path_reserved",
+        details={"path": path, "component": component, "prefix": RESERVED_PREFIX},
+    )
+
+
+def check_not_reserved(path: str) -> str:
+    """Refuse a local or remote POSIX path any of whose components starts with
+    ``.placet-tmp-`` (`RESERVED_PREFIX`). Shape is not checked here.
+
+    Returns:
+        `path` unchanged.
+
+    Raises:
+        PathRefused (code ``path_reserved``): a component bears the reserved prefix.
+    """
+    for component in path.split("/"):
+        if is_reserved_name(component):
+            raise _reserved(path, component)
+    return path

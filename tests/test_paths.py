@@ -7,12 +7,15 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+from placet.config import Settings
 from placet.errors import NotFound, PathRefused, PlacetError, UsageError
 from placet.paths import (
     Root,
     check_local_shape,
     check_name,
+    check_not_reserved,
     check_remote_path,
+    is_reserved_name,
     parse_root_spec,
     parse_roots,
     resolve_local,
@@ -382,5 +385,138 @@ def test_reserved_temp_prefix_is_refused_as_a_name() -> None:
 
     with pytest.raises(PathRefused) as e:
         check_name(TEMP_PREFIX + "0000-report.txt")
-    assert e.value.error_code == "path_invalid"
+    assert e.value.error_code == "path_reserved"
+    assert "reserved for placet's temporary files" in e.value.message
     assert check_name("placet-tmp-report.txt") == "placet-tmp-report.txt"
+
+
+# --- placet's own folders (config dir, data dir, database folder) ------------------------
+
+
+@pytest.fixture
+def split_settings(tmp_path: Path) -> Settings:
+    """Settings whose config dir, data dir and database folder are three folders apart, as
+    without PLACET_HOME (~/.config/placet, ~/.local/share/placet, PLACET_DB elsewhere)."""
+    home = tmp_path / "home"
+    for d in (".config/placet", ".local/share/placet", "dbs/placet-db", "projects/app"):
+        (home / d).mkdir(parents=True)
+    (home / ".config/placet/config.toml").write_text("allow_yes = false\n")
+    return Settings(
+        data_dir=home / ".local/share/placet",
+        db_path=home / "dbs/placet-db/placet.db",
+        config_file=home / ".config/placet/config.toml",
+    )
+
+
+@pytest.mark.parametrize(
+    ("rel", "folder", "relation"),
+    [
+        (".config/placet", ".config/placet", "it is"),
+        (".config", ".config/placet", "it contains"),
+        (".local/share", ".local/share/placet", "it contains"),
+        ("dbs/placet-db", "dbs/placet-db", "it is"),
+        ("dbs", "dbs/placet-db", "it contains"),
+    ],
+)
+def test_root_overlapping_a_placet_folder_is_refused(
+    split_settings: Settings, rel: str, folder: str, relation: str
+) -> None:
+    home = split_settings.data_dir.parents[2]
+    with pytest.raises(UsageError) as ei:
+        parse_roots([f"r={home / rel}"], split_settings)
+    msg = ei.value.message
+    assert code_of(ei.value) == "root_refused"
+    assert f"'r={home / rel}'" in msg  # the root as given
+    assert f"{relation} placet's own" in msg and f"'{home / folder}'" in msg  # the folder
+    assert "name a project folder apart from it" in msg  # what to do
+
+
+def test_root_inside_the_config_dir_is_refused_and_says_how_to_move_it(
+    split_settings: Settings,
+) -> None:
+    inner = split_settings.config_file.parent / "sub"
+    inner.mkdir()
+    with pytest.raises(UsageError, match="lies inside placet's own config folder") as ei:
+        parse_root_spec(str(inner), split_settings)
+    assert "PLACET_HOME" in ei.value.message
+    with pytest.raises(UsageError, match=r"database folder.*PLACET_DB"):
+        parse_root_spec(str(split_settings.db_path.parent), split_settings)
+
+
+def test_root_reaching_the_config_dir_through_a_symlink_is_refused(
+    split_settings: Settings, tmp_path: Path
+) -> None:
+    alias = tmp_path / "alias"
+    alias.symlink_to(split_settings.config_file.parent.parent)  # .../.config
+    with pytest.raises(UsageError, match="contains placet's own config folder"):
+        parse_root_spec(f"a={alias}", split_settings)
+
+
+def test_root_beside_placet_folders_is_accepted(split_settings: Settings) -> None:
+    home = split_settings.data_dir.parents[2]
+    [root] = parse_roots([f"app={home / 'projects/app'}"], split_settings)
+    assert root.path == home / "projects/app"
+
+
+def test_serve_refuses_a_root_holding_the_config_dir(tmp_path: Path) -> None:
+    """End to end: `placet serve` (no PLACET_HOME) with the XDG config dir as a root."""
+    import subprocess
+    import sys
+
+    xdg_config, xdg_data = tmp_path / "xdg-config", tmp_path / "xdg-data"
+    (xdg_config / "placet").mkdir(parents=True)
+    xdg_data.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PLACET_", "XDG_"))}
+    env |= {"XDG_CONFIG_HOME": str(xdg_config), "XDG_DATA_HOME": str(xdg_data)}
+    r = subprocess.run(
+        [str(Path(sys.executable).parent / "placet"), "serve", "--root", str(xdg_config)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "contains placet's own config folder" in r.stderr
+    assert str(xdg_config / "placet") in r.stderr
+
+
+# --- the reserved temporary prefix -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".placet-tmp-x",
+        "docs/.placet-tmp-0a1b-report.txt",
+        ".placet-tmp-dir/a.txt",
+        "a/.placet-tmp-/b",
+    ],
+)
+def test_reserved_prefix_refused_in_remote_paths(path: str) -> None:
+    with pytest.raises(PathRefused) as ei:
+        check_remote_path(path)
+    assert ei.value.error_code == "path_reserved"
+    assert "reserved for placet's temporary files" in ei.value.message
+    assert ei.value.details["prefix"] == ".placet-tmp-"
+
+
+def test_reserved_prefix_refused_in_local_paths(roots: list[Root], tree: Path) -> None:
+    for path in (
+        ".placet-tmp-1234-a.txt",
+        "docs/.placet-tmp-x",
+        str(tree / "root" / ".placet-tmp-y"),
+    ):
+        with pytest.raises(PathRefused) as ei:
+            resolve_local(roots, path, must_exist=False)
+        assert ei.value.error_code == "path_reserved", path
+    assert resolve_local(roots, "docs/placet-tmp-ok.txt", must_exist=False)[1].name == (
+        "placet-tmp-ok.txt"
+    )
+
+
+def test_check_not_reserved() -> None:
+    assert check_not_reserved("a/b/.placet-tmpx") == "a/b/.placet-tmpx"
+    assert is_reserved_name(".placet-tmp-") and not is_reserved_name("x.placet-tmp-")
+    with pytest.raises(PathRefused, match="reserved"):
+        check_not_reserved("a/.placet-tmp-1/b")

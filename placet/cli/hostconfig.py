@@ -211,7 +211,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     label = check_label(args.label)
-    roots = parse_roots(args.root, settings.data_dir)
+    roots = parse_roots(args.root, settings)
     for spec in (args.drive, os.environ.get("PLACET_DRIVE")):
         if spec:
             validate_spec(spec)  # an inline secret would land in the host's config file

@@ -99,7 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.drive:
         settings = settings.model_copy(update={"drive": args.drive})
     label = check_label(args.label)
-    roots = parse_roots(args.root, settings.data_dir)
+    roots = parse_roots(args.root, settings)
 
     # Imported here: `placet --help` and the other commands need neither mcp nor rclone.
     from placet.drive import drive_for
