@@ -46,7 +46,14 @@ from placet.drive.base import (
 from placet.drive.proc import spawn, stop
 from placet.drive.rclone_core import LONG_CALL_SECONDS, RcloneCore, split_path, temp_name
 from placet.drive.spec import check_drive_path
-from placet.errors import AlreadyExists, DriveError, DriveUnavailable, StaleEvidence, UsageError
+from placet.errors import (
+    AlreadyExists,
+    DriveError,
+    DriveUnavailable,
+    PathRefused,
+    StaleEvidence,
+    UsageError,
+)
 
 _BULK_HASH_THRESHOLD = 64  # more cache misses than this: one hashed listing, not N calls
 _CURSOR_VERSION = 1
@@ -79,7 +86,10 @@ class RcloneDrive(RcloneCore):
                     self._digests.put(_key(e), e.digests)
         else:
             for e in misses:
-                got = {t: d for t in types if (d := self.digest_of(e.path, t))}
+                try:
+                    got = {t: d for t in types if (d := self.digest_of(e.path, t))}
+                except PathRefused:  # a listed name placet refuses to pass on: no digest
+                    continue
                 if got:
                     self._digests.put(_key(e), got)
         return [

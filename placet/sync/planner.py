@@ -20,6 +20,13 @@ What it decides, and why:
   it: the listing there is not trustworthy, so nothing is planned there.
 - Remote folders missing for an upload are created by `mkdir` ops, listed first,
   parents before children.
+- A path gets an op (or a conflict, whose decision would give one) only if the executor
+  would accept its names: the remote path passes `placet.paths.check_remote_path` and
+  every segment `check_name` (no `:`, leading `-`, control characters, placet's
+  reserved `.placet-tmp-` prefix...), and the local path `check_local_shape`. The
+  planner calls those functions, so the rule cannot drift from the executor's; a path
+  that fails is reported `skipped_special` with the refusal, and nothing is done there.
+  A file equal on both sides stays `skip` whatever its name: nothing would be done.
 - If a baseline exists and one side lists empty, or a listing failed, planning stops
   (`EmptySideRefused`) unless `allow_empty_side`: an empty side more often means a
   wrong path or an unmounted disk than a real mass deletion.
@@ -35,7 +42,8 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any
 
-from placet.errors import LimitExceeded
+from placet.errors import LimitExceeded, PathRefused
+from placet.paths import check_local_shape, check_name, check_remote_path
 from placet.sync.digests import choose_digest_type, compare
 from placet.sync.model import (
     ALLOWED_DECISIONS,
@@ -81,6 +89,44 @@ class _Planner:
         self.ldups: dict[str, list[LocalEntry]] = {}
         self.rdups: dict[str, list[RemoteEntry]] = {}
         self.base: dict[str, BaselineEntry] = {}
+        self._names: dict[str, str] = {}  # segment -> refusal ("" = usable), memoised
+
+    def unusable(self, local_path: str, remote_path: str) -> str | None:
+        """Why the executor would refuse an op on these names, or None if it would not
+        (see the module docstring: placet.paths' own checks, called, not copied)."""
+        try:
+            names = self._names
+            for seg in remote_path.split("/"):
+                why = names.get(seg)
+                if why is None:
+                    try:
+                        check_name(seg)
+                        why = ""
+                    except PathRefused as e:
+                        why = e.message
+                    names[seg] = why
+                if why:
+                    return why
+            check_remote_path(remote_path)
+            check_local_shape(local_path)
+        except PathRefused as e:
+            return e.message
+        return None
+
+    def refused(
+        self,
+        path: str,
+        local: LocalEntry | None,
+        remote: RemoteEntry | None,
+    ) -> bool:
+        """Report `path` as unusable and return True if its names would be refused."""
+        lpath = local.raw_path if local is not None else path
+        rpath = remote.path if remote is not None else path
+        why = self.unusable(lpath, rpath)
+        if why is None:
+            return False
+        self.report(path, "skipped_special", f"not synced: {why}", local=local, remote=remote)
+        return True
 
     def key(self, path: str) -> str:
         return path.casefold() if self.ci else path
@@ -191,6 +237,8 @@ class _Planner:
         remote: RemoteEntry | None,
         **kw: object,
     ) -> None:
+        if ck != "type_conflict" and self.refused(path, local, remote):
+            return
         self.report(
             path,
             "conflict",
@@ -210,6 +258,8 @@ class _Planner:
         local: LocalEntry | None,
         remote: RemoteEntry | None,
     ) -> None:
+        if self.refused(path, local, remote):
+            return
         if kind == "download":
             size = remote.size if remote is not None else None
         else:
@@ -408,6 +458,10 @@ class _Planner:
         for key in self.pending_dirs:
             lo = self.loc[key]
             b = self.base.get(key)
+            if (key in self.needed_dirs or b is None or b.sha256 is not None) and self.refused(
+                lo.path, lo, None
+            ):
+                continue
             if key in self.needed_dirs:
                 self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "parent of new uploads", lo))
             elif b is None or b.sha256 is not None:

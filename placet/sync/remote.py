@@ -149,8 +149,14 @@ class RemoteLister:
         if len(files) > BULK_MISSES or len(subs) < 2:
             return drive.list_tree(folder, include_digest=True)
         threads = max(2, min(_THREADS, os.cpu_count() or 2))
-        with ThreadPoolExecutor(threads, thread_name_prefix="placet-rlist") as ex:
-            trees = list(ex.map(lambda d: drive.list_tree(d, include_digest=True), subs))
+        try:
+            with ThreadPoolExecutor(threads, thread_name_prefix="placet-rlist") as ex:
+                trees = list(ex.map(lambda d: drive.list_tree(d, include_digest=True), subs))
+        except PathRefused:
+            # A subfolder's name cannot be passed to the drive on its own (a ':', a
+            # leading '-'...): one listing from `folder` covers it (the planner then
+            # reports the name as unusable).
+            return drive.list_tree(folder, include_digest=True)
         got = self._hash_remote(drive, folder, dtype, files, len(files)) if files else {}
         out = [e for e in top if e.is_dir]
         out += [replace(e, digests={dtype: got[e.path]} if e.path in got else {}) for e in files]
@@ -174,8 +180,11 @@ class RemoteLister:
             return out
 
         def one(e: Entry) -> tuple[str, str | None]:
-            d = drive.digest_of(e.path, dtype)
-            after = drive.stat(e.path)  # computed for the listed version only
+            try:
+                d = drive.digest_of(e.path, dtype)
+                after = drive.stat(e.path)  # computed for the listed version only
+            except PathRefused:  # a name placet cannot use: no digest (the plan says why)
+                return e.path, None
             same = after is not None and (after.size, after.mtime) == (e.size, e.mtime)
             return e.path, d if same else None
 
