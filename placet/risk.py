@@ -15,16 +15,21 @@ accepted transfer into more than the owner meant:
 * ``name_changed``: an upload stores the file under another name than its own.
 * ``bidi_or_invisible``: a component holds bidirectional overrides (``\u202e`` shows
   ``invoice_\u202etxt.exe`` as ``invoice_exe.txt``) or invisible format characters.
-* ``confusable_name`` / ``non_ascii_name``: a non-ASCII component mixes lookalike scripts
-  in one word or uses compatibility forms (fullwidth, ligatures) -- the message names that
-  component; or, otherwise, the path holds visible non-ASCII characters (``café.txt``).
-  Either way the owner is shown an escaped ASCII form.
+* ``confusable_name`` / ``non_ascii_name``: a component could pass for an ASCII name --
+  its compatibility form is ASCII (fullwidth, ligatures, styled letters) or one word mixes
+  Latin letters with lookalikes from another script (``pаypal``) -- or, otherwise, holds
+  visible non-ASCII characters (``café.txt``, ``½.txt``). The message names the component
+  (the target's own name first, then its folders) and gives its escaped ASCII form, once
+  per target.
 
 Matching is on the path's components after NFC normalisation, case folding, removal of
 format characters (HFS+ ignores some, so ``.g\\u200cit`` *is* ``.git`` there) and of
 trailing dots and spaces (Windows drops them). A pattern ``a/b/`` matches those folders
 anywhere in the path (including as the last component, e.g. a mkdir); ``*.ext``,
-``prefix*`` and plain names match the last component. One list per flag, here only.
+``prefix*`` and plain names match the last component. The path matched is the root's
+absolute path (downloads) or the drive's own path (`drive_base`) joined with the target,
+so a root ``/x/.git`` flags ``hooks/pre-commit``: a sensitive folder is one whether the
+owner's root or the agent's relative path names it. One list per flag, here only.
 Stdlib only.
 """
 
@@ -41,6 +46,7 @@ __all__ = [
     "RUNS_CODE_PATTERNS",
     "SECRET_PATTERNS",
     "RiskFlag",
+    "drive_base",
     "fold_component",
     "needs_typed_confirmation",
     "risk_flags",
@@ -127,24 +133,25 @@ class _Rules:
                 names.add(p)
         return cls(tuple(dirs), frozenset(names), tuple(prefixes), tuple(suffixes))
 
-    def match(self, parts: Sequence[str]) -> str | None:
-        """The first pattern (as written in the list) that `parts` matches, or None."""
+    def match(self, parts: Sequence[str]) -> tuple[str, int] | None:
+        """The first pattern (as written in the list) that `parts` matches, with the index
+        of the first component it matched; or None."""
         for seq in self.dirs:
             n = len(seq)
             for i in range(len(parts) - n + 1):
                 if tuple(parts[i : i + n]) == seq:
-                    return "/".join(seq) + "/"
+                    return "/".join(seq) + "/", i
         if not parts:
             return None
-        last = parts[-1]
+        last, at = parts[-1], len(parts) - 1
         if last in self.names:
-            return last
+            return last, at
         for pre in self.prefixes:
             if last.startswith(pre):
-                return pre + "*"
+                return pre + "*", at
         for suf in self.suffixes:
             if last.endswith(suf) and len(last) > len(suf):
-                return "*" + suf
+                return "*" + suf, at
         return None
 
 
@@ -184,55 +191,63 @@ def _hidden_reason(component: str) -> str | None:
 
 
 def _confusable_reason(component: str) -> str | None:
-    """Why `component` (invisible characters already removed) may impersonate another
-    name, or None. Only called for a non-ASCII component."""
+    """Why `component` (invisible characters already removed) may pass for another,
+    ASCII-looking name, or None. Only called for a non-ASCII component.
+
+    Confusable means confusable *with an ASCII name*: its compatibility form is ASCII
+    (fullwidth ``ｒｅｐｏｒｔ``, ligature ``ﬁle``, Kelvin sign), or one word mixes Latin
+    letters with lookalike letters of another script (``pаypal``). A compatibility form
+    that is not ASCII (``µm``, ``½``) or a word of one script (``отчёт``) is merely
+    non-ASCII."""
     compat = unicodedata.normalize("NFKC", component)
     if compat.isascii():
         return f"it imitates the ASCII name '{inert(compat)}' with lookalike characters"
-    if compat != unicodedata.normalize("NFC", component):
-        return "it uses compatibility forms (fullwidth, ligatures, styled letters)"
     # Per word (run of letters), so "отчёт.txt" is fine and "pаypal" is not.
-    for word in re.findall(r"[^\W\d_]+", component):
+    for word in re.findall(r"[^\W\d_]+", compat):
         scripts = {s for s in map(_script, word) if s in _LOOKALIKE_SCRIPTS}
-        if len(scripts) > 1:
-            return f"it mixes lookalike scripts in one word ({', '.join(sorted(scripts)).lower()})"
+        if len(scripts) > 1 and "LATIN" in scripts:
+            mixed = ", ".join(sorted(scripts)).lower()
+            return f"it mixes Latin letters with lookalikes of another script ({mixed})"
     return None
 
 
-def _name_flags(target_path: str, shown: str) -> list[RiskFlag]:
-    """bidi_or_invisible, then confusable_name or non_ascii_name, judged component by
-    component so that the message names the component that holds the characters."""
+def _name_flags(target_path: str) -> list[RiskFlag]:
+    """bidi_or_invisible, then confusable_name or non_ascii_name, judged on the target's
+    own name (its last component) first, then its folders from the nearest out, so that
+    each message names the one component that holds the characters. The escaped ASCII
+    form is given once, in the first of these flags."""
     flags: list[RiskFlag] = []
     if target_path.isascii():
         return flags
     components = [p for p in target_path.split("/") if p]
-    for comp in components:
-        why = _hidden_reason(comp)
+    order = range(len(components) - 1, -1, -1)  # the name itself first, then its folders
+    ascii_said = False
+
+    def named(i: int) -> str:
+        nonlocal ascii_said
+        comp = components[i]
+        text = inert(comp) if ascii_said else inert_with_ascii(comp)
+        ascii_said = ascii_said or not comp.isascii()
+        shown = f"the {'name' if i == len(components) - 1 else 'folder'} '{text}'"
+        return shown if len(components) == 1 else f"{shown} (in '{inert(target_path)}')"
+
+    for i in order:
+        why = _hidden_reason(components[i])
         if why is not None:
-            flags.append(
-                RiskFlag(
-                    "bidi_or_invisible",
-                    f"the name {shown} may not read as it is: "
-                    f"the component '{inert_with_ascii(comp)}' {why[3:]}",
-                )
-            )
+            flags.append(RiskFlag("bidi_or_invisible", f"{named(i)} may not read as it is: {why}"))
             break
-    for comp in components:
-        visible = "".join(c for c in comp if not _is_hidden(c))
+    for i in order:
+        visible = "".join(c for c in components[i] if not _is_hidden(c))
         if visible.isascii():
             continue  # plain ASCII, or only invisible characters (flagged above)
         why = _confusable_reason(visible)
         if why is not None:
-            flags.append(
-                RiskFlag(
-                    "confusable_name",
-                    f"the name {shown} may impersonate another: "
-                    f"the component '{inert_with_ascii(comp)}' {why[3:]}",
-                )
-            )
+            flags.append(RiskFlag("confusable_name", f"{named(i)} may pass for another: {why}"))
             return flags
-    if not flags or any(not c.isascii() and not _is_hidden(c) for c in target_path):
-        flags.append(RiskFlag("non_ascii_name", f"the name {shown} holds non-ASCII characters"))
+    for i in order:
+        if any(not c.isascii() and not _is_hidden(c) for c in components[i]):
+            flags.append(RiskFlag("non_ascii_name", f"{named(i)} holds non-ASCII characters"))
+            break
     return flags
 
 
@@ -249,6 +264,7 @@ def risk_flags(
     replaces_existing: bool,
     name_changed: bool,
     source_name: str | None = None,
+    base_path: str | None = None,
 ) -> list[RiskFlag]:
     """Compute the risk flags of writing `target_path`.
 
@@ -260,6 +276,12 @@ def risk_flags(
         replaces_existing: the target exists and will be replaced.
         name_changed: an upload stores the file under a name other than its own.
         source_name: the local file's own name, for the `name_changed` message.
+        base_path: where `target_path` is relative to: the root's absolute path for a
+            download, the drive's own path (`drive_base`) for the others. The
+            runs_code and secret_name patterns are matched on it joined with
+            `target_path`, so a root ``/x/.git`` flags ``hooks/pre-commit``; the name
+            flags judge `target_path` alone (the owner chose the root). None: the
+            target alone (callers should pass it).
 
     Returns:
         Flags in a fixed order: runs_code, secret_name, replaces_existing, name_changed,
@@ -271,8 +293,17 @@ def risk_flags(
     if kind not in _KINDS_REMOTE | _KINDS_LOCAL:
         raise ValueError(f"risk_flags: unknown kind {kind!r}")
     where = _where(kind)
-    shown = f"'{inert_with_ascii(target_path)}'"
-    parts = [fold_component(p) for p in target_path.split("/") if p]
+    shown = f"'{inert(target_path)}'"
+    base_parts = [fold_component(p) for p in (base_path or "").split("/") if p]
+    parts = base_parts + [fold_component(p) for p in target_path.split("/") if p]
+
+    def matched(hit: tuple[str, int]) -> str:
+        pattern, at = hit
+        if at >= len(base_parts):
+            return f"matches '{pattern}'"
+        owner = "the local root" if kind in _KINDS_LOCAL else "the drive"
+        return f"matches '{pattern}' in the path of {owner} '{inert(base_path or '')}'"
+
     flags: list[RiskFlag] = []
     hit = _RUNS_CODE.match(parts)
     if hit is not None:
@@ -280,13 +311,13 @@ def risk_flags(
             RiskFlag(
                 "runs_code",
                 f"{shown} {where} is executable, or configuration that runs code or "
-                f"steers coding agents (matches '{hit}')",
+                f"steers coding agents ({matched(hit)})",
             )
         )
     hit = _SECRET.match(parts)
     if hit is not None:
         flags.append(
-            RiskFlag("secret_name", f"{shown} {where} looks like a secret (matches '{hit}')")
+            RiskFlag("secret_name", f"{shown} {where} looks like a secret ({matched(hit)})")
         )
     if replaces_existing:
         kept = (
@@ -300,8 +331,19 @@ def risk_flags(
     if name_changed:
         was = f" (the local file is '{inert_with_ascii(source_name)}')" if source_name else ""
         flags.append(RiskFlag("name_changed", f"stores the file under a new name {shown}{was}"))
-    flags.extend(_name_flags(target_path, shown))
+    flags.extend(_name_flags(target_path))
     return flags
+
+
+def drive_base(drive_spec: str) -> str:
+    """The path part of an rclone drive spec, for `risk_flags(base_path=...)`:
+    ``remote:Agents/x`` gives ``Agents/x``, ``:backend,opt=v:dir`` gives ``dir``, a local
+    folder (``/srv/drive``) is itself."""
+    if drive_spec.startswith("/"):
+        return drive_spec
+    rest = drive_spec[1:] if drive_spec.startswith(":") else drive_spec
+    head, sep, tail = rest.partition(":")
+    return tail if sep else head
 
 
 def needs_typed_confirmation(flags: Sequence[RiskFlag]) -> bool:

@@ -8,6 +8,7 @@ from placet.risk import (
     RUNS_CODE_PATTERNS,
     SECRET_PATTERNS,
     RiskFlag,
+    drive_base,
     fold_component,
     needs_typed_confirmation,
     risk_flags,
@@ -191,7 +192,7 @@ def test_confusable_names_the_component_with_the_lookalikes() -> None:
     )
     (flag,) = flags
     assert flag.code == "confusable_name"
-    assert "component 'p" in flag.message and "mixes lookalike scripts" in flag.message
+    assert "the folder 'p" in flag.message and "mixes Latin letters with lookalikes" in flag.message
     assert "'docs'" not in flag.message
 
 
@@ -248,3 +249,98 @@ def test_fold_component_and_lists_are_canonical() -> None:
         assert p == p.casefold() and p.isascii(), p  # patterns are stored folded
     assert len(set(RUNS_CODE_PATTERNS)) == len(RUNS_CODE_PATTERNS)
     assert len(set(SECRET_PATTERNS)) == len(SECRET_PATTERNS)
+
+
+# --- the root's (or drive's) own path counts ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("base", "target", "code", "pattern"),
+    [
+        ("/x/.git", "hooks/pre-commit", "runs_code", ".git/"),
+        ("/x/proj/.git", "config", "runs_code", ".git/"),
+        ("/home/u/.ssh", "config", "secret_name", ".ssh/"),
+        ("/home/u/.ssh", "notes.txt", "secret_name", ".ssh/"),
+        ("/home/u/.config", "systemd/user/x.timer", "runs_code", ".config/systemd/"),
+        ("/home/u/.claude", "settings.json", "runs_code", ".claude/"),
+        ("/srv/.github/workflows", "ci.yml", "runs_code", ".github/workflows/"),
+        ("/srv/.GitHub", "Workflows/ci.yml", "runs_code", ".github/workflows/"),
+    ],
+)
+def test_sensitive_component_in_the_root_path_flags(
+    base: str, target: str, code: str, pattern: str
+) -> None:
+    assert code not in codes("download", target)  # the relative path alone looks harmless
+    flags = risk_flags(
+        kind="download", target_path=target, replaces_existing=False, name_changed=False,
+        base_path=base,
+    )  # fmt: skip
+    [flag] = [f for f in flags if f.code == code]
+    assert f"matches '{pattern}' in the path of the local root '{base}'" in flag.message
+
+
+def test_sensitive_component_in_the_drive_path_flags() -> None:
+    flags = risk_flags(
+        kind="upload", target_path="pre-commit", replaces_existing=False, name_changed=False,
+        base_path=drive_base("gdrive:repo/.git/hooks"),
+    )  # fmt: skip
+    assert [f.code for f in flags] == ["runs_code"]
+    assert "in the path of the drive 'repo/.git/hooks'" in flags[0].message
+    plain = risk_flags(
+        kind="upload", target_path="docs/a.txt", replaces_existing=False, name_changed=False,
+        base_path="/x/proj",
+    )  # fmt: skip
+    assert plain == []
+
+
+def test_drive_base() -> None:
+    assert drive_base("protondrive:Agents/x") == "Agents/x"
+    assert drive_base("protondrive:") == ""
+    assert drive_base(":local,links:/srv/d") == "/srv/d"
+    assert drive_base("/srv/drive") == "/srv/drive"
+
+
+# --- confusable means confusable with an ASCII name; ASCII form said once ------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "\u30ec\u30dd\u30fc\u30c8\uff12\uff10\uff12\uff14.txt",
+        "\u00bd.txt",
+        "\u041e\u0442\u0447\u0451\u0442 \u03a9.txt",
+    ],
+)
+def test_non_ascii_compat_forms_that_imitate_no_ascii_name_are_only_non_ascii(name: str) -> None:
+    for path in (name, f"docs/{name}", f"a/b/{name}"):
+        assert codes("upload", path) == ["non_ascii_name"], path
+
+
+@pytest.mark.parametrize("folder", ["docs", "caf\u00e9", "\uff12\uff10\uff12\uff14"])
+def test_confusable_is_about_the_name_not_its_folder(folder: str) -> None:
+    (flag,) = [
+        f
+        for f in risk_flags(
+            kind="upload",
+            target_path=f"{folder}/p\u0430ypal.txt",
+            replaces_existing=False,
+            name_changed=False,
+        )
+        if f.code == "confusable_name"
+    ]
+    assert flag.message.startswith("the name 'p\u0430ypal.txt (ASCII: p\\u0430ypal.txt)'")
+
+
+def test_ascii_form_is_said_once() -> None:
+    for path, kw in (
+        ("d\u00e9j\u00e0/caf\u00e9.sh", {"replaces": True, "renamed": True}),
+        ("caf\u00e9\u200b.txt", {}),
+        ("evil/\u0440\u0430y\u202e.txt", {"replaces": True}),
+    ):
+        flags = risk_flags(
+            kind="upload", target_path=path, replaces_existing=bool(kw.get("replaces")),
+            name_changed=bool(kw.get("renamed")), source_name="x.sh",
+        )  # fmt: skip
+        assert len(flags) >= 2, path
+        text = "\n".join(f.message for f in flags)
+        assert text.count("(ASCII:") == 1, text
