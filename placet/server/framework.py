@@ -22,6 +22,9 @@ one place instead of in every tool (DESIGN.md section 9, "Tool arguments and err
 A successful call returns `content=[<one-line summary>, <the JSON of the result>]` and
 `structured_content=<the result>`: the summary is for people reading a transcript, the
 JSON block is the spec's backwards-compatible copy for hosts that drop structured content.
+
+**Load.** At most `flow.MAX_RUNNING_TOOLS` calls run at once and `flow.MAX_WAITING_TOOLS`
+wait; one more is answered with the retryable `server_busy` (`placet.server.flow`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from placet.errors import PlacetError
+from placet.server.flow import ToolSlots
 
 log = logging.getLogger("placet.server")
 
@@ -72,6 +76,10 @@ class ToolOutput(BaseModel):
         """One line for the text content; override per tool."""
         return type(self).__name__
 
+
+MAX_ID = 2**63 - 1
+"""The largest id SQLite can hold (a signed 64-bit INTEGER): every id argument is declared
+`ge=1, le=MAX_ID`, so a larger one is a schema violation, not an OverflowError."""
 
 ToolFn = Callable[..., Awaitable[ToolOutput]]
 
@@ -215,6 +223,7 @@ class PlacetMCP(MCPServer[Any]):
     def __init__(self, *args: Any, tools: Sequence[Tool], **kwargs: Any) -> None:
         super().__init__(*args, tools=list(tools), **kwargs)
         self._placet_tools: dict[str, Tool] = {t.name: t for t in tools}
+        self._slots = ToolSlots()
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -229,6 +238,15 @@ class PlacetMCP(MCPServer[Any]):
             )
         if context is None:
             context = Context(mcp_server=self)
+        if self._slots.full():
+            log.warning("tool %s refused: server busy", name)
+            return error_result(self._slots.busy(name))
+        async with self._slots:
+            return await self._run(tool, name, arguments, context)
+
+    async def _run(
+        self, tool: Tool, name: str, arguments: dict[str, Any], context: Context[Any, Any]
+    ) -> CallToolResult:
         try:
             out = await tool.run(arguments, context, convert_result=False)
         except UnexpectedToolError as e:

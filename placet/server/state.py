@@ -13,6 +13,9 @@ answer is treated as having sent none (placet falls back to the owner's list, wh
 authority anyway); a client that answers with no usable `file://` root gets no local
 access. The answer is cached until the client sends `notifications/roots/list_changed`.
 
+**Attribution.** The client's self-reported name and version are capped (200 characters,
+unsafe characters replaced) before anything stores or shows them (`client_text`).
+
 **Visibility.** `proposal_get`/`proposal_list` show a proposal when its local path lies
 inside the caller's scope; proposals without a local side (mkdir) are shown when they
 were made against this server's drive spec (reasons in docs/decisions.md).
@@ -34,6 +37,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from placet.paths import Root
 from placet.proposing import ProposeContext
+from placet.text import is_unsafe_char
 
 if TYPE_CHECKING:
     from placet.config import Settings
@@ -43,6 +47,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("placet.server")
 
 CLIENT_ROOTS_TIMEOUT_S = 5.0
+CLIENT_INFO_MAX = 200
+"""Characters kept of a client's self-reported name and version (attribution only)."""
+
+
+def client_text(value: str | None) -> str | None:
+    """A client's self-reported name or version as placet stores it: unsafe characters
+    (`placet.text.is_unsafe_char`: controls, bidi, format; not the backslash) replaced by
+    U+FFFD, and cut to `CLIENT_INFO_MAX` characters ending in "…" when longer. The client
+    sends these in `initialize` and they are otherwise unbounded (a 1 MB name was stored
+    whole in every proposal row)."""
+    if value is None:
+        return None
+    head = value[: CLIENT_INFO_MAX + 1]
+    clean = "".join("\ufffd" if c != "\\" and is_unsafe_char(c) else c for c in head)
+    return clean if len(clean) <= CLIENT_INFO_MAX else clean[: CLIENT_INFO_MAX - 1] + "…"
 
 
 def _is_within(child: Path | str, parent: Path | str) -> bool:
@@ -200,8 +219,8 @@ async def caller(ctx: Context[Any, Any]) -> Caller:
     allowed = intersect(state.roots, client_roots) if client_roots is not None else None
     return Caller(
         state=state,
-        client_name=info.name if info is not None else None,
-        client_version=info.version if info is not None else None,
+        client_name=client_text(info.name) if info is not None else None,
+        client_version=client_text(info.version) if info is not None else None,
         client_roots=client_roots,
         allowed=allowed,
     )

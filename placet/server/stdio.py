@@ -14,7 +14,8 @@ pipe. `serve_stdio` drives the low-level server directly (the SDK's own
 `MCPServer.run_stdio_async` does the same with its default streams); it reaches
 `MCPServer._lowlevel_server`, which mcp 2.3 documents as the object `Client(...,
 mode="legacy")` wraps; the `mcp>=2.3,<3` pin keeps that stable and
-`tests/test_server_cli.py` checks the behaviour.
+`tests/test_server_cli.py` checks the behaviour. Between the transport and the server sit
+the streams of `placet.server.flow`, which bound the requests one client keeps in flight.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, cast
 import anyio
 from mcp.server.stdio import stdio_server
 
+from placet.server.flow import GatedReadStream, GatedWriteStream, RequestGate
 from placet.server.framework import PlacetMCP
 
 READ_CHUNK = 64 * 1024
@@ -98,5 +100,10 @@ async def serve_stdio(server: PlacetMCP) -> None:
     with claimed_stdin() as fd:
         stdin = cast(Any, StdinLines(fd))  # duck-types the `async for line in stdin` it needs
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            gate = RequestGate()
             low = server._lowlevel_server
-            await low.run(read_stream, write_stream, low.create_initialization_options())
+            await low.run(
+                cast(Any, GatedReadStream(read_stream, gate)),
+                cast(Any, GatedWriteStream(write_stream, gate)),
+                low.create_initialization_options(),
+            )

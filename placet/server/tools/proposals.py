@@ -35,7 +35,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from placet.errors import NotFound, UsageError
-from placet.server.framework import READ_LOCAL, WITHDRAW, ToolOutput, define_tool
+from placet.server.framework import MAX_ID, READ_LOCAL, WITHDRAW, ToolOutput, define_tool
 from placet.server.models import TERMINAL, OpResultView, ProposalOut, ProposalView
 from placet.server.state import Caller, caller
 from placet.store import ProposalRecord, Store
@@ -58,7 +58,10 @@ Status = Literal[
     "withdrawn",
     "interrupted",
 ]
-ProposalId = Annotated[int, Field(ge=1, description="The proposal id a propose_* tool returned.")]
+ProposalId = Annotated[
+    int,
+    Field(ge=1, le=MAX_ID, description="The proposal id a propose_* tool returned (1 to 2^63-1)."),
+]
 
 
 def _not_found(pid: int) -> NotFound:

@@ -31,7 +31,14 @@ from pydantic import BaseModel, Field
 
 from placet.errors import UsageError
 from placet.paths import check_remote_path
-from placet.server.framework import PROPOSE, READ_DRIVE, READ_LOCAL, ToolOutput, define_tool
+from placet.server.framework import (
+    MAX_ID,
+    PROPOSE,
+    READ_DRIVE,
+    READ_LOCAL,
+    ToolOutput,
+    define_tool,
+)
 from placet.server.models import ProposalView, ProposeOut
 from placet.server.state import ServerState, caller
 from placet.sync import changes as ch
@@ -535,7 +542,9 @@ async def drive_changes(
 async def propose_sync(
     ctx: Context[Any, Any],
     *,
-    plan_id: Annotated[int, Field(ge=1, description="The plan_id sync_plan returned.")],
+    plan_id: Annotated[
+        int, Field(ge=1, le=MAX_ID, description="The plan_id sync_plan returned (1 to 2^63-1).")
+    ],
     decisions: Annotated[
         dict[str, Literal["keep_local", "keep_remote", "skip"]],
         Field(

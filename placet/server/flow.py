@@ -1,0 +1,214 @@
+"""How much work one client may queue in `placet serve`: two bounds, one per layer.
+
+mcp 2.3's JSON-RPC dispatcher starts a task for every request it reads and keeps it
+until the answer is written; nothing bounds how many. A client that writes calls
+without reading the answers (so every answer waits on a full stdout pipe) made the server
+hold 5,000 requests and their payloads at once (1.2 GB). The SDK offers no cap for stdio
+(`max_sessions` and the request-body limit are streamable-HTTP only), so placet adds two:
+
+- **Outstanding requests** (`MAX_OUTSTANDING`, transport level, `GatedReadStream` +
+  `GatedWriteStream`): a request counts from the moment it is read from stdin until its
+  answer is handed to the stdout writer (or the dispatcher settles it unanswered, after a
+  client cancel). At the bound placet stops reading stdin, so the pipe fills and the
+  client's writes block: back-pressure, not an error, because an error would itself be
+  an answer waiting on the same full pipe. Memory is then bounded by the bound times the
+  size of a request line.
+- **Tool calls** (`ToolSlots`, tool level): at most `MAX_RUNNING_TOOLS` tool calls run at
+  once and `MAX_WAITING_TOOLS` more wait for a slot; a call past both is answered at once
+  with the retryable domain error `server_busy` (a `LimitExceeded`), so a client that
+  reads its answers learns to slow down instead of waiting blind. The tool bound sits well
+  under the transport bound, so a reading client meets `server_busy`, never a stall.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any
+
+import anyio
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+
+from placet.errors import LimitExceeded
+
+MAX_OUTSTANDING = 128
+"""Requests read from stdin and not yet answered; past this, stdin is not read."""
+MAX_RUNNING_TOOLS = 16
+"""Tool calls executing at once."""
+MAX_WAITING_TOOLS = 48
+"""Tool calls waiting for a running slot; one more is refused with `server_busy`."""
+
+
+class _Ticket:
+    __slots__ = ("released",)
+
+    def __init__(self) -> None:
+        self.released = False
+
+
+def _key(request_id: object) -> tuple[bool, object]:
+    # JSON-RPC ids are strings or numbers, and "1" is not 1.
+    return (isinstance(request_id, str), request_id)
+
+
+class RequestGate:
+    """Counts outstanding requests; `admit` waits while `limit` of them are outstanding."""
+
+    def __init__(self, limit: int = MAX_OUTSTANDING) -> None:
+        self.limit = limit
+        self.outstanding = 0
+        self._by_id: dict[tuple[bool, object], list[_Ticket]] = {}
+        self._freed: anyio.Event | None = None
+
+    async def admit(self, request_id: object) -> Callable[[], Awaitable[None]]:
+        """Wait for room, count request `request_id`; returns its unanswered-release hook."""
+        while self.outstanding >= self.limit:
+            if self._freed is None:
+                self._freed = anyio.Event()
+            await self._freed.wait()
+        self.outstanding += 1
+        ticket = _Ticket()
+        self._by_id.setdefault(_key(request_id), []).append(ticket)
+
+        async def unanswered() -> None:
+            self._release(request_id, ticket)
+
+        return unanswered
+
+    def answered(self, request_id: object) -> None:
+        """The answer to `request_id` was handed to the writer: free its place."""
+        tickets = self._by_id.get(_key(request_id))
+        if tickets:
+            self._release(request_id, tickets[0])
+
+    def _release(self, request_id: object, ticket: _Ticket) -> None:
+        if ticket.released:
+            return
+        ticket.released = True
+        key = _key(request_id)
+        tickets = self._by_id.get(key, [])
+        if ticket in tickets:
+            tickets.remove(ticket)
+        if not tickets:
+            self._by_id.pop(key, None)
+        self.outstanding -= 1
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
+
+
+class GatedReadStream:
+    """The transport's read stream, admitting each request through `gate` (duck-types the
+    SDK's `ReadStream`, including the sender context it exposes as `last_context`)."""
+
+    def __init__(self, inner: Any, gate: RequestGate) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self.inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        item = await self.inner.receive()
+        if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
+            hook = await self.gate.admit(item.message.id)
+            if item.metadata is None:
+                item = dataclasses.replace(
+                    item, metadata=ServerMessageMetadata(on_request_unanswered=hook)
+                )
+        return item
+
+    def __aiter__(self) -> GatedReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> GatedReadStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class GatedWriteStream:
+    """The transport's write stream; an answer written frees its request's place."""
+
+    def __init__(self, inner: Any, gate: RequestGate) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    async def send(self, item: SessionMessage, /) -> None:
+        try:
+            await self.inner.send(item)
+        finally:
+            msg = item.message
+            if isinstance(msg, JSONRPCResponse | JSONRPCError) and msg.id is not None:
+                self.gate.answered(msg.id)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> GatedWriteStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class ToolSlots:
+    """At most `running` tool calls at once, `waiting` more queued; past both, busy."""
+
+    def __init__(self, running: int = MAX_RUNNING_TOOLS, waiting: int = MAX_WAITING_TOOLS):
+        self.running = running
+        self.waiting = waiting
+        self.admitted = 0
+        self._sem: anyio.Semaphore | None = None
+
+    def busy(self, tool: str) -> LimitExceeded:
+        return LimitExceeded(
+            f"placet is busy: {self.running} tool calls are running and {self.waiting} "
+            f"are waiting, so {tool} was not started; wait for some answers, then retry",
+            code="server_busy",
+            retryable=True,
+            details={"running": self.running, "waiting": self.waiting},
+        )
+
+    def full(self) -> bool:
+        return self.admitted >= self.running + self.waiting
+
+    async def __aenter__(self) -> None:
+        if self._sem is None:
+            self._sem = anyio.Semaphore(self.running)
+        self.admitted += 1
+        try:
+            await self._sem.acquire()
+        except BaseException:
+            self.admitted -= 1
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._sem is not None
+        self._sem.release()
+        self.admitted -= 1
