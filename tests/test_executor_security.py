@@ -3,6 +3,7 @@ FIFOs and symlinks in place of a proposed file, a tampered request, another driv
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -15,7 +16,8 @@ from executor_fixtures import Rig, alter_request, make_rig
 from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.errors import PolicyRefused, WrongState
-from placet.executor import execute
+from placet.executor import ProgressEvent, execute
+from placet.paths import Root
 
 pytest_plugins = ["drive_fixtures"]
 
@@ -184,3 +186,70 @@ def test_two_executors_race_one_claims(rig: Rig) -> None:
     for t in threads:
         t.join()
     assert done == ["succeeded"] and len(errors) == 1
+
+
+# --- containment to the end of a download; placet's own folders ---------------------------
+
+
+@pytest.mark.parametrize("how", ["moved_out", "swapped_inside"])
+@pytest.mark.timeout(120)
+def test_folder_moved_mid_download_receives_nothing(rig: Rig, tmp_path: Path, how: str) -> None:
+    """The destination folder is renamed out of the root (or swapped for another folder of
+    the same name) from the progress callback, while the bytes stream: the file must not
+    land in the moved folder, and no temporary file is left there."""
+    assert rig.remote_dir is not None
+    data = os.urandom(8 * 1024 * 1024)
+    (rig.remote_dir / "big.bin").write_bytes(data)
+    rig.write("sub/keep.txt", b"k")
+    rec = rig.download("big.bin", "sub/big.bin")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    moved_to = outside / "sub" if how == "moved_out" else rig.root.path / "sub-old"
+    moved: list[int] = []
+
+    def progress(ev: ProgressEvent) -> None:
+        if not moved and ev.op_result is None:
+            (rig.root.path / "sub").rename(moved_to)
+            if how == "swapped_inside":
+                (rig.root.path / "sub").mkdir()
+            moved.append(ev.bytes_done)
+
+    rig.accept(rec)
+    final = execute(rig.store, rig.settings, rec.id, drive=rig.drive, progress=progress)
+    assert moved, "the progress callback never ran during the transfer"
+    detail = _failed(rig, final.id)
+    assert detail["code"] == "destination_moved", detail
+    assert "moved or replaced during the transfer" in str(detail["message"])
+    assert sorted(os.listdir(moved_to)) == ["keep.txt"]  # no file, no temp
+    if how == "swapped_inside":
+        assert os.listdir(rig.root.path / "sub") == []
+
+
+def _root_at(rig: Rig, path: Path, name: str) -> Rig:
+    """`rig` with a root at `path`, built as a root from an older placet (or another
+    PLACET_HOME) would be: without today's refusal of placet's folders."""
+    st = os.stat(path)
+    return dataclasses.replace(rig, root=Root(name, path, st.st_dev, st.st_ino))
+
+
+@pytest.mark.parametrize("where", ["data_dir_itself", "containing_data_dir"])
+def test_download_into_placet_folders_is_refused_at_execution(
+    rig: Rig, tmp_path: Path, where: str
+) -> None:
+    """Defence in depth: even with a root that holds placet's data/config folder (made
+    before the root rule, or under another PLACET_HOME), a download that would create
+    config.toml (allow_yes = true) there writes nothing."""
+    assert rig.remote_dir is not None
+    (rig.remote_dir / "config.toml").write_bytes(b"allow_yes = true\n")
+    home = rig.settings.data_dir
+    assert rig.settings.config_file.parent == home and not rig.settings.config_file.exists()
+    if where == "data_dir_itself":
+        evil, target = _root_at(rig, home, "home"), "config.toml"
+    else:
+        evil, target = _root_at(rig, home.parent, "top"), f"{home.name}/config.toml"
+    rec = evil.download("config.toml", target)
+    detail = _failed(evil, evil.run(rec).id)
+    assert detail["code"] == "placet_own_path", detail
+    assert str(home) in str(detail["message"])
+    assert not rig.settings.config_file.exists()
+    assert [n for n in os.listdir(home) if n.startswith(".placet-tmp-")] == []

@@ -18,6 +18,11 @@ Order:
    evidence before the rename, so a target name only ever receives approved bytes. The
    no-overwrite rename is no-replace (`localfs.commit_temp_file`): a file that appears
    during the transfer is never clobbered.
+6. Containment holds to the end: the destination folder is held as a descriptor; before
+   the first byte and again just before the rename it must not be (or lie inside) one of
+   placet's own folders, and before the rename it must still be the folder the root's
+   descriptor walk reaches, so a folder moved out of the root mid-transfer does not
+   receive the file (``destination_moved``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from placet import localfs
+from placet.config import Settings
 from placet.errors import AlreadyExists, NotFound, PathRefused, PlacetError, PolicyRefused
 from placet.executor.checks import (
     RemoteProbe,
@@ -40,7 +46,7 @@ from placet.executor.checks import (
 )
 from placet.executor.progress import OpOutcome
 from placet.executor.steps import OpContext, failed, stale
-from placet.paths import check_local_shape
+from placet.paths import PlacetDirs, check_local_shape
 from placet.requests import LocalFileEvidence, Op, RemoteEvidence
 from placet.text import inert
 
@@ -93,20 +99,112 @@ def run_download(ctx: OpContext, op: Op) -> OpOutcome:
             "refusing to download onto the root folder itself", code="not_regular_file"
         )
     parent, name = parts[:-1], parts[-1]
-    rel_parent = "/".join(parent)
     root_fd = localfs.open_root(ctx.root)
     try:
         dir_fd = localfs.open_dir_under(root_fd, parent, create=ctx.proposal_kind == "sync")
     finally:
         os.close(root_fd)
     try:
-        return _download_in(ctx, op, src, dir_fd, rel_parent, name)
+        _refuse_placet_folder(ctx, dir_fd, op.local_path)
+        return _download_in(ctx, op, src, dir_fd, parent, name)
     finally:
         os.close(dir_fd)
 
 
+def _placet_folder_holding(dir_fd: int, settings: Settings) -> Path | None:
+    """The placet folder (`PlacetDirs`) that the folder `dir_fd` is or lies inside, found
+    by (st_dev, st_ino) while walking ``..`` up to the filesystem root, so neither a
+    symlink, a bind mount nor a rename can hide it; None when there is none."""
+    own: dict[tuple[int, int], Path] = {}
+    for _what, path, _fix in PlacetDirs.of(settings).folders:
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            own[(st.st_dev, st.st_ino)] = path
+    if not own:
+        return None
+    fd = os.dup(dir_fd)
+    try:
+        for _ in range(4096):
+            st = os.fstat(fd)
+            hit = own.get((st.st_dev, st.st_ino))
+            if hit is not None:
+                return hit
+            up = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            ust = os.fstat(up)
+            os.close(fd)
+            fd = up
+            if (ust.st_dev, ust.st_ino) == (st.st_dev, st.st_ino):
+                return None  # the filesystem root
+        return None
+    finally:
+        os.close(fd)
+
+
+def _refuse_placet_folder(ctx: OpContext, dir_fd: int, local_path: str) -> None:
+    """Defence in depth behind the root rule of `placet.paths`: a download never writes
+    into placet's data, config or database folder (docs/decisions.md), e.g. from a root
+    nominated under another PLACET_HOME than the one accepting.
+
+    Raises:
+        PathRefused (code ``placet_own_path``).
+    """
+    own = _placet_folder_holding(dir_fd, ctx.settings)
+    if own is not None:
+        raise PathRefused(
+            f"refusing to write local {_q(local_path)}: its folder is, or lies inside, "
+            f"placet's own folder {_q(str(own))} (settings, database or audit records); "
+            "nothing was written: discard this proposal and start placet serve with a "
+            "--root apart from placet's folders",
+            code="placet_own_path",
+            details={"path": local_path, "placet_folder": str(own)},
+        )
+
+
+def _recheck_destination(ctx: OpContext, dir_fd: int, parent: tuple[str, ...], shown: str) -> None:
+    """Just before the final rename: the folder held open as `dir_fd` must still be the
+    one the root's descriptor walk reaches (same st_dev/st_ino), and still not a placet
+    folder. A folder renamed out of the root (or swapped) during the transfer would
+    otherwise receive the file outside the root.
+
+    What remains is the window between this check and the rename (microseconds, not a
+    transfer's length): POSIX offers no rename conditional on a directory's path.
+
+    Raises:
+        PathRefused (code ``destination_moved``), or ``root_changed`` / ``symlink_refused``
+            / ``not_a_directory`` from the walk, or ``placet_own_path``.
+    """
+    assert ctx.root is not None
+    held = os.fstat(dir_fd)
+    root_fd = localfs.open_root(ctx.root)
+    try:
+        try:
+            again = localfs.open_dir_under(root_fd, parent)
+        except NotFound as e:
+            raise _moved(shown, ctx.root.path) from e
+    finally:
+        os.close(root_fd)
+    try:
+        now = os.fstat(again)
+    finally:
+        os.close(again)
+    if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+        raise _moved(shown, ctx.root.path)
+    _refuse_placet_folder(ctx, dir_fd, shown)
+
+
+def _moved(shown: str, root_path: str) -> PathRefused:
+    return PathRefused(
+        f"refusing to write local {_q(shown)}: its folder was moved or replaced during the "
+        f"transfer, so it may no longer lie inside the root {_q(root_path)}; nothing was "
+        "written under the target name (the temporary file was removed): check the folder "
+        "and accept again",
+        code="destination_moved",
+        details={"path": shown, "root": root_path},
+    )
+
+
 def _download_in(
-    ctx: OpContext, op: Op, src: RemoteEvidence, dir_fd: int, rel_parent: str, name: str
+    ctx: OpContext, op: Op, src: RemoteEvidence, dir_fd: int, parent: tuple[str, ...], name: str
 ) -> OpOutcome:
     assert op.local_path is not None and op.remote_path is not None and ctx.root is not None
     probe = RemoteProbe(ctx.drive, op.remote_path)
@@ -161,7 +259,7 @@ def _download_in(
     elif seen is not None:
         return stale("local", op.local_path, seen.model_dump(mode="json"), {"exists": False},
                      "vanished")  # fmt: skip
-    return _transfer(ctx, op, src, dir_fd, rel_parent, name, replacing)
+    return _transfer(ctx, op, src, dir_fd, parent, name, replacing)
 
 
 def _q(s: str) -> str:
@@ -173,11 +271,12 @@ def _transfer(
     op: Op,
     src: RemoteEvidence,
     dir_fd: int,
-    rel_parent: str,
+    parent: tuple[str, ...],
     name: str,
     replacing: bool,
 ) -> OpOutcome:
     assert op.local_path is not None and op.remote_path is not None
+    rel_parent = "/".join(parent)
     started = time.monotonic()
     fd, temp = localfs.create_temp_file(dir_fd, name)
     committed = False
@@ -197,6 +296,7 @@ def _transfer(
                 "remote", op.remote_path, src.model_dump(mode="json"), got,
                 "changed while it was downloaded (nothing was written under the target name)",
             )  # fmt: skip
+        _recheck_destination(ctx, dir_fd, parent, op.local_path)
         trashed = localfs.commit_temp_file(
             dir_fd,
             temp,
