@@ -67,6 +67,9 @@ class Settings(BaseModel):
     work goes on in the background (DESIGN.md section 9, "Long reads"); 0: never wait."""
     read_cap_bytes: int = Field(16 * 1024, ge=1)
     upload_cap_bytes: int = Field(64 * 1024**3, ge=1)
+    transfers: int = Field(4, ge=1, le=32)
+    """How many file transfers of one sync run at once (rclone's `--transfers` default is
+    4); folders are created first, one at a time (`placet.executor.pool`)."""
     allow_yes: bool = False
     roots: dict[str, RootPolicy] = Field(default_factory=dict)
 

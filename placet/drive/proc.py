@@ -46,7 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,9 +149,72 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
     return preexec
 
 
+class Children:
+    """The rclone children some threads start, so that another thread can kill them all.
+
+    A thread inside `with children.adopt():` registers every child it `spawn`s here; the
+    executor's pool wraps each transfer that way and calls `kill_all` when the owner
+    cancels or the lease is lost, which stops transfers blocked in a pipe write that their
+    own progress callback would only notice later. After `kill_all`, a child spawned into
+    the group is killed at once (no new transfer starts). Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._killed = False
+
+    @contextlib.contextmanager
+    def adopt(self) -> Iterator[None]:
+        """Register the children the calling thread spawns until the block ends."""
+        previous = getattr(_tls, "children", None)
+        _tls.children = self
+        try:
+            yield
+        finally:
+            _tls.children = previous
+
+    def add(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            if not self._killed:
+                self._procs = [p for p in self._procs if p.returncode is None] + [proc]
+                return
+        _kill(proc)
+
+    @property
+    def alive(self) -> list[int]:
+        """pids of the registered children still running."""
+        with self._lock:
+            return [p.pid for p in self._procs if p.poll() is None]
+
+    def kill_all(self) -> int:
+        """SIGKILL every registered child still running (and any spawned later); returns
+        how many were signalled. Their threads see a broken pipe or a failed exit."""
+        with self._lock:
+            self._killed = True
+            procs, self._procs = self._procs, []
+        return sum(_kill(p) for p in procs)
+
+
+_tls = threading.local()
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> bool:
+    if proc.poll() is not None:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    return True
+
+
 def spawn(argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> subprocess.Popen[bytes]:
-    """Start an rclone child that dies with the calling thread (see module docstring)."""
-    return subprocess.Popen(
+    """Start an rclone child that dies with the calling thread (see module docstring).
+
+    Safe from several threads at once: pipes are created close-on-exec and `close_fds`
+    keeps one transfer's pipe out of another's child (else rcat would never see EOF).
+    A child started inside `Children.adopt` is registered with that group.
+    """
+    proc = subprocess.Popen(
         list(argv),
         env=dict(env),
         preexec_fn=_die_with_parent(os.getpid()),  # see _die_with_parent
@@ -159,6 +222,10 @@ def spawn(argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> subproc
         close_fds=True,
         **kwargs,
     )
+    group: Children | None = getattr(_tls, "children", None)
+    if group is not None:
+        group.add(proc)
+    return proc
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
@@ -205,8 +272,11 @@ class Rcd:
     `flags` are rclone's global flags (default `COMMON_FLAGS`; a drive adds its
     ``--password-command``).
 
-    Thread-safe: every call opens its own connection; the first call starts the daemon.
-    If the daemon died, the next call starts a new one.
+    Thread-safe: every call opens its own connection to a socket path and credentials
+    read under the lock, so a restart by another thread never hands a call half of the
+    old daemon and half of the new one; the first call starts the daemon. If the daemon
+    died, the next call starts a new one, and a failed connection tears down only the
+    daemon it was made to (not one another thread has started since).
     """
 
     def __init__(
@@ -295,7 +365,7 @@ class Rcd:
                 )
             if (d / _SOCKET_NAME).exists():
                 try:
-                    self._post("rc/noop", {}, timeout=5)
+                    self._post("rc/noop", {}, timeout=5, where=(self._socket_path(), self._auth))
                     return
                 except (OSError, RcFailure):
                     pass
@@ -314,22 +384,33 @@ class Rcd:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
-    def _ensure(self) -> None:
+    def _ensure(self) -> tuple[subprocess.Popen[bytes], str, str]:
+        """The running daemon, its socket path and auth header (started if needed)."""
         with self._lock:
             if self._closed:
                 raise DriveError("the drive was closed; open it again")
             if self._proc is None or self._proc.poll() is not None:
                 self._teardown()
                 self._start()
+            assert self._proc is not None
+            return self._proc, self._socket_path(), self._auth
 
-    def _post(self, method: str, params: Mapping[str, Any], *, timeout: float) -> dict[str, Any]:
-        conn = _UnixHTTPConnection(self._socket_path(), timeout)
+    def _post(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        timeout: float,
+        where: tuple[str, str],
+    ) -> dict[str, Any]:
+        path, auth = where
+        conn = _UnixHTTPConnection(path, timeout)
         try:
             conn.request(
                 "POST",
                 "/" + method,
                 body=json.dumps(params),
-                headers={"Content-Type": "application/json", "Authorization": self._auth},
+                headers={"Content-Type": "application/json", "Authorization": auth},
             )
             resp = conn.getresponse()
             raw = resp.read()
@@ -354,9 +435,9 @@ class Rcd:
             DriveError: the daemon cannot be started or reached.
         """
         for attempt in (1, 2):
-            self._ensure()
+            proc, path, auth = self._ensure()
             try:
-                return self._post(method, params, timeout=timeout)
+                return self._post(method, params, timeout=timeout, where=(path, auth))
             except TimeoutError as e:
                 raise DriveUnavailable(
                     f"rclone did not answer {method} within {timeout:.0f} s; try again later",
@@ -366,7 +447,8 @@ class Rcd:
                 if attempt == 2:
                     raise DriveError(f"lost contact with rclone rcd during {method}: {e}") from e
                 with self._lock:  # the daemon died under us: start a fresh one once
-                    self._teardown()
+                    if self._proc is proc:
+                        self._teardown()
         raise AssertionError("unreachable")
 
     def close(self) -> None:

@@ -9,9 +9,10 @@ the drive. Core module: never imports `mcp` or `textual`.
 
 from __future__ import annotations
 
+from placet.executor.binding import bind, check_binding
 from placet.executor.ops import Plan, plan_for
 from placet.executor.progress import OpOutcome, ProgressEvent
-from placet.executor.run import ProgressCallback, bind, check_binding, execute
+from placet.executor.run import ProgressCallback, execute
 
 __all__ = [
     "OpOutcome",

@@ -1,12 +1,14 @@
 """The values the executor hands back while it runs: progress events and op outcomes.
 
 `ProgressEvent` is what a caller's `progress` callback receives (the review UI's transfer
-panel, the CLI's bar): byte counts are cumulative over the whole proposal, so one bar can
-show it, and an event carrying `op_result` is sent once per op, right after that op was
-journaled. `OpOutcome` is one op's end state before it is journaled: an outcome of
-DESIGN.md section 9 ("Op results") and a JSON-safe detail. A failure's detail always has
-the typed-error shape `{code, message, retryable, details}` of DESIGN.md section 5, so the
-MCP tool, the UI and the CLI read every failure the same way.
+panel, the CLI's bar): byte counts are cumulative over the whole proposal (ended ops plus
+the bytes of the ops in flight), so one bar can show it, and an event carrying
+`op_result` is sent once per op, right after that op was journaled. Events always come
+from the thread that called `execute`, even while a sync's transfers run on a pool.
+`OpOutcome` is one op's end state before it is journaled: an outcome of DESIGN.md section
+9 ("Op results") and a JSON-safe detail. A failure's detail always has the typed-error
+shape `{code, message, retryable, details}` of DESIGN.md section 5, so the MCP tool, the
+UI and the CLI read every failure the same way.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ class ProgressEvent:
             transfer count their full size, so the bar reaches the end).
         bytes_total: bytes every transfer op of the proposal moves (0 for a mkdir).
         op_result: the journaled result, on the one event sent when an op ends; else None.
+        ops_done: ops journaled so far (any outcome, `op_result`'s op included).
+        in_flight: indexes of the ops running when the event was made, ascending (a
+            sync runs up to `Settings.transfers` file ops at once; then `op_index` of an
+            event without `op_result` is the lowest of them).
     """
 
     op_index: int
@@ -38,6 +44,8 @@ class ProgressEvent:
     bytes_done: int
     bytes_total: int
     op_result: OpResultRecord | None = None
+    ops_done: int = 0
+    in_flight: tuple[int, ...] = ()
 
 
 @dataclass

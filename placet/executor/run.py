@@ -12,40 +12,46 @@ The order of its steps is the safety argument:
    binding failure executes nothing: the proposal ends `failed` with the reason in its
    summary, and the error is raised for the caller to show.
 3. **Ops**, in order (`placet.executor.ops`): each re-checks its evidence and acts
-   (`steps`, `download`), and its result is journaled (`Store.record_op_result`) as
-   soon as it ends. One failing op does not stop the others; a drive that cannot be
-   reached fails each op as retryable (`drive_unavailable`) and nothing is lost: the
-   owner accepts the failed proposal again later. An op the owner unticked (the
-   approval's `skip_ops`, bound in step 2) is journaled `skipped` and touches nothing:
-   no evidence read, no temp cleanup in its folder, no baseline entry.
+   (`steps`, `download`), and its result is journaled (`Store.record_op_result`) as soon
+   as it ends. A sync creates its folders first, one at a time, then runs its file ops
+   `Settings.transfers` at a time (`placet.executor.pool`); all journal writes of a run
+   are serialised by one lock, results are journaled on the calling thread. One failing
+   op does not stop the others; a drive that cannot be reached fails each op as retryable
+   (`drive_unavailable`) and nothing is lost: the owner accepts the failed proposal again
+   later. An op the owner unticked (the approval's `skip_ops`, bound in step 2) is
+   journaled `skipped` and touches nothing: no evidence read, no temp cleanup in its
+   folder, no baseline entry.
 4. **Finish**: succeeded only if every selected op is done or already_done (the store
    checks the skipped ones against the approval event), else failed.
 
 Cancellation (the owner quits the review UI mid-transfer) and a lost lease stop the
-running transfer from inside its progress callback, so rclone is killed and its temp
-object removed; a cancelled proposal is marked interrupted, and a lost lease means
+running transfer from inside its progress callback (and, for a sync's pool, by killing
+every rclone child at once), so rclone is killed and its temp object removed; no op
+starts after that; a cancelled proposal is marked interrupted, and a lost lease means
 another process owns the proposal now, so nothing more is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from placet.config import Settings
-from placet.drive import configured_spec, drive_for
+from placet.drive import drive_for
 from placet.drive.base import Drive
-from placet.errors import PlacetError, PolicyRefused, StaleEvidence, WrongState
+from placet.errors import PlacetError, StaleEvidence, WrongState
+from placet.executor.binding import bind
 from placet.executor.download import run_download
 from placet.executor.lease import Heartbeat
-from placet.executor.ops import Plan, plan_for
+from placet.executor.ops import Plan
+from placet.executor.pool import TICK, Flight, run_transfers
 from placet.executor.progress import Aborted, OpOutcome, ProgressEvent
 from placet.executor.steps import OpContext, failed, run_mkdir, run_upload
 from placet.executor.temps import (
@@ -55,9 +61,9 @@ from placet.executor.temps import (
     remove_temp,
     temps_detail,
 )
-from placet.requests import Op, request_hash
+from placet.requests import Op
 from placet.store import LeaseHolder, OpResultRecord, ProposalRecord, Store
-from placet.store.lifecycle import APPROVED, SUCCESS_OUTCOMES, owner_skips
+from placet.store.lifecycle import APPROVED, SUCCESS_OUTCOMES
 from placet.sync.baseline import BaselineRecorder
 
 log = logging.getLogger(__name__)
@@ -95,7 +101,8 @@ def execute(
         settings: the owner's settings (lease, heartbeat, trash, download policy, drive).
         proposal_id: a proposal in status `approved`.
         progress: called from this thread with a `ProgressEvent` as bytes move (at most
-            every 1 MiB or 100 ms) and once per op when its result is journaled.
+            every 1 MiB or 100 ms per op) and once per op when its result is journaled,
+            also while a sync's transfers run on worker threads.
             Exceptions it raises are logged and ignored.
         cancel: set it (from any thread) to stop: the running transfer is aborted, its
             temp removed, the proposal marked `interrupted`.
@@ -142,86 +149,6 @@ def execute(
             owned.close()
 
 
-def check_binding(settings: Settings, record: ProposalRecord, drive: Drive | None = None) -> None:
-    """The checks of `bind` that need no approval yet: the stored request still hashes to
-    the proposal's hash, and the configured drive (and `drive`, if given) is the one it
-    was made against. `placet accept` runs them before asking for the code.
-
-    Raises:
-        PolicyRefused: ``request_altered`` or ``drive_changed`` (see `bind`).
-    """
-    _check_hash(record)
-    _check_drive(settings, record, drive)
-
-
-def _check_hash(record: ProposalRecord) -> None:
-    pid = record.id
-    now_hash = request_hash(record.kind, record.request, record.evidence)
-    if now_hash != record.request_hash:
-        raise PolicyRefused(
-            f"refusing to execute proposal {pid}: its stored request hashes to "
-            f"{now_hash[:16]}..., not to the {record.request_hash[:16]}... it was proposed "
-            "and shown with; it was altered in the database: discard it",
-            code="request_altered",
-            details={"proposal_id": pid, "stored": record.request_hash, "now": now_hash},
-        )
-
-
-def _check_drive(settings: Settings, record: ProposalRecord, drive: Drive | None) -> None:
-    pid = record.id
-    configured = configured_spec(settings)
-    used = drive.spec if drive is not None else configured
-    if record.drive_spec != configured or used != record.drive_spec:
-        raise PolicyRefused(
-            f"refusing to execute proposal {pid}: it was made against the drive "
-            f"{record.drive_spec!r}, but the configured drive is {configured!r}; switch the "
-            "drive back, or discard it and ask the agent to propose again",
-            code="drive_changed",
-            details={"proposal_id": pid, "proposal_drive": record.drive_spec,
-                     "configured_drive": configured},
-        )  # fmt: skip
-
-
-def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive | None) -> Plan:
-    """The binding checks of DESIGN.md section 9; returns the parsed plan, with the ops
-    the owner unticked (the approval event's `skip_ops`) as its `skip`.
-
-    Raises:
-        PolicyRefused: ``request_altered`` (the stored request + evidence no longer hash
-            to the proposal's hash), ``not_approved_as_shown`` (the approval event bound
-            another hash, or there is none, or its `skip_ops` do not fit the ops: unknown
-            indexes, every op, or a kind other than sync), ``drive_changed`` (the
-            configured drive, or the drive handed in, is not the one the proposal was
-            made against).
-        PlacetError (``request_invalid``): the stored request does not parse.
-    """
-    pid = record.id
-    _check_hash(record)
-    approvals = [e for e in store.audit_events(proposal_id=pid) if e.to_status == APPROVED]
-    bound = approvals[-1].detail.get("request_hash") if approvals else None
-    if bound != record.request_hash:
-        raise PolicyRefused(
-            f"refusing to execute proposal {pid}: the owner's approval "
-            + ("is missing from the audit log" if not approvals else f"bound hash {bound}")
-            + f", not the proposal's {record.request_hash}; review and accept it again",
-            code="not_approved_as_shown",
-            details={"proposal_id": pid, "approved": bound, "proposal": record.request_hash},
-        )
-    skip = owner_skips(approvals[-1].detail)
-    _check_drive(settings, record, drive)
-    plan = plan_for(record.kind, record.request, record.evidence)
-    unknown = sorted(skip - {op.index for op in plan.ops})
-    if skip and (record.kind != "sync" or unknown or len(skip) >= len(plan.ops)):
-        raise PolicyRefused(
-            f"refusing to execute proposal {pid}: the owner's approval unticks ops "
-            f"{sorted(skip)}, which does not fit its {len(plan.ops)} {record.kind} op(s); "
-            "review and accept it again",
-            code="not_approved_as_shown",
-            details={"proposal_id": pid, "skip_ops": sorted(skip), "unknown": unknown},
-        )
-    return replace(plan, skip=skip)
-
-
 class _Run:
     """One execution attempt of one proposal (see `execute`)."""
 
@@ -245,7 +172,13 @@ class _Run:
         self.count = len(plan.ops)
         self.total = plan.bytes_total
         self.moved = 0  # bytes of ops that ended
-        self.current: Op | None = None
+        self.ended = 0  # ops journaled
+        self.flight = Flight()  # ops running and their bytes so far
+        self.max_in_flight = 0
+        self._owner = threading.get_ident()  # progress is emitted on this thread only
+        self._journal_lock = threading.Lock()  # one journal write at a time (all threads)
+        self._halted: str | None = None
+        self._shown = (-1, 0.0)  # (flight version, monotonic time) of the last tick event
         self.temps: dict[int, list[Temp]] = {}  # journaled temps per op index
         self.leftover: dict[int, list[Temp]] = {}  # earlier attempts' temps not yet removed
         # A sync's baseline is written as each op succeeds (DESIGN.md section 7).
@@ -254,6 +187,8 @@ class _Run:
     # ---- hooks handed to the ops ----------------------------------------------------
 
     def _abort_reason(self) -> str | None:
+        if self._halted is not None:
+            return self._halted
         if self.beat.lost.is_set():
             return "lease lost"
         if self._cancel.is_set():
@@ -268,73 +203,119 @@ class _Run:
         except Exception:  # a display problem must not fail a transfer
             log.exception("the progress callback failed; ignoring it")
 
-    def _on_bytes(self, done: int, total: int) -> None:
+    def _event(self, op_index: int, result: OpResultRecord | None = None) -> ProgressEvent:
+        flying, indexes = self.flight.snapshot()
+        return ProgressEvent(
+            indexes[0] if indexes and result is None else op_index,
+            self.count,
+            self.moved + flying,
+            self.total,
+            result,
+            ops_done=self.ended,
+            in_flight=indexes,
+        )
+
+    def _on_bytes(self, op: Op, done: int, total: int) -> None:
+        """A transfer's progress callback (any thread); raises `Aborted` to stop it."""
         why = self._abort_reason()
         if why is not None:
             raise Aborted(why)
-        op = self.current
-        assert op is not None
-        self._emit(ProgressEvent(op.index, self.count, self.moved + done, self.total))
+        self.flight.moved(op, done)
+        if threading.get_ident() == self._owner:  # else the pool's tick reports it
+            self._emit(self._event(op.index))
 
-    def _journal_temp(self, side: str, path: str) -> None:
-        op = self.current
-        assert op is not None
-        self.temps.setdefault(op.index, []).append({"side": side, "path": path})
-        detail = {
-            "code": "in_progress",
-            "message": "the op was running when this was recorded; if it stays, the "
-            "executor stopped mid-op and the next run removes the temporary names below",
-            "retryable": True,
-            "details": {},
-            **temps_detail(self.leftover.get(op.index, []) + self.temps[op.index]),
-        }
+    def _tick(self) -> None:
+        """While the pool runs: one event per `TICK` when something moved."""
+        version, last = self._shown
+        now = time.monotonic()
+        if self.flight.version != version and now - last >= TICK:
+            self._shown = (self.flight.version, now)
+            self._emit(self._event(-1))
+
+    def _journal_temp(self, op: Op, side: str, path: str) -> None:
+        """Durably record temp `path` of `op` before bytes go to it (any thread)."""
+        with self._journal_lock:
+            self.temps.setdefault(op.index, []).append({"side": side, "path": path})
+            detail = {
+                "code": "in_progress",
+                "message": "the op was running when this was recorded; if it stays, the "
+                "executor stopped mid-op and the next run removes the temporary names below",
+                "retryable": True,
+                "details": {},
+                **temps_detail(self.leftover.get(op.index, []) + self.temps[op.index]),
+            }
+            try:
+                self.store.record_op_result(
+                    self.pid,
+                    op_index=op.index,
+                    op=op.model_dump(mode="json"),
+                    outcome="failed",
+                    detail=detail,
+                    holder=self.holder,
+                )
+            except WrongState as e:
+                raise Aborted("lease lost") from e
+
+    def _ctx(self, op: Op) -> OpContext:
+        return OpContext(
+            drive=self.drive,
+            settings=self.settings,
+            root=self.plan.root,
+            proposal_kind=self.plan.kind,
+            progress=lambda done, total: self._on_bytes(op, done, total),
+            journal_temp=lambda side, path: self._journal_temp(op, side, path),
+        )
+
+    def _attempt(self, op: Op) -> OpOutcome:
+        """Run one selected op (any thread); raises `Aborted` when stopped."""
+        self.flight.start(op)
         try:
-            self.store.record_op_result(
-                self.pid,
-                op_index=op.index,
-                op=op.model_dump(mode="json"),
-                outcome="failed",
-                detail=detail,
-                holder=self.holder,
-            )
-        except WrongState as e:
-            raise Aborted("lease lost") from e
+            return self._run_op(self._ctx(op), op)
+        finally:
+            self.flight.landed(op)
+
+    def _halt(self, why: str) -> None:
+        self._halted = why
 
     # ---- the run --------------------------------------------------------------------
 
     def go(self, earlier_temps: dict[int, list[Temp]]) -> ProposalRecord:
         started = time.monotonic()
-        ctx = OpContext(
-            drive=self.drive,
-            settings=self.settings,
-            root=self.plan.root,
-            proposal_kind=self.plan.kind,
-            progress=self._on_bytes,
-            journal_temp=self._journal_temp,
-        )
         removed = self._clean(earlier_temps)
         outcomes: Counter[str] = Counter()
-        for op in self.plan.ops:
+        ops, pooled = self.plan.ops, []
+        if self.plan.kind == "sync":  # folders (and unticked ops) first, then the pool
+            pooled = [o for o in ops if o.kind != "mkdir" and o.index not in self.plan.skip]
+            ops = [o for o in ops if o.kind == "mkdir" or o.index in self.plan.skip]
+        for op in ops:
             why = self._abort_reason()
             if why is not None:
-                return self._stop(why, None)
-            self.current = op
+                return self._stop(why, [])
             if op.index in self.plan.skip:
                 out = OpOutcome("skipped", dict(_SKIPPED))
             else:
                 try:
-                    out = self._run_op(ctx, op)
+                    out = self._attempt(op)
                 except Aborted as e:
-                    return self._stop(e.why, op)
-            try:
-                if self.beat.lost.is_set():
-                    raise WrongState("lease lost")
-                self._journal(op, out)
-            except WrongState:  # recovery took the proposal: another process may own it
-                return self._stop("lease lost", None)
-            if self.baseline is not None and out.outcome != "skipped":
-                self.baseline.op_ended(op, out.outcome, out.detail)
-            outcomes[out.outcome] += 1
+                    return self._stop(e.why, [op])
+                self.max_in_flight = max(self.max_in_flight, 1)
+            if not self._end_op(op, out, outcomes):
+                return self._stop("lease lost", [])
+        if pooled:
+            with contextlib.suppress(PlacetError):
+                self.drive.capabilities()  # cached before the workers share the drive
+            ran = run_transfers(
+                pooled,
+                self.settings.transfers,
+                run_op=self._attempt,
+                end_op=lambda op, out: self._end_op(op, out, outcomes),
+                abort_reason=self._abort_reason,
+                halt=self._halt,
+                tick=self._tick,
+            )
+            self.max_in_flight = max(self.max_in_flight, ran.max_in_flight)
+            if ran.stopped is not None:
+                return self._stop(ran.stopped, ran.cut_short)
         if self.baseline is not None:
             self.baseline.ops_finished()
         summary: dict[str, Any] = {
@@ -343,6 +324,11 @@ class _Run:
             "bytes": self.moved,
             "seconds": round(time.monotonic() - started, 3),
         }
+        if pooled:
+            summary["transfers"] = {
+                "limit": self.settings.transfers,
+                "max_in_flight": self.max_in_flight,
+            }
         if self.plan.skip:
             summary["skipped_by_owner"] = sorted(self.plan.skip)
         if removed:
@@ -352,7 +338,20 @@ class _Run:
                 self.pid, holder=self.holder, summary=summary, expected_ops=self.count
             )
         except WrongState:
-            return self._stop("lease lost", None)
+            return self._stop("lease lost", [])
+
+    def _end_op(self, op: Op, out: OpOutcome, outcomes: Counter[str]) -> bool:
+        """Journal one ended op (this thread), record its baseline; False: lease lost."""
+        try:
+            if self.beat.lost.is_set() or self._halted == "lease lost":
+                raise WrongState("lease lost")
+            self._journal(op, out)
+        except WrongState:  # recovery took the proposal: another process may own it
+            return False
+        if self.baseline is not None and out.outcome != "skipped":
+            self.baseline.op_ended(op, out.outcome, out.detail)
+        outcomes[out.outcome] += 1
+        return True
 
     def _clean(self, earlier: dict[int, list[Temp]]) -> list[str]:
         """Remove an earlier attempt's journaled temps, and old temps in target folders."""
@@ -413,32 +412,36 @@ class _Run:
         detail = dict(out.detail)
         keep = list(self.leftover.get(op.index, []))
         if out.outcome not in SUCCESS_OUTCOMES:
-            keep += self.temps.get(op.index, [])  # the drive may not have removed them
+            with self._journal_lock:
+                keep += self.temps.get(op.index, [])  # the drive may not have removed them
         detail.update(temps_detail(keep))
         op_json = op.model_dump(mode="json")
-        self.store.record_op_result(
-            self.pid,
-            op_index=op.index,
-            op=op_json,
-            outcome=out.outcome,
-            detail=detail,
-            holder=self.holder,
-        )
+        with self._journal_lock:
+            self.store.record_op_result(
+                self.pid,
+                op_index=op.index,
+                op=op_json,
+                outcome=out.outcome,
+                detail=detail,
+                holder=self.holder,
+            )
+        self.flight.end(op)
+        self.ended += 1
         if op.kind != "mkdir" and op.index not in self.plan.skip:
             self.moved += op.size or 0
         result = OpResultRecord(
             self.pid, self.record.attempt, op.index, op_json, out.outcome, detail,
             datetime.now(UTC),
         )  # fmt: skip
-        self._emit(ProgressEvent(op.index, self.count, self.moved, self.total, result))
+        self._emit(self._event(op.index, result))
 
-    def _stop(self, why: str, op: Op | None) -> ProposalRecord:
-        """End early: cancelled (journal the op, mark interrupted) or lease lost (write
-        nothing more: another process may own the proposal now)."""
+    def _stop(self, why: str, cut_short: list[Op]) -> ProposalRecord:
+        """End early: cancelled (journal the ops cut short, mark interrupted) or lease
+        lost (write nothing more: another process may own the proposal now)."""
         log.warning("stopping execution of proposal %s: %s", self.pid, why)
         if why == "cancelled":
             try:
-                if op is not None:
+                for op in sorted(cut_short, key=lambda o: o.index):
                     err = PlacetError(
                         f"the owner stopped the execution during op {op.index}; nothing was "
                         "put under its target name: accept the proposal again to finish",

@@ -1,0 +1,101 @@
+"""Binding an approved proposal to what the owner was shown (DESIGN.md section 9).
+
+Before any op runs, the executor checks that the stored request still hashes to the
+proposal's request hash and to the hash the approval audit event recorded, that the
+owner's unticked ops (`skip_ops`) fit the proposal, and that the drive is the one the
+proposal was made against. `placet accept` runs the checks that need no approval yet
+(`check_binding`) before it asks for the code. Split out of `placet.executor.run`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from placet.config import Settings
+from placet.drive import configured_spec
+from placet.drive.base import Drive
+from placet.errors import PolicyRefused
+from placet.executor.ops import Plan, plan_for
+from placet.requests import request_hash
+from placet.store import ProposalRecord, Store
+from placet.store.lifecycle import APPROVED, owner_skips
+
+
+def check_binding(settings: Settings, record: ProposalRecord, drive: Drive | None = None) -> None:
+    """The checks of `bind` that need no approval yet: the stored request still hashes to
+    the proposal's hash, and the configured drive (and `drive`, if given) is the one it
+    was made against. `placet accept` runs them before asking for the code.
+
+    Raises:
+        PolicyRefused: ``request_altered`` or ``drive_changed`` (see `bind`).
+    """
+    _check_hash(record)
+    _check_drive(settings, record, drive)
+
+
+def _check_hash(record: ProposalRecord) -> None:
+    pid = record.id
+    now_hash = request_hash(record.kind, record.request, record.evidence)
+    if now_hash != record.request_hash:
+        raise PolicyRefused(
+            f"refusing to execute proposal {pid}: its stored request hashes to "
+            f"{now_hash[:16]}..., not to the {record.request_hash[:16]}... it was proposed "
+            "and shown with; it was altered in the database: discard it",
+            code="request_altered",
+            details={"proposal_id": pid, "stored": record.request_hash, "now": now_hash},
+        )
+
+
+def _check_drive(settings: Settings, record: ProposalRecord, drive: Drive | None) -> None:
+    pid = record.id
+    configured = configured_spec(settings)
+    used = drive.spec if drive is not None else configured
+    if record.drive_spec != configured or used != record.drive_spec:
+        raise PolicyRefused(
+            f"refusing to execute proposal {pid}: it was made against the drive "
+            f"{record.drive_spec!r}, but the configured drive is {configured!r}; switch the "
+            "drive back, or discard it and ask the agent to propose again",
+            code="drive_changed",
+            details={"proposal_id": pid, "proposal_drive": record.drive_spec,
+                     "configured_drive": configured},
+        )  # fmt: skip
+
+
+def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive | None) -> Plan:
+    """The binding checks of DESIGN.md section 9; returns the parsed plan, with the ops
+    the owner unticked (the approval event's `skip_ops`) as its `skip`.
+
+    Raises:
+        PolicyRefused: ``request_altered`` (the stored request + evidence no longer hash
+            to the proposal's hash), ``not_approved_as_shown`` (the approval event bound
+            another hash, or there is none, or its `skip_ops` do not fit the ops: unknown
+            indexes, every op, or a kind other than sync), ``drive_changed`` (the
+            configured drive, or the drive handed in, is not the one the proposal was
+            made against).
+        PlacetError (``request_invalid``): the stored request does not parse.
+    """
+    pid = record.id
+    _check_hash(record)
+    approvals = [e for e in store.audit_events(proposal_id=pid) if e.to_status == APPROVED]
+    bound = approvals[-1].detail.get("request_hash") if approvals else None
+    if bound != record.request_hash:
+        raise PolicyRefused(
+            f"refusing to execute proposal {pid}: the owner's approval "
+            + ("is missing from the audit log" if not approvals else f"bound hash {bound}")
+            + f", not the proposal's {record.request_hash}; review and accept it again",
+            code="not_approved_as_shown",
+            details={"proposal_id": pid, "approved": bound, "proposal": record.request_hash},
+        )
+    skip = owner_skips(approvals[-1].detail)
+    _check_drive(settings, record, drive)
+    plan = plan_for(record.kind, record.request, record.evidence)
+    unknown = sorted(skip - {op.index for op in plan.ops})
+    if skip and (record.kind != "sync" or unknown or len(skip) >= len(plan.ops)):
+        raise PolicyRefused(
+            f"refusing to execute proposal {pid}: the owner's approval unticks ops "
+            f"{sorted(skip)}, which does not fit its {len(plan.ops)} {record.kind} op(s); "
+            "review and accept it again",
+            code="not_approved_as_shown",
+            details={"proposal_id": pid, "skip_ops": sorted(skip), "unknown": unknown},
+        )
+    return replace(plan, skip=skip)

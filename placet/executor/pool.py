@@ -1,0 +1,223 @@
+"""Running a sync's file transfers N at a time, after its folders exist (issue 6).
+
+A sync of many small files spends most of its time per op (an rclone process per
+transfer, a few rcd calls, a journal commit), not moving bytes, so ops run on
+`Settings.transfers` worker threads (default 4, rclone's own `--transfers` default).
+What this module decides, and why:
+
+- **Only transfers.** The runner creates the folders first, one at a time (parents
+  before children), so every upload finds its folder; only then do the file ops start
+  here. Single-op proposals never come here.
+- **Each op stays whole on one worker.** Its evidence re-check, its transfer and its
+  verification run on the worker, exactly as they do one at a time; an op ending badly
+  is one result, never a reason to stop the others.
+- **Journaling.** A worker journals an op's temporary names itself, synchronously and
+  before the first byte (the crash trail must be durable before it is needed); the op's
+  result goes back to the coordinating thread (the caller of `execute`) through a queue,
+  which journals it at once, records the sync baseline and sends the progress event. All
+  journal writes of a run go through one lock in the runner (docs/decisions.md).
+- **Stopping.** The coordinator looks at the owner's cancel and the lease every 100 ms
+  (`TICK`) and after each result. On either it starts no further op and kills every
+  rclone child the workers started (`placet.drive.proc.Children`), so a transfer blocked
+  in a pipe write stops at once instead of at its next progress callback; the killed
+  uploads delete their temporary objects on the way out, as any failed upload does. It
+  then waits for the workers, and hands back the ops that were cut short.
+- **Threads, not processes**: the bytes move in rclone and hashing in hashlib, both
+  outside the GIL; the workers only wait on pipes and sockets.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from placet.drive.proc import Children
+from placet.errors import PlacetError
+from placet.executor.progress import Aborted, OpOutcome
+from placet.executor.steps import failed
+from placet.requests import Op
+
+log = logging.getLogger(__name__)
+
+TICK = 0.1
+"""Seconds between the coordinator's looks at cancel/lease and its progress events."""
+
+
+class Flight:
+    """Which ops are running and how many bytes each has moved (thread-safe).
+
+    `moved` is clamped to the op's size, so a proposal's byte count never runs past its
+    total; `version` changes on every update, so the coordinator emits only on change.
+    An op that `landed` (its worker is done with it) is no longer listed as running, but
+    its bytes count until it is journaled and `end`ed, so the total never steps back.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bytes: dict[int, int] = {}
+        self._sizes: dict[int, int] = {}
+        self._landed: set[int] = set()
+        self.version = 0
+
+    def start(self, op: Op) -> None:
+        with self._lock:
+            self._bytes[op.index] = 0
+            self._sizes[op.index] = op.size or 0
+            self.version += 1
+
+    def moved(self, op: Op, done: int) -> None:
+        with self._lock:
+            if op.index in self._bytes:
+                self._bytes[op.index] = max(0, min(done, self._sizes[op.index]))
+                self.version += 1
+
+    def landed(self, op: Op) -> None:
+        with self._lock:
+            self._landed.add(op.index)
+            self.version += 1
+
+    def end(self, op: Op) -> None:
+        with self._lock:
+            self._bytes.pop(op.index, None)
+            self._sizes.pop(op.index, None)
+            self._landed.discard(op.index)
+            self.version += 1
+
+    def snapshot(self) -> tuple[int, tuple[int, ...]]:
+        """(bytes moved by the ops not yet journaled, indexes of those still running)."""
+        with self._lock:
+            running = tuple(sorted(i for i in self._bytes if i not in self._landed))
+            return sum(self._bytes.values()), running
+
+
+@dataclass
+class PoolResult:
+    """How `run_transfers` ended.
+
+    Attributes:
+        stopped: None when every op ran and was handed to `end_op`; else why it stopped
+            (``cancelled`` or ``lease lost``).
+        cut_short: ops that were running when it stopped and ended aborted or failed
+            (not journaled here: the runner journals them as cancelled, or, when the
+            lease was lost, writes nothing).
+        max_in_flight: the most ops that ran at once.
+    """
+
+    stopped: str | None = None
+    cut_short: list[Op] = field(default_factory=list)
+    max_in_flight: int = 0
+
+
+def run_transfers(
+    ops: list[Op],
+    workers: int,
+    *,
+    run_op: Callable[[Op], OpOutcome],
+    end_op: Callable[[Op, OpOutcome], bool],
+    abort_reason: Callable[[], str | None],
+    halt: Callable[[str], None],
+    tick: Callable[[], None],
+) -> PoolResult:
+    """Run `ops` on up to `workers` threads; see the module docstring.
+
+    Args:
+        ops: file ops of one sync, in the order to start them.
+        workers: most ops at once (`Settings.transfers`, 1-32).
+        run_op: runs one op on a worker (evidence re-check, transfer, verification) and
+            returns its outcome; raises `Aborted` to say it was stopped.
+        end_op: called on this thread with each op's outcome, at once: journals it;
+            False when the journal refused (lease lost), which stops the run.
+        abort_reason: ``cancelled`` / ``lease lost`` / None, looked at every `TICK`.
+        halt: called with the reason when `end_op` refused, so that the workers'
+            progress callbacks (which ask `abort_reason`) stop their transfers too.
+        tick: called on this thread every `TICK` and after each result (progress).
+
+    Returns:
+        A `PoolResult`. Nothing is raised for an op; an unexpected error in a worker
+        becomes that op's ``internal_error`` failure.
+    """
+    todo = deque(ops)
+    lock = threading.Lock()
+    stop = threading.Event()
+    children = Children()
+    results: queue.Queue[tuple[Op, OpOutcome | None, str | None]] = queue.Queue()
+    running = 0
+    result = PoolResult()
+
+    def worker() -> None:
+        nonlocal running
+        while True:
+            with lock:
+                if stop.is_set() or not todo:
+                    return
+                op = todo.popleft()
+                running += 1
+                result.max_in_flight = max(result.max_in_flight, running)
+            out: OpOutcome | None = None
+            why: str | None = None
+            try:
+                with children.adopt():
+                    out = run_op(op)
+            except Aborted as e:
+                why = e.why
+            except BaseException as e:  # run_op turns errors into outcomes; this is a bug
+                log.exception("op %s failed unexpectedly on a transfer worker", op.index)
+                out = _bug(op, e)
+            finally:
+                with lock:
+                    running -= 1
+                results.put((op, out, why))
+
+    threads = [
+        threading.Thread(target=worker, name=f"placet-transfer-{i}", daemon=True)
+        for i in range(max(1, min(workers, len(ops))))
+    ]
+    for t in threads:
+        t.start()
+
+    def stopping(why: str) -> None:
+        if result.stopped is None:
+            result.stopped = why
+            log.warning("stopping the transfers: %s", why)
+            stop.set()
+            children.kill_all()
+
+    while True:
+        why_now = abort_reason()
+        if why_now is not None:
+            stopping(why_now)
+        try:
+            op, out, why = results.get(timeout=TICK)
+        except queue.Empty:
+            if not any(t.is_alive() for t in threads) and results.empty():
+                break
+            tick()
+            continue
+        if why is not None or out is None:
+            stopping(why or "cancelled")  # out is None only when it was aborted
+            result.cut_short.append(op)
+        elif result.stopped is not None and out.outcome == "failed":
+            result.cut_short.append(op)  # most likely our kill; journaled as cancelled
+        elif result.stopped == "lease lost":
+            pass  # another process may own the proposal: write nothing more
+        elif not end_op(op, out):
+            halt("lease lost")
+            stopping("lease lost")
+        tick()
+    for t in threads:
+        t.join()
+    return result
+
+
+def _bug(op: Op, e: BaseException) -> OpOutcome:
+    return failed(
+        PlacetError(
+            f"op {op.index} failed unexpectedly ({type(e).__name__}: {e}); this is a placet "
+            "bug: please report it",
+            code="internal_error",
+        )
+    )

@@ -1,0 +1,288 @@
+"""A sync's file transfers run `Settings.transfers` at a time (placet.executor.pool):
+every op re-checks and journals as before, a stale op does not stop the others, more
+than one transfer is really in flight, and a cancel kills every rclone child, leaves no
+temp and no partial file, and the proposal can be accepted again.
+
+Everything is real: planned by the sync service, executed through `execute` with the
+rclone binary against a local-folder remote, journaled in the SQLite store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from executor_fixtures import Rig, make_rig, temp_names, write_config
+
+from placet.config import Settings, load_settings
+from placet.drive import RcloneDrive
+from placet.drive.proc import Children, child_env, default_rclone_path, spawn
+from placet.errors import ConfigError
+from placet.executor import ProgressEvent, execute
+from placet.store import ProposalRecord
+from placet.sync.propose import propose_sync
+from placet.sync.service import SyncService
+
+pytest_plugins = ["drive_fixtures"]
+
+
+def _rig(settings: Settings, tmp_path: Path, drive: RcloneDrive, transfers: int) -> Rig:
+    remote = Path(drive.spec)
+    return make_rig(settings.model_copy(update={"transfers": transfers}), drive, tmp_path, remote)
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    d = tmp_path / "drive"
+    d.mkdir()
+    return d
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _tree(rig: Rig, n: int, size: int = 0) -> list[str]:
+    names = []
+    for i in range(n):
+        rel = f"d{i % 3}/f{i:03d}.bin" if i % 2 else f"f{i:03d}.txt"
+        rig.write(rel, os.urandom(size) if size else f"file {i}\n".encode() * (i + 1))
+        names.append(rel)
+    return names
+
+
+def _propose(rig: Rig) -> ProposalRecord:
+    svc = SyncService(rig.store, rig.settings)
+    plan = svc.make_plan(
+        rig.ctx,
+        svc.folder(rig.ctx, "", None),
+        "",
+        include_hidden=False,
+        allow_empty_side=False,
+    )
+    rec, created = propose_sync(svc, rig.ctx, plan_id=plan.id, decisions={}, reason="pool")
+    assert created
+    return rec
+
+
+def _rclone_children(rig: Rig) -> list[int]:
+    """pids of this process's rclone children other than the drive's rcd."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if ppid == me and comm == "rclone" and int(entry) != rig.drive.rcd_pid:
+            found.append(int(entry))
+    return found
+
+
+def _assert_synced(rig: Rig, names: list[str]) -> None:
+    assert rig.remote_dir is not None
+    for rel in names:
+        assert _sha(rig.remote_dir / rel) == _sha(rig.local(rel)), rel
+    assert temp_names(rig.remote_dir) == []
+
+
+def test_forty_files_four_at_a_time(
+    settings: Settings, tmp_path: Path, remote: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    rig = _rig(settings, tmp_path, make_drive(str(remote)), transfers=4)
+    names = _tree(rig, 40)
+    rec = _propose(rig)
+    final = rig.run(rec)
+
+    assert final.status == "succeeded", rig.store.op_results(rec.id)
+    results = rig.store.op_results(rec.id)
+    kinds = [r.op["kind"] for r in results]
+    assert kinds.count("upload") == 40 and kinds.count("mkdir") == 3
+    assert {r.outcome for r in results} == {"done"}
+    _assert_synced(rig, names)
+    # More than one transfer was in flight at once: the pool's own count, and what the
+    # progress events showed the owner.
+    assert final.summary is not None
+    assert final.summary["transfers"] == {"limit": 4, "max_in_flight": 4}
+    assert max(len(e.in_flight) for e in rig.events) > 1
+    assert max(len(e.in_flight) for e in rig.events) <= 4
+    # Result events: one per op, ops_done counts up, bytes never go backwards.
+    ended = [e for e in rig.events if e.op_result is not None]
+    assert [e.ops_done for e in ended] == list(range(1, 44))
+    done = [e.bytes_done for e in rig.events]
+    assert done == sorted(done) and done[-1] == rig.events[-1].bytes_total > 0
+    # Folders were created before any file op started.
+    first_file = next(i for i, e in enumerate(ended) if e.op_result.op["kind"] != "mkdir")
+    assert all(e.op_result.op["kind"] == "mkdir" for e in ended[:first_file])
+    assert first_file == 3
+    assert _rclone_children(rig) == []
+
+
+def test_a_stale_op_does_not_stop_the_others(
+    settings: Settings, tmp_path: Path, remote: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    rig = _rig(settings, tmp_path, make_drive(str(remote)), transfers=4)
+    names = _tree(rig, 40)
+    rec = _propose(rig)
+    rig.write("f010.txt", b"edited after the plan, longer than before\n" * 30)
+    (remote / "f020.txt").write_bytes(b"appeared on the drive")  # the target appeared
+
+    final = rig.run(rec)
+    assert final.status == "failed"
+    outcomes = {r.op.get("remote_path"): r.outcome for r in rig.store.op_results(rec.id)}
+    assert outcomes.pop("f010.txt") == "stale" and outcomes.pop("f020.txt") == "stale"
+    assert set(outcomes.values()) == {"done"} and len(outcomes) == 41  # 38 files, 3 folders
+    assert not (remote / "f010.txt").exists()
+    assert (remote / "f020.txt").read_bytes() == b"appeared on the drive"
+    _assert_synced(rig, [n for n in names if n not in ("f010.txt", "f020.txt")])
+
+    again = rig.run(rec)  # re-accepted: the done ones are already_done, not sent twice
+    outcomes = {r.op.get("remote_path"): r.outcome for r in rig.store.op_results(rec.id)}
+    assert again.status == "failed" and again.attempt == 2
+    assert outcomes.pop("f010.txt") == "stale" and outcomes.pop("f020.txt") == "stale"
+    assert set(outcomes.values()) == {"already_done"}
+
+
+def test_transfers_one_runs_one_at_a_time(
+    settings: Settings, tmp_path: Path, remote: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    rig = _rig(settings, tmp_path, make_drive(str(remote)), transfers=1)
+    names = _tree(rig, 12)
+    final = rig.run(_propose(rig))
+    assert final.status == "succeeded"
+    assert final.summary is not None and final.summary["transfers"]["max_in_flight"] == 1
+    assert max(len(e.in_flight) for e in rig.events) == 1
+    _assert_synced(rig, names)
+
+
+@pytest.mark.timeout(180)
+def test_cancel_kills_every_transfer_and_accepting_again_completes(
+    settings: Settings, tmp_path: Path, remote: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    # --bwlimit makes each rcat take ~2 s, so several are surely mid-stream at the cancel.
+    slow = make_drive(str(remote), flags=("--bwlimit", "2M"))
+    rig = _rig(settings, tmp_path, slow, transfers=3)
+    names = _tree(rig, 8, size=4 << 20)
+    rec = _propose(rig)
+    rig.accept(rec)
+    cancel = threading.Event()
+    children_at_cancel: list[int] = []
+
+    def progress(ev: ProgressEvent) -> None:
+        rig.events.append(ev)
+        if not cancel.is_set() and len(ev.in_flight) >= 2 and ev.bytes_done > 0:
+            children_at_cancel.extend(_rclone_children(rig))
+            cancel.set()
+
+    final = execute(rig.store, rig.settings, rec.id, drive=slow, progress=progress, cancel=cancel)
+    assert final.status == "interrupted"
+    assert len(children_at_cancel) >= 2  # several rclone transfers were running...
+    assert _rclone_children(rig) == []  # ...and none outlived the cancel
+    results = rig.store.op_results(rec.id)
+    cancelled = [r for r in results if r.outcome == "failed"]
+    assert cancelled and all(r.detail["code"] == "cancelled" for r in cancelled)
+    assert len([r for r in results if r.op["kind"] != "mkdir"]) < 8  # no new op started
+    assert temp_names(remote) == []
+    for rel in names:  # a real name holds the approved bytes or nothing
+        assert not (remote / rel).exists() or _sha(remote / rel) == _sha(rig.local(rel))
+
+    again = rig.run(rec)
+    assert again.status == "succeeded", rig.store.op_results(rec.id)
+    _assert_synced(rig, names)
+    assert _rclone_children(rig) == []
+
+
+def test_children_group_kills_what_other_threads_spawned(tmp_path: Path) -> None:
+    group = Children()
+    started = threading.Barrier(4)
+    codes: list[int | None] = []
+
+    def run() -> None:
+        with group.adopt():  # rclone's rcat waits on stdin until killed
+            proc = spawn(
+                [str(default_rclone_path()), "rcat", "--", str(tmp_path / "x")],
+                child_env({"RCLONE_CONFIG": "/dev/null"}),
+                stdin=__import__("subprocess").PIPE,
+            )
+        started.wait()
+        codes.append(proc.wait(timeout=30))
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    started.wait()
+    assert len(group.alive) == 3
+    assert group.kill_all() == 3
+    for t in threads:
+        t.join()
+    assert codes == [-9, -9, -9] and group.alive == []
+
+
+def test_drive_metadata_calls_from_many_threads(
+    remote: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    for i in range(20):
+        (remote / f"m{i}.txt").write_text(f"m{i}")
+    drive = make_drive(str(remote))
+    errors: list[BaseException] = []
+    sizes: list[int | None] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(20):
+                e = drive.stat(f"m{(i + k) % 20}.txt", include_digest=True)
+                assert e is not None and e.digests
+                sizes.append(e.size)
+        except BaseException as ex:  # collected for the main thread's assertion
+            errors.append(ex)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(sizes) == 160
+
+
+@pytest.mark.timeout(180)
+def test_lost_lease_stops_every_transfer(
+    settings: Settings, tmp_path: Path, remote: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    slow = make_drive(str(remote), flags=("--bwlimit", "2M"))
+    fast = settings.model_copy(update={"lease_seconds": 1.0, "heartbeat_seconds": 0.2})
+    rig = _rig(fast, tmp_path, slow, transfers=3)
+    names = _tree(rig, 8, size=4 << 20)
+    rec = _propose(rig)
+    rig.accept(rec)
+    taken = threading.Event()
+
+    def progress(ev: ProgressEvent) -> None:
+        if not taken.is_set() and len(ev.in_flight) >= 2 and ev.bytes_done > 0:
+            rig.store.mark_interrupted(rec.id, actor="sweeper", why="test: lease taken")
+            taken.set()
+
+    final = execute(rig.store, rig.settings, rec.id, drive=slow, progress=progress)
+    assert taken.is_set() and final.status == "interrupted"
+    assert _rclone_children(rig) == []
+    assert temp_names(remote) == []
+    done = [r for r in rig.store.op_results(rec.id) if r.outcome == "done"]
+    assert len([r for r in done if r.op["kind"] != "mkdir"]) < 8
+    assert rig.run(rec).status == "succeeded"
+    _assert_synced(rig, names)
+
+
+def test_transfers_setting_is_read_and_bounded(settings: Settings) -> None:
+    assert load_settings().transfers == 4  # rclone's own --transfers default
+    write_config(settings, transfers=8)
+    assert load_settings().transfers == 8
+    for bad in (0, 33):
+        write_config(settings, transfers=bad)
+        with pytest.raises(ConfigError, match="transfers"):
+            load_settings()
