@@ -14,7 +14,7 @@ import pytest
 from mcp_fixtures import Workspace, connect, make_workspace, ok, sha256_of, snapshot
 
 from placet.config import load_settings
-from placet.store import open_store
+from placet.store import LeaseHolder, open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -71,7 +71,8 @@ async def test_wait_returns_when_another_process_accepts_and_the_upload_lands(
         assert waited["proposal"]["decided"] is True and elapsed < 45
         assert [o["outcome"] for o in waited["op_results"]] == ["done"]
         assert progress and all(msg and f"proposal {pid}" in msg for _, _, msg in progress)
-        assert all(total == 45 for _, total, _ in progress)
+        # seconds of the timeout while waiting; ops of the op count while executing
+        assert all(total == (1 if msg and "executing" in msg else 45) for _, total, msg in progress)
         listing = ok(
             await client.call_tool("drive_list", {"path": "shared", "include_digest": True})
         )
@@ -195,3 +196,83 @@ async def test_accepted_mkdir_and_download_do_exactly_what_was_proposed(ws: Work
     fetched = ws.root / "docs" / "from-drive.txt"
     assert sha256_of(fetched) == down["evidence"]["remote"]["digest"]
     assert fetched.read_bytes() == (ws.drive / "remote.txt").read_bytes()
+
+
+def _sync_proposal(ws: Workspace, n_ops: int) -> int:
+    """A sync proposal of `n_ops` mkdir ops on the workspace's root, made through the store
+    (so a test can play the executor op by op)."""
+    store = open_store(load_settings())
+    try:
+        ops = [
+            {"index": i, "kind": "mkdir", "remote_path": f"d{i}", "reason": "missing"}
+            for i in range(n_ops)
+        ]
+        root = {"name": "proj", "path": str(ws.root), "device": 0, "inode": 0}
+        request = {
+            "kind": "sync",
+            "plan_id": 1,
+            "root": root,
+            "local_path": "",
+            "remote_path": "",
+            "decisions": {},
+            "ops": ops,
+        }
+        rec, _ = store.create_proposal(
+            kind="sync",
+            request=request,
+            evidence={},
+            reason="progress test",
+            drive_spec=str(ws.drive),
+            run_id="another-bridge",
+            ttl_seconds=600,
+        )
+        return rec.id
+    finally:
+        store.close()
+
+
+async def test_wait_on_an_executing_proposal_reports_ops_done_of_ops_total(
+    ws: Workspace,
+) -> None:
+
+    n = 3
+    pid = _sync_proposal(ws, n)
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(p: float, total: float | None, msg: str | None) -> None:
+        progress.append((p, total, msg))
+
+    def execute() -> None:
+        store = open_store(load_settings())
+        try:
+            holder = LeaseHolder.current()
+            store.accept(pid)
+            rec = store.claim(pid, holder=holder)
+            time.sleep(2.5)  # nothing done yet: the wait reports 0 of 3
+            for i, op in enumerate(rec.request["ops"]):
+                store.record_op_result(
+                    pid, op_index=i, op=op, outcome="done", detail={}, holder=holder
+                )
+                time.sleep(1.5)
+            store.finish(pid, holder=holder)
+        finally:
+            store.close()
+
+    async with connect(ws) as client, anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, execute)
+        waited = ok(
+            await client.call_tool(
+                "proposal_wait", {"id": pid, "timeout_s": 45}, progress_callback=on_progress
+            )
+        )
+    assert waited["proposal"]["status"] == "succeeded" and waited["timed_out"] is False
+    executing = [(p, t) for p, t, m in progress if m and "executing" in m]
+    assert executing, progress
+    assert all(t == n for _, t in executing)  # the total is the op count, not the timeout
+    assert {p for p, _ in executing} >= {0, 1, 2}  # each op as it ended
+    assert all(p <= n and p == int(p) for p, _ in executing)
+    seen = [p for p, _ in executing]
+    assert seen == sorted(seen)
+    assert all(
+        m and f"{int(p)} of {n} op(s) done" in m for p, t, m in progress if m and "executing" in m
+    )

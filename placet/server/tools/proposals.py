@@ -16,7 +16,11 @@ for another process's lock (busy_timeout).
 table read) every 0.2 s and reads the proposal only when it changed, or every 2 s in
 any case; it reports progress about once a second and returns when the status is final
 for now (`models.TERMINAL`) or when `timeout_s` (at most 50, under the ~60 s tool timeout
-many hosts enforce) has passed. A pending proposal whose TTL passed is expired on the spot
+many hosts enforce) has passed. Progress is the seconds waited of `timeout_s` while the
+proposal waits for the owner, and the ops ended of the ops to run (the store's op journal
+of the current attempt) once it executes: sent when an op ends, and repeated about once a
+second as a keep-alive. The value restarts from the op count when execution begins; the
+message says which measure it is. A pending proposal whose TTL passed is expired on the spot
 (the store's own transition), so the agent sees `expired` without waiting for the sweeper.
 """
 
@@ -211,6 +215,33 @@ class WaitOut(ProposalOut):
         return f"{self.proposal.line()}{tail}"
 
 
+def op_total(rec: ProposalRecord) -> int:
+    """How many ops executing `rec` runs: a sync's op list, one for the other kinds."""
+    ops = rec.request.get("ops")
+    return len(ops) if rec.kind == "sync" and isinstance(ops, list) else 1
+
+
+def _ops_done(store: Store, rec: ProposalRecord) -> int | None:
+    """Ops of the current attempt that have ended (any outcome), while executing; else None."""
+    if rec.status != "executing":
+        return None
+    return len(store.op_results(rec.id))  # a short read by index: on the loop
+
+
+async def _report(
+    ctx: Context[Any, Any], rec: ProposalRecord, done: int | None, waited: float, timeout_s: int
+) -> None:
+    """One progress notification: ops done of ops total while executing, else seconds
+    waited of `timeout_s` (a keep-alive for hosts that reset their timeout on progress)."""
+    if done is not None:
+        total = op_total(rec)
+        await ctx.report_progress(
+            done, total, f"proposal {rec.id} is executing: {done} of {total} op(s) done"
+        )
+    else:
+        await ctx.report_progress(waited, timeout_s, f"proposal {rec.id} is {rec.status}")
+
+
 @define_tool(title="Wait for the owner's decision", annotations=READ_LOCAL)
 async def proposal_wait(
     ctx: Context[Any, Any],
@@ -232,15 +263,14 @@ async def proposal_wait(
     rec = await _get_visible(who, id)
     version = store.data_version()
     last_read = last_progress = time.monotonic()
+    done = _ops_done(store, rec)
     while rec.status not in TERMINAL:
         now = time.monotonic()
         if now >= deadline:
             break
         if now - last_progress >= PROGRESS_S:
             last_progress = now
-            await ctx.report_progress(
-                round(now - start, 1), timeout_s, f"proposal {id} is {rec.status}"
-            )
+            await _report(ctx, rec, done, round(now - start, 1), timeout_s)
         await anyio.sleep(min(POLL_S, deadline - now))
         current = store.data_version()
         expiring = rec.status == "pending" and rec.is_expired(datetime.now(UTC))
@@ -248,6 +278,10 @@ async def proposal_wait(
             version = current
             last_read = time.monotonic()
             rec = await _get_visible(who, id)
+            before, done = done, _ops_done(store, rec)
+            if done is not None and done != before and rec.status not in TERMINAL:
+                last_progress = time.monotonic()
+                await _report(ctx, rec, done, 0.0, timeout_s)
     out = await _full(who, id)
     return WaitOut(
         proposal=out.proposal,
