@@ -286,3 +286,41 @@ def test_transfers_setting_is_read_and_bounded(settings: Settings) -> None:
         write_config(settings, transfers=bad)
         with pytest.raises(ConfigError, match="transfers"):
             load_settings()
+
+
+@pytest.mark.asyncio
+async def test_review_panel_shows_ops_in_flight_and_ops_ended(
+    settings: Settings, tmp_path: Path, remote: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    from textual.widgets import Static
+    from tui_fixtures import Clock, quiet, settle
+
+    from placet.tui import make_app
+    from placet.tui.transfer import TransferPanel
+
+    rig = _rig(settings, tmp_path, make_drive(str(remote)), transfers=4)
+    _tree(rig, 16)
+    rec = _propose(rig)
+    final = rig.run(rec)  # the real executor's events, fed below as the review UI does
+    assert final.status == "succeeded"
+    flying = next(e for e in rig.events if e.op_result is None and len(e.in_flight) > 1)
+    app = make_app(quiet(rig.settings), rig.store, clock=Clock())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        panel = app.query_one(TransferPanel)
+        panel.start(rig.store.get(rec.id))
+        table = panel.query_one("#transfer-ops")
+        for ev in rig.events:
+            panel.progress(ev.op_index, ev.op_count, ev.bytes_done, ev.bytes_total)
+            if ev.op_result is not None:
+                panel.op_result(ev.op_result)
+            if ev is flying:
+                cell = table.get_cell(str(ev.op_index), "outcome")  # type: ignore[attr-defined]
+                assert cell.plain == "running"
+                title = str(panel.query_one("#transfer-title", Static).render())
+                assert f"{ev.ops_done}/{ev.op_count} ops ended" in title
+        await pilot.pause()
+        title = str(panel.query_one("#transfer-title", Static).render())
+        assert f"{final.summary['ops'] if final.summary else 0}/" in title
+        outcomes = {table.get_cell(str(i), "outcome").plain for i in range(19)}  # type: ignore[attr-defined]
+        assert outcomes == {"done"} and panel.running == set()

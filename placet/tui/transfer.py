@@ -3,6 +3,10 @@
 Hidden until the owner accepts a proposal. It is fed only by messages the executor's
 thread worker posts (`TransferStarted`, `TransferProgress`, `TransferFinished`), and
 keeps showing the last outcome until the next transfer starts.
+
+A sync runs several file ops at once (`Settings.transfers`), so the title counts ops
+ended out of all, not "op i of n", and a row named by a progress event (the op the
+executor reports as in flight) shows ``running`` until its result arrives.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ class TransferPanel(Vertical):
         self.proposal_id: int | None = None
         self.op_count = 0
         self.failures: dict[int, Text] = {}
+        self.ended: set[int] = set()  # op indexes whose result arrived
+        self.running: set[int] = set()  # rows marked running, not ended yet
+        self.bytes: tuple[int, int] | None = None  # (done, total) of the last progress
 
     def compose(self) -> ComposeResult:
         yield Static(Text(""), id="transfer-title")
@@ -70,6 +77,9 @@ class TransferPanel(Vertical):
         ops = self.query_one("#transfer-ops", DataTable)
         ops.clear()
         self.failures = {}
+        self.ended = set()
+        self.running = set()
+        self.bytes = None
         self.query_one("#transfer-why", Static).update(Text(""))
         for op in effect.ops[:2000]:
             ops.add_row(
@@ -82,12 +92,23 @@ class TransferPanel(Vertical):
             )
 
     def progress(self, op_index: int, op_count: int, bytes_done: int, bytes_total: int) -> None:
+        """Bytes of the whole proposal; `op_index` is an op in flight (marked running)."""
         bar = self.query_one(ProgressBar)
         bar.update(total=max(bytes_total, 1), progress=min(bytes_done, max(bytes_total, 1)))
+        ops = self.query_one("#transfer-ops", DataTable)
+        key = str(op_index)
+        if op_index not in self.ended and op_index not in self.running and key in ops.rows:
+            self.running.add(op_index)
+            ops.update_cell(key, "outcome", Text("running", style="yellow"))
+        self.op_count, self.bytes = op_count, (bytes_done, bytes_total)
+        self._progress_title()
+
+    def _progress_title(self) -> None:
+        done, total = self.bytes or (0, 0)
         self._title(
             Text(
-                f"Executing #{self.proposal_id}: op {op_index + 1}/{op_count}, "
-                f"{human_bytes(bytes_done)} of {human_bytes(bytes_total)}",
+                f"Executing #{self.proposal_id}: {len(self.ended)}/{self.op_count} ops "
+                f"ended, {human_bytes(done)} of {human_bytes(total)}",
                 style="bold",
             )
         )
@@ -95,6 +116,10 @@ class TransferPanel(Vertical):
     def op_result(self, result: OpResultRecord) -> None:
         ops = self.query_one("#transfer-ops", DataTable)
         key = str(result.op_index)
+        self.ended.add(result.op_index)
+        self.running.discard(result.op_index)
+        if self.bytes is not None:
+            self._progress_title()
         head, rest = failure_line(result.detail)
         cells = (
             Text(result.outcome, style=_OUTCOME_STYLE.get(result.outcome, "yellow")),
