@@ -16,7 +16,7 @@ shown in a listing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -31,6 +31,14 @@ ProgressFn = Callable[[int, int], None]
 
 JournalFn = Callable[[str], None]
 """`journal(temp_remote_path)`: called before bytes go to a temporary object."""
+
+ListRow = tuple[str, bool, int, str | None, str | None]
+"""One entry of a lean listing (`Drive.list_rows`): (path relative to the drive root,
+is a folder, size in bytes (-1: a folder or unknown), mtime RFC 3339 as rclone reports
+it (None: unknown), digest of the asked type, lower-case hex (None: not asked or none))."""
+
+DigestRow = tuple[str, int, str, str]
+"""(path relative to the drive root, size, mtime RFC 3339, lower-case hex digest)."""
 
 Verification = Literal["digest:sha256", "digest:sha1", "digest:md5", "readback:sha256", "size"]
 PathTaken = Literal["temp+move", "direct-replace"]
@@ -124,6 +132,42 @@ class DownloadResult:
     digest_by_type: dict[str, str]
 
 
+class DigestStore(Protocol):
+    """Where a drive keeps the digests rclone computed by reading the data
+    (`Capabilities.hashes_on_demand`): per digest type, path -> (size, mtime, digest),
+    reused only while size and mtime match. The sync service hands the drive its
+    persistent remote digest cache (`RcloneDrive.use_digest_store`), so a process holds
+    one such cache, not one in the drive and another in the store."""
+
+    def cached(self, digest_type: str) -> Mapping[str, tuple[int, str, str]]:
+        """The known digests of `digest_type` by path (read with `.get` only)."""
+        ...
+
+    def remember(self, digest_type: str, rows: Sequence[DigestRow]) -> None:
+        """Keep fresh `(path, size, mtime, digest)` rows of `digest_type`."""
+        ...
+
+
+class MemoryDigestStore:
+    """A `DigestStore` in the process, at most `max_entries` paths per type (the oldest
+    written dropped first); a drive's default until a persistent one is handed over."""
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self._types: dict[str, dict[str, tuple[int, str, str]]] = {}
+        self._max = max_entries
+
+    def cached(self, digest_type: str) -> Mapping[str, tuple[int, str, str]]:
+        return self._types.get(digest_type, {})
+
+    def remember(self, digest_type: str, rows: Sequence[DigestRow]) -> None:
+        d = self._types.setdefault(digest_type, {})
+        for path, size, mtime, digest in rows:
+            d.pop(path, None)  # re-inserted last: the newest is dropped last
+            d[path] = (size, mtime, digest)
+        while len(d) > self._max:
+            del d[next(iter(d))]
+
+
 def preferred_digest(caps: Capabilities) -> str | None:
     """The strongest digest type both sides can compute: sha256, then sha1, then md5.
 
@@ -156,6 +200,12 @@ class Drive(Protocol):
     ) -> tuple[list[Entry], str | None]: ...
 
     def list_tree(self, path: str, *, include_digest: bool = True) -> list[Entry]: ...
+
+    def list_rows(
+        self, path: str, *, recurse: bool = True, digest_type: str | None = None
+    ) -> list[ListRow]: ...
+
+    def use_digest_store(self, store: DigestStore) -> None: ...
 
     def stat(self, path: str, *, include_digest: bool = False) -> Entry | None: ...
 

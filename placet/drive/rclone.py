@@ -18,8 +18,11 @@ path was taken. Any failure deletes the temporary object.
 rclone's caches: `clear_caches` drops rcd's cached backends before an evidence check or
 a plan's listing; for Proton Drive the backend's own metadata cache is turned off and
 `replace_existing_draft` turned on in the spec placet hands rclone (DESIGN.md section 3).
-Digests that rclone computes by reading the data (local folders, sftp) are cached by
-(path, size, mtime) for listings, so a warm sync plan does not rehash the remote.
+Digests that rclone computes by reading the data (local folders, sftp) are kept in a
+`DigestStore` by path with the size and mtime they were computed for (the sync service
+hands over its persistent remote digest cache, `use_digest_store`, so there is one), and
+listings reuse them while both match. `list_rows` is the lean listing a sync plan reads:
+tuples, no `Entry` objects, and no caching (the planner's lister keeps the cache).
 """
 
 from __future__ import annotations
@@ -59,8 +62,8 @@ _BULK_HASH_THRESHOLD = 64  # more cache misses than this: one hashed listing, no
 _CURSOR_VERSION = 1
 
 
-def _key(e: Entry) -> tuple[str, int | None, str | None]:
-    return (e.path, e.size, e.mtime)
+def _size(e: Entry) -> int:
+    return -1 if e.size is None else e.size
 
 
 class RcloneDrive(RcloneCore):
@@ -76,26 +79,51 @@ class RcloneDrive(RcloneCore):
         return (t,) if t else ()
 
     def _with_digests(self, path: str, entries: list[Entry], *, recurse: bool) -> list[Entry]:
-        """Digests for `entries` of an on-demand remote: cached by (path, size, mtime),
-        misses hashed one by one, or by one hashed listing when there are many."""
+        """Digests for `entries` of an on-demand remote: from the digest store while a
+        file's size and mtime match, misses hashed one by one (and checked against a stat
+        afterwards, so a file changed meanwhile gets none) or, when there are many, by
+        one hashed listing; fresh ones are remembered in the store."""
         types = self._digest_types()
-        misses = [e for e in entries if not e.is_dir and self._digests.get(_key(e)) is None]
+        if not types:
+            return entries
+        t = types[0]
+        store = self._digests
+        cached = store.cached(t)
+
+        def known(e: Entry) -> str | None:
+            c = cached.get(e.path)
+            return c[2] if c is not None and c[0] == e.size and c[1] == e.mtime else None
+
+        misses = [e for e in entries if not e.is_dir and known(e) is None]
+        fresh: dict[str, str] = {}
         if len(misses) > _BULK_HASH_THRESHOLD:
-            for e in self._list(path, recurse=recurse, types=types):
-                if not e.is_dir and e.digests:
-                    self._digests.put(_key(e), e.digests)
+            want = {e.path: e for e in misses}
+            for p, _, size, mtime, d in self.list_rows(path, recurse=recurse, digest_type=t):
+                e = want.get(p)
+                if e is not None and d and size == _size(e) and mtime == e.mtime:
+                    fresh[p] = d
         else:
             for e in misses:
                 try:
-                    got = {t: d for t in types if (d := self.digest_of(e.path, t))}
+                    d = self.digest_of(e.path, t)
+                    after = self.stat(e.path)  # computed for the listed version only
                 except PathRefused:  # a listed name placet refuses to pass on: no digest
                     continue
-                if got:
-                    self._digests.put(_key(e), got)
-        return [
-            e if e.is_dir else replace(e, digests=dict(self._digests.get(_key(e)) or {}))
-            for e in entries
-        ]
+                if d and after is not None and (after.size, after.mtime) == (e.size, e.mtime):
+                    fresh[e.path] = d
+        out = []
+        for e in entries:
+            d = None if e.is_dir else (fresh.get(e.path) or known(e))
+            out.append(replace(e, digests={t: d}) if d else e)
+        store.remember(
+            t,
+            [
+                (e.path, e.size, e.mtime, fresh[e.path])
+                for e in misses
+                if e.path in fresh and e.size is not None and e.mtime
+            ],
+        )
+        return out
 
     def _listing(
         self,

@@ -37,13 +37,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 from placet.errors import LimitExceeded, NotFound, PathRefused
 from placet.paths import MAX_LOCAL_DEPTH
 from placet.sync.cache import DIGEST_CACHE_VERSION, CachedDigest, DigestCache, MemoryDigestCache
 from placet.sync.digests import CHUNK_SIZE, hash_fd, normalise_types
-from placet.sync.model import DEFAULT_ENTRY_CAP, LocalEntry, gc_paused, nfc
+from placet.sync.model import DEFAULT_ENTRY_CAP, LocalEntry, gc_paused, new_local_entry, nfc
 
 RACY_WINDOW_NS = 2_000_000_000
 """Timestamp granularity assumed for the racily-clean rule: 2 s covers FAT/exFAT (2 s
@@ -52,6 +53,9 @@ mtime), SMB and every finer filesystem, conservatively."""
 POOL_MIN_BYTES = 256 * 1024
 """Files at least this large are hashed by the thread pool; smaller ones inline."""
 
+_NAME = attrgetter("name")
+_PATH = attrgetter("path")
+_S_IFMT, _S_IFREG = stat.S_IFMT(0o177777), stat.S_IFREG
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _SPECIAL = (
@@ -186,11 +190,15 @@ def _add(w: _Walk, entry: LocalEntry) -> None:
         if w.progress is not None and not w.files & 1023:
             w.progress(w.files, w.bytes_hashed)
     if over:
-        raise LimitExceeded(
-            f"stopped indexing: more than {w.entry_cap} {what} under the folder (the "
-            "entry cap); index or plan a smaller folder",
-            details={"cap": w.entry_cap, "counted": what},
-        )
+        raise _over(w.entry_cap, what)
+
+
+def _over(cap: int, what: str) -> LimitExceeded:
+    return LimitExceeded(
+        f"stopped indexing: more than {cap} {what} under the folder (the entry cap); "
+        "index or plan a smaller folder",
+        details={"cap": cap, "counted": what},
+    )
 
 
 def _file(w: _Walk, dir_fd: int, name: str, path: str, raw: str, st: os.stat_result) -> None:
@@ -235,42 +243,81 @@ def _file(w: _Walk, dir_fd: int, name: str, path: str, raw: str, st: os.stat_res
 
 
 def _walk_dir(w: _Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> None:
-    """List one open folder; recurse into subfolders (depth-first, names sorted)."""
+    """List one open folder; recurse into subfolders (depth-first, names sorted).
+
+    The loop is the index's hot path (100,000 turns for 100,000 files): a file whose
+    cached digests still hold is appended right here, everything else goes through
+    `_file`, `_dir` and `_add`."""
     with os.scandir(fd) as it:
-        items = sorted(it, key=lambda d: d.name)
+        items = sorted(it, key=_NAME)
+    hidden = w.include_hidden
+    same = prefix == raw_prefix
+    get = w.cached.get
+    rel_prefix = w.rel_prefix
+    need, primary = w.need, w.primary
+    entries = w.entries
+    cap = w.entry_cap
     for d in items:
         name = d.name
+        if not hidden and name[:1] == ".":
+            continue
         raw = raw_prefix + name
-        if not w.include_hidden and name.startswith("."):
-            continue
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            _add(
-                w,
-                _error(
-                    prefix + nfc(name.encode("utf-8", "replace").decode()),
-                    raw,
-                    "name is not valid UTF-8; rename it to sync it",
-                ),
-            )
-            continue
-        norm = nfc(name)
-        # Most names are their own NFC form: then the path is the on-disk name, one string.
-        path = raw if norm is name and prefix == raw_prefix else prefix + norm
+        if name.isascii():
+            path = raw if same else prefix + name
+        else:
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                _add(
+                    w,
+                    _error(
+                        prefix + nfc(name.encode("utf-8", "replace").decode()),
+                        raw,
+                        "name is not valid UTF-8; rename it to sync it",
+                    ),
+                )
+                continue
+            norm = nfc(name)
+            # Most names are their own NFC form: then the path is the on-disk name.
+            path = raw if norm == name and same else prefix + norm
         try:
             st = d.stat(follow_symlinks=False)
         except OSError as e:
             _add(w, _error(path, raw, "cannot stat", e))
             continue
         mode = st.st_mode
-        if stat.S_ISREG(mode) and st.st_nlink > 1:
+        if mode & _S_IFMT == _S_IFREG and st.st_nlink == 1:
+            c = get(rel_prefix + raw)
+            if (
+                c is not None
+                and c.verified
+                and c.size == st.st_size
+                and c.mtime_ns == st.st_mtime_ns
+                and c.inode == st.st_ino
+                and c.ctime_ns == st.st_ctime_ns
+                and (not need or c.digests.keys() >= need)
+            ):
+                # Cached digests still hold: what `_file` + `_add` do for a hit, inline.
+                w.cache_hits += 1
+                sha = c.sha256
+                digest = sha if primary == "sha256" else c.digests.get(primary or "")
+                entries.append(
+                    new_local_entry(
+                        path, raw, "file", c.size, c.mtime_ns, sha, primary, digest, True, ""
+                    )
+                )
+                w.files += 1
+                if w.files > cap:
+                    raise _over(w.entry_cap, "files")
+                if w.progress is not None and not w.files & 1023:
+                    w.progress(w.files, w.bytes_hashed)
+                continue
+            _file(w, fd, name, path, raw, st)
+        elif stat.S_ISREG(mode):
             # A hard link may be a name for a file outside the root; transfers refuse
             # such files (DESIGN.md section 9), so the plan does not propose them.
             note = f"{st.st_nlink} hard links: not synced (one may lie outside the root)"
             _add(w, LocalEntry(path, raw, "skipped", st.st_size, st.st_mtime_ns, note=note))
-        elif stat.S_ISREG(mode):
-            _file(w, fd, name, path, raw, st)
         elif stat.S_ISDIR(mode):
             _dir(w, fd, name, path, raw, st, depth + 1)
         else:
@@ -452,7 +499,7 @@ def _collect(w: _Walk, cache: DigestCache, root_key: str, start: int) -> IndexRe
     entries = w.entries
     if pooled:
         entries = [pooled.get(e.raw_path, e) if e.sha256 is None else e for e in entries]
-    entries.sort(key=lambda e: e.path)
+    entries.sort(key=_PATH)
     if w.fresh:
         cache.put_many(root_key, w.fresh)
     return IndexResult(

@@ -371,6 +371,91 @@ class SyncPlan:
         )
 
 
+_new = object.__new__
+_L = {n: LocalEntry.__dict__[n].__set__ for n in LocalEntry.__slots__}
+_R = {n: RemoteEntry.__dict__[n].__set__ for n in RemoteEntry.__slots__}
+_P = {n: PlanReport.__dict__[n].__set__ for n in PlanReport.__slots__}
+_l_path, _l_raw, _l_kind, _l_size, _l_mtime = (_L[n] for n in LocalEntry.__slots__[:5])
+_l_sha, _l_dtype, _l_digest, _l_verified, _l_note = (_L[n] for n in LocalEntry.__slots__[5:])
+_r_path, _r_kind, _r_size, _r_mtime, _r_digests = (_R[n] for n in RemoteEntry.__slots__)
+_p_path, _p_kind, _p_detail, _p_ck, _p_allowed = (_P[n] for n in PlanReport.__slots__[:5])
+_p_local, _p_remote, _p_dtype, _p_blocked, _p_missing = (_P[n] for n in PlanReport.__slots__[5:])
+
+# Positional constructors for the hot loops (the indexer, the remote listing, the
+# planner's skips) that set the slots through their descriptors. The dataclasses' own
+# `__init__` goes through `object.__setattr__` once per field (what `frozen` needs),
+# five times slower: 2.2 us against 0.44 us per `RemoteEntry` (measured), a quarter of
+# a second per 100,000 entries on each side of a plan. The result is the same value
+# (same type, equality, repr); every field must be given, in order.
+
+
+def new_local_entry(
+    path: str,
+    raw_path: str,
+    kind: LocalKind,
+    size: int,
+    mtime_ns: int,
+    sha256: str | None,
+    digest_type: str | None,
+    digest: str | None,
+    verified: bool,
+    note: str,
+) -> LocalEntry:
+    """`LocalEntry(...)` with every field, fast (see above)."""
+    e: LocalEntry = _new(LocalEntry)
+    _l_path(e, path)
+    _l_raw(e, raw_path)
+    _l_kind(e, kind)
+    _l_size(e, size)
+    _l_mtime(e, mtime_ns)
+    _l_sha(e, sha256)
+    _l_dtype(e, digest_type)
+    _l_digest(e, digest)
+    _l_verified(e, verified)
+    _l_note(e, note)
+    return e
+
+
+def new_remote_entry(
+    path: str, kind: RemoteKind, size: int, mtime: str | None, digests: Mapping[str, str]
+) -> RemoteEntry:
+    """`RemoteEntry(...)` with every field, fast (see above)."""
+    e: RemoteEntry = _new(RemoteEntry)
+    _r_path(e, path)
+    _r_kind(e, kind)
+    _r_size(e, size)
+    _r_mtime(e, mtime)
+    _r_digests(e, digests)
+    return e
+
+
+def new_report(
+    path: str,
+    kind: ReportKind,
+    detail: str,
+    conflict_kind: ConflictKind | None,
+    allowed_decisions: tuple[Decision, ...],
+    local: LocalEntry | None,
+    remote: RemoteEntry | None,
+    digest_type: str | None,
+    blocked_by: str | None,
+    missing_parents: tuple[str, ...],
+) -> PlanReport:
+    """`PlanReport(...)` with every field, fast (see above)."""
+    e: PlanReport = _new(PlanReport)
+    _p_path(e, path)
+    _p_kind(e, kind)
+    _p_detail(e, detail)
+    _p_ck(e, conflict_kind)
+    _p_allowed(e, allowed_decisions)
+    _p_local(e, local)
+    _p_remote(e, remote)
+    _p_dtype(e, digest_type)
+    _p_blocked(e, blocked_by)
+    _p_missing(e, missing_parents)
+    return e
+
+
 def _sides_to_dict(local: LocalEntry | None, remote: RemoteEntry | None) -> dict[str, Any]:
     return {
         "local": local.to_dict() if local is not None else None,

@@ -62,6 +62,7 @@ from placet.sync.model import (
     ReportKind,
     SyncPlan,
     gc_paused,
+    new_report,
     nfc,
     parse_rfc3339_ns,
 )
@@ -288,7 +289,20 @@ class _Planner:
     ) -> None:
         dtype, equal = compare(lo, r)
         if equal:  # the common case, kept free of keyword-argument overhead
-            self.reports.append(PlanReport(path, "skip", f"same {dtype}", None, (), lo, r, dtype))
+            self.reports.append(
+                new_report(
+                    path,
+                    "skip",
+                    _SAME.get(dtype) or f"same {dtype}",
+                    None,
+                    (),
+                    lo,
+                    r,
+                    dtype,
+                    None,
+                    (),
+                )
+            )
             return
         why = "" if equal is False else self.no_digest
         if b is None:
@@ -482,6 +496,10 @@ class _Planner:
             out.append(parent)
             parent = parent.rpartition("/")[0]
         return out
+
+
+_SAME = {t: f"same {t}" for t in (None, "sha256", "sha1", "md5")}
+"""The detail of a skip, one shared string per digest type."""
 
 
 def _differs(dtype: str | None) -> str:

@@ -3,34 +3,65 @@
 DESIGN.md section 9 ("Digest choice"): on remotes whose digests rclone computes by
 reading the data (local folders, sftp: `Capabilities.hashes_on_demand`), a digest is
 reused from the persistent remote digest cache (`SyncData.remote_digests`) while the
-file's size and mtime match. The drive offers no hook for such a store, so this goes
-through the public `Drive` interface: a listing without digests, the cache, then only
-the misses hashed, one `digest_of` each (checked against a stat afterwards, so a file
-that changed meanwhile gets none) or, when many miss, one hashed listing. A cold
-listing (nothing cached under the folder) hashes the top-level subfolders in concurrent
-listings, because rclone computes one listing's digests one file at a time.
+file's size and mtime match; only the misses are hashed, one `digest_of` each (checked
+against a stat afterwards, so a file that changed meanwhile gets none) or, when many
+miss, by one hashed listing. That cache is the only one: the drive is handed it as its
+`DigestStore` (`use_digest_store`), and the planner's listing (`Drive.list_rows`) caches
+nothing itself.
+
+What else it decides, and why (docs/performance.md, "Plan"):
+
+- **Listed in pieces.** The folder's own entries come from one non-recursive listing,
+  each top-level subfolder from a recursive listing of its own, a few at a time. rclone
+  answers a listing only once it is complete, as one JSON document; in pieces, this
+  thread turns one piece into entries while rclone lists the next, and the decoded
+  JSON of only a few pieces is alive at once rather than the whole tree's.
+- **Cold hashing in parallel.** With nothing cached under the folder, the pieces are
+  listed with digests, up to `_THREADS` at once, because rclone computes one listing's
+  digests one file at a time (measured: 7.1 s for 100,000 files in one listing, 5.3 s
+  by subfolders).
+- **Lean entries.** Listings arrive as tuples (`ListRow`) and become `RemoteEntry`s
+  directly, sharing the cache's mtime and digest strings.
+- **Names placet refuses** (a `:`, a leading `-`...) cannot be passed to the drive on
+  their own: such a file gets no digest instead of failing the listing, and a subfolder
+  so named is listed within its parent's listing. The planner reports them.
 
 Other remotes report stored digests with the listing at no extra cost, so they are
-listed once with digests.
+listed in pieces with digests, and nothing is cached.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from types import MappingProxyType
 
-from placet.drive.base import Drive, Entry, preferred_digest
+from placet.drive.base import DigestRow, Drive, ListRow, preferred_digest
 from placet.errors import NotFound, PathRefused
 from placet.store.sync_data import SyncData
 from placet.sync.jobs import Progress
-from placet.sync.model import OneDigest, RemoteEntry
-from placet.sync.ops import remote_entries_from_drive
+from placet.sync.model import OneDigest, RemoteEntry, new_remote_entry
 from placet.text import inert
 
 BULK_MISSES = 256
 """More remote digest misses than this (and a tenth of the files): one hashed listing."""
+_NONE: Mapping[str, str] = MappingProxyType({})
+"""The digests of a folder or an undigested file: one shared empty mapping."""
 _THREADS = 4
+"""Concurrent listings when rclone hashes (cold); warm listings run 2 at a time."""
+
+
+class SyncDigestStore:
+    """`SyncData`'s remote digest cache for one drive, as the drive's `DigestStore`."""
+
+    def __init__(self, data: SyncData, drive_spec: str) -> None:
+        self.data, self.spec = data, drive_spec
+
+    def cached(self, digest_type: str) -> Mapping[str, tuple[int, str, str]]:
+        return self.data.remote_digests(self.spec, digest_type)
+
+    def remember(self, digest_type: str, rows: Sequence[DigestRow]) -> None:
+        self.data.put_remote_digests(self.spec, digest_type, rows)
 
 
 class RemoteLister:
@@ -53,10 +84,13 @@ class RemoteLister:
         """
         caps = drive.capabilities()
         dtype = preferred_digest(caps)
+        if progress is not None:
+            progress.phase = "listing the remote"
         try:
             if dtype is None or not caps.hashes_on_demand:
-                listed = drive.list_tree(folder, include_digest=dtype is not None)
-                entries = remote_entries_from_drive(listed, folder)
+                entries: list[RemoteEntry] = []
+                for rows in _pieces(drive, folder, dtype, 2):
+                    _stored_digests(rows, len(folder) + 1 if folder else 0, dtype, entries)
             else:
                 entries = self._cached_remote_digests(drive, folder, dtype, progress)
         except NotFound:
@@ -82,114 +116,133 @@ class RemoteLister:
         prefix = f"{folder}/" if folder else ""
         cut = len(prefix)
         cache = self.data.remote_digests(spec, dtype)
-        if progress is not None:
-            progress.phase = "listing the remote"
+        out: list[RemoteEntry] = []
         if not any(p.startswith(prefix) for p in cache):
             # Nothing cached under the folder: hashed listings, not a listing first.
-            listed = self._hashed_tree(drive, folder, dtype)
-            files = [e for e in listed if not e.is_dir]
-            self.files_hashed += len(files)
-            self.data.put_remote_digests(
-                spec,
-                dtype,
-                [
-                    (e.path, e.size, e.mtime, e.digests[dtype])
-                    for e in files
-                    if e.digests.get(dtype) and e.size is not None and e.mtime
-                ],
-            )
-            return remote_entries_from_drive(listed, folder)
-        out: list[RemoteEntry] = []
-        misses: list[Entry] = []
+            fresh: list[DigestRow] = []
+            for rows in _pieces(drive, folder, dtype, _THREADS):
+                _stored_digests(rows, cut, dtype, out)
+                fresh += [(p, s, m, d) for p, is_dir, s, m, d in rows if d and m and s >= 0]
+                self.files_hashed += sum(1 for r in rows if not r[1])
+            self.data.put_remote_digests(spec, dtype, fresh)
+            return out
+        misses: list[ListRow] = []
         get = cache.get
-        for e in drive.list_tree(folder, include_digest=False):
-            rel = e.path[cut:]
-            if not rel or not e.path.startswith(prefix):
-                continue
-            if e.is_dir:
-                out.append(RemoteEntry(rel, "dir", 0, e.mtime))
-                continue
-            c = get(e.path)
-            if c is not None and c[0] == e.size and c[1] == e.mtime:
-                out.append(RemoteEntry(rel, "file", c[0], e.mtime, OneDigest(dtype, c[2])))
-            else:
-                misses.append(e)
+        append = out.append
+        for rows in _pieces(drive, folder, None, 2):
+            for row in rows:
+                p, is_dir, size, mtime, _ = row
+                rel = p[cut:]
+                if not rel:
+                    continue
+                if is_dir:
+                    append(new_remote_entry(rel, "dir", 0, mtime, _NONE))
+                    continue
+                c = get(p)
+                if c is not None and c[0] == size and c[1] == mtime:
+                    # The cache's mtime string, not the listing's: one copy kept.
+                    append(new_remote_entry(rel, "file", size, c[1], OneDigest(dtype, c[2])))
+                else:
+                    misses.append(row)
         if misses:
             if progress is not None:
                 progress.phase = f"hashing {len(misses)} remote files"
             got = self._hash_remote(drive, folder, dtype, misses, len(out) + len(misses))
-            fresh: list[tuple[str, int, str, str]] = []
-            for e in misses:
-                digest = got.get(e.path)
-                if digest is not None and e.size is not None and e.mtime is not None:
-                    fresh.append((e.path, e.size, e.mtime, digest))
-                size = -1 if e.size is None else e.size
-                digests = {dtype: digest} if digest else {}
-                out.append(RemoteEntry(e.path[cut:], "file", size, e.mtime, digests))
+            fresh = []
+            for p, _, size, mtime, _ in misses:
+                digest = got.get(p)
+                if digest is not None and size >= 0 and mtime is not None:
+                    fresh.append((p, size, mtime, digest))
+                digests = OneDigest(dtype, digest) if digest else _NONE
+                append(new_remote_entry(p[cut:], "file", size, mtime, digests))
             self.files_hashed += len(misses)
             self.data.put_remote_digests(spec, dtype, fresh)
         return out
 
-    def _hashed_tree(self, drive: Drive, folder: str, dtype: str) -> list[Entry]:
-        """`drive.list_tree(folder, include_digest=True)`, with the subfolders of `folder`
-        listed concurrently: rclone computes the digests of one listing one file at a
-        time, so on a cold plan its hashing, not the disk, sets the pace (measured: 7.1 s
-        for 100,000 files in one listing, 5.3 s in two at once). Files directly in
-        `folder` are hashed one call each; if there are many, one listing does it all."""
-        top: list[Entry] = []
-        cursor: str | None = None
-        while True:
-            page, cursor = drive.list_folder(folder, include_digest=False, cursor=cursor,
-                                             limit=1000)  # fmt: skip
-            top += page
-            if cursor is None:
-                break
-        files = [e for e in top if not e.is_dir]
-        subs = [e.path for e in top if e.is_dir]
-        if len(files) > BULK_MISSES or len(subs) < 2:
-            return drive.list_tree(folder, include_digest=True)
-        threads = max(2, min(_THREADS, os.cpu_count() or 2))
-        try:
-            with ThreadPoolExecutor(threads, thread_name_prefix="placet-rlist") as ex:
-                trees = list(ex.map(lambda d: drive.list_tree(d, include_digest=True), subs))
-        except PathRefused:
-            # A subfolder's name cannot be passed to the drive on its own (a ':', a
-            # leading '-'...): one listing from `folder` covers it (the planner then
-            # reports the name as unusable).
-            return drive.list_tree(folder, include_digest=True)
-        got = self._hash_remote(drive, folder, dtype, files, len(files)) if files else {}
-        out = [e for e in top if e.is_dir]
-        out += [replace(e, digests={dtype: got[e.path]} if e.path in got else {}) for e in files]
-        for tree in trees:
-            out += tree
-        return out
-
     def _hash_remote(
-        self, drive: Drive, folder: str, dtype: str, misses: list[Entry], total: int
+        self, drive: Drive, folder: str, dtype: str, misses: list[ListRow], total: int
     ) -> dict[str, str]:
         """Digests of `misses` (of `total` listed), computed by rclone; a file changed
         meanwhile gets none."""
         out: dict[str, str] = {}
         if len(misses) > BULK_MISSES and len(misses) > total // 10:
-            listed = {e.path: e for e in drive.list_tree(folder, include_digest=True)}
-            for e in misses:
-                f = listed.get(e.path)
-                same = f is not None and (f.size, f.mtime) == (e.size, e.mtime)
-                if same and f is not None and (d := f.digests.get(dtype)):
-                    out[e.path] = d
+            want = {r[0]: r for r in misses}
+            for rows in _pieces(drive, folder, dtype, _THREADS):
+                for p, _, size, mtime, d in rows:
+                    r = want.get(p)
+                    if r is not None and d and (r[2], r[3]) == (size, mtime):
+                        out[p] = d
             return out
 
-        def one(e: Entry) -> tuple[str, str | None]:
+        def one(r: ListRow) -> tuple[str, str | None]:
             try:
-                d = drive.digest_of(e.path, dtype)
-                after = drive.stat(e.path)  # computed for the listed version only
+                d = drive.digest_of(r[0], dtype)
+                after = drive.stat(r[0])  # computed for the listed version only
             except PathRefused:  # a name placet cannot use: no digest (the plan says why)
-                return e.path, None
-            same = after is not None and (after.size, after.mtime) == (e.size, e.mtime)
-            return e.path, d if same else None
+                return r[0], None
+            size = -1 if after is None or after.size is None else after.size
+            same = after is not None and (size, after.mtime) == (r[2], r[3])
+            return r[0], d if same else None
 
         with ThreadPoolExecutor(_THREADS, thread_name_prefix="placet-rhash") as ex:
             for path, d in ex.map(one, misses):
                 if d:
                     out[path] = d
         return out
+
+
+def _stored_digests(
+    rows: Sequence[ListRow], cut: int, dtype: str | None, out: list[RemoteEntry]
+) -> None:
+    """Append `rows` (digests as listed) to `out` as `RemoteEntry`s relative to the
+    folder (`cut` characters of prefix), leaving out the folder itself."""
+    append = out.append
+    for p, is_dir, size, mtime, d in rows:
+        rel = p[cut:]
+        if not rel:
+            continue
+        if is_dir:
+            append(new_remote_entry(rel, "dir", 0, mtime, _NONE))
+        else:
+            digests = OneDigest(dtype, d) if d and dtype else _NONE
+            append(new_remote_entry(rel, "file", size, mtime, digests))
+
+
+def _pieces(drive: Drive, folder: str, dtype: str | None, threads: int) -> Iterator[list[ListRow]]:
+    """The recursive listing of `folder` in pieces (see the module docstring): first
+    its own entries, then each top-level subfolder's tree, listed `threads` at a time
+    and yielded in order. A subfolder gone meanwhile yields nothing; the trees of
+    subfolders whose names the drive refuses on their own come last, cut from one
+    recursive listing of `folder`."""
+    top = drive.list_rows(folder, recurse=False, digest_type=dtype)
+    subs = [r[0] for r in top if r[1]]
+    yield top
+    if not subs:
+        return
+
+    def tree(d: str) -> list[ListRow] | None:
+        try:
+            return drive.list_rows(d, recurse=True, digest_type=dtype)
+        except NotFound:  # removed since the top level was listed
+            return []
+        except PathRefused:
+            return None
+
+    refused: list[str] = []
+    with ThreadPoolExecutor(min(threads, len(subs)), thread_name_prefix="placet-rlist") as ex:
+        pending = [ex.submit(tree, d) for d in subs]
+        try:
+            for d, fut in zip(subs, pending, strict=True):
+                rows = fut.result()
+                if rows is None:
+                    refused.append(d)
+                else:
+                    yield rows
+                del rows
+        finally:
+            for f in pending:
+                f.cancel()
+    if refused:
+        below = tuple(f"{d}/" for d in refused)
+        rest = drive.list_rows(folder, recurse=True, digest_type=dtype)
+        yield [r for r in rest if r[0].startswith(below)]

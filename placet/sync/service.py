@@ -52,7 +52,7 @@ from placet.sync.indexer import IndexResult, index_local
 from placet.sync.jobs import LongReads, Progress
 from placet.sync.model import BaselineEntry, RemoteEntry, SyncPlan, gc_paused
 from placet.sync.planner import plan_listings, read_listings
-from placet.sync.remote import RemoteLister
+from placet.sync.remote import RemoteLister, SyncDigestStore
 from placet.text import inert
 
 log = logging.getLogger(__name__)
@@ -323,6 +323,7 @@ class SyncService:
         progress: Progress | None,
     ) -> StoredPlan:
         drive = ctx.drive
+        drive.use_digest_store(SyncDigestStore(self.data, drive.spec))  # one digest cache
         caps = drive.capabilities()
         dtype = preferred_digest(caps)
         try:
