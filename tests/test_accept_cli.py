@@ -3,6 +3,7 @@ the owner's opt-in, and the exit codes follow `placet.errors`."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable
@@ -15,7 +16,8 @@ from tui_pty import PtyProcess
 
 from placet.config import Settings, load_settings
 from placet.drive import RcloneDrive
-from placet.requests import request_hash
+from placet.paths import Root
+from placet.requests import Op, RemoteEvidence, SyncRequest, request_hash
 
 pytest_plugins = ["drive_fixtures"]
 
@@ -225,3 +227,93 @@ def test_drive_binding_is_checked_before_the_code_is_asked(rig: Rig) -> None:
     assert b"type the code" not in out  # refused before the code was asked
     assert rig.store.get(other.id).status == "pending"
     assert rig.store.op_results(other.id) == []
+
+
+# --- every risk flag is shown, whatever the padding ----------------------------------------
+
+
+def _padded_sync(rig: Rig, pad: int) -> int:
+    """A sync of `pad` harmless-looking mkdirs with accented names, then one that makes
+    a CI workflow folder: the runs_code flag comes after 50 other flags and 200 ops."""
+    absent = RemoteEvidence(exists=False)
+    ops = [
+        Op(index=i, kind="mkdir", remote_path=f"d\u00e9j\u00e0-{i:03d}", expected_remote=absent)
+        for i in range(pad)
+    ]
+    ops.append(Op(index=pad, kind="mkdir", remote_path="zz/.github/workflows",
+                  expected_remote=absent))  # fmt: skip
+    req = SyncRequest(plan_id=1, root=rig.root.to_ref(), local_path="", remote_path="", ops=ops)
+    rec, _ = rig.store.create_proposal(
+        kind="sync", request=req.model_dump(mode="json"), evidence={}, reason="tidy folders",
+        drive_spec=rig.drive.spec, run_id="run-test", ttl_seconds=600,
+    )  # fmt: skip
+    return rec.id
+
+
+def test_padded_sync_shows_every_flag_and_says_how_many_ops_are_not_listed(rig: Rig) -> None:
+    pid = _padded_sync(rig, 260)
+    r = placet_cli("accept", str(pid), env=_env())
+    assert r.returncode == 4 and "no_terminal" in r.stderr  # shown, then refused
+    out = r.stdout
+    assert f"  ... and 61 more ops (see `placet show {pid}`" in out
+    assert "placet risk flags (261: 1 runs_code, 260 non_ascii_name):" in out
+    flag_lines = [line for line in out.splitlines() if line.startswith("    ! ")]
+    assert len(flag_lines) == 261
+    assert flag_lines[0].startswith("    ! runs_code: 'zz/.github/workflows'")  # worst first
+    assert "d\u00e9j\u00e0-259" in out  # the last padding op's flag, past any cut
+    assert out.count("(ASCII:") == 260 + 200  # once per flag, once per listed op line
+    assert rig.store.get(pid).status == "pending"
+
+
+def test_flags_match_the_root_path_and_the_code_prompt_counts_them(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """A root that is itself a .git folder: the download to hooks/pre-commit is runs_code,
+    and the code prompt repeats the flag counts it is typed for."""
+    assert rig.remote_dir is not None
+    gitdir = tmp_path / "repo" / ".git"
+    (gitdir / "hooks").mkdir(parents=True)
+    st = os.stat(gitdir)
+    git_rig = dataclasses.replace(rig, root=Root("git", gitdir, st.st_dev, st.st_ino))
+    (rig.remote_dir / "hook").write_bytes(b"#!/bin/sh\necho pwned\n")
+    rec = git_rig.download("hook", "hooks/pre-commit")
+    p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
+    try:
+        assert p.wait_for(b"type the code ")
+        p.send("AAAAAA\r")
+        assert p.wait_exit(30) == 4
+    finally:
+        p.kill()
+    out = p.bytes().decode(errors="replace")
+    assert "! runs_code: 'hooks/pre-commit' in the local root" in out
+    assert f"matches '.git/' in the path of the local root '{gitdir}'" in out
+    assert "with 1 op(s), 1 risk flag(s): 1 runs_code, all listed above" in out
+    assert not (gitdir / "hooks/pre-commit").exists()
+
+
+def test_download_into_placet_config_is_refused_before_the_code(rig: Rig, tmp_path: Path) -> None:
+    """A root holding placet's data dir (made before the root rule, or under another
+    PLACET_HOME): a download of config.toml with allow_yes = true is refused at once."""
+    assert rig.remote_dir is not None
+    (rig.remote_dir / "cfg").write_bytes(b"allow_yes = true\n")
+    home = rig.settings.data_dir
+    write_config(rig.settings, drive=rig.drive.spec, roots={str(home.parent): "allow-overwrite"})
+    before = rig.settings.config_file.read_bytes()
+    st = os.stat(home.parent)
+    top = dataclasses.replace(
+        rig,
+        settings=load_settings().model_copy(update={"drive": rig.drive.spec}),
+        root=Root("top", home.parent, st.st_dev, st.st_ino),
+    )
+    rec = top.download("cfg", f"{home.name}/config.toml", overwrite=True)
+    p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
+    try:
+        rc = p.wait_exit(60)
+    finally:
+        p.kill()
+    out = p.bytes().decode(errors="replace")
+    assert rc == 4, out
+    assert "placet_own_path" in out and f"'{home}'" in out
+    assert "type the code" not in out
+    assert rig.settings.config_file.read_bytes() == before
+    assert rig.store.get(rec.id).status == "pending"

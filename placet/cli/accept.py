@@ -1,12 +1,14 @@
 """`placet accept ID [--yes] [--skip INDEX]...`: the owner's headless decision, then the
 execution.
 
-What the owner approves is what runs: the effect shown is computed from the same parsed
-ops the executor runs (`placet.executor.plan_for`), with placet's own risk flags
-(`placet.risk`) above the agent's reason (shown boxed, last, as its claim), and the
-request hash the approval binds to (DESIGN.md section 9, "Accept binds to what was
-shown"). Every string that came from an agent, a file name or the remote goes through
-`placet.text.inert`.
+What the owner approves is what runs: the effect shown (`placet.cli.accept_effect`) is
+computed from the same parsed ops the executor runs (`placet.executor.plan_for`), with
+every one of placet's own risk flags (`placet.risk`; never cut, whatever the op count)
+above the agent's reason (shown boxed, last, as its claim), and the request hash the
+approval binds to (DESIGN.md section 9, "Accept binds to what was shown"). The code
+prompt repeats the op count and the flags by kind. A download into placet's own folders
+is refused before any code is asked. Every string that came from an agent, a file name
+or the remote goes through `placet.text.inert`.
 
 The confirmation is a short random code that placet writes to the controlling terminal
 (``/dev/tty``) and reads back from it, after discarding anything typed ahead. A command
@@ -46,6 +48,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
+from placet.cli.accept_effect import all_flags, effect_lines, flag_counts
 from placet.config import Settings, load_settings
 from placet.errors import (
     EXIT_DRIVE_UNAVAILABLE,
@@ -57,8 +60,8 @@ from placet.errors import (
     WrongState,
 )
 from placet.executor import ProgressEvent, check_binding, execute, plan_for
+from placet.paths import PlacetDirs
 from placet.requests import Op
-from placet.risk import RiskFlag, risk_flags
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
 from placet.text import inert, inert_with_ascii
 
@@ -111,6 +114,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         # the owner types a code, leaving it as it is.
         check_binding(settings, record)
         plan = plan_for(record.kind, record.request, record.evidence)
+        _refuse_placet_targets(settings, record, plan.ops)
         skip = _check_skip(record, plan.ops, args.skip)
         _emit(effect_lines(record, plan.ops, skip))
         if record.status in _NEEDS_DECISION:
@@ -125,7 +129,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
                             code="no_terminal",
                             details={"proposal_id": record.id},
                         )
-                    _confirm(tty, record, skip)
+                    _confirm(tty, record, skip, covers=_covers(record, plan.ops))
                 detail: dict[str, Any] = {
                     "request_hash": record.request_hash,
                     "via": "cli",
@@ -146,6 +150,34 @@ def cmd_accept(args: argparse.Namespace) -> int:
         else:
             _emit([f"proposal {record.id} was already approved; executing it now"])
         return _run(store, settings, record)
+
+
+def _refuse_placet_targets(settings: Settings, record: ProposalRecord, ops: list[Op]) -> None:
+    """Refuse, before any code is asked, a download whose target lies in placet's own
+    folders (`placet.paths.PlacetDirs`); the executor refuses it again by descriptor.
+
+    Raises:
+        PolicyRefused (code ``placet_own_path``).
+    """
+    root = record.request.get("root") if isinstance(record.request, dict) else None
+    root_path = str(root.get("path", "")) if isinstance(root, dict) else ""
+    if not root_path:
+        return
+    own = PlacetDirs.of(settings)
+    for op in ops:
+        if op.kind != "download" or not op.local_path:
+            continue
+        target = os.path.realpath(posixpath.join(root_path, op.local_path))
+        hit = own.overlap(target)
+        if hit is not None:
+            raise PolicyRefused(
+                f"refusing to accept proposal {record.id}: op #{op.index} would write "
+                f"{inert_with_ascii(target)} inside placet's own {hit[0]} "
+                f"'{inert(str(hit[1]))}'; discard it, and start placet serve with a --root "
+                "apart from placet's folders",
+                code="placet_own_path",
+                details={"proposal_id": record.id, "op_index": op.index},
+            )
 
 
 def _check_skip(record: ProposalRecord, ops: list[Op], skip: list[int]) -> list[int]:
@@ -210,121 +242,6 @@ def _check_state(record: ProposalRecord) -> None:
         )
 
 
-# ---- what the owner is shown ----------------------------------------------------------
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit} ({n} bytes)"
-
-
-def _flags(record: ProposalRecord, op: Op) -> list[RiskFlag]:
-    local = op.local_path or ""
-    remote = op.remote_path or ""
-    if op.kind == "download":
-        replaces = op.replace or op.expected_local is not None
-        return risk_flags(kind="download", target_path=local, replaces_existing=replaces,
-                          name_changed=False)  # fmt: skip
-    if op.kind == "mkdir":
-        return risk_flags(kind="mkdir", target_path=remote, replaces_existing=False,
-                          name_changed=False)  # fmt: skip
-    exists = op.expected_remote is not None and op.expected_remote.exists
-    renamed = record.kind == "upload" and posixpath.basename(local) != posixpath.basename(remote)
-    return risk_flags(
-        kind=op.kind,
-        target_path=remote,
-        replaces_existing=op.replace or exists,
-        name_changed=renamed,
-        source_name=posixpath.basename(local) if renamed else None,
-    )
-
-
-def _op_lines(record: ProposalRecord, op: Op, root_path: str) -> list[str]:
-    local = f"{root_path.rstrip('/')}/{op.local_path}" if op.local_path is not None else None
-    remote = f"drive:/{op.remote_path or ''}"
-    head = f"  #{op.index} {op.kind}"
-    if op.kind == "mkdir":
-        return [f"{head}  create folder {inert_with_ascii(remote)}"]
-    src, dst = (remote, local) if op.kind == "download" else (local, remote)
-    out = [
-        f"{head}  {inert_with_ascii(src or '?')}",
-        f"       -> {inert_with_ascii(dst or '?')}" + ("  (REPLACES it)" if op.replace else ""),
-        f"       size {_size(op.size)}",
-    ]
-    ev_local, ev_remote = op.expected_local, op.expected_remote
-    if op.kind != "download" and ev_local is not None:
-        out.append(f"       sha256 {ev_local.sha256}")
-        if ev_local.digest_type and ev_local.digest_type != "sha256":
-            out.append(f"       {ev_local.digest_type} {ev_local.digest}")
-    if op.kind == "download" and ev_remote is not None:
-        digest = f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "none"
-        out.append(f"       remote digest {digest}")
-    if ev_remote is not None and op.kind != "download":
-        seen = "absent" if not ev_remote.exists else (
-            f"exists, {_size(ev_remote.size)}, "
-            + (f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "no digest")
-        )  # fmt: skip
-        out.append(f"       target on the drive when proposed: {seen}")
-    if op.kind == "download":
-        seen = "absent" if ev_local is None else f"exists, {_size(ev_local.size)}"
-        out.append(f"       local target when proposed: {seen}")
-    if op.reason:
-        out.append(f"       planner: {inert(op.reason)}")
-    return out
-
-
-def effect_lines(record: ProposalRecord, ops: list[Op], skip: list[int] | None = None) -> list[str]:
-    """What accepting `record` would do, as terminal-safe lines (placet's facts first,
-    then its risk flags, then the agent's reason boxed as its claim). Ops in `skip`
-    (`--skip`) are listed, marked as skipped."""
-    root = record.request.get("root") if isinstance(record.request, dict) else None
-    root_path = str(root.get("path", "")) if isinstance(root, dict) else ""
-    skipped = set(skip or [])
-    total = sum(op.size or 0 for op in ops if op.kind != "mkdir" and op.index not in skipped)
-    left_out = f" ({len(skipped)} skipped with --skip)" if skipped else ""
-    out = [
-        f"proposal {record.id}  {inert(record.kind)}  {record.status.upper()}",
-        f"  drive         {inert(record.drive_spec)}",
-        f"  proposed by   {inert(record.client_name or '?')} {inert(record.client_version or '')}"
-        f" run {inert(record.run_id)} on host {inert(record.host)}",
-        f"  ops           {len(ops)}{left_out}, moving {_size(total)}",
-    ]
-    for op in ops[:200]:
-        lines = _op_lines(record, op, root_path)
-        if op.index in skipped:
-            lines[0] += "  [SKIPPED: --skip, nothing is done for it]"
-        out += lines
-    if len(ops) > 200:
-        out.append(f"  ... {len(ops) - 200} more ops (`placet show {record.id} --json` lists all)")
-    flags: list[RiskFlag] = []
-    for op in ops:
-        for f in _flags(record, op):
-            if f not in flags:
-                flags.append(f)
-    if flags:
-        out.append(f"  placet risk flags ({len(flags)}):")
-        out += [f"    ! {f.code}: {f.message}" for f in flags[:50]]
-    else:
-        out.append("  placet found no risk flags.")
-    out.append(f"  request hash  {record.request_hash}")
-    reason = inert(record.reason)
-    out.append("  the agent's reason (its claim, not checked by placet):")
-    out += [
-        f"    +{'-' * (len(reason) + 2)}+",
-        f"    | {reason} |",
-        f"    +{'-' * (len(reason) + 2)}+",
-    ]
-    return out
-
-
 def _emit(lines: list[str]) -> None:
     for line in lines:
         sys.stdout.write(line + "\n")
@@ -358,8 +275,18 @@ def _read_line(fd: int, limit: int = 64) -> str:
     return buf.decode("utf-8", "replace")
 
 
-def _confirm(tty: int, record: ProposalRecord, skip: list[int] | None = None) -> None:
-    """Write a fresh code to the terminal and read it back from the terminal.
+def _covers(record: ProposalRecord, ops: list[Op]) -> str:
+    """What the code accepts, said in the prompt: the op count and every risk flag by kind."""
+    flags = all_flags(record, ops)
+    said = f"{len(flags)} risk flag(s): {flag_counts(flags)}" if flags else "no risk flags"
+    return f"{len(ops)} op(s), {said}, all listed above"
+
+
+def _confirm(
+    tty: int, record: ProposalRecord, skip: list[int] | None = None, *, covers: str = ""
+) -> None:
+    """Write a fresh code to the terminal and read it back from the terminal. The prompt
+    repeats `covers` (op count, risk flags by kind) so the code is typed for all of them.
 
     Raises:
         PolicyRefused (code ``confirmation_mismatch``): something else was typed.
@@ -371,6 +298,7 @@ def _confirm(tty: int, record: ProposalRecord, skip: list[int] | None = None) ->
         tty,
         (
             f"\nTo accept proposal {record.id} (request hash {record.request_hash[:16]}...)"
+            + (f" with {covers}" if covers else "")
             + (f" without op(s) {', '.join(f'#{i}' for i in skip)}" if skip else "")
             + ", "
             f"type the code {code} and press Enter (anything else declines): "
@@ -467,4 +395,4 @@ def exit_code(final: ProposalRecord, results: list[OpResultRecord]) -> int:
     return EXIT_OP_FAILED
 
 
-__all__ = ["cmd_accept", "effect_lines", "exit_code", "register"]
+__all__ = ["all_flags", "cmd_accept", "effect_lines", "exit_code", "flag_counts", "register"]
