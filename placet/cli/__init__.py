@@ -2,7 +2,9 @@
 
 Each command group lives in its own module under `placet/cli/` exposing
 `register(subparsers) -> None`; every subcommand sets `func(args) -> int` with
-`set_defaults`. A `PlacetError` becomes one clear line on stderr and the exit code of its
+`set_defaults`, and gives itself and each argument a one-line `help=` (a subcommand's
+line is also the description of its own `--help`; `tests/test_cli_help.py` checks every
+one). A `PlacetError` becomes one clear line on stderr and the exit code of its
 class (`placet.errors`); nothing prints a traceback to a user.
 """
 
@@ -39,7 +41,22 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand its one-line `help=` as the description of its own `--help`
+    too (argparse shows `help=` only in the parent's list), recursively."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        lines = {a.dest: a.help for a in action._choices_actions}
+        for name, child in action.choices.items():
+            line = lines.get(name)
+            if child.description is None and line:
+                child.description = line[:1].upper() + line[1:] + "."
+            _describe(child)
 
 
 def _silence_stdout() -> None:

@@ -80,7 +80,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     # Hidden (no help=, so not listed): rclone's --password-command. Usually answered by
     # the fast path in placet.cli.main; this entry keeps the argparse route identical.
-    s = sub.add_parser(RCLONE_PASSWORD_ARGS[1])
+    # Its own --help still says what it is.
+    s = sub.add_parser(
+        RCLONE_PASSWORD_ARGS[1],
+        description="Internal: rclone's --password-command hook. Prints the rclone config "
+        "password from the keyring for the rclone child placet starts; not for people.",
+    )
     s.set_defaults(func=lambda _args: print_for_rclone())
 
 

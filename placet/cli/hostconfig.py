@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="print an agent host's configuration for placet (writes nothing)",
         description="Print a ready MCP configuration for an agent host. Nothing is written.",
     )
-    p.add_argument("host", choices=HOSTS)
+    p.add_argument("host", choices=HOSTS, help="the agent host to configure: %(choices)s")
     p.add_argument(
         "--root", action="append", default=[], metavar="[NAME=]DIR", help="as for placet serve"
     )

@@ -46,17 +46,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=cmd_list)
 
     p = subparsers.add_parser("show", help="show one proposal, its op results and history")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=int, help="the proposal id (see placet list)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_show)
 
     p = subparsers.add_parser("discard", help="discard a pending proposal")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=int, help="the pending proposal's id")
     p.add_argument("--reason", help="recorded in the audit log")
     p.set_defaults(func=cmd_discard)
 
     p = subparsers.add_parser("extend", help="give a pending proposal more time")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=int, help="the pending proposal's id")
     p.add_argument("--minutes", type=int, required=True, help="added to its expiry")
     p.set_defaults(func=cmd_extend)
 
