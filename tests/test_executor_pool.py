@@ -98,6 +98,10 @@ def test_forty_files_four_at_a_time(
 ) -> None:
     rig = _rig(settings, tmp_path, make_drive(str(remote)), transfers=4)
     names = _tree(rig, 40)
+    (remote / "far").mkdir()
+    for i in range(6):  # downloads share the pool with the uploads
+        (remote / "far" / f"r{i}.bin").write_bytes(os.urandom(1000 + i))
+        names.append(f"far/r{i}.bin")
     rec = _propose(rig)
     final = rig.run(rec)
 
@@ -105,8 +109,10 @@ def test_forty_files_four_at_a_time(
     results = rig.store.op_results(rec.id)
     kinds = [r.op["kind"] for r in results]
     assert kinds.count("upload") == 40 and kinds.count("mkdir") == 3
+    assert kinds.count("download") == 6
     assert {r.outcome for r in results} == {"done"}
     _assert_synced(rig, names)
+    assert temp_names(rig.root.path) == []
     # More than one transfer was in flight at once: the pool's own count, and what the
     # progress events showed the owner.
     assert final.summary is not None
@@ -115,7 +121,7 @@ def test_forty_files_four_at_a_time(
     assert max(len(e.in_flight) for e in rig.events) <= 4
     # Result events: one per op, ops_done counts up, bytes never go backwards.
     ended = [e for e in rig.events if e.op_result is not None]
-    assert [e.ops_done for e in ended] == list(range(1, 44))
+    assert [e.ops_done for e in ended] == list(range(1, 50))
     done = [e.bytes_done for e in rig.events]
     assert done == sorted(done) and done[-1] == rig.events[-1].bytes_total > 0
     # Folders were created before any file op started.

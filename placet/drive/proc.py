@@ -23,7 +23,12 @@ rclone hygiene (DESIGN.md section 9):
   thread that started it even if placet is killed with SIGKILL; `rclone rcd` is therefore
   started from a keeper thread that lives as long as the daemon. Children run in their
   own session, so a Ctrl-C at the terminal reaches placet, which then cleans up (deletes
-  the temp object through the still-running rcd) before it stops them.
+  the temp object through the still-running rcd) before it stops them. A thread inside
+  `Children.adopt` registers the children it spawns, so the executor's transfer pool can
+  kill every running transfer at once when the owner cancels or the lease is lost.
+* **Threads.** `spawn` may run on several threads at once (pipes are close-on-exec and
+  `close_fds` is on, so no child holds another transfer's pipe open); the rcd client
+  reads its socket path and credentials under its lock (`Rcd.call`).
 * **rcd.** Listens on a unix socket in a fresh 0700 directory under the run dir, with a
   random user/password passed through its environment (`RCLONE_RC_USER/PASS`), started
   lazily on the first metadata call and stopped at exit.

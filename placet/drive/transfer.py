@@ -8,6 +8,10 @@ placet's own descriptors"). Hashing happens in the same pass, so the digest desc
 exactly the bytes that went over the pipe, not a second read of the file.
 
 Progress is throttled: at most one call per MiB or per 100 ms, plus one at the end.
+
+Thread-safe: the pumps share no state (each transfer has its own descriptors, hashers and
+`Ticker`, and reads the source with `pread` at explicit offsets), so a sync's transfer
+pool runs several at once; `progress` is called on the pumping thread.
 """
 
 from __future__ import annotations

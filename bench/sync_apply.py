@@ -1,0 +1,142 @@
+"""Applying an accepted sync (issue 6): placet's executor beside `rclone copy`.
+
+Two trees: `--files` small files (64 to 2,063 bytes, 100 per folder) and `--large`
+files of `--large-mib` MiB. For each tree and each `--transfers` value, a fresh data
+directory (config `transfers = N`) and a fresh local-folder drive: the sync is planned
+through `SyncService.make_plan` and proposed with `propose_sync` (the code the MCP tools
+run; not timed), accepted as the owner, then executed through `placet.executor.execute`
+(timed). In the same run `rclone copy --transfers N` copies the same tree to another
+fresh folder (timed). Printed per row: wall and CPU seconds of both and their ratio;
+CPU includes every rclone child (rcat/cat are reaped, rcd is read from /proc).
+
+    .venv/bin/python bench/sync_apply.py [--files 1200] [--large 4] [--large-mib 32]
+        [--transfers 1,4] [--dir /tmp/placet-bench-sync-apply]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RCLONE = Path(sys.executable).parent / "rclone"
+
+
+def _cpu(rcd_pid: int | None = None) -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    if rcd_pid is not None:
+        try:
+            f = Path(f"/proc/{rcd_pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            pass
+    return total
+
+
+def make_trees(base: Path, files: int, large: int, large_mib: int) -> dict[str, Path]:
+    small_dir, large_dir = base / "small", base / "large"
+    shutil.rmtree(base, ignore_errors=True)
+    for d in range((files + 99) // 100):
+        folder = small_dir / f"d{d:02d}"
+        folder.mkdir(parents=True)
+        for f in range(min(100, files - d * 100)):
+            (folder / f"f{f:03d}.txt").write_bytes(os.urandom(64 + (f * 37 + d) % 2000))
+    large_dir.mkdir(parents=True)
+    for i in range(large):
+        with open(large_dir / f"big{i}.bin", "wb") as fh:
+            for _ in range(large_mib):
+                fh.write(os.urandom(1 << 20))
+    return {f"{files} small files": small_dir, f"{large} x {large_mib} MiB": large_dir}
+
+
+def apply_once(tree: Path, transfers: int, scratch: Path) -> dict[str, Any]:
+    """Plan + propose (untimed), accept, execute (timed) into a fresh drive folder."""
+    from placet.config import load_settings
+    from placet.drive import drive_for
+    from placet.executor import execute
+    from placet.paths import parse_root_spec
+    from placet.proposing import ProposeContext
+    from placet.store import open_store
+    from placet.sync.propose import propose_sync
+    from placet.sync.service import SyncService
+
+    home = Path(tempfile.mkdtemp(prefix="home-", dir=scratch))
+    remote = Path(tempfile.mkdtemp(prefix="drive-", dir=scratch))
+    home.chmod(0o700)
+    (home / "config.toml").write_text(f"transfers = {transfers}\n")
+    settings = load_settings({"PLACET_HOME": str(home), "PLACET_DRIVE": str(remote)})
+    store = open_store(settings)
+    drive = drive_for(settings)
+    try:
+        root = parse_root_spec(f"bench={tree}", settings.data_dir)
+        ctx = ProposeContext(settings=settings, store=store, drive=drive, roots=(root,),
+                             run_id="bench", drive_spec=drive.spec)  # fmt: skip
+        svc = SyncService(store, settings)
+        plan = svc.make_plan(ctx, svc.folder(ctx, "", None), "", include_hidden=False,
+                             allow_empty_side=False)  # fmt: skip
+        rec, _ = propose_sync(svc, ctx, plan_id=plan.id, decisions={}, reason="bench")
+        store.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "bench",
+                                     "tty": False})  # fmt: skip
+        drive.capabilities()  # rcd up before timing, as in a running review UI
+        t, c = time.perf_counter(), _cpu(drive.rcd_pid)
+        final = execute(store, settings, rec.id, drive=drive)
+        wall, cpu = time.perf_counter() - t, _cpu(drive.rcd_pid) - c
+        assert final.status == "succeeded", store.op_results(rec.id)[:3]
+        summary = final.summary or {}
+        return {"wall": wall, "cpu": cpu, "ops": summary.get("ops"),
+                "max_in_flight": (summary.get("transfers") or {}).get("max_in_flight")}  # fmt: skip
+    finally:
+        drive.close()
+        store.close()
+
+
+def rclone_copy(tree: Path, transfers: int, scratch: Path) -> tuple[float, float]:
+    dest = Path(tempfile.mkdtemp(prefix="copy-", dir=scratch))
+    env = {"PATH": "/usr/bin:/bin", "RCLONE_CONFIG": "/dev/null", "HOME": str(scratch)}
+    argv = [str(RCLONE), "copy", "--transfers", str(transfers), str(tree), str(dest)]
+    t, c = time.perf_counter(), _cpu()
+    subprocess.run(argv, env=env, check=True)
+    return time.perf_counter() - t, _cpu() - c
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--files", type=int, default=1200)
+    ap.add_argument("--large", type=int, default=4)
+    ap.add_argument("--large-mib", type=int, default=32)
+    ap.add_argument("--transfers", default="1,4")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-sync-apply"))
+    args = ap.parse_args()
+    trees = make_trees(args.dir / "trees", args.files, args.large, args.large_mib)
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"load average before: {' '.join(load)}; {os.cpu_count()} CPUs")
+    print(f"{'tree':<18}{'N':>3} {'placet wall':>12}{'CPU':>8} {'rclone copy':>12}{'CPU':>8}"
+          f" {'wall ratio':>11} {'in flight':>9}")  # fmt: skip
+    for label, tree in trees.items():
+        for n in (int(x) for x in args.transfers.split(",")):
+            scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
+            try:
+                got = apply_once(tree, n, scratch)
+                cw, cc = rclone_copy(tree, n, scratch)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            print(f"{label:<18}{n:>3} {got['wall']:>10.2f} s{got['cpu']:>6.2f} s"
+                  f" {cw:>10.2f} s{cc:>6.2f} s {got['wall'] / cw:>10.1f}x"
+                  f" {got['max_in_flight']!s:>9}", flush=True)  # fmt: skip
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"load average after: {' '.join(load)}")
+    shutil.rmtree(args.dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
