@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -330,3 +331,34 @@ async def test_review_panel_shows_ops_in_flight_and_ops_ended(
         assert f"{final.summary['ops'] if final.summary else 0}/" in title
         outcomes = {table.get_cell(str(i), "outcome").plain for i in range(19)}  # type: ignore[attr-defined]
         assert outcomes == {"done"} and panel.running == set()
+
+
+@pytest.mark.timeout(180)
+def test_an_error_on_the_calling_thread_leaves_no_transfer_behind(
+    settings: Settings, tmp_path: Path, remote: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    # A second Ctrl-C in `placet accept` raises KeyboardInterrupt inside the progress
+    # callback, on the coordinating thread: execute must not return with rclone running.
+    slow = make_drive(str(remote), flags=("--bwlimit", "2M"))
+    fast = settings.model_copy(update={"lease_seconds": 1.0, "heartbeat_seconds": 0.2})
+    rig = _rig(fast, tmp_path, slow, transfers=3)
+    names = _tree(rig, 6, size=4 << 20)
+    rec = _propose(rig)
+    rig.accept(rec)
+
+    def progress(ev: ProgressEvent) -> None:
+        if len(ev.in_flight) >= 2 and ev.bytes_done > 0:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        execute(rig.store, rig.settings, rec.id, drive=slow, progress=progress)
+    assert _rclone_children(rig) == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("placet-transfer-")]
+    assert temp_names(remote) == []
+    deadline = time.monotonic() + 30
+    while rig.store.get(rec.id).status == "executing" and time.monotonic() < deadline:
+        time.sleep(0.2)  # the lease lapses without the heartbeat; recovery takes it
+        rig.store.recover_interrupted()
+    assert rig.store.get(rec.id).status == "interrupted"
+    assert rig.run(rec).status == "succeeded"
+    _assert_synced(rig, names)

@@ -186,30 +186,39 @@ def run_transfers(
             stop.set()
             children.kill_all()
 
-    while True:
-        why_now = abort_reason()
-        if why_now is not None:
-            stopping(why_now)
-        try:
-            op, out, why = results.get(timeout=TICK)
-        except queue.Empty:
-            if not any(t.is_alive() for t in threads) and results.empty():
-                break
+    try:
+        while True:
+            why_now = abort_reason()
+            if why_now is not None:
+                stopping(why_now)
+            try:
+                op, out, why = results.get(timeout=TICK)
+            except queue.Empty:
+                if not any(t.is_alive() for t in threads) and results.empty():
+                    break
+                tick()
+                continue
+            if why is not None or out is None:
+                stopping(why or "cancelled")  # out is None only when it was aborted
+                result.cut_short.append(op)
+            elif result.stopped is not None and out.outcome == "failed":
+                result.cut_short.append(op)  # most likely our kill; journaled as cancelled
+            elif result.stopped == "lease lost":
+                pass  # another process may own the proposal: write nothing more
+            elif not end_op(op, out):
+                halt("lease lost")
+                stopping("lease lost")
             tick()
-            continue
-        if why is not None or out is None:
-            stopping(why or "cancelled")  # out is None only when it was aborted
-            result.cut_short.append(op)
-        elif result.stopped is not None and out.outcome == "failed":
-            result.cut_short.append(op)  # most likely our kill; journaled as cancelled
-        elif result.stopped == "lease lost":
-            pass  # another process may own the proposal: write nothing more
-        elif not end_op(op, out):
-            halt("lease lost")
-            stopping("lease lost")
-        tick()
-    for t in threads:
-        t.join()
+    except BaseException:
+        # The journal failed (StoreError) or a second Ctrl-C raised KeyboardInterrupt
+        # here: no transfer may outlive this call, whatever the caller does next.
+        halt("cancelled")
+        stop.set()
+        children.kill_all()
+        raise
+    finally:
+        for t in threads:
+            t.join()
     return result
 
 
