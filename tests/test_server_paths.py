@@ -54,6 +54,8 @@ def _local_table(ws: Workspace) -> list[tuple[str, str, str]]:
         ("parent is a symlink", "linkdir/guide.md", "symlink_refused"),
         ("sibling root-evil", str(ws.outside / "secret.txt"), "path_outside_root"),
         ("escape char", "a\x1bb", "path_invalid"),
+        ("reserved temp prefix", ".placet-tmp-0a1b-x.txt", "path_reserved"),
+        ("reserved temp prefix in a folder", "docs/.placet-tmp-x/y.txt", "path_reserved"),
     ]
 
 
@@ -65,6 +67,7 @@ REMOTE_TABLE: list[tuple[str, str, str]] = [
     ("escape char", "a\x1bb", "path_invalid"),
     ("absolute", "/etc", "path_invalid"),
     ("nul", "a\x00b", "path_invalid"),
+    ("reserved temp prefix", ".placet-tmp-0a1b-x", "path_reserved"),
 ]
 
 
@@ -148,3 +151,21 @@ async def test_messages_say_what_to_do_and_escape_control_characters(ws: Workspa
             )
         )
         assert err["code"] == "root_unknown" and "proj" in err["message"]
+
+
+async def test_reserved_temp_prefix_in_any_remote_segment_is_refused(ws: Workspace) -> None:
+    calls = [
+        ("propose_upload", {"local_path": "hello.txt", "remote_parent": "docs/.placet-tmp-a"}),
+        ("propose_mkdir", {"remote_parent": ".placet-tmp-a/b", "name": "ok"}),
+        ("propose_download", {"remote_path": "a/.placet-tmp-b/c.txt", "local_path": "n.txt"}),
+        (
+            "propose_upload",
+            {"local_path": "hello.txt", "remote_parent": "", "name": ".placet-tmp-1"},
+        ),
+    ]
+    async with connect(ws) as client:
+        for tool, args in calls:
+            err = error_of(await client.call_tool(tool, {**args, "reason": "r"}))
+            assert err["code"] == "path_reserved", (tool, err)
+            assert "reserved for placet's temporary files" in err["message"]
+        assert ok(await client.call_tool("proposal_list", {}))["proposals"] == []
