@@ -32,9 +32,11 @@ listed in pieces with digests, and nothing is cached.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
+from typing import Any
 
 from placet.drive.base import DigestRow, Drive, ListRow, preferred_digest
 from placet.errors import NotFound, PathRefused
@@ -76,61 +78,123 @@ class RemoteLister:
         self, drive: Drive, folder: str, progress: Progress | None = None
     ) -> tuple[list[RemoteEntry], bool]:
         """The planner's listing of remote `folder` with digests, and whether the folder
-        is missing (an empty side).
+        is missing (an empty side): `begin(...)()`.
 
         Raises:
             PathRefused (`not_a_directory`): `folder` is a file. DriveUnavailable /
                 DriveError: rclone failed.
         """
+        return self.begin(drive, folder, progress)()
+
+    def begin(
+        self, drive: Drive, folder: str, progress: Progress | None = None
+    ) -> Callable[[], tuple[list[RemoteEntry], bool]]:
+        """Start listing remote `folder`; the returned function finishes the listing.
+
+        A background thread loads the remote digest cache and fetches the pieces (rclone
+        does the work, in its own process; this thread mostly waits on the socket). The
+        returned function waits for them and builds the entries in the calling thread,
+        so that whatever the caller does meanwhile (the local index: one `lstat` per
+        file) does not take turns with Python work here for the interpreter lock:
+        measured, that contention made each `lstat` wait for the other thread's switch
+        interval and doubled the index's time. Call the function exactly once; it
+        returns or raises what `remote_listing` does.
+        """
         caps = drive.capabilities()
         dtype = preferred_digest(caps)
+        on_demand = dtype is not None and caps.hashes_on_demand
+        prefix = f"{folder}/" if folder else ""
+        box: list[Any] = []
+
+        def fetch() -> None:
+            try:
+                cache: Mapping[str, tuple[int, str, str]] = {}
+                cold = False
+                if on_demand:
+                    assert dtype is not None
+                    cache = self.data.remote_digests(drive.spec, dtype)
+                    cold = not any(p.startswith(prefix) for p in cache)
+                listed = dtype if not on_demand or cold else None
+                threads = _THREADS if cold else 2
+                box.append((list(_pieces(drive, folder, listed, threads)), cache, cold))
+            except BaseException as e:  # handed to the finishing thread
+                box.append(e)
+
         if progress is not None:
             progress.phase = "listing the remote"
-        try:
-            if dtype is None or not caps.hashes_on_demand:
-                entries: list[RemoteEntry] = []
-                for rows in _pieces(drive, folder, dtype, 2):
-                    _stored_digests(rows, len(folder) + 1 if folder else 0, dtype, entries)
-            else:
-                entries = self._cached_remote_digests(drive, folder, dtype, progress)
-        except NotFound:
-            found = drive.stat(folder) if folder else None
-            if found is not None and not found.is_dir:
-                raise PathRefused(
-                    f"refusing remote {inert(folder)!r}: it is a file, not a folder; name a "
-                    "folder of the drive",
-                    code="not_a_directory",
-                    details={"remote_path": folder},
-                ) from None
-            return [], True
-        if progress is not None:
-            progress.remote_entries = len(entries)
-        return entries, False
+        worker = threading.Thread(target=fetch, name="placet-list", daemon=True)
+        worker.start()
 
-    def _cached_remote_digests(
-        self, drive: Drive, folder: str, dtype: str, progress: Progress | None
-    ) -> list[RemoteEntry]:
-        """The listing of an on-demand remote with digests from the remote digest cache;
-        misses hashed by rclone and remembered (see the module docstring)."""
-        spec = drive.spec
-        prefix = f"{folder}/" if folder else ""
-        cut = len(prefix)
-        cache = self.data.remote_digests(spec, dtype)
-        out: list[RemoteEntry] = []
-        if not any(p.startswith(prefix) for p in cache):
-            # Nothing cached under the folder: hashed listings, not a listing first.
-            fresh: list[DigestRow] = []
-            for rows in _pieces(drive, folder, dtype, _THREADS):
-                _stored_digests(rows, cut, dtype, out)
-                fresh += [(p, s, m, d) for p, is_dir, s, m, d in rows if d and m and s >= 0]
-                self.files_hashed += sum(1 for r in rows if not r[1])
-            self.data.put_remote_digests(spec, dtype, fresh)
-            return out
+        def finish() -> tuple[list[RemoteEntry], bool]:
+            worker.join()
+            got = box[0]
+            if isinstance(got, NotFound):
+                return self._missing(drive, folder)
+            if isinstance(got, BaseException):
+                raise got
+            pieces, cache, cold = got
+            box.clear()
+            cut = len(prefix)
+            entries: list[RemoteEntry] = []
+            if not on_demand:
+                while pieces:
+                    _stored_digests(pieces.pop(0), cut, dtype, entries)
+            elif cold:
+                assert dtype is not None
+                self._cold(drive, pieces, cut, dtype, entries)
+            else:
+                assert dtype is not None
+                self._warm(drive, folder, pieces, cache, cut, dtype, entries, progress)
+            if progress is not None:
+                progress.remote_entries = len(entries)
+            return entries, False
+
+        return finish
+
+    @staticmethod
+    def _missing(drive: Drive, folder: str) -> tuple[list[RemoteEntry], bool]:
+        found = drive.stat(folder) if folder else None
+        if found is not None and not found.is_dir:
+            raise PathRefused(
+                f"refusing remote {inert(folder)!r}: it is a file, not a folder; name a "
+                "folder of the drive",
+                code="not_a_directory",
+                details={"remote_path": folder},
+            ) from None
+        return [], True
+
+    def _cold(
+        self, drive: Drive, pieces: list[list[ListRow]], cut: int, dtype: str,
+        out: list[RemoteEntry],
+    ) -> None:  # fmt: skip
+        """Nothing was cached under the folder, so it was listed with digests: keep
+        them all in the remote digest cache."""
+        fresh: list[DigestRow] = []
+        while pieces:
+            rows = pieces.pop(0)
+            _stored_digests(rows, cut, dtype, out)
+            fresh += [(p, s, m, d) for p, _, s, m, d in rows if d and m and s >= 0]
+            self.files_hashed += sum(1 for r in rows if not r[1])
+        self.data.put_remote_digests(drive.spec, dtype, fresh)
+
+    def _warm(
+        self,
+        drive: Drive,
+        folder: str,
+        pieces: list[list[ListRow]],
+        cache: Mapping[str, tuple[int, str, str]],
+        cut: int,
+        dtype: str,
+        out: list[RemoteEntry],
+        progress: Progress | None,
+    ) -> None:
+        """Digests from the remote digest cache while size and mtime match; the misses
+        hashed by rclone and remembered (see the module docstring)."""
         misses: list[ListRow] = []
         get = cache.get
         append = out.append
-        for rows in _pieces(drive, folder, None, 2):
-            for row in rows:
+        while pieces:
+            for row in pieces.pop(0):
                 p, is_dir, size, mtime, _ = row
                 rel = p[cut:]
                 if not rel:
@@ -144,20 +208,20 @@ class RemoteLister:
                     append(new_remote_entry(rel, "file", size, c[1], OneDigest(dtype, c[2])))
                 else:
                     misses.append(row)
-        if misses:
-            if progress is not None:
-                progress.phase = f"hashing {len(misses)} remote files"
-            got = self._hash_remote(drive, folder, dtype, misses, len(out) + len(misses))
-            fresh = []
-            for p, _, size, mtime, _ in misses:
-                digest = got.get(p)
-                if digest is not None and size >= 0 and mtime is not None:
-                    fresh.append((p, size, mtime, digest))
-                digests = OneDigest(dtype, digest) if digest else _NONE
-                append(new_remote_entry(p[cut:], "file", size, mtime, digests))
-            self.files_hashed += len(misses)
-            self.data.put_remote_digests(spec, dtype, fresh)
-        return out
+        if not misses:
+            return
+        if progress is not None:
+            progress.phase = f"hashing {len(misses)} remote files"
+        got = self._hash_remote(drive, folder, dtype, misses, len(out) + len(misses))
+        fresh: list[DigestRow] = []
+        for p, _, size, mtime, _ in misses:
+            digest = got.get(p)
+            if digest is not None and size >= 0 and mtime is not None:
+                fresh.append((p, size, mtime, digest))
+            digests = OneDigest(dtype, digest) if digest else _NONE
+            append(new_remote_entry(p[cut:], "file", size, mtime, digests))
+        self.files_hashed += len(misses)
+        self.data.put_remote_digests(drive.spec, dtype, fresh)
 
     def _hash_remote(
         self, drive: Drive, folder: str, dtype: str, misses: list[ListRow], total: int

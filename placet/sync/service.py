@@ -3,9 +3,12 @@ baseline, plan, store the plan (DESIGN.md sections 5, 7-9).
 
 What it decides, and why:
 
-- **Both listings at once.** The remote listing runs in a helper thread while this
-  thread indexes the local folder: rclone does the listing (and any remote hashing) in
-  its own process, so on two cores the slower side sets the time, not their sum.
+- **Both listings at once.** rclone lists the remote (and does any remote hashing) in
+  its own process while this thread indexes the local folder, so on two cores the
+  slower side sets the time, not their sum. A helper thread only fetches the listing;
+  its entries are built here after the index (`RemoteLister.begin`), because Python
+  work in a second thread makes each of the index's `lstat` calls wait for the
+  interpreter lock.
 - **Digests cost once.** Local digests come from the persistent digest cache
   (`SyncData` implements `placet.sync.cache.DigestCache`), reused while size, mtime,
   inode and ctime match. On remotes whose digests rclone computes by reading the data
@@ -26,6 +29,7 @@ narrowed folders, the drive), so the tools and any CLI resolve paths the same wa
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -33,7 +37,6 @@ import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -330,20 +333,22 @@ class SyncService:
             drive.clear_caches()  # DESIGN.md section 3: never plan from rclone's caches
         except PlacetError as e:
             log.warning("could not clear rclone's caches before planning: %s", e.message)
-        with ThreadPoolExecutor(1, thread_name_prefix="placet-list") as ex:
-            listing = ex.submit(self.remote_listing, drive, remote, progress)
-            try:
-                idx = self.index(
-                    folder,
-                    digest_type=dtype,
-                    include_hidden=include_hidden,
-                    progress=progress,
-                    defer_writes=True,
-                )
-            finally:
-                if progress is not None:
-                    progress.phase = "listing the remote"
-                remote_entries, missing = listing.result()
+        finish = self.remote.begin(drive, remote, progress)  # rclone lists meanwhile
+        try:
+            idx = self.index(
+                folder,
+                digest_type=dtype,
+                include_hidden=include_hidden,
+                progress=progress,
+                defer_writes=True,
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                finish()  # the listing thread ends before the error goes up
+            raise
+        if progress is not None:
+            progress.phase = "listing the remote"
+        remote_entries, missing = finish()
         pair = Pair(str(folder.root.path), folder.rel, ctx.drive_spec, remote)
         baseline, generation = self.data.baseline(pair)
         if progress is not None:
