@@ -217,3 +217,91 @@ def test_show_and_audit_print_failure_and_owner_text_plainly(store: Store) -> No
     text = audit.decode()
     assert "wiki \u2014 \u00fcn\u00efcode ok \\x1b" in text  # escaped once, letters kept
     assert "\\\\" not in text and "\\u2014" not in text
+
+
+# ---- list and show: widths, expiry, ASCII forms, every op in full ---------------------
+
+
+def run_cols(cols: int, *args: str) -> str:
+    import os
+
+    r = subprocess.run(
+        [PLACET, *args],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": str(cols)},
+    )
+    assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr.decode()
+    return r.stdout.decode()
+
+
+def test_list_reason_uses_the_terminal_width_with_a_minimum_of_60(store: Store) -> None:
+    reason = "r" * 150 + " the end"
+    _propose(store, "wide", reason=reason, ttl_seconds=600)
+    wide = run_cols(300, "list")
+    assert reason in wide and "…" not in wide.splitlines()[-1]
+    narrow = run_cols(40, "list").splitlines()[-1]
+    shown = narrow.split("r" * 10, 1)[1]
+    assert shown.endswith("…") and len("r" * 10 + shown) == 60  # the minimum, marked cut
+
+
+def test_list_shows_expired_as_expired_not_zero_seconds_ago(store: Store) -> None:
+    old = datetime.now(UTC) - timedelta(minutes=10)
+    swept = _propose(store, "swept", ttl_seconds=300, now=old)  # expired 5 min ago
+    due = _propose(store, "due", ttl_seconds=300, now=old)
+    assert store.sweep().expired == [swept, due]
+    text = run_cols(200, "list")
+    rows = {int(line.split()[0]): line for line in text.splitlines()[1:]}
+    for pid in (swept, due):
+        assert "expired 5m ago" in rows[pid], rows[pid]
+        assert "0s ago" not in rows[pid]
+
+
+def test_list_and_show_put_the_ascii_form_beside_non_ascii_names(store: Store) -> None:
+    name = "r\u0430port"  # Cyrillic a
+    pid = _propose(store, name, ttl_seconds=600)
+    for out in (run_cols(200, "list"), run_cols(200, "show", str(pid))):
+        assert "docs/r\u0430port (ASCII: docs/r\\u0430port)" in out, out
+
+
+def _sync(store: Store, n: int) -> int:
+    deep = "/".join(f"folder-{i:02d}" for i in range(12))
+    ops = [
+        {
+            "index": i,
+            "kind": "upload",
+            "local_path": f"{deep}/file-{i}.txt",
+            "remote_path": f"{deep}/file-{i}.txt",
+            "size": 10,
+            "reason": "new",
+        }
+        for i in range(n)
+    ]
+    request = {
+        "kind": "sync",
+        "plan_id": 1,
+        "root": {"name": "proj", "path": "/tmp/proj", "device": 1, "inode": 2},
+        "local_path": "",
+        "remote_path": "",
+        "decisions": {},
+        "ops": ops,
+    }
+    p, _ = store.create_proposal(
+        kind="sync",
+        request=request,
+        evidence={},
+        reason="sync it",
+        drive_spec="local:/tmp/drive",
+        run_id="run-cli",
+        ttl_seconds=600,
+    )
+    return p.id
+
+
+def test_show_lists_every_sync_op_with_its_full_paths(store: Store) -> None:
+    pid = _sync(store, 45)
+    out = run_cols(100, "show", str(pid))
+    deep = "/".join(f"folder-{i:02d}" for i in range(12))
+    for i in range(45):
+        assert f"{deep}/file-{i}.txt" in out, i
+    assert "more (--json" not in out and "…" not in out

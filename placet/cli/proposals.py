@@ -3,10 +3,13 @@ queue and the audit log.
 
 Human output is for a terminal: every string that came from an agent, a file name or the
 remote goes through `placet.text.inert` (control, format and bidi characters shown
-escaped), and the agent's reason is shown last, boxed, as its claim below placet's own
-facts. `--json` output is for scripts: one JSON object per line (JSON Lines) with
-`ensure_ascii`, so it is terminal-safe too. Domain errors surface through the entry point
-(`placet.cli.main`) as one line on stderr and the exit code of their class.
+escaped; names with non-ASCII characters also get their escaped ASCII form beside them, as
+in the review UI), `show` lists every op of a sync whole (the terminal wraps; nothing the
+owner accepts is cut), `list` cuts only the reason, to the terminal's width; `show` puts
+the agent's reason last, boxed, as its claim below placet's own facts. `--json`
+output is for scripts: one JSON object per line (JSON Lines) with `ensure_ascii`, so it is
+terminal-safe too. Domain errors surface through the entry point (`placet.cli.main`) as
+one line on stderr and the exit code of their class.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
@@ -26,10 +30,13 @@ from placet.errors import EXIT_OK, StoreError, UsageError
 from placet.store import AuditRecord, ProposalRecord, Store, open_store
 from placet.store.db import utcnow
 from placet.store.lifecycle import STATUSES
-from placet.text import inert
+from placet.text import inert, inert_with_ascii
 
-SHOWN_OPS = 20
-"""How many ops of a sync proposal `show` lists before "... N more"."""
+REASON_MIN = 60
+"""`list` cuts a reason to the terminal's free width, but never below this."""
+TARGET_WIDTH = 40
+"""`list`'s target column; a longer ASCII target is cut, a non-ASCII one is shown whole
+(its escaped ASCII form beside it must stay visible)."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -92,12 +99,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         return _emit(_jsonl(p.to_dict() for p in rows))
     now = utcnow()
+    cols = shutil.get_terminal_size((REASON_MIN + 90, 24)).columns
     lines = [f"{'ID':>6}  {'STATUS':<11} {'KIND':<8} {'WHEN':<18} {'TARGET':<40} REASON"]
     for p in rows:
-        lines.append(
+        head = (
             f"{p.id:>6}  {p.status:<11} {inert(p.kind):<8} {_when(p, now):<18} "
-            f"{_clip(_target(p), 40):<40} {_clip(inert(p.reason), 60)}"
+            f"{_list_target(p):<40} "
         )
+        lines.append(head + _clip(inert(p.reason), max(REASON_MIN, cols - len(head))))
     if not rows:
         lines = ["no proposals" + (f" with status {', '.join(statuses)}" if statuses else "")]
     return _emit(lines)
@@ -143,7 +152,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if results:
         out.append(f"  op results (attempt {p.attempt}):")
         for r in results:
-            out.append(f"    #{r.op_index:<4} {r.outcome:<13} {_clip(_compact(r.op), 80)}")
+            out.append(f"    #{r.op_index:<4} {r.outcome:<13} {_compact(r.op)}")
             head, rest = failure_line(r.detail, ascii_forms=False)
             if head is not None:
                 out.append(f"          {head}")
@@ -258,13 +267,18 @@ def _target(p: ProposalRecord) -> str:
     root = (r.get("root") or {}).get("name") if isinstance(r.get("root"), dict) else None
     local_s = f"{root}:{local}" if root and local is not None else local
     if p.kind == "upload":
-        return f"{inert(str(local_s))} -> {inert(str(remote))}"
+        return f"{inert_with_ascii(str(local_s))} -> {inert_with_ascii(str(remote))}"
     if p.kind == "download":
-        return f"{inert(str(remote))} -> {inert(str(local_s))}"
+        return f"{inert_with_ascii(str(remote))} -> {inert_with_ascii(str(local_s))}"
     if p.kind == "sync":
         n = len(r.get("ops") or [])
-        return f"{inert(str(local_s))} <-> {inert(str(remote))} ({n} ops)"
-    return inert(str(remote if remote is not None else _compact(r)))
+        return f"{inert_with_ascii(str(local_s))} <-> {inert_with_ascii(str(remote))} ({n} ops)"
+    return inert_with_ascii(str(remote if remote is not None else _compact(r)))
+
+
+def _list_target(p: ProposalRecord) -> str:
+    shown = _target(p)
+    return shown if "(ASCII: " in shown else _clip(shown, TARGET_WIDTH)
 
 
 def _flatten(value: Any, indent: str, prefix: str = "") -> list[str]:
@@ -274,18 +288,16 @@ def _flatten(value: Any, indent: str, prefix: str = "") -> list[str]:
             out += _flatten(value[k], indent, f"{prefix}.{k}" if prefix else str(k))
         return out
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        # every item, whole: a sync's ops are what the owner accepts (the terminal wraps)
         out = [f"{indent}{inert(prefix)}: {len(value)} item(s)"]
-        for i, v in enumerate(value[:SHOWN_OPS]):
-            out.append(f"{indent}  [{i}] {_clip(_compact(v), 100)}")
-        if len(value) > SHOWN_OPS:
-            out.append(f"{indent}  ... {len(value) - SHOWN_OPS} more (--json shows all)")
+        out += [f"{indent}  [{i}] {_compact(v)}" for i, v in enumerate(value)]
         return out
-    shown = _compact(value) if isinstance(value, list | dict) else str(value)
-    return [f"{indent}{inert(prefix)}: {inert(shown)}"]
+    return [f"{indent}{inert(prefix)}: {_compact(value)}"]
 
 
 def _compact(value: Any) -> str:
-    return plain(value, ascii_forms=False)
+    """A stored JSON value as one line; names with non-ASCII get their ASCII form beside."""
+    return plain(value)
 
 
 def _event_line(e: AuditRecord) -> str:
@@ -308,8 +320,16 @@ def _rel(t: datetime, now: datetime) -> str:
 
 
 def _when(p: ProposalRecord, now: datetime) -> str:
-    if p.status == "pending":
-        return ("expires " if p.expires_at > now else "expired ") + _rel(p.expires_at, now)
+    """Pending: when it expires; expired: since when (not since the sweep that marked
+    it); otherwise: when it was decided or made."""
+    if p.status == "pending" and p.expires_at > now:
+        return "expires " + _rel(p.expires_at, now)
+    if p.status in ("pending", "expired"):
+        return (
+            "expired"
+            if now - p.expires_at < timedelta(seconds=1)
+            else ("expired " + _rel(p.expires_at, now))
+        )
     return _rel(p.resolved_at or p.created_at, now)
 
 
