@@ -317,3 +317,26 @@ def test_download_into_placet_config_is_refused_before_the_code(rig: Rig, tmp_pa
     assert "type the code" not in out
     assert rig.settings.config_file.read_bytes() == before
     assert rig.store.get(rec.id).status == "pending"
+
+
+def test_upload_into_placet_folders_on_a_local_drive_is_refused_before_the_code(
+    settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    """The drive is a local folder that holds placet's data dir (and its config.toml): an
+    upload replacing config.toml there is refused before the code is asked."""
+    r = make_rig(settings, make_drive(str(tmp_path)), tmp_path, tmp_path)
+    write_config(r.settings, drive=r.drive.spec)
+    before = r.settings.config_file.read_bytes()
+    r.write("cfg.toml", b"allow_yes = true\n")
+    home = r.settings.data_dir
+    rec = r.upload("cfg.toml", home.name, name="config.toml", replace_existing=True)
+    p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
+    try:
+        rc = p.wait_exit(60)
+    finally:
+        p.kill()
+    out = p.bytes().decode(errors="replace")
+    assert rc == 4, out
+    assert "placet_own_path" in out and "placet drive set" in out
+    assert "type the code" not in out
+    assert r.settings.config_file.read_bytes() == before

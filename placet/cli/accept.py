@@ -62,6 +62,7 @@ from placet.errors import (
 from placet.executor import ProgressEvent, check_binding, execute, plan_for
 from placet.paths import PlacetDirs
 from placet.requests import Op
+from placet.risk import drive_base
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
 from placet.text import inert, inert_with_ascii
 
@@ -152,29 +153,48 @@ def cmd_accept(args: argparse.Namespace) -> int:
         return _run(store, settings, record)
 
 
+def _local_drive_dir(spec: str) -> str | None:
+    """The folder of a drive spec that names a local folder (``/srv/d``, ``local:/srv/d``,
+    ``:local:/srv/d``), else None (a named remote's type is not known here)."""
+    if spec.startswith("/"):
+        return spec
+    if spec.startswith(("local:", ":local:", ":local,")):
+        base = drive_base(spec)
+        return base if base.startswith("/") else None
+    return None
+
+
 def _refuse_placet_targets(settings: Settings, record: ProposalRecord, ops: list[Op]) -> None:
-    """Refuse, before any code is asked, a download whose target lies in placet's own
-    folders (`placet.paths.PlacetDirs`); the executor refuses it again by descriptor.
+    """Refuse, before any code is asked, an op that would write inside placet's own
+    folders (`placet.paths.PlacetDirs`): a download under a root that holds one, or an
+    upload or mkdir to a local-folder drive that holds one (the default drive folder,
+    `<data dir>/drive`, excepted). The download op refuses it again by descriptor.
 
     Raises:
         PolicyRefused (code ``placet_own_path``).
     """
     root = record.request.get("root") if isinstance(record.request, dict) else None
     root_path = str(root.get("path", "")) if isinstance(root, dict) else ""
-    if not root_path:
-        return
+    drive_dir = _local_drive_dir(record.drive_spec)
+    default_drive = os.path.realpath(settings.default_drive_dir)
     own = PlacetDirs.of(settings)
     for op in ops:
-        if op.kind != "download" or not op.local_path:
+        if op.kind == "download" and op.local_path and root_path:
+            target = os.path.realpath(posixpath.join(root_path, op.local_path))
+            fix = "start placet serve with a --root apart from placet's folders"
+        elif op.kind != "download" and op.remote_path and drive_dir:
+            target = os.path.realpath(posixpath.join(drive_dir, op.remote_path))
+            if os.path.commonpath([target, default_drive]) == default_drive:
+                continue
+            fix = "set a drive folder apart from placet's folders (`placet drive set`)"
+        else:
             continue
-        target = os.path.realpath(posixpath.join(root_path, op.local_path))
         hit = own.overlap(target)
         if hit is not None:
             raise PolicyRefused(
                 f"refusing to accept proposal {record.id}: op #{op.index} would write "
                 f"{inert_with_ascii(target)} inside placet's own {hit[0]} "
-                f"'{inert(str(hit[1]))}'; discard it, and start placet serve with a --root "
-                "apart from placet's folders",
+                f"'{inert(str(hit[1]))}'; discard it, and {fix}",
                 code="placet_own_path",
                 details={"proposal_id": record.id, "op_index": op.index},
             )
