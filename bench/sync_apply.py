@@ -8,9 +8,11 @@ run; not timed), accepted as the owner, then executed through `placet.executor.e
 (timed). In the same run `rclone copy --transfers N` copies the same tree to another
 fresh folder (timed). Printed per row: wall and CPU seconds of both and their ratio;
 CPU includes every rclone child (rcat/cat are reaped, rcd is read from /proc).
+Last, `--floor` small files are sent one by one through `rclone rcat` and through rcd's
+`operations/uploadfile`, to show what a per-file rclone process costs.
 
     .venv/bin/python bench/sync_apply.py [--files 1200] [--large 4] [--large-mib 32]
-        [--transfers 1,4] [--dir /tmp/placet-bench-sync-apply]
+        [--transfers 1,4] [--floor 200] [--dir /tmp/placet-bench-sync-apply]
 """
 
 from __future__ import annotations
@@ -108,6 +110,56 @@ def rclone_copy(tree: Path, transfers: int, scratch: Path) -> tuple[float, float
     return time.perf_counter() - t, _cpu() - c
 
 
+def per_file_floor(n: int, scratch: Path) -> None:
+    """What one small file costs through `rclone rcat` (a process per file, as placet's
+    uploads run today) and through rcd's `operations/uploadfile` (one HTTP request to the
+    running daemon): the floor a per-file transfer could reach (see docs/performance.md)."""
+    import urllib.parse
+
+    from placet.drive.proc import Rcd, child_env, default_rclone_path
+    from placet.drive.proc import _UnixHTTPConnection as Conn
+
+    src, d1, d2 = scratch / "src", scratch / "rcat", scratch / "upl"
+    for d in (src, d1, d2):
+        d.mkdir(parents=True)
+    for i in range(n):
+        (src / f"f{i}.txt").write_bytes(os.urandom(64 + (i * 37) % 2000))
+    env = child_env({"RCLONE_CONFIG": "/dev/null"})
+    rcd = Rcd(default_rclone_path(), env, scratch / "run")
+    rcd.call("rc/noop", {})
+    rclone = [str(default_rclone_path()), "--ask-password=false", "rcat", "--size"]
+    t, c = time.perf_counter(), _cpu(rcd.pid)
+    for i in range(n):
+        p = src / f"f{i}.txt"
+        with open(p, "rb") as fh:
+            argv = [*rclone, str(p.stat().st_size), "--", str(d1 / p.name)]
+            subprocess.run(argv, stdin=fh, env=env, check=True)
+    w1, c1 = (time.perf_counter() - t) / n, (_cpu(rcd.pid) - c) / n
+    _, path, auth = rcd._ensure()
+    t, c = time.perf_counter(), _cpu(rcd.pid)
+    for i in range(n):
+        p = src / f"f{i}.txt"
+        b = "b" + os.urandom(8).hex()
+        head = (f'--{b}\r\nContent-Disposition: form-data; name="file0"; filename="{p.name}"'
+                "\r\nContent-Type: application/octet-stream\r\n\r\n")  # fmt: skip
+        body = head.encode() + p.read_bytes() + f"\r\n--{b}--\r\n".encode()
+        conn = Conn(path, 30)
+        q = urllib.parse.urlencode({"fs": str(d2), "remote": ""})
+        kind = f"multipart/form-data; boundary={b}"
+        headers = {"Content-Type": kind, "Authorization": auth}
+        conn.request("POST", "/operations/uploadfile?" + q, body=body, headers=headers)
+        r = conn.getresponse()
+        r.read()
+        conn.close()
+        assert r.status == 200, r.status
+    w2, c2 = (time.perf_counter() - t) / n, (_cpu(rcd.pid) - c) / n
+    rcd.close()
+    for i in range(n):
+        assert (d2 / f"f{i}.txt").read_bytes() == (src / f"f{i}.txt").read_bytes()
+    print(f"per small file, {n} files: rclone rcat {w1 * 1e3:.1f} ms wall {c1 * 1e3:.1f} ms CPU;"
+          f" rcd operations/uploadfile {w2 * 1e3:.1f} ms wall {c2 * 1e3:.1f} ms CPU")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--files", type=int, default=1200)
@@ -115,11 +167,12 @@ def main() -> int:
     ap.add_argument("--large-mib", type=int, default=32)
     ap.add_argument("--transfers", default="1,4")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-sync-apply"))
+    ap.add_argument("--floor", type=int, default=200, help="files for the per-file floor")
     args = ap.parse_args()
     trees = make_trees(args.dir / "trees", args.files, args.large, args.large_mib)
     load = Path("/proc/loadavg").read_text().split()[:3]
     print(f"load average before: {' '.join(load)}; {os.cpu_count()} CPUs")
-    print(f"{'tree':<18}{'N':>3} {'placet wall':>12}{'CPU':>8} {'rclone copy':>12}{'CPU':>8}"
+    print(f"{'tree':<18}{'N':>3} {'placet wall':>12}{'CPU':>10} {'rclone copy':>12}{'CPU':>10}"
           f" {'wall ratio':>11} {'in flight':>9}")  # fmt: skip
     for label, tree in trees.items():
         for n in (int(x) for x in args.transfers.split(",")):
@@ -129,9 +182,11 @@ def main() -> int:
                 cw, cc = rclone_copy(tree, n, scratch)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-            print(f"{label:<18}{n:>3} {got['wall']:>10.2f} s{got['cpu']:>6.2f} s"
-                  f" {cw:>10.2f} s{cc:>6.2f} s {got['wall'] / cw:>10.1f}x"
+            print(f"{label:<18}{n:>3} {got['wall']:>10.2f} s{got['cpu']:>8.2f} s"
+                  f" {cw:>10.2f} s{cc:>8.2f} s {got['wall'] / cw:>10.1f}x"
                   f" {got['max_in_flight']!s:>9}", flush=True)  # fmt: skip
+    if args.floor:
+        per_file_floor(args.floor, Path(tempfile.mkdtemp(prefix="floor-", dir=args.dir)))
     load = Path("/proc/loadavg").read_text().split()[:3]
     print(f"load average after: {' '.join(load)}")
     shutil.rmtree(args.dir, ignore_errors=True)
