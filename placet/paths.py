@@ -143,11 +143,11 @@ class PlacetDirs:
         for what, path, fix in (
             (_DATA, where.data_dir, _DATA_FIX),
             (
-                "config folder (config.toml: allow_yes, download policy)",
+                "config directory (config.toml: allow_yes, download policy)",
                 where.config_file.parent,
                 "set PLACET_HOME to keep placet's config elsewhere",
             ),
-            ("database folder", where.db_path.parent, "move the database with PLACET_DB"),
+            ("database directory", where.db_path.parent, "move the database with PLACET_DB"),
         ):
             real = _real(path)
             if all(real != p for _, p, _ in found):
@@ -162,7 +162,7 @@ class PlacetDirs:
         return None
 
 
-_DATA = "data folder (database, audit anchor, trash)"
+_DATA = "data directory (database, audit anchor, trash)"
 _DATA_FIX = "move placet's data with PLACET_HOME"
 
 

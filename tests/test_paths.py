@@ -436,10 +436,10 @@ def test_root_inside_the_config_dir_is_refused_and_says_how_to_move_it(
 ) -> None:
     inner = split_settings.config_file.parent / "sub"
     inner.mkdir()
-    with pytest.raises(UsageError, match="lies inside placet's own config folder") as ei:
+    with pytest.raises(UsageError, match="lies inside placet's own config directory") as ei:
         parse_root_spec(str(inner), split_settings)
     assert "PLACET_HOME" in ei.value.message
-    with pytest.raises(UsageError, match=r"database folder.*PLACET_DB"):
+    with pytest.raises(UsageError, match=r"database directory.*PLACET_DB"):
         parse_root_spec(str(split_settings.db_path.parent), split_settings)
 
 
@@ -448,7 +448,7 @@ def test_root_reaching_the_config_dir_through_a_symlink_is_refused(
 ) -> None:
     alias = tmp_path / "alias"
     alias.symlink_to(split_settings.config_file.parent.parent)  # .../.config
-    with pytest.raises(UsageError, match="contains placet's own config folder"):
+    with pytest.raises(UsageError, match="contains placet's own config directory"):
         parse_root_spec(f"a={alias}", split_settings)
 
 
@@ -477,7 +477,7 @@ def test_serve_refuses_a_root_holding_the_config_dir(tmp_path: Path) -> None:
         timeout=60,
     )
     assert r.returncode == 2, r.stderr
-    assert "contains placet's own config folder" in r.stderr
+    assert "contains placet's own config directory" in r.stderr
     assert str(xdg_config / "placet") in r.stderr
 
 
