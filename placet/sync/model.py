@@ -195,30 +195,30 @@ class OneDigest(Mapping[str, str]):
     a dict for it costs 184 bytes, this 56, which is 13 MB over 100,000 files.
     """
 
-    __slots__ = ("_t", "_v")
+    __slots__ = ("digest_type", "value")
 
     def __init__(self, digest_type: str, value: str) -> None:
-        self._t, self._v = digest_type, value
+        self.digest_type, self.value = digest_type, value
 
     def __getitem__(self, key: str) -> str:
-        if key == self._t:
-            return self._v
+        if key == self.digest_type:
+            return self.value
         raise KeyError(key)
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._v if key == self._t else default
+        return self.value if key == self.digest_type else default
 
     def __iter__(self) -> Iterator[str]:
-        yield self._t
+        yield self.digest_type
 
     def __len__(self) -> int:
         return 1
 
     def values(self) -> Any:
-        return (self._v,)
+        return (self.value,)
 
     def __repr__(self) -> str:
-        return f"{{{self._t!r}: {self._v!r}}}"
+        return f"{{{self.digest_type!r}: {self.value!r}}}"
 
 
 @dataclass(frozen=True, slots=True)

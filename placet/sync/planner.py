@@ -55,6 +55,7 @@ from placet.sync.model import (
     ConflictKind,
     EmptySideRefused,
     LocalEntry,
+    OneDigest,
     PlanOp,
     PlanOpKind,
     PlanReport,
@@ -203,10 +204,13 @@ class _Planner:
                 e = by_key[k]
                 self._imply_parents(by_key, nfc(e.path), e.path, local=False)
         kept.sort(key=attrgetter("path"))
+        one = OneDigest
         lines = (
             f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0"
-            + ("\0".join(e.digests.values()) if e.digests else "")
+            # One digest (the usual listing): its value, without two method calls.
+            f"{d.value if type(d) is one else chr(0).join(d.values())}"
             for e in kept
+            for d in (e.digests,)
         )
         return by_key, dups, _fingerprint(lines)
 

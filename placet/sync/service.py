@@ -211,7 +211,9 @@ class SyncService:
         # warm index); right after a cold one it was just rewritten, and the next plan
         # does it without reading the table back now.
         cached = self.data.loaded_local_paths(key)
-        if cached is not None:
+        if cached is not None and not folder.rel and res.cache_hits == len(cached):
+            pass  # every cached path was a hit just now (a warm index): none is gone
+        elif cached is not None:
             prefix = folder.rel + "/" if folder.rel else ""
             seen = {prefix + e.raw_path for e in res.entries}
             below = folder.rel + "/"
