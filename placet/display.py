@@ -8,6 +8,12 @@ each string goes through `placet.text` exactly once (DESIGN.md section 9, "Untru
 text"): `inert` (control, format and bidi characters escaped) or `inert_with_ascii`
 (the original plus an escaped ASCII form when it holds non-ASCII). A failure is shown
 as its ``code: message`` line first, its details after. Stdlib only.
+
+`missing_folders_line` states what an upload or mkdir creates besides its target: the
+executor (rclone) creates a missing remote parent on the way, so the owner must be told.
+The evidence key ``missing_parents`` (drive-relative folders absent when proposed,
+outermost first) says which; proposals whose evidence does not record it (the shapes of
+`placet.requests` today) get a line that says the parent was not checked.
 """
 
 from __future__ import annotations
@@ -17,7 +23,14 @@ from typing import Any
 
 from placet.text import inert, inert_with_ascii, is_unsafe_char
 
-__all__ = ["already_inert", "duration", "failure_line", "plain", "plain_pairs"]
+__all__ = [
+    "already_inert",
+    "duration",
+    "failure_line",
+    "missing_folders_line",
+    "plain",
+    "plain_pairs",
+]
 
 _FAILURE_KEYS = ("code", "message", "retryable")
 
@@ -91,3 +104,35 @@ def duration(seconds: float) -> str:
         return f"{h}h{m:02d}m"
     d, h = divmod(h, 24)
     return f"{d}d{h:02d}h"
+
+
+MISSING_PARENTS_KEY = "missing_parents"
+"""Evidence key of an upload or mkdir: the remote parent folders that did not exist when
+it was proposed (drive-relative, outermost first); absent when placet did not check."""
+
+
+def missing_folders_line(
+    kind: str, request: dict[str, Any], evidence: dict[str, Any]
+) -> str | None:
+    """The line that says which remote folders executing `kind` creates besides its target.
+
+    Returns:
+        ``"creates missing folders: A, A/B"`` when the evidence lists missing parents;
+        ``"creates missing folders: A/B, or the part of it that is absent at execution
+        (not checked when proposed)"`` when the evidence does not say and the parent is not
+        the drive's top; None for other kinds, a parent at the top, or an empty list.
+        Names are shown through `inert_with_ascii`.
+    """
+    if kind not in ("upload", "mkdir"):
+        return None
+    parent = request.get("remote_parent")
+    if not isinstance(parent, str) or not parent:
+        return None
+    recorded = evidence.get(MISSING_PARENTS_KEY)
+    if isinstance(recorded, list):
+        folders = [inert_with_ascii(str(f)) for f in recorded if f]
+        return f"creates missing folders: {', '.join(folders)}" if folders else None
+    return (
+        f"creates missing folders: {inert_with_ascii(parent)}, or the part of it that is "
+        "absent at execution (not checked when proposed)"
+    )

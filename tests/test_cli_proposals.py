@@ -305,3 +305,30 @@ def test_show_lists_every_sync_op_with_its_full_paths(store: Store) -> None:
     for i in range(45):
         assert f"{deep}/file-{i}.txt" in out, i
     assert "more (--json" not in out and "…" not in out
+
+
+def test_show_states_the_remote_folders_an_upload_or_mkdir_creates(store: Store) -> None:
+    unchecked = _propose(store, "new", ttl_seconds=600)
+    out = run_cols(200, "show", str(unchecked))
+    assert "creates missing folders: docs, or the part of it" in out
+    p, _ = store.create_proposal(
+        kind="mkdir",
+        request={"kind": "mkdir", "remote_parent": "docs/2026", "name": "q1"},
+        evidence={"remote": {"exists": False}, "missing_parents": ["docs", "docs/2026"]},
+        reason="a folder",
+        drive_spec="local:/tmp/drive",
+        run_id="run-cli",
+        ttl_seconds=600,
+    )
+    out = run_cols(200, "show", str(p.id))
+    assert "creates missing folders: docs, docs/2026\n" in out
+    top, _ = store.create_proposal(
+        kind="mkdir",
+        request={"kind": "mkdir", "remote_parent": "", "name": "top"},
+        evidence={"remote": {"exists": False}},
+        reason="a folder",
+        drive_spec="local:/tmp/drive",
+        run_id="run-cli",
+        ttl_seconds=600,
+    )
+    assert "creates missing folders" not in run_cols(200, "show", str(top.id))

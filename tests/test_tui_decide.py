@@ -70,6 +70,9 @@ async def test_confirmation_ignores_keys_and_clicks_during_its_guard(
         # The confirmation states the exact effect and the request hash.
         shown = plain(screen.body)
         assert "docs/report.md" in shown and "/home/owner/proj/notes/report.md" in shown
+        # rclone creates a missing parent on the way: the confirmation says so
+        assert "creates missing folders: docs" in shown
+        assert "creates missing folders: docs" in plain(app.query_one(DetailPane).body)
         assert rec.request_hash in str(screen.query_one("#hash").render())
 
         await pilot.press("y", "enter", "a", "space")

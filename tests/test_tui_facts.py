@@ -125,3 +125,38 @@ def test_countdown_and_about_to_expire(store: Store):
         "2.0 KiB",
         "3.0 GiB",
     ]
+
+
+def test_missing_folders_line_states_what_an_upload_or_mkdir_creates_on_the_way(
+    store: Store,
+):
+    from placet.display import missing_folders_line
+
+    up = add_upload(store, remote_parent="docs/2026")
+    line = missing_folders_line(up.kind, up.request, up.evidence)
+    assert line is not None and line.startswith("creates missing folders: docs/2026")
+    assert "not checked when proposed" in line  # today's evidence does not record it
+    mk = add_mkdir(store, remote_parent="d\u00e9j\u00e0/x")
+    line = missing_folders_line(mk.kind, mk.request, mk.evidence)
+    assert line is not None and "d\u00e9j\u00e0/x (ASCII: d\\xe9j\\xe0/x)" in line
+    # recorded in the evidence: exactly the folders that were absent
+    ev = {**up.evidence, "missing_parents": ["docs", "docs/2026"]}
+    assert missing_folders_line("upload", up.request, ev) == (
+        "creates missing folders: docs, docs/2026"
+    )
+    assert missing_folders_line("upload", up.request, {**ev, "missing_parents": []}) is None
+    # nothing to create: the drive's top, or kinds that never create parents this way
+    top = add_upload(store, local_path="notes/top.md", remote_parent="")
+    assert missing_folders_line(top.kind, top.request, top.evidence) is None
+    down = add_download(store)
+    assert missing_folders_line(down.kind, down.request, down.evidence) is None
+    # and the review UI's detail shows it above the effect
+    from rich.console import Group
+
+    from placet.tui.detail import with_created_folders
+
+    view = with_created_folders(up, proposal_view(up, effect_of(up)))
+    assert isinstance(view, Group)
+    text = plain(view)
+    assert text.index("creates missing folders: docs/2026") < text.index("docs/2026/report.md")
+    assert with_created_folders(top, "x") == "x"

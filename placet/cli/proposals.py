@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from placet.config import load_settings
-from placet.display import already_inert, failure_line, plain, plain_pairs
+from placet.display import already_inert, failure_line, missing_folders_line, plain, plain_pairs
 from placet.errors import EXIT_OK, StoreError, UsageError
 from placet.store import AuditRecord, ProposalRecord, Store, open_store
 from placet.store.db import utcnow
@@ -128,6 +128,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     out = [
         f"proposal {p.id}  {inert(p.kind)}  {p.status.upper()}",
         f"  target        {_target(p)}",
+        *_folder_lines(p),
         f"  created       {_ts(p.created_at)} on host {inert(p.host)}",
         f"  by            run {inert(p.run_id)}, client "
         f"{inert(p.client_name or '?')} {inert(p.client_version or '')}".rstrip(),
@@ -166,6 +167,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     out += ["    +" + "-" * (len(reason) + 2) + "+", f"    | {reason} |"]
     out.append("    +" + "-" * (len(reason) + 2) + "+")
     return _emit(out)
+
+
+def _folder_lines(p: ProposalRecord) -> list[str]:
+    line = missing_folders_line(p.kind, p.request, p.evidence)
+    return [] if line is None else [f"  also          {line}"]
 
 
 def _flag_lines(p: ProposalRecord) -> list[str]:

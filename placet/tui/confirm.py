@@ -1,8 +1,9 @@
 """Modal decisions: accept (with its guard and typed confirmation), discard, quit.
 
 Accept binds to what was shown (DESIGN.md section 9): the modal states the exact effect
-and the request hash, and the caller accepts with that very hash, which the store
-records in the approval event and the executor checks again.
+(including remote folders an upload or mkdir creates on the way) and the request hash,
+and the caller accepts with that very hash, which the store records in the approval event
+and the executor checks again.
 
 The accept modal ignores every key and click for `guard_seconds` (0.5 s) after it opens:
 its controls are disabled and its bindings refused, so a key pressed for the queue (an
@@ -30,6 +31,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from placet.store import ProposalRecord
+from placet.tui.detail import with_created_folders
 from placet.tui.facts import Effect
 from placet.tui.render import header_line, lit, proposal_view
 from placet.tui.sync_view import SyncPicker
@@ -87,7 +89,7 @@ class AcceptScreen(ModalScreen[bool]):
         self.armed = False
         self.typed_required = effect.needs_typed_confirmation
         self.shown_hash = record.request_hash
-        self.body = proposal_view(record, effect)
+        self.body = with_created_folders(record, proposal_view(record, effect))
         """The effect as shown (a Rich renderable; tests render it to text)."""
 
     @property

@@ -1,8 +1,9 @@
 """The detail pane: the exact effect of the selected proposal.
 
 Two parts: a one-line head (id, status, live time to expiry) refreshed by the pane's
-own one-second timer, and the body (risk flags, every op, evidence, request hash,
-attribution, per-op results, the agent's boxed reason) rebuilt only when the shown
+own one-second timer, and the body (the remote folders an upload or mkdir creates on the
+way, risk flags, every op, evidence, request hash, attribution, per-op results, the
+agent's boxed reason) rebuilt only when the shown
 record changes, so a large sync is not re-rendered every second and the owner's scroll
 position in it is kept.
 """
@@ -12,15 +13,25 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from placet.display import missing_folders_line
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.tui.facts import effect_of
 from placet.tui.render import header_line, proposal_view
+
+
+def with_created_folders(record: ProposalRecord, view: RenderableType) -> RenderableType:
+    """`view` headed by the line saying which remote folders an upload or mkdir creates on
+    the way (`placet.display.missing_folders_line`), when it creates any or may."""
+    line = missing_folders_line(record.kind, record.request, record.evidence)
+    if line is None:
+        return view
+    return Group(Text(line, style="bold"), Text(""), view)
 
 
 class DetailPane(VerticalScroll):
@@ -66,7 +77,8 @@ class DetailPane(VerticalScroll):
         if record is None:
             self.body = Text("")
         else:
-            self.body = proposal_view(record, effect_of(record), results, events)
+            view = proposal_view(record, effect_of(record), results, events)
+            self.body = with_created_folders(record, view)
         self.query_one(".detail-body", Static).update(self.body)
         if moved:
             self.scroll_home(animate=False)
