@@ -32,8 +32,9 @@ listed in pieces with digests, and nothing is cached.
 
 from __future__ import annotations
 
+import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any
@@ -78,81 +79,19 @@ class RemoteLister:
         self, drive: Drive, folder: str, progress: Progress | None = None
     ) -> tuple[list[RemoteEntry], bool]:
         """The planner's listing of remote `folder` with digests, and whether the folder
-        is missing (an empty side): `begin(...)()`.
+        is missing (an empty side): `begin(...).finish()`.
 
         Raises:
             PathRefused (`not_a_directory`): `folder` is a file. DriveUnavailable /
                 DriveError: rclone failed.
         """
-        return self.begin(drive, folder, progress)()
+        return self.begin(drive, folder, progress).finish()
 
-    def begin(
-        self, drive: Drive, folder: str, progress: Progress | None = None
-    ) -> Callable[[], tuple[list[RemoteEntry], bool]]:
-        """Start listing remote `folder`; the returned function finishes the listing.
+    def begin(self, drive: Drive, folder: str, progress: Progress | None = None) -> PendingListing:
+        """Start listing remote `folder` (see `PendingListing`)."""
+        return PendingListing(self, drive, folder, progress)
 
-        A background thread loads the remote digest cache and fetches the pieces (rclone
-        does the work, in its own process; this thread mostly waits on the socket). The
-        returned function waits for them and builds the entries in the calling thread,
-        so that whatever the caller does meanwhile (the local index: one `lstat` per
-        file) does not take turns with Python work here for the interpreter lock:
-        measured, that contention made each `lstat` wait for the other thread's switch
-        interval and doubled the index's time. Call the function exactly once; it
-        returns or raises what `remote_listing` does.
-        """
-        caps = drive.capabilities()
-        dtype = preferred_digest(caps)
-        on_demand = dtype is not None and caps.hashes_on_demand
-        prefix = f"{folder}/" if folder else ""
-        box: list[Any] = []
-
-        def fetch() -> None:
-            try:
-                cache: Mapping[str, tuple[int, str, str]] = {}
-                cold = False
-                if on_demand:
-                    assert dtype is not None
-                    cache = self.data.remote_digests(drive.spec, dtype)
-                    cold = not any(p.startswith(prefix) for p in cache)
-                listed = dtype if not on_demand or cold else None
-                threads = _THREADS if cold else 2
-                box.append((list(_pieces(drive, folder, listed, threads)), cache, cold))
-            except BaseException as e:  # handed to the finishing thread
-                box.append(e)
-
-        if progress is not None:
-            progress.phase = "listing the remote"
-        worker = threading.Thread(target=fetch, name="placet-list", daemon=True)
-        worker.start()
-
-        def finish() -> tuple[list[RemoteEntry], bool]:
-            worker.join()
-            got = box[0]
-            if isinstance(got, NotFound):
-                return self._missing(drive, folder)
-            if isinstance(got, BaseException):
-                raise got
-            pieces, cache, cold = got
-            box.clear()
-            cut = len(prefix)
-            entries: list[RemoteEntry] = []
-            if not on_demand:
-                while pieces:
-                    _stored_digests(pieces.pop(0), cut, dtype, entries)
-            elif cold:
-                assert dtype is not None
-                self._cold(drive, pieces, cut, dtype, entries)
-            else:
-                assert dtype is not None
-                self._warm(drive, folder, pieces, cache, cut, dtype, entries, progress)
-            if progress is not None:
-                progress.remote_entries = len(entries)
-            return entries, False
-
-        return finish
-
-    @staticmethod
-    def _missing(drive: Drive, folder: str) -> tuple[list[RemoteEntry], bool]:
+    def _missing(self, drive: Drive, folder: str) -> tuple[list[RemoteEntry], bool]:
         found = drive.stat(folder) if folder else None
         if found is not None and not found.is_dir:
             raise PathRefused(
@@ -162,66 +101,6 @@ class RemoteLister:
                 details={"remote_path": folder},
             ) from None
         return [], True
-
-    def _cold(
-        self, drive: Drive, pieces: list[list[ListRow]], cut: int, dtype: str,
-        out: list[RemoteEntry],
-    ) -> None:  # fmt: skip
-        """Nothing was cached under the folder, so it was listed with digests: keep
-        them all in the remote digest cache."""
-        fresh: list[DigestRow] = []
-        while pieces:
-            rows = pieces.pop(0)
-            _stored_digests(rows, cut, dtype, out)
-            fresh += [(p, s, m, d) for p, _, s, m, d in rows if d and m and s >= 0]
-            self.files_hashed += sum(1 for r in rows if not r[1])
-        self.data.put_remote_digests(drive.spec, dtype, fresh)
-
-    def _warm(
-        self,
-        drive: Drive,
-        folder: str,
-        pieces: list[list[ListRow]],
-        cache: Mapping[str, tuple[int, str, str]],
-        cut: int,
-        dtype: str,
-        out: list[RemoteEntry],
-        progress: Progress | None,
-    ) -> None:
-        """Digests from the remote digest cache while size and mtime match; the misses
-        hashed by rclone and remembered (see the module docstring)."""
-        misses: list[ListRow] = []
-        get = cache.get
-        append = out.append
-        while pieces:
-            for row in pieces.pop(0):
-                p, is_dir, size, mtime, _ = row
-                rel = p[cut:]
-                if not rel:
-                    continue
-                if is_dir:
-                    append(new_remote_entry(rel, "dir", 0, mtime, _NONE))
-                    continue
-                c = get(p)
-                if c is not None and c[0] == size and c[1] == mtime:
-                    # The cache's mtime string, not the listing's: one copy kept.
-                    append(new_remote_entry(rel, "file", size, c[1], OneDigest(dtype, c[2])))
-                else:
-                    misses.append(row)
-        if not misses:
-            return
-        if progress is not None:
-            progress.phase = f"hashing {len(misses)} remote files"
-        got = self._hash_remote(drive, folder, dtype, misses, len(out) + len(misses))
-        fresh: list[DigestRow] = []
-        for p, _, size, mtime, _ in misses:
-            digest = got.get(p)
-            if digest is not None and size >= 0 and mtime is not None:
-                fresh.append((p, size, mtime, digest))
-            digests = OneDigest(dtype, digest) if digest else _NONE
-            append(new_remote_entry(p[cut:], "file", size, mtime, digests))
-        self.files_hashed += len(misses)
-        self.data.put_remote_digests(drive.spec, dtype, fresh)
 
     def _hash_remote(
         self, drive: Drive, folder: str, dtype: str, misses: list[ListRow], total: int
@@ -253,6 +132,156 @@ class RemoteLister:
                 if d:
                     out[path] = d
         return out
+
+
+_DONE = object()
+
+
+class PendingListing:
+    """A remote listing under way (`RemoteLister.begin`).
+
+    A background thread loads the remote digest cache, then fetches the listing in
+    pieces (rclone does the work, in its own process; the thread mostly waits on the
+    socket) and queues them. Entries are built in the caller's thread: by `pump` (which
+    takes what has arrived and returns at once; the local index calls it between
+    folders, so the remote is decoded while rclone still lists) and by `finish` (which
+    waits for the rest, hashes the cache misses and returns the listing). Python work
+    in a second thread would make each of the index's `lstat` calls wait for the
+    interpreter lock (measured: the index took twice as long). `finish` must be called
+    once, also when the caller gives up, so the thread is waited for.
+    """
+
+    def __init__(
+        self, lister: RemoteLister, drive: Drive, folder: str, progress: Progress | None
+    ) -> None:
+        self.lister, self.drive, self.folder, self.progress = lister, drive, folder, progress
+        caps = drive.capabilities()
+        self.dtype = preferred_digest(caps)
+        self.on_demand = self.dtype is not None and caps.hashes_on_demand
+        self.prefix = f"{folder}/" if folder else ""
+        self.cut = len(self.prefix)
+        self.entries: list[RemoteEntry] = []
+        self.misses: list[ListRow] = []
+        self.fresh: list[DigestRow] = []
+        self.cache: Mapping[str, tuple[int, str, str]] = {}
+        self.cold = False
+        self.ready = False  # the cache is loaded and the mode known
+        self.failed: BaseException | None = None
+        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        if progress is not None:
+            progress.phase = "listing the remote"
+        self.worker = threading.Thread(target=self._fetch, name="placet-list", daemon=True)
+        self.worker.start()
+
+    def _fetch(self) -> None:
+        try:
+            dtype, cold = self.dtype, False
+            cache: Mapping[str, tuple[int, str, str]] = {}
+            if self.on_demand:
+                assert dtype is not None
+                cache = self.lister.data.remote_digests(self.drive.spec, dtype)
+                cold = not any(p.startswith(self.prefix) for p in cache)
+            self.queue.put((cache, cold))
+            listed = dtype if not self.on_demand or cold else None
+            for rows in _pieces(self.drive, self.folder, listed, _THREADS if cold else 2):
+                self.queue.put(rows)
+            self.queue.put(_DONE)
+        except BaseException as e:  # handed to `finish`
+            self.queue.put(e)
+
+    def _take(self, item: Any) -> bool:
+        """Decode one queued item; False at the end (or a failure, kept for `finish`)."""
+        if item is _DONE:
+            return False
+        if isinstance(item, BaseException):
+            self.failed = item
+            return False
+        if not self.ready:
+            self.cache, self.cold = item
+            self.ready = True
+        elif not self.on_demand:
+            _stored_digests(item, self.cut, self.dtype, self.entries)
+        elif self.cold:
+            _stored_digests(item, self.cut, self.dtype, self.entries)
+            self.fresh += [(p, s, m, d) for p, _, s, m, d in item if d and m and s >= 0]
+            self.lister.files_hashed += sum(1 for r in item if not r[1])
+        else:
+            self._warm(item)
+        return True
+
+    def pump(self) -> None:
+        """Decode the pieces that have arrived; never waits."""
+        if self.failed is not None:
+            return
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                return
+            if not self._take(item):
+                self.queue.put(item)  # `finish` sees the end (or the failure) again
+                return
+
+    def finish(self) -> tuple[list[RemoteEntry], bool]:
+        """Wait for the rest and return the listing and whether the folder is missing.
+
+        Raises what `RemoteLister.remote_listing` raises.
+        """
+        while self.failed is None and self._take(self.queue.get()):
+            pass
+        self.worker.join()
+        if isinstance(self.failed, NotFound):
+            return self.lister._missing(self.drive, self.folder)
+        if self.failed is not None:
+            raise self.failed
+        dtype = self.dtype
+        if self.on_demand and self.cold:
+            assert dtype is not None
+            self.lister.data.put_remote_digests(self.drive.spec, dtype, self.fresh)
+        elif self.misses:
+            assert dtype is not None
+            self._hash_misses(dtype)
+        if self.progress is not None:
+            self.progress.remote_entries = len(self.entries)
+        return self.entries, False
+
+    def _warm(self, rows: list[ListRow]) -> None:
+        """Digests from the remote digest cache while size and mtime match; the rest
+        are misses, hashed by `finish`."""
+        dtype, cut, get = self.dtype, self.cut, self.cache.get
+        assert dtype is not None
+        append, miss = self.entries.append, self.misses.append
+        for row in rows:
+            p, is_dir, size, mtime, _ = row
+            rel = p[cut:]
+            if not rel:
+                continue
+            if is_dir:
+                append(new_remote_entry(rel, "dir", 0, mtime, _NONE))
+                continue
+            c = get(p)
+            if c is not None and c[0] == size and c[1] == mtime:
+                # The cache's mtime string, not the listing's: one copy kept.
+                append(new_remote_entry(rel, "file", size, c[1], OneDigest(dtype, c[2])))
+            else:
+                miss(row)
+
+    def _hash_misses(self, dtype: str) -> None:
+        misses, out = self.misses, self.entries
+        if self.progress is not None:
+            self.progress.phase = f"hashing {len(misses)} remote files"
+        got = self.lister._hash_remote(
+            self.drive, self.folder, dtype, misses, len(out) + len(misses)
+        )
+        fresh: list[DigestRow] = []
+        for p, _, size, mtime, _ in misses:
+            digest = got.get(p)
+            if digest is not None and size >= 0 and mtime is not None:
+                fresh.append((p, size, mtime, digest))
+            digests = OneDigest(dtype, digest) if digest else _NONE
+            out.append(new_remote_entry(p[self.cut :], "file", size, mtime, digests))
+        self.lister.files_hashed += len(misses)
+        self.lister.data.put_remote_digests(self.drive.spec, dtype, fresh)
 
 
 def _stored_digests(

@@ -5,10 +5,10 @@ What it decides, and why:
 
 - **Both listings at once.** rclone lists the remote (and does any remote hashing) in
   its own process while this thread indexes the local folder, so on two cores the
-  slower side sets the time, not their sum. A helper thread only fetches the listing;
-  its entries are built here after the index (`RemoteLister.begin`), because Python
-  work in a second thread makes each of the index's `lstat` calls wait for the
-  interpreter lock.
+  slower side sets the time, not their sum. A helper thread only fetches the listing,
+  in pieces; its entries are built in this thread, between the index's folders
+  (`PendingListing.pump`), because Python work in a second thread makes each of the
+  index's `lstat` calls wait for the interpreter lock.
 - **Digests cost once.** Local digests come from the persistent digest cache
   (`SyncData` implements `placet.sync.cache.DigestCache`), reused while size, mtime,
   inode and ctime match. On remotes whose digests rclone computes by reading the data
@@ -36,7 +36,7 @@ import secrets
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -178,18 +178,23 @@ class SyncService:
         include_hidden: bool,
         progress: Progress | None = None,
         defer_writes: bool = False,
+        between: Callable[[], None] | None = None,
     ) -> IndexResult:
         """Index `folder` with SHA-256 and `digest_type`, through the digest cache.
 
         Cache rows of files no longer there are dropped (hidden ones only when they were
         listed). With `defer_writes`, fresh digests are written by a thread the caller
-        must wait for (`wait_for_writes`). Raises what `index_local` raises.
+        must wait for (`wait_for_writes`). `between` is called from this thread every
+        1,024 files (the plan decodes the remote listing there). Raises what
+        `index_local` raises.
         """
         key = root_key(folder.root)
 
         def tick(files: int, hashed: int) -> None:
             if progress is not None:
                 progress.files, progress.bytes_hashed = files, hashed
+            if between is not None:
+                between()
 
         if progress is not None:
             progress.phase = "indexing local files"
@@ -335,7 +340,7 @@ class SyncService:
             drive.clear_caches()  # DESIGN.md section 3: never plan from rclone's caches
         except PlacetError as e:
             log.warning("could not clear rclone's caches before planning: %s", e.message)
-        finish = self.remote.begin(drive, remote, progress)  # rclone lists meanwhile
+        pending = self.remote.begin(drive, remote, progress)  # rclone lists meanwhile
         try:
             idx = self.index(
                 folder,
@@ -343,14 +348,15 @@ class SyncService:
                 include_hidden=include_hidden,
                 progress=progress,
                 defer_writes=True,
+                between=pending.pump,
             )
         except BaseException:
             with contextlib.suppress(Exception):
-                finish()  # the listing thread ends before the error goes up
+                pending.finish()  # the listing thread ends before the error goes up
             raise
         if progress is not None:
             progress.phase = "listing the remote"
-        remote_entries, missing = finish()
+        remote_entries, missing = pending.finish()
         pair = Pair(str(folder.root.path), folder.rel, ctx.drive_spec, remote)
         baseline, generation = self.data.baseline(pair)
         if progress is not None:
