@@ -286,3 +286,47 @@ def test_a_drive_root_not_created_yet_lists_empty(
     assert drive.list_folder("") == ([], None) and drive.list_tree("") == []
     with pytest.raises(NotFound):
         drive.list_folder("sub")
+
+
+def test_list_rows_is_the_lean_listing(local_drive: RcloneDrive) -> None:
+    root = _root(local_drive)
+    (root / "d" / "e").mkdir(parents=True)
+    (root / "d" / "e" / "f.txt").write_bytes(b"deep")
+    (root / "top.txt").write_bytes(b"top")
+    (root / f"{TEMP_PREFIX}abc-top.txt").write_bytes(b"in flight")
+    rows = {r[0]: r for r in local_drive.list_rows("")}
+    assert set(rows) == {"d", "d/e", "d/e/f.txt", "top.txt"}  # the temp object left out
+    _, is_dir, size, mtime, digest = rows["d/e/f.txt"]
+    assert (is_dir, size, digest) == (False, 4, None) and mtime and mtime.endswith("Z")
+    assert rows["d"][1:3] == (True, -1)
+    top = local_drive.list_rows("", recurse=False, digest_type="SHA256")
+    assert {r[0]: r[4] for r in top} == {"d": None, "top.txt": hashlib.sha256(b"top").hexdigest()}
+    assert {r[0] for r in local_drive.list_rows("d")} == {"d/e", "d/e/f.txt"}
+    with pytest.raises(NotFound):
+        local_drive.list_rows("nope")
+    with pytest.raises(PathRefused):
+        local_drive.list_rows("-x")
+
+
+def test_listing_digests_come_from_the_digest_store_handed_over(
+    local_drive: RcloneDrive,
+) -> None:
+    """One cache: the drive reads and writes the store it is given (the sync service
+    hands over its persistent one), reusing an entry only while size and mtime match."""
+    from placet.drive import MemoryDigestStore
+
+    root = _root(local_drive)
+    (root / "a.txt").write_bytes(b"one")
+    store = MemoryDigestStore()
+    local_drive.use_digest_store(store)
+    [e] = local_drive.list_tree("")
+    real = hashlib.sha256(b"one").hexdigest()
+    assert e.digests == {"sha256": real}
+    assert store.cached("sha256")["a.txt"] == (3, e.mtime, real)  # remembered there
+    store.remember("sha256", [("a.txt", 3, str(e.mtime), "f" * 64)])
+    [e] = local_drive.list_tree("")
+    assert e.digests == {"sha256": "f" * 64}  # taken from the store, not rehashed
+    os.utime(root / "a.txt", (1_000_000_000, 1_000_000_000))  # new mtime: a miss
+    [e] = local_drive.list_tree("")
+    assert e.digests == {"sha256": real}
+    assert store.cached("sha256")["a.txt"][2] == real

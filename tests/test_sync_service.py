@@ -231,3 +231,21 @@ def test_digest_cache_drops_rows_of_deleted_files(rig: Rig) -> None:
     fresh = SyncService(rig.store, rig.settings)  # read back from the database
     rows = fresh.data.get_under(root_key(folder.root), "g")
     assert sorted(rows) == ["g/f0.txt", "g/f1.txt", "g/f2.txt", "g/f4.txt"]
+
+
+def test_the_drive_shares_the_persistent_remote_digest_cache(rig: Rig) -> None:
+    """After a plan, the drive's own listings with digests read the remote digest cache
+    the plan filled (one cache per process), so they hash nothing already known."""
+    assert rig.remote_dir is not None
+    for i in range(3):
+        (rig.remote_dir / f"r{i}.txt").write_bytes(f"remote {i}\n".encode())
+    svc = SyncService(rig.store, rig.settings)
+    plan(svc, rig)
+    assert svc.remote_files_hashed == 3
+    spec = rig.drive.spec
+    size, mtime, digest = svc.data.remote_digests(spec, "sha256")["r1.txt"]
+    assert digest == hashlib.sha256(b"remote 1\n").hexdigest()
+    # A digest only the cache could know: the drive's listing must take it from there.
+    svc.data.put_remote_digests(spec, "sha256", [("r1.txt", size, mtime, "e" * 64)])
+    entries, _ = rig.drive.list_folder("", include_digest=True)
+    assert {e.name: e.digests["sha256"] for e in entries}["r1.txt"] == "e" * 64
