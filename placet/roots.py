@@ -1,0 +1,255 @@
+"""Roots: which local folders the owner nominated, and which placet refuses as roots.
+
+A root is a directory the owner passed as ``--root DIR`` or ``--root NAME=DIR``
+(DESIGN.md sections 6 and 9, "Roots"). Refused: the filesystem root, the home directory
+and any ancestor of it (a root above the home exposes all of it), and any folder that
+equals, contains or lies inside one of placet's own folders (`PlacetDirs`): the data
+directory (database, audit anchor, trash), the config directory (``config.toml``: an
+accepted download there could set ``allow_yes``) and the database's folder. Each root
+records its device and inode so that the executor can tell if the directory was
+replaced after the proposal was made.
+
+Split from `placet.paths`, which re-exports every public name here. Stdlib only (apart
+from `Root.to_ref`, which imports the pydantic request model lazily).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from placet.errors import PathRefused, UsageError
+from placet.text import inert
+
+if TYPE_CHECKING:
+    from placet.requests import RootRef
+
+__all__ = [
+    "PlacetDirs",
+    "PlacetLocations",
+    "Root",
+    "find_root",
+    "parse_root_spec",
+    "parse_roots",
+]
+
+_ROOT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class Root:
+    """A local root as the owner nominated it.
+
+    `path` is absolute and resolved (no symlink in it); `device`/`inode` are its
+    ``st_dev``/``st_ino`` when nominated (DESIGN.md section 9, "Roots").
+    """
+
+    name: str
+    path: Path
+    device: int
+    inode: int
+
+    def to_ref(self) -> RootRef:
+        """The root as stored in a proposal (`placet.requests.RootRef`)."""
+        from placet.requests import RootRef  # lazy: paths stays importable without pydantic
+
+        return RootRef(name=self.name, path=str(self.path), device=self.device, inode=self.inode)
+
+
+class PlacetLocations(Protocol):
+    """What `PlacetDirs.of` reads: `placet.config.Settings` satisfies it."""
+
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def db_path(self) -> Path: ...
+    @property
+    def config_file(self) -> Path: ...
+
+
+@dataclass(frozen=True)
+class PlacetDirs:
+    """placet's own folders, resolved: no root may equal, contain or lie inside one.
+
+    `folders` holds (what, path, advice) triples: what the folder is to the owner, its
+    realpath, and how to move it out of the way (DESIGN.md section 9, "Roots";
+    docs/decisions.md).
+    """
+
+    folders: tuple[tuple[str, Path, str], ...]
+
+    @classmethod
+    def of(cls, where: PlacetLocations | Path) -> PlacetDirs:
+        """The data dir, the config dir (the folder of `config.toml`) and the database's
+        folder of `where` (a `Settings`); a bare `Path` is a data dir alone (tests)."""
+        if isinstance(where, Path):
+            return cls(((_DATA, _real(where), _DATA_FIX),))
+        found: list[tuple[str, Path, str]] = []
+        for what, path, fix in (
+            (_DATA, where.data_dir, _DATA_FIX),
+            (
+                "config directory (config.toml: allow_yes, download policy)",
+                where.config_file.parent,
+                "set PLACET_HOME to keep placet's config elsewhere",
+            ),
+            ("database directory", where.db_path.parent, "move the database with PLACET_DB"),
+        ):
+            real = _real(path)
+            if all(real != p for _, p, _ in found):
+                found.append((what, real, fix))
+        return cls(tuple(found))
+
+    def overlap(self, path: Path | str) -> tuple[str, Path, str] | None:
+        """The first placet folder that `path` (a realpath) equals, contains or lies in."""
+        for what, folder, fix in self.folders:
+            if _is_within(path, folder) or _is_within(folder, path):
+                return what, folder, fix
+        return None
+
+
+_DATA = "data directory (database, audit anchor, trash)"
+_DATA_FIX = "move placet's data with PLACET_HOME"
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(Path(path).expanduser()))
+
+
+def _q(path: str) -> str:
+    return f"'{inert(path)}'"
+
+
+def _root_refused(spec: str, what: str, instead: str) -> UsageError:
+    return UsageError(
+        f"refusing --root {_q(spec)}: {what}; {instead}",
+        code="root_refused",
+        details={"spec": spec},
+    )
+
+
+def _is_within(child: Path | str, parent: Path | str) -> bool:
+    """True if `child` is `parent` or lies below it, compared by whole components."""
+    c, p = os.fspath(child), os.fspath(parent)
+    return os.path.commonpath([c, p]) == p
+
+
+def parse_root_spec(spec: str, placet: PlacetLocations | Path) -> Root:
+    """Parse ``NAME=DIR`` or ``DIR`` into a `Root`.
+
+    The name defaults to DIR's basename and must match ``[A-Za-z0-9_][A-Za-z0-9_.-]*``
+    (at most 64 characters). ``NAME=`` is recognised only when the text before the first
+    ``=`` is a valid name, so ``./a=b`` is the directory ``a=b``.
+
+    Raises:
+        UsageError (code ``root_refused``): DIR does not exist or is not a directory; it
+            is ``/``, the home directory or an ancestor of it; it equals, contains or lies
+            inside one of placet's own folders (`PlacetDirs.of(placet)`: the data dir, the
+            config dir, the database's folder; pass the `Settings`, a bare `Path` protects
+            only that data dir); the name is invalid.
+    """
+    name: str | None = None
+    raw_dir = spec
+    head, sep, tail = spec.partition("=")
+    if sep and _ROOT_NAME.fullmatch(head):
+        name, raw_dir = head, tail
+    if not raw_dir:
+        raise _root_refused(spec, "no directory given", "write --root DIR or --root NAME=DIR")
+    try:
+        resolved = Path(os.path.realpath(Path(raw_dir).expanduser(), strict=True))
+        st = os.stat(resolved)
+    except OSError as e:
+        raise _root_refused(
+            spec, f"the directory cannot be opened ({e.strerror})", "name an existing folder"
+        ) from e
+    if not stat.S_ISDIR(st.st_mode):
+        raise _root_refused(spec, "it is not a directory", "name a folder, not a file")
+    if resolved == Path("/"):
+        raise _root_refused(spec, "it is the filesystem root", "name a project folder")
+    try:
+        home: Path | None = Path(os.path.realpath(Path.home()))
+    except RuntimeError:  # no HOME and no passwd entry: nothing to protect by name
+        home = None
+    if home is not None and _is_within(home, resolved):
+        raise _root_refused(
+            spec,
+            f"it is the home directory or contains it ({_q(str(home))})",
+            "name a project folder inside it",
+        )
+    hit = PlacetDirs.of(placet).overlap(resolved)
+    if hit is not None:
+        what, folder, fix = hit
+        relation = (
+            "it is"
+            if resolved == folder
+            else "it contains"
+            if _is_within(folder, resolved)
+            else "it lies inside"
+        )
+        raise _root_refused(
+            spec,
+            f"{relation} placet's own {what} {_q(str(folder))}; an accepted download there "
+            "could rewrite placet's settings or records",
+            f"name a project folder apart from it (or {fix})",
+        )
+    if name is None:
+        name = resolved.name
+        if not _ROOT_NAME.fullmatch(name):
+            raise _root_refused(
+                spec,
+                f"its folder name {_q(name)} is not a usable root name "
+                "(letters, digits, '_', '.', '-'; at most 64)",
+                "give one explicitly: --root NAME=DIR",
+            )
+    return Root(name=name, path=resolved, device=st.st_dev, inode=st.st_ino)
+
+
+def parse_roots(specs: Sequence[str], placet: PlacetLocations | Path) -> list[Root]:
+    """Parse every ``--root`` spec, in order (the first is the default root).
+
+    Raises:
+        UsageError (code ``root_refused``): no spec at all, any spec refused by
+            `parse_root_spec`, two roots with the same name, or the same directory twice.
+    """
+    if not specs:
+        raise UsageError(
+            "no --root given; placet serve needs at least one: --root DIR or --root NAME=DIR",
+            code="root_refused",
+        )
+    roots: list[Root] = []
+    for spec in specs:
+        root = parse_root_spec(spec, placet)
+        for other in roots:
+            if other.name == root.name:
+                raise _root_refused(
+                    spec,
+                    f"the name {_q(root.name)} is already used by {_q(str(other.path))}",
+                    "give each root a distinct name: --root NAME=DIR",
+                )
+            if (other.device, other.inode) == (root.device, root.inode):
+                raise _root_refused(
+                    spec, f"it is the same folder as root {_q(other.name)}", "name it once"
+                )
+        roots.append(root)
+    return roots
+
+
+def find_root(roots: Sequence[Root], name: str) -> Root:
+    """The root called `name`.
+
+    Raises:
+        PathRefused (code ``root_unknown``): no root has that name.
+    """
+    for root in roots:
+        if root.name == name:
+            return root
+    known = ", ".join(_q(r.name) for r in roots) or "none"
+    raise PathRefused(
+        f"no local root is called {_q(name)}; the roots are {known} (see roots_list)",
+        code="root_unknown",
+        details={"root": name, "roots": [r.name for r in roots]},
+    )
