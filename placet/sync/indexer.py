@@ -106,6 +106,7 @@ class _Walk:
     bytes_hashed: int = 0
     files: int = 0
     dirs: int = 0
+    specials: int = 0  # skipped or error entries added
     progress: Callable[[int, int], None] | None = None
 
 
@@ -181,10 +182,13 @@ def _add(w: _Walk, entry: LocalEntry) -> None:
     w.entries.append(entry)
     # The cap counts files (what a user means by "100,000 files"); folders have a cap
     # of the same size of their own, so a tree of empty folders is bounded too.
-    if entry.kind == "dir":
+    kind = entry.kind
+    if kind == "dir":
         w.dirs += 1
         over, what = w.dirs > w.entry_cap, "folders"
     else:
+        if kind != "file":
+            w.specials += 1
         w.files += 1
         over, what = w.files > w.entry_cap, "files"
         if w.progress is not None and not w.files & 1023:
@@ -349,6 +353,7 @@ def _dir(
         except OSError as e:
             if e.errno in (errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT):
                 w.entries[mark] = _error(path, raw, "cannot list folder", e)
+                w.specials += 1
             else:
                 raise
     finally:
@@ -500,14 +505,16 @@ def _collect(w: _Walk, cache: DigestCache, root_key: str, start: int) -> IndexRe
     if pooled:
         entries = [pooled.get(e.raw_path, e) if e.sha256 is None else e for e in entries]
     entries.sort(key=_PATH)
+    scan = bool(w.specials or pooled)
     if w.fresh:
         cache.put_many(root_key, w.fresh)
     return IndexResult(
         entries=tuple(entries),
         hashed_count=len(w.fresh),
         cache_hits=w.cache_hits,
-        skipped=tuple(e for e in entries if e.kind == "skipped"),
-        errors=tuple(e for e in entries if e.kind == "error"),
+        # Most trees have neither: no scan of 100,000 entries for nothing.
+        skipped=tuple(e for e in entries if e.kind == "skipped") if scan else (),
+        errors=tuple(e for e in entries if e.kind == "error") if scan else (),
         bytes_hashed=w.bytes_hashed,
         scan_start_ns=start,
     )
