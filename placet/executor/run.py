@@ -179,6 +179,7 @@ class _Run:
         self._journal_lock = threading.Lock()  # one journal write at a time (all threads)
         self._halted: str | None = None
         self._shown = (-1, 0.0)  # (flight version, monotonic time) of the last tick event
+        self._last_index = 0  # the op journaled last (named when none is in flight)
         self.temps: dict[int, list[Temp]] = {}  # journaled temps per op index
         self.leftover: dict[int, list[Temp]] = {}  # earlier attempts' temps not yet removed
         # A sync's baseline is written as each op succeeds (DESIGN.md section 7).
@@ -230,7 +231,7 @@ class _Run:
         now = time.monotonic()
         if self.flight.version != version and now - last >= TICK:
             self._shown = (self.flight.version, now)
-            self._emit(self._event(-1))
+            self._emit(self._event(self._last_index))
 
     def _journal_temp(self, op: Op, side: str, path: str) -> None:
         """Durably record temp `path` of `op` before bytes go to it (any thread)."""
@@ -427,6 +428,7 @@ class _Run:
             )
         self.flight.end(op)
         self.ended += 1
+        self._last_index = op.index
         if op.kind != "mkdir" and op.index not in self.plan.skip:
             self.moved += op.size or 0
         result = OpResultRecord(
