@@ -224,3 +224,82 @@ async def test_every_id_argument_is_bounded_to_sqlite_integers(ws: Workspace) ->
             # the largest valid id is simply not there
             err = error_of(await client.call_tool(name, {param: 2**63 - 1, **extra}))
             assert err["code"] == "not_found", err
+
+
+@pytest.mark.timeout(120)
+def test_cancelled_calls_free_their_place(ws: Workspace) -> None:
+    """A cancelled request is never answered; its place must still be freed, or 128
+    cancellations would stop the server reading stdin for good."""
+    proc = subprocess.Popen(
+        [PLACET, "serve", "--root", str(ws.root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **ws.env},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+
+    def send(msg: dict[str, Any]) -> None:
+        stdin.write(_line(msg))
+        stdin.flush()
+
+    def answer(want: object) -> dict[str, Any]:
+        while True:
+            line = stdout.readline()
+            assert line, "server closed stdout"
+            msg = json.loads(line)
+            if msg.get("id") == want:
+                return dict(msg)
+
+    try:
+        init = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "cancel", "version": "1"},
+        }
+        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        answer(0)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        mk = {"remote_parent": "", "name": "c", "reason": "cancel test"}
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": "mk",
+                "method": "tools/call",
+                "params": {"name": "propose_mkdir", "arguments": mk},
+            }
+        )
+        pid = answer("mk")["result"]["structuredContent"]["proposal"]["id"]
+        for round_ in range(3):  # 3 x 60 long waits, each cancelled: 180 > 128 places
+            ids = [f"w{round_}-{i}" for i in range(60)]
+            for rid in ids:
+                call = {"name": "proposal_wait", "arguments": {"id": pid, "timeout_s": 50}}
+                send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": call})
+            time.sleep(0.5)
+            for rid in ids:
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": rid, "reason": "test"},
+                    }
+                )
+        time.sleep(0.5)
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": "after",
+                "method": "tools/call",
+                "params": {"name": "roots_list", "arguments": {}},
+            }
+        )
+        reply = answer("after")  # would hang (pytest-timeout) if places leaked
+        assert reply["result"]["isError"] is False
+    finally:
+        stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            proc.kill()
+            proc.wait()
