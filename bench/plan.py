@@ -192,6 +192,12 @@ def main() -> int:
             rcd,
         )
         _, warm2_w, warm2_c, _ = run("sync_plan warm again")
+        # The floor: the remote listing alone, one lean recursive listing through rcd,
+        # which a plan cannot do without (the drive is "any rclone remote").
+        listed, list_w, list_c = timed(
+            "remote listing alone (rcd, no digests)", lambda: drive.list_rows(""), rcd
+        )
+        del listed
         edited = local / "d000" / "e00" / "f000.txt"
         edited.write_bytes(os.urandom(100))  # one local edit: the plan is classified anew
         sp3, edit_w, edit_c, edit_rss = run("sync_plan warm, one file edited here")
@@ -222,6 +228,10 @@ def main() -> int:
         )
         print(f"warm, one edit: {chk_w / edit_w:.1f}x by wall, {chk_c / edit_c:.1f}x by CPU")
         print(
+            f"remote listing alone: {chk_w / list_w:.1f}x faster than rclone check by wall, "
+            f"{chk_c / list_c:.1f}x by CPU (no plan can beat this ratio)"
+        )
+        print(
             f"cold: {cold_w / chk_w:.2f}x rclone check's time by wall, "
             f"{cold_c / chk_c:.2f}x by CPU (target <= 1.2x)"
         )
@@ -230,6 +240,7 @@ def main() -> int:
             f"warm {warm_rss:.0f}, one edit {edit_rss:.0f}, new-process warm "
             f"{child['peak_mib']:.0f} MiB; rclone rcd {rcd_rss:.0f} MiB"
         )
+        print(f"load average at the end: {os.getloadavg()[0]:.1f} (start {load:.1f})")
     finally:
         shutil.rmtree(home, ignore_errors=True)
         src = remote / "d000" / "e00" / "f000.txt"

@@ -53,7 +53,7 @@ from placet.sync.cache import CachedDigest
 from placet.sync.digests import DIGEST_ORDER
 from placet.sync.indexer import IndexResult, index_local
 from placet.sync.jobs import LongReads, Progress
-from placet.sync.model import BaselineEntry, RemoteEntry, SyncPlan, gc_paused
+from placet.sync.model import BaselineEntry, OneDigest, RemoteEntry, SyncPlan, gc_paused
 from placet.sync.planner import plan_listings, read_listings
 from placet.sync.remote import RemoteLister, SyncDigestStore
 from placet.text import inert
@@ -469,8 +469,15 @@ def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> list[Skip
             if r.digest_type is None:
                 continue
             d = rem.digests
-            dtype = next((t for t in DIGEST_ORDER if d.get(t)), None)
-            digest = d[dtype].lower() if dtype else None
+            dtype: str | None
+            digest: str | None
+            if type(d) is OneDigest and d.digest_type in DIGEST_ORDER and d.value:
+                dtype, digest = d.digest_type, d.value  # the usual listing: one digest
+            else:
+                dtype = next((t for t in DIGEST_ORDER if d.get(t)), None)
+                digest = d[dtype] if dtype else None
+            if digest is not None and not digest.islower():
+                digest = digest.lower()  # (lower() would copy even a lower-case string)
             row = (r.path, lo.sha256, dtype, digest, rem.size, rem.mtime)
         b = get(r.path)
         if (
