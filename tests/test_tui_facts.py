@@ -108,7 +108,7 @@ def test_unknown_kind_shows_raw_request_and_op_kind_is_flagged(store: Store):
         "remote_path": "x"}]}, evidence={}, reason="r", drive_spec=DRIVE, run_id="r",
         ttl_seconds=600, now=T0,
     )  # fmt: skip
-    assert codes(odd) == ["unknown_op"]  # an op this placet cannot vet is never one key
+    assert codes(odd) == ["request_invalid"]  # an op this placet cannot vet is never one key
 
 
 def test_countdown_and_about_to_expire(store: Store):

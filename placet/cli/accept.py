@@ -6,9 +6,10 @@ computed from the same parsed ops the executor runs (`placet.executor.plan_for`)
 every one of placet's own risk flags (`placet.risk`; never cut, whatever the op count)
 above the agent's reason (shown boxed, last, as its claim), and the request hash the
 approval binds to (DESIGN.md section 9, "Accept binds to what was shown"). The code
-prompt repeats the op count and the flags by kind. A download into placet's own folders
-is refused before any code is asked. Every string that came from an agent, a file name
-or the remote goes through `placet.text.inert`.
+prompt repeats the op count and the flags by kind. A write into placet's own folders is
+refused before any code is asked (`placet.vetting`, shared with the review UI). Every
+string that came from an agent, a file name or the remote goes through
+`placet.text.inert`.
 
 The confirmation is a short random code that placet writes to the controlling terminal
 (``/dev/tty``) and reads back from it, after discarding anything typed ahead. A command
@@ -37,7 +38,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import posixpath
 import secrets
 import signal
 import sys
@@ -48,7 +48,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from placet.cli.accept_effect import all_flags, effect_lines, flag_counts
+from placet.cli.accept_effect import effect_lines, flag_counts
 from placet.config import Settings, load_settings
 from placet.errors import (
     EXIT_DRIVE_UNAVAILABLE,
@@ -60,11 +60,10 @@ from placet.errors import (
     WrongState,
 )
 from placet.executor import ProgressEvent, check_binding, execute, plan_for
-from placet.paths import PlacetDirs
 from placet.requests import Op
-from placet.risk import drive_base
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
-from placet.text import inert, inert_with_ascii
+from placet.text import inert
+from placet.vetting import proposal_flags, refuse_own_paths
 
 CODE_ALPHABET = "ACDEFHJKLMNPRTUVWXY3479"
 """Letters and digits that cannot be misread for one another (no 0/O, 1/I/L, 5/S...)."""
@@ -115,7 +114,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         # the owner types a code, leaving it as it is.
         check_binding(settings, record)
         plan = plan_for(record.kind, record.request, record.evidence)
-        _refuse_placet_targets(settings, record, plan.ops)
+        refuse_own_paths(settings, record, plan.ops)
         skip = _check_skip(record, plan.ops, args.skip)
         _emit(effect_lines(record, plan.ops, skip))
         if record.status in _NEEDS_DECISION:
@@ -151,53 +150,6 @@ def cmd_accept(args: argparse.Namespace) -> int:
         else:
             _emit([f"proposal {record.id} was already approved; executing it now"])
         return _run(store, settings, record)
-
-
-def _local_drive_dir(spec: str) -> str | None:
-    """The folder of a drive spec that names a local folder (``/srv/d``, ``local:/srv/d``,
-    ``:local:/srv/d``), else None (a named remote's type is not known here)."""
-    if spec.startswith("/"):
-        return spec
-    if spec.startswith(("local:", ":local:", ":local,")):
-        base = drive_base(spec)
-        return base if base.startswith("/") else None
-    return None
-
-
-def _refuse_placet_targets(settings: Settings, record: ProposalRecord, ops: list[Op]) -> None:
-    """Refuse, before any code is asked, an op that would write inside placet's own
-    folders (`placet.paths.PlacetDirs`): a download under a root that holds one, or an
-    upload or mkdir to a local-folder drive that holds one (the default drive folder,
-    `<data dir>/drive`, excepted). The download op refuses it again by descriptor.
-
-    Raises:
-        PolicyRefused (code ``placet_own_path``).
-    """
-    root = record.request.get("root") if isinstance(record.request, dict) else None
-    root_path = str(root.get("path", "")) if isinstance(root, dict) else ""
-    drive_dir = _local_drive_dir(record.drive_spec)
-    default_drive = os.path.realpath(settings.default_drive_dir)
-    own = PlacetDirs.of(settings)
-    for op in ops:
-        if op.kind == "download" and op.local_path and root_path:
-            target = os.path.realpath(posixpath.join(root_path, op.local_path))
-            fix = "start placet serve with a --root apart from placet's folders"
-        elif op.kind != "download" and op.remote_path and drive_dir:
-            target = os.path.realpath(posixpath.join(drive_dir, op.remote_path))
-            if os.path.commonpath([target, default_drive]) == default_drive:
-                continue
-            fix = "set a drive folder apart from placet's folders (`placet drive set`)"
-        else:
-            continue
-        hit = own.overlap(target)
-        if hit is not None:
-            raise PolicyRefused(
-                f"refusing to accept proposal {record.id}: op #{op.index} would write "
-                f"{inert_with_ascii(target)} inside placet's own {hit[0]} "
-                f"'{inert(str(hit[1]))}'; discard it, and {fix}",
-                code="placet_own_path",
-                details={"proposal_id": record.id, "op_index": op.index},
-            )
 
 
 def _check_skip(record: ProposalRecord, ops: list[Op], skip: list[int]) -> list[int]:
@@ -297,7 +249,7 @@ def _read_line(fd: int, limit: int = 64) -> str:
 
 def _covers(record: ProposalRecord, ops: list[Op]) -> str:
     """What the code accepts, said in the prompt: the op count and every risk flag by kind."""
-    flags = all_flags(record, ops)
+    flags = proposal_flags(record, ops)
     said = f"{len(flags)} risk flag(s): {flag_counts(flags)}" if flags else "no risk flags"
     return f"{len(ops)} op(s), {said}, all listed above"
 
@@ -415,4 +367,4 @@ def exit_code(final: ProposalRecord, results: list[OpResultRecord]) -> int:
     return EXIT_OP_FAILED
 
 
-__all__ = ["all_flags", "cmd_accept", "effect_lines", "exit_code", "flag_counts", "register"]
+__all__ = ["cmd_accept", "effect_lines", "exit_code", "flag_counts", "register"]

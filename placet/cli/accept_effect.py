@@ -2,21 +2,21 @@
 every op, *every* risk flag (counted by kind, the worst first: however many ops a sync
 holds, none is cut), the request hash, and the agent's reason boxed last as its claim.
 
-Flags come from `placet.risk.risk_flags`, matched on the root's (downloads) or the
-drive's own path joined with each target. Every string from an agent, a file name or the
-remote goes through `placet.text.inert`. Split from `placet.cli.accept` (size).
+Flags come from `placet.vetting.proposal_flags` (the review UI calls the same function),
+matched on the root's (downloads) or the drive's own path joined with each target.
+Every string from an agent, a file name or the remote goes through `placet.text.inert`.
+Split from `placet.cli.accept` (size).
 """
 
 from __future__ import annotations
 
-import posixpath
-
 from placet.requests import Op
-from placet.risk import RiskFlag, drive_base, risk_flags
+from placet.risk import RiskFlag
 from placet.store import ProposalRecord
 from placet.text import inert, inert_with_ascii
+from placet.vetting import proposal_flags, root_path_of
 
-__all__ = ["SHOWN_OPS", "all_flags", "effect_lines", "flag_counts"]
+__all__ = ["SHOWN_OPS", "effect_lines", "flag_counts"]
 
 SHOWN_OPS = 200
 """Ops listed one by one; past this a line says how many more (risk flags: all)."""
@@ -33,38 +33,6 @@ def _size(n: int | None) -> str:
         if value < 1024 or unit == "TiB":
             break
     return f"{value:.1f} {unit} ({n} bytes)"
-
-
-def _flags(record: ProposalRecord, op: Op, root_path: str) -> list[RiskFlag]:
-    """placet's risk flags for one op, matched on the root's (download) or the drive's
-    own path joined with the op's target (`placet.risk.risk_flags`, ``base_path``)."""
-    local = op.local_path or ""
-    remote = op.remote_path or ""
-    drive = drive_base(record.drive_spec)
-    if op.kind == "download":
-        replaces = op.replace or op.expected_local is not None
-        return risk_flags(kind="download", target_path=local, replaces_existing=replaces,
-                          name_changed=False, base_path=root_path)  # fmt: skip
-    if op.kind == "mkdir":
-        return risk_flags(kind="mkdir", target_path=remote, replaces_existing=False,
-                          name_changed=False, base_path=drive)  # fmt: skip
-    exists = op.expected_remote is not None and op.expected_remote.exists
-    renamed = record.kind == "upload" and posixpath.basename(local) != posixpath.basename(remote)
-    return risk_flags(
-        kind=op.kind,
-        target_path=remote,
-        replaces_existing=op.replace or exists,
-        name_changed=renamed,
-        source_name=posixpath.basename(local) if renamed else None,
-        base_path=drive,
-    )
-
-
-def all_flags(record: ProposalRecord, ops: list[Op]) -> list[RiskFlag]:
-    """Every distinct risk flag of `ops`, in op order (none dropped, however many)."""
-    root = record.request.get("root") if isinstance(record.request, dict) else None
-    root_path = str(root.get("path", "")) if isinstance(root, dict) else ""
-    return list(dict.fromkeys(f for op in ops for f in _flags(record, op, root_path)))
 
 
 def flag_counts(flags: list[RiskFlag]) -> str:
@@ -119,8 +87,7 @@ def effect_lines(record: ProposalRecord, ops: list[Op], skip: list[int] | None =
     """What accepting `record` would do, as terminal-safe lines (placet's facts first,
     then its risk flags, then the agent's reason boxed as its claim). Ops in `skip`
     (`--skip`) are listed, marked as skipped."""
-    root = record.request.get("root") if isinstance(record.request, dict) else None
-    root_path = str(root.get("path", "")) if isinstance(root, dict) else ""
+    root_path = root_path_of(record)
     skipped = set(skip or [])
     total = sum(op.size or 0 for op in ops if op.kind != "mkdir" and op.index not in skipped)
     left_out = f" ({len(skipped)} skipped with --skip)" if skipped else ""
@@ -142,7 +109,7 @@ def effect_lines(record: ProposalRecord, ops: list[Op], skip: list[int] | None =
             "every op's risk flags are listed below)"
         )
     # Every flag, however many: a padded sync must not push one out of sight.
-    flags = all_flags(record, ops)
+    flags = proposal_flags(record, ops)
     if flags:
         out.append(f"  placet risk flags ({len(flags)}: {flag_counts(flags)}):")
         ranked = sorted(flags, key=lambda f: _SEVERITY.index(f.code) if f.code in _SEVERITY else 0)

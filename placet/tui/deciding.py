@@ -6,7 +6,11 @@ request hash; the record is re-read and refused if its hash changed, then accept
 checks the binding again). For a sync, the ops the owner unticked in the confirmation
 go into the same event as `detail.skip_ops`; the executor journals them `skipped`.
 A pending proposal past `expires_at` is refused before the modal opens, and again by
-the store's compare-and-set if it expires while the modal is open. One transfer at a
+the store's compare-and-set if it expires while the modal is open. A proposal that
+`placet accept` would refuse before its code (a request that does not parse, a write
+into placet's own folders: `refusal_before_accept`, the same `placet.vetting`
+function) is refused before the modal opens, and again in the worker before the store
+records an approval. One transfer at a
 time: the executor runs in a thread worker and reports through dataclass messages
 (progress in bytes, each op's result as it is journaled). Quitting during a transfer
 asks first; if the owner insists, the proposal is marked `interrupted` by the owner
@@ -31,6 +35,7 @@ from textual.app import App
 
 from placet.config import Settings
 from placet.errors import PlacetError, StaleEvidence
+from placet.executor import plan_for
 from placet.store import ProposalRecord, Store
 from placet.text import inert
 from placet.tui.facts import countdown, effect_of
@@ -43,6 +48,7 @@ from placet.tui.messages import (
 from placet.tui.queue import QueueTable
 from placet.tui.render import when
 from placet.tui.transfer import TransferPanel
+from placet.vetting import refuse_own_paths
 
 if TYPE_CHECKING:  # imported where used: not needed for the first paint
     from placet.tui.history import HistoryPane
@@ -59,6 +65,24 @@ RETRY_STATUSES = ("failed", "interrupted")
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def refusal_before_accept(settings: Settings, record: ProposalRecord) -> PlacetError | None:
+    """Why `record` must not be accepted whatever the owner types, or None: the checks
+    `placet accept` makes before its code, on the same parsed ops with the same function.
+
+    Returns:
+        PlacetError ``request_invalid`` (the stored request does not parse,
+        `placet.executor.plan_for`) or PolicyRefused ``placet_own_path`` (an op would
+        write inside placet's own folders, `placet.vetting.refuse_own_paths`).
+    """
+    try:
+        refuse_own_paths(
+            settings, record, plan_for(record.kind, record.request, record.evidence).ops
+        )
+    except PlacetError as e:
+        return e
+    return None
 
 
 class DecidingApp(App[None]):
@@ -121,6 +145,11 @@ class DecidingApp(App[None]):
                 f"#{record.id} expired at {when(record.expires_at)} and can no longer be "
                 "accepted; the agent must propose it again",
             )
+            return
+
+        refusal = refusal_before_accept(self.settings, record)
+        if refusal is not None:
+            self._refuse(f"not accepted: {refusal.error_code}", inert(refusal.message))
             return
 
         from placet.tui.confirm import AcceptScreen
@@ -194,6 +223,9 @@ class DecidingApp(App[None]):
                     f"{current.request_hash[:12]}, shown {shown_hash[:12]}); review it again",
                     details={"shown": shown_hash, "stored": current.request_hash},
                 )
+            refusal = refusal_before_accept(self.settings, current)
+            if refusal is not None:  # checked again: nothing is accepted or run
+                raise refusal
             detail: dict[str, Any] = {"request_hash": shown_hash, "via": "review", "tty": True}
             if current.kind == "sync":
                 detail["skip_ops"] = sorted(skip_ops or [])

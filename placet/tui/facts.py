@@ -2,26 +2,33 @@
 
 The review UI must show the exact effect of a proposal (DESIGN.md section 4: every op,
 local and remote paths, sizes, digests, the evidence seen at proposal time) and
-placet's own risk flags (section 9). Both are computed here from the stored JSON, as
-plain values, so the queue row, the detail pane and the confirmation modal all show the
-same facts, and tests can check them without a terminal.
+placet's own risk flags (section 9). Both are computed here, as plain values, so the
+queue row, the detail pane and the confirmation modal all show the same facts, and
+tests can check them without a terminal.
 
-The stored request is read defensively (`dict.get`): a record written by a newer or
-older placet, or an unknown kind, still renders (as its raw JSON) instead of crashing
-the review screen. Nothing here escapes text: the render layer (`render.py`) passes
-every string through `placet.text.inert` on its way to the terminal.
+The flags are `placet.vetting.proposal_flags` over the ops the executor would run
+(`placet.executor.plan_for`): the very function `placet accept` prints, matched on the
+root's or the drive's path joined with each target, so the two front ends never
+disagree on what needs a typed confirmation. The ops shown are read from the stored
+JSON defensively (`dict.get`): a record written by a newer or older placet, or an
+unknown kind, still renders (as its raw JSON) instead of crashing the review screen,
+and carries a ``request_invalid`` flag. Nothing here escapes text: the render layer
+(`render.py`) passes every string through `placet.text.inert` on its way to the
+terminal.
 """
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from placet.display import duration
-from placet.risk import RiskFlag, needs_typed_confirmation, risk_flags
+from placet.errors import PlacetError
+from placet.executor import plan_for
+from placet.risk import RiskFlag, needs_typed_confirmation
 from placet.store import ProposalRecord
+from placet.vetting import proposal_flags
 
 ACTIVE_STATUSES = ("pending", "approved", "executing")
 TERMINAL_STATUSES = ("succeeded", "failed", "discarded", "expired", "withdrawn", "interrupted")
@@ -102,36 +109,25 @@ def _local_abs(root: dict[str, Any] | None, rel: str | None) -> str:
     return f"{base.rstrip('/')}/{rel}" if base else rel
 
 
-def _flags_for(
-    kind: str,
-    target: str,
-    *,
-    replaces: bool,
-    name_changed: bool = False,
-    source_name: str | None = None,
-) -> list[RiskFlag]:
+def flags_of(record: ProposalRecord) -> list[RiskFlag]:
+    """placet's risk flags for `record`: `placet.vetting.proposal_flags` over the ops the
+    executor would run (`plan_for`), the same function `placet accept` prints.
+
+    A stored request that does not parse (another placet wrote it, it was altered, or its
+    kind or an op's kind is unknown) gets one ``request_invalid`` flag: placet cannot vet
+    it, so it is never a one-key accept (and accepting it is refused).
+    """
     try:
-        return risk_flags(
-            kind=kind,
-            target_path=target,
-            replaces_existing=replaces,
-            name_changed=name_changed,
-            source_name=source_name,
-        )
-    except ValueError:
-        # An op kind this placet does not know: never a one-key accept.
-        return [RiskFlag("unknown_op", f"an op of unknown kind {kind!r}; placet cannot vet it")]
-
-
-def _dedupe(flags: list[RiskFlag]) -> list[RiskFlag]:
-    seen: set[tuple[str, str]] = set()
-    out: list[RiskFlag] = []
-    for f in flags:
-        key = (f.code, f.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
-    return out
+        ops = plan_for(record.kind, record.request, record.evidence).ops
+    except PlacetError:
+        return [
+            RiskFlag(
+                "request_invalid",
+                f"the stored {record.kind!r} request does not parse: placet cannot vet it, "
+                "and accepting it is refused; discard it",
+            )
+        ]
+    return proposal_flags(record, ops)
 
 
 def effect_of(record: ProposalRecord) -> Effect:
@@ -144,7 +140,6 @@ def effect_of(record: ProposalRecord) -> Effect:
         remote = _join(_s(req, "remote_parent"), _s(req, "name"))
         local_rel = _s(req, "local_path") or ""
         replaces = bool(req.get("replace_existing")) or bool(remote_ev and remote_ev.get("exists"))
-        name_changed = posixpath.basename(local_rel) != (_s(req, "name") or "")
         op = EffectOp(
             index=0,
             kind="upload_revision" if replaces else "upload",
@@ -158,26 +153,16 @@ def effect_of(record: ProposalRecord) -> Effect:
             local_before=local_ev,
             remote_before=remote_ev,
         )
-        flags = _flags_for(
-            op.kind,
-            remote,
-            replaces=replaces,
-            name_changed=name_changed,
-            source_name=posixpath.basename(local_rel),
-        )
-        return Effect(kind, [op], root_name, _dedupe(flags))
+        return Effect(kind, [op], root_name, flags_of(record))
     if kind == "mkdir":
         remote_ev = _dict(ev, "remote")
         remote = _join(_s(req, "remote_parent"), _s(req, "name"))
         op = EffectOp(index=0, kind="mkdir", remote_path=remote, remote_before=remote_ev)
-        flags = _flags_for("mkdir", remote, replaces=False)
-        return Effect(kind, [op], root_name, _dedupe(flags))
+        return Effect(kind, [op], root_name, flags_of(record))
     if kind == "download":
         remote_ev, local_ev = _dict(ev, "remote"), _dict(ev, "local")
         remote = _s(req, "remote_path") or ""
         local_rel = _s(req, "local_path") or ""
-        replaces = bool(req.get("overwrite")) or local_ev is not None
-        name_changed = posixpath.basename(remote) != posixpath.basename(local_rel)
         op = EffectOp(
             index=0,
             kind="download",
@@ -190,17 +175,11 @@ def effect_of(record: ProposalRecord) -> Effect:
             local_before=local_ev,
             remote_before=remote_ev,
         )
-        flags = _flags_for(
-            "download",
-            local_rel,
-            replaces=replaces,
-            name_changed=name_changed,
-            source_name=posixpath.basename(remote),
-        )
-        return Effect(kind, [op], root_name, _dedupe(flags))
+        return Effect(kind, [op], root_name, flags_of(record))
     if kind == "sync":
         return _sync_effect(record, root, root_name)
-    return Effect(kind, [], root_name, [], raw={"request": req, "evidence": ev})
+    raw = {"request": req, "evidence": ev}
+    return Effect(kind, [], root_name, flags_of(record), raw=raw)
 
 
 def _sync_effect(
@@ -208,7 +187,6 @@ def _sync_effect(
 ) -> Effect:
     req = record.request
     ops: list[EffectOp] = []
-    flags: list[RiskFlag] = []
     raw_ops = req.get("ops")
     for i, raw in enumerate(raw_ops if isinstance(raw_ops, list) else []):
         if not isinstance(raw, dict):
@@ -234,9 +212,7 @@ def _sync_effect(
             note=_s(raw, "reason") or "",
         )
         ops.append(op)
-        target = (local_rel if op_kind == "download" else remote) or ""
-        flags += _flags_for(op_kind, target, replaces=op.replace)
-    return Effect("sync", ops, root_name, _dedupe(flags))
+    return Effect("sync", ops, root_name, flags_of(record))
 
 
 def target_of(record: ProposalRecord) -> str:

@@ -1,0 +1,127 @@
+"""What placet itself finds about a proposal before the owner decides: its risk flags,
+and whether an op would write into placet's own folders.
+
+`placet accept` (`placet.cli.accept`, `placet.cli.accept_effect`) and the review UI
+(`placet.tui.facts`, `placet.tui.deciding`) both call these functions on the ops the
+executor runs (`placet.executor.plan_for(...).ops`), so the two front ends flag and refuse
+exactly the same proposals (DESIGN.md section 9, "Risk flags computed by placet";
+docs/security.md, "Local roots", "Risk flags, all of them").
+
+Flags are matched on the root's absolute path (a download) or the drive's own path
+(`placet.risk.drive_base`: an upload, upload_revision or mkdir) joined with the op's
+target, so a root that is itself ``.git`` flags ``hooks/pre-commit``. A write into
+placet's data, config or database folder (`placet.paths.PlacetDirs`) is refused, not
+flagged: a flag can be typed through, and no agent has a reason to write there. Core
+module: never imports `mcp` or `textual`.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Sequence
+
+from placet.config import Settings
+from placet.errors import PolicyRefused
+from placet.paths import PlacetDirs
+from placet.requests import Op
+from placet.risk import RiskFlag, drive_base, risk_flags
+from placet.store import ProposalRecord
+from placet.text import inert, inert_with_ascii
+
+__all__ = ["local_drive_dir", "op_flags", "proposal_flags", "refuse_own_paths", "root_path_of"]
+
+
+def root_path_of(record: ProposalRecord) -> str:
+    """The absolute path of the proposal's local root as stored in its request
+    (``request["root"]["path"]``), or ``""`` when it has none (a mkdir)."""
+    root = record.request.get("root") if isinstance(record.request, dict) else None
+    return str(root.get("path", "")) if isinstance(root, dict) else ""
+
+
+def op_flags(record: ProposalRecord, op: Op, root_path: str) -> list[RiskFlag]:
+    """placet's risk flags for one op of `record` (`placet.risk.risk_flags`).
+
+    A download is matched on `root_path` (the root's absolute path) joined with its
+    local target; an upload, upload_revision or mkdir on the drive's own path
+    (`drive_base(record.drive_spec)`) joined with its remote target. ``replaces_existing``:
+    the op replaces, or its evidence saw the target exist; ``name_changed``: a single
+    upload stored under a name other than its local file's (DESIGN.md section 9: "a name
+    changed on upload").
+    """
+    local = op.local_path or ""
+    remote = op.remote_path or ""
+    if op.kind == "download":
+        replaces = op.replace or op.expected_local is not None
+        return risk_flags(kind="download", target_path=local, replaces_existing=replaces,
+                          name_changed=False, base_path=root_path)  # fmt: skip
+    drive = drive_base(record.drive_spec)
+    if op.kind == "mkdir":
+        return risk_flags(kind="mkdir", target_path=remote, replaces_existing=False,
+                          name_changed=False, base_path=drive)  # fmt: skip
+    exists = op.expected_remote is not None and op.expected_remote.exists
+    renamed = record.kind == "upload" and posixpath.basename(local) != posixpath.basename(remote)
+    return risk_flags(
+        kind=op.kind,
+        target_path=remote,
+        replaces_existing=op.replace or exists,
+        name_changed=renamed,
+        source_name=posixpath.basename(local) if renamed else None,
+        base_path=drive,
+    )
+
+
+def proposal_flags(record: ProposalRecord, ops: Sequence[Op]) -> list[RiskFlag]:
+    """Every distinct risk flag of `ops` (the parsed ops of `record`), in op order: none
+    dropped, however many ops a sync holds. Equal flags (same code and message) of two
+    ops are listed once."""
+    root_path = root_path_of(record)
+    return list(dict.fromkeys(f for op in ops for f in op_flags(record, op, root_path)))
+
+
+def local_drive_dir(spec: str) -> str | None:
+    """The folder of a drive spec that names a local folder (``/srv/d``, ``local:/srv/d``,
+    ``:local:/srv/d``), else None (a named remote's type is not known here)."""
+    if spec.startswith("/"):
+        return spec
+    if spec.startswith(("local:", ":local:", ":local,")):
+        base = drive_base(spec)
+        return base if base.startswith("/") else None
+    return None
+
+
+def refuse_own_paths(settings: Settings, record: ProposalRecord, ops: Sequence[Op]) -> None:
+    """Refuse an op of `record` that would write inside placet's own folders
+    (`PlacetDirs.of(settings)`: data, config and database folders): a download whose
+    target (realpath of the root's path joined with it) lies in, equals or contains one,
+    or an upload or mkdir to a local-folder drive (`local_drive_dir`) whose target does
+    (targets in the default drive folder, ``<data dir>/drive``, excepted). Called before
+    the owner is asked anything; the download op refuses it again by descriptor.
+
+    Raises:
+        PolicyRefused (code ``placet_own_path``; details ``proposal_id``, ``op_index``).
+    """
+    root_path = root_path_of(record)
+    drive_dir = local_drive_dir(record.drive_spec)
+    default_drive = os.path.realpath(settings.default_drive_dir)
+    own = PlacetDirs.of(settings)
+    for op in ops:
+        if op.kind == "download" and op.local_path and root_path:
+            target = os.path.realpath(posixpath.join(root_path, op.local_path))
+            fix = "start placet serve with a --root apart from placet's folders"
+        elif op.kind != "download" and op.remote_path and drive_dir:
+            target = os.path.realpath(posixpath.join(drive_dir, op.remote_path))
+            if os.path.commonpath([target, default_drive]) == default_drive:
+                continue
+            fix = "set a drive folder apart from placet's folders (`placet drive set`)"
+        else:
+            continue
+        hit = own.overlap(target)
+        if hit is not None:
+            raise PolicyRefused(
+                f"refusing to accept proposal {record.id}: op #{op.index} would write "
+                f"{inert_with_ascii(target)} inside placet's own {hit[0]} "
+                f"'{inert(str(hit[1]))}'; discard it, and {fix}",
+                code="placet_own_path",
+                details={"proposal_id": record.id, "op_index": op.index},
+            )
