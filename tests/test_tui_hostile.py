@@ -11,20 +11,34 @@ really on screen). Textual's own sequences (cursor moves, colours, modes) are al
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tui_fixtures import add_upload
+from executor_fixtures import Rig, make_rig, write_config
+from textual.widgets import Input
+from tui_fixtures import Recorder, add_upload, plain, settle, until
 from tui_pty import PtyProcess
 
-from placet.config import Settings
-from placet.store import open_store
+from placet.config import Settings, load_settings
+from placet.drive import RcloneDrive
+from placet.executor import plan_for
+from placet.paths import Root
+from placet.store import Store, open_store
+from placet.tui import make_app
+from placet.tui.confirm import AcceptScreen
+from placet.tui.facts import effect_of
+from placet.vetting import proposal_flags
+
+pytest_plugins = ["drive_fixtures"]
 
 PLACET = str(Path(sys.executable).parent / "placet")
 
@@ -140,3 +154,120 @@ def test_review_refuses_without_a_terminal(placet_home: Path) -> None:
     )
     assert r.returncode == 2
     assert "needs a terminal" in r.stderr and "placet accept" in r.stderr
+
+
+# -- proposals `placet accept` refuses or flags: the review UI does the same --------------
+
+
+@pytest.fixture
+def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
+    """A real store, a local-folder drive (rclone) and a root `proj`, as `placet serve`
+    would propose with them (`executor_fixtures`)."""
+    remote = tmp_path / "drive"
+    remote.mkdir()
+    r = make_rig(settings, make_drive(str(remote)), tmp_path, remote)
+    write_config(r.settings, drive=r.drive.spec)
+    return r
+
+
+def _approvals(store: Store, pid: int) -> list[dict[str, Any]]:
+    return [e.detail for e in store.audit_events(proposal_id=pid) if e.to_status == "approved"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.timeout(180)
+async def test_download_into_a_git_root_is_flagged_and_needs_the_typed_id(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """The root is itself a `.git` folder: `hooks/pre-commit` is runs_code because the
+    flag is matched on the root's path joined with the target (as `placet accept`), so
+    one key, Enter or the button start nothing; the typed id accepts and executes."""
+    assert rig.remote_dir is not None
+    gitdir = tmp_path / "repo" / ".git"
+    (gitdir / "hooks").mkdir(parents=True)
+    st = os.stat(gitdir)
+    git_rig = dataclasses.replace(rig, root=Root("git", gitdir, st.st_dev, st.st_ino))
+    (rig.remote_dir / "hook").write_bytes(b"#!/bin/sh\necho pwned\n")
+    rec = git_rig.download("hook", "hooks/pre-commit")
+    flags = effect_of(rec).flags
+    assert [f.code for f in flags] == ["runs_code"]  # the target alone would pass
+    assert flags == proposal_flags(rec, plan_for(rec.kind, rec.request, rec.evidence).ops)
+
+    events = Recorder()
+    app = make_app(rig.settings, rig.store, confirm_guard_seconds=0)
+    async with app.run_test(size=(160, 48), message_hook=events) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, AcceptScreen) and screen.typed_required
+        shown = plain(screen.body, width=400)
+        assert "runs_code: 'hooks/pre-commit' in the local root" in shown
+        assert f"matches '.git/' in the path of the local root '{gitdir}'" in shown
+
+        await pilot.press("y")  # one key
+        await pilot.press("enter")  # Enter on the empty field
+        await pilot.click("#accept")  # the (disabled) button
+        await settle(pilot)
+        assert app.screen is screen and app.transfer is None
+        assert rig.store.get(rec.id).status == "pending" and _approvals(rig.store, rec.id) == []
+        assert not (gitdir / "hooks" / "pre-commit").exists()
+
+        screen.query_one("#typed", Input).value = ""
+        await pilot.press(*str(rec.id), "enter")  # the typed id: accepted and executed
+        done = await until(pilot, lambda: rig.store.get(rec.id).status == "succeeded", 60)
+        assert done, (rig.store.get(rec.id).status, events.text())
+        (approval,) = _approvals(rig.store, rec.id)
+        assert approval["request_hash"] == rec.request_hash and approval["via"] == "review"
+    assert (gitdir / "hooks" / "pre-commit").read_bytes() == b"#!/bin/sh\necho pwned\n"
+
+
+@pytest.mark.asyncio
+@pytest.mark.timeout(180)
+async def test_writes_into_placet_folders_are_refused_before_the_modal(
+    settings: Settings, rig: Rig, tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    """Both `placet_own_path` cases of `placet accept`: a download into a root holding
+    placet's data dir, and an upload to a local-folder drive holding it. The review UI
+    says why, opens no confirmation, records no approval and writes nothing; the worker
+    refuses again if it is reached anyway."""
+    assert rig.remote_dir is not None
+    home = rig.settings.data_dir
+    (rig.remote_dir / "cfg").write_bytes(b"allow_yes = true\n")
+    write_config(rig.settings, drive=rig.drive.spec, roots={str(home.parent): "allow-overwrite"})
+    before = rig.settings.config_file.read_bytes()
+    st = os.stat(home.parent)
+    top = dataclasses.replace(
+        rig,
+        settings=load_settings().model_copy(update={"drive": rig.drive.spec}),
+        root=Root("top", home.parent, st.st_dev, st.st_ino),
+    )
+    down = top.download("cfg", f"{home.name}/config.toml", overwrite=True)
+    # The drive is a local folder above placet's data dir (a second rig over tmp_path).
+    up_rig = make_rig(settings, make_drive(str(tmp_path)), tmp_path / "up", tmp_path)
+    up_rig.write("cfg.toml", b"allow_yes = true\n")
+    up = up_rig.upload("cfg.toml", home.name, name="config.toml", replace_existing=True)
+
+    for rec, rig_settings, advice in (
+        (down, top.settings, "--root apart from placet's folders"),
+        (up, up_rig.settings, "placet drive set"),
+    ):
+        events = Recorder()
+        app = make_app(rig_settings, rig.store, confirm_guard_seconds=0)
+        async with app.run_test(size=(160, 48), message_hook=events) as pilot:
+            await settle(pilot)
+            assert app.queue_table.select_id(rec.id)
+            await pilot.press("a")
+            await settle(pilot)
+            assert not isinstance(app.screen, AcceptScreen)
+            assert app.transfer is None
+            assert "not accepted: placet_own_path" in events.titles(), events.text()
+            assert f"'{home}'" in events.text() and advice in events.text()
+
+            app._start_transfer(rec, [])  # past the modal: the worker checks again
+            assert await until(pilot, lambda: app.transfer is None)  # noqa: B023
+            await settle(pilot)
+            assert events.titles()[-1] == "placet_own_path"  # the transfer's own report
+        assert rig.store.get(rec.id).status == "pending"
+        assert _approvals(rig.store, rec.id) == []
+    assert rig.settings.config_file.read_bytes() == before
