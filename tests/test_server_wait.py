@@ -6,6 +6,7 @@ and an accepted upload visible through drive_list with the agent's own digest.
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,12 @@ async def test_wait_returns_when_another_process_accepts_and_the_upload_lands(
         assert waited["proposal"]["decided"] is True and elapsed < 45
         assert [o["outcome"] for o in waited["op_results"]] == ["done"]
         assert progress and all(msg and f"proposal {pid}" in msg for _, _, msg in progress)
-        # seconds of the timeout while waiting; ops of the op count while executing
-        assert all(total == (1 if msg and "executing" in msg else 45) for _, total, msg in progress)
+        # one scale for the whole wait (total = 1 op + 1), strictly increasing (MCP spec)
+        assert all(total == 2 for _, total, _ in progress)
+        values = [p for p, _, _ in progress]
+        assert all(a < b for a, b in pairwise(values)), progress
+        assert any("waiting for the owner" in (m or "") for _, _, m in progress)
+        assert progress[-1][0] == 2 and "succeeded" in (progress[-1][2] or "")
         listing = ok(
             await client.call_tool("drive_list", {"path": "shared", "include_digest": True})
         )
@@ -102,7 +107,7 @@ async def test_wait_times_out_with_status_pending(ws: Workspace) -> None:
             .content[0]
             .text
         )
-        assert seen and seen == sorted(seen)
+        assert seen and all(a < b for a, b in pairwise(seen)) and seen[-1] < 1, seen
 
 
 async def test_wait_reports_a_discard_made_by_the_cli(ws: Workspace) -> None:
@@ -231,10 +236,13 @@ def _sync_proposal(ws: Workspace, n_ops: int) -> int:
         store.close()
 
 
-async def test_wait_on_an_executing_proposal_reports_ops_done_of_ops_total(
+@pytest.mark.timeout(90)
+async def test_wait_progress_strictly_increases_from_pending_through_each_op_to_done(
     ws: Workspace,
 ) -> None:
-
+    """Over the real stdio client: one scale (total = ops + 1) whose values strictly
+    increase while the proposal waits for the owner, waits for the executor, runs each
+    op, and ends; each message states the real measure."""
     n = 3
     pid = _sync_proposal(ws, n)
     progress: list[tuple[float, float | None, str | None]] = []
@@ -246,14 +254,17 @@ async def test_wait_on_an_executing_proposal_reports_ops_done_of_ops_total(
         store = open_store(load_settings())
         try:
             holder = LeaseHolder.current()
+            time.sleep(2.5)  # pending: waiting for the owner
             store.accept(pid)
+            time.sleep(1.5)  # approved: waiting for the executor
             rec = store.claim(pid, holder=holder)
-            time.sleep(2.5)  # nothing done yet: the wait reports 0 of 3
+            time.sleep(2.5)  # executing, nothing done yet: 0 of 3
             for i, op in enumerate(rec.request["ops"]):
+                if i:
+                    time.sleep(1.5)  # op i in flight
                 store.record_op_result(
                     pid, op_index=i, op=op, outcome="done", detail={}, holder=holder
                 )
-                time.sleep(1.5)
             store.finish(pid, holder=holder)
         finally:
             store.close()
@@ -266,13 +277,21 @@ async def test_wait_on_an_executing_proposal_reports_ops_done_of_ops_total(
             )
         )
     assert waited["proposal"]["status"] == "succeeded" and waited["timed_out"] is False
-    executing = [(p, t) for p, t, m in progress if m and "executing" in m]
+    values = [p for p, _, _ in progress]
+    assert all(a < b for a, b in pairwise(values)), progress  # never down, never equal
+    assert all(t == n + 1 for _, t, _ in progress)  # ops + 1, the same all along
+    assert all(m and m.startswith(f"proposal {pid} is ") for _, _, m in progress)
+    pending = [(p, m) for p, _, m in progress if m and "is pending" in m]
+    approved = [(p, m) for p, _, m in progress if m and "is approved" in m]
+    executing = [(p, m) for p, _, m in progress if m and "is executing" in m]
+    assert pending and all(0 < p < 1 and "waiting for the owner: " in m for p, m in pending)
+    assert approved and all(0 < p < 1 and "waiting for the executor" in m for p, m in approved)
     assert executing, progress
-    assert all(t == n for _, t in executing)  # the total is the op count, not the timeout
-    assert {p for p, _ in executing} >= {0, 1, 2}  # each op as it ended
-    assert all(p <= n and p == int(p) for p, _ in executing)
-    seen = [p for p, _ in executing]
-    assert seen == sorted(seen)
-    assert all(
-        m and f"{int(p)} of {n} op(s) done" in m for p, t, m in progress if m and "executing" in m
-    )
+    for p, m in executing:  # 1 + ops done + a fraction of the op in flight
+        assert 1 <= p < n + 1 and f"executing: {int(p) - 1} of {n} ops done" in m, (p, m)
+    assert {int(p) - 1 for p, _ in executing} >= {0, 1, 2}  # each op as it ended
+    # the phases come in order, and the total comes once, with the final status
+    kinds = [m.split(" is ")[1].split(",")[0].split(":")[0] for _, _, m in progress if m]
+    assert kinds == sorted(kinds, key=["pending", "approved", "executing", "succeeded"].index)
+    assert [p for p in values if p >= n + 1] == [n + 1]
+    assert progress[-1] == (n + 1, n + 1, f"proposal {pid} is succeeded: {n} of {n} ops done")

@@ -14,14 +14,24 @@ for another process's lock (busy_timeout).
 
 `proposal_wait` polls SQLite's `data_version` (one pragma on a private connection, no
 table read) every 0.2 s and reads the proposal only when it changed, or every 2 s in
-any case; it reports progress about once a second and returns when the status is final
-for now (`models.TERMINAL`) or when `timeout_s` (at most 50, under the ~60 s tool timeout
-many hosts enforce) has passed. Progress is the seconds waited of `timeout_s` while the
-proposal waits for the owner, and the ops ended of the ops to run (the store's op journal
-of the current attempt) once it executes: sent when an op ends, and repeated about once a
-second as a keep-alive. The value restarts from the op count when execution begins; the
-message says which measure it is. A pending proposal whose TTL passed is expired on the spot
-(the store's own transition), so the agent sees `expired` without waiting for the sweeper.
+any case; it returns when the status is final for now (`models.TERMINAL`) or when
+`timeout_s` (at most 50, under the ~60 s tool timeout many hosts enforce) has passed. A
+pending proposal whose TTL passed is expired on the spot (the store's own transition), so
+the agent sees `expired` without waiting for the sweeper.
+
+Progress (`_Progress`) is sent about once a second (a keep-alive for hosts that reset
+their timeout on progress), at once when an op ends, and once more when the proposal
+reaches a final status during the wait. The MCP spec (basic/utilities/progress) requires
+the value to increase with every notification, so one scale covers the whole wait:
+`total` = ops to run + 1 (a sync's op count, else 1). While the proposal waits for the
+owner (or, accepted, for the executor) the value is t/(t+60) of the seconds t waited,
+below 1; while it executes it is 1 + ops ended + s/(s+30), s the seconds since the op
+count last changed, so an op ending always lifts the value above every earlier one; a
+final status sends `total` (nothing is sent between the last op's end and the final
+status, a moment later, so that the total comes with the final status). The message
+states the real measure ("proposal 7 is pending, waiting for the owner: 2m05s",
+"proposal 7 is executing: 2 of 3 ops done"). A value not above the last one sent (a new
+attempt's journal restarting at 0) is not sent.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import anyio
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from placet.display import duration
 from placet.errors import NotFound, UsageError
 from placet.server.framework import MAX_ID, READ_LOCAL, WITHDRAW, ToolOutput, define_tool
 from placet.server.models import TERMINAL, OpResultView, ProposalOut, ProposalView
@@ -222,24 +233,62 @@ def op_total(rec: ProposalRecord) -> int:
 
 
 def _ops_done(store: Store, rec: ProposalRecord) -> int | None:
-    """Ops of the current attempt that have ended (any outcome), while executing; else None."""
-    if rec.status != "executing":
+    """Ops of the current attempt that have ended (any outcome), once it ran; else None."""
+    if rec.attempt == 0 or rec.status not in ("executing", *TERMINAL):
         return None
     return len(store.op_results(rec.id))  # a short read by index: on the loop
 
 
-async def _report(
-    ctx: Context[Any, Any], rec: ProposalRecord, done: int | None, waited: float, timeout_s: int
-) -> None:
-    """One progress notification: ops done of ops total while executing, else seconds
-    waited of `timeout_s` (a keep-alive for hosts that reset their timeout on progress)."""
-    if done is not None:
-        total = op_total(rec)
-        await ctx.report_progress(
-            done, total, f"proposal {rec.id} is executing: {done} of {total} op(s) done"
-        )
-    else:
-        await ctx.report_progress(waited, timeout_s, f"proposal {rec.id} is {rec.status}")
+def _ops(done: int, n: int) -> str:
+    return f"{done} of {n} op{'' if n == 1 else 's'} done"
+
+
+class _Progress:
+    """The progress of one `proposal_wait` call: one strictly increasing scale across
+    waiting, executing and the end (module docstring), with `total` = ops + 1.
+
+    `send` computes the value for the proposal as now read and sends it only when it is
+    above the last value sent (MCP basic/utilities/progress: "The progress value MUST
+    increase with each notification"); `ctx.report_progress` is a no-op when the caller
+    sent no progress token.
+    """
+
+    PENDING_HALF_S = 60.0  # waited seconds at which the waiting phase reaches 0.5
+    OP_HALF_S = 30.0  # seconds into the current op at which its fraction reaches 0.5
+
+    def __init__(self, ctx: Context[Any, Any], rec: ProposalRecord, start: float) -> None:
+        self.ctx = ctx
+        self.ops = op_total(rec)
+        self.total = self.ops + 1
+        self.start = start
+        self.last: float | None = None
+        self.mark: tuple[int, float] | None = None  # (ops ended, when first seen so)
+
+    def value(self, rec: ProposalRecord, done: int | None, now: float) -> tuple[float, str] | None:
+        """(progress, message) for `rec` with `done` ops ended, at monotonic time `now`;
+        None while every op has ended but the status is not final yet (the total is kept
+        for the final status, a moment later)."""
+        head = f"proposal {rec.id} is {rec.status}"
+        if rec.status in TERMINAL:
+            return float(self.total), head + (f": {_ops(done, self.ops)}" if done else "")
+        if rec.status == "executing" and done is not None:
+            if self.mark is None or self.mark[0] != done:
+                self.mark = (done, now)
+            if done >= self.ops:
+                return None
+            s = now - self.mark[1]
+            return 1 + done + s / (s + self.OP_HALF_S), f"{head}: {_ops(done, self.ops)}"
+        t = now - self.start
+        who = "the executor to start" if rec.status == "approved" else "the owner"
+        return t / (t + self.PENDING_HALF_S), f"{head}, waiting for {who}: {duration(t)}"
+
+    async def send(self, rec: ProposalRecord, done: int | None, now: float) -> None:
+        shown = self.value(rec, done, now)
+        if shown is None or (self.last is not None and shown[0] <= self.last):
+            return
+        p, message = shown
+        self.last = p
+        await self.ctx.report_progress(p, self.total, message)
 
 
 @define_tool(title="Wait for the owner's decision", annotations=READ_LOCAL)
@@ -254,13 +303,16 @@ async def proposal_wait(
     """Wait until a proposal is decided and executed (or expires), at most timeout_s seconds.
 
     Returns the proposal as it then is; `timed_out` means it is still pending or running:
-    call again. Sends progress notifications while waiting.
+    call again. Progress notifications (total = ops to run + 1) rise steadily: below 1
+    while it waits for the owner, 1 + ops done while it executes, the total at the end.
     """
     who = await caller(ctx)
     store = who.state.store
     start = time.monotonic()
     deadline = start + timeout_s
     rec = await _get_visible(who, id)
+    progress = _Progress(ctx, rec, start)
+    was_open = rec.status not in TERMINAL
     version = store.data_version()
     last_read = last_progress = time.monotonic()
     done = _ops_done(store, rec)
@@ -270,7 +322,7 @@ async def proposal_wait(
             break
         if now - last_progress >= PROGRESS_S:
             last_progress = now
-            await _report(ctx, rec, done, round(now - start, 1), timeout_s)
+            await progress.send(rec, done, now)
         await anyio.sleep(min(POLL_S, deadline - now))
         current = store.data_version()
         expiring = rec.status == "pending" and rec.is_expired(datetime.now(UTC))
@@ -281,7 +333,9 @@ async def proposal_wait(
             before, done = done, _ops_done(store, rec)
             if done is not None and done != before and rec.status not in TERMINAL:
                 last_progress = time.monotonic()
-                await _report(ctx, rec, done, 0.0, timeout_s)
+                await progress.send(rec, done, last_progress)
+    if was_open and rec.status in TERMINAL:
+        await progress.send(rec, done, time.monotonic())
     out = await _full(who, id)
     return WaitOut(
         proposal=out.proposal,
