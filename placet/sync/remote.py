@@ -148,7 +148,7 @@ class PendingListing:
     waits for the rest, hashes the cache misses and returns the listing). Python work
     in a second thread would make each of the index's `lstat` calls wait for the
     interpreter lock (measured: the index took twice as long). `finish` must be called
-    once, also when the caller gives up, so the thread is waited for.
+    once, or `abandon` when the caller gives up, so the thread is waited for.
     """
 
     def __init__(
@@ -221,6 +221,11 @@ class PendingListing:
             if not self._take(item):
                 self.queue.put(item)  # `finish` sees the end (or the failure) again
                 return
+
+    def abandon(self) -> None:
+        """Wait for the fetching thread and drop what it listed (the caller failed)."""
+        self.worker.join()
+        self.entries, self.misses, self.fresh = [], [], []
 
     def finish(self) -> tuple[list[RemoteEntry], bool]:
         """Wait for the rest and return the listing and whether the folder is missing.

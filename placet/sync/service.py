@@ -29,7 +29,6 @@ narrowed folders, the drive), so the tools and any CLI resolve paths the same wa
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import secrets
@@ -351,8 +350,7 @@ class SyncService:
                 between=pending.pump,
             )
         except BaseException:
-            with contextlib.suppress(Exception):
-                pending.finish()  # the listing thread ends before the error goes up
+            pending.abandon()  # the listing thread ends before the error goes up
             raise
         if progress is not None:
             progress.phase = "listing the remote"
