@@ -160,3 +160,46 @@ def test_missing_folders_line_states_what_an_upload_or_mkdir_creates_on_the_way(
     text = plain(view)
     assert text.index("creates missing folders: docs/2026") < text.index("docs/2026/report.md")
     assert with_created_folders(top, "x") == "x"
+
+
+def test_flags_are_the_shared_ones_matched_on_the_root_and_drive_paths(store: Store):
+    """The review UI's flags are `placet.vetting.proposal_flags` over the executor's ops
+    (what `placet accept` prints): a root `/x/.ssh` flags a download of `known` as a
+    secret, a drive `remote:repo/.github` flags an upload of `workflows/ci.yml` as
+    runs_code, though neither target alone would be flagged."""
+    from placet.executor import plan_for
+    from placet.vetting import proposal_flags
+
+    root = ROOT.model_copy(update={"path": "/x/.ssh"})
+    local = LocalFileEvidence(size=3, mtime_ns=1, sha256="ab" * 32)
+    ops = [
+        Op(index=0, kind="download", local_path="known", remote_path="known", size=3,
+           expected_remote=RemoteEvidence(exists=True, size=3)),
+        Op(index=1, kind="upload", local_path="ci.yml", remote_path="workflows/ci.yml",
+           size=3, expected_local=local, expected_remote=RemoteEvidence(exists=False)),
+        Op(index=2, kind="upload", local_path="notes.txt", remote_path="notes.txt",
+           size=3, expected_local=local, expected_remote=RemoteEvidence(exists=False)),
+    ]  # fmt: skip
+    req = SyncRequest(plan_id=1, root=root, local_path="", remote_path="", ops=ops)
+    rec, _ = store.create_proposal(
+        kind="sync", request=req.model_dump(mode="json"), evidence={}, reason="r",
+        drive_spec="remote:repo/.github", run_id="r", ttl_seconds=600, now=T0,
+    )  # fmt: skip
+    flags = effect_of(rec).flags
+    assert [(f.code, f.message.split(" ")[0]) for f in flags] == [
+        ("secret_name", "'known'"),
+        ("runs_code", "'workflows/ci.yml'"),
+    ]
+    assert "in the path of the local root '/x/.ssh'" in flags[0].message
+    assert "in the path of the drive 'repo/.github'" in flags[1].message
+    assert flags == proposal_flags(rec, plan_for(rec.kind, rec.request, rec.evidence).ops)
+
+    # A renamed download is not name_changed (DESIGN.md 9: "a name changed on upload"),
+    # as `placet accept` says; an unknown kind cannot be vetted, so it is flagged.
+    dl = add_download(store, remote_path="shared/a.txt", local_path="b.txt")
+    assert codes(dl) == []
+    odd, _ = store.create_proposal(
+        kind="teleport", request={}, evidence={}, reason="r", drive_spec=DRIVE,
+        run_id="r", ttl_seconds=600, now=T0,
+    )  # fmt: skip
+    assert codes(odd) == ["request_invalid"] and effect_of(odd).needs_typed_confirmation
