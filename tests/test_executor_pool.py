@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from executor_fixtures import Rig, make_rig, temp_names, write_config
+from executor_fixtures import PLACET, Rig, make_rig, temp_names, write_config
 
 from placet.config import Settings, load_settings
 from placet.drive import RcloneDrive
@@ -217,7 +219,7 @@ def test_children_group_kills_what_other_threads_spawned(tmp_path: Path) -> None
             proc = spawn(
                 [str(default_rclone_path()), "rcat", "--", str(tmp_path / "x")],
                 child_env({"RCLONE_CONFIG": "/dev/null"}),
-                stdin=__import__("subprocess").PIPE,
+                stdin=subprocess.PIPE,
             )
         started.wait()
         codes.append(proc.wait(timeout=30))
@@ -363,3 +365,97 @@ def test_an_error_on_the_calling_thread_leaves_no_transfer_behind(
     assert rig.store.get(rec.id).status == "interrupted"
     assert rig.run(rec).status == "succeeded"
     _assert_synced(rig, names)
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.timeout(240)
+def test_kill_9_mid_pool_leaves_a_journaled_trail_and_no_rclone(
+    settings: Settings, tmp_path: Path, remote: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    """`placet accept --yes` of a sync killed with SIGKILL while several uploads stream:
+    every running rclone dies with it, each worker's temp name was journaled before its
+    bytes, recovery marks the proposal interrupted, and accepting again removes exactly
+    those temps and completes."""
+    rig = _rig(settings, tmp_path, make_drive(str(remote)), transfers=4)
+    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True, transfers=4)
+    block = os.urandom(1 << 20)
+    names = []
+    for i in range(4):
+        rel = f"big{i}.bin"
+        rig.write(rel, b"".join(block[j:] + block[:j] for j in range(i, i + 96)))
+        names.append(rel)
+    rec = _propose(rig)
+    proc = subprocess.Popen(
+        [str(PLACET), "accept", str(rec.id), "--yes"],
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    rclones: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            growing = [p for p in temp_names(remote) if _size(remote / p) >= 2 << 20]
+            if len(growing) >= 2:
+                rclones = _children_of(proc.pid)
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.002)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read()  # type: ignore[union-attr]
+    assert len(rclones) >= 2  # rcd and at least one rcat (both temps were being written)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in rclones) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in rclones)  # PR_SET_PDEATHSIG from each worker thread
+    left = temp_names(remote)
+    assert len(left) >= 2
+    for rel in names:  # a real name holds the approved bytes or nothing
+        assert not (remote / rel).exists() or _sha(remote / rel) == _sha(rig.local(rel))
+    assert rig.store.recover_interrupted() == [rec.id]  # the holder is dead on this host
+    journaled = {
+        t["path"]
+        for r in rig.store.op_results(rec.id)
+        if r.detail.get("code") == "in_progress"
+        for t in r.detail.get("temps", [])
+    }
+    assert set(left) <= journaled  # every temp on the drive is named in the journal
+
+    again = rig.run(rec)
+    assert again.status == "succeeded", rig.store.op_results(rec.id)
+    assert again.summary is not None
+    assert {f"remote:{p}" for p in left} <= set(again.summary["temps_removed"])
+    _assert_synced(rig, names)
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
