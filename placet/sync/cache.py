@@ -10,20 +10,22 @@ the store provides a SQLite one keyed by `(root_key, path)` that discards entrie
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 DIGEST_CACHE_VERSION = 1
 """Version of `CachedDigest`'s meaning; a persistent cache keyed by another is discarded."""
 
 
-@dataclass(frozen=True, slots=True)
-class CachedDigest:
+class CachedDigest(NamedTuple):
     """A file's digests as last read, with the stat fields that must match to reuse them.
 
     `path`: on-disk name relative to the root (POSIX). `mtime_ns`/`ctime_ns`: ns since
     the epoch. `digests`: the other types (lower-case hex) by name. `verified`: read
     from settled bytes; an unverified entry is never reused.
+
+    A named tuple rather than a frozen dataclass: a warm plan in a new process reads
+    100,000 of these from the database, and a tuple is built in about a fifth of the
+    time (0.4 against 2 us, measured), the same immutable value.
     """
 
     path: str
