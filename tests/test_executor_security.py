@@ -253,3 +253,33 @@ def test_download_into_placet_folders_is_refused_at_execution(
     assert str(home) in str(detail["message"])
     assert not rig.settings.config_file.exists()
     assert [n for n in os.listdir(home) if n.startswith(".placet-tmp-")] == []
+
+
+@pytest.mark.parametrize("kind", ["upload", "mkdir"])
+def test_store_approved_write_into_placet_folders_is_refused_at_execution(
+    settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive], kind: str
+) -> None:
+    """Defence in depth: a local-folder drive holds placet's data dir, and a proposal to
+    write config.toml (allow_yes = true) there is approved directly in the store, past
+    `placet accept` and the review UI. The executor refuses it before any op runs
+    (`placet_own_path`), ends it failed and writes nothing into the data dir."""
+    home = settings.data_dir
+    assert home.parent == tmp_path
+    up = make_rig(settings, make_drive(str(tmp_path)), tmp_path / "up", tmp_path)
+    if kind == "upload":
+        up.write("cfg.toml", b"allow_yes = true\n")
+        rec = up.upload("cfg.toml", home.name, name="config.toml", replace_existing=True)
+    else:
+        rec = up.mkdir(home.name, "hooks")
+    up.accept(rec)  # straight into the store: no vetting on the way
+    with pytest.raises(PolicyRefused) as exc:
+        execute(up.store, up.settings, rec.id, drive=up.drive, progress=up.events.append)
+    assert exc.value.error_code == "placet_own_path"
+    assert "refusing to execute" in exc.value.message and str(home) in exc.value.message
+    assert exc.value.details == {"proposal_id": rec.id, "op_index": 0}
+    end = up.store.get(rec.id)
+    assert end.status == "failed"
+    assert end.summary is not None and end.summary["error"]["code"] == "placet_own_path"
+    assert up.store.op_results(rec.id) == [] and up.events == []
+    assert not settings.config_file.exists() and not (home / "hooks").exists()
+    assert [n for n in os.listdir(home) if n.startswith(".placet-tmp-")] == []

@@ -2,8 +2,12 @@
 
 Before any op runs, the executor checks that the stored request still hashes to the
 proposal's request hash and to the hash the approval audit event recorded, that the
-owner's unticked ops (`skip_ops`) fit the proposal, and that the drive is the one the
-proposal was made against. `placet accept` runs the checks that need no approval yet
+owner's unticked ops (`skip_ops`) fit the proposal, that the drive is the one the
+proposal was made against, and that no upload or mkdir would write into placet's own
+folders (`placet.vetting.refuse_own_paths`, the check `placet accept` and the review UI
+run before accepting; repeated here so a proposal approved by any path, e.g. directly in
+the store, cannot write there; a download is checked again per op, by descriptor, in
+`placet.executor.download`). `placet accept` runs the checks that need no approval yet
 (`check_binding`) before it asks for the code. Split out of `placet.executor.run`.
 """
 
@@ -19,6 +23,7 @@ from placet.executor.ops import Plan, plan_for
 from placet.requests import request_hash
 from placet.store import ProposalRecord, Store
 from placet.store.lifecycle import APPROVED, owner_skips
+from placet.vetting import refuse_own_paths
 
 
 def check_binding(settings: Settings, record: ProposalRecord, drive: Drive | None = None) -> None:
@@ -71,7 +76,9 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             another hash, or there is none, or its `skip_ops` do not fit the ops: unknown
             indexes, every op, or a kind other than sync), ``drive_changed`` (the
             configured drive, or the drive handed in, is not the one the proposal was
-            made against).
+            made against), ``placet_own_path`` (an upload, upload_revision or mkdir, ticked
+            or not, targets a local-folder drive path inside placet's data, config or
+            database folder; details ``proposal_id``, ``op_index``).
         PlacetError (``request_invalid``): the stored request does not parse.
     """
     pid = record.id
@@ -98,4 +105,14 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             code="not_approved_as_shown",
             details={"proposal_id": pid, "skip_ops": sorted(skip), "unknown": unknown},
         )
+    _check_own_paths(settings, record, plan)
     return replace(plan, skip=skip)
+
+
+def _check_own_paths(settings: Settings, record: ProposalRecord, plan: Plan) -> None:
+    """`refuse_own_paths` on the plan's uploads and mkdirs, worded for execution."""
+    try:
+        refuse_own_paths(settings, record, [op for op in plan.ops if op.kind != "download"])
+    except PolicyRefused as e:
+        message = e.message.replace("refusing to accept", "refusing to execute", 1)
+        raise PolicyRefused(message, code=e.error_code, details=e.details) from None

@@ -8,7 +8,8 @@ The order of its steps is the safety argument:
    read for temporary names a crashed run left (`placet.executor.temps`).
 2. **Bind** (DESIGN.md section 9): the stored request must still hash to the proposal's
    request hash, and to the hash the approval audit event recorded (what the owner was
-   shown); the drive spec stored with the proposal must be the configured one. A
+   shown); the drive spec stored with the proposal must be the configured one; no
+   upload or mkdir may target placet's own folders on a local-folder drive. A
    binding failure executes nothing: the proposal ends `failed` with the reason in its
    summary, and the error is raised for the caller to show.
 3. **Ops**, in order (`placet.executor.ops`): each re-checks its evidence and acts
@@ -116,8 +117,9 @@ def execute(
     Raises:
         NotFound: no such proposal. WrongState: it is not approved (or another executor
         claimed it first). PolicyRefused (codes ``request_altered``, ``drive_changed``,
-        ``not_approved_as_shown``) and PlacetError (``request_invalid``): the binding
-        checks refused; the proposal was ended `failed`. ConfigError: the drive could not
+        ``not_approved_as_shown``, ``placet_own_path``) and PlacetError
+        (``request_invalid``): the binding checks refused; nothing was executed and the
+        proposal was ended `failed`. ConfigError: the drive could not
         be set up (also ends the proposal `failed`). StoreError: the database failed
         mid-run (the lease then lapses and recovery marks the proposal interrupted).
     """
