@@ -12,8 +12,9 @@ as its ``code: message`` line first, its details after. Stdlib only.
 `missing_folders_line` states what an upload or mkdir creates besides its target: the
 executor (rclone) creates a missing remote parent on the way, so the owner must be told.
 The evidence key ``missing_parents`` (drive-relative folders absent when proposed,
-outermost first) says which; proposals whose evidence does not record it (the shapes of
-`placet.requests` today) get a line that says the parent was not checked.
+outermost first; `placet.proposing` records it for every upload or mkdir below the
+drive's top) says which; proposals whose evidence does not record it (made before placet
+recorded it) get a line that says the parent was not checked.
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ Order of checks, cheapest and clearest first:
 3. The state of the target, so the owner decides on facts: the remote target's existence
    and digest (`Drive.stat`), the local file's size, mtime, SHA-256 and the remote's
    preferred digest type, hashed in one pass from a descriptor opened without following
-   links (`placet.localfs`). An upload onto an existing remote name needs
+   links (`placet.localfs`); for an upload or mkdir, the remote parent folders that do
+   not exist yet (evidence `missing_parents`: the executor creates them on the way, and
+   the owner is shown which). An upload onto an existing remote name needs
    `replace_existing`; a download onto an existing local file needs `overwrite` *and* the
    root's policy `downloads = "allow-overwrite"`.
 4. The request and evidence, dumped from `placet.requests` models, go to the store; the
@@ -237,18 +239,39 @@ def _local(
     return root, rel
 
 
-def _check_remote_parent(ctx: ProposeContext, parent: str) -> None:
-    """A parent that exists must be a folder; a missing one is left to the executor."""
+def _missing_parents(ctx: ProposeContext, parent: str) -> tuple[str, ...]:
+    """The folders of the drive-relative `parent` that do not exist, outermost first
+    (``"a/b/c"`` on an empty drive: ``("a", "a/b", "a/b/c")``); () when it exists.
+
+    One `Drive.stat` of `parent` answers the common case (it exists); otherwise the
+    ancestors are read from the top, one call each until the first missing one (every
+    folder below it is missing too). The executor (rclone) creates them on the way; the
+    owner is told which (`placet.display.missing_folders_line`).
+
+    Raises:
+        PathRefused (``not_a_directory``): `parent` or one of its ancestors is a file.
+        DriveUnavailable / DriveError: from the drive adapter.
+    """
     if not parent:
-        return
+        return ()
     entry = ctx.drive.stat(parent)
-    if entry is not None and not entry.is_dir:
-        raise PathRefused(
-            f"refusing remote parent {_q(parent)}: it is a file, not a folder; "
-            "name a folder (see drive_list)",
-            code="not_a_directory",
-            details={"remote_parent": parent},
-        )
+    if entry is not None and entry.is_dir:
+        return ()
+    parts = parent.split("/")
+    for depth in range(1, len(parts) + 1):
+        here = "/".join(parts[:depth])
+        found = entry if depth == len(parts) else ctx.drive.stat(here)
+        if found is None:
+            return tuple("/".join(parts[:d]) for d in range(depth, len(parts) + 1))
+        if not found.is_dir:
+            inside = "" if here == parent else f" (on the way to {_q(parent)})"
+            raise PathRefused(
+                f"refusing remote parent {_q(here)}{inside}: it is a file, not a folder; "
+                "name a folder (see drive_list)",
+                code="not_a_directory",
+                details={"remote_parent": parent, "file": here},
+            )
+    return ()  # pragma: no cover - the loop returns or raises at the last part
 
 
 def _create(
@@ -319,8 +342,8 @@ def propose_upload(
             f"{seen}); propose again with replace_existing=true, or choose another name",
             details={"remote_path": target, "remote": remote.model_dump(mode="json")},
         )
-    if not remote.exists:
-        _check_remote_parent(ctx, parent)
+    # an existing target's folders exist; an absent one's are read from the drive
+    missing = _missing_parents(ctx, parent) if not remote.exists else ()
     local = local_file_evidence(
         the_root, rel, _remote_digest_type(ctx), size_cap=ctx.settings.upload_cap_bytes
     )
@@ -331,7 +354,9 @@ def propose_upload(
         name=target_name,
         replace_existing=replace_existing,
     )
-    evidence = UploadEvidence(local=local, remote=remote)
+    evidence = UploadEvidence(
+        local=local, remote=remote, missing_parents=missing if parent else None
+    )
     return _create(
         ctx,
         "upload",
@@ -372,9 +397,9 @@ def propose_mkdir(
             + ("" if remote.is_dir else "; choose another name"),
             details={"remote_path": target, "is_dir": remote.is_dir},
         )
-    _check_remote_parent(ctx, parent)
+    missing = _missing_parents(ctx, parent)
     request = MkdirRequest(remote_parent=parent, name=folder)
-    evidence = MkdirEvidence(remote=remote)
+    evidence = MkdirEvidence(remote=remote, missing_parents=missing if parent else None)
     return _create(
         ctx, "mkdir", request.model_dump(mode="json"), evidence.model_dump(mode="json"), why, ttl
     )

@@ -17,7 +17,7 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 DigestType = Literal["sha256", "sha1", "md5"]
 OpKind = Literal["mkdir", "upload", "upload_revision", "download"]
@@ -76,7 +76,27 @@ class UploadRequest(_Frozen):
         return join_remote(self.remote_parent, self.name)
 
 
-class UploadEvidence(_Frozen):
+class _ParentsEvidence(_Frozen):
+    """Evidence of a kind that creates missing remote parents on the way (upload, mkdir).
+
+    `missing_parents`: the drive-relative folders above the target that did not exist
+    when proposed, outermost first (`("a", "a/b")`); `()` when every one existed; None
+    when placet did not check (proposals made before it recorded this, or a parent at
+    the drive's top). None is left out of the dump, so an evidence dict stored without
+    the key validates and dumps back to the same dict and the same `request_hash`.
+    """
+
+    missing_parents: tuple[str, ...] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unchecked(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("missing_parents", ()) is None:
+            del data["missing_parents"]
+        return data
+
+
+class UploadEvidence(_ParentsEvidence):
     local: LocalFileEvidence
     remote: RemoteEvidence  # the target name
 
@@ -91,7 +111,7 @@ class MkdirRequest(_Frozen):
         return join_remote(self.remote_parent, self.name)
 
 
-class MkdirEvidence(_Frozen):
+class MkdirEvidence(_ParentsEvidence):
     remote: RemoteEvidence  # the target name
 
 

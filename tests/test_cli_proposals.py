@@ -332,3 +332,57 @@ def test_show_states_the_remote_folders_an_upload_or_mkdir_creates(store: Store)
         ttl_seconds=600,
     )
     assert "creates missing folders" not in run_cols(200, "show", str(top.id))
+
+
+def test_evidence_without_missing_parents_keeps_its_shape_and_request_hash() -> None:
+    """Evidence stored before placet recorded `missing_parents` validates, dumps back to
+    the same dict and hashes as it did (values computed by the code before the field);
+    the executor's parser takes evidence with and without it."""
+    from placet.executor.ops import plan_for
+    from placet.requests import MkdirEvidence, UploadEvidence, request_hash
+
+    remote = {
+        "exists": False,
+        "is_dir": False,
+        "size": None,
+        "mtime": None,
+        "digest_type": None,
+        "digest": None,
+    }
+    local = {
+        "size": 5,
+        "mtime_ns": 1_700_000_000_000_000_000,
+        "sha256": "ab" * 32,
+        "digest_type": "sha256",
+        "digest": "ab" * 32,
+    }
+    up_req = {
+        "kind": "upload",
+        "root": {"name": "proj", "path": "/p", "device": 1, "inode": 2},
+        "local_path": "a.txt",
+        "remote_parent": "a/b",
+        "name": "a.txt",
+        "replace_existing": False,
+    }
+    mk_req = {"kind": "mkdir", "remote_parent": "a/b", "name": "c"}
+    up_ev = {"local": local, "remote": remote}
+    mk_ev = {"remote": remote}
+    assert UploadEvidence.model_validate(up_ev).model_dump(mode="json") == up_ev
+    assert MkdirEvidence.model_validate(mk_ev).model_dump(mode="json") == mk_ev
+    assert request_hash("upload", up_req, up_ev) == (
+        "aa6016cb2e760f2dd71df556ec0069dd4e8414c6a8f552ff38690bcc15edc6af"
+    )
+    assert request_hash("mkdir", mk_req, mk_ev) == (
+        "f462de7190485c953a82325744f057168e73e163b953f888709fa40e766d5194"
+    )
+    recorded = {**mk_ev, "missing_parents": ["a", "a/b"]}
+    assert MkdirEvidence.model_validate(recorded).model_dump(mode="json") == recorded
+    assert request_hash("mkdir", mk_req, recorded) != request_hash("mkdir", mk_req, mk_ev)
+    for kind, req, ev in (
+        ("upload", up_req, {**up_ev, "missing_parents": []}),
+        ("upload", up_req, up_ev),
+        ("mkdir", mk_req, recorded),
+    ):
+        assert [op.remote_path for op in plan_for(kind, req, ev).ops] == [
+            "a/b/a.txt" if kind == "upload" else "a/b/c"
+        ]

@@ -169,3 +169,68 @@ async def test_reserved_temp_prefix_in_any_remote_segment_is_refused(ws: Workspa
             assert err["code"] == "path_reserved", (tool, err)
             assert "reserved for placet's temporary files" in err["message"]
         assert ok(await client.call_tool("proposal_list", {}))["proposals"] == []
+
+
+async def test_missing_remote_parents_are_recorded_shown_and_created_on_accept(
+    ws: Workspace,
+) -> None:
+    """An upload or mkdir below folders the drive lacks records them in the evidence
+    (outermost first), `placet show` names them, and accepting creates them; one that
+    appeared meanwhile is fine (creating a folder that exists is a no-op)."""
+    ws.write_config(allow_yes=True)
+    hello = (ws.root / "hello.txt").read_bytes()
+    async with connect(ws) as client:
+
+        async def propose(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+            return ok(await client.call_tool(tool, {**args, "reason": "r"}))["proposal"]
+
+        deep = await propose(
+            "propose_upload", {"local_path": "hello.txt", "remote_parent": "a/b/c"}
+        )
+        mkdir = await propose("propose_mkdir", {"remote_parent": "x/y", "name": "z"})
+        there = await propose(
+            "propose_upload", {"local_path": "hello.txt", "remote_parent": "shared"}
+        )
+        top = await propose("propose_upload", {"local_path": "docs/guide.md", "remote_parent": ""})
+    assert deep["evidence"]["missing_parents"] == ["a", "a/b", "a/b/c"]
+    assert mkdir["evidence"]["missing_parents"] == ["x", "x/y"]
+    assert there["evidence"]["missing_parents"] == []  # checked: nothing to create
+    assert "missing_parents" not in top["evidence"]  # the drive's top: nothing to check
+    assert not (ws.drive / "a").exists() and not (ws.drive / "x").exists()  # inert
+
+    shown = {p["id"]: ws.placet("show", str(p["id"])) for p in (deep, mkdir, there, top)}
+    assert all(r.returncode == 0 for r in shown.values()), shown
+    assert "creates missing folders: a, a/b, a/b/c\n" in shown[deep["id"]].stdout
+    assert "creates missing folders: x, x/y\n" in shown[mkdir["id"]].stdout
+    for pid in (there["id"], top["id"]):
+        assert "creates missing folders" not in shown[pid].stdout
+    assert not any("not checked when proposed" in r.stdout for r in shown.values())
+
+    (ws.drive / "x").mkdir()  # a missing parent appears before the owner accepts
+    for p in (deep, mkdir, there, top):
+        r = ws.placet("accept", str(p["id"]), "--yes")
+        assert r.returncode == 0, (p["id"], r.stdout, r.stderr)
+    assert (ws.drive / "a" / "b" / "c" / "hello.txt").read_bytes() == hello
+    assert (ws.drive / "x" / "y" / "z").is_dir()
+    assert (ws.drive / "shared" / "hello.txt").read_bytes() == hello
+    assert (ws.drive / "guide.md").read_bytes() == (ws.root / "docs" / "guide.md").read_bytes()
+    async with connect(ws) as client:
+        for p in (deep, mkdir, there, top):
+            got = ok(await client.call_tool("proposal_get", {"id": p["id"]}))["proposal"]
+            assert got["status"] == "succeeded", got
+
+
+async def test_a_remote_parent_below_a_file_is_refused_naming_the_file(ws: Workspace) -> None:
+    before = snapshot(ws.drive)
+    async with connect(ws) as client:
+        for tool, args in (
+            ("propose_upload", {"local_path": "hello.txt", "remote_parent": "remote.txt/sub"}),
+            ("propose_mkdir", {"remote_parent": "remote.txt/sub/deeper", "name": "n"}),
+            ("propose_mkdir", {"remote_parent": "remote.txt", "name": "n"}),
+        ):
+            err = error_of(await client.call_tool(tool, {**args, "reason": "r"}))
+            assert err["code"] == "not_a_directory", (tool, err)
+            assert "'remote.txt'" in err["message"] and "is a file" in err["message"]
+            assert err["details"]["file"] == "remote.txt"
+        assert ok(await client.call_tool("proposal_list", {}))["proposals"] == []
+    assert snapshot(ws.drive) == before
