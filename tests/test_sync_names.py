@@ -183,3 +183,27 @@ def test_drive_list_with_digests_survives_unusable_names(local_drive: RcloneDriv
     os.utime(root / "ok.txt")  # still works on the next (cached) listing
     again, _ = local_drive.list_folder("", include_digest=True)
     assert {e.name for e in again} == {"a:b", "-x", "ok.txt"}
+
+
+def test_the_planner_shortcut_stays_below_every_whole_path_limit() -> None:
+    """The planner runs the whole-path checks only past 255 characters or 8 levels
+    (`placet.sync.planner._LONG`, `_DEEP`); below that the segment checks decide, which
+    holds only while every whole-path limit of placet.paths lies beyond them."""
+    from placet import paths
+    from placet.sync import planner
+
+    assert paths.MAX_LOCAL_PATH_BYTES > 4 * planner._LONG  # 4 UTF-8 bytes per character
+    assert paths.MAX_LOCAL_DEPTH > planner._DEEP
+    assert paths.MAX_REMOTE_DEPTH > planner._DEEP
+    ok = "/".join(["a" * 31] * 8)  # 255 characters, 8 levels: passes both whole checks
+    assert len(ok) == planner._LONG and ok.count("/") == planner._DEEP - 1
+    paths.check_local_shape(ok)
+    paths.check_remote_path(ok)
+
+
+def test_long_and_deep_paths_still_get_the_whole_path_checks() -> None:
+    deep = "/".join(["d"] * 20) + "/f.txt"  # deeper than the local limit (16)
+    p = plan([L(deep, "x"), L("ok.txt", "y")], [], {}, SHA256)
+    assert classify(p)[deep] == "skipped_special"
+    assert "levels deep" in _reports(p, "skipped_special")[deep]
+    assert classify(p)["ok.txt"] == "upload"

@@ -68,6 +68,11 @@ from placet.sync.model import (
     parse_rfc3339_ns,
 )
 
+_LONG = 255
+"""Paths longer than this (characters) get the whole-path checks too (see `unusable`)."""
+_DEEP = 8
+"""Paths with this many `/` or more get the whole-path checks too (see `unusable`)."""
+
 
 class _Planner:
     """One planning run's state; `plan()` is the public entry."""
@@ -95,24 +100,36 @@ class _Planner:
 
     def unusable(self, local_path: str, remote_path: str) -> str | None:
         """Why the executor would refuse an op on these names, or None if it would not
-        (see the module docstring: placet.paths' own checks, called, not copied)."""
-        try:
-            names = self._names
-            for seg in remote_path.split("/"):
+        (see the module docstring: placet.paths' own checks, called, not copied).
+
+        Each segment is checked once per plan by both rules (`check_name`, the remote
+        one, and `check_local_shape` on the segment alone; memoised: a plan of 100,000
+        new files repeats its folder names 100,000 times). The whole-path calls, which
+        add only the total length and depth limits, run for paths past `_LONG`
+        characters or `_DEEP` levels, below every such limit of `placet.paths`
+        (`tests/test_sync_names.py` checks that this stays so)."""
+        names = self._names
+        for path in (remote_path,) if local_path == remote_path else (remote_path, local_path):
+            for seg in path.split("/"):
                 why = names.get(seg)
                 if why is None:
                     try:
                         check_name(seg)
+                        check_local_shape(seg)
                         why = ""
                     except PathRefused as e:
                         why = e.message
                     names[seg] = why
                 if why:
                     return why
-            check_remote_path(remote_path)
-            check_local_shape(local_path)
-        except PathRefused as e:
-            return e.message
+        if max(len(remote_path), len(local_path)) > _LONG or (
+            max(remote_path.count("/"), local_path.count("/")) >= _DEEP
+        ):
+            try:
+                check_remote_path(remote_path)
+                check_local_shape(local_path)
+            except PathRefused as e:
+                return e.message
         return None
 
     def refused(
