@@ -13,9 +13,10 @@ What else it decides, and why (docs/performance.md, "Plan"):
 
 - **Listed in pieces.** The folder's own entries come from one non-recursive listing,
   each top-level subfolder from a recursive listing of its own, a few at a time. rclone
-  answers a listing only once it is complete, as one JSON document; in pieces, this
-  thread turns one piece into entries while rclone lists the next, and the decoded
-  JSON of only a few pieces is alive at once rather than the whole tree's.
+  answers a listing only once it is complete, as one JSON document; in pieces, the
+  planning thread turns the first pieces into entries while rclone lists the next
+  (`PendingListing`), and only the pieces being fetched are alive as decoded JSON,
+  rather than the whole tree's (the rest wait as tuples).
 - **Cold hashing in parallel.** With nothing cached under the folder, the pieces are
   listed with digests, up to `_THREADS` at once, because rclone computes one listing's
   digests one file at a time (measured: 7.1 s for 100,000 files in one listing, 5.3 s
