@@ -25,7 +25,11 @@ recorded in the approval event as `skip_ops`, and journaled `skipped` by the exe
 
 Sequence: sweep (expire due, recover interrupted: a dead holder on this host is
 recovered at once), show, confirm, accept (pending, failed or interrupted -> approved),
-execute with a progress bar on stderr, one line per op result. A proposal already
+execute with progress on stderr: one line per op result, numbered by ops ended
+(``[3/20]``), and a status line (ops ended of total, bytes of total, rate, the files in
+flight while a sync's transfers run several at a time) redrawn in place at most 10
+times a second on a terminal, or written as a plain line every few seconds elsewhere
+(never a control sequence then). A proposal already
 `approved` (accepted elsewhere, never claimed) is executed without asking again.
 Ctrl-C stops the transfer cleanly (the proposal becomes `interrupted`); a second Ctrl-C
 quits at once. Exit codes (`placet.errors`): 0 succeeded; 1 an op failed; 3 no such
@@ -44,9 +48,11 @@ import sys
 import termios
 import threading
 import time
+import unicodedata
+from collections import deque
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, TextIO
 
 from placet.cli.accept_effect import effect_lines, flag_counts
 from placet.config import Settings, load_settings
@@ -149,7 +155,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
                     )
         else:
             _emit([f"proposal {record.id} was already approved; executing it now"])
-        return _run(store, settings, record)
+        return _run(store, settings, record, plan.ops)
 
 
 def _check_skip(record: ProposalRecord, ops: list[Op], skip: list[int]) -> list[int]:
@@ -286,41 +292,137 @@ def _confirm(
         )
 
 
-# ---- execution with a progress bar -----------------------------------------------------
+# ---- execution with progress on stderr ---------------------------------------------------
+
+_TTY_EVERY = 0.1  # seconds between redraws of the terminal line (at most 10 a second)
+_LOG_EVERY = 5.0  # seconds between status lines when stderr is not a terminal
+_RATE_WINDOW = 5.0  # seconds of byte counts the current rate is measured over
+_LOG_COLS = 160  # width of a status line written to a file or pipe
 
 
-class _Bar:
-    """A one-line progress bar on stderr (redrawn in place on a terminal, at most 10/s),
-    and one line per op result."""
+def _human(n: float) -> str:
+    """`n` bytes as B, KiB, MiB, GiB or TiB (one decimal above B)."""
+    unit = "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            break
+        n /= 1024
+    return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
 
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self._last = 0.0
+
+def _cells(c: str) -> int:
+    if unicodedata.combining(c):
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+
+
+def _width(s: str) -> int:
+    return sum(_cells(c) for c in s)
+
+
+def _fit(s: str, cols: int) -> str:
+    """`s` cut to at most `cols` terminal cells (wide letters take 2), ending '...' if cut."""
+    if _width(s) <= cols:
+        return s
+    out, used = [], 0
+    for c in s:
+        if used + _cells(c) > cols - 3:
+            break
+        out.append(c)
+        used += _cells(c)
+    return "".join(out) + "..."[: max(0, cols - used)]
+
+
+def status_line(
+    ev: ProgressEvent, names: dict[int, str], rate: float | None, cols: int, *, bar: bool
+) -> str:
+    """One line of progress, at most `cols` cells: ops ended of total (more than one op),
+    bytes done of total, the rate in bytes/s (None: not measured yet), then the ops in
+    flight by name (`names`: op index -> inert name), as many as fit, then ``+N more``."""
+    multi = ev.op_count > 1
+    frac = ev.bytes_done / ev.bytes_total if ev.bytes_total else ev.ops_done / ev.op_count
+    parts = [f"{ev.ops_done}/{ev.op_count} ops ended"] if multi or not ev.bytes_total else []
+    if ev.bytes_total:
+        parts.append(f"{_human(ev.bytes_done)}/{_human(ev.bytes_total)} ({frac * 100:.0f}%)")
+    if rate is not None:
+        parts.append(f"{_human(rate)}/s")
+    head = (f"[{'#' * int(frac * 20):.<20}] " if bar else "") + ", ".join(parts)
+    flying = list(ev.in_flight) if multi else [] if ev.op_result else [ev.op_index]
+    if not flying:
+        return _fit(head, cols)
+    prefix = head + (", in flight: " if multi else "  ")
+    shown: list[str] = []
+    for k, i in enumerate(flying):
+        left = len(flying) - k - 1
+        trial = prefix + ", ".join([*shown, names.get(i, f"#{i}")])
+        if shown and _width(trial + (f", +{left} more" if left else "")) > cols:
+            break
+        shown.append(names.get(i, f"#{i}"))
+    hidden = len(flying) - len(shown)
+    return _fit(prefix + ", ".join(shown) + (f", +{hidden} more" if hidden else ""), cols)
+
+
+class _Progress:
+    """Execution progress on stderr. Every op result is one line, numbered by ops ended
+    (``[3/20]``) when there is more than one op. The status line (`status_line`) is
+    redrawn in place on a terminal at most every `_TTY_EVERY` s, cut to its width;
+    elsewhere it is a plain line at most every `_LOG_EVERY` s, never a control
+    sequence. `finish` writes the last status once, whatever the timing."""
+
+    def __init__(self, ops: list[Op], out: TextIO | None = None) -> None:
+        self.out = out or sys.stderr
+        self.tty = self.out.isatty()
+        self.names = {op.index: inert(op.remote_path or op.local_path or "") for op in ops}
+        self._start = self._last = time.monotonic()
+        self._samples: deque[tuple[float, int]] = deque()
+        self._first: int | None = None
+        self._ev: ProgressEvent | None = None
         self._drawn = False
 
     def __call__(self, ev: ProgressEvent) -> None:
+        now = time.monotonic()
+        self._ev = ev
+        self._first = ev.bytes_done if self._first is None else self._first
+        self._samples.append((now, ev.bytes_done))
+        while now - self._samples[0][0] > _RATE_WINDOW:
+            self._samples.popleft()
         if ev.op_result is not None:
             self._clear()
-            sys.stderr.write(_result_line(ev.op_result) + "\n")
-            sys.stderr.flush()
-            return
-        now = time.monotonic()
-        if not self.tty or now - self._last < 0.1:
-            return
+            count = f"[{ev.ops_done}/{ev.op_count}] " if ev.op_count > 1 else ""
+            self.out.write(f"  {count}{_result_line(ev.op_result)}\n")
+        if now - self._last >= (_TTY_EVERY if self.tty else _LOG_EVERY):
+            self._draw(now)
+        self.out.flush()
+
+    def finish(self) -> None:
+        """Write the final status line (also after a failure: the line is ended)."""
+        if self._ev is not None:
+            self._draw(time.monotonic(), final=True)
+            self.out.flush()
+
+    def _rate(self, now: float, final: bool) -> float | None:
+        (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
+        if final:
+            t0, b0, t1 = self._start, self._first or 0, now
+        return max(0.0, (b1 - b0) / (t1 - t0)) if t1 - t0 >= 0.5 else None
+
+    def _draw(self, now: float, final: bool = False) -> None:
+        assert self._ev is not None
+        cols = _LOG_COLS
+        if self.tty:
+            with contextlib.suppress(OSError, ValueError):
+                cols = os.get_terminal_size(self.out.fileno()).columns
+        line = status_line(self._ev, self.names, self._rate(now, final), cols - 1, bar=self.tty)
+        if self.tty:
+            self.out.write("\r" + line + "\x1b[K" + ("\n" if final else ""))
+            self._drawn = not final
+        else:
+            self.out.write(line + "\n")
         self._last = now
-        frac = ev.bytes_done / ev.bytes_total if ev.bytes_total else 1.0
-        filled = int(frac * 30)
-        sys.stderr.write(
-            f"\r[{'#' * filled}{'.' * (30 - filled)}] {frac * 100:5.1f}%  "
-            f"{ev.bytes_done / 2**20:.1f}/{ev.bytes_total / 2**20:.1f} MiB  "
-            f"op {ev.op_index + 1}/{ev.op_count} "
-        )
-        sys.stderr.flush()
-        self._drawn = True
 
     def _clear(self) -> None:
         if self._drawn:
-            sys.stderr.write("\r" + " " * 79 + "\r")
+            self.out.write("\r\x1b[K")
             self._drawn = False
 
 
@@ -330,11 +432,11 @@ def _result_line(r: OpResultRecord) -> str:
     if r.outcome in ("done", "already_done"):
         how = d.get("verification")
         extra = f" ({inert(str(how))}" + (f", {d['path_taken']}" if d.get("path_taken") else "")
-        return f"  #{r.op_index} {r.outcome}: {what}" + (extra + ")" if how else "")
-    return f"  #{r.op_index} {r.outcome}: {what}: {inert(str(d.get('message', '')))}"
+        return f"#{r.op_index} {r.outcome}: {what}" + (extra + ")" if how else "")
+    return f"#{r.op_index} {r.outcome}: {what}: {inert(str(d.get('message', '')))}"
 
 
-def _run(store: Store, settings: Settings, record: ProposalRecord) -> int:
+def _run(store: Store, settings: Settings, record: ProposalRecord, ops: list[Op]) -> int:
     cancel = threading.Event()
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
@@ -344,16 +446,18 @@ def _run(store: Store, settings: Settings, record: ProposalRecord) -> int:
         sys.stderr.write("\nstopping after cleaning up (Ctrl-C again to quit at once)\n")
 
     previous: Any = signal.signal(signal.SIGINT, on_sigint)
+    shown = _Progress(ops)
     try:
-        final = execute(store, settings, record.id, progress=_Bar(), cancel=cancel)
+        final = execute(store, settings, record.id, progress=shown, cancel=cancel)
     finally:
         signal.signal(signal.SIGINT, previous)
+        shown.finish()
     results = store.op_results(final.id)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.outcome] = counts.get(r.outcome, 0) + 1
-    shown = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no ops journaled"
-    _emit([f"proposal {final.id} {final.status}: {shown}"])
+    said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no ops journaled"
+    _emit([f"proposal {final.id} {final.status}: {said}"])
     return exit_code(final, results)
 
 
