@@ -338,15 +338,18 @@ def status_line(
 ) -> str:
     """One line of progress, at most `cols` cells: ops ended of total (more than one op),
     bytes done of total, the rate in bytes/s (None: not measured yet), then the ops in
-    flight by name (`names`: op index -> inert name), as many as fit, then ``+N more``."""
+    flight by name (`names`: op index -> inert name), as many as fit, then ``+N more``.
+    With `bar`, a 20-cell bar comes first where about 20 cells for names remain after it."""
     multi = ev.op_count > 1
-    frac = ev.bytes_done / ev.bytes_total if ev.bytes_total else ev.ops_done / ev.op_count
+    frac = ev.bytes_done / ev.bytes_total if ev.bytes_total else ev.ops_done / max(1, ev.op_count)
     parts = [f"{ev.ops_done}/{ev.op_count} ops ended"] if multi or not ev.bytes_total else []
     if ev.bytes_total:
         parts.append(f"{_human(ev.bytes_done)}/{_human(ev.bytes_total)} ({frac * 100:.0f}%)")
     if rate is not None:
         parts.append(f"{_human(rate)}/s")
-    head = (f"[{'#' * int(frac * 20):.<20}] " if bar else "") + ", ".join(parts)
+    head = ", ".join(parts)
+    if bar and _width(head) + 42 <= cols:  # the bar only where names still fit after it
+        head = f"[{'#' * int(frac * 20):.<20}] {head}"
     flying = list(ev.in_flight) if multi else [] if ev.op_result else [ev.op_index]
     if not flying:
         return _fit(head, cols)
