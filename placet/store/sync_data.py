@@ -27,7 +27,12 @@ Each accessor keeps a process-local copy of what it read (digest caches, baselin
 a long-lived `placet serve` then plans warm without reading 100,000 rows again (about
 0.9 s for both caches). That copy can only be stale in ways the keys catch (a cached
 digest is reused only if size, mtime, inode and ctime still match; a baseline only at
-the same generation). A bulk write drops the copy rather than growing it (`_BULK`).
+the same generation). Every cache write, bulk or not, updates the copy with the values
+it wrote (the objects the indexer and the listing made, already in memory), so a warm
+plan right after a cold one reads no table either; dropping the copy on a bulk write
+made that plan read 100,000 rows of each cache back (3.4 s instead of 1.9 s, run I of
+docs/performance.md). A new process loads each cache with one SELECT of the columns
+the entries need, iterated straight into the path-keyed dict (no intermediate list).
 Hot reads and bulk writes go through the driver connection (plain SQL, `executemany`)
 because SQLAlchemy's per-row cost dominated at 100,000 rows.
 """
@@ -41,7 +46,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 from placet.errors import NotFound
@@ -58,18 +62,13 @@ from placet.store.sync_tables import (
     _pack_rows,
     _unpack,
 )
-from placet.sync.cache import DIGEST_CACHE_VERSION, CachedDigest
+from placet.sync.cache import DIGEST_CACHE_VERSION, NO_DIGESTS, CachedDigest
 from placet.sync.model import BaselineEntry, SyncPlan
 
 T = TypeVar("T")
 REUSE_WITHIN = timedelta(hours=1)
 """A new plan identical to one stored this recently reuses its id instead of a new row."""
 _RETRIES = 3
-_NO_DIGESTS: Mapping[str, str] = MappingProxyType({})
-_BULK = 1000
-"""A cache write of more rows than this drops the in-memory copy instead of updating it:
-the copy is then read back in one burst, its objects side by side, rather than kept
-interleaved with a cold plan's garbage (which holds the memory of a whole plan)."""
 
 
 def _baseline_row(b: BaselineEntry) -> list[Any]:
@@ -254,24 +253,29 @@ class SyncData:
         if mem is not None:
             return mem
 
-        def rd(db: sqlite3.Connection) -> list[Any]:
-            return db.execute(
+        def rd(db: sqlite3.Connection) -> dict[str, CachedDigest]:
+            cur = db.execute(
                 "SELECT path, size, mtime_ns, inode, ctime_ns, sha256, sha1, md5, verified "
                 "FROM sync_digest_cache WHERE root_key = ? AND version = ?",
                 (root_key, DIGEST_CACHE_VERSION),
-            ).fetchall()
-
-        rows = self._read("reading the digest cache", rd)
-        loaded: dict[str, CachedDigest] = {}
-        for path, size, mtime, ino, ctime, sha256, sha1, md5, verified in rows:
-            if sha1 or md5:
-                digests: Mapping[str, str] = {t: v for t, v in (("sha1", sha1), ("md5", md5)) if v}
-            else:
-                digests = _NO_DIGESTS  # most rows: one shared empty mapping, not 100,000
-            loaded[path] = CachedDigest(
-                path, size, mtime, ino, ctime, sha256, digests, bool(verified)
             )
-        del rows
+            new, empty = tuple.__new__, NO_DIGESTS
+            out: dict[str, CachedDigest] = {}
+            for path, size, mtime, ino, ctime, sha256, sha1, md5, verified in cur:
+                if sha1 is None and md5 is None:
+                    digests = empty  # most rows: one shared empty mapping, not 100,000
+                else:
+                    digests = {t: v for t, v in (("sha1", sha1), ("md5", md5)) if v}
+                # The named tuple's own __new__ is a Python function; this is the same
+                # value without that call (0.25 s of CPU for 100,000 rows, row fetch
+                # included).
+                out[path] = new(
+                    CachedDigest,
+                    (path, size, mtime, ino, ctime, sha256, digests, verified == 1),
+                )
+            return out
+
+        loaded = self._read("reading the digest cache", rd)
         with self._lock:
             return self._local.setdefault(root_key, loaded)
 
@@ -311,10 +315,8 @@ class SyncData:
                 rows,
             ),
         )
-        with self._lock:
-            if len(batch) > _BULK:
-                self._local.pop(root_key, None)  # reloaded compactly on the next read
-            elif (mem := self._local.get(root_key)) is not None:
+        with self._lock:  # a copy not loaded yet is read whole when first needed
+            if (mem := self._local.get(root_key)) is not None:
                 mem.update((c.path, c) for c in batch)
 
     def forget_local(self, root_key: str, paths: Collection[str]) -> None:
@@ -354,7 +356,7 @@ class SyncData:
                 "WHERE drive_spec = ? AND digest_type = ?",
                 (drive_spec, digest_type),
             )
-            return {r[0]: (r[1], r[2], r[3]) for r in cur}
+            return {path: (size, mtime, digest) for path, size, mtime, digest in cur}
 
         loaded = self._read("reading the remote digest cache", rd)
         with self._lock:
@@ -375,12 +377,9 @@ class SyncData:
             ),
         )
         key = f"{drive_spec}\0{digest_type}"
-        with self._lock:
-            if len(rows) > _BULK:
-                self._remote.pop(key, None)  # reloaded compactly on the next read
-            elif (mem := self._remote.get(key)) is not None:
-                for path, size, mtime, digest in rows:
-                    mem[path] = (size, mtime, digest)
+        with self._lock:  # a copy not loaded yet is read whole when first needed
+            if (mem := self._remote.get(key)) is not None:
+                mem.update((path, (size, mtime, digest)) for path, size, mtime, digest in rows)
 
     # ---- baselines ------------------------------------------------------------------
 

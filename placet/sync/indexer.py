@@ -42,7 +42,13 @@ from pathlib import Path
 
 from placet.errors import LimitExceeded, NotFound, PathRefused
 from placet.paths import MAX_LOCAL_DEPTH
-from placet.sync.cache import DIGEST_CACHE_VERSION, CachedDigest, DigestCache, MemoryDigestCache
+from placet.sync.cache import (
+    DIGEST_CACHE_VERSION,
+    NO_DIGESTS,
+    CachedDigest,
+    DigestCache,
+    MemoryDigestCache,
+)
 from placet.sync.digests import CHUNK_SIZE, hash_fd, normalise_types
 from placet.sync.model import DEFAULT_ENTRY_CAP, LocalEntry, gc_paused, new_local_entry, nfc
 
@@ -172,7 +178,7 @@ def _hash_job(
         fst.st_ino,
         fst.st_ctime_ns,
         sha,
-        digests,
+        digests or NO_DIGESTS,  # kept in memory after the write: share the empty one
         verified,
     )
     return entry, cached, nbytes

@@ -1,0 +1,80 @@
+"""The digest caches' in-memory copies (`SyncData`): a bulk write keeps and updates the
+copy (a warm plan right after a cold one reads no table), and a new process reads back
+exactly the values written (one SELECT straight into the compact structure)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from placet.config import Settings
+from placet.store import open_store
+from placet.store.sync_data import SyncData
+from placet.sync.cache import NO_DIGESTS, CachedDigest
+
+N = 1500  # more than the 1,000 rows past which a write used to drop the copy
+
+
+def _entries() -> list[CachedDigest]:
+    out = []
+    for i in range(N):
+        digests = {} if i % 3 else ({"sha1": f"{i:040x}"} if i % 2 else {"md5": f"{i:032x}"})
+        out.append(
+            CachedDigest(f"d{i // 100}/f{i}.bin", i, 10**18 + i, 7000 + i, 10**18 + 2 * i,
+                         f"{i:064x}", digests or NO_DIGESTS, i % 7 != 0)
+        )  # fmt: skip
+    return out
+
+
+def _wipe(settings: Settings, table: str) -> None:
+    """Delete a table's rows behind `SyncData`'s back (another connection)."""
+    with sqlite3.connect(settings.db_path) as db:
+        db.execute(f"DELETE FROM {table}")
+
+
+def test_bulk_local_write_keeps_the_loaded_copy_and_reads_back_equal(settings: Settings) -> None:
+    store = open_store(settings)
+    data = SyncData(store)
+    assert dict(data.get_under("root", "")) == {}  # loaded (empty), as a cold index does
+    entries = _entries()
+    data.put_many("root", entries)
+    fresh = SyncData(store).get_under("root", "")  # a new process: read from SQLite
+    assert fresh == {c.path: c for c in entries}
+    assert all(type(c.verified) is bool for c in fresh.values())
+    assert fresh["d0/f1.bin"].digests is NO_DIGESTS  # shared, not one empty dict per row
+    assert fresh["d0/f3.bin"].digests == {"sha1": f"{3:040x}"}
+
+    _wipe(settings, "sync_digest_cache")
+    kept = data.get_under("root", "")  # the copy the bulk write updated: no table read
+    assert len(kept) == N and kept["d14/f1499.bin"] == entries[-1]
+    assert sorted(data.loaded_local_paths("root") or []) == sorted(c.path for c in entries)
+    assert SyncData(store).get_under("root", "") == {}
+
+
+def test_bulk_remote_write_keeps_the_loaded_copy_and_reads_back_equal(
+    settings: Settings,
+) -> None:
+    store = open_store(settings)
+    data = SyncData(store)
+    assert dict(data.remote_digests("spec:", "sha256")) == {}
+    rows = [(f"d{i // 100}/f{i}.bin", i, f"2026-11-30T09:00:{i % 60:02d}Z", f"{i:064x}")
+            for i in range(N)]  # fmt: skip
+    data.put_remote_digests("spec:", "sha256", rows)
+    want = {p: (s, m, d) for p, s, m, d in rows}
+    assert dict(SyncData(store).remote_digests("spec:", "sha256")) == want
+    assert dict(SyncData(store).remote_digests("spec:", "md5")) == {}
+
+    _wipe(settings, "sync_remote_digest")
+    assert dict(data.remote_digests("spec:", "sha256")) == want
+    assert dict(SyncData(store).remote_digests("spec:", "sha256")) == {}
+
+
+def test_a_write_before_the_copy_is_loaded_does_not_make_a_partial_copy(
+    settings: Settings,
+) -> None:
+    store = open_store(settings)
+    entries = _entries()
+    SyncData(store).put_many("root", entries[:10])
+    data = SyncData(store)
+    data.put_many("root", entries[10:20])  # nothing loaded in this one yet
+    assert data.loaded_local_paths("root") is None
+    assert len(data.get_under("root", "")) == 20  # the first read loads the whole table
