@@ -320,13 +320,22 @@ async def test_review_panel_shows_ops_in_flight_and_ops_ended(
         panel = app.query_one(TransferPanel)
         panel.start(rig.store.get(rec.id))
         table = panel.query_one("#transfer-ops")
-        for ev in rig.events:
-            panel.progress(ev.op_index, ev.op_count, ev.bytes_done, ev.bytes_total)
+        for ev in rig.events:  # in the order `DecidingApp.on_transfer_progress` uses
             if ev.op_result is not None:
                 panel.op_result(ev.op_result)
+            panel.progress(
+                ev.op_index,
+                ev.op_count,
+                ev.bytes_done,
+                ev.bytes_total,
+                ops_done=ev.ops_done,
+                in_flight=ev.in_flight,
+            )
+            assert panel.running == set(ev.in_flight)
             if ev is flying:
-                cell = table.get_cell(str(ev.op_index), "outcome")  # type: ignore[attr-defined]
-                assert cell.plain == "running"
+                for i in ev.in_flight:
+                    cell = table.get_cell(str(i), "outcome")  # type: ignore[attr-defined]
+                    assert cell.plain == "running"
                 title = str(panel.query_one("#transfer-title", Static).render())
                 assert f"{ev.ops_done}/{ev.op_count} ops ended" in title
         await pilot.pause()

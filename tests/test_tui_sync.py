@@ -9,8 +9,10 @@ and on disk.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.text import Text
@@ -27,7 +29,9 @@ from placet.sync.service import SyncService
 from placet.tui import make_app
 from placet.tui.confirm import AcceptScreen
 from placet.tui.facts import EffectOp
+from placet.tui.messages import TransferProgress
 from placet.tui.sync_view import SyncPicker, grouped, op_label
+from placet.tui.transfer import TransferPanel
 
 
 @pytest.fixture
@@ -42,8 +46,11 @@ def store(sync_settings: Settings) -> Iterator[Store]:
     s.close()
 
 
-def propose(settings: Settings, store: Store, root: Path) -> ProposalRecord:
-    """Plan `root` against the drive root and propose it, deciding the one conflict."""
+def propose(
+    settings: Settings, store: Store, root: Path, decisions: dict[str, str] | None = None
+) -> ProposalRecord:
+    """Plan `root` against the drive root and propose it, deciding the one conflict
+    (notes.md kept local) unless `decisions` says otherwise."""
     drive = drive_for(settings)
     try:
         ctx = ProposeContext(
@@ -59,9 +66,8 @@ def propose(settings: Settings, store: Store, root: Path) -> ProposalRecord:
         stored = svc.make_plan(
             ctx, svc.folder(ctx, "", None), "", include_hidden=False, allow_empty_side=False
         )
-        rec, created = propose_sync(
-            svc, ctx, plan_id=stored.id, decisions={"notes.md": "keep_local"}, reason="sync"
-        )
+        chosen = {"notes.md": "keep_local"} if decisions is None else decisions
+        rec, created = propose_sync(svc, ctx, plan_id=stored.id, decisions=chosen, reason="sync")
     finally:
         drive.close()
     assert created
@@ -201,3 +207,74 @@ def test_picker_groups_in_kind_order_and_renders_names_inert() -> None:
     assert "[red]x[/]\\x1b[2J" in plain(label)  # literal, never markup
     assert "conflict: keep_local" in op_label(ops[3]).plain
     assert "into r:d" in op_label(ops[0], {"name": "r", "path": "/r"}).plain
+
+
+@pytest.mark.asyncio
+@pytest.mark.timeout(180)
+async def test_pooled_sync_panel_counts_ops_ended_and_shows_ops_in_flight(
+    sync_settings: Settings, store: Store, tmp_path: Path
+) -> None:
+    """A real sync of 24 uploads, accepted in the review app, runs 4 at a time: every
+    progress message carries the executor's `ops_done`/`in_flight`, the panel's running
+    rows are exactly the ops in flight, it showed more than one at once, and it ends at
+    N/N ops ended with nothing running."""
+    root = tmp_path / "proj"
+    for i in range(24):
+        (root / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{i % 3}/f{i:02d}.bin").write_bytes(os.urandom(64 << 10))
+    sync_settings.default_drive_dir.mkdir(parents=True, mode=0o700)
+    rec = propose(sync_settings, store, root, decisions={})
+    n = len(rec.request["ops"])
+    assert sync_settings.transfers == 4 and n == 27  # 3 folders, 24 uploads
+
+    seen: list[TransferProgress] = []
+    shown_running: list[int] = []  # rows showing "running" before each progress message
+    app = make_app(sync_settings, store, confirm_guard_seconds=0)
+
+    def hook(message: Any) -> None:
+        if isinstance(message, TransferProgress):
+            seen.append(message)
+            panel = app.query_one(TransferPanel)
+            table = panel.query_one("#transfer-ops")
+            rows = [
+                i
+                for i in range(n)
+                if table.get_cell(str(i), "outcome").plain == "running"  # type: ignore[attr-defined]
+            ]
+            assert set(rows) == panel.running
+            shown_running.append(len(rows))
+
+    async with app.run_test(size=(160, 48), message_hook=hook) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, AcceptScreen)
+        if screen.typed_required:
+            screen.query_one("#typed", Input).focus()
+            await pilot.press(*str(rec.id), "enter")
+        else:
+            await pilot.press("y")
+        ok = await until(pilot, lambda: app.transfer is None and bool(seen), 120)
+        # Let the queue reload that the last commits trigger (poll_changes) land before
+        # the app is torn down: a QueueLoaded handled mid-teardown finds no QueuePane.
+        await until(pilot, lambda: app._data_version == store.data_version(), 10)
+        await settle(pilot)
+        assert ok and store.get(rec.id).status == "succeeded", store.op_results(rec.id)
+        panel = app.query_one(TransferPanel)
+        title = plain(panel.query_one("#transfer-title").render())
+        assert f"#{rec.id} succeeded: {n}/{n} ops ended" in title, title
+        assert panel.ops_done == n and panel.running == set()
+        table = panel.query_one("#transfer-ops")
+        cells = {table.get_cell(str(i), "outcome").plain for i in range(n)}  # type: ignore[attr-defined]
+        assert cells == {"done"}
+
+    assert all(m.ops_done is not None and m.in_flight is not None for m in seen)
+    results = [m for m in seen if m.op_result is not None]
+    assert len(results) == n  # no op's end was dropped
+    assert [m.ops_done for m in results] == list(range(1, n + 1))
+    assert seen[-1].ops_done == n and seen[-1].in_flight == ()
+    assert max(len(m.in_flight or ()) for m in seen) > 1
+    assert max(shown_running) > 1, shown_running
+    summary = store.get(rec.id).summary
+    assert summary is not None and summary["transfers"]["max_in_flight"] > 1

@@ -12,7 +12,8 @@ into placet's own folders: `refusal_before_accept`, the same `placet.vetting`
 function) is refused before the modal opens, and again in the worker before the store
 records an approval. One transfer at a
 time: the executor runs in a thread worker and reports through dataclass messages
-(progress in bytes, each op's result as it is journaled). Quitting during a transfer
+(progress in bytes, the ops ended and in flight, each op's result as it is journaled;
+byte-only events are rate-limited, the others all go). Quitting during a transfer
 asks first; if the owner insists, the proposal is marked `interrupted` by the owner
 and the executor is told to stop.
 
@@ -59,7 +60,10 @@ Executor = Callable[..., ProposalRecord]
 
 EXTEND_MINUTES = 15
 PROGRESS_EVERY = 0.05
-"""Seconds between progress messages from the executor thread (op results always go)."""
+"""Seconds between progress messages from the executor thread that only move bytes; an
+event with an op result, or that changes the ops ended or the ops in flight, always goes
+(the panel's counts and running rows are exact; bytes are cumulative, so a byte-only
+event left out is covered by the next one)."""
 RETRY_STATUSES = ("failed", "interrupted")
 
 
@@ -196,14 +200,18 @@ class DecidingApp(App[None]):
         """Accept with the hash that was shown and the ops the owner unticked (a sync's
         `skip_ops`, recorded in the approval event), then execute, posting progress."""
         last = 0.0
+        shown: tuple[int | None, tuple[int, ...] | None] = (None, None)
 
         def progress(event: Any) -> None:
-            nonlocal last
+            nonlocal last, shown
             t = time.monotonic()
             result = getattr(event, "op_result", None)
-            if result is None and t - last < PROGRESS_EVERY:
-                return
-            last = t
+            ops_done = getattr(event, "ops_done", None)
+            flying = getattr(event, "in_flight", None)
+            state = (ops_done, None if flying is None else tuple(flying))
+            if result is None and state == shown and t - last < PROGRESS_EVERY:
+                return  # bytes only: coalesced into the next event (bytes are cumulative)
+            last, shown = t, state
             self.post_message(
                 TransferProgress(
                     proposal_id,
@@ -212,6 +220,8 @@ class DecidingApp(App[None]):
                     event.bytes_done,
                     event.bytes_total,
                     result,
+                    ops_done=state[0],
+                    in_flight=state[1],
                 )
             )
 
@@ -251,9 +261,16 @@ class DecidingApp(App[None]):
 
     def on_transfer_progress(self, msg: TransferProgress) -> None:
         panel = self.query_one(TransferPanel)
-        panel.progress(msg.op_index, msg.op_count, msg.bytes_done, msg.bytes_total)
-        if msg.op_result is not None:
+        if msg.op_result is not None:  # first: the event's in_flight no longer lists it
             panel.op_result(msg.op_result)
+        panel.progress(
+            msg.op_index,
+            msg.op_count,
+            msg.bytes_done,
+            msg.bytes_total,
+            ops_done=msg.ops_done,
+            in_flight=msg.in_flight,
+        )
 
     def on_transfer_finished(self, msg: TransferFinished) -> None:
         self.transfer = None

@@ -77,7 +77,11 @@ class TransferStarted(Message):
 
 @dataclass
 class TransferProgress(Message):
-    """Bytes moved so far and, when an op just finished, its result."""
+    """One `placet.executor.ProgressEvent`, as the transfer panel needs it: bytes moved so
+    far over the whole proposal, the ops journaled so far (`ops_done`), the ops running
+    when it was made (`in_flight`, ascending op indexes) and, when an op just ended, its
+    result. `ops_done`/`in_flight` are None when the executor did not say (an executor
+    handed in that sends older events); the panel then marks `op_index` as running."""
 
     proposal_id: int
     op_index: int
@@ -85,6 +89,8 @@ class TransferProgress(Message):
     bytes_done: int
     bytes_total: int
     op_result: OpResultRecord | None = None
+    ops_done: int | None = None
+    in_flight: tuple[int, ...] | None = None
 
 
 @dataclass

@@ -5,8 +5,12 @@ thread worker posts (`TransferStarted`, `TransferProgress`, `TransferFinished`),
 keeps showing the last outcome until the next transfer starts.
 
 A sync runs several file ops at once (`Settings.transfers`), so the title counts ops
-ended out of all, not "op i of n", and a row named by a progress event (the op the
-executor reports as in flight) shows ``running`` until its result arrives.
+ended out of all, not "op i of n", and the ops running. Both come from the executor's
+events (`ProgressEvent.ops_done`, `.in_flight`), which the app never drops
+(`placet.tui.deciding.PROGRESS_EVERY`), so they are exact: a row shows ``running`` while
+the last event lists its op in flight; one whose worker finished but whose result is not
+journaled yet shows ``ending``. An executor that sends no `in_flight` gets the old
+best-effort marks: the op an event names shows ``running`` until its result arrives.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class TransferPanel(Vertical):
         self.failures: dict[int, Text] = {}
         self.ended: set[int] = set()  # op indexes whose result arrived
         self.running: set[int] = set()  # rows marked running, not ended yet
+        self.ops_done = 0  # ops ended, as the executor last said
         self.bytes: tuple[int, int] | None = None  # (done, total) of the last progress
 
     def compose(self) -> ComposeResult:
@@ -79,6 +84,7 @@ class TransferPanel(Vertical):
         self.failures = {}
         self.ended = set()
         self.running = set()
+        self.ops_done = 0
         self.bytes = None
         self.query_one("#transfer-why", Static).update(Text(""))
         for op in effect.ops[:2000]:
@@ -91,24 +97,41 @@ class TransferPanel(Vertical):
                 key=str(op.index),
             )
 
-    def progress(self, op_index: int, op_count: int, bytes_done: int, bytes_total: int) -> None:
-        """Bytes of the whole proposal; `op_index` is an op in flight (marked running)."""
+    def progress(
+        self,
+        op_index: int,
+        op_count: int,
+        bytes_done: int,
+        bytes_total: int,
+        *,
+        ops_done: int | None = None,
+        in_flight: tuple[int, ...] | None = None,
+    ) -> None:
+        """Bytes of the whole proposal, the ops ended (`ops_done`) and the ops running
+        (`in_flight`: exactly these rows show ``running``). Without `in_flight`, the op
+        `op_index` is marked running until its result arrives."""
         bar = self.query_one(ProgressBar)
         bar.update(total=max(bytes_total, 1), progress=min(bytes_done, max(bytes_total, 1)))
         ops = self.query_one("#transfer-ops", DataTable)
-        key = str(op_index)
-        if op_index not in self.ended and op_index not in self.running and key in ops.rows:
-            self.running.add(op_index)
-            ops.update_cell(key, "outcome", Text("running", style="yellow"))
+        now = (self.running | {op_index} if in_flight is None else set(in_flight)) - self.ended
+        for i in sorted(self.running - now):  # its worker is done; the result is coming
+            if str(i) in ops.rows:
+                ops.update_cell(str(i), "outcome", Text("ending", style="dim yellow"))
+        for i in sorted(now - self.running):
+            if str(i) in ops.rows:
+                ops.update_cell(str(i), "outcome", Text("running", style="yellow"))
+        self.running = now
         self.op_count, self.bytes = op_count, (bytes_done, bytes_total)
+        self.ops_done = max(len(self.ended), ops_done or 0)
         self._progress_title()
 
     def _progress_title(self) -> None:
         done, total = self.bytes or (0, 0)
+        running = f", {len(self.running)} running" if self.running else ""
         self._title(
             Text(
-                f"Executing #{self.proposal_id}: {len(self.ended)}/{self.op_count} ops "
-                f"ended, {human_bytes(done)} of {human_bytes(total)}",
+                f"Executing #{self.proposal_id}: {self.ops_done}/{self.op_count} ops "
+                f"ended{running}, {human_bytes(done)} of {human_bytes(total)}",
                 style="bold",
             )
         )
@@ -118,6 +141,7 @@ class TransferPanel(Vertical):
         key = str(result.op_index)
         self.ended.add(result.op_index)
         self.running.discard(result.op_index)
+        self.ops_done = max(self.ops_done, len(self.ended))
         if self.bytes is not None:
             self._progress_title()
         head, rest = failure_line(result.detail)
@@ -146,12 +170,18 @@ class TransferPanel(Vertical):
     ) -> None:
         for r in results:
             self.op_result(r)
+        ops = self.query_one("#transfer-ops", DataTable)
+        for i in sorted(self.running):  # the executor returned: nothing runs any more
+            if str(i) in ops.rows:
+                ops.update_cell(str(i), "outcome", Text("no result", style="dim"))
+        self.running = set()
         bar = self.query_one(ProgressBar)
+        ended = f": {len(self.ended)}/{self.op_count} ops ended"
         if record is not None and record.status == "succeeded":
             bar.update(progress=bar.total or 1)
-            self._title(Text(f"#{record.id} succeeded", style="bold green"))
+            self._title(Text(f"#{record.id} succeeded{ended}", style="bold green"))
         elif record is not None:
-            self._title(Text(f"#{record.id} {record.status}", style="bold red"))
+            self._title(Text(f"#{record.id} {record.status}{ended}", style="bold red"))
         else:
             title = Text(f"#{self.proposal_id} not executed: ", style="bold red")
             title.append_text(lit(error or "unknown error"))
