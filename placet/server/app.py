@@ -12,6 +12,11 @@ The sweeper runs in the server on a timer (every `settings.sweep_seconds`, 10 s 
 default): it expires pending proposals past their TTL and marks executions whose lease
 lapsed `interrupted` (DESIGN.md section 9, "Lease and recovery"). A failed sweep is logged
 and retried on the next tick; it never stops the server.
+
+At start-up the drive is handed the sync service's persistent remote digest cache
+(`SyncService.share_digest_cache`), so `drive_list(include_digest)` on a remote whose
+digests rclone computes by reading the data (local folders, sftp) hashes a file once
+across calls and processes, before any plan, and shares that cache with the plans.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from placet.server.framework import PlacetMCP, build_tools
 from placet.server.state import ServerState
 from placet.server.stdio import serve_stdio
 from placet.server.tools import all_tools
+from placet.server.tools.sync import service_of
 
 log = logging.getLogger("placet.server")
 
@@ -91,6 +97,9 @@ def build_server(state: ServerState) -> PlacetMCP:
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[ServerState]:
+        # drive_list(include_digest) shares the persistent remote digest cache from the
+        # first call, not only after the first sync_plan (one cache per process).
+        service_of(state).share_digest_cache(state.drive)
         async with anyio.create_task_group() as tg:
             tg.start_soon(sweeper, state)
             try:

@@ -322,6 +322,13 @@ class SyncService:
             finally:
                 self.wait_for_writes()
 
+    def share_digest_cache(self, drive: Drive) -> None:
+        """Hand `drive` this service's persistent remote digest cache
+        (`Drive.use_digest_store`): the drive's own listings with digests (drive_list,
+        drive_changes) then reuse and fill the same cache as the plans, across
+        processes. `placet serve` calls it at start-up; every plan calls it again."""
+        drive.use_digest_store(SyncDigestStore(self.data, drive.spec))
+
     def _make_plan(
         self,
         ctx: ProposeContext,
@@ -332,7 +339,7 @@ class SyncService:
         progress: Progress | None,
     ) -> StoredPlan:
         drive = ctx.drive
-        drive.use_digest_store(SyncDigestStore(self.data, drive.spec))  # one digest cache
+        self.share_digest_cache(drive)  # one digest cache
         caps = drive.capabilities()
         dtype = preferred_digest(caps)
         try:
