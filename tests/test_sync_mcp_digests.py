@@ -11,6 +11,7 @@ one cached for (size, mtime) if the file was not read, and the new bytes' if it 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -85,3 +86,19 @@ async def test_drive_list_digests_share_the_persistent_cache_before_any_plan(
         again = await _digests(client, ws)
         assert again == {**want_old, "b.txt": _sha(new["b.txt"])}
     assert _cached_rows(ws)["dg/b.txt"] == _sha(new["b.txt"])
+
+
+async def test_sync_plan_schema_says_skipped_special_covers_unusable_names(
+    ws: Workspace,
+) -> None:
+    async with connect(ws) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    schema = json.dumps(tools["sync_plan"].output_schema)
+    kind = next(
+        d["properties"]["kind"]["description"]
+        for d in tools["sync_plan"].output_schema["$defs"].values()  # type: ignore[index]
+        if "skipped_special" in d.get("properties", {}).get("kind", {}).get("description", "")
+    )
+    for words in ("symlink", "':'", "leading '-'", "control characters", ".placet-tmp-"):
+        assert words in kind, (words, kind)
+    assert "skipped_special" in schema

@@ -10,8 +10,9 @@ on in this server process; the same call again returns the result.
 
 A plan's page lists, in this order, its conflicts (they need decisions), the remote
 folders to create, the file ops, then the other reports (deleted on one side, unverified,
-collisions, special files, errors); `skip` paths are only counted in the summary. Pages
-of a plan come from the stored plan, never from a new listing.
+collisions, special files and names placet cannot use, errors); `skip` paths are only
+counted in the summary. Pages of a plan come from the stored plan, never from a new
+listing.
 """
 
 from __future__ import annotations
@@ -268,7 +269,10 @@ class ReportView(BaseModel):
     path: str
     kind: str = Field(
         description="deleted_remote | deleted_local | unverified | collision | "
-        "skipped_special | error (nothing is done for these)"
+        "skipped_special | error (nothing is done for these). skipped_special: a special "
+        "file (symlink, FIFO...) or a name placet cannot use (':', a leading '-', control "
+        "characters, the reserved '.placet-tmp-' prefix, too long or too deep); detail "
+        "says which. Rename it to sync it."
     )
     detail: str
     blocked_by: str | None
