@@ -11,6 +11,11 @@ reads from the page cache. The two are run alternately and each figure is the be
 children and rcd) are printed beside wall seconds as the steadier figure on a busy box.
 
     .venv/bin/python bench/drive_upload.py [--size-mib 1024] [--runs 3]
+
+`--per-size N` instead times N uploads of each size in `--sizes` (KiB) through both
+upload paths, rcd (`operations/uploadfile`) and `rclone rcat`, by setting
+`RcloneDrive.rcd_upload_max`: where a per-file rcat process stops mattering, which is
+how `RCD_UPLOAD_MAX` was chosen.
 """
 
 from __future__ import annotations
@@ -71,11 +76,55 @@ def make_source(path: Path, size: int) -> str:
     return h.hexdigest()
 
 
+def per_size(n: int, sizes_kib: list[int]) -> None:
+    """Per-file wall and CPU (ms) of `upload_from_fd` through rcd and through rcat."""
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
+        base = Path(tmp)
+        root = base / "drive"
+        root.mkdir()
+        env = {"RCLONE_CONFIG": "/dev/null"}
+        with RcloneDrive(str(root), rclone_path=RCLONE, env=env, run_dir=base / "run") as drive:
+            drive.capabilities()
+            print(
+                f"{'size':>8} {'rcd wall':>9} {'CPU':>7} {'rcat wall':>10} {'CPU':>7}",
+                "(ms per file)",
+            )
+            for kib in sizes_kib:
+                src = base / f"src-{kib}"
+                sha = make_source(src, kib << 10)
+                row = []
+                for limit in (kib << 10, -1):  # rcd, then rcat
+                    drive.rcd_upload_max = limit
+                    fd = os.open(src, os.O_RDONLY)
+
+                    def up(
+                        i: int, fd: int = fd, kib: int = kib, limit: int = limit, sha: str = sha
+                    ) -> None:
+                        drive.upload_from_fd(
+                            fd, kib << 10, f"{kib}-{limit}-{i}", expected_sha256=sha
+                        )
+
+                    got = [timed(up, i, lambda: drive.rcd_pid) for i in range(n)]
+                    os.close(fd)
+                    row.append((sum(w for w, _ in got) / n * 1e3, sum(c for _, c in got) / n * 1e3))
+                    for p in root.iterdir():
+                        p.unlink()
+                print(
+                    f"{kib:>5} KiB {row[0][0]:>9.1f} {row[0][1]:>7.1f}"
+                    f" {row[1][0]:>10.1f} {row[1][1]:>7.1f}"
+                )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--per-size", type=int, default=0, help="files per size (0: off)")
+    ap.add_argument("--sizes", default="1,64,256,1024,2048,4096,8192", help="KiB, comma-separated")
     args = ap.parse_args()
+    if args.per_size:
+        per_size(args.per_size, [int(x) for x in args.sizes.split(",")])
+        return
     size = args.size_mib << 20
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         base = Path(tmp)

@@ -98,11 +98,20 @@ def test_temp_objects_hidden_on_sftp(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("rcd_upload_max", "failure_key"), [(-1, "exit_code"), (None, "http_status")]
+)
 def test_unreachable_remote_is_retryable(
-    start_server: Callable[[str], ServedRemote], make_drive: MakeDrive, tmp_path: Path
+    start_server: Callable[[str], ServedRemote],
+    make_drive: MakeDrive,
+    tmp_path: Path,
+    rcd_upload_max: int | None,
+    failure_key: str,
 ) -> None:
     served = start_server("webdav")
     drive = make_drive(served.spec())
+    if rcd_upload_max is not None:  # -1: through `rclone rcat`; default: through rcd
+        drive.rcd_upload_max = rcd_upload_max
     assert drive.list_folder("")[0] == []
     fd, sha = _src(tmp_path, b"abc")
     temps: list[str] = []
@@ -111,9 +120,9 @@ def test_unreachable_remote_is_retryable(
         temps.append(temp)
         served.stop()
 
-    with pytest.raises(DriveUnavailable) as ei:  # from `rclone rcat`'s exit and message
+    with pytest.raises(DriveUnavailable) as ei:  # from rcat's exit or rcd's answer
         drive.upload_from_fd(fd, 3, "a.txt", expected_sha256=sha, journal=journal_then_vanish)
-    assert ei.value.retryable and "exit_code" in ei.value.details
+    assert ei.value.retryable and failure_key in ei.value.details
     assert temps and not list(served.root.iterdir())
     with pytest.raises(DriveUnavailable) as ei:  # from rcd's answer
         drive.list_folder("")

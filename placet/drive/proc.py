@@ -28,7 +28,13 @@ rclone hygiene (DESIGN.md section 9):
   kill every running transfer at once when the owner cancels or the lease is lost.
 * **Threads.** `spawn` may run on several threads at once (pipes are close-on-exec and
   `close_fds` is on, so no child holds another transfer's pipe open); the rcd client
-  reads its socket path and credentials under its lock (`Rcd.call`).
+  reads its socket path and credentials under its lock (`Rcd.call`) and keeps one
+  keep-alive connection per thread (a fresh unix-socket connection per call cost about
+  0.7 ms more per call, measured: docs/performance.md "Sync apply"), never shared
+  between threads, so requests need no lock.
+* **Uploads through rcd.** `Rcd.upload` sends a small file's bytes, already read and
+  approved by placet, as one `operations/uploadfile` request on the same authenticated
+  connection; `Children.kill_all` shuts such a request's socket down as it kills rcat.
 * **rcd.** Listens on a unix socket in a fresh 0700 directory under the run dir, with a
   random user/password passed through its environment (`RCLONE_RC_USER/PASS`), started
   lazily on the first metadata call and stopped at exit.
@@ -40,6 +46,7 @@ import atexit
 import base64
 import contextlib
 import ctypes
+import functools
 import http.client
 import json
 import os
@@ -51,6 +58,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -167,7 +175,30 @@ class Children:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._procs: list[subprocess.Popen[bytes]] = []
+        self._aborts: dict[int, Callable[[], None]] = {}
         self._killed = False
+
+    @property
+    def killed(self) -> bool:
+        """`kill_all` was called."""
+        return self._killed
+
+    @contextlib.contextmanager
+    def abortable(self, abort: Callable[[], None]) -> Iterator[None]:
+        """While the block runs, `kill_all` also calls `abort()` (an rcd upload shuts its
+        socket down with it); after `kill_all`, `abort` is called at once."""
+        key = id(abort)
+        with self._lock:
+            killed = self._killed
+            if not killed:
+                self._aborts[key] = abort
+        if killed:
+            abort()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._aborts.pop(key, None)
 
     @contextlib.contextmanager
     def adopt(self) -> Iterator[None]:
@@ -193,12 +224,23 @@ class Children:
             return [p.pid for p in self._procs if p.poll() is None]
 
     def kill_all(self) -> int:
-        """SIGKILL every registered child still running (and any spawned later); returns
-        how many were signalled. Their threads see a broken pipe or a failed exit."""
+        """SIGKILL every registered child still running (and any spawned later) and abort
+        every registered rcd upload; returns how many were signalled or aborted. Their
+        threads see a broken pipe, a failed exit or a closed socket."""
         with self._lock:
             self._killed = True
             procs, self._procs = self._procs, []
-        return sum(_kill(p) for p in procs)
+            aborts, self._aborts = list(self._aborts.values()), {}
+        for abort in aborts:
+            with contextlib.suppress(OSError):
+                abort()
+        return sum(_kill(p) for p in procs) + len(aborts)
+
+
+def adopted() -> Children | None:
+    """The `Children` group the calling thread is inside (`Children.adopt`), if any."""
+    group: Children | None = getattr(_tls, "children", None)
+    return group
 
 
 _tls = threading.local()
@@ -244,6 +286,16 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             proc.wait()
+
+
+def _contains(chunks: Sequence[bytes], marker: bytes) -> bool:
+    """`marker` occurs in the concatenation of `chunks` (also across their borders)."""
+    tail = b""
+    for c in chunks:
+        if marker in tail + c[: len(marker)] or marker in c:
+            return True
+        tail = (tail + c[-(len(marker) - 1) :])[-(len(marker) - 1) :]
+    return False
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
@@ -304,6 +356,8 @@ class Rcd:
         self._dir_fd: int | None = None
         self._auth = ""
         self._closed = False
+        self._tls = threading.local()  # this thread's keep-alive connection
+        self._conns: list[tuple[threading.Thread, _UnixHTTPConnection]] = []  # under _lock
         atexit.register(self.close)
 
     @property
@@ -379,6 +433,9 @@ class Rcd:
         raise DriveUnavailable("rclone rcd did not answer within 15 s; try again")
 
     def _teardown(self) -> None:
+        for _, conn in self._conns:
+            conn.close()
+        self._conns = []
         if self._proc is not None:
             stop(self._proc)
             self._proc = None
@@ -400,6 +457,69 @@ class Rcd:
             assert self._proc is not None
             return self._proc, self._socket_path(), self._auth
 
+    def _connection(self, path: str, timeout: float) -> tuple[_UnixHTTPConnection, bool]:
+        """This thread's keep-alive connection to `path`, and whether it was used before.
+
+        One per thread (never shared, so no lock around a request); a connection to an
+        older daemon's socket, and those of threads that ended, are closed here.
+        """
+        held: tuple[str, _UnixHTTPConnection] | None = getattr(self._tls, "conn", None)
+        if held is not None and held[0] == path:
+            conn = held[1]
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+                return conn, True
+            return conn, False  # closed after a `Connection: close` answer: reconnects
+        conn = _UnixHTTPConnection(path, timeout)
+        me = threading.current_thread()
+        with self._lock:
+            keep = []
+            for thread, c in self._conns:
+                if thread is not me and thread.is_alive():
+                    keep.append((thread, c))
+                else:
+                    c.close()
+            self._conns = [*keep, (me, conn)]
+        self._tls.conn = (path, conn)
+        return conn, False
+
+    def _drop(self, conn: _UnixHTTPConnection) -> None:
+        """Close `conn` and forget it (its state after a failed exchange is unknown)."""
+        conn.close()
+        held = getattr(self._tls, "conn", None)
+        if held is not None and held[1] is conn:
+            self._tls.conn = None
+
+    @staticmethod
+    def _exchange(
+        conn: _UnixHTTPConnection,
+        target: str,
+        parts: Sequence[bytes],
+        headers: Mapping[str, str],
+    ) -> tuple[int, bytes, bool]:
+        """One POST of `parts` on `conn`: (status, body, the server closes the connection)."""
+        conn.putrequest("POST", target, skip_accept_encoding=True)
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        conn.putheader("Content-Length", str(sum(len(p) for p in parts)))
+        conn.endheaders()
+        for part in parts:
+            conn.sock.sendall(part)
+        resp = conn.getresponse()
+        raw = resp.read()
+        return resp.status, raw, resp.will_close
+
+    @staticmethod
+    def _decode(status: int, raw: bytes) -> dict[str, Any]:
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {"error": raw.decode(errors="replace").strip()}
+        if status != 200:
+            raise RcFailure(status, str(body.get("error", "")) if isinstance(body, dict) else "")
+        return body if isinstance(body, dict) else {"result": body}
+
     def _post(
         self,
         method: str,
@@ -408,26 +528,75 @@ class Rcd:
         timeout: float,
         where: tuple[str, str],
     ) -> dict[str, Any]:
+        """One call on a fresh connection (the start-up probe)."""
         path, auth = where
         conn = _UnixHTTPConnection(path, timeout)
         try:
-            conn.request(
-                "POST",
-                "/" + method,
-                body=json.dumps(params),
-                headers={"Content-Type": "application/json", "Authorization": auth},
+            conn.connect()
+            headers = {"Content-Type": "application/json", "Authorization": auth}
+            status, raw, _ = self._exchange(
+                conn, "/" + method, [json.dumps(params).encode()], headers
             )
-            resp = conn.getresponse()
-            raw = resp.read()
         finally:
             conn.close()
-        try:
-            body = json.loads(raw) if raw else {}
-        except ValueError:
-            body = {"error": raw.decode(errors="replace").strip()}
-        if resp.status != 200:
-            raise RcFailure(resp.status, str(body.get("error", "")))
-        return body if isinstance(body, dict) else {"result": body}
+        return self._decode(status, raw)
+
+    def _request(
+        self,
+        method: str,
+        target: str,
+        parts: Sequence[bytes],
+        headers: Mapping[str, str],
+        *,
+        timeout: float,
+        abortable: bool = False,
+    ) -> dict[str, Any]:
+        """POST `parts` to `target` on this thread's connection; see `call` for errors.
+
+        A keep-alive connection the daemon closed meanwhile is replaced once at no cost;
+        a failure on a fresh connection restarts a dead daemon once. With `abortable`,
+        `Children.kill_all` of the thread's group shuts the socket down mid-request.
+        """
+        restarted = False
+        group = adopted() if abortable else None
+        while True:
+            proc, path, auth = self._ensure()
+            conn, reused = self._connection(path, timeout)
+            try:
+                if conn.sock is None:
+                    conn.connect()
+                abort = functools.partial(conn.sock.shutdown, socket.SHUT_RDWR)
+                with group.abortable(abort) if group is not None else contextlib.nullcontext():
+                    status, raw, closing = self._exchange(
+                        conn, target, parts, {**headers, "Authorization": auth}
+                    )
+            except TimeoutError as e:
+                self._drop(conn)
+                raise DriveUnavailable(
+                    f"rclone did not answer {method} within {timeout:.0f} s; try again later",
+                    details={"method": method},
+                ) from e
+            except (OSError, http.client.HTTPException) as e:
+                self._drop(conn)
+                if group is not None and group.killed:
+                    raise DriveError(
+                        f"{method} was stopped: the transfers were cancelled",
+                        code="cancelled",
+                    ) from e
+                if reused:
+                    continue  # the daemon closed an idle connection: a fresh one next
+                if restarted or not isinstance(
+                    e, ConnectionError | FileNotFoundError | http.client.HTTPException
+                ):
+                    raise DriveError(f"lost contact with rclone rcd during {method}: {e}") from e
+                restarted = True
+                with self._lock:  # the daemon died under us: start a fresh one once
+                    if self._proc is proc:
+                        self._teardown()
+                continue
+            if closing:
+                self._drop(conn)
+            return self._decode(status, raw)
 
     def call(
         self, method: str, params: Mapping[str, Any], *, timeout: float = 300
@@ -439,22 +608,46 @@ class Rcd:
             DriveUnavailable: no answer within `timeout` seconds.
             DriveError: the daemon cannot be started or reached.
         """
-        for attempt in (1, 2):
-            proc, path, auth = self._ensure()
-            try:
-                return self._post(method, params, timeout=timeout, where=(path, auth))
-            except TimeoutError as e:
-                raise DriveUnavailable(
-                    f"rclone did not answer {method} within {timeout:.0f} s; try again later",
-                    details={"method": method},
-                ) from e
-            except (ConnectionError, FileNotFoundError, http.client.HTTPException) as e:
-                if attempt == 2:
-                    raise DriveError(f"lost contact with rclone rcd during {method}: {e}") from e
-                with self._lock:  # the daemon died under us: start a fresh one once
-                    if self._proc is proc:
-                        self._teardown()
-        raise AssertionError("unreachable")
+        body = json.dumps(params).encode()
+        headers = {"Content-Type": "application/json"}
+        return self._request(method, "/" + method, [body], headers, timeout=timeout)
+
+    def upload(
+        self, fs: str, folder: str, name: str, chunks: Sequence[bytes], *, timeout: float
+    ) -> dict[str, Any]:
+        """`operations/uploadfile`: store `chunks` as object `name` in `folder` of `fs`.
+
+        One multipart/form-data part whose file name is `name` (RFC 2231
+        ``filename*=UTF-8''<percent-encoded>``, so any UTF-8 name survives the header);
+        rclone stores it at `folder`/`name` (rclone docs: rc, operations/uploadfile, "each
+        part in body represents a file to be uploaded"; it pipes the part through `Rcat`).
+        The boundary is 128 random bits, checked absent from the content. The whole body
+        is in `chunks` already: a request cut short is committed by rclone as a smaller
+        file when it is below `--streaming-upload-cutoff`, so callers must only send
+        bytes they have approved, and only to a temporary name. `Children.kill_all` of
+        the calling thread's group shuts the request's socket down.
+
+        Raises: as `call` (``cancelled`` when the group was killed).
+        """
+        boundary = secrets.token_hex(16)
+        while _contains(chunks, boundary.encode()):  # 2**-128 per try for real data
+            boundary = secrets.token_hex(16)
+        quoted = urllib.parse.quote(name, safe="")
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f"filename*=UTF-8''{quoted}\r\nContent-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        tail = f"\r\n--{boundary}--\r\n".encode()
+        query = urllib.parse.urlencode({"fs": fs, "remote": folder}, quote_via=urllib.parse.quote)
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+        return self._request(
+            "operations/uploadfile",
+            "/operations/uploadfile?" + query,
+            [head, *chunks, tail],
+            headers,
+            timeout=timeout,
+            abortable=True,
+        )
 
     def close(self) -> None:
         """Stop the daemon and remove its socket directory. Idempotent."""

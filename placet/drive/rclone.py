@@ -5,7 +5,10 @@ private unix socket: a call costs well under a millisecond there against ~45 ms 
 fresh `rclone` process (measured; docs/decisions.md), and an evidence check or a sync
 plan makes many of them. Bytes go through `rclone rcat` / `rclone cat` children fed
 from and into placet's own descriptors (`placet.drive.transfer`), because rcd can only
-open local files by name.
+open local files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX`
+bytes), whose bytes placet reads from its descriptor into memory and sends to rcd's
+`operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
+to start (docs/performance.md "Sync apply").
 
 An upload never shows unapproved bytes under the target name (DESIGN.md sections 3-4):
 it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus
@@ -13,7 +16,11 @@ the remote's type), checks size and the remote's digest of the temporary object 
 reads it back when the remote has no digest), and only then moves it into place. A
 replacement on a remote that cannot move onto an existing name server-side (Proton
 Drive) uploads straight onto the target and verifies afterwards; the result says which
-path was taken. Any failure deletes the temporary object.
+path was taken. Any failure deletes the temporary object. rcat gets all but the last
+chunk before the digest is confirmed; the rcd path holds back every chunk, because rclone
+stores a multipart body cut short below its streaming cutoff as a smaller file (so an
+aborted request is not a refusal), and rcd only ever receives bytes already confirmed,
+for a temporary name.
 
 rclone's caches: `clear_caches` drops rcd's cached backends before an evidence check or
 a plan's listing; for Proton Drive the backend's own metadata cache is turned off and
@@ -47,7 +54,13 @@ from placet.drive.base import (
     preferred_digest,
 )
 from placet.drive.proc import spawn, stop
-from placet.drive.rclone_core import LONG_CALL_SECONDS, RcloneCore, split_path, temp_name
+from placet.drive.rclone_core import (
+    LONG_CALL_SECONDS,
+    RCD_UPLOAD_MAX,
+    RcloneCore,
+    split_path,
+    temp_name,
+)
 from placet.drive.spec import check_drive_path
 from placet.errors import (
     AlreadyExists,
@@ -71,7 +84,12 @@ class RcloneDrive(RcloneCore):
 
     Construct with `RcloneDrive(spec, *, rclone_path, env, run_dir, flags=(), verify_readback=True)`
     (see `RcloneCore`), or get the configured one from `placet.drive.drive_for`.
+
+    `rcd_upload_max`: new files up to this many bytes go through rcd rather than rcat
+    (default `RCD_UPLOAD_MAX`; -1 sends every upload through rcat, as benchmarks compare).
     """
+
+    rcd_upload_max: int = RCD_UPLOAD_MAX
 
     def _digest_types(self) -> tuple[str, ...]:
         """Listings carry one digest per file: the preferred type (DESIGN.md section 9)."""
@@ -283,6 +301,22 @@ class RcloneDrive(RcloneCore):
                 raise self._cli_failure("upload to", dest, code, err.read())
         return {t: h.hexdigest() for t, h in hs.items()}
 
+    def _stream_up_rcd(
+        self,
+        fd: int,
+        size: int,
+        dest: str,
+        types: list[str],
+        progress: ProgressFn | None,
+        confirm: Callable[[dict[str, str]], None],
+    ) -> dict[str, str]:
+        """`_stream_up` for a small new file: read, hash and confirm every byte first
+        (`transfer.read_held`), then send those bytes to rcd as one request."""
+        hs = transfer.hashers(types)
+        chunks = transfer.read_held(fd, size, hs, transfer.Ticker(progress, size), confirm)
+        self._rc_upload(dest, chunks)
+        return {t: h.hexdigest() for t, h in hs.items()}
+
     def _stream_down(
         self, path: str, fd: int | None, types: list[str], progress: ProgressFn | None, total: int
     ) -> tuple[int, dict[str, str]]:
@@ -372,6 +406,8 @@ class RcloneDrive(RcloneCore):
         go to a temporary object in the target folder, are verified, then moved into
         place; `journal(temp_path)` is called before any byte is sent. Other
         replacements upload straight onto the target and are verified afterwards.
+        Up to `rcd_upload_max` bytes, a temporary object is written through rcd (the
+        bytes read and confirmed before any is sent), else through `rclone rcat`.
 
         Raises:
             AlreadyExists: the target exists (or is a folder) and `replace` is False.
@@ -407,10 +443,11 @@ class RcloneDrive(RcloneCore):
             *([vtype] if vtype else []),
             *([expected_digest[0].lower()] if expected_digest else []),
         ]
+        via_rcd = not direct and size <= self.rcd_upload_max
         if not direct and journal is not None:
             journal(dest)
         try:
-            streamed = self._stream_up(
+            streamed = (self._stream_up_rcd if via_rcd else self._stream_up)(
                 fd,
                 size,
                 dest,

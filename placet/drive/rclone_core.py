@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, Self
@@ -52,6 +52,12 @@ SHORT_CALL_SECONDS = 300.0
 LONG_CALL_SECONDS = 3600.0
 """rcd calls that may read every byte or every entry (listings, digests, moves that fall
 back to copy + delete): rclone's own `--timeout` still stops a stalled connection."""
+
+
+RCD_UPLOAD_MAX = 2 << 20
+"""New files of at most this many bytes are uploaded through rcd (`operations/uploadfile`),
+larger ones and direct replacements through `rclone rcat` (docs/performance.md "Sync
+apply": a small file costs ~70 ms of rcat start-up against a few ms through rcd)."""
 
 
 def temp_name(name: str) -> str:
@@ -107,7 +113,10 @@ class RcloneCore:
         self._secrets = self._parsed.secret_values() + [
             v for k, v in env.items() if any(w in k.upper() for w in _SECRET_ENV_WORDS)
         ]
-        self._rcd = Rcd(rclone_path, self._env, run_dir, self.redact, flags=self._flags)
+        # rcd buffers an uploaded part up to this size and stores it with one known-size
+        # Put (as `rcat --size` does), never a streamed or disk-spooled upload
+        cutoff = ("--streaming-upload-cutoff", f"{RCD_UPLOAD_MAX + 1}B")
+        self._rcd = Rcd(rclone_path, self._env, run_dir, self.redact, flags=(*self._flags, *cutoff))
         self._verify_readback = verify_readback
         self._eff: DriveSpec | None = None  # the spec handed to rclone (Proton options added)
         self._caps: Capabilities | None = None
@@ -133,8 +142,24 @@ class RcloneCore:
         target: str,
         timeout: float = SHORT_CALL_SECONDS,
     ) -> Any:
+        return self._mapped(
+            lambda: self._rcd.call(method, params, timeout=timeout), action=action, target=target
+        )
+
+    def _rc_upload(self, dest: str, chunks: Sequence[bytes]) -> None:
+        """Store `chunks` (approved bytes, held in memory) at `dest` through rcd's
+        `operations/uploadfile` (`Rcd.upload`); errors mapped as for `_rc`."""
+        folder, name = split_path(dest)
+        fs = self._fs().raw
+        self._mapped(
+            lambda: self._rcd.upload(fs, folder, name, chunks, timeout=LONG_CALL_SECONDS),
+            action="upload to",
+            target=dest,
+        )
+
+    def _mapped(self, fn: Callable[[], Any], *, action: str, target: str) -> Any:
         try:
-            return self._rcd.call(method, params, timeout=timeout)
+            return fn()
         except RcFailure as e:
             err = rclone_failure(
                 action, target, e.message, secrets=self._secrets, http_status=e.status

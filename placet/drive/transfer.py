@@ -2,7 +2,8 @@
 
 rclone reopens local paths by name, which would undo the `O_NOFOLLOW` descriptor walk
 of DESIGN.md section 6, so placet never gives rclone a local path: an upload streams a
-descriptor placet opened into `rclone rcat`'s stdin, a download streams `rclone cat`'s
+descriptor placet opened into `rclone rcat`'s stdin (or, for a small new file, reads
+it into memory with the same checks and sends those bytes to rcd), a download streams `rclone cat`'s
 stdout into a temp file placet created (DESIGN.md section 9, "transfers go through
 placet's own descriptors"). Hashing happens in the same pass, so the digest describes
 exactly the bytes that went over the pipe, not a second read of the file.
@@ -88,7 +89,38 @@ def pump_file_to_pipe(
     ticker: Ticker,
     confirm: Callable[[dict[str, str]], None] | None = None,
 ) -> int:
-    """Send exactly `size` bytes of `src_fd` (read from offset 0 with `pread`) into `pipe_fd`.
+    """`pump_file` into the pipe `pipe_fd` (rcat's stdin); same rules, same errors."""
+    return pump_file(src_fd, size, lambda chunk: _write_all(pipe_fd, chunk), hs, ticker, confirm)
+
+
+def read_held(
+    src_fd: int,
+    size: int,
+    hs: dict[str, hashlib._Hash],
+    ticker: Ticker,
+    confirm: Callable[[dict[str, str]], None],
+) -> list[bytes]:
+    """All `size` bytes of `src_fd` as chunks, hashed, held back until `confirm` returned.
+
+    `pump_file` with every chunk held: the caller sends these very bytes (never a second
+    read) only after `confirm` accepted their digests, so a changed file sends nothing.
+    Meant for small files (the rcd upload path, `RcloneDrive.rcd_upload_max`); raises
+    as `pump_file`.
+    """
+    chunks: list[bytes] = []
+    pump_file(src_fd, size, chunks.append, hs, ticker, confirm)
+    return chunks
+
+
+def pump_file(
+    src_fd: int,
+    size: int,
+    write: Callable[[bytes], None],
+    hs: dict[str, hashlib._Hash],
+    ticker: Ticker,
+    confirm: Callable[[dict[str, str]], None] | None = None,
+) -> int:
+    """Send exactly `size` bytes of `src_fd` (read from offset 0 with `pread`) to `write`.
 
     The last chunk is held back until every byte has been read and hashed, the file is
     known to end at `size`, and `confirm(hex digests by type)` has returned: a remote
@@ -102,7 +134,8 @@ def pump_file_to_pipe(
             (it changed since the proposal); the caller must stop rclone before it sees
             EOF, so that what it received is never committed.
         DriveError (code ``local_io_error``): the local file could not be read.
-        BrokenPipeError: rclone stopped reading (it failed; its exit status says why).
+        whatever `write` raises: BrokenPipeError when rcat stopped reading (it failed;
+            its exit status says why).
     """
     offset = 0
     while True:
@@ -130,7 +163,7 @@ def pump_file_to_pipe(
         if last and confirm is not None:
             confirm({t: h.hexdigest() for t, h in hs.items()})
         if chunk:
-            _write_all(pipe_fd, chunk)
+            write(chunk)
         offset += len(chunk)
         if last:
             break
