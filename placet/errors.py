@@ -49,9 +49,9 @@ stable once shipped: agents and scripts match on it):
   ``/dev/tty`` for the code); ``confirmation_mismatch``; ``request_altered`` (the
   stored request no longer hashes as shown); ``not_approved_as_shown`` (the approval
   bound another hash or selection); ``drive_changed`` (another drive than the
-  proposal's); ``placet_own_path`` (`placet accept` and the review UI, before the
-  owner is asked: an op would write into placet's data, config or database folder,
-  `placet.vetting.refuse_own_paths`).
+  proposal's); ``placet_own_path`` (`placet accept` and the review UI before the
+  owner is asked, and the executor's `bind` before any op runs: an op would write into
+  placet's data, config or database folder, `placet.vetting.refuse_own_paths`).
 * `InProgress` (retryable): ``in_progress`` (a long read continues; also the journal
   detail of an op still running).
 * `DriveError` (exit 1): ``drive_error`` (default); ``verify_failed`` (an upload's

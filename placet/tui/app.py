@@ -213,7 +213,10 @@ class ReviewApp(DecidingApp):
         if not self._swept_once:
             self._swept_once = True
             self.call_after_refresh(self.run_sweep)
-        self.queue_pane.apply(
+        panes = self.query(QueuePane)
+        if not panes:
+            return  # a reload that lands while the app is closing: nothing left to show it
+        panes.first().apply(
             msg.records, exhausted=msg.exhausted, replace=msg.replace, counts=msg.counts
         )
         if msg.max_id is None:
