@@ -78,21 +78,3 @@ def test_a_write_before_the_copy_is_loaded_does_not_make_a_partial_copy(
     data.put_many("root", entries[10:20])  # nothing loaded in this one yet
     assert data.loaded_local_paths("root") is None
     assert len(data.get_under("root", "")) == 20  # the first read loads the whole table
-
-
-def test_has_remote_digests_under_is_a_prefix_range(settings: Settings) -> None:
-    data = SyncData(open_store(settings))
-    spec = "spec:"
-    assert not data.has_remote_digests_under(spec, "sha256", "")
-    rows = [(p, 1, "2026-11-30T09:00:00Z", "0" * 64) for p in ("a/b.txt", "a/b0", "é/ü/x")]
-    data.put_remote_digests(spec, "sha256", rows)
-    assert data.has_remote_digests_under(spec, "sha256", "")
-    assert not data.has_remote_digests_under(spec, "md5", "")
-    assert not data.has_remote_digests_under("other:", "sha256", "")
-    # "a/b.txt" and "a/b0" sort just either side of the "a/b/" range: neither is under it.
-    assert not data.has_remote_digests_under(spec, "sha256", "a/b/")
-    assert data.has_remote_digests_under(spec, "sha256", "a/")
-    assert data.has_remote_digests_under(spec, "sha256", "é/ü/")
-    assert not data.has_remote_digests_under(spec, "sha256", "é/u/")
-    data.put_remote_digests(spec, "sha256", [("a/b/deep/f", 1, "2026-11-30T09:00:00Z", "1" * 64)])
-    assert data.has_remote_digests_under(spec, "sha256", "a/b/")

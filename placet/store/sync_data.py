@@ -343,22 +343,6 @@ class SyncData:
         """Cached `digest_type` digests of `drive_spec`: path -> (size, mtime, digest)."""
         return self._remote_rows(drive_spec, digest_type)
 
-    def has_remote_digests_under(self, drive_spec: str, digest_type: str, prefix: str) -> bool:
-        """Whether any `digest_type` digest of `drive_spec` is cached at a path starting
-        with `prefix` ("" = anywhere): one indexed range probe (the primary key is
-        (drive_spec, path)), so a listing can choose cold or warm before the cache is
-        loaded."""
-        sql = "SELECT 1 FROM sync_remote_digest WHERE drive_spec = ? AND digest_type = ?"
-        args: tuple[str, ...] = (drive_spec, digest_type)
-        if prefix:  # paths starting with prefix: [prefix, prefix with its last char + 1)
-            sql += " AND path >= ? AND path < ?"
-            args += (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
-        row = self._read(
-            "looking up the remote digest cache",
-            lambda db: db.execute(sql + " LIMIT 1", args).fetchone(),
-        )
-        return row is not None
-
     def _remote_rows(self, drive_spec: str, digest_type: str) -> dict[str, tuple[int, str, str]]:
         key = f"{drive_spec}\0{digest_type}"
         with self._lock:

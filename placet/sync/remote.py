@@ -176,24 +176,15 @@ class PendingListing:
 
     def _fetch(self) -> None:
         try:
-            dtype, cold, data, spec = self.dtype, False, self.lister.data, self.drive.spec
-            if self.on_demand:
-                assert dtype is not None
-                cold = not data.has_remote_digests_under(spec, dtype, self.prefix)
-            listed = dtype if not self.on_demand or cold else None
-            pieces = _pieces(self.drive, self.folder, listed, _THREADS if cold else 2)
-            first = next(pieces)  # the folder's own entries; its subfolders being listed
+            dtype, cold = self.dtype, False
             cache: Mapping[str, tuple[int, str, str]] = {}
             if self.on_demand:
                 assert dtype is not None
-                # Loaded while rclone lists the subfolders (a new process reads 100,000
-                # rows here); a cold listing loads it too, so the fresh digests update
-                # the in-memory copy rather than leave it to be read back.
-                cache = data.remote_digests(spec, dtype)
+                cache = self.lister.data.remote_digests(self.drive.spec, dtype)
+                cold = not any(p.startswith(self.prefix) for p in cache)
             self.queue.put((cache, cold))
-            self.queue.put(first)
-            del first
-            for rows in pieces:
+            listed = dtype if not self.on_demand or cold else None
+            for rows in _pieces(self.drive, self.folder, listed, _THREADS if cold else 2):
                 self.queue.put(rows)
             self.queue.put(_DONE)
         except BaseException as e:  # handed to `finish`
@@ -319,14 +310,13 @@ def _stored_digests(
 def _pieces(drive: Drive, folder: str, dtype: str | None, threads: int) -> Iterator[list[ListRow]]:
     """The recursive listing of `folder` in pieces (see the module docstring): first
     its own entries, then each top-level subfolder's tree, listed `threads` at a time
-    and yielded in order (the subfolders' listings start before the first yield). A
-    subfolder gone meanwhile yields nothing; the trees of subfolders whose names the
-    drive refuses on their own come last, cut from one recursive listing of
-    `folder`."""
+    and yielded in order. A subfolder gone meanwhile yields nothing; the trees of
+    subfolders whose names the drive refuses on their own come last, cut from one
+    recursive listing of `folder`."""
     top = drive.list_rows(folder, recurse=False, digest_type=dtype)
     subs = [r[0] for r in top if r[1]]
+    yield top
     if not subs:
-        yield top
         return
 
     def tree(d: str) -> list[ListRow] | None:
@@ -339,10 +329,8 @@ def _pieces(drive: Drive, folder: str, dtype: str | None, threads: int) -> Itera
 
     refused: list[str] = []
     with ThreadPoolExecutor(min(threads, len(subs)), thread_name_prefix="placet-rlist") as ex:
-        pending = [ex.submit(tree, d) for d in subs]  # before the first yield: rclone
-        try:  # lists while the caller handles the top level
-            yield top
-            del top
+        pending = [ex.submit(tree, d) for d in subs]
+        try:
             for d, fut in zip(subs, pending, strict=True):
                 rows = fut.result()
                 if rows is None:
