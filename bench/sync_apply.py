@@ -12,7 +12,10 @@ Last, `--floor` small files are sent one by one through `rclone rcat` and throug
 `operations/uploadfile`, to show what a per-file rclone process costs.
 
     .venv/bin/python bench/sync_apply.py [--files 1200] [--large 4] [--large-mib 32]
-        [--transfers 1,4] [--floor 200] [--dir /tmp/placet-bench-sync-apply]
+        [--transfers 1,4] [--floor 200] [--rcat] [--dir /tmp/placet-bench-sync-apply]
+
+Small new files go through rcd (`RcloneDrive.rcd_upload_max`); `--rcat` sends every
+upload through `rclone rcat` instead, as placet did before, for a before/after in one run.
 """
 
 from __future__ import annotations
@@ -57,11 +60,13 @@ def make_trees(base: Path, files: int, large: int, large_mib: int) -> dict[str, 
         with open(large_dir / f"big{i}.bin", "wb") as fh:
             for _ in range(large_mib):
                 fh.write(os.urandom(1 << 20))
-    return {f"{files} small files": small_dir, f"{large} x {large_mib} MiB": large_dir}
+    trees = {f"{files} small files": small_dir, f"{large} x {large_mib} MiB": large_dir}
+    return {k: v for k, v in trees.items() if any(v.iterdir())}
 
 
-def apply_once(tree: Path, transfers: int, scratch: Path) -> dict[str, Any]:
-    """Plan + propose (untimed), accept, execute (timed) into a fresh drive folder."""
+def apply_once(tree: Path, transfers: int, scratch: Path, rcat: bool = False) -> dict[str, Any]:
+    """Plan + propose (untimed), accept, execute (timed) into a fresh drive folder; with
+    `rcat`, every upload goes through `rclone rcat` (none through rcd)."""
     from placet.config import load_settings
     from placet.drive import drive_for
     from placet.executor import execute
@@ -78,6 +83,8 @@ def apply_once(tree: Path, transfers: int, scratch: Path) -> dict[str, Any]:
     settings = load_settings({"PLACET_HOME": str(home), "PLACET_DRIVE": str(remote)})
     store = open_store(settings)
     drive = drive_for(settings)
+    if rcat:
+        drive.rcd_upload_max = -1
     try:
         root = parse_root_spec(f"bench={tree}", settings.data_dir)
         ctx = ProposeContext(settings=settings, store=store, drive=drive, roots=(root,),
@@ -116,8 +123,9 @@ def per_file_floor(n: int, scratch: Path) -> None:
     running daemon): the floor a per-file transfer could reach (see docs/performance.md)."""
     import urllib.parse
 
-    from placet.drive.proc import Rcd, child_env, default_rclone_path
-    from placet.drive.proc import _UnixHTTPConnection as Conn
+    from placet.drive.proc import child_env, default_rclone_path
+    from placet.drive.rcd import Rcd
+    from placet.drive.rcd import _UnixHTTPConnection as Conn
 
     src, d1, d2 = scratch / "src", scratch / "rcat", scratch / "upl"
     for d in (src, d1, d2):
@@ -168,6 +176,7 @@ def main() -> int:
     ap.add_argument("--transfers", default="1,4")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-sync-apply"))
     ap.add_argument("--floor", type=int, default=200, help="files for the per-file floor")
+    ap.add_argument("--rcat", action="store_true", help="every upload through rclone rcat")
     args = ap.parse_args()
     trees = make_trees(args.dir / "trees", args.files, args.large, args.large_mib)
     load = Path("/proc/loadavg").read_text().split()[:3]
@@ -178,7 +187,7 @@ def main() -> int:
         for n in (int(x) for x in args.transfers.split(",")):
             scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
             try:
-                got = apply_once(tree, n, scratch)
+                got = apply_once(tree, n, scratch, rcat=args.rcat)
                 cw, cc = rclone_copy(tree, n, scratch)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)

@@ -31,7 +31,8 @@ from placet.drive.base import (
     MemoryDigestStore,
 )
 from placet.drive.failures import last_message, rclone_failure
-from placet.drive.proc import COMMON_FLAGS, Rcd, RcFailure, child_env
+from placet.drive.proc import COMMON_FLAGS, child_env
+from placet.drive.rcd import Rcd, RcFailure
 from placet.drive.spec import DriveSpec, check_drive_path, parse_spec, redact
 from placet.errors import (
     AlreadyExists,
