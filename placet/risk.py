@@ -35,16 +35,20 @@ Stdlib only.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from placet.risk_names import INVISIBLE, name_flags
 from placet.text import inert, inert_with_ascii
 
 __all__ = [
     "RUNS_CODE_PATTERNS",
+    "RUNS_CODE_RULES",
     "SECRET_PATTERNS",
+    "CodeRule",
     "RiskFlag",
     "drive_base",
     "fold_component",
@@ -52,33 +56,156 @@ __all__ = [
     "risk_flags",
 ]
 
-RUNS_CODE_PATTERNS: tuple[str, ...] = (
-    # Version control: hooks, config with command settings, submodule URLs.
-    ".git/", ".hg/", ".gitconfig", ".gitmodules", ".husky/", ".pre-commit-config.yaml",
-    # Coding agents and editors: MCP servers, tool allowlists, tasks, instructions.
-    ".mcp.json", ".claude/", ".cursor/", ".codex/", ".gemini/", ".vscode/", ".idea/",
-    ".devcontainer/", "claude.md", "agents.md", "gemini.md", ".cursorrules",
-    ".windsurfrules", ".vimrc", ".exrc", ".nvimrc",
-    # CI.
-    ".github/workflows/", ".circleci/", ".gitlab-ci.yml", ".travis.yml",
-    # Shells and login sessions.
-    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
-    ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".kshrc",
-    ".login", ".logout", ".envrc", ".config/autostart/", ".config/systemd/",
-    ".config/fish/", ".local/bin/",
-    # Python start-up and test collection; build files that run on install or build.
-    "conftest.py", "sitecustomize.py", "usercustomize.py", "*.pth", "setup.py",
-    "noxfile.py", "makefile", "gnumakefile", "justfile",
-    # Package managers: package.json "scripts" (postinstall runs on npm install), rc
-    # files that choose the script shell or registries.
-    "package.json", ".npmrc", ".yarnrc", ".yarnrc.yml", "pip.conf",
-    # Executables and launchers.
-    "*.sh", "*.bash", "*.zsh", "*.fish", "*.ksh", "*.csh", "*.command", "*.exe", "*.com",
-    "*.bat", "*.cmd", "*.ps1", "*.psm1", "*.vbs", "*.vbe", "*.wsf", "*.scr", "*.msi",
-    "*.dll", "*.so", "*.dylib", "*.jar", "*.appimage", "*.desktop", "*.service", "*.lnk",
-    "*.reg", "*.apk", "*.deb", "*.rpm", "*.pkg",
+
+@dataclass(frozen=True)
+class CodeRule:
+    """One row of `RUNS_CODE_RULES`: a pattern `kind`, its `patterns` (folded, ASCII) and
+    `why` -- which tool runs the target, and when. Kinds (the syntax says it too):
+
+    * ``folder`` ``a/b/``: the target is, or lies in, such a folder anywhere in the path;
+    * ``path`` ``a/b``: the path ends with these components;
+    * ``name`` ``x``: the target's own name;
+    * ``anchored`` ``/a/b/``: an absolute path starts with these folders.
+
+    A component may hold ``*`` (any characters; a leading ``*`` at least one, so ``.sh``
+    is not ``*.sh``)."""
+
+    kind: str
+    patterns: tuple[str, ...]
+    why: str
+
+
+_GIT_HOOKS = (
+    "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",
+    "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout",
+    "post-merge", "pre-push", "pre-receive", "update", "proc-receive", "post-receive",
+    "post-update", "reference-transaction", "push-to-checkout", "pre-auto-gc", "post-rewrite",
+    "sendemail-validate", "fsmonitor-watchman", "post-index-change",
 )  # fmt: skip
-"""Targets that run code or steer tools: one list, matched as the module doc says."""
+
+RUNS_CODE_RULES: tuple[CodeRule, ...] = tuple(CodeRule(k, tuple(p), w) for k, p, w in (
+    # --- version control
+    ("folder", [".git/"], "git runs its hooks and the commands its config names "
+     "(core.fsmonitor, core.pager, aliases, filters); a '.git' file redirects the repository"),
+    ("folder", ["*.git/hooks/"], "a bare repository's hooks run on push and receive"),
+    ("path", ["*.git/config"], "a bare repository's config names commands git runs"),
+    ("path", [f"hooks/{h}" for h in _GIT_HOOKS], "a git hook by its name: runs on commit, "
+     "push or receive where core.hooksPath or a bare repository points here"),
+    ("folder", [".githooks/", ".husky/", ".lefthook/"],
+     "hook folders a repository's hook manager or core.hooksPath runs on commit"),
+    ("name", [".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml",
+              ".lefthook-local.yml"], "hook managers run the commands listed here on commit"),
+    ("name", [".gitconfig", ".gitmodules"], "git's user config names commands (aliases, "
+     "core.pager, credential helpers); submodule URLs are fetched on update"),
+    ("folder", [".config/git/"], "git's XDG user config: the same commands as ~/.gitconfig"),
+    ("folder", [".hg/"], "Mercurial runs the hooks in a repository's .hg/hgrc"),
+    ("name", [".hgrc"], "Mercurial runs the hooks and extensions named here"),
+    # --- coding agents and editors
+    ("name", [".mcp.json", "claude.md", "agents.md", "gemini.md", ".cursorrules",
+              ".windsurfrules", ".clinerules", ".aider.conf.yml"],
+     "coding agents start the MCP servers, run the commands or follow the instructions here"),
+    ("path", [".github/copilot-instructions.md"], "GitHub Copilot follows these instructions"),
+    ("folder", [".claude/", ".cursor/", ".codex/", ".gemini/", ".windsurf/", ".continue/"],
+     "coding agents' settings: hooks, allowlists, MCP servers, instructions"),
+    ("folder", [".vscode/", ".idea/", ".devcontainer/", ".zed/", ".helix/"],
+     "editors run tasks on folder open, interpreters, linters and language servers named here"),
+    ("name", ["*.code-workspace"], "VS Code workspace: its tasks and settings, as .vscode/"),
+    ("name", [".vimrc", "_vimrc", ".gvimrc", ".exrc", ".nvimrc", ".nvim.lua"],
+     "vim and neovim run these scripts on start (exrc: in the folder they open)"),
+    ("folder", [".vim/", ".config/nvim/", ".config/vim/"], "vim and neovim load the plugins "
+     "and scripts here on start"),
+    ("name", [".emacs", ".emacs.el", ".dir-locals.el"],
+     "Emacs evaluates these on start, or when it opens a file below"),
+    ("folder", [".emacs.d/", ".config/emacs/"], "Emacs loads its init files from here"),
+    ("folder", [".ipython/", ".jupyter/"],
+     "IPython and Jupyter run their *_config.py files and startup scripts"),
+    # --- CI: runs with the repository's secrets on the next push
+    ("folder", [".github/workflows/", ".github/actions/", ".circleci/", ".buildkite/",
+                ".woodpecker/", ".gitea/workflows/", ".forgejo/workflows/"],
+     "CI runs these on the next push, with the repository's secrets"),
+    ("name", [".gitlab-ci.yml", ".travis.yml", ".drone.yml", ".woodpecker.yml",
+              "azure-pipelines.yml", "bitbucket-pipelines.yml", "jenkinsfile"],
+     "CI runs these on the next push, with the repository's secrets"),
+    # --- shells, terminals and login sessions
+    ("name", [".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases",
+              ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc",
+              ".tcshrc", ".kshrc", ".login", ".logout", ".inputrc", ".tmux.conf", ".screenrc",
+              ".wezterm.lua"],
+     "shells, readline (a key bound to a macro types and runs a command), tmux, screen and "
+     "terminals read these on start"),
+    ("folder", [".bashrc.d/", ".oh-my-zsh/", ".config/fish/", ".config/tmux/",
+                ".config/kitty/", ".config/alacritty/", ".config/wezterm/"],
+     "shells and terminals source or start what these folders hold"),
+    ("name", [".envrc"], "direnv runs it on cd into the folder"),
+    ("folder", [".config/direnv/"], "direnv sources direnvrc before every .envrc"),
+    ("name", [".xprofile", ".xsessionrc", ".xsession", ".xinitrc", ".xserverrc"],
+     "the X session runs these at login"),
+    ("folder", [".config/autostart/", ".config/autostart-scripts/",
+                ".config/plasma-workspace/", ".config/systemd/", ".config/environment.d/",
+                ".config/i3/", ".config/sway/", ".config/hypr/", "library/launchagents/",
+                "start menu/programs/startup/"],
+     "the desktop, systemd --user, launchd or Windows start these at login"),
+    # --- PATH, system folders, remote login and cloud CLIs
+    ("folder", [".local/bin/", ".cargo/"], "programs on PATH (~/.local/bin, ~/.cargo/bin), "
+     "~/.cargo/env sourced by shells, and .cargo/config.toml: cargo runs the rustc-wrapper, "
+     "runners and aliases it sets"),
+    ("anchored", ["/home/*/bin/", "/root/bin/", "/users/*/bin/"],
+     "a home's bin folder is on PATH in common shell profiles"),
+    ("anchored", ["/etc/", "/var/spool/cron/"],
+     "system configuration and crontabs: cron, systemd and profile.d run what is here"),
+    ("path", [".ssh/rc", ".ssh/environment", ".ssh/config", ".ssh/authorized_keys",
+              ".ssh/authorized_keys2"], "sshd runs ~/.ssh/rc at login and lets the keys listed "
+     "log in (command= runs code); ssh runs ProxyCommand and LocalCommand"),
+    ("path", [".kube/config", ".aws/config"],
+     "kubectl and the AWS CLI run the credential commands these name"),
+    # --- REPLs and debuggers
+    ("name", [".gdbinit", ".lldbinit", ".pdbrc", ".pythonrc.py", ".psqlrc", ".sqliterc",
+              ".irbrc", ".pryrc", ".ghci", ".rprofile"],
+     "debuggers and REPLs run these commands or this code on start"),
+    ("path", [".julia/config/startup.jl"], "Julia runs it on start"),
+    # --- Python
+    ("name", ["conftest.py", "sitecustomize.py", "usercustomize.py", "*.pth"],
+     "Python runs these on start (site) or pytest on collection"),
+    ("name", ["setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "pytest.ini",
+              ".pytest.ini", "noxfile.py"], "pip, tox, nox and pytest run the build backend, "
+     "commands and plugins named here on install or test"),
+    ("name", ["pip.conf", "pip.ini", "uv.toml"],
+     "pip and uv install from the indexes named here"),
+    # --- build tools and package managers
+    ("name", ["makefile", "gnumakefile", "justfile", ".justfile", "taskfile.yml",
+              "taskfile.yaml", "build.rs", "cargo.toml", "cmakelists.txt", "meson.build",
+              "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts",
+              "gradlew", "pom.xml", "mvnw", "shell.nix", "flake.nix", "default.nix"],
+     "make, just, task, cargo, cmake, meson, gradle, maven and nix run the code and "
+     "commands here on build (nix-shell and direnv's use nix on entering the folder)"),
+    ("path", ["gradle/wrapper/gradle-wrapper.properties"],
+     "gradlew downloads and runs the Gradle it names"),
+    ("folder", [".mvn/"], "Maven loads the extensions and JVM options here"),
+    ("name", ["gemfile", "rakefile", "rakefile.rb", "*.gemspec", "vagrantfile"],
+     "bundler, rake and vagrant evaluate these Ruby files"),
+    ("name", ["package.json", "composer.json", ".npmrc", ".yarnrc*", ".pnpmfile.cjs",
+              ".pnpmfile.mjs", "bunfig.toml", ".bunfig.toml"],
+     "npm, yarn, pnpm, bun and composer run install scripts and hooks, and the script "
+     "shell, yarnPath or preload these name"),
+    ("folder", [".yarn/releases/", ".yarn/plugins/"], "yarn runs the release and plugins here"),
+    ("name", ["mise.toml", ".mise.toml", "mise.*.toml", ".mise.*.toml", ".tool-versions"],
+     "mise runs hooks and env scripts on cd; a 'path:' version puts a folder on PATH"),
+    ("folder", [".mise/", ".config/mise/"], "mise's configuration, as mise.toml"),
+    ("path", ["mise/config.toml"], "mise's configuration, as mise.toml"),
+    # --- executables and launchers
+    ("name", ["*.sh", "*.bash", "*.zsh", "*.fish", "*.ksh", "*.csh", "*.command", "*.exe",
+              "*.com", "*.bat", "*.cmd", "*.ps1", "*.psm1", "*.vbs", "*.vbe", "*.wsf",
+              "*.jse", "*.hta", "*.cpl", "*.pif", "*.scr", "*.msi", "*.msix", "*.appx",
+              "*.dll", "*.so", "*.dylib", "*.jar", "*.appimage", "*.run", "*.desktop",
+              "*.service", "*.lnk", "*.reg", "*.apk", "*.deb", "*.rpm", "*.pkg"],
+     "an executable, script, library or installer"),
+    ("folder", ["*.app/contents/macos/"], "a macOS application's executable"),
+))  # fmt: skip
+"""Targets that run code or steer tools, as (kind, patterns, why) rows: one table,
+matched as the module doc says, listed in docs/security.md."""
+
+RUNS_CODE_PATTERNS: tuple[str, ...] = tuple(p for r in RUNS_CODE_RULES for p in r.patterns)
+"""Every runs_code pattern of `RUNS_CODE_RULES`, in table order."""
 
 SECRET_PATTERNS: tuple[str, ...] = (
     ".ssh/", ".aws/", ".gnupg/", ".kube/", ".docker/", ".azure/", ".config/gcloud/",
@@ -88,12 +215,8 @@ SECRET_PATTERNS: tuple[str, ...] = (
     "id_*", "credentials*", "secrets.*",
     "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.kdbx", "*.ppk", "*.ovpn",
 )  # fmt: skip
-"""Credential-like names: one list, matched as the module doc says."""
+"""Credential-like names, in the pattern syntax of `CodeRule` (kind from the syntax)."""
 
-# Scripts whose letters pass for Latin ones (а/a, ο/o, Ꭺ/A): mixing two is a spoof sign.
-_LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
-_INVISIBLE = frozenset({"\u115f", "\u1160", "\u3164", "\uffa0"})
-_BIDI_CONTROLS = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
 _KINDS_REMOTE = frozenset({"upload", "upload_revision", "mkdir"})
 _KINDS_LOCAL = frozenset({"download"})
 
@@ -109,146 +232,117 @@ class RiskFlag:
         return {"code": self.code, "message": self.message}
 
 
+def _kind_of(pattern: str) -> str:
+    if pattern.startswith("/"):
+        return "anchored"
+    if pattern.endswith("/"):
+        return "folder"
+    return "path" if "/" in pattern else "name"
+
+
+def _component(glob: str) -> str | re.Pattern[str]:
+    """A literal component, or a compiled glob (``*``: any characters, a leading one at
+    least one)."""
+    if "*" not in glob:
+        return glob
+    body = "".join(
+        (".+" if i == 0 else ".*") if c == "*" else re.escape(c) for i, c in enumerate(glob)
+    )
+    return re.compile(body, re.DOTALL)
+
+
+def _fits(comp: str | re.Pattern[str], part: str) -> bool:
+    return comp == part if isinstance(comp, str) else comp.fullmatch(part) is not None
+
+
 @dataclass(frozen=True)
+class _Rule:
+    order: int  # position in the table: the first matching rule is the one reported
+    kind: str
+    pattern: str
+    why: str
+    comps: tuple[str | re.Pattern[str], ...]
+
+
 class _Rules:
-    dirs: tuple[tuple[str, ...], ...]
-    names: frozenset[str]
-    prefixes: tuple[str, ...]
-    suffixes: tuple[str, ...]
+    """Patterns indexed for speed: a rule is only tried where one of its literal
+    components (or, for glob names, the combined name regex) already matched."""
 
-    @classmethod
-    def parse(cls, patterns: Sequence[str]) -> _Rules:
-        dirs: list[tuple[str, ...]] = []
-        names: set[str] = set()
-        prefixes: list[str] = []
-        suffixes: list[str] = []
-        for p in patterns:
-            if p.endswith("/"):
-                dirs.append(tuple(p.rstrip("/").split("/")))
-            elif p.startswith("*"):
-                suffixes.append(p[1:])
-            elif p.endswith("*"):
-                prefixes.append(p[:-1])
+    def __init__(self, rows: Sequence[tuple[str, str, str]]) -> None:
+        self.by_literal: dict[str, list[tuple[_Rule, int]]] = {}  # folder and path rules
+        self.anchored: list[_Rule] = []
+        self.names: dict[str, _Rule] = {}
+        self.glob_names: list[_Rule] = []
+        for order, (kind, pattern, why) in enumerate(rows):
+            if _kind_of(pattern) != kind:
+                raise ValueError(f"risk rule {pattern!r} is written as a {_kind_of(pattern)}")
+            comps = tuple(_component(c) for c in pattern.strip("/").split("/"))
+            rule = _Rule(order, kind, pattern, why, comps)
+            if kind == "anchored":
+                self.anchored.append(rule)
+            elif kind == "name":
+                if isinstance(comps[0], str):
+                    self.names.setdefault(comps[0], rule)
+                else:
+                    self.glob_names.append(rule)
             else:
-                names.add(p)
-        return cls(tuple(dirs), frozenset(names), tuple(prefixes), tuple(suffixes))
+                at = next((i for i, c in enumerate(comps) if isinstance(c, str)), None)
+                if at is None:
+                    raise ValueError(f"risk rule {pattern!r} needs one literal component")
+                lit = comps[at]
+                assert isinstance(lit, str)
+                self.by_literal.setdefault(lit, []).append((rule, at))
 
-    def match(self, parts: Sequence[str]) -> tuple[str, int] | None:
-        """The first pattern (as written in the list) that `parts` matches, with the index
-        of the first component it matched; or None."""
-        for seq in self.dirs:
-            n = len(seq)
-            for i in range(len(parts) - n + 1):
-                if tuple(parts[i : i + n]) == seq:
-                    return "/".join(seq) + "/", i
-        if not parts:
-            return None
-        last, at = parts[-1], len(parts) - 1
-        if last in self.names:
-            return last, at
-        for pre in self.prefixes:
-            if last.startswith(pre):
-                return pre + "*", at
-        for suf in self.suffixes:
-            if last.endswith(suf) and len(last) > len(suf):
-                return "*" + suf, at
-        return None
+    def match(self, parts: Sequence[str], *, absolute: bool) -> tuple[_Rule, int] | None:
+        """The first rule (in table order) that `parts` (folded components) matches, with
+        the index of the first component it matched; or None. Anchored rules only when
+        the path is `absolute`."""
+        best: tuple[_Rule, int] | None = None
+
+        def consider(rule: _Rule, at: int) -> None:
+            nonlocal best
+            if best is None or rule.order < best[0].order:
+                best = (rule, at)
+
+        n = len(parts)
+        if absolute:
+            for rule in self.anchored:
+                k = len(rule.comps)
+                if k <= n and all(_fits(c, p) for c, p in zip(rule.comps, parts, strict=False)):
+                    consider(rule, 0)
+        for i, part in enumerate(parts):
+            for rule, off in self.by_literal.get(part, ()):
+                start, k = i - off, len(rule.comps)
+                if start < 0 or start + k > n:
+                    continue
+                if rule.kind == "path" and start + k != n:
+                    continue
+                if all(_fits(c, parts[start + j]) for j, c in enumerate(rule.comps)):
+                    consider(rule, start)
+        if n:
+            last = parts[-1]
+            hit = self.names.get(last)
+            if hit is not None:
+                consider(hit, n - 1)
+            for rule in self.glob_names:
+                if _fits(rule.comps[0], last):
+                    consider(rule, n - 1)
+                    break
+        return best
 
 
-_RUNS_CODE = _Rules.parse(RUNS_CODE_PATTERNS)
-_SECRET = _Rules.parse(SECRET_PATTERNS)
+_RUNS_CODE = _Rules([(r.kind, p, r.why) for r in RUNS_CODE_RULES for p in r.patterns])
+_SECRET = _Rules([(_kind_of(p), p, "") for p in SECRET_PATTERNS])
 
 
+@functools.lru_cache(maxsize=65536)
 def fold_component(name: str) -> str:
     """The form a name is matched in: NFC, format characters dropped, case-folded, NFC
     again, trailing dots and spaces dropped."""
     s = unicodedata.normalize("NFC", name)
-    s = "".join(c for c in s if unicodedata.category(c) != "Cf" and c not in _INVISIBLE)
+    s = "".join(c for c in s if unicodedata.category(c) != "Cf" and c not in INVISIBLE)
     s = unicodedata.normalize("NFC", s.casefold())
     return s.rstrip(" .") or s
-
-
-def _script(c: str) -> str | None:
-    if not unicodedata.category(c).startswith("L"):
-        return None
-    try:
-        return unicodedata.name(c).split(" ", 1)[0]
-    except ValueError:
-        return None
-
-
-def _is_hidden(c: str) -> bool:
-    return unicodedata.category(c) == "Cf" or c in _INVISIBLE
-
-
-def _hidden_reason(component: str) -> str | None:
-    hidden = [c for c in component if _is_hidden(c)]
-    if not hidden:
-        return None
-    if any(unicodedata.bidirectional(c) in _BIDI_CONTROLS for c in hidden):
-        return "it holds bidirectional override characters that reorder how it is displayed"
-    return "it holds invisible characters"
-
-
-def _confusable_reason(component: str) -> str | None:
-    """Why `component` (invisible characters already removed) may pass for another,
-    ASCII-looking name, or None. Only called for a non-ASCII component.
-
-    Confusable means confusable *with an ASCII name*: its compatibility form is ASCII
-    (fullwidth ``ｒｅｐｏｒｔ``, ligature ``ﬁle``, Kelvin sign), or one word mixes Latin
-    letters with lookalike letters of another script (``pаypal``). A compatibility form
-    that is not ASCII (``µm``, ``½``) or a word of one script (``отчёт``) is merely
-    non-ASCII."""
-    compat = unicodedata.normalize("NFKC", component)
-    if compat.isascii():
-        return f"it imitates the ASCII name '{inert(compat)}' with lookalike characters"
-    # Per word (run of letters), so "отчёт.txt" is fine and "pаypal" is not.
-    for word in re.findall(r"[^\W\d_]+", compat):
-        scripts = {s for s in map(_script, word) if s in _LOOKALIKE_SCRIPTS}
-        if len(scripts) > 1 and "LATIN" in scripts:
-            mixed = ", ".join(sorted(scripts)).lower()
-            return f"it mixes Latin letters with lookalikes of another script ({mixed})"
-    return None
-
-
-def _name_flags(target_path: str) -> list[RiskFlag]:
-    """bidi_or_invisible, then confusable_name or non_ascii_name, judged on the target's
-    own name (its last component) first, then its folders from the nearest out, so that
-    each message names the one component that holds the characters. The escaped ASCII
-    form is given once, in the first of these flags."""
-    flags: list[RiskFlag] = []
-    if target_path.isascii():
-        return flags
-    components = [p for p in target_path.split("/") if p]
-    order = range(len(components) - 1, -1, -1)  # the name itself first, then its folders
-    ascii_said = False
-
-    def named(i: int) -> str:
-        nonlocal ascii_said
-        comp = components[i]
-        text = inert(comp) if ascii_said else inert_with_ascii(comp)
-        ascii_said = ascii_said or not comp.isascii()
-        shown = f"the {'name' if i == len(components) - 1 else 'folder'} '{text}'"
-        return shown if len(components) == 1 else f"{shown} (in '{inert(target_path)}')"
-
-    for i in order:
-        why = _hidden_reason(components[i])
-        if why is not None:
-            flags.append(RiskFlag("bidi_or_invisible", f"{named(i)} may not read as it is: {why}"))
-            break
-    for i in order:
-        visible = "".join(c for c in components[i] if not _is_hidden(c))
-        if visible.isascii():
-            continue  # plain ASCII, or only invisible characters (flagged above)
-        why = _confusable_reason(visible)
-        if why is not None:
-            flags.append(RiskFlag("confusable_name", f"{named(i)} may pass for another: {why}"))
-            return flags
-    for i in order:
-        if any(not c.isascii() and not _is_hidden(c) for c in components[i]):
-            flags.append(RiskFlag("non_ascii_name", f"{named(i)} holds non-ASCII characters"))
-            break
-    return flags
 
 
 def _where(kind: str) -> str:
@@ -297,15 +391,18 @@ def risk_flags(
     base_parts = [fold_component(p) for p in (base_path or "").split("/") if p]
     parts = base_parts + [fold_component(p) for p in target_path.split("/") if p]
 
-    def matched(hit: tuple[str, int]) -> str:
-        pattern, at = hit
+    absolute = (base_path or "").startswith("/")
+
+    def matched(hit: tuple[_Rule, int]) -> str:
+        rule, at = hit
+        why = f": {rule.why}" if rule.why else ""
         if at >= len(base_parts):
-            return f"matches '{pattern}'"
+            return f"matches '{rule.pattern}'{why}"
         owner = "the local root" if kind in _KINDS_LOCAL else "the drive"
-        return f"matches '{pattern}' in the path of {owner} '{inert(base_path or '')}'"
+        return f"matches '{rule.pattern}' in the path of {owner} '{inert(base_path or '')}'{why}"
 
     flags: list[RiskFlag] = []
-    hit = _RUNS_CODE.match(parts)
+    hit = _RUNS_CODE.match(parts, absolute=absolute)
     if hit is not None:
         flags.append(
             RiskFlag(
@@ -314,7 +411,7 @@ def risk_flags(
                 f"steers coding agents ({matched(hit)})",
             )
         )
-    hit = _SECRET.match(parts)
+    hit = _SECRET.match(parts, absolute=absolute)
     if hit is not None:
         flags.append(
             RiskFlag("secret_name", f"{shown} {where} looks like a secret ({matched(hit)})")
@@ -331,7 +428,7 @@ def risk_flags(
     if name_changed:
         was = f" (the local file is '{inert_with_ascii(source_name)}')" if source_name else ""
         flags.append(RiskFlag("name_changed", f"stores the file under a new name {shown}{was}"))
-    flags.extend(_name_flags(target_path))
+    flags.extend(RiskFlag(code, message) for code, message in name_flags(target_path))
     return flags
 
 

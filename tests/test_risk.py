@@ -257,7 +257,7 @@ def test_fold_component_and_lists_are_canonical() -> None:
 @pytest.mark.parametrize(
     ("base", "target", "code", "pattern"),
     [
-        ("/x/.git", "hooks/pre-commit", "runs_code", ".git/"),
+        ("/x/.git", "info/exclude", "runs_code", ".git/"),
         ("/x/proj/.git", "config", "runs_code", ".git/"),
         ("/home/u/.ssh", "config", "secret_name", ".ssh/"),
         ("/home/u/.ssh", "notes.txt", "secret_name", ".ssh/"),
