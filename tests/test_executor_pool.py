@@ -73,7 +73,7 @@ def _propose(rig: Rig) -> ProposalRecord:
 
 
 def _rclone_children(rig: Rig) -> list[int]:
-    """pids of this process's rclone children other than the drive's rcd."""
+    """pids of this process's rclone transfer children (any `rclone rcd` daemon excluded)."""
     me, found = os.getpid(), []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -84,8 +84,15 @@ def _rclone_children(rig: Rig) -> list[int]:
             continue
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid == me and comm == "rclone" and int(entry) != rig.drive.rcd_pid:
-            found.append(int(entry))
+        if ppid != me or comm != "rclone" or int(entry) == rig.drive.rcd_pid:
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"rcd" in argv:  # another test's drive daemon in this pytest process, not a transfer
+            continue
+        found.append(int(entry))
     return found
 
 
