@@ -54,6 +54,7 @@ from placet.errors import (
     UsageError,
 )
 from placet.paths import Root, check_local_shape
+from placet.temp_names import is_placet_temp
 from placet.text import inert
 
 if TYPE_CHECKING:
@@ -331,8 +332,9 @@ def temp_name_for(final_name: str) -> str:
 
 
 def is_temp_name(name: str) -> bool:
-    """True for a name placet made with `temp_name_for` (indexers skip these)."""
-    return name.startswith(TEMP_PREFIX)
+    """True for a name of the shape `temp_name_for` makes (indexers skip these; an owner's
+    name that merely starts with the prefix is not one: `placet.temp_names`)."""
+    return is_placet_temp(name)
 
 
 def create_temp_file(dir_fd: int, final_name: str) -> tuple[int, str]:

@@ -293,7 +293,7 @@ def test_list_rows_is_the_lean_listing(local_drive: RcloneDrive) -> None:
     (root / "d" / "e").mkdir(parents=True)
     (root / "d" / "e" / "f.txt").write_bytes(b"deep")
     (root / "top.txt").write_bytes(b"top")
-    (root / f"{TEMP_PREFIX}abc-top.txt").write_bytes(b"in flight")
+    (root / f"{TEMP_PREFIX}0123456789ab-top.txt").write_bytes(b"in flight")
     rows = {r[0]: r for r in local_drive.list_rows("")}
     assert set(rows) == {"d", "d/e", "d/e/f.txt", "top.txt"}  # the temp object left out
     _, is_dir, size, mtime, digest = rows["d/e/f.txt"]

@@ -42,6 +42,7 @@ from placet.errors import (
     PlacetError,
     UsageError,
 )
+from placet.temp_names import has_placet_temp, is_placet_temp
 
 NO_SERVER_SIDE_REPLACE = frozenset({"protondrive"})
 """Backends whose server-side move refuses an existing target (DESIGN.md section 3)."""
@@ -68,7 +69,8 @@ def temp_name(name: str) -> str:
 
 
 def is_temp(path: str) -> bool:
-    return any(seg.startswith(TEMP_PREFIX) for seg in path.split("/"))
+    """True when a component of `path` is a temp name placet made (`placet.temp_names`)."""
+    return has_placet_temp(path)
 
 
 def split_path(path: str) -> tuple[str, str]:
@@ -387,13 +389,13 @@ class RcloneCore:
     # ----- temporary objects ----------------------------------------------------------
 
     def remove_temp(self, path: str, *, quiet: bool = False) -> bool:
-        """Delete temporary object `path` (its name must start with `TEMP_PREFIX`).
+        """Delete temporary object `path` (its name must have the shape of a name placet made, `placet.temp_names`).
 
         Returns True if it existed. With `quiet`, rclone failures are swallowed (used on
         the way out of a failed upload, where the first error is the one to report).
         """
         path = check_drive_path(path)
-        if not split_path(path)[1].startswith(TEMP_PREFIX):
+        if not is_placet_temp(split_path(path)[1]):
             raise UsageError(f"refusing to delete {path!r}: it is not a placet temp object")
         try:
             params = {"fs": self._fs().raw, "remote": path}
@@ -415,7 +417,9 @@ class RcloneCore:
     ) -> list[str]:
         """Delete temp objects directly in `folder` last modified before now - `older_than`.
 
-        A younger temp may belong to an upload still running in another placet process.
+        Only names of the exact shape placet generates count (`placet.temp_names`): an
+        owner's object that merely starts with ``.placet-tmp-`` is never deleted. A younger
+        temp may belong to an upload still running in another placet process.
         Returns the deleted paths.
         """
         folder = check_drive_path(folder)
@@ -426,7 +430,7 @@ class RcloneCore:
         removed = []
         for item in items or []:
             e = self._entry(item)
-            if not e.name.startswith(TEMP_PREFIX) or not e.mtime:
+            if not is_placet_temp(e.name) or not e.mtime:
                 continue
             stale = datetime.fromisoformat(e.mtime.replace("Z", "+00:00")) <= cutoff
             if stale and self.remove_temp(e.path):

@@ -22,11 +22,12 @@ import os
 from typing import Any
 
 from placet import localfs
-from placet.drive.base import TEMP_PREFIX, Drive
+from placet.drive.base import Drive
 from placet.errors import NotFound, PlacetError
 from placet.paths import check_local_shape
 from placet.requests import RootRef
 from placet.store import OpResultRecord
+from placet.temp_names import is_placet_temp
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def journaled_temps(results: list[OpResultRecord]) -> dict[int, list[Temp]]:
                 isinstance(t, dict)
                 and t.get("side") in ("remote", "local")
                 and isinstance(t.get("path"), str)
-                and t["path"].rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
+                and is_placet_temp(t["path"].rsplit("/", 1)[-1])
             ):
                 out.setdefault(r.op_index, []).append({"side": t["side"], "path": t["path"]})
     return out
