@@ -5,7 +5,10 @@ A root is a directory the owner passed as ``--root DIR`` or ``--root NAME=DIR``
 and any ancestor of it (a root above the home exposes all of it), and any folder that
 equals, contains or lies inside one of placet's own folders (`PlacetDirs`): the data
 directory (database, audit anchor, trash), the config directory (``config.toml``: an
-accepted download there could set ``allow_yes``) and the database's folder. Each root
+accepted download there could set ``allow_yes``) and the database's folder. Both rules
+compare by realpath and by device and inode (the root and every folder above it against
+placet's folders; the root against every folder above each placet folder), so a bind
+mount of placet's home, which realpath cannot see through, is refused too. Each root
 records its device and inode so that the executor can tell if the directory was
 replaced after the proposal was made.
 
@@ -19,7 +22,7 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -72,44 +75,101 @@ class PlacetLocations(Protocol):
     def config_file(self) -> Path: ...
 
 
+_Id = tuple[int, int]
+
+
 @dataclass(frozen=True)
 class PlacetDirs:
     """placet's own folders, resolved: no root may equal, contain or lie inside one.
 
     `folders` holds (what, path, advice) triples: what the folder is to the owner, its
     realpath, and how to move it out of the way (DESIGN.md section 9, "Roots";
-    docs/decisions.md).
+    docs/decisions.md). `ids` holds each folder's (st_dev, st_ino) (None: it does not
+    exist yet) and `above` the ids of each folder and every folder above it, so that an
+    alias realpath cannot see through (a bind mount) is caught by identity too.
     """
 
     folders: tuple[tuple[str, Path, str], ...]
+    ids: tuple[_Id | None, ...] = ()
+    above: tuple[frozenset[_Id], ...] = ()
+    _seen: dict[str, _Id | None] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, where: PlacetLocations | Path) -> PlacetDirs:
         """The data dir, the config dir (the folder of `config.toml`) and the database's
-        folder of `where` (a `Settings`); a bare `Path` is a data dir alone (tests)."""
-        if isinstance(where, Path):
-            return cls(((_DATA, _real(where), _DATA_FIX),))
+        folder of `where` (a `Settings`); a bare `Path` is a data dir alone (tests).
+        Stats each folder and its ancestors (their identities, for `overlap`)."""
         found: list[tuple[str, Path, str]] = []
-        for what, path, fix in (
-            (_DATA, where.data_dir, _DATA_FIX),
-            (
-                "config directory (config.toml: allow_yes, download policy)",
-                where.config_file.parent,
-                "set PLACET_HOME to keep placet's config elsewhere",
-            ),
-            ("database directory", where.db_path.parent, "move the database with PLACET_DB"),
-        ):
-            real = _real(path)
-            if all(real != p for _, p, _ in found):
-                found.append((what, real, fix))
-        return cls(tuple(found))
+        if isinstance(where, Path):
+            found.append((_DATA, _real(where), _DATA_FIX))
+        else:
+            for what, path, fix in (
+                (_DATA, where.data_dir, _DATA_FIX),
+                (
+                    "config directory (config.toml: allow_yes, download policy)",
+                    where.config_file.parent,
+                    "set PLACET_HOME to keep placet's config elsewhere",
+                ),
+                ("database directory", where.db_path.parent, "move the database with PLACET_DB"),
+            ):
+                real = _real(path)
+                if all(real != p for _, p, _ in found):
+                    found.append((what, real, fix))
+        seen: dict[str, _Id | None] = {}
+        ids = tuple(_ident(str(p), seen) for _, p, _ in found)
+        above = tuple(
+            frozenset(i for a in _ancestors(str(p)) if (i := _ident(a, seen)) is not None)
+            for _, p, _ in found
+        )
+        return cls(tuple(found), ids, above, seen)
 
     def overlap(self, path: Path | str) -> tuple[str, Path, str] | None:
-        """The first placet folder that `path` (a realpath) equals, contains or lies in."""
+        """The first placet folder that `path` (a realpath; it need not exist) equals,
+        contains or lies in; None when there is none. See `relation`."""
+        hit = self.relation(path)
+        return None if hit is None else hit[:3]
+
+    def relation(self, path: Path | str) -> tuple[str, Path, str, str] | None:
+        """(what, folder, advice, relation) of the first placet folder that `path` (a
+        realpath; it need not exist) is, contains or lies in; relation is ``is``,
+        ``contains`` or ``lies inside``. Found by path, then by identity: a folder whose
+        (st_dev, st_ino) is `path`'s or one of its existing ancestors' (`path` is or lies
+        inside it under another name: a bind mount), or `path`'s identity among a folder's
+        ancestors (`path` contains it under another name). Stats are cached per instance."""
+        text = os.fspath(path)
         for what, folder, fix in self.folders:
-            if _is_within(path, folder) or _is_within(folder, path):
-                return what, folder, fix
+            if _is_within(text, folder):
+                return what, folder, fix, "is" if Path(text) == folder else "lies inside"
+            if _is_within(folder, text):
+                return what, folder, fix, "contains"
+        chain = _ancestors(text)
+        chain_ids = [_ident(a, self._seen) for a in chain]
+        for (what, folder, fix), own, up in zip(self.folders, self.ids, self.above, strict=False):
+            if own is not None and own in chain_ids:
+                return what, folder, fix, "is" if chain_ids[0] == own else "lies inside"
+            if chain_ids[0] is not None and chain_ids[0] in up:
+                return what, folder, fix, "contains"
         return None
+
+
+def _ancestors(path: str) -> list[str]:
+    """`path` and every folder above it, nearest first, ending with ``/``."""
+    out = [path]
+    while (up := os.path.dirname(out[-1])) != out[-1]:
+        out.append(up)
+    return out
+
+
+def _ident(path: str, seen: dict[str, _Id | None]) -> _Id | None:
+    """(st_dev, st_ino) of `path` (following symlinks), None if it cannot be stat'ed."""
+    if path not in seen:
+        try:
+            st = os.stat(path)
+        except OSError:
+            seen[path] = None
+        else:
+            seen[path] = (st.st_dev, st.st_ino)
+    return seen[path]
 
 
 _DATA = "data directory (database, audit anchor, trash)"
@@ -150,7 +210,10 @@ def parse_root_spec(spec: str, placet: PlacetLocations | Path) -> Root:
             is ``/``, the home directory or an ancestor of it; it equals, contains or lies
             inside one of placet's own folders (`PlacetDirs.of(placet)`: the data dir, the
             config dir, the database's folder; pass the `Settings`, a bare `Path` protects
-            only that data dir); the name is invalid.
+            only that data dir); the name is invalid. Home and placet folders are compared
+            by realpath and by (st_dev, st_ino) of DIR, the folders above DIR and the
+            folders above each placet folder, so an alias realpath cannot resolve (a bind
+            mount) is refused as the folder it is (`PlacetDirs.relation`).
     """
     name: str | None = None
     raw_dir = spec
@@ -174,26 +237,27 @@ def parse_root_spec(spec: str, placet: PlacetLocations | Path) -> Root:
         home: Path | None = Path(os.path.realpath(Path.home()))
     except RuntimeError:  # no HOME and no passwd entry: nothing to protect by name
         home = None
-    if home is not None and _is_within(home, resolved):
+    seen: dict[str, _Id | None] = {}
+    above_home = {_ident(a, seen) for a in _ancestors(str(home))} if home is not None else set()
+    if home is not None and (_is_within(home, resolved) or (st.st_dev, st.st_ino) in above_home):
         raise _root_refused(
             spec,
-            f"it is the home directory or contains it ({_q(str(home))})",
+            f"it is the home directory or contains it ({_q(str(home))}; compared by path "
+            "and by device and inode)",
             "name a project folder inside it",
         )
-    hit = PlacetDirs.of(placet).overlap(resolved)
+    hit = PlacetDirs.of(placet).relation(resolved)
     if hit is not None:
-        what, folder, fix = hit
-        relation = (
-            "it is"
-            if resolved == folder
-            else "it contains"
-            if _is_within(folder, resolved)
-            else "it lies inside"
+        what, folder, fix, relation = hit
+        alias = (
+            ""
+            if _is_within(resolved, folder) or _is_within(folder, resolved)
+            else (" under another name (the same folder by device and inode: a bind mount?)")
         )
         raise _root_refused(
             spec,
-            f"{relation} placet's own {what} {_q(str(folder))}; an accepted download there "
-            "could rewrite placet's settings or records",
+            f"it {relation} placet's own {what} {_q(str(folder))}{alias}; an accepted "
+            "download there could rewrite placet's settings or records",
             f"name a project folder apart from it (or {fix})",
         )
     if name is None:

@@ -11,7 +11,8 @@ Flags are matched on the root's absolute path (a download) or the drive's own pa
 (`placet.risk.drive_base`: an upload, upload_revision or mkdir) joined with the op's
 target, so a root that is itself ``.git`` flags ``hooks/pre-commit``. A write into
 placet's data, config or database folder (`placet.paths.PlacetDirs`) is refused, not
-flagged: a flag can be typed through, and no agent has a reason to write there. Core
+flagged: a flag can be typed through, and no agent has a reason to write there; it is
+found by path and by device and inode, so a bind mount cannot hide one. Core
 module: never imports `mcp` or `textual`.
 """
 
@@ -95,8 +96,11 @@ def refuse_own_paths(settings: Settings, record: ProposalRecord, ops: Sequence[O
     (`PlacetDirs.of(settings)`: data, config and database folders): a download whose
     target (realpath of the root's path joined with it) lies in, equals or contains one,
     or an upload or mkdir to a local-folder drive (`local_drive_dir`) whose target does
-    (targets in the default drive folder, ``<data dir>/drive``, excepted). Called before
-    the owner is asked anything; the download op refuses it again by descriptor.
+    (targets in the default drive folder, ``<data dir>/drive``, excepted). Compared by
+    realpath and by identity (`PlacetDirs.relation`: the (st_dev, st_ino) of the target's
+    existing folders against placet's, and of the target against the folders above
+    placet's), so a bind mount of a placet folder inside the root is refused too. Called
+    before the owner is asked anything; the download op refuses it again by descriptor.
 
     Raises:
         PolicyRefused (code ``placet_own_path``; details ``proposal_id``, ``op_index``).

@@ -163,3 +163,13 @@ def test_table_is_well_formed() -> None:
             assert p == p.casefold() and p.isascii() and p.strip() == p, p
     assert len(set(RUNS_CODE_PATTERNS)) == len(RUNS_CODE_PATTERNS)
     assert len(RUNS_CODE_PATTERNS) > 150
+
+
+def test_docs_security_lists_every_pattern() -> None:
+    """docs/security.md carries the table: every pattern, with its kind and why."""
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "security.md").read_text()
+    for rule in RUNS_CODE_RULES:
+        row = f"| {rule.kind} | " + ", ".join(f"`{p}`" for p in rule.patterns)
+        assert f"{row} | {rule.why} |" in doc, rule.patterns[0]
