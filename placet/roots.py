@@ -93,6 +93,9 @@ class PlacetDirs:
     ids: tuple[_Id | None, ...] = ()
     above: tuple[frozenset[_Id], ...] = ()
     _seen: dict[str, _Id | None] = field(default_factory=dict, compare=False, repr=False)
+    _within: dict[str, tuple[str, Path, str] | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def of(cls, where: PlacetLocations | Path) -> PlacetDirs:
@@ -142,13 +145,33 @@ class PlacetDirs:
                 return what, folder, fix, "is" if Path(text) == folder else "lies inside"
             if _is_within(folder, text):
                 return what, folder, fix, "contains"
-        chain = _ancestors(text)
-        chain_ids = [_ident(a, self._seen) for a in chain]
-        for (what, folder, fix), own, up in zip(self.folders, self.ids, self.above, strict=False):
-            if own is not None and own in chain_ids:
-                return what, folder, fix, "is" if chain_ids[0] == own else "lies inside"
-            if chain_ids[0] is not None and chain_ids[0] in up:
-                return what, folder, fix, "contains"
+        me = _ident(text, {})
+        if me is not None:
+            for (what, folder, fix), own, up in zip(
+                self.folders, self.ids, self.above, strict=False
+            ):
+                if me == own:
+                    return what, folder, fix, "is"
+                if me in up:
+                    return what, folder, fix, "contains"
+        parent = os.path.dirname(text)
+        hit = self._holding(parent) if parent != text else None
+        return None if hit is None else (*hit, "lies inside")
+
+    def _holding(self, folder: str) -> tuple[str, Path, str] | None:
+        """The placet folder that `folder` or a folder above it is, by identity (memoised
+        per instance: a sync's targets share their folders)."""
+        if folder not in self._within:
+            me = _ident(folder, self._seen)
+            hit = next(
+                (f for f, own in zip(self.folders, self.ids, strict=False) if me and own == me),
+                None,
+            )
+            up = os.path.dirname(folder)
+            if hit is None and up != folder:
+                hit = self._holding(up)
+            self._within[folder] = hit
+        return self._within[folder]
         return None
 
 
