@@ -5,10 +5,11 @@ would do (DESIGN.md section 9, "Risk flags"). Each one makes the review UI ask f
 confirmation instead of a single key, because each marks a way an agent could turn one
 accepted transfer into more than the owner meant:
 
-* ``runs_code``: the target is executable, or configuration that makes a tool run code
-  or steers a coding agent (git hooks and config, shell rc files, CI workflows, editor
-  tasks, Python start-up hooks, package scripts, agent instruction files). A download
-  that writes ``.git/hooks/pre-commit`` or ``.envrc`` runs on the owner's next command.
+* ``runs_code``: the target is executable, or configuration that a tool runs by itself
+  on a routine command (build, test, install, opening an editor, cd into the folder,
+  shell or session start, a git operation) or that steers a coding agent. One table,
+  `RUNS_CODE_RULES`, of (kind, patterns, why) rows; docs/security.md lists it. A download
+  that writes ``.cargo/config.toml`` or ``.envrc`` runs on the owner's next command.
 * ``secret_name``: the name looks like a credential (``.env``, ``*.pem``, ``id_*``...).
   An upload would copy it to the drive; a download would plant one.
 * ``replaces_existing``: existing content is replaced (kept as a revision or in trash).
@@ -24,11 +25,12 @@ accepted transfer into more than the owner meant:
 
 Matching is on the path's components after NFC normalisation, case folding, removal of
 format characters (HFS+ ignores some, so ``.g\\u200cit`` *is* ``.git`` there) and of
-trailing dots and spaces (Windows drops them). A pattern ``a/b/`` matches those folders
-anywhere in the path (including as the last component, e.g. a mkdir); ``*.ext``,
-``prefix*`` and plain names match the last component. The path matched is the root's
-absolute path (downloads) or the drive's own path (`drive_base`) joined with the target,
-so a root ``/x/.git`` flags ``hooks/pre-commit``: a sensitive folder is one whether the
+trailing dots and spaces (Windows drops them). Pattern kinds (`CodeRule`): ``a/b/``
+matches those folders anywhere in the path (including as the last component, e.g. a
+mkdir); ``a/b`` the path's last components; a plain name the last component; ``/a/b/``
+the start of an absolute path only. A component may hold ``*``. The path matched is the
+root's absolute path (downloads) or the drive's own path (`drive_base`) joined with the
+target, so a root ``/x/.git`` flags ``info/exclude``: a sensitive folder is one whether the
 owner's root or the agent's relative path names it. One list per flag, here only.
 Stdlib only.
 """
