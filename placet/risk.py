@@ -148,9 +148,9 @@ RUNS_CODE_RULES: tuple[CodeRule, ...] = tuple(CodeRule(k, tuple(p), w) for k, p,
                 "start menu/programs/startup/"],
      "the desktop, systemd --user, launchd or Windows start these at login"),
     # --- PATH, system folders, remote login and cloud CLIs
-    ("folder", [".local/bin/", ".cargo/"], "programs on PATH (~/.local/bin, ~/.cargo/bin), "
-     "~/.cargo/env sourced by shells, and .cargo/config.toml: cargo runs the rustc-wrapper, "
-     "runners and aliases it sets"),
+    ("folder", [".cargo/"], "cargo runs the rustc-wrapper, linker, runners and aliases "
+     "that .cargo/config.toml sets; ~/.cargo/bin is on PATH and ~/.cargo/env is sourced"),
+    ("folder", [".local/bin/"], "~/.local/bin is on PATH: a program here shadows others"),
     ("anchored", ["/home/*/bin/", "/root/bin/", "/users/*/bin/"],
      "a home's bin folder is on PATH in common shell profiles"),
     ("anchored", ["/etc/", "/var/spool/cron/"],
