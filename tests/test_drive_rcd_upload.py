@@ -278,3 +278,13 @@ def test_kill_all_aborts_an_rcd_upload_leaving_at_most_the_journaled_temp(
     assert all(n == journaled[0] for n in left)  # at most the journaled temp
     drive.remove_temp(journaled[0])
     assert list(root.iterdir()) == []
+
+
+def test_an_empty_file_goes_through_rcd(local_drive: RcloneDrive, tmp_path: Path) -> None:
+    fd, sha = _fd(tmp_path, b"")
+    try:
+        r = local_drive.upload_from_fd(fd, 0, "empty", expected_sha256=sha)
+    finally:
+        os.close(fd)
+    assert r.temp_path in _rcd_received(local_drive)
+    assert _files(Path(local_drive.spec)) == {"empty": b""}
