@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import stat
 from collections.abc import Iterator
@@ -29,19 +30,56 @@ from typing import Any, cast
 
 import anyio
 from mcp.server.stdio import stdio_server
+from mcp.types import INVALID_REQUEST, ErrorData
 
 from placet.server.flow import GatedReadStream, GatedWriteStream, RequestGate
 from placet.server.framework import PlacetMCP
+from placet.server.wire import LineLog, Refused, ScreenedReadStream, recover_id
+
+log = logging.getLogger("placet.server")
 
 READ_CHUNK = 64 * 1024
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""The longest stdin line (one JSON-RPC message, newline excluded) placet reads; longer
+ones are discarded unbuffered and refused (module docstring)."""
+ID_PREFIX_BYTES = 4096
+"""How much of an oversized line is kept to recover its id (`wire.recover_id`)."""
+
+
+def _too_long(request_id: int | str | None) -> Refused:
+    return Refused(
+        request_id,
+        ErrorData(
+            code=INVALID_REQUEST,
+            message=(
+                f"Invalid Request: the message is longer than placet's limit of "
+                f"{MAX_LINE_BYTES} bytes per line and was discarded unread; send a "
+                "smaller request"
+            ),
+            data={"code": "limit_exceeded", "limit_bytes": MAX_LINE_BYTES},
+        ),
+    )
 
 
 class StdinLines:
-    """Async iterator of the UTF-8 lines of descriptor `fd`, each ending in a newline."""
+    """Async iterator of the UTF-8 lines of descriptor `fd`, each ending in a newline.
 
-    def __init__(self, fd: int) -> None:
+    Each read is scanned for a newline once (from `scanned` on), so a line costs time
+    linear in its length. A line over `max_line` bytes is dropped as it arrives (only
+    its first `ID_PREFIX_BYTES` are kept) and yielded as an empty line whose `LineLog`
+    entry is a `Refused`; blank lines are skipped. Every yielded line is logged in
+    `lines` for the screen (`placet.server.wire`).
+    """
+
+    def __init__(
+        self, fd: int, lines: LineLog | None = None, max_line: int = MAX_LINE_BYTES
+    ) -> None:
         self.fd = fd
-        self.buf = b""
+        self.lines = lines if lines is not None else LineLog()
+        self.max_line = max_line
+        self.buf = bytearray()
+        self.scanned = 0  # buf[:scanned] holds no newline
+        self.dropping: bytes | None = None  # the head of an oversized line being dropped
         self.eof = False
         # epoll refuses regular files and /dev/null; those never block, so a thread is fine.
         mode = os.fstat(fd).st_mode
@@ -60,19 +98,61 @@ class StdinLines:
                 return os.read(self.fd, READ_CHUNK)
         return await anyio.to_thread.run_sync(os.read, self.fd, READ_CHUNK)
 
+    def _take(self) -> bytes | Refused | None:
+        """The next complete line in the buffer (or its refusal); None: read more."""
+        end = self.buf.find(b"\n", self.scanned)
+        if end < 0:
+            if self.eof and self.buf:
+                end = len(self.buf)
+            else:
+                self.scanned = len(self.buf)
+                if self.scanned > self.max_line:  # start dropping this line
+                    self.dropping = bytes(self.buf[:ID_PREFIX_BYTES])
+                    self.buf.clear()
+                    self.scanned = 0
+                return None
+        line = bytes(self.buf[:end]) if end <= self.max_line else None
+        head = bytes(self.buf[:ID_PREFIX_BYTES])
+        del self.buf[: end + 1]
+        self.scanned = 0
+        return line if line is not None else _too_long(recover_id(head))
+
+    def _drop(self, chunk: bytes) -> Refused | None:
+        """Discard `chunk` up to the end of the line being dropped."""
+        assert self.dropping is not None
+        end = chunk.find(b"\n")
+        if end < 0 and not self.eof:
+            return None
+        refused = _too_long(recover_id(self.dropping))
+        self.dropping = None
+        if end >= 0:
+            self.buf += chunk[end + 1 :]
+        return refused
+
     async def __anext__(self) -> str:
-        while b"\n" not in self.buf:
-            if self.eof:
-                break
-            chunk = await self._read()
-            if not chunk:
-                self.eof = True
-                break
-            self.buf += chunk
-        if not self.buf:
-            raise StopAsyncIteration
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line.decode("utf-8", errors="replace") + "\n"
+        while True:
+            got = None if self.dropping is not None else self._take()
+            if got is None:
+                if self.eof and self.dropping is None:
+                    raise StopAsyncIteration
+                chunk = b"" if self.eof else await self._read()
+                if not chunk:
+                    self.eof = True
+                if self.dropping is not None:
+                    got = self._drop(chunk)
+                else:
+                    self.buf += chunk
+                if got is None:
+                    continue
+            if isinstance(got, Refused):
+                log.warning("refused a stdin line of over %d bytes", self.max_line)
+                self.lines.entries.append(got)
+                return "\n"
+            if not got.strip():
+                continue
+            text = got.decode("utf-8", errors="replace")
+            self.lines.entries.append(text)
+            return text + "\n"
 
 
 @contextlib.contextmanager
@@ -98,12 +178,14 @@ def claimed_stdin() -> Iterator[int]:
 async def serve_stdio(server: PlacetMCP) -> None:
     """Serve `server` on stdin/stdout until stdin reaches EOF (or the task is cancelled)."""
     with claimed_stdin() as fd:
-        stdin = cast(Any, StdinLines(fd))  # duck-types the `async for line in stdin` it needs
+        lines = LineLog()
+        stdin = cast(Any, StdinLines(fd, lines))  # duck-types the `async for line in stdin`
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
             gate = RequestGate()
             low = server._lowlevel_server
+            screened = ScreenedReadStream(read_stream, lines, write_stream)
             await low.run(
-                cast(Any, GatedReadStream(read_stream, gate)),
+                cast(Any, GatedReadStream(screened, gate)),
                 cast(Any, GatedWriteStream(write_stream, gate)),
                 low.create_initialization_options(),
             )

@@ -1,0 +1,293 @@
+"""What `placet serve` does with a stdin line the SDK cannot turn into a request.
+
+mcp 2.3's stdio reader parses each line with pydantic (jiter) and, when that fails, hands
+the dispatcher an exception that it drops with a debug log: the client never hears back
+and waits forever. Three kinds of line met that fate (or were misread) and each now gets
+a JSON-RPC answer, decided here (JSON-RPC 2.0 section 5; DESIGN.md section 9):
+
+- **Unpaired UTF-16 surrogates** (`"\\ud800"`, valid JSON, not valid Unicode): jiter
+  refuses the whole line. placet parses it again with Python's `json`, which keeps lone
+  surrogates, and then: in a request's `params` (tool arguments, dict keys included) the
+  request is answered `-32602` with `data.code = invalid_argument` naming the field, the
+  same shape as any schema violation (`framework.schema_error`); in `initialize`'s
+  `clientInfo` (self-reported, display only) and in notifications and responses (which
+  cannot be answered) each lone surrogate becomes U+FFFD and the message goes on.
+- **Ids that are not a string or an integer** (`1.5`, `-0.0`, `true`, `null`, `{}`, `[]`):
+  the SDK read such a request as a notification and never answered it. MCP requires a
+  string or integer id, so these get `-32600 Invalid Request` with id null.
+- **Anything else unreadable**: not JSON gets `-32700 Parse error`, JSON that is no
+  JSON-RPC message gets `-32600`, with the message's id when it has a valid one, else null.
+- **Oversized lines** are discarded by `placet.server.stdio.StdinLines` without being
+  buffered; it passes a `Refused` here with the id it recovered from the line's first
+  bytes (`recover_id`), and this layer answers it.
+
+Lines the SDK reads fine cost nothing extra: the slow path runs only on its failures and
+on notifications that spell `"id"`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import deque
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+)
+
+log = logging.getLogger("placet.server")
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE_PROBLEM = (
+    "holds an unpaired UTF-16 surrogate (\\ud800-\\udfff), which is not valid Unicode; "
+    "send the text as UTF-8 or as a proper surrogate pair"
+)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A line `StdinLines` refused without parsing; `request_id` as recovered, or None."""
+
+    request_id: int | str | None
+    error: ErrorData
+
+
+class LineLog:
+    """The lines `StdinLines` handed the SDK's reader, in order, until screened.
+
+    The SDK's reader turns every line into exactly one item (a message or an exception),
+    so the n-th item the screen receives came from the n-th entry here.
+    """
+
+    def __init__(self) -> None:
+        self.entries: deque[str | Refused] = deque()
+
+
+def _bad_const(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(line: str) -> Any:
+    return json.loads(line, parse_constant=_bad_const)
+
+
+def valid_id(value: object) -> bool:
+    """A JSON-RPC id MCP accepts: an integer (not a boolean) or a string of valid Unicode."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and not _SURROGATE.search(value)
+
+
+def recover_id(prefix: bytes) -> int | str | None:
+    """The top-level `id` of the JSON object that `prefix` begins, if it shows before any
+    value the prefix cuts off; else None (never a nested `id`)."""
+    text = prefix.decode("utf-8", errors="replace")
+    dec = json.JSONDecoder(parse_constant=_bad_const)
+    ws = re.compile(r"\s*")
+
+    def skip(i: int) -> int:
+        m = ws.match(text, i)
+        return m.end() if m else i
+
+    i = skip(0)
+    if not text.startswith("{", i):
+        return None
+    i = skip(i + 1)
+    try:
+        while i < len(text) and text[i] == '"':
+            key, i = dec.raw_decode(text, i)
+            i = skip(i)
+            if not text.startswith(":", i):
+                return None
+            value, i = dec.raw_decode(text, skip(i + 1))
+            if key == "id":
+                return value if valid_id(value) else None
+            i = skip(i)
+            if not text.startswith(",", i):
+                return None
+            i = skip(i + 1)
+    except ValueError:
+        return None
+    return None
+
+
+def _surrogate_fields(value: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Paths (keys, with U+FFFD for surrogates) of every string or key holding one."""
+    out: list[tuple[str, ...]] = []
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            out.append(path)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            key = _SURROGATE.sub("\ufffd", k)
+            if _SURROGATE.search(k):
+                out.append((*path, key))
+            out.extend(_surrogate_fields(v, (*path, key)))
+    elif isinstance(value, list):
+        for n, v in enumerate(value):
+            out.extend(_surrogate_fields(v, (*path, str(n))))
+    return out
+
+
+def _clean(value: Any) -> Any:
+    """`value` with every lone surrogate (in strings and keys) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _error(request_id: int | str | None, code: int, message: str, data: Any = None) -> Refused:
+    return Refused(request_id, ErrorData(code=code, message=message, data=data))
+
+
+def _surrogate_refusal(msg: dict[str, Any], request_id: int | str) -> Refused | None:
+    """The answer to a request whose params hold lone surrogates (None: none left)."""
+    params = msg.get("params")
+    fields = _surrogate_fields(params)
+    if not fields:
+        return None
+    tool = msg.get("method") == "tools/call" and isinstance(params, dict)
+    name = _SURROGATE.sub("\ufffd", str(params.get("name"))) if isinstance(params, dict) else None
+    errors = []
+    for path in fields:
+        if tool and path[:1] == ("arguments",) and len(path) > 1:
+            path = path[1:]
+        else:
+            path = ("params", *path)
+        errors.append({"field": ".".join(path), "problem": SURROGATE_PROBLEM})
+    listed = "; ".join(f"{e['field']}: {e['problem']}" for e in errors[:10])
+    what = f"arguments for {name}" if tool else f"params of {msg.get('method')}"
+    data: dict[str, Any] = {"code": "invalid_argument", "errors": errors}
+    if tool:
+        data["tool"] = name
+    return _error(request_id, INVALID_PARAMS, f"invalid {what}: {listed}", data)
+
+
+def screen(line: str, parsed: Any) -> SessionMessage | Refused | None:
+    """Decide on a line the SDK failed to read (`parsed` is its exception) or read as a
+    notification (`parsed` is that message): a message to pass on, a refusal to answer,
+    or None to pass `parsed` on unchanged."""
+    is_note = isinstance(parsed, SessionMessage)
+    if is_note and '"id"' not in line:
+        return None
+    try:
+        msg = _loads(line)
+    except ValueError:
+        return None if is_note else _error(None, PARSE_ERROR, "Parse error: not valid JSON")
+    if not isinstance(msg, dict):
+        return _error(None, INVALID_REQUEST, "Invalid Request: not a JSON object (no batches)")
+    has_id = "id" in msg
+    rid = msg.get("id") if has_id and valid_id(msg.get("id")) else None
+    if is_note:
+        if not has_id:
+            return None
+        return _error(None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+    if "method" in msg and has_id:
+        if rid is None:
+            return _error(
+                None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
+            )
+        if not isinstance(msg["method"], str) or _SURROGATE.search(msg["method"]):
+            return _error(rid, INVALID_REQUEST, "Invalid Request: method is not a valid string")
+        if msg["method"] == "initialize" and isinstance(msg.get("params"), dict):
+            info = msg["params"].get("clientInfo")
+            if info is not None:  # self-reported, display only: repaired, not refused
+                msg["params"] = {**msg["params"], "clientInfo": _clean(info)}
+        refusal = _surrogate_refusal(msg, rid)
+        if refusal is not None:
+            return refusal
+    else:  # a notification or a response: nothing to answer, so repair and pass on
+        msg = _clean(msg)
+    try:
+        message = mcp_types.jsonrpc_message_adapter.validate_python(msg, by_name=False)
+    except ValueError:
+        return _error(rid, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+    return SessionMessage(message)
+
+
+def _is_note(item: object) -> bool:
+    return isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCNotification)
+
+
+class ScreenedReadStream:
+    """The SDK's read stream with `screen` applied; refusals are written to `reply`
+    (the transport's own write stream) and never reach the dispatcher."""
+
+    def __init__(self, inner: Any, lines: LineLog, reply: Any) -> None:
+        self.inner = inner
+        self.lines = lines
+        self.reply = reply
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self.inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self.inner.receive()
+            entry = self.lines.entries.popleft() if self.lines.entries else None
+            if isinstance(entry, Refused):
+                decided: SessionMessage | Refused | None = entry
+            elif entry is None or not (
+                isinstance(item, Exception)
+                or (
+                    isinstance(item, SessionMessage)
+                    and isinstance(item.message, JSONRPCNotification)
+                )
+            ):
+                return item
+            else:
+                decided = screen(entry, item)
+            if decided is None:
+                return item
+            if isinstance(decided, SessionMessage):
+                return replace(decided, metadata=getattr(item, "metadata", None))
+            log.warning(
+                "refused a message without reading it (id %r): %s",
+                decided.request_id,
+                decided.error.message,
+            )
+            answer = JSONRPCError(jsonrpc="2.0", id=decided.request_id, error=decided.error)
+            await self.reply.send(SessionMessage(answer))
+
+    def __aiter__(self) -> ScreenedReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> ScreenedReadStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
