@@ -15,7 +15,20 @@ pipe. `serve_stdio` drives the low-level server directly (the SDK's own
 `MCPServer._lowlevel_server`, which mcp 2.3 documents as the object `Client(...,
 mode="legacy")` wraps; the `mcp>=2.3,<3` pin keeps that stable and
 `tests/test_server_cli.py` checks the behaviour. Between the transport and the server sit
-the streams of `placet.server.flow`, which bound the requests one client keeps in flight.
+the screen of `placet.server.wire` (answers lines the SDK cannot read) and the streams of
+`placet.server.flow`, which bound the requests one client keeps in flight.
+
+**One line, one message, at most `MAX_LINE_BYTES` (16 MiB).** Each read is scanned for a
+newline once, so a line costs time linear in its length (before, every 64 KiB read
+rescanned and copied the whole buffer: a 64 MiB line cost 30 s of CPU on the event loop,
+and memory grew with the line). A longer line is dropped as it arrives, keeping only its
+first 4 KiB to recover the id, and refused with `-32600` (`data.code = limit_exceeded`):
+memory stays at the cap plus one read. The cap is sized on the largest legitimate request,
+`propose_sync` with one decision per conflict: a plan holds at most `plan_entry_cap`
+(100,000) files a side, and a decision is its path plus about 17 bytes of JSON, so
+16 MiB carries a decision for every file of a full plan at paths averaging 150 bytes
+(8 MiB would stop at 66, common in deep trees). Every other tool takes a few paths and a
+reason of 200 characters. A request past the cap is refused as a whole, never cut.
 """
 
 from __future__ import annotations
