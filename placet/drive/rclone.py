@@ -346,8 +346,12 @@ class RcloneDrive(RcloneCore):
         return n, {t: h.hexdigest() for t, h in hs.items()}
 
     def _verify(self, dest: str, size: int, streamed: dict[str, str]) -> tuple[str, str | None]:
-        """Check the stored object at `dest`; returns (verification, remote digest)."""
-        found = self.stat(dest)
+        """Check the stored object at `dest`; returns (verification, remote digest).
+
+        One `operations/stat` gives its size and the remote's own digest of it.
+        """
+        vtype = preferred_digest(self.capabilities())
+        found = self._stat(check_drive_path(dest), (vtype,) if vtype else ())
         if found is None or found.is_dir or (found.size is not None and found.size != size):
             raise DriveError(
                 f"verifying {dest!r} failed: the remote holds "
@@ -360,8 +364,7 @@ class RcloneDrive(RcloneCore):
                     "remote_size": None if found is None else found.size,
                 },
             )
-        vtype = preferred_digest(self.capabilities())
-        remote = self.digest_of(dest, vtype) if vtype else None
+        remote = found.digests.get(vtype) if vtype else None
         if vtype and remote:
             if remote != streamed[vtype]:
                 raise DriveError(

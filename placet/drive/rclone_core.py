@@ -318,8 +318,11 @@ class RcloneCore:
         computed fresh (never from the listing cache): this is the evidence check.
         """
         path = check_drive_path(path)
+        return self._stat(path, self.capabilities().hash_types if include_digest else ())
+
+    def _stat(self, path: str, types: Sequence[str]) -> Entry | None:
+        """`stat` of a checked `path` with fresh digests of `types` (none: no digest)."""
         opt: dict[str, Any] = {"noMimeType": True}
-        types = self.capabilities().hash_types if include_digest else ()
         if types:
             opt.update(showHash=True, hashTypes=list(types))
         params = {"fs": self._fs().raw, "remote": path, "opt": opt}
@@ -389,7 +392,8 @@ class RcloneCore:
     # ----- temporary objects ----------------------------------------------------------
 
     def remove_temp(self, path: str, *, quiet: bool = False) -> bool:
-        """Delete temporary object `path` (its name must have the shape of a name placet made, `placet.temp_names`).
+        """Delete temporary object `path` (its name must have the shape of a name placet
+        made, `placet.temp_names`).
 
         Returns True if it existed. With `quiet`, rclone failures are swallowed (used on
         the way out of a failed upload, where the first error is the one to report).
