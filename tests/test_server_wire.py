@@ -7,10 +7,13 @@ cap of `placet.server.stdio.StdinLines` (oversized lines: constant memory, linea
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +44,22 @@ class Raw:
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        self.pending = b""
 
     def send(self, line: str | bytes) -> None:
         self.stdin.write((line.encode() if isinstance(line, str) else line) + b"\n")
         self.stdin.flush()
 
     def recv(self, timeout: float = 60) -> dict[str, Any]:
-        ready, _, _ = select.select([self.stdout], [], [], timeout)
-        assert ready, f"no answer within {timeout} s"
-        line = self.stdout.readline()
-        assert line, "server closed stdout"
+        """The next answer line (read unbuffered, so `select` sees what is pending)."""
+        fd = self.stdout.fileno()
+        while b"\n" not in self.pending:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            assert ready, f"no answer within {timeout} s"
+            chunk = os.read(fd, 1 << 16)
+            assert chunk, "server closed stdout"
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
         return dict(json.loads(line))
 
     def init(self, client_info: str = '{"name": "raw", "version": "0"}') -> dict[str, Any]:
@@ -266,3 +275,49 @@ def test_recover_id_reads_only_a_top_level_id_before_the_cut() -> None:
     assert recover_id(b'{"id": 1.5}') is None
     assert recover_id(b'{"params": {"x": "cut here') is None
     assert recover_id(b"[1, 2") is None
+
+
+# ---- the outstanding-bytes budget (placet.server.flow) --------------------------------
+
+
+def _rchar(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar")  # pragma: no cover
+
+
+@pytest.mark.timeout(300)
+def test_large_unread_requests_are_held_to_the_byte_budget(raw: Raw) -> None:
+    raw.init()
+    fcntl.fcntl(raw.stdout.fileno(), fcntl.F_SETPIPE_SZ, 4096)  # a few answers fill the pipe
+    fillers, bigs, pad = 20, 24, (MAX_LINE_BYTES >> 20) - 1 << 20  # 24 lines of 15 MiB
+    done = threading.Event()
+
+    def writer() -> None:
+        for i in range(1, fillers + 1):
+            raw.send(json.dumps(
+                {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                 "params": {"name": "roots_list", "arguments": {}}}
+            ))  # fmt: skip
+        for i in range(fillers + 1, fillers + bigs + 1):
+            raw.send(f'{{"jsonrpc": "2.0", "id": {i}, "method": "ping", "params": {{"_meta": '
+                     f'{{"pad": "{"P" * pad}"}}}}}}')  # fmt: skip
+        done.set()
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    last, still = -1, 0
+    while still < 4:  # wait for the server to stop reading stdin (2 s without a byte)
+        assert not done.is_set(), "the server read every line with its answers unread"
+        now = _rchar(raw.proc.pid)
+        still = still + 1 if now == last else 0
+        last = now
+        time.sleep(0.5)
+    peak = raw.status("VmHWM")
+    # without the budget all 24 lines (360 MiB) would be held: over 450 MiB
+    assert peak < 300, f"peak RSS {peak} MiB while {bigs} x 15 MiB requests waited"
+    seen = {raw.recv(120)["id"] for _ in range(fillers + bigs)}
+    assert seen == set(range(1, fillers + bigs + 1))
+    thread.join(60)
+    assert done.is_set()

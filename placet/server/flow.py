@@ -11,8 +11,10 @@ hold 5,000 requests and their payloads at once (1.2 GB). The SDK offers no cap f
   answer is handed to the stdout writer (or the dispatcher settles it unanswered, after a
   client cancel). At the bound placet stops reading stdin, so the pipe fills and the
   client's writes block: back-pressure, not an error, because an error would itself be
-  an answer waiting on the same full pipe. Memory is then bounded by the bound times the
-  size of a request line.
+  an answer waiting on the same full pipe. The same holds past `MAX_OUTSTANDING_BYTES`
+  of outstanding request lines (a line may be 16 MiB, `placet.server.stdio`, so the
+  count alone would allow 2 GiB); one request is always admitted when none is
+  outstanding. Memory is then bounded by that budget plus one line, and what they parse to.
 - **Tool calls** (`ToolSlots`, tool level): at most `MAX_RUNNING_TOOLS` tool calls run at
   once and `MAX_WAITING_TOOLS` more wait for a slot; a call past both is answered at once
   with the retryable domain error `server_busy` (a `LimitExceeded`), so a client that
@@ -35,6 +37,9 @@ from placet.errors import LimitExceeded
 
 MAX_OUTSTANDING = 128
 """Requests read from stdin and not yet answered; past this, stdin is not read."""
+MAX_OUTSTANDING_BYTES = 64 * 1024 * 1024
+"""Characters of outstanding request lines; past this, stdin is not read (the first
+request is admitted whatever its size)."""
 MAX_RUNNING_TOOLS = 16
 """Tool calls executing at once."""
 MAX_WAITING_TOOLS = 48
@@ -42,10 +47,11 @@ MAX_WAITING_TOOLS = 48
 
 
 class _Ticket:
-    __slots__ = ("released",)
+    __slots__ = ("released", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
         self.released = False
+        self.size = size
 
 
 def _key(request_id: object) -> tuple[bool, object]:
@@ -54,22 +60,32 @@ def _key(request_id: object) -> tuple[bool, object]:
 
 
 class RequestGate:
-    """Counts outstanding requests; `admit` waits while `limit` of them are outstanding."""
+    """Counts outstanding requests; `admit` waits while `limit` of them, or `byte_limit`
+    characters of their lines, are outstanding."""
 
-    def __init__(self, limit: int = MAX_OUTSTANDING) -> None:
+    def __init__(self, limit: int = MAX_OUTSTANDING, byte_limit: int = MAX_OUTSTANDING_BYTES):
         self.limit = limit
+        self.byte_limit = byte_limit
         self.outstanding = 0
+        self.outstanding_bytes = 0
         self._by_id: dict[tuple[bool, object], list[_Ticket]] = {}
         self._freed: anyio.Event | None = None
 
-    async def admit(self, request_id: object) -> Callable[[], Awaitable[None]]:
-        """Wait for room, count request `request_id`; returns its unanswered-release hook."""
-        while self.outstanding >= self.limit:
+    def _full(self, size: int) -> bool:
+        return self.outstanding >= self.limit or (
+            self.outstanding > 0 and self.outstanding_bytes + size > self.byte_limit
+        )
+
+    async def admit(self, request_id: object, size: int = 0) -> Callable[[], Awaitable[None]]:
+        """Wait for room, count request `request_id` (its line `size` characters long);
+        returns its unanswered-release hook."""
+        while self._full(size):
             if self._freed is None:
                 self._freed = anyio.Event()
             await self._freed.wait()
         self.outstanding += 1
-        ticket = _Ticket()
+        self.outstanding_bytes += size
+        ticket = _Ticket(size)
         self._by_id.setdefault(_key(request_id), []).append(ticket)
 
         async def unanswered() -> None:
@@ -94,6 +110,7 @@ class RequestGate:
         if not tickets:
             self._by_id.pop(key, None)
         self.outstanding -= 1
+        self.outstanding_bytes -= ticket.size
         if self._freed is not None:
             self._freed.set()
             self._freed = None
@@ -113,8 +130,9 @@ class GatedReadStream:
 
     async def receive(self) -> Any:
         item = await self.inner.receive()
+        size = int(getattr(self.inner, "last_line_chars", 0))  # set by wire's screen
         if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
-            hook = await self.gate.admit(item.message.id)
+            hook = await self.gate.admit(item.message.id, size)
             if item.metadata is None:
                 item = dataclasses.replace(
                     item, metadata=ServerMessageMetadata(on_request_unanswered=hook)

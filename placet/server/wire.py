@@ -235,6 +235,8 @@ class ScreenedReadStream:
         self.inner = inner
         self.lines = lines
         self.reply = reply
+        self.last_line_chars = 0
+        """Length of the line the last item came from (for `flow.RequestGate`)."""
 
     @property
     def last_context(self) -> Any:
@@ -244,6 +246,7 @@ class ScreenedReadStream:
         while True:
             item = await self.inner.receive()
             entry = self.lines.entries.popleft() if self.lines.entries else None
+            self.last_line_chars = len(entry) if isinstance(entry, str) else 0
             if isinstance(entry, Refused):
                 decided: SessionMessage | Refused | None = entry
             elif entry is None or not (
