@@ -208,6 +208,8 @@ def test_unreadable_lines_are_answered_and_blank_lines_ignored(raw: Raw) -> None
     assert _err(raw.recv()) == (None, -32600)
     raw.send('{"jsonrpc": "2.0", "id": 3}')  # neither request nor response
     assert _err(raw.recv()) == (3, -32600)
+    raw.send('{"jsonrpc": "2.0", "id": "s", "method": "ping", "params": [1]}')
+    assert _err(raw.recv()) == ("s", -32600)
     raw.send('{"jsonrpc": "2.0", "id": 4, "method": "ping"')  # cut short
     assert _err(raw.recv()) == (None, -32700)
     raw.ping(6)

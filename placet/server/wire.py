@@ -199,6 +199,8 @@ def screen(line: str, parsed: Any) -> SessionMessage | Refused | None:
     if is_note:
         if not has_id:
             return None
+        if rid is not None:  # a valid id on a message the SDK could only read as a notification
+            return _error(rid, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 request")
         return _error(None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
     if "method" in msg and has_id:
         if rid is None:
