@@ -1,31 +1,42 @@
-"""The values the sync planner reads and returns: listings, baseline, plan.
+"""The values the sync planner returns: the plan, its ops and reports, and how it is stored.
 
 The plan is a value (STYLE.md): listings are gathered before `plan()`, execution comes
-after it, and in between a `SyncPlan` can be shown, stored, confirmed and tested. These
-are frozen, slotted dataclasses rather than pydantic models because a plan of 100,000
-entries is built in a hot loop (DESIGN.md section 8); validation happens where values
-cross a trust boundary, in `to_request_ops` (pydantic `placet.requests.Op`).
+after it, and in between a `SyncPlan` can be shown, stored, confirmed and tested. This
+module decides what a plan may say (op and report kinds, conflict kinds and the
+decisions each allows, the entry cap) and its stored format (`PLAN_FORMAT`, versioned
+so a change invalidates instead of misreading). These are frozen, slotted dataclasses
+rather than pydantic models because a plan of 100,000 entries is built in a hot loop
+(DESIGN.md section 8); validation happens where values cross a trust boundary, in
+`to_request_ops` (pydantic `placet.requests.Op`).
 
-Paths are POSIX, relative to the synced folder on each side, NFC-normalised (DESIGN.md
-section 7). `LocalEntry.raw_path` keeps the name as it is on disk (maybe NFD, maybe not
-valid UTF-8 as surrogate escapes) because that is the name I/O must use;
-`RemoteEntry.path` is what the drive listed, and the name ops address on the remote.
+The entries a plan is made from (`LocalEntry`, `RemoteEntry`, `BaselineEntry`, the
+capability flags) live in `placet.sync.entries` and are re-exported here, so
+`from placet.sync.model import LocalEntry` keeps working.
 """
 
 from __future__ import annotations
 
-import gc
-import unicodedata
-from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal, Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from placet.errors import PlacetError
+from placet.sync.entries import (
+    BaselineEntry,
+    Capabilities,
+    LocalEntry,
+    LocalKind,
+    OneDigest,
+    PlanCapabilities,
+    RemoteEntry,
+    RemoteKind,
+    gc_paused,
+    new_local_entry,
+    new_remote_entry,
+    nfc,
+    parse_rfc3339_ns,
+)
 
-LocalKind = Literal["file", "dir", "skipped", "error"]
-RemoteKind = Literal["file", "dir"]
 PlanOpKind = Literal["mkdir", "upload", "upload_revision", "download"]
 ReportKind = Literal[
     "skip",
@@ -71,52 +82,6 @@ PLAN_FORMAT = "placet-plan v1"
 every stored format so a change invalidates instead of misreading)."""
 
 
-def nfc(path: str) -> str:
-    """NFC form of a path (ASCII, the common case, returned as is)."""
-    if path.isascii():
-        return path
-    return unicodedata.normalize("NFC", path)
-
-
-def parse_rfc3339_ns(s: str | None) -> int | None:
-    """RFC 3339 (as rclone prints it, up to 9 fractional digits) to ns since the epoch."""
-    if not s:
-        return None
-    main, frac, tz = s, "", ""
-    if "." in s:
-        main, rest = s.split(".", 1)
-        i = 0
-        while i < len(rest) and rest[i].isdigit():
-            i += 1
-        frac, tz = rest[:i], rest[i:]
-    try:
-        dt = datetime.fromisoformat(main + (tz or ""))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        return None
-    return int(dt.timestamp()) * 1_000_000_000 + int((frac + "000000000")[:9] or 0)
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a plan or an index builds its entries.
-
-    Both build 100,000+ small acyclic objects; each burst of allocations triggers
-    collections that walk every live object again, about a quarter of the run time
-    (measured, docs/performance.md). Nothing built here forms a cycle, so nothing is
-    lost by waiting. The collector is re-enabled only if it was enabled on entry, so
-    nesting and concurrent callers leave it as they found it, at worst enabled.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 class EmptySideRefused(PlacetError):
     """Planning stopped: one side listed empty while a baseline exists, or a listing failed.
 
@@ -126,154 +91,6 @@ class EmptySideRefused(PlacetError):
     """
 
     code = "empty_side"
-
-
-class Capabilities(Protocol):
-    """What the planner needs from a drive's capability flags (STYLE.md: the drive is an
-    interface with capability flags). `placet.drive.base.Capabilities` satisfies it; so
-    does `PlanCapabilities` below.
-
-    `hash_types`: rclone hash names the remote offers (lower case); `case_insensitive`:
-    names differing only in case address one object; `modtime_precision_ns`: the
-    remote's mtime resolution, nanoseconds (None: exact).
-    """
-
-    @property
-    def hash_types(self) -> Collection[str]: ...
-
-    @property
-    def case_insensitive(self) -> bool: ...
-
-    @property
-    def modtime_precision_ns(self) -> int | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PlanCapabilities:
-    """A plain `Capabilities` for callers (and tests) without a drive object."""
-
-    hash_types: tuple[str, ...] = ()
-    case_insensitive: bool = False
-    modtime_precision_ns: int | None = 1_000_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class LocalEntry:
-    """One local path as the indexer saw it.
-
-    `kind`: `file` (regular), `dir`, `skipped` (symlink, FIFO, socket, device: never
-    opened, `note` says which), `error` (unreadable; `note` says why; a folder in error
-    blocks planning beneath it). `size` bytes, `mtime_ns` nanoseconds since the epoch.
-    `sha256` of the exact bytes; `digest_type`/`digest` the remote's native type
-    computed locally (lower-case hex). `verified`: the digest was read from settled
-    bytes (not racily clean, not changed while read) and may be cached.
-    """
-
-    path: str
-    raw_path: str
-    kind: LocalKind
-    size: int = 0
-    mtime_ns: int = 0
-    sha256: str | None = None
-    digest_type: str | None = None
-    digest: str | None = None
-    verified: bool = False
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__slots__}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LocalEntry:
-        return cls(**d)
-
-
-class OneDigest(Mapping[str, str]):
-    """A read-only mapping of exactly one digest type to its hex value.
-
-    What a listing carries per file is usually one digest (the remote's preferred type);
-    a dict for it costs 184 bytes, this 56, which is 13 MB over 100,000 files.
-    """
-
-    __slots__ = ("digest_type", "value")
-
-    def __init__(self, digest_type: str, value: str) -> None:
-        self.digest_type, self.value = digest_type, value
-
-    def __getitem__(self, key: str) -> str:
-        if key == self.digest_type:
-            return self.value
-        raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.value if key == self.digest_type else default
-
-    def __iter__(self) -> Iterator[str]:
-        yield self.digest_type
-
-    def __len__(self) -> int:
-        return 1
-
-    def values(self) -> Any:
-        return (self.value,)
-
-    def __repr__(self) -> str:
-        return f"{{{self.digest_type!r}: {self.value!r}}}"
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteEntry:
-    """One remote path as the drive listed it (rclone `lsjson`/`operations/list`).
-
-    `size` bytes (-1: unknown, as rclone reports for some objects); `mtime` RFC 3339 as
-    rclone reports it; `digests` maps lower-case rclone hash names to hex in any case.
-    An empty `digests` means the remote gave none for this file.
-    """
-
-    path: str
-    kind: RemoteKind
-    size: int = 0
-    mtime: str | None = None
-    digests: Mapping[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "kind": self.kind,
-            "size": self.size,
-            "mtime": self.mtime,
-            "digests": dict(self.digests),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RemoteEntry:
-        return cls(**d)
-
-
-@dataclass(frozen=True, slots=True)
-class BaselineEntry:
-    """What a path held on both sides after the last sync that touched it.
-
-    Written for `done` ops and for skips verified by digest (DESIGN.md section 7).
-    `sha256`: the content's SHA-256, or None for a folder. `remote_digest_type` /
-    `remote_digest`: the remote's digest then; where the remote had none, `size` and
-    `mtime` (the remote's RFC 3339 mtime) stand in, compared within the remote's
-    modtime precision.
-    """
-
-    path: str
-    sha256: str | None
-    remote_digest_type: str | None = None
-    remote_digest: str | None = None
-    size: int | None = None
-    mtime: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__slots__}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BaselineEntry:
-        return cls(**d)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,62 +188,13 @@ class SyncPlan:
         )
 
 
+# A positional constructor for the planner's skips, the bulk of a plan's reports: it
+# sets the slots through their descriptors, as `placet.sync.entries.new_local_entry`
+# does and for the same reason (five times faster than the frozen `__init__`).
 _new = object.__new__
-_L = {n: LocalEntry.__dict__[n].__set__ for n in LocalEntry.__slots__}
-_R = {n: RemoteEntry.__dict__[n].__set__ for n in RemoteEntry.__slots__}
 _P = {n: PlanReport.__dict__[n].__set__ for n in PlanReport.__slots__}
-_l_path, _l_raw, _l_kind, _l_size, _l_mtime = (_L[n] for n in LocalEntry.__slots__[:5])
-_l_sha, _l_dtype, _l_digest, _l_verified, _l_note = (_L[n] for n in LocalEntry.__slots__[5:])
-_r_path, _r_kind, _r_size, _r_mtime, _r_digests = (_R[n] for n in RemoteEntry.__slots__)
 _p_path, _p_kind, _p_detail, _p_ck, _p_allowed = (_P[n] for n in PlanReport.__slots__[:5])
 _p_local, _p_remote, _p_dtype, _p_blocked, _p_missing = (_P[n] for n in PlanReport.__slots__[5:])
-
-# Positional constructors for the hot loops (the indexer, the remote listing, the
-# planner's skips) that set the slots through their descriptors. The dataclasses' own
-# `__init__` goes through `object.__setattr__` once per field (what `frozen` needs),
-# five times slower: 2.2 us against 0.44 us per `RemoteEntry` (measured), a quarter of
-# a second per 100,000 entries on each side of a plan. The result is the same value
-# (same type, equality, repr); every field must be given, in order.
-
-
-def new_local_entry(
-    path: str,
-    raw_path: str,
-    kind: LocalKind,
-    size: int,
-    mtime_ns: int,
-    sha256: str | None,
-    digest_type: str | None,
-    digest: str | None,
-    verified: bool,
-    note: str,
-) -> LocalEntry:
-    """`LocalEntry(...)` with every field, fast (see above)."""
-    e: LocalEntry = _new(LocalEntry)
-    _l_path(e, path)
-    _l_raw(e, raw_path)
-    _l_kind(e, kind)
-    _l_size(e, size)
-    _l_mtime(e, mtime_ns)
-    _l_sha(e, sha256)
-    _l_dtype(e, digest_type)
-    _l_digest(e, digest)
-    _l_verified(e, verified)
-    _l_note(e, note)
-    return e
-
-
-def new_remote_entry(
-    path: str, kind: RemoteKind, size: int, mtime: str | None, digests: Mapping[str, str]
-) -> RemoteEntry:
-    """`RemoteEntry(...)` with every field, fast (see above)."""
-    e: RemoteEntry = _new(RemoteEntry)
-    _r_path(e, path)
-    _r_kind(e, kind)
-    _r_size(e, size)
-    _r_mtime(e, mtime)
-    _r_digests(e, digests)
-    return e
 
 
 def new_report(
@@ -507,3 +275,34 @@ def _report_from_dict(d: Mapping[str, Any]) -> PlanReport:
         missing_parents=tuple(d["missing_parents"]),
         **_sides_from_dict(d),
     )
+
+
+__all__ = [
+    "ALLOWED_DECISIONS",
+    "DEFAULT_ENTRY_CAP",
+    "OP_KINDS",
+    "PLAN_FORMAT",
+    "REPORT_KINDS",
+    "BaselineEntry",
+    "Capabilities",
+    "ConflictKind",
+    "Decision",
+    "EmptySideRefused",
+    "LocalEntry",
+    "LocalKind",
+    "OneDigest",
+    "PlanCapabilities",
+    "PlanOp",
+    "PlanOpKind",
+    "PlanReport",
+    "RemoteEntry",
+    "RemoteKind",
+    "ReportKind",
+    "SyncPlan",
+    "gc_paused",
+    "new_local_entry",
+    "new_remote_entry",
+    "new_report",
+    "nfc",
+    "parse_rfc3339_ns",
+]
