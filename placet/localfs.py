@@ -1,31 +1,23 @@
-"""Local file I/O at execution time, by descriptor walk from the root (DESIGN.md 6 and 9).
+"""Local writes at execution time: temporary files and their commit (DESIGN.md 6 and 9).
 
-`placet.paths.resolve_local` checks a path by name when a proposal is made; between that
-check and the execution, anyone who can write in the root can swap a folder for a
-symlink, and a by-name ``open`` would follow it out of the root (the check-then-open race
-behind CVE-2025-53109). So at execution nothing is opened by a path string. The root is
-opened once with ``O_DIRECTORY|O_NOFOLLOW`` and its device/inode compared with what the
-proposal recorded; every further component is opened relative to the previous
-descriptor with ``O_NOFOLLOW`` (``openat``), so a symlink anywhere is refused, not
-followed. The descriptor placet opened is then the one handed to rclone (upload: as
-stdin of ``rclone rcat``; download: as stdout of ``rclone cat``), because rclone would
-reopen a path by name and undo the walk.
-
-Reads refuse anything that is not a regular file *after* it was opened (``O_NONBLOCK``
-so a FIFO cannot block the open, then ``fstat``), and files with more than one hard link
-(a link to a file outside the root is invisible to any path check). Writes go to a
-temporary name created with ``O_EXCL|O_NOFOLLOW`` in the destination folder, are fsynced,
-then renamed into place with directory descriptors: without overwrite by a no-replace
-rename (``renameat2(RENAME_NOREPLACE)``, or ``link`` + ``unlink`` where that is missing),
-so an existing name, including one that folds together on a case-insensitive disk, is
-never clobbered; with overwrite, the old file is first linked (or copied) into the trash
+Writes go to a temporary name created with ``O_EXCL|O_NOFOLLOW`` in the destination
+folder (opened by descriptor walk, `placet.localfs_walk`), are fsynced, then renamed
+into place with directory descriptors: without overwrite by a no-replace rename
+(``renameat2(RENAME_NOREPLACE)``, or ``link`` + ``unlink`` where that is missing), so an
+existing name, including one that folds together on a case-insensitive disk, is never
+clobbered; with overwrite, the old file is first linked (or copied) into the trash
 folder of the data directory, then atomically replaced, so it is recoverable and the name
 never goes missing. Every function closes the descriptors it opened if it fails.
 
-Errors: `PathRefused` with codes ``root_changed``, ``symlink_refused``,
-``not_a_directory``, ``not_regular_file``, ``hard_link_refused``, ``path_invalid``,
-``permission_denied``; `NotFound`; `AlreadyExists`. Other ``OSError`` (EIO, ENOSPC...)
-propagate unchanged for the caller to report as a failed op. Stdlib only; POSIX only.
+This module is also the one import callers use for local file I/O: it re-exports the
+descriptor walk (`placet.localfs_walk`: open_root, open_dir_under, open_regular_at,
+open_file_for_read, lstat_at) and hashing (`placet.localfs_hash`: hash_fd, hash_fd_sized,
+sha256_fd), so ``from placet import localfs`` reaches all of it.
+
+Errors: those of `placet.localfs_walk`; `AlreadyExists`; `PathRefused`
+(``symlink_refused``, ``not_regular_file``) for a target to replace; `PlacetError`
+(``unsupported_filesystem``). Other ``OSError`` (EIO, ENOSPC...) propagate unchanged for
+the caller to report as a failed op. Stdlib only; POSIX only.
 """
 
 from __future__ import annotations
@@ -35,32 +27,34 @@ import ctypes
 import errno
 import fcntl
 import functools
-import hashlib
 import os
 import secrets
 import stat
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, cast
+from pathlib import Path
+from typing import cast
 
-from placet.errors import (
-    AlreadyExists,
-    NotFound,
-    PathRefused,
-    PlacetError,
-    StaleEvidence,
-    UsageError,
+from placet.errors import AlreadyExists, PathRefused, PlacetError, UsageError
+from placet.localfs_hash import CHUNK, hash_fd, hash_fd_sized, sha256_fd
+from placet.localfs_walk import (
+    _DIR_FLAGS,
+    _READ_FLAGS,
+    _check_component,
+    _close,
+    _not_regular,
+    _q,
+    lstat_at,
+    open_dir_under,
+    open_file_for_read,
+    open_regular_at,
+    open_root,
 )
-from placet.paths import Root, check_local_shape
+from placet.localfs_walk import _refusal_for as _refusal_for
 from placet.temp_names import is_placet_temp
-from placet.text import inert
-
-if TYPE_CHECKING:
-    from placet.requests import RootRef
 
 __all__ = [
+    "CHUNK",
     "TEMP_PREFIX",
     "commit_temp_file",
     "create_temp_file",
@@ -80,250 +74,9 @@ __all__ = [
 TEMP_PREFIX = ".placet-tmp-"
 """Every temporary name placet creates, local or remote, starts with this."""
 
-CHUNK = 1024 * 1024
-_LOCKSTEP_CHUNKS = 32
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _RENAME_NOREPLACE = 1
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
-
-
-def _q(path: str) -> str:
-    return f"'{inert(path)}'"
-
-
-def _close(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(fd)
-
-
-def open_root(root: Root | RootRef) -> int:
-    """Open a root's directory and check it is the folder that was nominated.
-
-    Returns:
-        A directory descriptor (``O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC``); the caller closes it.
-
-    Raises:
-        PathRefused (code ``root_changed``): the directory is gone, is now a symlink, or
-            its (st_dev, st_ino) differs from the recorded device/inode.
-    """
-    path = os.fspath(root.path)
-    try:
-        fd = os.open(path, _DIR_FLAGS)
-    except OSError as e:
-        raise _root_changed(root, e.strerror or "cannot be opened") from e
-    try:
-        st = os.fstat(fd)
-    except BaseException:
-        _close(fd)
-        raise
-    if (st.st_dev, st.st_ino) != (root.device, root.inode):
-        _close(fd)
-        raise _root_changed(root, "it was replaced by another folder")
-    return fd
-
-
-def _root_changed(root: Root | RootRef, why: str) -> PathRefused:
-    return PathRefused(
-        f"the local root {root.name}={_q(os.fspath(root.path))} is no longer the folder "
-        f"the proposal was made against ({why}); nothing was read or written: check the "
-        "folder and propose again",
-        code="root_changed",
-        details={"root": root.name, "path": os.fspath(root.path)},
-    )
-
-
-def _check_component(part: str, shown: str) -> None:
-    if part in {"", ".", ".."} or "/" in part or "\x00" in part:
-        raise PathRefused(
-            f"refusing path {_q(shown)}: component {_q(part)} is not a single plain name; "
-            "name the path from the root down",
-            code="path_invalid",
-            details={"path": shown},
-        )
-
-
-def _refusal_for(dir_fd: int, name: str, shown: str, e: OSError) -> PlacetError:
-    """Turn an open failure on `name` under `dir_fd` into the domain error it means.
-
-    An errno with no domain meaning (EIO, EMFILE...) is re-raised as is.
-    """
-    if e.errno in {errno.ELOOP, errno.ENOTDIR, errno.EMLINK}:
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except OSError:
-            st = None
-        if st is None or stat.S_ISLNK(st.st_mode) or e.errno == errno.ELOOP:
-            return PathRefused(
-                f"refusing path {_q(shown)}: it is (or became) a symbolic link; placet "
-                "never follows links in a root: name the real path",
-                code="symlink_refused",
-                details={"path": shown},
-            )
-        return PathRefused(
-            f"refusing path {_q(shown)}: it is not a folder; check the path",
-            code="not_a_directory",
-            details={"path": shown},
-        )
-    if e.errno == errno.ENOENT:
-        return NotFound(
-            f"local path {_q(shown)} does not exist (it may have been moved since the "
-            "proposal was made)",
-            details={"path": shown},
-        )
-    if e.errno in {errno.EACCES, errno.EPERM}:
-        return PathRefused(
-            f"cannot open local path {_q(shown)}: permission denied; fix its permissions "
-            "or choose another file",
-            code="permission_denied",
-            details={"path": shown},
-        )
-    if e.errno == errno.ENXIO:  # a unix socket
-        return _not_regular(shown, "a socket")
-    raise e
-
-
-def _not_regular(shown: str, what: str) -> PathRefused:
-    return PathRefused(
-        f"refusing local path {_q(shown)}: it is {what}, not a regular file; name a regular file",
-        code="not_regular_file",
-        details={"path": shown},
-    )
-
-
-def open_dir_under(
-    root_fd: int, rel_parts: Sequence[str] | PurePosixPath, create: bool = False
-) -> int:
-    """Open the folder `rel_parts` below `root_fd`, one component at a time, no links.
-
-    Args:
-        root_fd: an open directory descriptor (not closed here).
-        rel_parts: the components (``()`` gives a duplicate of `root_fd`).
-        create: make missing folders (mode 0o700, then the umask) on the way down.
-
-    Returns:
-        A new directory descriptor; the caller closes it.
-
-    Raises:
-        PathRefused: ``symlink_refused`` (a component is a symlink), ``not_a_directory``,
-            ``path_invalid`` (``..``, ``/`` or NUL in a component), ``permission_denied``.
-        NotFound: a component is missing and `create` is False.
-    """
-    parts = rel_parts.parts if isinstance(rel_parts, PurePosixPath) else tuple(rel_parts)
-    current = os.dup(root_fd)
-    try:
-        for i, part in enumerate(parts):
-            shown = "/".join(parts[: i + 1])
-            _check_component(part, shown)
-            try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=current)
-            except FileNotFoundError as e:
-                if not create:
-                    raise _refusal_for(current, part, shown, e) from e
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o700, dir_fd=current)
-                try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=current)
-                except OSError as e2:
-                    raise _refusal_for(current, part, shown, e2) from e2
-            except OSError as e:
-                raise _refusal_for(current, part, shown, e) from e
-            _close(current)
-            current = nxt
-    except BaseException:
-        _close(current)
-        raise
-    return current
-
-
-def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
-    """``lstat`` of `name` in `dir_fd`, or None if absent (never follows a link)."""
-    try:
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-
-
-def open_regular_at(
-    dir_fd: int, name: str, *, shown: str | None = None
-) -> tuple[int, os.stat_result]:
-    """Open `name` in `dir_fd` for reading, refusing anything but a singly-linked file.
-
-    Opens with ``O_RDONLY|O_NOFOLLOW|O_NONBLOCK`` (a FIFO cannot block), checks with
-    ``fstat``, then clears ``O_NONBLOCK``.
-
-    Returns:
-        (descriptor, its ``os.stat_result``); the caller closes the descriptor.
-
-    Raises:
-        PathRefused: ``symlink_refused``, ``not_regular_file`` (folder, FIFO, socket,
-            device), ``hard_link_refused`` (``st_nlink > 1``), ``permission_denied``.
-        NotFound: no such name.
-    """
-    shown = name if shown is None else shown
-    _check_component(name, shown)
-    try:
-        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
-    except OSError as e:
-        raise _refusal_for(dir_fd, name, shown, e) from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = (
-                "a folder"
-                if stat.S_ISDIR(st.st_mode)
-                else "a FIFO"
-                if stat.S_ISFIFO(st.st_mode)
-                else "a device or socket"
-            )
-            raise _not_regular(shown, kind)
-        if st.st_nlink > 1:
-            raise PathRefused(
-                f"refusing local path {_q(shown)}: it has {st.st_nlink} hard links, so its "
-                "content may be shared with a file outside the root; copy it to a new file "
-                "and name that",
-                code="hard_link_refused",
-                details={"path": shown, "nlink": st.st_nlink},
-            )
-        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
-    except BaseException:
-        _close(fd)
-        raise
-    return fd, st
-
-
-def open_file_for_read(
-    root: Root | RootRef, rel: str | PurePosixPath
-) -> tuple[int, os.stat_result]:
-    """Open the regular file `rel` under `root` by descriptor walk (the execution path).
-
-    `rel` is checked by shape again (`placet.paths.check_local_shape`), the root is
-    re-opened and its identity checked (`open_root`), folders are walked with
-    `open_dir_under`, the file opened with `open_regular_at`.
-
-    Returns:
-        (descriptor positioned at 0, blocking, ``O_CLOEXEC``; its ``os.stat_result``).
-
-    Raises:
-        PathRefused: every code of `open_root`, `open_dir_under` and `open_regular_at`;
-            ``not_regular_file`` for the root itself.
-        NotFound: a component is missing.
-    """
-    shown = str(rel)
-    parts = check_local_shape("" if shown == "." else shown).parts
-    if not parts:
-        raise _not_regular(shown or ".", "the root folder itself")
-    root_fd = open_root(root)
-    try:
-        dir_fd = open_dir_under(root_fd, parts[:-1])
-    finally:
-        _close(root_fd)
-    try:
-        return open_regular_at(dir_fd, parts[-1], shown="/".join(parts))
-    finally:
-        _close(dir_fd)
 
 
 def temp_name_for(final_name: str) -> str:
@@ -526,91 +279,3 @@ def commit_temp_file(
         raise
     os.fsync(dir_fd)
     return trashed
-
-
-def _hash_pass(fd: int, hasher: Any, chunk: int, barrier: threading.Barrier | None) -> int:
-    buf = bytearray(chunk)
-    view = memoryview(buf)
-    offset = 0
-    chunks = 0
-    while True:
-        n = os.preadv(fd, [buf], offset)
-        if n == 0:
-            break
-        hasher.update(view[:n])
-        offset += n
-        chunks += 1
-        if barrier is not None and chunks % _LOCKSTEP_CHUNKS == 0:
-            try:
-                barrier.wait()  # keep passes within a few MiB, so they share the page cache
-            except threading.BrokenBarrierError:
-                barrier = None  # a partner finished or failed: go on alone
-    if barrier is not None:
-        barrier.abort()  # release partners waiting for this pass, which is done
-    return offset
-
-
-def hash_fd_sized(fd: int, types: Sequence[str], chunk: int = CHUNK) -> tuple[dict[str, str], int]:
-    """Digest a regular file's bytes from offset 0 to EOF with one or more hashlib types.
-
-    Reads with ``pread`` into a reused buffer (the file position is not moved). With
-    several types, each is computed by its own thread over the same descriptor, the
-    threads kept in lockstep every 32 chunks so the second read comes from the page cache:
-    hashlib releases the GIL, so two types cost about as much as one on two cores (a
-    single loop feeding both hashers costs the sum).
-
-    Returns:
-        ({type: lower-case hex}, size in bytes read).
-
-    Raises:
-        UsageError: a type hashlib does not offer (use rclone for those).
-        StaleEvidence: the file's length changed while it was being hashed.
-    """
-    hashers: dict[str, Any] = {}
-    for t in dict.fromkeys(types):
-        try:
-            hashers[t] = hashlib.new(t)
-        except ValueError as e:
-            raise UsageError(
-                f"hash type {_q(t)} is not available in hashlib; compute it with rclone",
-                details={"type": t},
-            ) from e
-    if len(hashers) == 1:
-        size = _hash_pass(fd, next(iter(hashers.values())), chunk, None)
-        return {t: h.hexdigest() for t, h in hashers.items()}, size
-    barrier = threading.Barrier(len(hashers))
-    sizes: dict[str, int] = {}
-    errors: list[BaseException] = []
-
-    def run(t: str) -> None:
-        try:
-            sizes[t] = _hash_pass(fd, hashers[t], chunk, barrier)
-        except BaseException as e:
-            errors.append(e)
-            barrier.abort()
-
-    threads = [threading.Thread(target=run, args=(t,), daemon=True) for t in hashers]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    if errors:
-        raise errors[0]
-    if len(set(sizes.values())) != 1:
-        raise StaleEvidence(
-            "the file changed length while it was being hashed; try again when it is "
-            "no longer being written",
-            details={"sizes": sizes},
-        )
-    return {t: h.hexdigest() for t, h in hashers.items()}, next(iter(sizes.values()))
-
-
-def hash_fd(fd: int, types: Sequence[str], chunk: int = CHUNK) -> dict[str, str]:
-    """`hash_fd_sized` without the size: ``{type: hex}``."""
-    return hash_fd_sized(fd, types, chunk)[0]
-
-
-def sha256_fd(fd: int) -> tuple[str, int]:
-    """SHA-256 hex and size in bytes of the file behind `fd` (from offset 0)."""
-    digests, size = hash_fd_sized(fd, ["sha256"])
-    return digests["sha256"], size

@@ -1,0 +1,291 @@
+"""Opening local files at execution time by descriptor walk from the root (DESIGN.md 6, 9).
+
+`placet.paths.resolve_local` checks a path by name when a proposal is made; between that
+check and the execution, anyone who can write in the root can swap a folder for a
+symlink, and a by-name ``open`` would follow it out of the root (the check-then-open race
+behind CVE-2025-53109). So at execution nothing is opened by a path string. The root is
+opened once with ``O_DIRECTORY|O_NOFOLLOW`` and its device/inode compared with what the
+proposal recorded; every further component is opened relative to the previous
+descriptor with ``O_NOFOLLOW`` (``openat``), so a symlink anywhere is refused, not
+followed. The descriptor placet opened is then the one handed to rclone (upload: as
+stdin of ``rclone rcat``; download: as stdout of ``rclone cat``), because rclone would
+reopen a path by name and undo the walk.
+
+Reads refuse anything that is not a regular file *after* it was opened (``O_NONBLOCK``
+so a FIFO cannot block the open, then ``fstat``), and files with more than one hard link
+(a link to a file outside the root is invisible to any path check). This module decides
+only what may be opened; writing (temporary files, commit) is `placet.localfs` and
+hashing `placet.localfs_hash`. Every function closes the descriptors it opened if it
+fails.
+
+Errors: `PathRefused` with codes ``root_changed``, ``symlink_refused``,
+``not_a_directory``, ``not_regular_file``, ``hard_link_refused``, ``path_invalid``,
+``permission_denied``; `NotFound`. Other ``OSError`` (EIO, EMFILE...) propagate
+unchanged for the caller to report as a failed op. Stdlib only; POSIX only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+from placet.errors import NotFound, PathRefused, PlacetError
+from placet.paths import Root, check_local_shape
+from placet.text import inert
+
+if TYPE_CHECKING:
+    from placet.requests import RootRef
+
+__all__ = [
+    "lstat_at",
+    "open_dir_under",
+    "open_file_for_read",
+    "open_regular_at",
+    "open_root",
+]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+def _q(path: str) -> str:
+    return f"'{inert(path)}'"
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def open_root(root: Root | RootRef) -> int:
+    """Open a root's directory and check it is the folder that was nominated.
+
+    Returns:
+        A directory descriptor (``O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC``); the caller closes it.
+
+    Raises:
+        PathRefused (code ``root_changed``): the directory is gone, is now a symlink, or
+            its (st_dev, st_ino) differs from the recorded device/inode.
+    """
+    path = os.fspath(root.path)
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except OSError as e:
+        raise _root_changed(root, e.strerror or "cannot be opened") from e
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        _close(fd)
+        raise
+    if (st.st_dev, st.st_ino) != (root.device, root.inode):
+        _close(fd)
+        raise _root_changed(root, "it was replaced by another folder")
+    return fd
+
+
+def _root_changed(root: Root | RootRef, why: str) -> PathRefused:
+    return PathRefused(
+        f"the local root {root.name}={_q(os.fspath(root.path))} is no longer the folder "
+        f"the proposal was made against ({why}); nothing was read or written: check the "
+        "folder and propose again",
+        code="root_changed",
+        details={"root": root.name, "path": os.fspath(root.path)},
+    )
+
+
+def _check_component(part: str, shown: str) -> None:
+    if part in {"", ".", ".."} or "/" in part or "\x00" in part:
+        raise PathRefused(
+            f"refusing path {_q(shown)}: component {_q(part)} is not a single plain name; "
+            "name the path from the root down",
+            code="path_invalid",
+            details={"path": shown},
+        )
+
+
+def _refusal_for(dir_fd: int, name: str, shown: str, e: OSError) -> PlacetError:
+    """Turn an open failure on `name` under `dir_fd` into the domain error it means.
+
+    An errno with no domain meaning (EIO, EMFILE...) is re-raised as is.
+    """
+    if e.errno in {errno.ELOOP, errno.ENOTDIR, errno.EMLINK}:
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            st = None
+        if st is None or stat.S_ISLNK(st.st_mode) or e.errno == errno.ELOOP:
+            return PathRefused(
+                f"refusing path {_q(shown)}: it is (or became) a symbolic link; placet "
+                "never follows links in a root: name the real path",
+                code="symlink_refused",
+                details={"path": shown},
+            )
+        return PathRefused(
+            f"refusing path {_q(shown)}: it is not a folder; check the path",
+            code="not_a_directory",
+            details={"path": shown},
+        )
+    if e.errno == errno.ENOENT:
+        return NotFound(
+            f"local path {_q(shown)} does not exist (it may have been moved since the "
+            "proposal was made)",
+            details={"path": shown},
+        )
+    if e.errno in {errno.EACCES, errno.EPERM}:
+        return PathRefused(
+            f"cannot open local path {_q(shown)}: permission denied; fix its permissions "
+            "or choose another file",
+            code="permission_denied",
+            details={"path": shown},
+        )
+    if e.errno == errno.ENXIO:  # a unix socket
+        return _not_regular(shown, "a socket")
+    raise e
+
+
+def _not_regular(shown: str, what: str) -> PathRefused:
+    return PathRefused(
+        f"refusing local path {_q(shown)}: it is {what}, not a regular file; name a regular file",
+        code="not_regular_file",
+        details={"path": shown},
+    )
+
+
+def open_dir_under(
+    root_fd: int, rel_parts: Sequence[str] | PurePosixPath, create: bool = False
+) -> int:
+    """Open the folder `rel_parts` below `root_fd`, one component at a time, no links.
+
+    Args:
+        root_fd: an open directory descriptor (not closed here).
+        rel_parts: the components (``()`` gives a duplicate of `root_fd`).
+        create: make missing folders (mode 0o700, then the umask) on the way down.
+
+    Returns:
+        A new directory descriptor; the caller closes it.
+
+    Raises:
+        PathRefused: ``symlink_refused`` (a component is a symlink), ``not_a_directory``,
+            ``path_invalid`` (``..``, ``/`` or NUL in a component), ``permission_denied``.
+        NotFound: a component is missing and `create` is False.
+    """
+    parts = rel_parts.parts if isinstance(rel_parts, PurePosixPath) else tuple(rel_parts)
+    current = os.dup(root_fd)
+    try:
+        for i, part in enumerate(parts):
+            shown = "/".join(parts[: i + 1])
+            _check_component(part, shown)
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=current)
+            except FileNotFoundError as e:
+                if not create:
+                    raise _refusal_for(current, part, shown, e) from e
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o700, dir_fd=current)
+                try:
+                    nxt = os.open(part, _DIR_FLAGS, dir_fd=current)
+                except OSError as e2:
+                    raise _refusal_for(current, part, shown, e2) from e2
+            except OSError as e:
+                raise _refusal_for(current, part, shown, e) from e
+            _close(current)
+            current = nxt
+    except BaseException:
+        _close(current)
+        raise
+    return current
+
+
+def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+    """``lstat`` of `name` in `dir_fd`, or None if absent (never follows a link)."""
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def open_regular_at(
+    dir_fd: int, name: str, *, shown: str | None = None
+) -> tuple[int, os.stat_result]:
+    """Open `name` in `dir_fd` for reading, refusing anything but a singly-linked file.
+
+    Opens with ``O_RDONLY|O_NOFOLLOW|O_NONBLOCK`` (a FIFO cannot block), checks with
+    ``fstat``, then clears ``O_NONBLOCK``.
+
+    Returns:
+        (descriptor, its ``os.stat_result``); the caller closes the descriptor.
+
+    Raises:
+        PathRefused: ``symlink_refused``, ``not_regular_file`` (folder, FIFO, socket,
+            device), ``hard_link_refused`` (``st_nlink > 1``), ``permission_denied``.
+        NotFound: no such name.
+    """
+    shown = name if shown is None else shown
+    _check_component(name, shown)
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError as e:
+        raise _refusal_for(dir_fd, name, shown, e) from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = (
+                "a folder"
+                if stat.S_ISDIR(st.st_mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(st.st_mode)
+                else "a device or socket"
+            )
+            raise _not_regular(shown, kind)
+        if st.st_nlink > 1:
+            raise PathRefused(
+                f"refusing local path {_q(shown)}: it has {st.st_nlink} hard links, so its "
+                "content may be shared with a file outside the root; copy it to a new file "
+                "and name that",
+                code="hard_link_refused",
+                details={"path": shown, "nlink": st.st_nlink},
+            )
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+    except BaseException:
+        _close(fd)
+        raise
+    return fd, st
+
+
+def open_file_for_read(
+    root: Root | RootRef, rel: str | PurePosixPath
+) -> tuple[int, os.stat_result]:
+    """Open the regular file `rel` under `root` by descriptor walk (the execution path).
+
+    `rel` is checked by shape again (`placet.paths.check_local_shape`), the root is
+    re-opened and its identity checked (`open_root`), folders are walked with
+    `open_dir_under`, the file opened with `open_regular_at`.
+
+    Returns:
+        (descriptor positioned at 0, blocking, ``O_CLOEXEC``; its ``os.stat_result``).
+
+    Raises:
+        PathRefused: every code of `open_root`, `open_dir_under` and `open_regular_at`;
+            ``not_regular_file`` for the root itself.
+        NotFound: a component is missing.
+    """
+    shown = str(rel)
+    parts = check_local_shape("" if shown == "." else shown).parts
+    if not parts:
+        raise _not_regular(shown or ".", "the root folder itself")
+    root_fd = open_root(root)
+    try:
+        dir_fd = open_dir_under(root_fd, parts[:-1])
+    finally:
+        _close(root_fd)
+    try:
+        return open_regular_at(dir_fd, parts[-1], shown="/".join(parts))
+    finally:
+        _close(dir_fd)
