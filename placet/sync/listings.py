@@ -1,0 +1,197 @@
+"""Reading the two listings for the planner: keys, implied folders, duplicates, caps, fingerprints.
+
+What it decides, and why:
+
+- Paths are matched after NFC normalisation, and after case folding too when the remote
+  is case-insensitive, because those are the names that address one object there.
+  Names that meet under one key are kept aside as duplicates; the classifier reports
+  them as a `collision`.
+- Hidden paths (a component starting with ".") are dropped unless asked for.
+- Folders a listing implies but did not list (bucket remotes, partial local listings)
+  are added, so parent checks see them.
+- Each side holds at most `entry_cap` files and as many folders (DESIGN.md section 9),
+  counted as the listing is read, so an oversized tree stops early.
+- Each listing is fingerprinted (SHA-256 of its sorted entries): equal fingerprints,
+  equal options and an equal baseline give an equal plan, so a caller may reuse a
+  stored plan instead of classifying again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from operator import attrgetter
+from typing import Any
+
+from placet.errors import LimitExceeded
+from placet.sync.model import (
+    DEFAULT_ENTRY_CAP,
+    Capabilities,
+    LocalEntry,
+    OneDigest,
+    RemoteEntry,
+    gc_paused,
+    nfc,
+)
+
+
+def read_local(
+    entries: Iterable[LocalEntry], include_hidden: bool, cap: int, ci: bool
+) -> tuple[dict[str, LocalEntry], dict[str, list[LocalEntry]], str]:
+    by_key: dict[str, LocalEntry] = {}
+    dups: dict[str, list[LocalEntry]] = {}
+    kept: list[LocalEntry] = []
+    files = dirs = 0
+    for e in entries:
+        p = e.path if e.path.isascii() else nfc(e.path)
+        if not include_hidden and (p[:1] == "." or "/." in p):  # a component starts with "."
+            continue
+        if p != e.path:
+            e = replace(e, path=p)
+        kept.append(e)
+        if e.kind == "dir":
+            dirs += 1
+            if dirs > cap:
+                raise _cap_error("local", cap, "folders")
+        else:
+            files += 1
+            if files > cap:
+                raise _cap_error("local", cap, "files")
+        k = p.casefold() if ci else p
+        if k in by_key:
+            dups.setdefault(k, [by_key[k]]).append(e)
+        else:
+            by_key[k] = e
+    for k in [k for k in by_key if "/" in k and k.rpartition("/")[0] not in by_key]:
+        if k.rpartition("/")[0] not in by_key:  # a sibling may have implied it since
+            e = by_key[k]
+            _imply_parents(by_key, e.path, e.raw_path, ci, local=True)
+    kept.sort(key=attrgetter("raw_path"))
+    lines = (
+        f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}" for e in kept
+    )
+    return by_key, dups, _fingerprint(lines)
+
+
+def read_remote(
+    entries: Iterable[RemoteEntry], include_hidden: bool, cap: int, ci: bool
+) -> tuple[dict[str, RemoteEntry], dict[str, list[RemoteEntry]], str]:
+    by_key: dict[str, RemoteEntry] = {}
+    dups: dict[str, list[RemoteEntry]] = {}
+    kept: list[RemoteEntry] = []
+    files = dirs = 0
+    for e in entries:
+        p = e.path if e.path.isascii() else nfc(e.path)
+        if not include_hidden and (p[:1] == "." or "/." in p):  # a component starts with "."
+            continue
+        kept.append(e)
+        if e.kind == "dir":
+            dirs += 1
+            if dirs > cap:
+                raise _cap_error("remote", cap, "folders")
+        else:
+            files += 1
+            if files > cap:
+                raise _cap_error("remote", cap, "files")
+        k = p.casefold() if ci else p
+        if k in by_key:
+            dups.setdefault(k, [by_key[k]]).append(e)
+        else:
+            by_key[k] = e
+    for k in [k for k in by_key if "/" in k and k.rpartition("/")[0] not in by_key]:
+        if k.rpartition("/")[0] not in by_key:
+            e = by_key[k]
+            _imply_parents(by_key, nfc(e.path), e.path, ci, local=False)
+    kept.sort(key=attrgetter("path"))
+    one = OneDigest
+    lines = (
+        f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0"
+        # One digest (the usual listing): its value, without two method calls.
+        f"{d.value if type(d) is one else chr(0).join(d.values())}"
+        for e in kept
+        for d in (e.digests,)
+    )
+    return by_key, dups, _fingerprint(lines)
+
+
+def _imply_parents(by_key: dict[str, Any], path: str, raw: str, ci: bool, *, local: bool) -> None:
+    """Add the folders a listing implies but did not list (bucket remotes, partial
+    local listings), so parent checks see them."""
+    parts, raw_parts = path.split("/"), raw.split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        pp = "/".join(parts[:i])
+        pk = pp.casefold() if ci else pp
+        if pk in by_key:
+            return
+        if local:
+            by_key[pk] = LocalEntry(pp, "/".join(raw_parts[:i]), "dir", note="implied")
+        else:
+            by_key[pk] = RemoteEntry("/".join(raw_parts[:i]), "dir")
+
+
+def _fingerprint(lines: Iterable[str]) -> str:
+    """SHA-256 of the lines joined by newlines, hashed in batches: a listing of 100,000
+    entries never exists as one string (the lines come sorted by path, so equal
+    listings hash alike; duplicate names in another order only cost a re-plan)."""
+    h = hashlib.sha256()
+    batch: list[str] = []
+    first = True
+    for line in lines:
+        batch.append(line)
+        if len(batch) == 4096:
+            h.update(
+                ("" if first else "\n").encode()
+                + "\n".join(batch).encode("utf-8", "surrogateescape")
+            )
+            batch, first = [], False
+    if batch:
+        h.update(
+            ("" if first else "\n").encode() + "\n".join(batch).encode("utf-8", "surrogateescape")
+        )
+    return h.hexdigest()
+
+
+def _cap_error(side: str, cap: int, what: str) -> LimitExceeded:
+    return LimitExceeded(
+        f"cannot plan: the {side} listing has more than {cap} {what} (the plan entry "
+        "cap); plan a smaller folder",
+        details={"side": side, "cap": cap, "counted": what},
+    )
+
+
+@dataclass(frozen=True)
+class Listings:
+    """Both listings read, keyed and fingerprinted (`read_listings`), ready for
+    `plan_listings`. The fingerprints identify the listings: equal fingerprints, equal
+    options and an equal baseline give an equal plan, so a caller holding a plan made
+    from the same fingerprints may reuse it instead of classifying again."""
+
+    capabilities: Capabilities
+    local_fingerprint: str
+    remote_fingerprint: str
+    _loc: dict[str, LocalEntry]
+    _ldups: dict[str, list[LocalEntry]]
+    _rem: dict[str, RemoteEntry]
+    _rdups: dict[str, list[RemoteEntry]]
+
+
+@gc_paused()
+def read_listings(
+    local: Iterable[LocalEntry],
+    remote: Iterable[RemoteEntry],
+    capabilities: Capabilities,
+    *,
+    include_hidden: bool = False,
+    entry_cap: int = DEFAULT_ENTRY_CAP,
+) -> Listings:
+    """The first half of `plan`: NFC (and case-fold) keys, implied folders, duplicate
+    names, the entry cap and the fingerprints.
+
+    Raises:
+        LimitExceeded: a side has more than `entry_cap` files (or folders).
+    """
+    ci = bool(capabilities.case_insensitive)
+    loc, ldups, lfp = read_local(local, include_hidden, entry_cap, ci)
+    rem, rdups, rfp = read_remote(remote, include_hidden, entry_cap, ci)
+    return Listings(capabilities, lfp, rfp, loc, ldups, rem, rdups)
