@@ -3,10 +3,12 @@
 Listings, stat, mkdir, digests, moves and deletes go to one long-lived `rclone rcd` on a
 private unix socket: a call costs well under a millisecond there against ~45 ms for a
 fresh `rclone` process (measured; docs/decisions.md), and an evidence check or a sync
-plan makes many of them. Bytes go through `rclone rcat` / `rclone cat` children fed
-from and into placet's own descriptors (`placet.drive.transfer`), because rcd can only
-open local files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX`
-bytes), whose bytes placet reads from its descriptor into memory and sends to rcd's
+plan makes many of them (`placet.drive.rclone_core`; listings and their digests,
+`placet.drive.rclone_listing`). This module decides how bytes move and when an upload
+counts as stored. Bytes go through `rclone rcat` / `rclone cat` children fed from and
+into placet's own descriptors (`placet.drive.transfer`), because rcd can only open local
+files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX` bytes), whose
+bytes placet reads from its descriptor into memory and sends to rcd's
 `operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
 to start (docs/performance.md "Sync apply").
 
@@ -25,29 +27,19 @@ for a temporary name.
 rclone's caches: `clear_caches` drops rcd's cached backends before an evidence check or
 a plan's listing; for Proton Drive the backend's own metadata cache is turned off and
 `replace_existing_draft` turned on in the spec placet hands rclone (DESIGN.md section 3).
-Digests that rclone computes by reading the data (local folders, sftp) are kept in a
-`DigestStore` by path with the size and mtime they were computed for (the sync service
-hands over its persistent remote digest cache, `use_digest_store`, so there is one), and
-listings reuse them while both match. `list_rows` is the lean listing a sync plan reads:
-tuples, no `Entry` objects, and no caching (the planner's lister keeps the cache).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
-import json
 import subprocess
 import tempfile
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterator
 
 from placet.drive import transfer
 from placet.drive.base import (
     DIGEST_PREFERENCE,
     DownloadResult,
-    Entry,
     JournalFn,
     ProgressFn,
     UploadResult,
@@ -57,30 +49,25 @@ from placet.drive.proc import spawn, stop
 from placet.drive.rclone_core import (
     LONG_CALL_SECONDS,
     RCD_UPLOAD_MAX,
-    RcloneCore,
     split_path,
     temp_name,
 )
+from placet.drive.rclone_listing import RcloneListing
 from placet.drive.spec import check_drive_path
 from placet.errors import (
     AlreadyExists,
     DriveError,
     DriveUnavailable,
-    PathRefused,
     StaleEvidence,
     UsageError,
 )
 
-_BULK_HASH_THRESHOLD = 64  # more cache misses than this: one hashed listing, not N calls
-_CURSOR_VERSION = 1
+__all__ = ["RcloneDrive"]
 
 
-def _size(e: Entry) -> int:
-    return -1 if e.size is None else e.size
-
-
-class RcloneDrive(RcloneCore):
-    """A `Drive` over rclone: listings with cached digests, paged folders, transfers.
+class RcloneDrive(RcloneListing):
+    """A `Drive` over rclone: listings with cached digests (`RcloneListing`), paged
+    folders, transfers.
 
     Construct with `RcloneDrive(spec, *, rclone_path, env, run_dir, flags=(), verify_readback=True)`
     (see `RcloneCore`), or get the configured one from `placet.drive.drive_for`.
@@ -90,152 +77,6 @@ class RcloneDrive(RcloneCore):
     """
 
     rcd_upload_max: int = RCD_UPLOAD_MAX
-
-    def _digest_types(self) -> tuple[str, ...]:
-        """Listings carry one digest per file: the preferred type (DESIGN.md section 9)."""
-        t = preferred_digest(self.capabilities())
-        return (t,) if t else ()
-
-    def _with_digests(self, path: str, entries: list[Entry], *, recurse: bool) -> list[Entry]:
-        """Digests for `entries` of an on-demand remote: from the digest store while a
-        file's size and mtime match, misses hashed one by one (and checked against a stat
-        afterwards, so a file changed meanwhile gets none) or, when there are many, by
-        one hashed listing; fresh ones are remembered in the store."""
-        types = self._digest_types()
-        if not types:
-            return entries
-        t = types[0]
-        store = self._digests
-        cached = store.cached(t)
-
-        def known(e: Entry) -> str | None:
-            c = cached.get(e.path)
-            return c[2] if c is not None and c[0] == e.size and c[1] == e.mtime else None
-
-        misses = [e for e in entries if not e.is_dir and known(e) is None]
-        fresh: dict[str, str] = {}
-        if len(misses) > _BULK_HASH_THRESHOLD:
-            want = {e.path: e for e in misses}
-            for p, _, size, mtime, d in self.list_rows(path, recurse=recurse, digest_type=t):
-                e = want.get(p)
-                if e is not None and d and size == _size(e) and mtime == e.mtime:
-                    fresh[p] = d
-        else:
-            for e in misses:
-                try:
-                    d = self.digest_of(e.path, t)
-                    after = self.stat(e.path)  # computed for the listed version only
-                except PathRefused:  # a listed name placet refuses to pass on: no digest
-                    continue
-                if d and after is not None and (after.size, after.mtime) == (e.size, e.mtime):
-                    fresh[e.path] = d
-        out = []
-        for e in entries:
-            d = None if e.is_dir else (fresh.get(e.path) or known(e))
-            out.append(replace(e, digests={t: d}) if d else e)
-        store.remember(
-            t,
-            [
-                (e.path, e.size, e.mtime, fresh[e.path])
-                for e in misses
-                if e.path in fresh and e.size is not None and e.mtime
-            ],
-        )
-        return out
-
-    def _listing(
-        self,
-        path: str,
-        *,
-        recurse: bool,
-        include_digest: bool,
-        page: Callable[[list[Entry]], list[Entry]] = lambda es: es,
-    ) -> list[Entry]:
-        """List `path`, cut the result with `page`, then add digests to what is left."""
-        caps = self.capabilities()
-        types = self._digest_types() if include_digest else ()
-        if types and not caps.hashes_on_demand:  # stored digests cost nothing extra
-            return page(self._list(path, recurse=recurse, types=types))
-        entries = page(self._list(path, recurse=recurse))
-        return self._with_digests(path, entries, recurse=recurse) if types else entries
-
-    def list_folder(
-        self,
-        path: str,
-        *,
-        include_digest: bool = False,
-        cursor: str | None = None,
-        limit: int = 500,
-    ) -> tuple[list[Entry], str | None]:
-        """One folder's entries, sorted by name, `limit` at a time (1-1000).
-
-        Returns:
-            (entries, next_cursor); next_cursor is None on the last page. Paths are
-            relative to the drive root; temporary upload objects are left out. With
-            `include_digest`, each file carries the remote's preferred digest type
-            (`preferred_digest`), when the remote has one for it.
-
-        Raises:
-            UsageError: a cursor from another folder or a malformed one (`invalid_cursor`);
-                bad `limit`.
-            NotFound: no such folder (or it is a file).
-        """
-        path = check_drive_path(path)
-        if not 1 <= limit <= 1000:
-            raise UsageError(f"limit must be between 1 and 1000, got {limit}")
-        after = self._decode_cursor(cursor, path) if cursor else None
-        more = False
-
-        def cut(entries: list[Entry]) -> list[Entry]:
-            nonlocal more
-            entries = sorted(entries, key=lambda e: e.name)
-            if after is not None:
-                entries = [e for e in entries if e.name > after]
-            more = len(entries) > limit
-            return entries[:limit]
-
-        got = self._listing(path, recurse=False, include_digest=include_digest, page=cut)
-        return got, (self._encode_cursor(path, got[-1].name) if more and got else None)
-
-    @staticmethod
-    def _encode_cursor(path: str, after: str) -> str:
-        raw = json.dumps({"v": _CURSOR_VERSION, "p": path, "a": after}).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    @staticmethod
-    def _decode_cursor(cursor: str, path: str) -> str:
-        try:
-            data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-            ok = data.get("v") == _CURSOR_VERSION and isinstance(data.get("a"), str)
-        except (ValueError, binascii.Error, AttributeError):
-            ok = False
-        if not ok:
-            raise UsageError(
-                "the cursor is malformed; list the folder again without a cursor to restart paging",
-                code="invalid_cursor",
-                details={"field": "cursor"},
-            )
-        if data["p"] != path:
-            raise UsageError(
-                f"the cursor belongs to folder {data['p']!r}, not {path!r}; "
-                "list the folder again without a cursor to restart paging",
-                code="invalid_cursor",
-                details={"field": "cursor"},
-            )
-        return str(data["a"])
-
-    def list_tree(self, path: str, *, include_digest: bool = True) -> list[Entry]:
-        """Every entry under `path`, recursively, in rclone's order (for sync planning).
-
-        With `include_digest`, each file carries the remote's preferred digest type
-        (cached by (path, size, mtime) where rclone computes it by reading the data).
-        Temp objects are left out.
-
-        Raises:
-            NotFound: no such folder. DriveUnavailable / DriveError: as rclone failed.
-        """
-        path = check_drive_path(path)
-        return self._listing(path, recurse=True, include_digest=include_digest)
 
     def read_head(self, path: str, max_bytes: int) -> bytes:
         """The first `max_bytes` bytes (1-1 MiB) of file `path` (`rclone cat --count`)."""
@@ -257,6 +98,32 @@ class RcloneDrive(RcloneCore):
 
     # ----- transfers ------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _cli_child(
+        self, argv: list[str], action: str, target: str, *, upload: bool
+    ) -> Iterator[subprocess.Popen[bytes]]:
+        """Run one rclone CLI child around the body: its stdin a pipe (`upload`) or its
+        stdout a pipe (download), stderr kept in a temporary file. After the body the
+        child is waited for; it is stopped however the body ends, and a non-zero exit
+        raises `_cli_failure(action, target, ...)`."""
+        with tempfile.TemporaryFile() as err:
+            proc = spawn(
+                argv,
+                self._env,
+                stdin=subprocess.PIPE if upload else subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL if upload else subprocess.PIPE,
+                stderr=err,
+                bufsize=0,
+            )
+            try:
+                yield proc
+                code = proc.wait()
+            finally:
+                stop(proc, grace=0)
+            if code != 0:
+                err.seek(0)
+                raise self._cli_failure(action, target, code, err.read())
+
     def _stream_up(
         self,
         fd: int,
@@ -270,35 +137,20 @@ class RcloneDrive(RcloneCore):
         argv = self._argv(
             "rcat", "--ignore-checksum", "--size", str(size), "--", self._fs().join(dest)
         )
-        with tempfile.TemporaryFile() as err:
-            proc = spawn(
-                argv,
-                self._env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                bufsize=0,
-            )
+        with self._cli_child(argv, "upload to", dest, upload=True) as proc:
+            assert proc.stdin is not None
+            transfer.widen_pipe(proc.stdin.fileno())
             try:
-                assert proc.stdin is not None
-                transfer.widen_pipe(proc.stdin.fileno())
-                try:
-                    transfer.pump_file_to_pipe(
-                        fd, size, proc.stdin.fileno(), hs, transfer.Ticker(progress, size), confirm
-                    )
-                except BrokenPipeError:
-                    pass  # rclone stopped reading; its exit status says why
-                except BaseException:
-                    proc.kill()  # never let rclone commit a partial or changed stream
-                    raise
-                with contextlib.suppress(BrokenPipeError):
-                    proc.stdin.close()
-                code = proc.wait()
-            finally:
-                stop(proc, grace=0)
-            if code != 0:
-                err.seek(0)
-                raise self._cli_failure("upload to", dest, code, err.read())
+                transfer.pump_file_to_pipe(
+                    fd, size, proc.stdin.fileno(), hs, transfer.Ticker(progress, size), confirm
+                )
+            except BrokenPipeError:
+                pass  # rclone stopped reading; its exit status says why
+            except BaseException:
+                proc.kill()  # never let rclone commit a partial or changed stream
+                raise
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
         return {t: h.hexdigest() for t, h in hs.items()}
 
     def _stream_up_rcd(
@@ -322,27 +174,12 @@ class RcloneDrive(RcloneCore):
     ) -> tuple[int, dict[str, str]]:
         hs = transfer.hashers(types)
         argv = self._argv("cat", "--", self._fs().join(path))
-        with tempfile.TemporaryFile() as err:
-            proc = spawn(
-                argv,
-                self._env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                bufsize=0,
+        with self._cli_child(argv, "download", path, upload=False) as proc:
+            assert proc.stdout is not None
+            transfer.widen_pipe(proc.stdout.fileno())
+            n = transfer.pump_pipe_to_file(
+                proc.stdout.fileno(), fd, hs, transfer.Ticker(progress, total)
             )
-            try:
-                assert proc.stdout is not None
-                transfer.widen_pipe(proc.stdout.fileno())
-                n = transfer.pump_pipe_to_file(
-                    proc.stdout.fileno(), fd, hs, transfer.Ticker(progress, total)
-                )
-                code = proc.wait()
-            finally:
-                stop(proc, grace=0)
-            if code != 0:
-                err.seek(0)
-                raise self._cli_failure("download", path, code, err.read())
         return n, {t: h.hexdigest() for t, h in hs.items()}
 
     def _verify(self, dest: str, size: int, streamed: dict[str, str]) -> tuple[str, str | None]:

@@ -4,8 +4,8 @@
 Drive's cache turned off and `replace_existing_draft` on, DESIGN.md section 3), the
 allowlisted child environment, the lazily started `rclone rcd` (`placet.drive.proc`),
 error mapping with redaction (`placet.drive.failures`), and the small metadata calls
-(fsinfo, stat, mkdir, hashsum, delete of temp objects). Listings and transfers build on
-it in `placet.drive.rclone`.
+(fsinfo, stat, mkdir, hashsum, delete of temp objects). Listings with their digests
+build on it in `placet.drive.rclone_listing`, transfers in `placet.drive.rclone`.
 
 Metadata goes through rcd because a call there costs well under a millisecond against
 ~45 ms for a fresh `rclone` process (measured; docs/decisions.md), and an evidence check
@@ -240,12 +240,17 @@ class RcloneCore:
             digests={str(k).lower(): str(v).lower() for k, v in hashes.items() if v},
         )
 
-    def _items(self, path: str, *, recurse: bool, types: Sequence[str] = ()) -> list[Any]:
-        """rclone's `operations/list` items of `path` (temp objects included)."""
-        opt: dict[str, Any] = {"recurse": recurse, "noMimeType": True}
+    def _listing_params(self, path: str, types: Sequence[str], **opt: Any) -> dict[str, Any]:
+        """`operations/list` and `operations/stat` parameters for `path`: `opt` plus no
+        MIME types, and rclone's digests of `types` when any are asked for."""
+        opt["noMimeType"] = True
         if types:
             opt.update(showHash=True, hashTypes=list(types))
-        params = {"fs": self._fs().raw, "remote": path, "opt": opt}
+        return {"fs": self._fs().raw, "remote": path, "opt": opt}
+
+    def _items(self, path: str, *, recurse: bool, types: Sequence[str] = ()) -> list[Any]:
+        """rclone's `operations/list` items of `path` (temp objects included)."""
+        params = self._listing_params(path, types, recurse=recurse)
         try:
             body = self._rc(
                 "operations/list", params, action="list", target=path, timeout=LONG_CALL_SECONDS
@@ -322,10 +327,7 @@ class RcloneCore:
 
     def _stat(self, path: str, types: Sequence[str]) -> Entry | None:
         """`stat` of a checked `path` with fresh digests of `types` (none: no digest)."""
-        opt: dict[str, Any] = {"noMimeType": True}
-        if types:
-            opt.update(showHash=True, hashTypes=list(types))
-        params = {"fs": self._fs().raw, "remote": path, "opt": opt}
+        params = self._listing_params(path, types)
         try:
             body = self._rc(
                 "operations/stat",
