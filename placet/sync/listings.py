@@ -22,7 +22,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeVar
 
 from placet.errors import LimitExceeded
 from placet.sync.model import (
@@ -35,29 +35,43 @@ from placet.sync.model import (
     nfc,
 )
 
+_E = TypeVar("_E", LocalEntry, RemoteEntry)
+"""A listing's entry type: `_read` serves both sides."""
 
-def read_local(
-    entries: Iterable[LocalEntry], include_hidden: bool, cap: int, ci: bool
-) -> tuple[dict[str, LocalEntry], dict[str, list[LocalEntry]], str]:
-    by_key: dict[str, LocalEntry] = {}
-    dups: dict[str, list[LocalEntry]] = {}
-    kept: list[LocalEntry] = []
+
+def _read(
+    entries: Iterable[_E], include_hidden: bool, cap: int, ci: bool, side: str
+) -> tuple[dict[str, _E], dict[str, list[_E]], list[_E]]:
+    """One side's entries keyed (NFC, case-folded if `ci`), with implied folders added;
+    names that meet under one key go to the duplicates; also the entries kept.
+
+    A local entry whose path is not NFC is replaced by one whose `path` is (its
+    `raw_path` keeps the on-disk name); a remote entry keeps its listed `path`, the name
+    ops address on the remote.
+
+    Raises:
+        LimitExceeded: more than `cap` files (or folders) on `side`.
+    """
+    local = side == "local"
+    by_key: dict[str, _E] = {}
+    dups: dict[str, list[_E]] = {}
+    kept: list[_E] = []
     files = dirs = 0
     for e in entries:
         p = e.path if e.path.isascii() else nfc(e.path)
         if not include_hidden and (p[:1] == "." or "/." in p):  # a component starts with "."
             continue
-        if p != e.path:
+        if local and p != e.path:
             e = replace(e, path=p)
         kept.append(e)
         if e.kind == "dir":
             dirs += 1
             if dirs > cap:
-                raise _cap_error("local", cap, "folders")
+                raise _cap_error(side, cap, "folders")
         else:
             files += 1
             if files > cap:
-                raise _cap_error("local", cap, "files")
+                raise _cap_error(side, cap, "files")
         k = p.casefold() if ci else p
         if k in by_key:
             dups.setdefault(k, [by_key[k]]).append(e)
@@ -66,7 +80,18 @@ def read_local(
     for k in [k for k in by_key if "/" in k and k.rpartition("/")[0] not in by_key]:
         if k.rpartition("/")[0] not in by_key:  # a sibling may have implied it since
             e = by_key[k]
-            _imply_parents(by_key, e.path, e.raw_path, ci, local=True)
+            if isinstance(e, LocalEntry):
+                _imply_parents(by_key, e.path, e.raw_path, ci, local=True)
+            else:
+                _imply_parents(by_key, nfc(e.path), e.path, ci, local=False)
+    return by_key, dups, kept
+
+
+def read_local(
+    entries: Iterable[LocalEntry], include_hidden: bool, cap: int, ci: bool
+) -> tuple[dict[str, LocalEntry], dict[str, list[LocalEntry]], str]:
+    """The local listing keyed (`_read`), and its fingerprint (by on-disk name)."""
+    by_key, dups, kept = _read(entries, include_hidden, cap, ci, "local")
     kept.sort(key=attrgetter("raw_path"))
     lines = (
         f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}" for e in kept
@@ -77,32 +102,8 @@ def read_local(
 def read_remote(
     entries: Iterable[RemoteEntry], include_hidden: bool, cap: int, ci: bool
 ) -> tuple[dict[str, RemoteEntry], dict[str, list[RemoteEntry]], str]:
-    by_key: dict[str, RemoteEntry] = {}
-    dups: dict[str, list[RemoteEntry]] = {}
-    kept: list[RemoteEntry] = []
-    files = dirs = 0
-    for e in entries:
-        p = e.path if e.path.isascii() else nfc(e.path)
-        if not include_hidden and (p[:1] == "." or "/." in p):  # a component starts with "."
-            continue
-        kept.append(e)
-        if e.kind == "dir":
-            dirs += 1
-            if dirs > cap:
-                raise _cap_error("remote", cap, "folders")
-        else:
-            files += 1
-            if files > cap:
-                raise _cap_error("remote", cap, "files")
-        k = p.casefold() if ci else p
-        if k in by_key:
-            dups.setdefault(k, [by_key[k]]).append(e)
-        else:
-            by_key[k] = e
-    for k in [k for k in by_key if "/" in k and k.rpartition("/")[0] not in by_key]:
-        if k.rpartition("/")[0] not in by_key:
-            e = by_key[k]
-            _imply_parents(by_key, nfc(e.path), e.path, ci, local=False)
+    """The remote listing keyed (`_read`), and its fingerprint (by listed name)."""
+    by_key, dups, kept = _read(entries, include_hidden, cap, ci, "remote")
     kept.sort(key=attrgetter("path"))
     one = OneDigest
     lines = (
