@@ -1,8 +1,9 @@
 """Creating proposals and the owner's and agent's decisions on them (DESIGN.md section 4).
 
-Creation is idempotent (one pending proposal per kind + request hash, backed by a partial
-unique index) and capped per bridge and in total; the caps count only live (unexpired)
-pending proposals, so an agent is never blocked by proposals that are merely unswept.
+Creation is idempotent (one pending proposal per kind + request hash + drive, backed by a
+partial unique index; the same request for another drive is another proposal) and capped
+per bridge and in total; the caps count only live (unexpired) pending proposals, so an
+agent is never blocked by proposals that are merely unswept.
 The decisions: accept (pending -> approved only while `expires_at > now`; failed or
 interrupted -> approved without an expiry check, DESIGN.md section 9), discard, withdraw
 (only the proposing bridge) and extend (never past `max_extend_hours` from creation).
@@ -41,7 +42,10 @@ from placet.store.records import ProposalRecord
 # per-transaction overhead was most of the time spent holding the write lock. The rest of
 # the store, and creation's rare paths, use Core.
 _SAME_PENDING = select(PROPOSAL).where(
-    P.kind == bindparam("kind"), P.request_hash == bindparam("rh"), P.status == lc.PENDING
+    P.kind == bindparam("kind"),
+    P.request_hash == bindparam("rh"),
+    P.drive_spec == bindparam("drive"),
+    P.status == lc.PENDING,
 )
 _COLUMNS = (
     "kind", "status", "request", "evidence", "request_hash", "reason", "drive_spec", "run_id",
@@ -52,7 +56,10 @@ _INSERT_SQL = (
     "run_id, client_name, client_version, label, host, created_at, expires_at, attempt) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_SAME_SQL = "SELECT id FROM proposal WHERE kind = ? AND request_hash = ? AND status = 'pending'"
+_SAME_SQL = (
+    "SELECT id FROM proposal WHERE kind = ? AND request_hash = ? AND drive_spec = ? "
+    "AND status = 'pending'"
+)
 _TALLY_SQL = "SELECT scope, n FROM pending_tally WHERE scope IN (?, ?)"
 _COUNT_RUN_SQL = (
     "SELECT count(*) FROM (SELECT 1 FROM proposal WHERE run_id = ? AND status = 'pending' "
@@ -162,9 +169,11 @@ class Decisions(StoreBase):
     ) -> tuple[ProposalRecord, bool]:
         """Persist a pending proposal; returns (record, created).
 
-        Idempotent: while a proposal with the same kind and request hash
-        (`placet.requests.request_hash`) is pending and unexpired, that one is returned
-        with created=False. One whose TTL passed unswept is expired here first.
+        Idempotent: while a proposal with the same kind, request hash
+        (`placet.requests.request_hash`) and `drive_spec` is pending and unexpired, that
+        one is returned with created=False; the same request for another drive is a new
+        proposal (accepting one must never write to a drive the agent did not name). One
+        whose TTL passed unswept is expired here first.
 
         Raises:
             UsageError: ttl_seconds is not in 1..max_ttl_minutes*60.
@@ -198,6 +207,7 @@ class Decisions(StoreBase):
             "attempt": 0,
         }
         actor = lc.agent_actor(run_id)
+        same_key = {"kind": kind, "rh": rh, "drive": drive_spec}
 
         event_detail = {
             "kind": kind,
@@ -218,12 +228,12 @@ class Decisions(StoreBase):
             return _new_record(new_id, values), True
 
         def fast(db: sqlite3.Connection, heads: Heads) -> tuple[ProposalRecord, bool] | None:
-            if db.execute(_SAME_SQL, (kind, rh)).fetchone() is not None:
+            if db.execute(_SAME_SQL, (kind, rh, drive_spec)).fetchone() is not None:
                 return None  # a pending duplicate: the general path below decides
             return insert(db, heads)
 
         def general(conn: Connection, heads: Heads) -> tuple[ProposalRecord, bool]:
-            same = conn.execute(_SAME_PENDING, {"kind": kind, "rh": rh}).first()
+            same = conn.execute(_SAME_PENDING, same_key).first()
             if same is not None:
                 if same.expires_at > now:
                     return _proposal(same), False
@@ -250,7 +260,7 @@ class Decisions(StoreBase):
             if isinstance(e.__cause__, sqlite3.IntegrityError | IntegrityError):
                 found = self._read(
                     "reading a proposal",
-                    lambda c: c.execute(_SAME_PENDING, {"kind": kind, "rh": rh}).first(),
+                    lambda c: c.execute(_SAME_PENDING, same_key).first(),
                 )
                 if found is not None:
                     return _proposal(found), False

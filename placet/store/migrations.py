@@ -223,10 +223,21 @@ _SYNC = (
     "CREATE INDEX ix_drive_snapshot_created ON drive_snapshot (created_at)",
 )
 
+# Idempotency per drive (docs/decisions.md): identical pending requests for DIFFERENT
+# drives are different proposals, so the key gains `drive_spec`. `request_hash` stays as
+# it is (audit verification recomputes it for existing proposals). Widening a unique key
+# cannot make existing rows collide, so the recreate never fails on old data.
+_PENDING_PER_DRIVE = (
+    "DROP INDEX ux_proposal_pending_request",
+    "CREATE UNIQUE INDEX ux_proposal_pending_request ON proposal "
+    "(kind, request_hash, drive_spec) WHERE status = 'pending'",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY),
     Migration("sync_plans_caches_baselines_snapshots", _SYNC),
+    Migration("pending_request_per_drive", _PENDING_PER_DRIVE),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

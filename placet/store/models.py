@@ -27,11 +27,13 @@ class Proposal(SQLModel, table=True):
     __tablename__ = "proposal"
     __table_args__ = (
         # Idempotent proposing (DESIGN.md section 9): one pending proposal per
-        # kind + request hash, enforced by the database, not only by a SELECT.
+        # kind + request hash + drive, enforced by the database, not only by a SELECT
+        # (migration `pending_request_per_drive`, docs/decisions.md).
         Index(
             "ux_proposal_pending_request",
             "kind",
             "request_hash",
+            "drive_spec",
             unique=True,
             sqlite_where=text("status = 'pending'"),
         ),
