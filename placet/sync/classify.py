@@ -189,6 +189,31 @@ class Classifier:
         t1, t2 = parse_rfc3339_ns(b.mtime), parse_rfc3339_ns(r.mtime)
         return t1 is not None and t2 is not None and abs(t1 - t2) < self.precision
 
+    def not_proven_equal(
+        self,
+        path: str,
+        lo: LocalEntry,
+        r: RemoteEntry,
+        dtype: str | None,
+        equal: bool | None,
+        unverified: str,
+        differs_because: str,
+    ) -> None:
+        """A file on both sides that neither side changed (or no sync saw), not shown
+        equal: `unverified` (that detail) when no digest compared them (`equal` None),
+        else a `content_differs` conflict ("<dtype> differs" + `differs_because`)."""
+        if equal is None:
+            self.report(path, "unverified", unverified, local=lo, remote=r)
+        else:
+            self.conflict(
+                path,
+                "content_differs",
+                _differs(dtype) + differs_because,
+                lo,
+                r,
+                digest_type=dtype,
+            )
+
     def both_files(
         self, path: str, lo: LocalEntry, r: RemoteEntry, b: BaselineEntry | None
     ) -> None:
@@ -211,44 +236,28 @@ class Classifier:
             return
         why = "" if equal is False else self.no_digest
         if b is None:
-            if equal is None:
-                self.report(
-                    path,
-                    "unverified",
-                    f"same size ({lo.size} bytes), content not compared{why}",
-                    local=lo,
-                    remote=r,
-                )
-            else:
-                self.conflict(
-                    path,
-                    "content_differs",
-                    _differs(dtype) + ", no previous sync",
-                    lo,
-                    r,
-                    digest_type=dtype,
-                )
+            self.not_proven_equal(
+                path,
+                lo,
+                r,
+                dtype,
+                equal,
+                f"same size ({lo.size} bytes), content not compared{why}",
+                ", no previous sync",
+            )
             return
         local_same = lo.sha256 is not None and lo.sha256 == (b.sha256 or "").lower()
         remote_same = self.remote_same_as_base(r, b)
         if local_same and remote_same:
-            if equal is None:
-                self.report(
-                    path,
-                    "unverified",
-                    f"unchanged on both sides since the last sync by size and mtime{why}",
-                    local=lo,
-                    remote=r,
-                )
-            else:
-                self.conflict(
-                    path,
-                    "content_differs",
-                    _differs(dtype) + " although neither side changed since the last sync",
-                    lo,
-                    r,
-                    digest_type=dtype,
-                )
+            self.not_proven_equal(
+                path,
+                lo,
+                r,
+                dtype,
+                equal,
+                f"unchanged on both sides since the last sync by size and mtime{why}",
+                " although neither side changed since the last sync",
+            )
         elif remote_same:
             self.op(path, "upload_revision", "changed here since the last sync", lo, r)
         elif local_same:
