@@ -46,7 +46,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from placet.errors import NotFound
 from placet.store.db import dt_text, is_busy, utcnow
@@ -69,6 +69,18 @@ T = TypeVar("T")
 REUSE_WITHIN = timedelta(hours=1)
 """A new plan identical to one stored this recently reuses its id instead of a new row."""
 _RETRIES = 3
+
+
+class PlanStanding(NamedTuple):
+    """`SyncData.plan_standing`: the plan's drive and creation time, the id of a newer
+    plan of its pair (or None), and a proposal made from it that succeeded or is approved
+    or executing (or None)."""
+
+    drive_spec: str
+    created_at: datetime
+    newer_plan_id: int | None
+    proposal_id: int | None
+    proposal_status: str | None
 
 
 def _baseline_row(b: BaselineEntry) -> list[Any]:
@@ -123,21 +135,26 @@ class SyncData:
         meta: Mapping[str, Any],
         now: datetime | None = None,
     ) -> StoredPlan | None:
-        """An identical plan (same pair, options, (local, remote) listing fingerprints,
-        baseline generation and meta) stored within `REUSE_WITHIN`, marked `reused`;
-        None if there is none.
+        """The pair's newest plan, marked `reused`, if it is identical (same options,
+        (local, remote) listing fingerprints, baseline generation and meta), was stored
+        within `REUSE_WITHIN` and no proposal made from it succeeded; else None.
 
         The planner is a pure function, so the same inputs give the same plan: handing
-        out the stored one saves storing 100,000 paths again on every warm re-plan.
+        out the stored one saves storing 100,000 paths again on every warm re-plan. Only
+        the newest plan of the pair is handed out again, because `propose_sync` refuses
+        a plan once a newer one of its pair exists or once it was applied
+        (`plan_standing`); reusing an older or applied plan would refuse it forever.
         """
         now = utcnow() if now is None else now
         opts, meta_text = json.dumps(dict(options), sort_keys=True), json.dumps(dict(meta))
         found = self._read(
             "looking for an identical sync plan",
             lambda db: db.execute(
-                "SELECT id FROM sync_plan WHERE pair_key = ? AND options = ? AND "
-                "local_fingerprint = ? AND remote_fingerprint = ? AND baseline_generation = ? "
-                "AND meta = ? AND created_at > ? ORDER BY id DESC LIMIT 1",
+                "SELECT id FROM sync_plan WHERE id = (SELECT max(id) FROM sync_plan WHERE "
+                "pair_key = ?) AND options = ? AND local_fingerprint = ? AND "
+                "remote_fingerprint = ? AND baseline_generation = ? AND meta = ? AND "
+                "created_at > ? AND NOT EXISTS (SELECT 1 FROM proposal WHERE kind = 'sync' "
+                "AND status = 'succeeded' AND json_extract(request, '$.plan_id') = sync_plan.id)",
                 (pair.key, opts, *fingerprints, baseline_generation, meta_text,
                  dt_text(now - REUSE_WITHIN)),
             ).fetchone(),
@@ -223,6 +240,31 @@ class SyncData:
             row[7], row[8], int(row[9]), json.loads(row[10]), json.loads(row[11]),
             _dt(row[12]), SyncPlan.from_dict(_unpack(row[13])),
         )  # fmt: skip
+
+    def plan_standing(self, plan_id: int) -> PlanStanding | None:
+        """What overtook stored plan `plan_id` (None: no such plan): the newest plan of
+        the same pair (any options) stored after it, and the newest proposal made from it
+        that succeeded or is approved or executing. `propose_sync` refuses
+        such a plan (docs/decisions.md, "A sync plan is proposed only while current").
+        """
+
+        def rd(db: sqlite3.Connection) -> PlanStanding | None:
+            row = db.execute(
+                "SELECT p.drive_spec, p.created_at, (SELECT max(n.id) FROM sync_plan n "
+                "WHERE n.pair_key = p.pair_key AND n.id > p.id) FROM sync_plan p WHERE p.id = ?",
+                (plan_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            used = db.execute(
+                "SELECT id, status FROM proposal WHERE kind = 'sync' AND status IN "
+                "('succeeded', 'approved', 'executing') AND "
+                "json_extract(request, '$.plan_id') = ? ORDER BY id DESC LIMIT 1",
+                (plan_id,),
+            ).fetchone()
+            return PlanStanding(row[0], _dt(row[1]), row[2], *(used or (None, None)))
+
+        return self._read("reading what overtook a sync plan", rd)
 
     def plan_skips(self, plan_id: int) -> list[BaselineEntry]:
         """The baseline entries plan `plan_id` records when applied ([] if pruned)."""
@@ -493,6 +535,7 @@ __all__ = [
     "RETENTION",
     "REUSE_WITHIN",
     "Pair",
+    "PlanStanding",
     "SkipRow",
     "Snapshot",
     "StoredPlan",
