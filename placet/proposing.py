@@ -28,46 +28,43 @@ Order of checks, cheapest and clearest first:
 
 The evidence is what the executor re-checks before it acts: a change in between fails the
 op as `stale` (DESIGN.md section 4).
+
+The scope checks and the stored call live in `placet.propose_context`, the capture of
+evidence in `placet.propose_evidence`; this module decides, per kind, what a proposal
+may ask given that evidence, and re-exports both so callers import `placet.proposing`.
 """
 
 from __future__ import annotations
 
-import os
 import stat
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from placet import localfs
-from placet.errors import (
-    AlreadyExists,
-    LimitExceeded,
-    NotFound,
-    PathRefused,
-    PolicyRefused,
-    StaleEvidence,
-    UsageError,
+from placet.errors import AlreadyExists, NotFound, PathRefused, PolicyRefused
+from placet.paths import check_name, check_remote_path
+from placet.propose_context import ProposeContext, _create, _local, _q, ttl_seconds
+from placet.propose_evidence import (
+    DIGEST_PREFERENCE,
+    _local_target_state,
+    _missing_parents,
+    _remote_digest_type,
+    local_file_evidence,
+    preferred_digest_type,
+    remote_evidence,
 )
-from placet.paths import Root, check_name, check_remote_path, resolve_local
 from placet.requests import (
-    DigestType,
     DownloadEvidence,
     DownloadRequest,
     LocalFileEvidence,
     MkdirEvidence,
     MkdirRequest,
-    RemoteEvidence,
     UploadEvidence,
     UploadRequest,
     join_remote,
 )
-from placet.text import inert, one_line_reason
+from placet.text import one_line_reason
 
 if TYPE_CHECKING:
-    from placet.config import Settings
-    from placet.drive.base import Drive, Entry
-    from placet.store import ProposalRecord, Store
+    from placet.store import ProposalRecord
 
 __all__ = [
     "DIGEST_PREFERENCE",
@@ -80,220 +77,6 @@ __all__ = [
     "remote_evidence",
     "ttl_seconds",
 ]
-
-DIGEST_PREFERENCE: tuple[DigestType, ...] = ("sha256", "sha1", "md5")
-"""Strongest first (DESIGN.md section 9, "Digest choice")."""
-
-
-@dataclass(frozen=True)
-class ProposeContext:
-    """Everything a proposal needs besides the agent's arguments.
-
-    `run_id`, `client_name`, `client_version` and `label` are attribution only: they are
-    stored and shown, and grant nothing. `allowed`, when not None, is the set of absolute
-    folders a local path must also lie in (the MCP client's roots intersected with the
-    owner's; an empty tuple allows nothing).
-    """
-
-    settings: Settings
-    store: Store
-    drive: Drive
-    roots: tuple[Root, ...]
-    run_id: str
-    drive_spec: str
-    client_name: str | None = None
-    client_version: str | None = None
-    label: str | None = None
-    allowed: tuple[Path, ...] | None = None
-
-
-def _q(s: str) -> str:
-    return f"'{inert(s)}'"
-
-
-def ttl_seconds(settings: Settings, ttl_minutes: int | None) -> int:
-    """The TTL in seconds for a request asking `ttl_minutes` (None: the owner's default).
-
-    Raises:
-        UsageError: outside the owner's range (`min_ttl_minutes`..`max_ttl_minutes`,
-            5..30 by default).
-    """
-    if ttl_minutes is None:
-        return settings.default_ttl_minutes * 60
-    lo, hi = settings.min_ttl_minutes, settings.max_ttl_minutes
-    if isinstance(ttl_minutes, bool) or not lo <= ttl_minutes <= hi:
-        raise UsageError(
-            f"ttl_minutes={ttl_minutes} is outside the allowed range {lo}..{hi}; "
-            f"ask for {lo} to {hi} minutes, or leave it out for the default "
-            f"({settings.default_ttl_minutes})",
-            details={"field": "ttl_minutes", "min": lo, "max": hi},
-        )
-    return ttl_minutes * 60
-
-
-def preferred_digest_type(hash_types: Sequence[str]) -> DigestType | None:
-    """The strongest of sha256, sha1, md5 the remote offers (case-insensitive), or None."""
-    offered = {h.lower() for h in hash_types}
-    return next((t for t in DIGEST_PREFERENCE if t in offered), None)
-
-
-def _remote_digest_type(ctx: ProposeContext) -> DigestType | None:
-    return preferred_digest_type(ctx.drive.capabilities().hash_types)
-
-
-def remote_evidence(ctx: ProposeContext, path: str, *, with_digest: bool = True) -> RemoteEvidence:
-    """What the drive reports for `path` now: absent, a folder, or a file with its digest
-    (of the remote's preferred type; None when it reports none or `with_digest` is False).
-
-    Raises:
-        DriveUnavailable / DriveError: from the drive adapter.
-    """
-    entry: Entry | None = ctx.drive.stat(path, include_digest=with_digest)
-    if entry is None:
-        return RemoteEvidence(exists=False)
-    if entry.is_dir:
-        return RemoteEvidence(exists=True, is_dir=True)
-    dtype = _remote_digest_type(ctx)
-    digest = entry.digests.get(dtype) if dtype is not None else None
-    return RemoteEvidence(
-        exists=True,
-        is_dir=False,
-        size=entry.size,
-        mtime=entry.mtime,
-        digest_type=dtype if digest else None,
-        digest=digest.lower() if digest else None,
-    )
-
-
-def local_file_evidence(
-    root: Root, rel: PurePosixPath, digest_type: DigestType | None, *, size_cap: int | None
-) -> LocalFileEvidence:
-    """Size, mtime, SHA-256 and `digest_type` of the regular file `root/rel`, in one pass.
-
-    The file is opened by `placet.localfs.open_file_for_read`, which walks from the root's
-    descriptor with `O_NOFOLLOW` and refuses links, FIFOs, devices and hard-linked files.
-
-    Raises:
-        PathRefused: not a regular file, a symlink, more than one hard link.
-        NotFound: the file is gone.
-        LimitExceeded: larger than `size_cap` bytes.
-        StaleEvidence (retryable): the file changed while it was read.
-    """
-    fd, st = localfs.open_file_for_read(root, str(rel))
-    try:
-        if size_cap is not None and st.st_size > size_cap:
-            raise LimitExceeded(
-                f"local file {_q(str(rel))} in root {root.name} is {st.st_size} bytes; "
-                f"the owner's upload cap is {size_cap} bytes",
-                details={"path": str(rel), "size": st.st_size, "cap": size_cap},
-            )
-        types: list[str] = ["sha256"]
-        if digest_type is not None and digest_type != "sha256":
-            types.append(digest_type)
-        digests, hashed = localfs.hash_fd_sized(fd, types)
-        after = os.fstat(fd)
-    finally:
-        os.close(fd)
-    if hashed != st.st_size or (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
-        raise StaleEvidence(
-            f"local file {_q(str(rel))} in root {root.name} changed while placet read it; "
-            "propose again once it is no longer being written",
-            details={"path": str(rel), "root": root.name},
-            retryable=True,
-        )
-    return LocalFileEvidence(
-        size=st.st_size,
-        mtime_ns=st.st_mtime_ns,
-        sha256=digests["sha256"].lower(),
-        digest_type=digest_type,
-        digest=digests[digest_type].lower() if digest_type is not None else None,
-    )
-
-
-def _is_within(child: Path, parent: Path) -> bool:
-    c, p = os.fspath(child), os.fspath(parent)
-    return os.path.commonpath([c, p]) == p
-
-
-def _local(
-    ctx: ProposeContext, local_path: str, root_name: str | None, *, must_exist: bool
-) -> tuple[Root, PurePosixPath]:
-    root, rel = resolve_local(ctx.roots, local_path, root_name or None, must_exist=must_exist)
-    if not rel.parts:
-        raise PathRefused(
-            f"refusing path {_q(local_path)}: it names the root {root.name} itself; "
-            "name a file inside it",
-            code="not_regular_file",
-            details={"path": local_path, "root": root.name},
-        )
-    if ctx.allowed is not None:
-        target = root.path.joinpath(*rel.parts)
-        if not any(_is_within(target, a) for a in ctx.allowed):
-            shown = ", ".join(_q(str(a)) for a in ctx.allowed) or "none overlap placet's roots"
-            raise PathRefused(
-                f"refusing path {_q(local_path)}: it lies outside the roots your MCP client "
-                f"declared ({shown}); name a path inside them",
-                code="path_outside_root",
-                details={"path": local_path, "client_roots": [str(a) for a in ctx.allowed]},
-            )
-    return root, rel
-
-
-def _missing_parents(ctx: ProposeContext, parent: str) -> tuple[str, ...]:
-    """The folders of the drive-relative `parent` that do not exist, outermost first
-    (``"a/b/c"`` on an empty drive: ``("a", "a/b", "a/b/c")``); () when it exists.
-
-    One `Drive.stat` of `parent` answers the common case (it exists); otherwise the
-    ancestors are read from the top, one call each until the first missing one (every
-    folder below it is missing too). The executor (rclone) creates them on the way; the
-    owner is told which (`placet.display.missing_folders_line`).
-
-    Raises:
-        PathRefused (``not_a_directory``): `parent` or one of its ancestors is a file.
-        DriveUnavailable / DriveError: from the drive adapter.
-    """
-    if not parent:
-        return ()
-    entry = ctx.drive.stat(parent)
-    if entry is not None and entry.is_dir:
-        return ()
-    parts = parent.split("/")
-    for depth in range(1, len(parts) + 1):
-        here = "/".join(parts[:depth])
-        found = entry if depth == len(parts) else ctx.drive.stat(here)
-        if found is None:
-            return tuple("/".join(parts[:d]) for d in range(depth, len(parts) + 1))
-        if not found.is_dir:
-            inside = "" if here == parent else f" (on the way to {_q(parent)})"
-            raise PathRefused(
-                f"refusing remote parent {_q(here)}{inside}: it is a file, not a folder; "
-                "name a folder (see drive_list)",
-                code="not_a_directory",
-                details={"remote_parent": parent, "file": here},
-            )
-    return ()  # pragma: no cover - the loop returns or raises at the last part
-
-
-def _create(
-    ctx: ProposeContext,
-    kind: str,
-    request: dict[str, Any],
-    evidence: dict[str, Any],
-    reason: str,
-    ttl: int,
-) -> tuple[ProposalRecord, bool]:
-    return ctx.store.create_proposal(
-        kind=kind,
-        request=request,
-        evidence=evidence,
-        reason=reason,
-        drive_spec=ctx.drive_spec,
-        run_id=ctx.run_id,
-        client_name=ctx.client_name,
-        client_version=ctx.client_version,
-        label=ctx.label,
-        ttl_seconds=ttl,
-    )
 
 
 def propose_upload(
@@ -403,22 +186,6 @@ def propose_mkdir(
     return _create(
         ctx, "mkdir", request.model_dump(mode="json"), evidence.model_dump(mode="json"), why, ttl
     )
-
-
-def _local_target_state(root: Root, rel: PurePosixPath) -> os.stat_result | None:
-    """lstat of the download target; its folder must exist (checked, with no link, by
-    `resolve_local`'s walk)."""
-    parent = root.path.joinpath(*rel.parts[:-1])
-    if not os.path.isdir(parent):
-        raise NotFound(
-            f"the local folder {_q(str(rel.parent))} does not exist in root {root.name}; "
-            "download into an existing folder",
-            details={"path": str(rel), "missing": str(rel.parent), "root": root.name},
-        )
-    try:
-        return os.lstat(root.path.joinpath(*rel.parts))
-    except FileNotFoundError:
-        return None
 
 
 def propose_download(

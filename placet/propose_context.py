@@ -1,0 +1,127 @@
+"""Who is proposing and within what: the proposal context, its TTL, its local scope.
+
+Every proposal is made within a `ProposeContext` (the owner's settings, store, drive and
+roots, plus the caller's attribution and, for an MCP client that sent roots, the folders
+it may name). This module decides the checks that depend on that scope rather than on
+the target's state: the TTL against the owner's range (DESIGN.md section 9, "TTL"), and
+a local path resolved inside a root with no symlink on the way (`placet.paths`) and,
+when the client sent roots, inside one of them too (they only ever narrow, never widen
+what the owner nominated). It also holds the single call that stores a proposal, so
+every kind is stored with the same attribution. Used by `placet.proposing` and
+`placet.propose_evidence`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from placet.errors import PathRefused, UsageError
+from placet.paths import Root, resolve_local
+from placet.text import inert
+
+if TYPE_CHECKING:
+    from placet.config import Settings
+    from placet.drive.base import Drive
+    from placet.store import ProposalRecord, Store
+
+__all__ = ["ProposeContext", "ttl_seconds"]
+
+
+@dataclass(frozen=True)
+class ProposeContext:
+    """Everything a proposal needs besides the agent's arguments.
+
+    `run_id`, `client_name`, `client_version` and `label` are attribution only: they are
+    stored and shown, and grant nothing. `allowed`, when not None, is the set of absolute
+    folders a local path must also lie in (the MCP client's roots intersected with the
+    owner's; an empty tuple allows nothing).
+    """
+
+    settings: Settings
+    store: Store
+    drive: Drive
+    roots: tuple[Root, ...]
+    run_id: str
+    drive_spec: str
+    client_name: str | None = None
+    client_version: str | None = None
+    label: str | None = None
+    allowed: tuple[Path, ...] | None = None
+
+
+def _q(s: str) -> str:
+    return f"'{inert(s)}'"
+
+
+def ttl_seconds(settings: Settings, ttl_minutes: int | None) -> int:
+    """The TTL in seconds for a request asking `ttl_minutes` (None: the owner's default).
+
+    Raises:
+        UsageError: outside the owner's range (`min_ttl_minutes`..`max_ttl_minutes`,
+            5..30 by default).
+    """
+    if ttl_minutes is None:
+        return settings.default_ttl_minutes * 60
+    lo, hi = settings.min_ttl_minutes, settings.max_ttl_minutes
+    if isinstance(ttl_minutes, bool) or not lo <= ttl_minutes <= hi:
+        raise UsageError(
+            f"ttl_minutes={ttl_minutes} is outside the allowed range {lo}..{hi}; "
+            f"ask for {lo} to {hi} minutes, or leave it out for the default "
+            f"({settings.default_ttl_minutes})",
+            details={"field": "ttl_minutes", "min": lo, "max": hi},
+        )
+    return ttl_minutes * 60
+
+
+def _is_within(child: Path, parent: Path) -> bool:
+    c, p = os.fspath(child), os.fspath(parent)
+    return os.path.commonpath([c, p]) == p
+
+
+def _local(
+    ctx: ProposeContext, local_path: str, root_name: str | None, *, must_exist: bool
+) -> tuple[Root, PurePosixPath]:
+    root, rel = resolve_local(ctx.roots, local_path, root_name or None, must_exist=must_exist)
+    if not rel.parts:
+        raise PathRefused(
+            f"refusing path {_q(local_path)}: it names the root {root.name} itself; "
+            "name a file inside it",
+            code="not_regular_file",
+            details={"path": local_path, "root": root.name},
+        )
+    if ctx.allowed is not None:
+        target = root.path.joinpath(*rel.parts)
+        if not any(_is_within(target, a) for a in ctx.allowed):
+            shown = ", ".join(_q(str(a)) for a in ctx.allowed) or "none overlap placet's roots"
+            raise PathRefused(
+                f"refusing path {_q(local_path)}: it lies outside the roots your MCP client "
+                f"declared ({shown}); name a path inside them",
+                code="path_outside_root",
+                details={"path": local_path, "client_roots": [str(a) for a in ctx.allowed]},
+            )
+    return root, rel
+
+
+def _create(
+    ctx: ProposeContext,
+    kind: str,
+    request: dict[str, Any],
+    evidence: dict[str, Any],
+    reason: str,
+    ttl: int,
+) -> tuple[ProposalRecord, bool]:
+    return ctx.store.create_proposal(
+        kind=kind,
+        request=request,
+        evidence=evidence,
+        reason=reason,
+        drive_spec=ctx.drive_spec,
+        run_id=ctx.run_id,
+        client_name=ctx.client_name,
+        client_version=ctx.client_version,
+        label=ctx.label,
+        ttl_seconds=ttl,
+    )

@@ -1,0 +1,170 @@
+"""The evidence a proposal records: the state of its target when it was proposed.
+
+The owner decides on facts, and the executor re-checks the same facts before it acts (a
+change in between fails the op as `stale`, DESIGN.md section 4), so what is captured
+here is what both read. This module decides what that state is for each side: on the
+remote, whether the target exists, is a folder, or a file with its size, mtime and the
+remote's preferred digest (`remote_evidence`; strongest of sha256, sha1, md5, DESIGN.md
+section 9, "Digest choice") and which parent folders do not exist yet
+(`_missing_parents`: the executor creates them on the way, and the owner is shown
+which); locally, a file's size, mtime, SHA-256 and the remote's digest type, hashed in
+one pass from a descriptor opened without following links (`placet.localfs`), and
+refused as stale when the file changed while it was read, since a digest of no single
+version of it would prove nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+from placet import localfs
+from placet.errors import LimitExceeded, NotFound, PathRefused, StaleEvidence
+from placet.paths import Root
+from placet.propose_context import ProposeContext, _q
+from placet.requests import DigestType, LocalFileEvidence, RemoteEvidence
+
+if TYPE_CHECKING:
+    from placet.drive.base import Entry
+
+__all__ = [
+    "DIGEST_PREFERENCE",
+    "local_file_evidence",
+    "preferred_digest_type",
+    "remote_evidence",
+]
+
+DIGEST_PREFERENCE: tuple[DigestType, ...] = ("sha256", "sha1", "md5")
+"""Strongest first (DESIGN.md section 9, "Digest choice")."""
+
+
+def preferred_digest_type(hash_types: Sequence[str]) -> DigestType | None:
+    """The strongest of sha256, sha1, md5 the remote offers (case-insensitive), or None."""
+    offered = {h.lower() for h in hash_types}
+    return next((t for t in DIGEST_PREFERENCE if t in offered), None)
+
+
+def _remote_digest_type(ctx: ProposeContext) -> DigestType | None:
+    return preferred_digest_type(ctx.drive.capabilities().hash_types)
+
+
+def remote_evidence(ctx: ProposeContext, path: str, *, with_digest: bool = True) -> RemoteEvidence:
+    """What the drive reports for `path` now: absent, a folder, or a file with its digest
+    (of the remote's preferred type; None when it reports none or `with_digest` is False).
+
+    Raises:
+        DriveUnavailable / DriveError: from the drive adapter.
+    """
+    entry: Entry | None = ctx.drive.stat(path, include_digest=with_digest)
+    if entry is None:
+        return RemoteEvidence(exists=False)
+    if entry.is_dir:
+        return RemoteEvidence(exists=True, is_dir=True)
+    dtype = _remote_digest_type(ctx)
+    digest = entry.digests.get(dtype) if dtype is not None else None
+    return RemoteEvidence(
+        exists=True,
+        is_dir=False,
+        size=entry.size,
+        mtime=entry.mtime,
+        digest_type=dtype if digest else None,
+        digest=digest.lower() if digest else None,
+    )
+
+
+def local_file_evidence(
+    root: Root, rel: PurePosixPath, digest_type: DigestType | None, *, size_cap: int | None
+) -> LocalFileEvidence:
+    """Size, mtime, SHA-256 and `digest_type` of the regular file `root/rel`, in one pass.
+
+    The file is opened by `placet.localfs.open_file_for_read`, which walks from the root's
+    descriptor with `O_NOFOLLOW` and refuses links, FIFOs, devices and hard-linked files.
+
+    Raises:
+        PathRefused: not a regular file, a symlink, more than one hard link.
+        NotFound: the file is gone.
+        LimitExceeded: larger than `size_cap` bytes.
+        StaleEvidence (retryable): the file changed while it was read.
+    """
+    fd, st = localfs.open_file_for_read(root, str(rel))
+    try:
+        if size_cap is not None and st.st_size > size_cap:
+            raise LimitExceeded(
+                f"local file {_q(str(rel))} in root {root.name} is {st.st_size} bytes; "
+                f"the owner's upload cap is {size_cap} bytes",
+                details={"path": str(rel), "size": st.st_size, "cap": size_cap},
+            )
+        types: list[str] = ["sha256"]
+        if digest_type is not None and digest_type != "sha256":
+            types.append(digest_type)
+        digests, hashed = localfs.hash_fd_sized(fd, types)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if hashed != st.st_size or (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
+        raise StaleEvidence(
+            f"local file {_q(str(rel))} in root {root.name} changed while placet read it; "
+            "propose again once it is no longer being written",
+            details={"path": str(rel), "root": root.name},
+            retryable=True,
+        )
+    return LocalFileEvidence(
+        size=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        sha256=digests["sha256"].lower(),
+        digest_type=digest_type,
+        digest=digests[digest_type].lower() if digest_type is not None else None,
+    )
+
+
+def _missing_parents(ctx: ProposeContext, parent: str) -> tuple[str, ...]:
+    """The folders of the drive-relative `parent` that do not exist, outermost first
+    (``"a/b/c"`` on an empty drive: ``("a", "a/b", "a/b/c")``); () when it exists.
+
+    One `Drive.stat` of `parent` answers the common case (it exists); otherwise the
+    ancestors are read from the top, one call each until the first missing one (every
+    folder below it is missing too). The executor (rclone) creates them on the way; the
+    owner is told which (`placet.display.missing_folders_line`).
+
+    Raises:
+        PathRefused (``not_a_directory``): `parent` or one of its ancestors is a file.
+        DriveUnavailable / DriveError: from the drive adapter.
+    """
+    if not parent:
+        return ()
+    entry = ctx.drive.stat(parent)
+    if entry is not None and entry.is_dir:
+        return ()
+    parts = parent.split("/")
+    for depth in range(1, len(parts) + 1):
+        here = "/".join(parts[:depth])
+        found = entry if depth == len(parts) else ctx.drive.stat(here)
+        if found is None:
+            return tuple("/".join(parts[:d]) for d in range(depth, len(parts) + 1))
+        if not found.is_dir:
+            inside = "" if here == parent else f" (on the way to {_q(parent)})"
+            raise PathRefused(
+                f"refusing remote parent {_q(here)}{inside}: it is a file, not a folder; "
+                "name a folder (see drive_list)",
+                code="not_a_directory",
+                details={"remote_parent": parent, "file": here},
+            )
+    return ()  # pragma: no cover - the loop returns or raises at the last part
+
+
+def _local_target_state(root: Root, rel: PurePosixPath) -> os.stat_result | None:
+    """lstat of the download target; its folder must exist (checked, with no link, by
+    `resolve_local`'s walk)."""
+    parent = root.path.joinpath(*rel.parts[:-1])
+    if not os.path.isdir(parent):
+        raise NotFound(
+            f"the local folder {_q(str(rel.parent))} does not exist in root {root.name}; "
+            "download into an existing folder",
+            details={"path": str(rel), "missing": str(rel.parent), "root": root.name},
+        )
+    try:
+        return os.lstat(root.path.joinpath(*rel.parts))
+    except FileNotFoundError:
+        return None
