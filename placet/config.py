@@ -13,7 +13,9 @@ refused (a co-tenant who can write there could swap the database under us).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import stat
 import tomllib
 from pathlib import Path
@@ -23,6 +25,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from placet.errors import ConfigError
+from placet.text import inert
 
 APP_NAME = "placet"
 
@@ -155,10 +158,29 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
             {**values, "data_dir": data_dir, "db_path": db_path, "config_file": config_file}
         )
     except ValidationError as e:
+        first = e.errors()[0]
+        key = toml_key(first["loc"])
         raise ConfigError(
-            f"{config_file}: invalid setting: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}",
-            details={"path": str(config_file)},
+            f"invalid setting {inert(key)} in {config_file}: {first['msg']}; correct or remove it",
+            details={"path": str(config_file), "key": key},
         ) from e
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def toml_key(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as the dotted TOML key the owner wrote:
+    ``('roots', '/tmp/p', 'downloads')`` -> ``roots."/tmp/p".downloads``; list indexes
+    as ``[i]``; a key that is not a bare TOML key is quoted (TOML basic string)."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        name = part if _BARE_KEY.match(part) else json.dumps(part, ensure_ascii=False)
+        out += f".{name}" if out else name
+    return out
 
 
 def check_private_dir(path: Path) -> None:

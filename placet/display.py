@@ -27,10 +27,14 @@ from placet.text import inert, inert_with_ascii, is_unsafe_char
 __all__ = [
     "already_inert",
     "duration",
+    "evidence_lines",
     "failure_line",
+    "flat_pairs",
     "missing_folders_line",
     "plain",
     "plain_pairs",
+    "result_line",
+    "size_text",
 ]
 
 _FAILURE_KEYS = ("code", "message", "retryable")
@@ -137,3 +141,108 @@ def missing_folders_line(
         f"creates missing folders: {inert_with_ascii(parent)}, or the part of it that is "
         "absent at execution (not checked when proposed)"
     )
+
+
+def size_text(n: int | None) -> str:
+    """``"512 B"``, ``"1.2 KiB (1234 bytes)"``; ``"?"`` for None."""
+    if n is None:
+        return "?"
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit} ({n} bytes)"
+
+
+def _flat(value: Any, key: str, ascii_forms: bool) -> list[tuple[str, str]]:
+    if isinstance(value, dict):
+        out: list[tuple[str, str]] = []
+        for k in sorted(value, key=str):
+            out += _flat(value[k], f"{key}.{k}" if key else str(k), ascii_forms)
+        return out
+    if isinstance(value, list | tuple) and any(isinstance(v, dict | list) for v in value):
+        return [p for i, v in enumerate(value) for p in _flat(v, f"{key}[{i}]", ascii_forms)]
+    return [(inert(key), plain(value, ascii_forms=ascii_forms))]
+
+
+def flat_pairs(detail: dict[str, Any], *, ascii_forms: bool = True) -> str:
+    """A nested JSON dict as ``k=v, a.b=v, t[0].x=v`` (dotted keys, no braces; values as
+    `plain`); '' for {}."""
+    return ", ".join(f"{k}={v}" for k, v in _flat(detail, "", ascii_forms))
+
+
+_SHOWN_ELSEWHERE = {"code", "message", "retryable", "remote_path", "local_path", "size",
+                    "verification", "seconds", "replaced", "trash_path"}  # fmt: skip
+
+
+def result_line(index: int, outcome: str, op: dict[str, Any], detail: dict[str, Any]) -> str:
+    """One op result as one line: ``#5 done: docs/a.txt (10 B, verified digest:md5, 0.4s)``
+    or ``#5 failed: docs/a.txt: refused: message (details.path=x)``.
+
+    The path is the op's target (a download's local path, else its remote path); the
+    detail's facts follow in brackets, nested keys dotted; names via `inert_with_ascii`.
+    """
+    target = op.get("local_path") if op.get("kind") == "download" else op.get("remote_path")
+    target = target or op.get("remote_path") or op.get("local_path") or "?"
+    head = f"#{index} {inert(outcome)}: {inert_with_ascii(str(target))}"
+    failure, _ = failure_line(detail)
+    facts: list[str] = []
+    if "size" in detail:
+        facts.append(size_text(detail["size"] if isinstance(detail["size"], int) else None))
+    if detail.get("verification"):
+        facts.append(f"verified by {inert(str(detail['verification']))}")
+    if isinstance(detail.get("seconds"), int | float):
+        facts.append(f"{detail['seconds']:.1f}s")
+    if detail.get("replaced"):
+        facts.append("replaced the old file")
+    if detail.get("trash_path"):
+        facts.append(f"old file kept at {inert_with_ascii(str(detail['trash_path']))}")
+    rest = {
+        k: v
+        for k, v in detail.items()
+        if k not in _SHOWN_ELSEWHERE and v not in (None, {}, [])
+        and not (failure is None and k in ("sha256", "digest", "local_digest", "remote_digest"))
+        and not (failure is None and k.endswith("digest_type"))
+    }  # fmt: skip
+    if rest:
+        facts.append(flat_pairs(rest))
+    if failure is not None:
+        head += f": {failure}"
+    return head + (f" ({', '.join(facts)})" if facts else "")
+
+
+def evidence_lines(kind: str, request: dict[str, Any], evidence: dict[str, Any]) -> list[str]:
+    """The evidence facts the op lines do not already show, as ``  key  value`` lines.
+
+    A sync: the plan it came from (id, when, the non-zero summary counts), the owner's
+    decisions, the skips verified. An upload, mkdir or download: only keys other than
+    the ``local``/``remote`` facts and ``missing_parents`` (shown on their own lines).
+    """
+    out: list[str] = []
+    if kind == "sync":
+        plan = evidence.get("plan")
+        if isinstance(plan, dict):
+            summary = plan.get("summary") or {}
+            counts = ", ".join(
+                f"{v} {inert(str(k))}" for k, v in sorted(summary.items()) if v
+            ) if isinstance(summary, dict) else plain(summary)  # fmt: skip
+            made = f" made {inert(str(plan['created_at']))}" if plan.get("created_at") else ""
+            out.append(f"  plan          {plain(plan.get('id'))}{made}: {counts or 'nothing'}")
+        if evidence.get("verified_skips"):
+            out.append(f"  verified      {plain(evidence['verified_skips'])} skip(s)")
+        decisions = request.get("decisions")
+        if isinstance(decisions, dict) and decisions:
+            out.append("  decisions     " + ", ".join(
+                f"{inert_with_ascii(str(k))}: {plain(v)}" for k, v in sorted(decisions.items())
+            ))  # fmt: skip
+        rest = {k: v for k, v in evidence.items() if k not in ("plan", "verified_skips")}
+    else:
+        rest = {
+            k: v for k, v in evidence.items() if k not in ("local", "remote", MISSING_PARENTS_KEY)
+        }
+    if rest:
+        out.append(f"  evidence      {flat_pairs(rest)}")
+    return out

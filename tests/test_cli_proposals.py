@@ -94,8 +94,8 @@ def test_agent_text_never_reaches_the_terminal_raw(store: Store) -> None:
     shown = run("show", str(pid)).stdout.decode()
     assert "\\x1b[2J" in shown and "\\u202e" in shown
     assert "the agent's reason (its claim" in shown
-    # The reason is shown after placet's own facts (the request hash among them).
-    assert shown.index("request hash") < shown.index("agent's reason")
+    # The reason is near the top, before the ops it argues for.
+    assert shown.index("agent's reason") < shown.index("#0 mkdir")
 
 
 def test_show_json_has_proposal_results_and_history(store: Store) -> None:
@@ -177,7 +177,7 @@ def test_show_lists_risk_flags_above_the_reason_escaped_once(store: Store) -> No
         assert b not in r.stdout
     text = r.stdout.decode()
     flags_at = text.index("placet risk flags")
-    assert text.index("history:") < flags_at < text.index("the agent's reason")
+    assert text.index("the agent's reason") < flags_at < text.index("#0 mkdir")
     assert "! runs_code: 'docs/notes\\u202etxt.sh" in text  # one backslash: escaped once
     assert "\\\\u202e" not in text
 
@@ -208,9 +208,12 @@ def test_show_and_audit_print_failure_and_owner_text_plainly(store: Store) -> No
     store.discard(other, reason="wiki \u2014 \u00fcn\u00efcode ok \x1b")
 
     shown = run("show", str(pid)).stdout.decode()
-    assert f"          refused: {message}\n" in shown  # whole, not cut, not JSON
-    assert "details={path: syncme/sub\u2014dir}" in shown
-    assert '{"code"' not in shown
+    # one line: target, code: message whole, the details dotted, no dict dump
+    assert (
+        f"    #0 failed: docs/syncme: refused: {message} "
+        "(details.path=syncme/sub\u2014dir (ASCII: syncme/sub\\u2014dir))\n" in shown
+    )
+    assert "{" not in shown
 
     audit = run("audit").stdout
     assert b"\x1b" not in audit
@@ -386,3 +389,68 @@ def test_evidence_without_missing_parents_keeps_its_shape_and_request_hash() -> 
         assert [op.remote_path for op in plan_for(kind, req, ev).ops] == [
             "a/b/a.txt" if kind == "upload" else "a/b/c"
         ]
+
+
+def test_show_reads_like_accept_reason_and_flags_first_no_dict_dumps(store: Store) -> None:
+    from placet.store import LeaseHolder
+
+    pid = _sync(store, 34)
+    store.accept(pid)
+    holder = LeaseHolder.current()
+    store.claim(pid, holder=holder)
+    deep = "/".join(f"folder-{i:02d}" for i in range(12))
+    store.record_op_result(
+        pid,
+        op_index=5,
+        op={"index": 5, "kind": "upload", "remote_path": f"{deep}/file-5.txt"},
+        outcome="done",
+        detail={"remote_path": f"{deep}/file-5.txt", "size": 10, "sha256": "ab" * 32,
+                "verification": "digest:md5", "seconds": 0.25},
+        holder=holder,
+    )  # fmt: skip
+    out = run_cols(200, "show", str(pid))
+    assert "{" not in out and "expected_local" not in out, out
+    reason_at = out.index("the agent's reason")
+    assert out.index("agent ") < reason_at < out.index("risk flags") < out.index("#0 upload")
+    assert "  ops           34, moving 340 B" in out
+    assert out.count(" upload  /tmp/proj/") == 34  # every op, one entry each, as accept shows
+    assert f"    #5 done: {deep}/file-5.txt (10 B, verified by digest:md5, 0.2s)\n" in out
+    (doc,) = _lines(run("show", str(pid), "--json"))
+    assert len(doc["proposal"]["request"]["ops"]) == 34  # type: ignore[index]
+    assert doc["op_results"][0]["detail"]["sha256"] == "ab" * 32  # type: ignore[index]
+
+
+def test_show_sync_evidence_as_readable_lines(store: Store) -> None:
+    request = {
+        "kind": "sync", "plan_id": 7,
+        "root": {"name": "proj", "path": "/tmp/proj", "device": 1, "inode": 2},
+        "local_path": "", "remote_path": "", "decisions": {"a.txt": "keep_local"},
+        "ops": [{"index": 0, "kind": "upload", "local_path": "a.txt", "remote_path": "a.txt",
+                 "size": 3}],
+    }  # fmt: skip
+    evidence = {
+        "plan": {"id": 7, "created_at": "2026-11-30T10:00:00+00:00", "summary":
+                 {"upload": 1, "collision": 0, "conflict": 0}, "local_fingerprint": "x"},
+        "verified_skips": 2,
+    }  # fmt: skip
+    p, _ = store.create_proposal(
+        kind="sync", request=request, evidence=evidence, reason="sync", ttl_seconds=600,
+        drive_spec="local:/tmp/drive", run_id="run-cli",
+    )  # fmt: skip
+    out = run_cols(200, "show", str(p.id))
+    assert "  plan          7 made 2026-11-30T10:00:00+00:00: 1 upload\n" in out
+    assert "collision" not in out and "  verified      2 skip(s)\n" in out
+    assert "  decisions     a.txt: keep_local\n" in out
+
+
+@pytest.mark.parametrize(
+    ("age", "shown"),
+    [(45, "45s ago"), (102, "1m ago"), (150, "2m ago"), (3 * 3600 + 5, "3h ago"),
+     (2 * 86400 + 7, "2d ago")],
+)  # fmt: skip
+def test_when_uses_one_unit_each(age: int, shown: str) -> None:
+    from placet.cli.proposals import _rel
+
+    now = datetime.now(UTC)
+    assert _rel(now - timedelta(seconds=age), now) == shown
+    assert _rel(now + timedelta(seconds=age), now) == "in " + shown.removesuffix(" ago")

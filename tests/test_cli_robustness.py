@@ -70,3 +70,21 @@ def test_closed_stdout_is_quiet(tmp_path: Path) -> None:
     assert "BrokenPipeError" not in err
     assert "Traceback" not in err
     assert rc == 0
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ('[roots."/tmp/nc-proj"]\ndownloads = "bogus"\n', 'roots."/tmp/nc-proj".downloads'),
+        ("transfers = 99\n", "transfers"),
+        ("[roots.proj_1]\ndownloads = 3\n", "roots.proj_1.downloads"),
+    ],
+)
+def test_invalid_setting_names_the_toml_key_and_the_file(
+    tmp_path: Path, toml: str, key: str
+) -> None:
+    (tmp_path / "config.toml").write_text(toml)
+    r = _run({"PLACET_HOME": str(tmp_path)}, "list")
+    assert r.returncode != 0 and r.stderr.count("\n") == 1, r.stderr
+    assert f"invalid setting {key} in {tmp_path / 'config.toml'}: " in r.stderr, r.stderr
+    assert "('" not in r.stderr

@@ -39,6 +39,7 @@ def _conf(tmp_path: Path, rclone: Path, home: Path, *args: str) -> Path:
 
 def test_healthy_setup(settings: Settings, rclone_home: Path) -> None:
     open_store(settings).close()
+    settings.default_drive_dir.mkdir(mode=0o700)  # made on first use (doctor makes none)
     code, lines, out = _doctor()
     assert code == 0, out
     for name in ("config", "data", "rclone", "drive", "capabilities", "database", "schema",
@@ -121,3 +122,26 @@ def test_wal_side_files_must_be_private(settings: Settings, rclone_home: Path, s
     side.chmod(0o644)
     code, lines, out = _doctor()
     assert code == 1 and lines[f"db{suffix}"] == "FAIL" and f"chmod 600 {side}" in out
+
+
+def test_missing_local_drive_folder_fails_and_nothing_is_created(
+    tmp_path: Path, rclone_home: Path
+) -> None:
+    home = tmp_path / "not-yet"
+    nope = tmp_path / "nope"
+    env = {**os.environ, "PLACET_HOME": str(home), "PLACET_DRIVE": str(nope)}
+    code, lines, out = _doctor(env)
+    assert code == 1 and lines["drive"] == "FAIL", out
+    assert f"{nope}: the folder does not exist" in out
+    assert f"fix: create it or run `placet drive set {nope} --create`" in out
+    assert "(absent)" in out and "not encrypted" not in out  # no rclone.conf under HOME
+    assert lines["data"] == "ok" and "not created yet" in out
+    assert not home.exists() and not nope.exists()  # doctor changes nothing
+    nope.mkdir()
+    code, lines, out = _doctor(env)
+    assert code == 0 and lines["drive"] == "ok" and f"{nope} answers" in out, out
+    assert not home.exists()  # the remote was asked with a scratch run folder
+    del env["PLACET_DRIVE"]
+    code, lines, out = _doctor(env)
+    assert code == 0 and lines["drive"] == "ok" and "the default; not created yet" in out, out
+    assert not home.exists()

@@ -5,34 +5,32 @@ holds, none is cut), the request hash, and the agent's reason boxed last as its 
 Flags come from `placet.vetting.proposal_flags` (the review UI calls the same function),
 matched on the root's (downloads) or the drive's own path joined with each target.
 Every string from an agent, a file name or the remote goes through `placet.text.inert`.
-Split from `placet.cli.accept` (size).
+Split from `placet.cli.accept` (size). `placet show` renders with the same pieces
+(`ops_lines` without a cap, `flag_lines`, `reason_lines`, `ops_summary`): one renderer
+for both, show only orders them differently (reason and flags first, then every op).
 """
 
 from __future__ import annotations
 
+from placet.display import already_inert, size_text
 from placet.requests import Op
 from placet.risk import RiskFlag
 from placet.store import ProposalRecord
 from placet.text import inert, inert_with_ascii
 from placet.vetting import proposal_flags, root_path_of
 
-__all__ = ["SHOWN_OPS", "effect_lines", "flag_counts"]
+__all__ = [
+    "SHOWN_OPS",
+    "effect_lines",
+    "flag_counts",
+    "flag_lines",
+    "ops_lines",
+    "ops_summary",
+    "reason_lines",
+]
 
 SHOWN_OPS = 200
 """Ops listed one by one; past this a line says how many more (risk flags: all)."""
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit} ({n} bytes)"
 
 
 def flag_counts(flags: list[RiskFlag]) -> str:
@@ -59,7 +57,7 @@ def _op_lines(record: ProposalRecord, op: Op, root_path: str) -> list[str]:
     out = [
         f"{head}  {inert_with_ascii(src or '?')}",
         f"       -> {inert_with_ascii(dst or '?')}" + ("  (REPLACES it)" if op.replace else ""),
-        f"       size {_size(op.size)}",
+        f"       size {size_text(op.size)}",
     ]
     ev_local, ev_remote = op.expected_local, op.expected_remote
     if op.kind != "download" and ev_local is not None:
@@ -71,57 +69,89 @@ def _op_lines(record: ProposalRecord, op: Op, root_path: str) -> list[str]:
         out.append(f"       remote digest {digest}")
     if ev_remote is not None and op.kind != "download":
         seen = "absent" if not ev_remote.exists else (
-            f"exists, {_size(ev_remote.size)}, "
+            f"exists, {size_text(ev_remote.size)}, "
             + (f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "no digest")
         )  # fmt: skip
         out.append(f"       target on the drive when proposed: {seen}")
     if op.kind == "download":
-        seen = "absent" if ev_local is None else f"exists, {_size(ev_local.size)}"
+        seen = "absent" if ev_local is None else f"exists, {size_text(ev_local.size)}"
         out.append(f"       local target when proposed: {seen}")
     if op.reason:
         out.append(f"       planner: {inert(op.reason)}")
     return out
 
 
+def ops_summary(ops: list[Op], skip: list[int] | None = None) -> str:
+    """``"  ops           34 (2 skipped with --skip), moving 1.2 KiB (1234 bytes)"``."""
+    skipped = set(skip or [])
+    total = sum(op.size or 0 for op in ops if op.kind != "mkdir" and op.index not in skipped)
+    left_out = f" ({len(skipped)} skipped with --skip)" if skipped else ""
+    return f"  ops           {len(ops)}{left_out}, moving {size_text(total)}"
+
+
+def ops_lines(
+    record: ProposalRecord,
+    ops: list[Op],
+    skip: list[int] | None = None,
+    *,
+    limit: int | None = SHOWN_OPS,
+) -> list[str]:
+    """Each op as terminal-safe lines (``#5 upload  src`` / ``-> dst`` / size, digests,
+    what the target was when proposed, the planner's reason). Ops in `skip` are marked
+    skipped. Past `limit` ops (None: no limit; `placet show` lists all) one line says
+    how many more."""
+    root_path = root_path_of(record)
+    skipped = set(skip or [])
+    shown = ops if limit is None else ops[:limit]
+    out: list[str] = []
+    for op in shown:
+        lines = _op_lines(record, op, root_path)
+        if op.index in skipped:
+            lines[0] += "  [SKIPPED: --skip, nothing is done for it]"
+        out += lines
+    if len(ops) > len(shown):
+        out.append(
+            f"  ... and {len(ops) - len(shown)} more ops (see `placet show {record.id}`; "
+            "every op's risk flags are listed below)"
+        )
+    return out
+
+
+def flag_lines(record: ProposalRecord, ops: list[Op]) -> list[str]:
+    """Every risk flag of `record`'s ops, however many (a padded sync must not push one
+    out of sight), counted by code and listed most severe first."""
+    flags = proposal_flags(record, ops)
+    if not flags:
+        return ["  placet found no risk flags."]
+    ranked = sorted(flags, key=lambda f: _SEVERITY.index(f.code) if f.code in _SEVERITY else 0)
+    out = [f"  placet risk flags ({len(flags)}: {flag_counts(flags)}):"]
+    return out + [f"    ! {f.code}: {already_inert(f.message)}" for f in ranked]
+
+
+def reason_lines(record: ProposalRecord) -> list[str]:
+    """The agent's reason, escaped and boxed, labelled as its claim."""
+    reason = inert(record.reason)
+    bar = f"    +{'-' * (len(reason) + 2)}+"
+    return [
+        "  the agent's reason (its claim, not checked by placet):",
+        bar,
+        f"    | {reason} |",
+        bar,
+    ]
+
+
 def effect_lines(record: ProposalRecord, ops: list[Op], skip: list[int] | None = None) -> list[str]:
     """What accepting `record` would do, as terminal-safe lines (placet's facts first,
     then its risk flags, then the agent's reason boxed as its claim). Ops in `skip`
     (`--skip`) are listed, marked as skipped."""
-    root_path = root_path_of(record)
-    skipped = set(skip or [])
-    total = sum(op.size or 0 for op in ops if op.kind != "mkdir" and op.index not in skipped)
-    left_out = f" ({len(skipped)} skipped with --skip)" if skipped else ""
     out = [
         f"proposal {record.id}  {inert(record.kind)}  {record.status.upper()}",
         f"  drive         {inert(record.drive_spec)}",
         f"  proposed by   {inert(record.client_name or '?')} {inert(record.client_version or '')}"
         f" run {inert(record.run_id)} on host {inert(record.host)}",
-        f"  ops           {len(ops)}{left_out}, moving {_size(total)}",
+        ops_summary(ops, skip),
     ]
-    for op in ops[:SHOWN_OPS]:
-        lines = _op_lines(record, op, root_path)
-        if op.index in skipped:
-            lines[0] += "  [SKIPPED: --skip, nothing is done for it]"
-        out += lines
-    if len(ops) > SHOWN_OPS:
-        out.append(
-            f"  ... and {len(ops) - SHOWN_OPS} more ops (see `placet show {record.id}`; "
-            "every op's risk flags are listed below)"
-        )
-    # Every flag, however many: a padded sync must not push one out of sight.
-    flags = proposal_flags(record, ops)
-    if flags:
-        out.append(f"  placet risk flags ({len(flags)}: {flag_counts(flags)}):")
-        ranked = sorted(flags, key=lambda f: _SEVERITY.index(f.code) if f.code in _SEVERITY else 0)
-        out += [f"    ! {f.code}: {f.message}" for f in ranked]
-    else:
-        out.append("  placet found no risk flags.")
+    out += ops_lines(record, ops, skip)
+    out += flag_lines(record, ops)
     out.append(f"  request hash  {record.request_hash}")
-    reason = inert(record.reason)
-    out.append("  the agent's reason (its claim, not checked by placet):")
-    out += [
-        f"    +{'-' * (len(reason) + 2)}+",
-        f"    | {reason} |",
-        f"    +{'-' * (len(reason) + 2)}+",
-    ]
-    return out
+    return out + reason_lines(record)

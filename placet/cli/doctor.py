@@ -10,9 +10,11 @@ version against this placet's, WAL journal, `-wal`/`-shm` modes, DESIGN.md secti
 "Files").
 
 Nothing is changed, and the database is opened read-only (one that does not exist yet is
-reported as such). Asking the remote needs what any placet command makes on first use:
-the data directory (0700, by `ensure_data_dir`), its run folder for rclone's socket, and
-the default drive folder when no drive is configured.
+reported as such). Asking the remote needs a run folder for rclone's socket: the data
+directory's when it exists, else a scratch folder removed afterwards (a missing data
+directory is reported, not created). A local-folder drive whose folder is missing fails
+with the fix `placet drive set` gives (the same check); the default drive folder, not
+made yet, is reported as such and not created.
 Each line is ``ok``, ``warn`` (works, but worth knowing) or ``FAIL`` followed by a
 ``fix:`` line; the exit status is 1 when any check failed, else 0.
 """
@@ -24,11 +26,12 @@ import os
 import sqlite3
 import stat
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from placet.config import Settings, data_dir_from_env, ensure_data_dir, load_settings
+from placet.config import Settings, data_dir_from_env, load_settings
 from placet.errors import EXIT_OK, EXIT_OP_FAILED, ConfigError, PlacetError
 from placet.text import inert
 
@@ -147,7 +150,8 @@ def _keyring(settings: Settings, rclone: Path | None, env: dict[str, str]) -> Ch
 
     conf = rclone_config_path(env, rclone or Path(sys.executable).parent / "rclone")
     encrypted = config_is_encrypted(conf)
-    where = f"rclone config {conf} ({'encrypted' if encrypted else 'not encrypted'})"
+    state = "encrypted" if encrypted else "not encrypted" if conf.exists() else "absent"
+    where = f"rclone config {conf} ({state})"
     try:
         import keyring
         from keyring.backends import fail
@@ -178,11 +182,38 @@ def _keyring(settings: Settings, rclone: Path | None, env: dict[str, str]) -> Ch
 
 
 def _drive(out: list[Check], settings: Settings, env: dict[str, str]) -> None:
-    from placet.drive import configured_spec, drive_for, preferred_digest
+    from placet.cli.drive import local_folder_problem
+    from placet.drive import configured_spec, default_drive_spec, validate_spec
 
     spec = configured_spec(settings)
     try:
-        ensure_data_dir(settings)  # rclone rcd's socket lives in <data dir>/run
+        parsed = validate_spec(spec)
+    except PlacetError as e:
+        out.append(Check("drive", "FAIL", f"{spec}: {e.message}", "`placet drive set SPEC`"))
+        return
+    problem = local_folder_problem(parsed)
+    if problem is not None:
+        if spec == default_drive_spec(settings) and not Path(spec).exists():
+            out.append(Check("drive", "ok", f"{spec} (the default; not created yet, made "
+                             "0700 on first use)"))  # fmt: skip
+        else:
+            fix = f"create it or run `placet drive set {spec} --create`"
+            if Path(parsed.root).exists():
+                fix = f"give a folder: `placet drive set FOLDER`, not {spec}"
+            out.append(Check("drive", "FAIL", f"{spec}: {problem}", fix))
+        return
+    with tempfile.TemporaryDirectory(prefix="placet-doctor-") as scratch:
+        # rclone rcd's socket lives in <data dir>/run: a missing data dir is not created
+        # here (doctor changes nothing), a scratch one holds the socket instead.
+        if not settings.data_dir.exists():
+            settings = settings.model_copy(update={"data_dir": Path(scratch), "drive": spec})
+        _ask_drive(out, settings, spec, env)
+
+
+def _ask_drive(out: list[Check], settings: Settings, spec: str, env: dict[str, str]) -> None:
+    from placet.drive import drive_for, preferred_digest
+
+    try:
         drive = drive_for(settings, environ=env)
     except PlacetError as e:
         out.append(Check("drive", "FAIL", f"{spec}: {e.message}", "`placet drive set SPEC`"))

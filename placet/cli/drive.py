@@ -163,18 +163,29 @@ def _unreachable(e: PlacetError, spec: str) -> PlacetError:
     return e
 
 
+def local_folder_problem(spec: DriveSpec) -> str | None:
+    """What is wrong with a local-folder drive's folder: ``"the folder does not exist"``,
+    ``"it exists and is not a folder"``, or None (a folder, or not a local spec). Shared
+    by `drive set` and `doctor`."""
+    if spec.kind != "local":
+        return None
+    folder = Path(spec.root)
+    if folder.is_dir():
+        return None
+    return "it exists and is not a folder" if folder.exists() else "the folder does not exist"
+
+
 def _local_folder(spec: DriveSpec, create: bool) -> None:
     """Refuse a local-folder spec that does not exist (a typo would otherwise become the
     drive), or create it (0700) with --create. Skipped by --no-check (a folder on a
     disk not mounted yet), which prints a note instead."""
-    if spec.kind != "local":
+    problem = local_folder_problem(spec)
+    if problem is None:
         return
     folder = Path(spec.root)
-    if folder.is_dir():
-        return
     if folder.exists():
         raise ConfigError(
-            f"refusing drive {spec.raw!r}: {folder} exists and is not a folder; give a folder",
+            f"refusing drive {spec.raw!r}: {folder}: {problem}; give a folder",
             details={"path": str(folder)},
         )
     if not create:

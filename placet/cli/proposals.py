@@ -4,9 +4,12 @@ queue and the audit log.
 Human output is for a terminal: every string that came from an agent, a file name or the
 remote goes through `placet.text.inert` (control, format and bidi characters shown
 escaped; names with non-ASCII characters also get their escaped ASCII form beside them, as
-in the review UI), `show` lists every op of a sync whole (the terminal wraps; nothing the
-owner accepts is cut), `list` cuts only the reason, to the terminal's width; `show` puts
-the agent's reason last, boxed, as its claim below placet's own facts. `--json`
+in the review UI), `show` renders the proposal as `placet accept` does (the same
+`placet.cli.accept_effect` functions): a header, the agent's reason boxed as its claim
+and placet's risk flags near the top, then every op of a sync whole, one entry per op
+(the terminal wraps; nothing the owner accepts is cut), the op results one line each,
+and only the evidence facts the ops do not show. `list` cuts only the reason, to the
+terminal's width. `--json`
 output is for scripts: one JSON object per line (JSON Lines) with `ensure_ascii`, so it is
 terminal-safe too. Domain errors surface through the entry point (`placet.cli.main`) as
 one line on stderr and the exit code of their class.
@@ -24,9 +27,18 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from placet.cli.accept_effect import flag_lines, ops_lines, ops_summary, reason_lines
 from placet.config import load_settings
-from placet.display import already_inert, failure_line, missing_folders_line, plain, plain_pairs
-from placet.errors import EXIT_OK, StoreError, UsageError
+from placet.display import (
+    evidence_lines,
+    flat_pairs,
+    missing_folders_line,
+    plain,
+    result_line,
+)
+from placet.errors import EXIT_OK, PlacetError, StoreError, UsageError
+from placet.executor.ops import plan_for
+from placet.requests import Op
 from placet.store import AuditRecord, ProposalRecord, Store, open_store
 from placet.store.db import utcnow
 from placet.store.lifecycle import STATUSES
@@ -125,66 +137,54 @@ def cmd_show(args: argparse.Namespace) -> int:
         }
         return _emit(_jsonl([doc]))
     now = utcnow()
+    agent = f"{inert(p.client_name or '?')} {inert(p.client_version or '')}".rstrip()
     out = [
         f"proposal {p.id}  {inert(p.kind)}  {p.status.upper()}",
-        f"  target        {_target(p)}",
-        *_folder_lines(p),
-        f"  created       {_ts(p.created_at)} on host {inert(p.host)}",
-        f"  by            run {inert(p.run_id)}, client "
-        f"{inert(p.client_name or '?')} {inert(p.client_version or '')}".rstrip(),
+        f"  agent         {agent}, run {inert(p.run_id)} on host {inert(p.host)}",
+        f"  created       {_ts(p.created_at)}",
         f"  expires       {_ts(p.expires_at)} ({_rel(p.expires_at, now)})",
-        f"  drive         {inert(p.drive_spec)}",
-        f"  request hash  {p.request_hash}",
     ]
-    if p.label:
-        out.append(f"  label         {inert(p.label)}")
     if p.resolved_at:
         out.append(f"  decided       {_ts(p.resolved_at)} by {inert(p.resolved_by or '?')}")
-    if p.attempt:
-        lease = f", lease held by {inert(p.lease_holder)}" if p.lease_holder else ""
-        out.append(f"  attempt       {p.attempt}{lease}")
-    out.append("  request:")
-    out += _flatten(p.request, "    ")
-    out.append("  evidence:")
-    out += _flatten(p.evidence, "    ")
+    if p.label:
+        out.append(f"  label         {inert(p.label)}")
+    out += [f"  drive         {inert(p.drive_spec)}", f"  target        {_target(p)}"]
+    out += _folder_lines(p)
+    out += reason_lines(p)
+    try:
+        ops: list[Op] | None = plan_for(p.kind, p.request, p.evidence).ops
+    except PlacetError as e:
+        ops = None
+        out.append(f"  the stored request does not parse ({inert(e.message)}); see --json")
+    if ops is not None:
+        out += flag_lines(p, ops)
+        out.append(ops_summary(ops))
+        out += ops_lines(p, ops, limit=None)  # every op: nothing the owner accepts is cut
+    out += evidence_lines(p.kind, p.request, p.evidence)
     if p.summary:
-        out.append("  summary:")
-        out += _flatten(p.summary, "    ")
+        out.append(f"  summary       {flat_pairs(p.summary)}")
     if results:
-        out.append(f"  op results (attempt {p.attempt}):")
-        for r in results:
-            out.append(f"    #{r.op_index:<4} {r.outcome:<13} {_compact(r.op)}")
-            head, rest = failure_line(r.detail, ascii_forms=False)
-            if head is not None:
-                out.append(f"          {head}")
-            if rest:
-                out.append(f"          {plain_pairs(rest, ascii_forms=False)}")
+        lease = f", lease held by {_holder(p.lease_holder)}" if p.lease_holder else ""
+        out.append(f"  op results (attempt {p.attempt}{lease}):")
+        out += [f"    {result_line(r.op_index, r.outcome, r.op, r.detail)}" for r in results]
+    out.append(f"  request hash  {p.request_hash}")
     out.append("  history:")
     out += [f"    {_event_line(e)}" for e in events]
-    out += _flag_lines(p)
-    out.append("  the agent's reason (its claim, not checked by placet):")
-    reason = inert(p.reason)
-    out += ["    +" + "-" * (len(reason) + 2) + "+", f"    | {reason} |"]
-    out.append("    +" + "-" * (len(reason) + 2) + "+")
     return _emit(out)
+
+
+def _holder(raw: str) -> str:
+    """A stored lease holder (JSON ``{"host", "pid", "start_time"}``) as ``host=h, pid=1``."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return inert(raw)
+    return flat_pairs(value) if isinstance(value, dict) else inert(raw)
 
 
 def _folder_lines(p: ProposalRecord) -> list[str]:
     line = missing_folders_line(p.kind, p.request, p.evidence)
     return [] if line is None else [f"  also          {line}"]
-
-
-def _flag_lines(p: ProposalRecord) -> list[str]:
-    """placet's own risk flags (DESIGN.md section 9), from the same `effect_of` the
-    review UI uses; their messages are escaped already."""
-    from placet.tui.facts import effect_of  # imports Textual: only when showing
-
-    flags = effect_of(p).flags
-    if not flags:
-        return ["  placet found no risk flags"]
-    out = [f"  placet risk flags ({len(flags)}):"]
-    out += [f"    ! {f.code}: {already_inert(f.message)}" for f in flags]
-    return out
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
@@ -287,27 +287,13 @@ def _list_target(p: ProposalRecord) -> str:
     return shown if "(ASCII: " in shown else _clip(shown, TARGET_WIDTH)
 
 
-def _flatten(value: Any, indent: str, prefix: str = "") -> list[str]:
-    if isinstance(value, dict):
-        out: list[str] = []
-        for k in sorted(value):
-            out += _flatten(value[k], indent, f"{prefix}.{k}" if prefix else str(k))
-        return out
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        # every item, whole: a sync's ops are what the owner accepts (the terminal wraps)
-        out = [f"{indent}{inert(prefix)}: {len(value)} item(s)"]
-        out += [f"{indent}  [{i}] {_compact(v)}" for i, v in enumerate(value)]
-        return out
-    return [f"{indent}{inert(prefix)}: {_compact(value)}"]
-
-
 def _compact(value: Any) -> str:
     """A stored JSON value as one line; names with non-ASCII get their ASCII form beside."""
     return plain(value)
 
 
 def _event_line(e: AuditRecord) -> str:
-    detail = f"  {plain_pairs(e.detail, ascii_forms=False)}" if e.detail else ""
+    detail = f"  {flat_pairs(e.detail, ascii_forms=False)}" if e.detail else ""
     return (
         f"#{e.id:<6} {_ts(e.at)}  proposal {e.proposal_id:<5} {inert(e.actor):<16} "
         f"{e.from_status or '(new)'} -> {e.to_status}{detail}"
@@ -321,7 +307,13 @@ def _ts(t: datetime) -> str:
 def _rel(t: datetime, now: datetime) -> str:
     secs = int((t - now).total_seconds())
     span = abs(secs)
-    text = f"{span}s" if span < 120 else f"{span // 60}m" if span < 7200 else f"{span // 3600}h"
+    # one unit each, the largest that fits: 45s, 2m, 3h, 2d (never 102s beside 2m)
+    text = (
+        f"{span}s" if span < 60
+        else f"{span // 60}m" if span < 3600
+        else f"{span // 3600}h" if span < 86400
+        else f"{span // 86400}d"
+    )  # fmt: skip
     return f"in {text}" if secs > 0 else f"{text} ago"
 
 
