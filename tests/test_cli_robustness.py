@@ -88,3 +88,12 @@ def test_invalid_setting_names_the_toml_key_and_the_file(
     assert r.returncode != 0 and r.stderr.count("\n") == 1, r.stderr
     assert f"invalid setting {key} in {tmp_path / 'config.toml'}: " in r.stderr, r.stderr
     assert "('" not in r.stderr
+
+
+def test_config_without_root_names_the_command_run(tmp_path: Path) -> None:
+    r = _run({"PLACET_HOME": str(tmp_path)}, "config", "claude")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "placet config claude needs at least one --root" in r.stderr.replace(
+        ": --root", " --root"
+    )
+    assert "placet serve" not in r.stderr

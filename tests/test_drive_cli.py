@@ -298,6 +298,10 @@ def test_unreachable_drive_exits_5_and_names_the_spec(
     assert main(["drive", "set", "nosuchremote:"]) == EXIT_DRIVE_UNAVAILABLE
     err = capsys.readouterr().err
     assert "'nosuchremote:'" in err and "''" not in err
+    # one sentence, one fix: not rclone's advice plus a suggestion to run `drive set` again
+    assert "has no remote 'nosuchremote'; define the remote 'nosuchremote' with `rclone " in err
+    assert err.rstrip().endswith("or pass --no-check to set it anyway"), err
+    assert "placet drive set" not in err and err.count("rclone config`") == 1
     assert main(["drive", "set", "--no-check", "nosuchremote:"]) == EXIT_OK
     capsys.readouterr()
     assert main(["drive", "show"]) == EXIT_DRIVE_UNAVAILABLE

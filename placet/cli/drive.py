@@ -175,6 +175,25 @@ def local_folder_problem(spec: DriveSpec) -> str | None:
     return "it exists and is not a folder" if folder.exists() else "the folder does not exist"
 
 
+def _check_failed(e: PlacetError, spec: DriveSpec, settings: Settings) -> PlacetError:
+    """`drive set`'s check failed: one sentence with one fix. A remote missing from
+    rclone's config names the remote and the config file, not rclone's own wording and
+    advice (which suggested the command just run)."""
+    if e.error_code == "drive_misconfigured" and spec.kind == "remote" and spec.name:
+        conf = rclone_config_path(os.environ, resolve_rclone_path(settings.rclone_path))
+        return DriveUnavailable(
+            f"refusing drive {redact(spec.raw)!r}: rclone's config {conf} has no remote "
+            f"{spec.name!r}; define the remote {spec.name!r} with `rclone config`, or pass "
+            "--no-check to set it anyway",
+            code="drive_misconfigured",
+            details={**e.details, "drive": redact(spec.raw), "remote": spec.name},
+            retryable=False,
+        )
+    e = _unreachable(e, spec.raw)
+    e.message += "; fix the remote, or pass --no-check to set it anyway"
+    return e
+
+
 def _local_folder(spec: DriveSpec, create: bool) -> None:
     """Refuse a local-folder spec that does not exist (a typo would otherwise become the
     drive), or create it (0700) with --create. Skipped by --no-check (a folder on a
@@ -235,9 +254,7 @@ def cmd_set(args: argparse.Namespace) -> int:
                 except NotFound:
                     state = "reached the remote (the folder does not exist yet)"
             except PlacetError as e:
-                e = _unreachable(e, spec)
-                e.message += "; fix the remote, or pass --no-check to set it anyway"
-                raise e from None
+                raise _check_failed(e, parsed, settings) from None
         digests = ", ".join(caps.hash_types) or "none (sizes only)"
         print(f"rclone {state}: backend {caps.backend or '?'}, digests {digests}")
     previous = configured_spec(settings)

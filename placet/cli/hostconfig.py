@@ -211,6 +211,12 @@ def cmd_config(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     label = check_label(args.label)
+    if not args.root:
+        raise UsageError(
+            f"no --root given; placet config {args.host} needs at least one --root (a "
+            "folder the agent may use): --root DIR or --root NAME=DIR",
+            code="root_refused",
+        )
     roots = parse_roots(args.root, settings)
     for spec in (args.drive, os.environ.get("PLACET_DRIVE")):
         if spec:
