@@ -39,7 +39,9 @@ stable once shipped: agents and scripts match on it):
 * `NotFound` (exit 3): ``not_found`` (default); ``not_a_file`` (a remote folder where a
   file was named); ``anchor_expired`` (a `drive_changes` anchor's listing was pruned).
 * `AlreadyExists`: ``already_exists``. `Expired`: ``expired``. `WrongState`:
-  ``wrong_state``. `StaleEvidence`: ``stale`` (also an op outcome).
+  ``wrong_state``. `StaleEvidence`: ``stale`` (also an op outcome); ``plan_superseded``
+  (`propose_sync` of a plan made out of date by a newer plan of the same pair, or by an
+  applied proposal).
 * `LimitExceeded`: ``limit_exceeded`` (default: a cap on pending proposals, reads,
   plan entries; retryable when the cap frees itself, e.g. running long reads);
   ``server_busy`` (too many tool calls of one client in flight; retryable).
