@@ -278,7 +278,9 @@ def _target(p: ProposalRecord) -> str:
         return f"{inert_with_ascii(str(remote))} -> {inert_with_ascii(str(local_s))}"
     if p.kind == "sync":
         n = len(r.get("ops") or [])
-        return f"{inert_with_ascii(str(local_s))} <-> {inert_with_ascii(str(remote))} ({n} ops)"
+        top = f"{root}:/" if root and not local else str(local_s)  # the root's top folder
+        there = f"drive:/{remote or ''}"
+        return f"{inert_with_ascii(top)} <-> {inert_with_ascii(there)} ({n} ops)"
     return inert_with_ascii(str(remote if remote is not None else _compact(r)))
 
 
