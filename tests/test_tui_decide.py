@@ -416,3 +416,47 @@ async def test_quitting_mid_transfer_asks_and_marks_interrupted(
         assert store.verify_audit().ok
     finally:
         store.close()
+
+
+@pytest.mark.asyncio
+async def test_proposal_made_on_another_drive_is_warned_and_refused_before_approval(
+    settings: Settings, store: Store
+):
+    """`placet accept` refuses a proposal made against another drive before its code
+    (`check_binding`); the review UI warns in the detail and refuses the same way, so
+    nothing is approved, claimed or run."""
+    from placet.errors import PolicyRefused
+    from placet.executor import check_binding
+
+    rec = add_upload(store)  # made against tui_fixtures.DRIVE
+    other = quiet(settings, drive="/tmp/nc-drive")  # the owner's configured drive now
+    with pytest.raises(PolicyRefused) as cli:
+        check_binding(other, store.get(rec.id))
+    assert cli.value.error_code == "drive_changed"
+    events = Recorder()
+    app = make_app(other, store, clock=Clock(), confirm_guard_seconds=0)
+    async with app.run_test(size=(160, 48), message_hook=events) as pilot:
+        await settle(pilot)
+        body = plain(app.query_one("#queue-detail", DetailPane).body)
+        flat = " ".join(body.split())
+        assert "WARNING: placet will refuse to accept this (drive_changed)" in flat
+        assert " ".join(cli.value.message.split()) in flat
+        await pilot.press("a")
+        await settle(pilot)
+        assert not isinstance(app.screen, AcceptScreen)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert not isinstance(app.screen, AcceptScreen)
+    assert ("not accepted: drive_changed", cli.value.message, "error") in events.notifications
+    assert store.get(rec.id).status == "pending"
+    assert approvals(store, rec.id) == []
+    assert [e.to_status for e in store.audit_events(proposal_id=rec.id)] == ["pending"]
+
+
+@pytest.mark.asyncio
+async def test_proposal_on_the_configured_drive_has_no_warning(settings: Settings, store: Store):
+    add_upload(store)
+    app = make_app(quiet(settings), store, clock=Clock())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        assert "WARNING" not in plain(app.query_one("#queue-detail", DetailPane).body)

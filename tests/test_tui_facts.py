@@ -80,7 +80,8 @@ def test_sync_lists_every_op_and_flags_each(store: Store):
     req = SyncRequest(plan_id=7, root=ROOT, local_path="site", remote_path="site", ops=ops)
     rec, _ = store.create_proposal(
         kind="sync", request=req.model_dump(mode="json"),
-        evidence={"plan": {"id": 7, "summary": {"upload": 1, "download": 1}}},
+        evidence={"plan": {"id": 7, "created_at": "2026-11-30T11:58:16.123456+00:00",
+                           "summary": {"upload": 1, "download": 1}}},
         reason="sync the site",
         drive_spec=DRIVE, run_id="r", ttl_seconds=600, now=T0,
     )  # fmt: skip
@@ -91,7 +92,11 @@ def test_sync_lists_every_op_and_flags_each(store: Store):
     assert sorted(codes(rec)) == ["runs_code", "runs_code"]  # .git/ and run.sh
     shown = plain(proposal_view(rec, eff))
     assert "op 2  download" in shown and "/home/owner/proj/site/run.sh" in shown
-    assert 'plan at proposal time: {"id": 7, "summary": {"download": 1, "upload": 1}}' in shown
+    # the evidence is the plan's (its time, not the proposal's), in readable text
+    assert "evidence is the plan's, at plan time (2026-11-30 11:58:16Z); plan 7" in shown
+    assert "plan summary: download: 1, upload: 1" in shown
+    assert "source at plan time (2026-11-30 11:58:16Z)" in shown
+    assert "at proposal time" not in shown and '{"' not in shown
 
 
 def test_unknown_kind_shows_raw_request_and_op_kind_is_flagged(store: Store):

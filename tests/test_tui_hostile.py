@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from executor_fixtures import Rig, make_rig, write_config
 from textual.widgets import Input
-from tui_fixtures import Recorder, add_upload, plain, settle, until
+from tui_fixtures import DRIVE, Recorder, add_upload, plain, settle, until
 from tui_pty import PtyProcess
 
 from placet.config import Settings, load_settings
@@ -83,6 +83,7 @@ def test_hostile_text_is_inert_in_every_view(settings: Settings, placet_home: Pa
     )
     store.discard(old.id, actor="owner", reason="no", now=now)
     env = dict(os.environ, TERM="xterm-256color", PLACET_HOME=str(placet_home), LANG="C.UTF-8")
+    env["PLACET_DRIVE"] = DRIVE  # the drive the fixture proposals were made against
     env.pop("NO_COLOR", None)
     app = PtyProcess([PLACET, "review"], env, cols=160, rows=72)
     try:

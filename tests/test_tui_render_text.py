@@ -73,10 +73,10 @@ def test_failed_op_shows_code_and_message_first_then_details(store: Store) -> No
     text = plain(results_block(store.op_results(rec.id)))
     flat = " ".join(text.split())  # the pane wraps long lines at word boundaries
     head = " ".join(f"refused: {message}".split())
-    details = "details={path: syncme/sub\u00e9 (ASCII: syncme/sub\\xe9)}"
+    details = "details.path: syncme/sub\u00e9 (ASCII: syncme/sub\\xe9)"
     assert head in flat  # whole, not cut
     assert flat.index(head) < flat.index(details)
-    assert '{"code"' not in text
+    assert '{"code"' not in text and "details={" not in text
     assert failure_line({"bytes": 3}) == (None, {"bytes": 3})
     assert plain_pairs({}) == ""
 
@@ -120,6 +120,30 @@ async def test_transfer_panel_shows_the_failure_reason_whole(
         await pilot.pause()
         why = str(app.query_one("#transfer-why", Static).render())
         assert " ".join(why.split()).startswith(f"op 0: refused: {message}")
-        assert "details={path: syncme/sub}" in why and '{"code"' not in why
+        assert "details.path: syncme/sub" in why and '{"code"' not in why
         cell = panel.query_one("#transfer-ops").get_cell("0", "detail")  # type: ignore[attr-defined]
         assert cell.plain.startswith("refused: the drive refused")
+
+
+@pytest.mark.asyncio
+async def test_transfer_refused_at_bind_says_no_op_ran(settings: Settings, store: Store) -> None:
+    """An execution that ends before any op (refused when binding) leaves no op
+    "waiting": each says "not run" and the title says no op ran, with the reason."""
+    from textual.widgets import Static
+    from tui_fixtures import Clock, settle
+
+    from placet.tui import make_app
+    from placet.tui.transfer import TransferPanel
+
+    rec = add_mkdir(store)
+    app = make_app(quiet(settings), store, clock=Clock())
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        panel = app.query_one(TransferPanel)
+        panel.start(store.get(rec.id))
+        panel.finish(None, [], "refusing to execute proposal 1: it was made against the drive")
+        await pilot.pause()
+        title = str(app.query_one("#transfer-title", Static).render())
+        assert title.startswith(f"#{rec.id} not executed (no op ran): refusing to execute")
+        cell = panel.query_one("#transfer-ops").get_cell("0", "outcome")  # type: ignore[attr-defined]
+        assert cell.plain == "not run"

@@ -36,7 +36,7 @@ from placet.tui.transfer import TransferPanel
 
 @pytest.fixture
 def sync_settings(settings: Settings) -> Settings:
-    return quiet(settings)  # drive None: the default local folder in PLACET_HOME
+    return quiet(settings, drive=None)  # the default local folder in PLACET_HOME
 
 
 @pytest.fixture

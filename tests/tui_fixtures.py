@@ -47,8 +47,12 @@ class Clock:
 
 
 def quiet(settings: Settings, **changes: Any) -> Settings:
-    """Settings with the sweep far away (tests sweep on purpose) and roomy caps."""
+    """Settings with the sweep far away (tests sweep on purpose), roomy caps, and the
+    configured drive set to `DRIVE`, the drive the `add_*` proposals are made against
+    (so the review UI's binding check, `placet.executor.check_binding`, passes; a test
+    that executes for real passes its own `drive=`, or `drive=None` for the default)."""
     values: dict[str, Any] = {
+        "drive": DRIVE,
         "sweep_seconds": 3600.0,
         "pending_total": 100_000,
         "pending_per_bridge": 100_000,
@@ -82,6 +86,7 @@ def add_upload(
     exists: bool = False,
     now: datetime = T0,
     ttl: int = 1800,
+    drive_spec: str = DRIVE,
 ) -> ProposalRecord:
     name = name if name is not None else local_path.rsplit("/", 1)[-1]
     req = UploadRequest(
@@ -102,7 +107,7 @@ def add_upload(
         request=req.model_dump(mode="json"),
         evidence=ev.model_dump(mode="json"),
         reason=reason,
-        drive_spec=DRIVE,
+        drive_spec=drive_spec,
         run_id=run_id,
         client_name=client_name,
         client_version="1.0",

@@ -35,7 +35,7 @@ from placet.config import Settings
 from placet.errors import PlacetError
 from placet.store import ProposalRecord, Store
 from placet.text import inert, inert_with_ascii
-from placet.tui.deciding import Clock, DecidingApp, Executor, utc_now
+from placet.tui.deciding import RETRY_STATUSES, Clock, DecidingApp, Executor, utc_now
 from placet.tui.facts import ACTIVE_STATUSES, agent_of, target_of
 from placet.tui.messages import (
     ActionDone,
@@ -83,6 +83,7 @@ class ReviewApp(DecidingApp):
         self.executor = executor
         self.confirm_guard_seconds = confirm_guard_seconds
         self.transfer: tuple[int, threading.Event] | None = None
+        self.retrying: int | None = None
         self._data_version: int | None = None
         self._max_seen_id: int | None = None
         self._loading_more = False
@@ -137,6 +138,13 @@ class ReviewApp(DecidingApp):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # App-level keys do nothing while a modal (confirmation, discard, help) is up.
         modal = isinstance(self.screen, ModalScreen)
+        if action == "accept_history":
+            # Offered (footer and key) only for a selected failed or interrupted one.
+            from placet.tui.history import HistoryPane
+
+            panes = self.query(HistoryPane)
+            record = panes.first().selected() if panes else None
+            return record is not None and record.status in RETRY_STATUSES
         return not (modal and action in ("request_quit", "help", "show_tab"))
 
     # -- loading --------------------------------------------------------------------------
@@ -246,6 +254,11 @@ class ReviewApp(DecidingApp):
 
         try:
             records = self.store.list(statuses, limit=HISTORY_LIMIT, newest_first=True)
+            pid = self.retrying
+            if pid is not None and all(r.id != pid for r in records):
+                # Accepted again from here: its row stays (approved, executing) so the
+                # selection stays on it instead of jumping to another proposal.
+                records = sorted([*records, self.store.get(pid)], key=lambda r: -r.id)
         except PlacetError as e:
             self.post_message(ActionDone(e.error_code, inert(e.message), "error", reload=False))
             return

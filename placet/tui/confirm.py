@@ -19,6 +19,7 @@ into the approval. Unticking every op is refused here (discard instead).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import ClassVar
 
@@ -30,10 +31,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from placet.store import ProposalRecord
+from placet.store import OpResultRecord, ProposalRecord
 from placet.tui.detail import with_created_folders
 from placet.tui.facts import Effect
-from placet.tui.render import header_line, lit, proposal_view
+from placet.tui.render import header_line, lit, name, proposal_view
 from placet.tui.sync_view import SyncPicker
 
 _MODAL_CSS = """
@@ -45,6 +46,42 @@ _MODAL_CSS = """
 {name} #buttons {{ height: auto; align-horizontal: right; }}
 {name} #buttons > Button {{ margin: 0 1; }}
 """
+
+
+STALE_SHOWN = 5
+"""Stale paths a retry confirmation names (the rest are counted)."""
+
+
+def retry_note(previous: Sequence[OpResultRecord]) -> Text:
+    """What accepting a failed or interrupted proposal again will do, from the op results
+    of its last attempt: ops that ended done/already_done are re-checked and found
+    already done; stale ops (the file changed since the plan) will be stale again unless
+    the files are restored, so a new plan from the agent is the better way."""
+    done = [r for r in previous if r.outcome in ("done", "already_done")]
+    stale = [r for r in previous if r.outcome == "stale"]
+    failed = [r for r in previous if r.outcome == "failed"]
+    out = Text("Accepting again. Last attempt: ", style="bold", end="")
+    out.append(
+        f"{len(done)} op{'s' if len(done) != 1 else ''} ended done or already_done "
+        "(they will be re-checked and found already done)"
+    )
+    if failed:
+        out.append(f"; {len(failed)} failed (they run again)")
+    if not previous:
+        out.append("; no op results were recorded")
+    if stale:
+        out.append(
+            f"\n{len(stale)} op{'s were' if len(stale) != 1 else ' was'} stale: the files "
+            "changed since the plan, and will be stale again unless they are restored: ",
+            style="bold red",
+        )
+        for n, r in enumerate(stale[:STALE_SHOWN]):
+            out.append(", " if n else "")
+            out.append_text(name(r.op.get("remote_path") or r.op.get("local_path") or "?"))
+        if len(stale) > STALE_SHOWN:
+            out.append(f" and {len(stale) - STALE_SHOWN} more")
+        out.append("\nBetter: cancel, discard it, and ask the agent for a new plan.", style="bold")
+    return out
 
 
 class _Scrolling(VerticalScroll, can_focus=False):
@@ -63,6 +100,7 @@ class AcceptScreen(ModalScreen[bool]):
     AcceptScreen #effect { height: auto; max-height: 30; border: round $primary; }
     AcceptScreen.-sync #effect { max-height: 10; }
     AcceptScreen #hash { height: auto; }
+    AcceptScreen #retry-note { height: auto; border: round $error; }
     AcceptScreen #typed-label { height: auto; color: $error; }
     """
     )
@@ -80,9 +118,14 @@ class AcceptScreen(ModalScreen[bool]):
         now: datetime,
         *,
         guard_seconds: float = 0.5,
+        previous: Sequence[OpResultRecord] | None = None,
     ) -> None:
         super().__init__()
         self.record = record
+        self.previous = previous
+        """Accepting again: the op results of the last attempt; None for a first accept."""
+        self.note = retry_note(previous) if previous is not None else None
+        """What accepting again will do (a Rich Text; tests render it to text)."""
         self.effect = effect
         self.now = now
         self.guard_seconds = guard_seconds
@@ -128,8 +171,14 @@ class AcceptScreen(ModalScreen[bool]):
             title.append("placet will then execute exactly this:", style="")
             yield Label(title, id="title")
             yield Static(header_line(r, self.now), id="head")
+            if self.note is not None:
+                yield Static(self.note, id="retry-note")
             if r.kind == "sync":
-                yield SyncPicker(r, self.effect, id="sync-picker", disabled=True)
+                done = None
+                if self.previous is not None:
+                    ended = ("done", "already_done")
+                    done = sum(1 for p in self.previous if p.outcome in ended)
+                yield SyncPicker(r, self.effect, id="sync-picker", disabled=True, done_before=done)
             with VerticalScroll(id="effect"):
                 yield Static(self.body, id="effect-body")
 

@@ -36,8 +36,8 @@ from textual.app import App
 
 from placet.config import Settings
 from placet.errors import PlacetError, StaleEvidence
-from placet.executor import plan_for
-from placet.store import ProposalRecord, Store
+from placet.executor import check_binding, plan_for
+from placet.store import OpResultRecord, ProposalRecord, Store
 from placet.text import inert
 from placet.tui.facts import countdown, effect_of
 from placet.tui.messages import (
@@ -73,14 +73,18 @@ def utc_now() -> datetime:
 
 def refusal_before_accept(settings: Settings, record: ProposalRecord) -> PlacetError | None:
     """Why `record` must not be accepted whatever the owner types, or None: the checks
-    `placet accept` makes before its code, on the same parsed ops with the same function.
+    `placet accept` makes before its code, with the same functions and messages.
 
     Returns:
-        PlacetError ``request_invalid`` (the stored request does not parse,
-        `placet.executor.plan_for`) or PolicyRefused ``placet_own_path`` (an op would
-        write inside placet's own folders, `placet.vetting.refuse_own_paths`).
+        PolicyRefused ``request_altered`` or ``drive_changed`` (the stored request no
+        longer hashes as stored, or the proposal was made against another drive than the
+        configured one: `placet.executor.check_binding`), PlacetError ``request_invalid``
+        (the stored request does not parse, `placet.executor.plan_for`) or PolicyRefused
+        ``placet_own_path`` (an op would write inside placet's own folders,
+        `placet.vetting.refuse_own_paths`).
     """
     try:
+        check_binding(settings, record)
         refuse_own_paths(
             settings, record, plan_for(record.kind, record.request, record.evidence).ops
         )
@@ -98,6 +102,8 @@ class DecidingApp(App[None]):
     executor: Executor | None
     confirm_guard_seconds: float
     transfer: tuple[int, threading.Event] | None
+    retrying: int | None
+    """The proposal being accepted again from History, while its transfer runs."""
 
     @property
     def queue_table(self) -> QueueTable:
@@ -158,15 +164,34 @@ class DecidingApp(App[None]):
 
         from placet.tui.confirm import AcceptScreen
 
+        previous = self._previous_results(record) if retry else None
         screen = AcceptScreen(
-            record, effect_of(record), now, guard_seconds=self.confirm_guard_seconds
+            record,
+            effect_of(record),
+            now,
+            guard_seconds=self.confirm_guard_seconds,
+            previous=previous,
         )
 
         def decided(accept: bool | None) -> None:
             if accept:
+                self.retrying = record.id if retry else None
                 self._start_transfer(record, screen.skip_ops)
 
         self.push_screen(screen, decided)
+
+    def _previous_results(self, record: ProposalRecord) -> list[OpResultRecord]:
+        """The op results of `record`'s last attempt: those the history detail shows, else
+        one indexed store read."""
+        from placet.tui.detail import DetailPane
+
+        detail = self.history_pane.query_one(DetailPane)
+        if detail.record is not None and detail.record.id == record.id and detail.results:
+            return list(detail.results)
+        try:
+            return self.store.op_results(record.id)
+        except PlacetError:
+            return []
 
     def _start_transfer(self, record: ProposalRecord, skip_ops: list[int]) -> None:
         cancel = threading.Event()
@@ -274,6 +299,7 @@ class DecidingApp(App[None]):
 
     def on_transfer_finished(self, msg: TransferFinished) -> None:
         self.transfer = None
+        self.retrying = None
         self.query_one(TransferPanel).finish(msg.record, msg.results, msg.error)
         if msg.record is not None:
             ok = msg.record.status == "succeeded"

@@ -1,5 +1,9 @@
 """The detail pane: the exact effect of the selected proposal.
 
+A proposal placet would refuse to accept (made against another drive than the
+configured one, a request that no longer hashes as stored, ...: the checks `placet
+accept` makes before its code) is headed by a warning with the same message.
+
 Two parts: a one-line head (id, status, live time to expiry) refreshed by the pane's
 own one-second timer, and the body (the remote folders an upload or mkdir creates on the
 way, risk flags, every op, evidence, request hash, attribution, per-op results, the
@@ -20,9 +24,23 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from placet.display import missing_folders_line
+from placet.errors import PlacetError
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
+from placet.text import inert
 from placet.tui.facts import effect_of
 from placet.tui.render import header_line, proposal_view
+
+DECIDABLE = ("pending", "failed", "interrupted")
+"""Statuses the owner can still accept (again): the detail warns when placet would refuse."""
+
+
+def refusal_banner(refusal: PlacetError) -> Text:
+    """The warning heading the detail of a proposal placet refuses to accept: the same
+    message `placet accept` gives (`placet.tui.deciding.refusal_before_accept`)."""
+    out = Text(f"WARNING: placet will refuse to accept this ({refusal.error_code}): ", end="")
+    out.stylize("bold white on red")
+    out.append(inert(refusal.message), style="bold red")
+    return out
 
 
 def with_created_folders(record: ProposalRecord, view: RenderableType) -> RenderableType:
@@ -79,10 +97,23 @@ class DetailPane(VerticalScroll):
         else:
             view = proposal_view(record, effect_of(record), results, events)
             self.body = with_created_folders(record, view)
+            refusal = self._refusal(record)
+            if refusal is not None:
+                self.body = Group(refusal_banner(refusal), Text(""), self.body)
         self.query_one(".detail-body", Static).update(self.body)
         if moved:
             self.scroll_home(animate=False)
         self.refresh_head()
+
+    def _refusal(self, record: ProposalRecord) -> PlacetError | None:
+        """What `placet accept` would refuse `record` for (drive changed, request
+        altered, ...), for a proposal the owner can still accept; else None."""
+        settings = getattr(self.app, "settings", None)
+        if record.status not in DECIDABLE or settings is None:
+            return None
+        from placet.tui.deciding import refusal_before_accept  # deciding imports this module
+
+        return refusal_before_accept(settings, record)
 
     def refresh_head(self) -> None:
         head = self.query_one(".detail-head", Static)

@@ -137,6 +137,7 @@ class HistoryPane(Vertical):
         self._announce()
 
     def _announce(self) -> None:
+        self.app.refresh_bindings()  # "Accept again" is offered for failed/interrupted only
         pid = self.selected_id()
         detail = self.query_one(DetailPane)
         if pid is None:

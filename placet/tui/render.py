@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -61,6 +61,46 @@ def name(s: object, style: str = "") -> Text:
 def when(dt: datetime | None) -> str:
     """UTC timestamp for people: '2026-11-30 12:00:00Z'; '-' for None."""
     return "-" if dt is None else dt.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def when_text(value: object) -> str | None:
+    """An ISO-8601 timestamp string (as stored in evidence and results) in `when`'s
+    form, or None when `value` is not one."""
+    if not isinstance(value, str) or len(value) < 19 or value[4:5] != "-":
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return when(dt.astimezone(UTC))
+
+
+def readable(value: object) -> str:
+    """A JSON value for people: timestamps in `when`'s form, a flat dict of counts as
+    ``kind: count, kind: count``, anything else as `placet.display.plain`."""
+    stamp = when_text(value)
+    if stamp is not None:
+        return stamp
+    if isinstance(value, dict) and all(not isinstance(v, dict | list) for v in value.values()):
+        return ", ".join(f"{inert(str(k))}: {readable(value[k])}" for k in sorted(value, key=str))
+    return plain(value)
+
+
+def readable_lines(detail: dict[str, Any], indent: str, prefix: str = "") -> Text:
+    """`detail` as one ``key: value`` line per key (keys sorted; a nested dict's keys as
+    ``outer.inner``), each line starting with `indent`; values as `readable`."""
+    out = Text(end="")
+    for k in sorted(detail, key=str):
+        v, key = detail[k], f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.append_text(readable_lines(v, indent, f"{key}."))
+            continue
+        out.append(indent)
+        out.append(f"{inert(key)}: ", style="dim")
+        out.append(readable(v))
+    return out
 
 
 def expires_cell(record: ProposalRecord, now: datetime) -> Text:
@@ -159,15 +199,16 @@ def _evidence(label: str, ev: dict[str, Any] | None) -> Text:
     elif "digest" in ev and not ev.get("sha256"):
         parts.append("no digest (compared by size: unverified)")
     if ev.get("mtime"):
-        parts.append(f"mtime {ev['mtime']}")
+        parts.append(f"mtime {when_text(ev['mtime']) or ev['mtime']}")
     if ev.get("mtime_ns") is not None:
         parts.append(f"mtime_ns {ev['mtime_ns']}")
     out.append_text(lit(", ".join(parts) or "exists"))
     return out
 
 
-def op_block(op: EffectOp, drive_spec: str) -> Text:
-    """One op: kind, paths, size and digests, then the evidence seen at proposal time."""
+def op_block(op: EffectOp, drive_spec: str, seen_at: str = "at proposal time") -> Text:
+    """One op: kind, paths, size and digests, then the evidence seen `seen_at` (a sync's
+    evidence is its plan's: "at plan time (...)")."""
     out = Text(f"  op {op.index}  ", style="bold", end="")
     out.append(op.kind, style="bold magenta")
     if op.replace:
@@ -194,15 +235,15 @@ def op_block(op: EffectOp, drive_spec: str) -> Text:
     if op.kind in ("upload", "upload_revision", "download", "mkdir"):
         out.append("\n")
         if op.kind == "download":
-            out.append_text(_evidence("source at proposal time", op.remote_before))
+            out.append_text(_evidence(f"source {seen_at}", op.remote_before))
             out.append("\n")
-            out.append_text(_evidence("target at proposal time", op.local_before))
+            out.append_text(_evidence(f"target {seen_at}", op.local_before))
         elif op.kind == "mkdir":
-            out.append_text(_evidence("target at proposal time", op.remote_before))
+            out.append_text(_evidence(f"target {seen_at}", op.remote_before))
         else:
-            out.append_text(_evidence("source at proposal time", op.local_before))
+            out.append_text(_evidence(f"source {seen_at}", op.local_before))
             out.append("\n")
-            out.append_text(_evidence("target at proposal time", op.remote_before))
+            out.append_text(_evidence(f"target {seen_at}", op.remote_before))
     return out
 
 
@@ -222,14 +263,21 @@ def effect_block(record: ProposalRecord, effect: Effect) -> Text:
         out.append("  (local root ")
         out.append_text(lit(effect.root_name))
         out.append(")")
+    seen_at = "at proposal time"
     plan = record.evidence.get("plan") if record.kind == "sync" else None
     if isinstance(plan, dict):
-        out.append("\n  plan at proposal time: ", style="dim")
-        seen = {k: plan.get(k) for k in ("id", "created_at", "summary") if k in plan}
-        out.append_text(lit(json.dumps(seen, sort_keys=True, default=str)[:400], "dim"))
+        created = when_text(plan.get("created_at")) or "time unknown"
+        seen_at = f"at plan time ({created})"
+        out.append(f"\n  evidence is the plan's, {seen_at}", style="dim")
+        if "id" in plan:
+            out.append_text(lit(f"; plan {plan['id']}", "dim"))
+        summary = plan.get("summary")
+        if isinstance(summary, dict) and summary:
+            out.append("\n  plan summary: ", style="dim")
+            out.append_text(lit(readable(summary), "dim"))
     for op in effect.ops[:MAX_OPS_SHOWN]:
         out.append("\n")
-        out.append_text(op_block(op, record.drive_spec))
+        out.append_text(op_block(op, record.drive_spec, seen_at))
     if n > MAX_OPS_SHOWN:
         out.append(
             f"\n  ... and {n - MAX_OPS_SHOWN} more ops; `placet show {record.id} --json` "
@@ -316,8 +364,7 @@ def outcome_detail(detail: dict[str, Any], indent: str = "") -> Text:
         out.append(indent)
         out.append(head, style="bold")
     if rest:
-        out.append(indent)
-        out.append(plain_pairs(rest), style="dim")
+        out.append_text(readable_lines(rest, indent))
     return out
 
 
@@ -354,8 +401,9 @@ def proposal_view(
     parts: list[RenderableType] = [_block(flags_block(effect.flags)), _GAP]
     parts += [_block(effect_block(record, effect)), _GAP, _block(facts_block(record))]
     if record.summary:
-        summary = json.dumps(record.summary, sort_keys=True, default=str)
-        parts.append(_block(lit(f"summary: {summary}")))
+        summary = Text("summary:", style="bold", end="")
+        summary.append_text(readable_lines(record.summary, "\n  "))
+        parts.append(_block(summary))
     if results is not None:
         parts += [_GAP, _block(results_block(results))]
     if events:

@@ -143,10 +143,22 @@ def group_header(kind: str, ops: Sequence[EffectOp]) -> Text:
     return out
 
 
-def selection_line(ops: Sequence[EffectOp], skip: Sequence[int]) -> Text:
-    """What accepting now runs: all ops, or N of M with the unticked ones named."""
+def selection_line(
+    ops: Sequence[EffectOp], skip: Sequence[int], done_before: int | None = None
+) -> Text:
+    """What accepting now runs: all ops, or N of M with the unticked ones named.
+    `done_before`: accepting again, the ops that ended done or already_done last time
+    (re-checked, they report already_done)."""
     n = len(ops)
     if not skip:
+        if done_before is not None:
+            return Text(
+                f"Accepting again re-checks all {n} op{'s' if n != 1 else ''}: "
+                f"{done_before} ended done last time and will be found already done; "
+                f"{n - done_before} run again. Untick an op (space) to skip it.",
+                style="bold",
+                end="",
+            )
         return Text(
             f"Accepting runs all {n} op{'s' if n != 1 else ''}. "
             "Untick an op (space) to skip it; Tab moves between groups.",
@@ -196,8 +208,10 @@ class SyncPicker(VerticalScroll):
         *,
         id: str | None = None,
         disabled: bool = False,
+        done_before: int | None = None,
     ) -> None:
         super().__init__(id=id, disabled=disabled)
+        self.done_before = done_before
         self.record = record
         self.effect = effect
         self.groups = grouped(effect.ops)
@@ -206,7 +220,7 @@ class SyncPicker(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         root = self.record.request.get("root")
-        yield Static(selection_line(self.effect.ops, []), id="sync-selection")
+        yield Static(selection_line(self.effect.ops, [], self.done_before), id="sync-selection")
         if not self.can_pick:
             yield Static(
                 Text(
@@ -252,5 +266,5 @@ class SyncPicker(VerticalScroll):
     def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged[int]) -> None:
         event.stop()
         self.query_one("#sync-selection", Static).update(
-            selection_line(self.effect.ops, self.skip_ops)
+            selection_line(self.effect.ops, self.skip_ops, self.done_before)
         )

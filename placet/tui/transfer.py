@@ -49,6 +49,7 @@ class TransferPanel(Vertical):
         self.running: set[int] = set()  # rows marked running, not ended yet
         self.ops_done = 0  # ops ended, as the executor last said
         self.bytes: tuple[int, int] | None = None  # (done, total) of the last progress
+        self.skip: set[int] = set()  # ops the owner unticked
 
     def compose(self) -> ComposeResult:
         yield Static(Text(""), id="transfer-title")
@@ -76,7 +77,7 @@ class TransferPanel(Vertical):
         self.op_count = len(effect.ops)
         self._title(Text(f"Executing #{record.id} {record.kind}: starting...", style="bold"))
         bar = self.query_one(ProgressBar)
-        skip = set(skip_ops or [])
+        skip = self.skip = set(skip_ops or [])
         moving = sum(op.size or 0 for op in effect.ops if op.index not in skip)
         bar.update(total=max(moving, 1), progress=0)
         ops = self.query_one("#transfer-ops", DataTable)
@@ -174,6 +175,12 @@ class TransferPanel(Vertical):
         for i in sorted(self.running):  # the executor returned: nothing runs any more
             if str(i) in ops.rows:
                 ops.update_cell(str(i), "outcome", Text("no result", style="dim"))
+        never = 0
+        for key in list(ops.rows):  # still "waiting": the execution ended without them
+            i = int(str(key.value))
+            if i not in self.ended and i not in self.running and i not in self.skip:
+                never += 1
+                ops.update_cell(key, "outcome", Text("not run", style="dim red"))
         self.running = set()
         bar = self.query_one(ProgressBar)
         ended = f": {len(self.ended)}/{self.op_count} ops ended"
@@ -183,6 +190,10 @@ class TransferPanel(Vertical):
         elif record is not None:
             self._title(Text(f"#{record.id} {record.status}{ended}", style="bold red"))
         else:
-            title = Text(f"#{self.proposal_id} not executed: ", style="bold red")
+            said = "no op ran" if not self.ended else f"{never} op(s) not run"
+            title = Text(f"#{self.proposal_id} not executed ({said}): ", style="bold red")
             title.append_text(lit(error or "unknown error"))
+            self._title(title)
+        if never and record is not None:
+            title = Text(f"#{record.id} {record.status}{ended}; {never} not run", style="bold red")
             self._title(title)
