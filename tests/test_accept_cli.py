@@ -131,8 +131,10 @@ def test_exit_codes(rig: Rig) -> None:
     assert r.returncode == 1, r.stderr
     assert "stale" in r.stderr
     # a failed proposal can be accepted again; still stale, still 1
-    assert placet_cli("accept", str(rec.id), "--yes", env=env).returncode == 1
-    assert rig.store.get(rec.id).attempt == 2
+    again = placet_cli("accept", str(rec.id), "--yes", env=env)
+    assert again.returncode == 1, again.stderr
+    assert "stale" in again.stderr, again.stderr
+    assert rig.store.get(rec.id).attempt == 2, (again.stdout, again.stderr)
 
     done = rig.write("d.txt", b"d")
     ok = rig.upload("d.txt")
