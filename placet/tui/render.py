@@ -24,7 +24,7 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from placet.display import already_inert, failure_line, plain, plain_pairs
+from placet.display import already_inert, failure_line, plain
 from placet.risk import RiskFlag
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.text import inert, inert_with_ascii
@@ -375,9 +375,10 @@ def trail_block(events: Iterable[AuditRecord]) -> Text:
         out.append(f"\n  {when(e.at)}  {e.from_status or 'none'} -> {e.to_status}  by ")
         out.append_text(lit(e.actor))
         shown = {k: v for k, v in e.detail.items() if k != "request_hash"}
-        if shown:
+        if shown:  # times in `when`'s form, like every time in the UI
             out.append("  ")
-            out.append(plain_pairs(shown), style="dim")
+            pairs = (f"{inert(str(k))}={readable(shown[k])}" for k in sorted(shown, key=str))
+            out.append("  ".join(pairs), style="dim")
     return out
 
 
