@@ -12,6 +12,11 @@ The plan is bound to where it was made: its drive spec must be the one this serv
 its root must still be one of the owner's roots (same path; the root's identity is
 re-checked), and its folder must lie inside the caller's scope, so a plan made through
 one server cannot be proposed through another that may not see that folder.
+
+A plan is proposed only while current (docs/decisions.md, "A sync plan is proposed only
+while current"): `refuse_outdated_plan` refuses one that a newer plan of the same pair
+or an applied (or approved, or executing) proposal made from it has overtaken, or that
+is past `RETENTION`, because proposing it would act on what the agent no longer sees.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from placet.errors import PathRefused, PolicyRefused, UsageError
+from placet.errors import Expired, PathRefused, PolicyRefused, StaleEvidence, UsageError
 from placet.proposing import ProposeContext, ttl_seconds
 from placet.requests import Op, RemoteEvidence, SyncRequest
+from placet.store.db import utcnow
+from placet.store.sync_data import RETENTION
 from placet.sync.ops import check_decisions, to_request_ops
 from placet.text import inert, one_line_reason
 
@@ -147,3 +154,43 @@ def propose_sync(
         label=ctx.label,
         ttl_seconds=ttl,
     )
+
+
+def refuse_outdated_plan(svc: SyncService, drive_spec: str, plan_id: int) -> None:
+    """Refuse proposing plan `plan_id` once it is out of date (docs/decisions.md, "A sync
+    plan is proposed only while current"); `propose_sync` answers for a plan that does
+    not exist or was made against another drive.
+
+    Raises:
+        StaleEvidence (`plan_superseded`): a newer plan of the same pair (root, local
+            folder, drive, remote folder) exists, or a proposal made from this plan
+            succeeded or is approved or executing; details name them.
+        Expired: the plan is older than `RETENTION` (7 days) but not pruned yet.
+    """
+    st = svc.data.plan_standing(plan_id)
+    if st is None or st.drive_spec != drive_spec:
+        return  # propose_sync answers not_found / drive_changed
+    if utcnow() >= st.created_at + RETENTION:
+        raise Expired(
+            f"refusing to propose sync plan {plan_id}: it is older than the "
+            f"{RETENTION.days} days plans are kept; call sync_plan again and propose the "
+            "new plan",
+            details={"plan_id": plan_id, "created_at": st.created_at.isoformat()},
+        )
+    why: list[str] = []
+    if st.proposal_id is not None:
+        done = {"succeeded": "already applied it", "approved": "is approved, to apply it",
+                "executing": "is applying it now"}[st.proposal_status or ""]  # fmt: skip
+        why.append(f"proposal #{st.proposal_id} made from it {done}")
+    if st.newer_plan_id is not None:
+        why.append(f"plan {st.newer_plan_id} of the same folders is newer")
+    if why:
+        applying = st.proposal_status in ("approved", "executing")
+        wait = "wait for it to finish, then " if applying else ""
+        raise StaleEvidence(
+            f"refusing to propose sync plan {plan_id}: it is out of date ({'; '.join(why)}); "
+            f"{wait}call sync_plan again and propose the new plan",
+            code="plan_superseded",
+            details={"plan_id": plan_id, "newer_plan_id": st.newer_plan_id,
+                     "proposal_id": st.proposal_id, "proposal_status": st.proposal_status},
+        )  # fmt: skip

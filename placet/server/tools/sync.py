@@ -30,7 +30,7 @@ import anyio
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
-from placet.errors import Expired, StaleEvidence, UsageError
+from placet.errors import UsageError
 from placet.paths import check_remote_path
 from placet.server.framework import (
     MAX_ID,
@@ -42,8 +42,6 @@ from placet.server.framework import (
 )
 from placet.server.models import ProposalView, ProposeOut
 from placet.server.state import ServerState, caller
-from placet.store.db import utcnow
-from placet.store.sync_data import RETENTION
 from placet.sync import changes as ch
 from placet.sync.download_policy import (
     policy_note,
@@ -53,6 +51,7 @@ from placet.sync.download_policy import (
 )
 from placet.sync.model import LocalEntry, PlanOp, PlanReport, RemoteEntry
 from placet.sync.propose import propose_sync as _propose_sync
+from placet.sync.propose import refuse_outdated_plan
 from placet.sync.service import IndexedFolder, SyncService
 from placet.text import inert
 
@@ -544,46 +543,6 @@ async def drive_changes(
 # ---- propose_sync ---------------------------------------------------------------------
 
 
-def refuse_outdated_plan(svc: SyncService, drive_spec: str, plan_id: int) -> None:
-    """Refuse proposing plan `plan_id` once it is out of date (docs/decisions.md, "A sync
-    plan is proposed only while current"). Belongs in `placet.sync.propose`; kept here
-    while that package was being refactored.
-
-    Raises:
-        StaleEvidence (`plan_superseded`): a newer plan of the same pair (root, local
-            folder, drive, remote folder) exists, or a proposal made from this plan
-            succeeded or is approved or executing; details name them.
-        Expired: the plan is older than `RETENTION` (7 days) but not pruned yet.
-    """
-    st = svc.data.plan_standing(plan_id)
-    if st is None or st.drive_spec != drive_spec:
-        return  # propose_sync answers not_found / drive_changed
-    if utcnow() >= st.created_at + RETENTION:
-        raise Expired(
-            f"refusing to propose sync plan {plan_id}: it is older than the "
-            f"{RETENTION.days} days plans are kept; call sync_plan again and propose the "
-            "new plan",
-            details={"plan_id": plan_id, "created_at": st.created_at.isoformat()},
-        )
-    why: list[str] = []
-    if st.proposal_id is not None:
-        done = {"succeeded": "already applied it", "approved": "is approved, to apply it",
-                "executing": "is applying it now"}[st.proposal_status or ""]  # fmt: skip
-        why.append(f"proposal #{st.proposal_id} made from it {done}")
-    if st.newer_plan_id is not None:
-        why.append(f"plan {st.newer_plan_id} of the same folders is newer")
-    if why:
-        applying = st.proposal_status in ("approved", "executing")
-        wait = "wait for it to finish, then " if applying else ""
-        raise StaleEvidence(
-            f"refusing to propose sync plan {plan_id}: it is out of date ({'; '.join(why)}); "
-            f"{wait}call sync_plan again and propose the new plan",
-            code="plan_superseded",
-            details={"plan_id": plan_id, "newer_plan_id": st.newer_plan_id,
-                     "proposal_id": st.proposal_id, "proposal_status": st.proposal_status},
-        )  # fmt: skip
-
-
 @define_tool(title="Propose applying a sync plan", annotations=PROPOSE)
 async def propose_sync(
     ctx: Context[Any, Any],
@@ -634,3 +593,4 @@ async def propose_sync(
 
 
 TOOLS = (local_index, sync_plan, drive_changes, propose_sync)
+__all__ = ["TOOLS", "refuse_outdated_plan", "service_of"]
