@@ -75,7 +75,8 @@ def ascii_escape(s: str) -> str:
 
 
 def inert_with_ascii(s: str) -> str:
-    """`inert(s)`, followed by its escaped ASCII form when `s` has any non-ASCII character.
+    """`inert(s)`, followed by its escaped ASCII form when `s` has a non-ASCII character
+    that `inert` shows as itself (not when `inert` already escaped every one, e.g. bidi).
 
     ``"caf\\u00e9"`` renders as ``café (ASCII: caf\\xe9)``, so a Cyrillic ``а`` in a
     Latin-looking name is visible to the owner (DESIGN.md section 9).
@@ -83,7 +84,10 @@ def inert_with_ascii(s: str) -> str:
     shown = inert(s)
     if s.isascii():
         return shown
-    return f"{shown} (ASCII: {ascii_escape(s)})"
+    plain = ascii_escape(s)
+    if plain == shown:  # every non-ASCII character was already shown escaped (bidi, ...)
+        return shown
+    return f"{shown} (ASCII: {plain})"
 
 
 def one_line_reason(s: str, limit: int = _REASON_LIMIT) -> str:
