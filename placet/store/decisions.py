@@ -287,8 +287,9 @@ class Decisions(StoreBase):
             )
             if n >= cap:
                 scope = (
-                    f"this bridge (run {run_id})" if name == "pending_per_bridge"
-                    else "all bridges together"
+                    f"this placet serve session (run {run_id})"
+                    if name == "pending_per_bridge"
+                    else "all placet serve sessions together"
                 )  # fmt: skip
                 raise LimitExceeded(
                     f"cannot create a proposal: {scope} already has {n} pending proposals, "
@@ -386,8 +387,9 @@ class Decisions(StoreBase):
             cur = self._row(conn, pid)
             if cur.run_id != run_id:
                 raise PolicyRefused(
-                    f"cannot withdraw proposal {pid}: another bridge proposed it; an agent "
-                    "may withdraw only its own proposals",
+                    f"cannot withdraw proposal {pid}: another placet serve session proposed it; "
+                    "an agent may withdraw only the proposals of its own session (ask the "
+                    "owner to discard it instead)",
                     details={"proposal_id": pid},
                 )
             return self._cas(
