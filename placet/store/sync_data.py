@@ -1,5 +1,7 @@
-"""Sync's accessors: stored plans, digest caches, baselines, snapshots (the tables are
-`placet.store.sync_tables`).
+"""Sync's accessors: stored plans, baselines and drive snapshots (the tables are
+`placet.store.sync_tables`; the digest caches and the raw-SQL plumbing are
+`placet.store.sync_digests.DigestCaches`, which `SyncData` extends, so callers keep one
+accessor object).
 
 What is kept, and why (DESIGN.md sections 7-9):
 
@@ -11,46 +13,28 @@ What is kept, and why (DESIGN.md sections 7-9):
   kept beside it (`skips`), to be recorded when the plan is applied. Bodies are zlib'd
   JSON (`PLAN_FORMAT`-tagged inside). Plans and snapshots older than `RETENTION` (7
   days) are pruned whenever a new one is stored.
-- **The local digest cache** (`sync_digest_cache`) persists `placet.sync.cache
-  .CachedDigest` by (root key, path); rows of another `DIGEST_CACHE_VERSION` are
-  dropped on load.
-- **The remote digest cache** (`sync_remote_digest`) keeps, for remotes whose digests
-  rclone computes by reading the data (local folders, sftp), the last digest of each
-  path with the size and mtime it was computed for; it is reused only while both match.
 - **Baselines** (`sync_baseline`, one row per path of a pair) say what both sides held
   after the last sync that touched a path. `sync_pair` carries a generation bumped in
   the same transaction as every baseline write, so a process can keep a baseline in
-  memory and know exactly when it went out of date.
+  memory and know exactly when it went out of date: the process-local copy of a
+  baseline (as of the digest caches, see `placet.store.sync_digests`) is used only at
+  the same generation, so a long-lived `placet serve` plans warm without reading
+  100,000 rows again.
 - **Drive snapshots** (`drive_snapshot`) are the anchors of `drive_changes`.
-
-Each accessor keeps a process-local copy of what it read (digest caches, baselines):
-a long-lived `placet serve` then plans warm without reading 100,000 rows again (about
-0.9 s for both caches). That copy can only be stale in ways the keys catch (a cached
-digest is reused only if size, mtime, inode and ctime still match; a baseline only at
-the same generation). Every cache write, bulk or not, updates the copy with the values
-it wrote (the objects the indexer and the listing made, already in memory), so a warm
-plan right after a cold one reads no table either; dropping the copy on a bulk write
-made that plan read 100,000 rows of each cache back (3.4 s instead of 1.9 s, run I of
-docs/performance.md). A new process loads each cache with one SELECT of the columns
-the entries need, iterated straight into the path-keyed dict (no intermediate list).
-Hot reads and bulk writes go through the driver connection (plain SQL, `executemany`)
-because SQLAlchemy's per-row cost dominated at 100,000 rows.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import sqlite3
-import threading
-import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from placet.errors import NotFound
-from placet.store.db import dt_text, is_busy, utcnow
+from placet.store.db import dt_text, utcnow
 from placet.store.store import Store
+from placet.store.sync_digests import DigestCaches
 from placet.store.sync_tables import (
     RETENTION,
     Pair,
@@ -62,13 +46,10 @@ from placet.store.sync_tables import (
     _pack_rows,
     _unpack,
 )
-from placet.sync.cache import DIGEST_CACHE_VERSION, NO_DIGESTS, CachedDigest
 from placet.sync.model import BaselineEntry, SyncPlan
 
-T = TypeVar("T")
 REUSE_WITHIN = timedelta(hours=1)
 """A new plan identical to one stored this recently reuses its id instead of a new row."""
-_RETRIES = 3
 
 
 class PlanStanding(NamedTuple):
@@ -87,41 +68,16 @@ def _baseline_row(b: BaselineEntry) -> list[Any]:
     return [b.path, b.sha256, b.remote_digest_type, b.remote_digest, b.size, b.mtime]
 
 
-class SyncData:
-    """Accessors for sync's tables over an open `Store` (thread-safe; one per process).
+class SyncData(DigestCaches):
+    """Accessors for sync's tables over an open `Store` (thread-safe; one per process):
+    plans, baselines and snapshots here, the digest caches from `DigestCaches`.
 
     Raises `StoreError` (retryable when the database stayed locked) from any method.
     """
 
     def __init__(self, store: Store) -> None:
-        self.store = store
-        self._lock = threading.Lock()
-        self._local: dict[str, dict[str, CachedDigest]] = {}
-        self._remote: dict[str, dict[str, tuple[int, str, str]]] = {}
+        super().__init__(store)
         self._baselines: dict[str, tuple[int, dict[str, BaselineEntry]]] = {}
-
-    # ---- plumbing -------------------------------------------------------------------
-
-    def _read(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        for attempt in range(_RETRIES + 1):
-            pooled = self.store.engine.raw_connection()
-            try:
-                db = pooled.driver_connection
-                assert isinstance(db, sqlite3.Connection)
-                return fn(db)
-            except sqlite3.OperationalError as e:
-                if is_busy(e) and attempt < _RETRIES:
-                    time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
-                    continue
-                raise self.store._store_error(what, e) from e
-            except sqlite3.Error as e:
-                raise self.store._store_error(what, e) from e
-            finally:
-                pooled.close()
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _write(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return self.store._write_raw(what, lambda db, _heads: fn(db))
 
     # ---- plans ----------------------------------------------------------------------
 
@@ -287,142 +243,6 @@ class SyncData:
         now = utcnow() if now is None else now
         self._write("pruning old sync plans and snapshots", lambda db: self._prune(db, now))
 
-    # ---- local digest cache (placet.sync.cache.DigestCache) -------------------------
-
-    def _local_rows(self, root_key: str) -> dict[str, CachedDigest]:
-        with self._lock:
-            mem = self._local.get(root_key)
-        if mem is not None:
-            return mem
-
-        def rd(db: sqlite3.Connection) -> dict[str, CachedDigest]:
-            cur = db.execute(
-                "SELECT path, size, mtime_ns, inode, ctime_ns, sha256, sha1, md5, verified "
-                "FROM sync_digest_cache WHERE root_key = ? AND version = ?",
-                (root_key, DIGEST_CACHE_VERSION),
-            )
-            new, empty = tuple.__new__, NO_DIGESTS
-            out: dict[str, CachedDigest] = {}
-            for path, size, mtime, ino, ctime, sha256, sha1, md5, verified in cur:
-                if sha1 is None and md5 is None:
-                    digests = empty  # most rows: one shared empty mapping, not 100,000
-                else:
-                    digests = {t: v for t, v in (("sha1", sha1), ("md5", md5)) if v}
-                # The named tuple's own __new__ is a Python function; this is the same
-                # value without that call (0.25 s of CPU for 100,000 rows, row fetch
-                # included).
-                out[path] = new(
-                    CachedDigest,
-                    (path, size, mtime, ino, ctime, sha256, digests, verified == 1),
-                )
-            return out
-
-        loaded = self._read("reading the digest cache", rd)
-        with self._lock:
-            return self._local.setdefault(root_key, loaded)
-
-    def loaded_local_paths(self, root_key: str) -> list[str] | None:
-        """The paths of a root's digest cache when it is in memory, else None."""
-        with self._lock:
-            mem = self._local.get(root_key)
-            return None if mem is None else list(mem)
-
-    def get(self, root_key: str, path: str) -> CachedDigest | None:
-        return self._local_rows(root_key).get(path)
-
-    def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
-        """Cached entries at or under `prefix` ("" = all of the root), by path."""
-        rows = self._local_rows(root_key)
-        if not prefix:
-            return rows  # read with .get() only, which a concurrent update cannot upset
-        below = prefix + "/"
-        with self._lock:  # iterating while another thread updates would raise
-            return {p: c for p, c in rows.items() if p == prefix or p.startswith(below)}
-
-    def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
-        batch = list(entries)
-        if not batch:
-            return
-        rows = [
-            (root_key, c.path, c.size, c.mtime_ns, c.inode, c.ctime_ns, c.sha256,
-             c.digests.get("sha1"), c.digests.get("md5"), int(c.verified), DIGEST_CACHE_VERSION)
-            for c in batch
-        ]  # fmt: skip
-        self._write(
-            "writing the digest cache",
-            lambda db: db.executemany(
-                "INSERT OR REPLACE INTO sync_digest_cache (root_key, path, size, mtime_ns, "
-                "inode, ctime_ns, sha256, sha1, md5, verified, version) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            ),
-        )
-        with self._lock:  # a copy not loaded yet is read whole when first needed
-            if (mem := self._local.get(root_key)) is not None:
-                mem.update((c.path, c) for c in batch)
-
-    def forget_local(self, root_key: str, paths: Collection[str]) -> None:
-        """Drop cached digests of files that are gone."""
-        if not paths:
-            return
-        self._write(
-            "pruning the digest cache",
-            lambda db: db.executemany(
-                "DELETE FROM sync_digest_cache WHERE root_key = ? AND path = ?",
-                [(root_key, p) for p in paths],
-            ),
-        )
-        with self._lock:
-            if (mem := self._local.get(root_key)) is not None:
-                for p in paths:
-                    mem.pop(p, None)
-
-    # ---- remote digest cache (DESIGN.md section 9, "Digest choice") ------------------
-
-    def remote_digests(
-        self, drive_spec: str, digest_type: str
-    ) -> Mapping[str, tuple[int, str, str]]:
-        """Cached `digest_type` digests of `drive_spec`: path -> (size, mtime, digest)."""
-        return self._remote_rows(drive_spec, digest_type)
-
-    def _remote_rows(self, drive_spec: str, digest_type: str) -> dict[str, tuple[int, str, str]]:
-        key = f"{drive_spec}\0{digest_type}"
-        with self._lock:
-            mem = self._remote.get(key)
-        if mem is not None:
-            return mem
-
-        def rd(db: sqlite3.Connection) -> dict[str, tuple[int, str, str]]:
-            cur = db.execute(
-                "SELECT path, size, mtime, digest FROM sync_remote_digest "
-                "WHERE drive_spec = ? AND digest_type = ?",
-                (drive_spec, digest_type),
-            )
-            return {path: (size, mtime, digest) for path, size, mtime, digest in cur}
-
-        loaded = self._read("reading the remote digest cache", rd)
-        with self._lock:
-            return self._remote.setdefault(key, loaded)
-
-    def put_remote_digests(
-        self, drive_spec: str, digest_type: str, rows: Sequence[tuple[str, int, str, str]]
-    ) -> None:
-        """Remember (path, size, mtime, digest) rows of `drive_spec` for `digest_type`."""
-        if not rows:
-            return
-        self._write(
-            "writing the remote digest cache",
-            lambda db: db.executemany(
-                "INSERT OR REPLACE INTO sync_remote_digest (drive_spec, path, size, mtime, "
-                "digest_type, digest) VALUES (?, ?, ?, ?, ?, ?)",
-                [(drive_spec, p, size, mtime, digest_type, d) for p, size, mtime, d in rows],
-            ),
-        )
-        key = f"{drive_spec}\0{digest_type}"
-        with self._lock:  # a copy not loaded yet is read whole when first needed
-            if (mem := self._remote.get(key)) is not None:
-                mem.update((path, (size, mtime, digest)) for path, size, mtime, digest in rows)
-
     # ---- baselines ------------------------------------------------------------------
 
     def baseline(self, pair: Pair) -> tuple[dict[str, BaselineEntry], int]:
@@ -534,6 +354,7 @@ class SyncData:
 __all__ = [
     "RETENTION",
     "REUSE_WITHIN",
+    "DigestCaches",
     "Pair",
     "PlanStanding",
     "SkipRow",
