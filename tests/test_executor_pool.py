@@ -33,7 +33,13 @@ from placet.sync.service import SyncService
 pytest_plugins = ["drive_fixtures"]
 
 
+_EARLIER: set[int] = set()
+"""rclone children of this pytest process alive before the current rig (other tests')."""
+
+
 def _rig(settings: Settings, tmp_path: Path, drive: RcloneDrive, transfers: int) -> Rig:
+    _EARLIER.clear()
+    _EARLIER.update(_rclone_pids())
     remote = Path(drive.spec)
     return make_rig(settings.model_copy(update={"transfers": transfers}), drive, tmp_path, remote)
 
@@ -73,7 +79,13 @@ def _propose(rig: Rig) -> ProposalRecord:
 
 
 def _rclone_children(rig: Rig) -> list[int]:
-    """pids of this process's rclone transfer children (`rcat`/`cat`; daemons excluded)."""
+    """pids of this rig's rclone transfer children (`rcat`/`cat`; daemons and children
+    alive before the rig excluded)."""
+    return [p for p in _rclone_pids(rig.drive.rcd_pid) if p not in _EARLIER]
+
+
+def _rclone_pids(rcd_pid: int | None = None) -> list[int]:
+    """pids of this process's rclone transfer children (`rclone rcat` / `rclone cat`)."""
     me, found = os.getpid(), []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -84,7 +96,7 @@ def _rclone_children(rig: Rig) -> list[int]:
             continue
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid != me or comm != "rclone" or int(entry) == rig.drive.rcd_pid:
+        if ppid != me or comm != "rclone" or int(entry) == rcd_pid:
             continue
         try:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
