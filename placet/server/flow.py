@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -34,6 +33,7 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp.types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from placet.errors import LimitExceeded
+from placet.server.streams import WrappedReadStream, WrappedStream
 
 MAX_OUTSTANDING = 128
 """Requests read from stdin and not yet answered; past this, stdin is not read."""
@@ -116,7 +116,7 @@ class RequestGate:
             self._freed = None
 
 
-class GatedReadStream:
+class GatedReadStream(WrappedReadStream):
     """The transport's read stream, admitting each request through `gate` (duck-types the
     SDK's `ReadStream`, including the sender context it exposes as `last_context`)."""
 
@@ -139,32 +139,8 @@ class GatedReadStream:
                 )
         return item
 
-    def __aiter__(self) -> GatedReadStream:
-        return self
 
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def __aenter__(self) -> GatedReadStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
-
-
-class GatedWriteStream:
+class GatedWriteStream(WrappedStream):
     """The transport's write stream; an answer written frees its request's place."""
 
     def __init__(self, inner: Any, gate: RequestGate) -> None:
@@ -178,21 +154,6 @@ class GatedWriteStream:
             msg = item.message
             if isinstance(msg, JSONRPCResponse | JSONRPCError) and msg.id is not None:
                 self.gate.answered(msg.id)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def __aenter__(self) -> GatedWriteStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
 
 
 class ToolSlots:

@@ -32,10 +32,8 @@ import logging
 import re
 from collections import deque
 from dataclasses import dataclass, replace
-from types import TracebackType
 from typing import Any
 
-import anyio
 import mcp_types
 from mcp.shared.message import SessionMessage
 from mcp.types import (
@@ -46,6 +44,8 @@ from mcp.types import (
     JSONRPCError,
     JSONRPCNotification,
 )
+
+from placet.server.streams import WrappedReadStream
 
 log = logging.getLogger("placet.server")
 
@@ -229,7 +229,7 @@ def _is_note(item: object) -> bool:
     return isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCNotification)
 
 
-class ScreenedReadStream:
+class ScreenedReadStream(WrappedReadStream):
     """The SDK's read stream with `screen` applied; refusals are written to `reply`
     (the transport's own write stream) and never reach the dispatcher."""
 
@@ -272,27 +272,3 @@ class ScreenedReadStream:
             )
             answer = JSONRPCError(jsonrpc="2.0", id=decided.request_id, error=decided.error)
             await self.reply.send(SessionMessage(answer))
-
-    def __aiter__(self) -> ScreenedReadStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def __aenter__(self) -> ScreenedReadStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
