@@ -143,10 +143,11 @@ def missing_folders_line(
     )
 
 
-def size_text(n: int | None) -> str:
-    """``"512 B"``, ``"1.2 KiB (1234 bytes)"``; ``"?"`` for None."""
+def human_bytes(n: int | None) -> str:
+    """A size in bytes for people, in binary units: ``"512 B"``, ``"1.5 MiB"``; ``"-"`` for
+    None."""
     if n is None:
-        return "?"
+        return "-"
     if n < 1024:
         return f"{n} B"
     value = float(n)
@@ -154,7 +155,14 @@ def size_text(n: int | None) -> str:
         value /= 1024
         if value < 1024 or unit == "TiB":
             break
-    return f"{value:.1f} {unit} ({n} bytes)"
+    return f"{value:.1f} {unit}"
+
+
+def size_text(n: int | None) -> str:
+    """``"512 B"``, ``"1.2 KiB (1234 bytes)"``; ``"?"`` for None."""
+    if n is None:
+        return "?"
+    return human_bytes(n) if n < 1024 else f"{human_bytes(n)} ({n} bytes)"
 
 
 def _flat(value: Any, key: str, ascii_forms: bool) -> list[tuple[str, str]]:

@@ -12,13 +12,13 @@ import pytest
 from tui_fixtures import DRIVE, ROOT, T0, add_download, add_mkdir, add_upload, plain, quiet
 
 from placet.config import Settings
+from placet.display import human_bytes
 from placet.requests import LocalFileEvidence, Op, RemoteEvidence, SyncRequest
 from placet.store import Store, open_store
 from placet.tui.facts import (
     countdown,
     effect_of,
     expiring_soon,
-    human_bytes,
     size_of,
     target_of,
 )

@@ -251,20 +251,6 @@ def agent_of(record: ProposalRecord) -> str:
     return record.label or record.client_name or "unknown agent"
 
 
-def human_bytes(n: int | None) -> str:
-    """'1.5 MiB' style; '-' for None."""
-    if n is None:
-        return "-"
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}"
-    return f"{n} B"  # pragma: no cover
-
-
 def countdown(expires_at: datetime, now: datetime) -> str:
     """Time left as '45s', '28m32s' or '23h51m'; 'expired' once `now` reached `expires_at`."""
     left = int((expires_at - now).total_seconds())

@@ -24,7 +24,7 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from placet.display import already_inert, failure_line, plain
+from placet.display import already_inert, failure_line, human_bytes, plain
 from placet.risk import RiskFlag
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.text import inert, inert_with_ascii
@@ -34,7 +34,6 @@ from placet.tui.facts import (
     agent_of,
     countdown,
     expiring_soon,
-    human_bytes,
     size_of,
     target_of,
 )

@@ -28,8 +28,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import SelectionList, Static
 from textual.widgets.selection_list import Selection
 
+from placet.display import human_bytes
 from placet.store import ProposalRecord
-from placet.tui.facts import Effect, EffectOp, human_bytes
+from placet.tui.facts import Effect, EffectOp
 from placet.tui.render import lit, name
 
 KIND_ORDER = ("mkdir", "upload", "upload_revision", "download")

@@ -20,9 +20,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, ProgressBar, Static
 
-from placet.display import failure_line, plain_pairs
+from placet.display import failure_line, human_bytes, plain_pairs
 from placet.store import OpResultRecord, ProposalRecord
-from placet.tui.facts import effect_of, human_bytes
+from placet.tui.facts import effect_of
 from placet.tui.render import lit, name, outcome_detail
 
 _OUTCOME_STYLE = {"done": "green", "already_done": "green", "failed": "red", "stale": "red"}
