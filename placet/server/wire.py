@@ -46,6 +46,7 @@ from mcp.types import (
 )
 
 from placet.server.streams import WrappedReadStream
+from placet.text import inert
 
 log = logging.getLogger("placet.server")
 
@@ -265,10 +266,10 @@ class ScreenedReadStream(WrappedReadStream):
                 return item
             if isinstance(decided, SessionMessage):
                 return replace(decided, metadata=getattr(item, "metadata", None))
-            log.warning(
+            log.warning(  # the message quotes the agent's keys and method: inert on stderr
                 "refused a message without reading it (id %r): %s",
                 decided.request_id,
-                decided.error.message,
+                inert(decided.error.message),
             )
             answer = JSONRPCError(jsonrpc="2.0", id=decided.request_id, error=decided.error)
             await self.reply.send(SessionMessage(answer))
