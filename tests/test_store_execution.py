@@ -113,8 +113,9 @@ def test_heartbeat_and_lapsed_lease_recovery(store: Store) -> None:
 
 def test_dead_holder_on_this_host_is_recovered_at_once(settings: Settings, store: Store) -> None:
     """A real process claims the proposal and exits; its lease is still valid by time, but
-    the same host can see that its pid is gone."""
-    p = _make(store)
+    the same host can see that its pid is gone. The real clock throughout: the other
+    process claims with it."""
+    p = _make(store, now=datetime.now(UTC))
     store.accept(p.id)
     script = textwrap.dedent(
         f"""

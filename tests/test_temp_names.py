@@ -16,6 +16,8 @@ from placet.errors import UsageError
 from placet.localfs import temp_name_for
 from placet.temp_names import has_placet_temp, is_placet_temp
 
+pytest_plugins = ["drive_fixtures"]  # local_drive: run alone, this file still finds it
+
 
 @pytest.mark.parametrize(
     ("name", "expected"),

@@ -53,6 +53,7 @@ def finished(store: Store, clock: Clock) -> dict[str, int]:
             outcome=outcome,
             detail={"error": "disk full"} if outcome == "failed" else {"bytes": 12345},
             holder=holder,
+            now=now,
         )
         store.finish(rec.id, holder=holder, now=now)
     ids["succeeded"], ids["failed"] = ok.id, bad.id
@@ -178,11 +179,12 @@ def failed_sync(store: Store, root: Path, drive_spec: str, clock: Clock) -> Prop
                       "details": {"path": op.local_path, "expected": {"size": 3}}}  # fmt: skip
         store.record_op_result(
             rec.id, op_index=op.index, op=op.model_dump(mode="json"), outcome=outcome,
-            detail=detail, holder=holder,
+            detail=detail, holder=holder, now=clock(),
         )  # fmt: skip
     return store.finish(rec.id, holder=holder, now=clock(), summary={"ops": 9, "stale": 6})
 
 
+@pytest.mark.transfers
 @pytest.mark.asyncio
 @pytest.mark.timeout(180)
 async def test_accept_again_names_stale_paths_and_keeps_the_selection(

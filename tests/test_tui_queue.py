@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -132,11 +133,13 @@ async def test_detail_shows_effect_flags_above_the_boxed_reason(settings: Settin
 async def test_proposal_from_another_process_appears_and_selection_follows_id(
     settings: Settings, store: Store, placet_home: Path
 ):
-    first = add_upload(store, local_path="a.txt")
-    second = add_upload(store, local_path="b.txt")
-    third = add_upload(store, local_path="c.txt")
+    # Real clock throughout: the other process uses it too, so the proposals are made now.
+    now = datetime.now(UTC)
+    first = add_upload(store, local_path="a.txt", now=now)
+    second = add_upload(store, local_path="b.txt", now=now)
+    third = add_upload(store, local_path="c.txt", now=now)
     rec = Recorder()
-    app = make_app(quiet(settings), store)  # real clock: the other process uses it too
+    app = make_app(quiet(settings), store)
     async with app.run_test(size=(160, 48), message_hook=rec) as pilot:
         await settle(pilot)
         table = app.queue_table

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from tui_fixtures import add_mkdir, add_upload, plain, quiet
+from tui_fixtures import T0, add_mkdir, add_upload, plain, quiet
 
 from placet.config import Settings
 from placet.display import duration, failure_line, plain_pairs
@@ -57,9 +57,9 @@ def test_owner_reason_in_history_and_audit_keeps_letters_and_escapes_once(store:
 
 def test_failed_op_shows_code_and_message_first_then_details(store: Store) -> None:
     rec = add_mkdir(store)
-    store.accept(rec.id)
+    store.accept(rec.id, now=T0)
     holder = LeaseHolder.current()
-    store.claim(rec.id, holder=holder)
+    store.claim(rec.id, holder=holder, now=T0)
     message = "the drive refused the write: " + "a long explanation " * 20
     detail = {
         "code": "refused",
@@ -68,7 +68,13 @@ def test_failed_op_shows_code_and_message_first_then_details(store: Store) -> No
         "details": {"path": "syncme/sub\u00e9"},
     }
     store.record_op_result(
-        rec.id, op_index=0, op={"kind": "mkdir"}, outcome="failed", detail=detail, holder=holder
+        rec.id,
+        op_index=0,
+        op={"kind": "mkdir"},
+        outcome="failed",
+        detail=detail,
+        holder=holder,
+        now=T0,
     )
     text = plain(results_block(store.op_results(rec.id)))
     flat = " ".join(text.split())  # the pane wraps long lines at word boundaries
@@ -99,9 +105,9 @@ async def test_transfer_panel_shows_the_failure_reason_whole(
     from placet.tui.transfer import TransferPanel
 
     rec = add_mkdir(store)
-    store.accept(rec.id)
+    store.accept(rec.id, now=T0)
     holder = LeaseHolder.current()
-    store.claim(rec.id, holder=holder)
+    store.claim(rec.id, holder=holder, now=T0)
     message = "the drive refused to create docs/archive: the parent folder is read-only"
     store.record_op_result(
         rec.id,
@@ -110,6 +116,7 @@ async def test_transfer_panel_shows_the_failure_reason_whole(
         outcome="failed",
         detail={"code": "refused", "message": message, "details": {"path": "syncme/sub"}},
         holder=holder,
+        now=T0,
     )
     app = make_app(quiet(settings), store, clock=Clock())
     async with app.run_test(size=(80, 24)) as pilot:

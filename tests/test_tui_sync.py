@@ -74,6 +74,7 @@ def propose(
     return rec
 
 
+@pytest.mark.transfers
 @pytest.mark.asyncio
 @pytest.mark.timeout(180)
 async def test_unticked_op_is_skipped_bound_and_audited(
@@ -209,6 +210,7 @@ def test_picker_groups_in_kind_order_and_renders_names_inert() -> None:
     assert "into r:d" in op_label(ops[0], {"name": "r", "path": "/r"}).plain
 
 
+@pytest.mark.transfers
 @pytest.mark.asyncio
 @pytest.mark.timeout(180)
 async def test_pooled_sync_panel_counts_ops_ended_and_shows_ops_in_flight(
