@@ -16,7 +16,8 @@ process = a fresh interpreter planning from the persistent caches alone. `rclone
 Wall and CPU seconds are printed; CPU includes rclone rcd and other children. Peak RSS
 is the planning process's VmHWM per plan (reset before each through
 /proc/self/clear_refs); rcd's is printed beside it. The bench's data directory sets
-`plan_entry_cap = 110000`: the tree holds 100,004 files, over the default cap.
+`plan_entry_cap` to the tree's file count (100,004 files by default, over the default cap;
+at most 1,000,000, the setting's bound).
 
     .venv/bin/python bench/plan.py [--files 100000] [--large 4] [--large-mib 64]
         [--dir /tmp/placet-bench-plan] [--profile]
@@ -109,9 +110,10 @@ def _service(home: Path, local: Path, remote: Path) -> tuple[Any, Any, Any, Any]
 
     env = {"PLACET_HOME": str(home), "PLACET_DRIVE": str(remote)}
     if not (home / "config.toml").exists():
-        # The tree has more files than the default cap (100,000) by its large files.
+        # The tree may hold more files than the default cap (100,000).
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (home / "config.toml").write_text("plan_entry_cap = 110000\n")
+        cap = min(1_000_000, max(110_000, sum(1 for _ in local.rglob("*"))))
+        (home / "config.toml").write_text(f"plan_entry_cap = {cap}\n")
     settings = load_settings(env)
     store = open_store(settings)
     drive = drive_for(settings)

@@ -63,8 +63,9 @@ class Settings(BaseModel):
     lease_seconds: float = Field(30.0, gt=0)
     heartbeat_seconds: float = Field(10.0, gt=0)
     sweep_seconds: float = Field(10.0, gt=0)
-    plan_entry_cap: int = Field(100_000, ge=1)
-    """Most files (and, separately, most folders) one side of a sync plan may hold."""
+    plan_entry_cap: int = Field(100_000, ge=1, le=1_000_000)
+    """Most files (and, separately, most folders) one side of a sync plan may hold; up to
+    1,000,000 (a plan of that size stays under 1 GiB peak RSS: docs/performance.md)."""
     long_read_seconds: float = Field(45.0, ge=0, le=55)
     """How long `local_index`/`sync_plan` wait before answering `in_progress` while the
     work goes on in the background (DESIGN.md section 9, "Long reads"); 0: never wait."""

@@ -77,6 +77,7 @@ def test_closed_stdout_is_quiet(tmp_path: Path) -> None:
     [
         ('[roots."/tmp/nc-proj"]\ndownloads = "bogus"\n', 'roots."/tmp/nc-proj".downloads'),
         ("transfers = 99\n", "transfers"),
+        ("plan_entry_cap = 1000001\n", "plan_entry_cap"),
         ("[roots.proj_1]\ndownloads = 3\n", "roots.proj_1.downloads"),
     ],
 )
