@@ -228,8 +228,12 @@ class WaitOut(ProposalOut):
 
 def op_total(rec: ProposalRecord) -> int:
     """How many ops executing `rec` runs: a sync's op list, one for the other kinds."""
-    ops = rec.request.get("ops")
-    return len(ops) if rec.kind == "sync" and isinstance(ops, list) else 1
+    if rec.kind != "sync":
+        return 1
+    count, ops = rec.request.get("op_count"), rec.request.get("ops")
+    if isinstance(count, int):  # ops stored by reference (`Store.ops`)
+        return count
+    return len(ops) if isinstance(ops, list) else 1
 
 
 def _ops_done(store: Store, rec: ProposalRecord) -> int | None:
