@@ -67,7 +67,7 @@ P = PROPOSAL.c
 OPS_PAGE = 1000
 """Ops read per store read when streaming a sync proposal's ops (`Store.iter_ops`)."""
 
-_OPS_SQL = "SELECT op FROM proposal_op WHERE proposal_id = ? AND op_index >= ? ORDER BY op_index"
+_OPS_SQL = "SELECT op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index LIMIT ? OFFSET ?"
 _OP_ROWS_SQL = "SELECT op_index, op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index"
 
 
@@ -356,9 +356,10 @@ class StoreBase:
         self, pid: int, *, start: int = 0, limit: int | None = None
     ) -> builtins.list[dict[str, Any]]:
         """The stored ops (JSON objects, as `placet.requests.Op` dumps them) of the sync
-        proposal `pid` whose `index` is >= `start`, by index, at most `limit` of them;
-        [] for the other kinds. Pages: the next page starts at the last index + 1.
-        Unverified (a display read): the executor reads them with `checked_ops`.
+        proposal `pid`, in index order, from position `start` (0-based: the op count
+        before it) on, at most `limit` of them; [] for the other kinds. Pages: the next
+        page starts at `start + len(page)` (stored ops never change). Unverified (a
+        display read): the executor reads them with `checked_ops`.
 
         Raises NotFound.
         """
@@ -366,16 +367,11 @@ class StoreBase:
         def rd(conn: Connection) -> builtins.list[dict[str, Any]]:
             kind, request = self._request(conn, pid)
             if is_by_reference(kind, request):
-                sql = _OPS_SQL if limit is None else f"{_OPS_SQL} LIMIT {int(limit)}"
-                return [json.loads(t) for (t,) in raw(conn).execute(sql, (pid, start))]
+                rows = raw(conn).execute(_OPS_SQL, (pid, -1 if limit is None else limit, start))
+                return [json.loads(t) for (t,) in rows]
             ops = request.get("ops") if kind == "sync" else None
-            inline = [
-                o
-                for o in (ops if isinstance(ops, list) else [])
-                if isinstance(o, dict)
-                and not (isinstance(o.get("index"), int) and o["index"] < start)
-            ]
-            return inline if limit is None else inline[:limit]
+            inline = [o for o in (ops if isinstance(ops, list) else []) if isinstance(o, dict)]
+            return inline[start:] if limit is None else inline[start : start + limit]
 
         return self._read(f"reading the ops of proposal {pid}", rd)
 
@@ -386,10 +382,9 @@ class StoreBase:
         while True:
             batch = self.ops(pid, start=start, limit=page)
             yield from batch
-            last = batch[-1].get("index") if batch else None
-            if len(batch) < page or not isinstance(last, int):
+            if len(batch) < page:
                 return
-            start = last + 1
+            start += len(batch)
 
     def checked_ops(self, pid: int) -> builtins.list[dict[str, Any]]:
         """Every op of the sync proposal `pid`, verified against its request: by

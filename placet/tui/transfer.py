@@ -22,7 +22,7 @@ from textual.widgets import DataTable, ProgressBar, Static
 
 from placet.display import failure_line, human_bytes, plain_pairs
 from placet.store import OpResultRecord, ProposalRecord
-from placet.tui.facts import effect_of
+from placet.tui.facts import Effect, effect_of
 from placet.tui.render import lit, name, outcome_detail
 
 _OUTCOME_STYLE = {"done": "green", "already_done": "green", "failed": "red", "stale": "red"}
@@ -68,17 +68,27 @@ class TransferPanel(Vertical):
     def _title(self, text: Text) -> None:
         self.query_one("#transfer-title", Static).update(text)
 
-    def start(self, record: ProposalRecord, skip_ops: list[int] | None = None) -> None:
+    def start(
+        self,
+        record: ProposalRecord,
+        skip_ops: list[int] | None = None,
+        effect: Effect | None = None,
+    ) -> None:
         """Show the ops of `record` as waiting (those in `skip_ops` as unticked); the
-        bar empty."""
+        bar empty. `effect`: the one the confirmation showed (a large sync's ops were
+        read for it), else `effect_of(record)`."""
         self.add_class("-active")
         self.proposal_id = record.id
-        effect = effect_of(record)
-        self.op_count = len(effect.ops)
+        effect = effect or effect_of(record)
+        self.op_count = effect.total_ops
         self._title(Text(f"Executing #{record.id} {record.kind}: starting...", style="bold"))
         bar = self.query_one(ProgressBar)
         skip = self.skip = set(skip_ops or [])
-        moving = sum(op.size or 0 for op in effect.ops if op.index not in skip)
+        moving = (
+            sum(op.size or 0 for op in effect.ops if op.index not in skip)
+            if effect.complete
+            else effect.total_bytes
+        )
         bar.update(total=max(moving, 1), progress=0)
         ops = self.query_one("#transfer-ops", DataTable)
         ops.clear()
