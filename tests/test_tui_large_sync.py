@@ -1,6 +1,7 @@
 """A 100,000-op sync proposal in the review UI: selected, its op table shows the first
 window of ops at once (the request's counts above it), End brings the last op into view,
-moving past a window's edge loads the next one, and the risk flags arrive from a worker.
+moving past a window's edge loads the next one, the risk flags arrive from a worker, and
+accepting reads and checks every op in a worker before the confirmation opens.
 
 Built fast but real: the ops go through `Store.create_proposal` (one bulk insert into a
 real SQLite file); the app reads them only through `Store.ops`, a window at a time.
@@ -18,6 +19,7 @@ from tui_fixtures import DRIVE, T0, quiet, screen_text, until
 from placet.config import Settings
 from placet.store import ProposalRecord, Store, open_store
 from placet.tui import make_app
+from placet.tui.confirm import AcceptScreen
 from placet.tui.detail import DetailPane
 from placet.tui.ops_table import WINDOW, OpsTable
 
@@ -112,3 +114,13 @@ async def test_a_100k_op_sync_is_selected_and_scrolled_to_its_last_op(
         assert await until(pilot, lambda: pane.effect is not None and pane.effect.flags_checked, 90)
         assert pane.effect is not None
         assert [f.code for f in pane.effect.flags] == ["runs_code"]
+
+        # Accepting reads and checks every op in a worker, then asks for the typed id.
+        await pilot.press("a")
+        assert await until(pilot, lambda: isinstance(app.screen, AcceptScreen), 90)
+        screen = app.screen
+        assert isinstance(screen, AcceptScreen)
+        assert screen.typed_required and len(screen.effect.ops) == N
+        await pilot.press("escape")
+        assert await until(pilot, lambda: not isinstance(app.screen, AcceptScreen))
+        assert store.get(rec.id).status == "pending"

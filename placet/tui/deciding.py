@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from textual import work
 from textual.app import App
+from textual.screen import ModalScreen
 
 from placet.config import Settings
 from placet.errors import PlacetError, StaleEvidence
@@ -60,6 +61,9 @@ Executor = Callable[..., ProposalRecord]
 """`execute(store, settings, proposal_id, *, progress=None, cancel=None) -> ProposalRecord`."""
 
 EXTEND_MINUTES = 15
+ACCEPT_IN_WORKER = 5000
+"""A by-reference sync with more ops is read and checked for its confirmation in a thread
+worker (a smaller one on the event loop: a few tens of milliseconds)."""
 PROGRESS_EVERY = 0.05
 """Seconds between progress messages from the executor thread that only move bytes; an
 event with an op result, or that changes the ops ended or the ops in flight, always goes
@@ -180,12 +184,35 @@ class DecidingApp(App[None]):
             )
             return
 
-        # A large sync's ops are read here, all of them (verified, for the flags and the
-        # tick boxes): seconds for 100,000 ops, once, when the owner asks to accept.
+        count = record.request.get("op_count")
+        large = isinstance(count, int) and count > ACCEPT_IN_WORKER
+        if large and is_by_reference(record.kind, record.request):
+            self.notify(f"reading and checking the {count:,} ops of #{record.id}...", markup=False)
+            self.prepare_accept(record, retry, now)
+            return
+        self._confirm(record, retry, now, *check_before_accept(self.store, self.settings, record))
+
+    @work(thread=True, exclusive=True, group="prepare-accept", exit_on_error=False)
+    def prepare_accept(self, record: ProposalRecord, retry: bool, now: datetime) -> None:
+        """`check_before_accept` for a large sync (every op read, verified and flagged:
+        seconds for 100,000 ops), off the event loop; the confirmation opens when done."""
         refusal, ops = check_before_accept(self.store, self.settings, record)
+        self.call_from_thread(self._confirm, record, retry, now, refusal, ops)
+
+    def _confirm(
+        self,
+        record: ProposalRecord,
+        retry: bool,
+        now: datetime,
+        refusal: PlacetError | None,
+        ops: list[dict[str, Any]] | None,
+    ) -> None:
+        """Open the accept confirmation, unless `refusal` (see `check_before_accept`)."""
         if refusal is not None:
             self._refuse(f"not accepted: {refusal.error_code}", inert(refusal.message))
             return
+        if self.transfer is not None or isinstance(self.screen, ModalScreen):
+            return  # something else began while a large sync's ops were read
 
         from placet.tui.confirm import AcceptScreen
 
