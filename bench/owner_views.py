@@ -6,7 +6,8 @@ sync. The clock starts when the Down key that selects the sync is written and st
 when the op table's first rows and its caption ("of 100,000") have been painted; then
 the time until placet's risk flags (computed in a worker over every op) are painted;
 then Tab Tab (focus: the detail pane, then its op table) and End: the time until the
-last op's path is painted.
+last op's path is painted. Again with Tab Tab End sent right after the table painted,
+while the flags worker still reads the ops (`busy`).
 CPU seconds of the review process over the whole run are printed beside the walls.
 
 `placet show ID` (the summary), `--all` and `--json`: wall seconds, bytes written,
@@ -106,7 +107,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def review_run(env: dict[str, str], n: int) -> dict[str, float]:
+def review_run(env: dict[str, str], n: int, *, busy: bool = False) -> dict[str, float]:
+    """One `placet review`: Down, then (unless `busy`) the flags painted, then Tab Tab
+    End. `busy`: Tab Tab End right after the table painted, while the flags worker runs
+    (the owner scrolling while placet checks the ops)."""
     pid, fd = pty.fork()
     if pid == 0:
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
@@ -125,8 +129,9 @@ def review_run(env: dict[str, str], n: int) -> dict[str, float]:
         if painted is None:
             raise SystemExit(f"op table not painted; last output {bytes(buf[-300:])!r}")
         out["table"] = painted - t
-        flagged = read_until(fd, buf, [b"risk flags (1)"], 120)
-        out["flags"] = (flagged - t) if flagged is not None else float("nan")
+        if not busy:
+            flagged = read_until(fd, buf, [b"risk flags (1)"], 120)
+            out["flags"] = (flagged - t) if flagged is not None else float("nan")
         buf.clear()
         t = time.perf_counter()
         os.write(fd, b"\t\t")  # focus: the detail pane, then its op table
@@ -180,6 +185,10 @@ def main() -> None:
         print(f"seeded a {args.ops}-op sync in {time.perf_counter() - t:.1f} s", flush=True)
         env = dict(os.environ, PLACET_HOME=str(home), TERM="xterm-256color", LANG="C.UTF-8")
         runs = [review_run(env, args.ops) for _ in range(args.runs)]
+        busy = [review_run(env, args.ops, busy=True) for _ in range(args.runs)]
+        vals = [r["end"] for r in busy]
+        print(f"review: Down, at once Tab Tab End -> last op painted (flags worker busy): "
+              f"median {med(vals):.3f} s (max {max(vals):.3f})")  # fmt: skip
         steps = (("table", "Down -> op table painted"), ("end", "Tab End -> last op painted"),
                  ("flags", "Down -> risk flags painted (worker)"))  # fmt: skip
         for key, what in steps:
