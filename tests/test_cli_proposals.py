@@ -483,6 +483,7 @@ def test_show_counts_every_flag_of_a_sync_and_json_streams_every_op(store: Store
     )  # fmt: skip
     assert "ops" not in store.get(p.id).request
     out = run_cols(200, "show", str(p.id))
+    assert "drive:/ (30 ops)" in out  # the target counts the ops stored by reference
     assert "  placet risk flags (2: 1 runs_code, 1 secret_name):" in out
     assert "  conflicts     1 decided: 1 keep_local" in out
     assert "  ... and 10 more ops; --all to list them" in out and "id_rsa" in out

@@ -298,7 +298,8 @@ def _target(p: ProposalRecord) -> str:
     if p.kind == "download":
         return f"{inert_with_ascii(str(remote))} -> {inert_with_ascii(str(local_s))}"
     if p.kind == "sync":
-        n = len(r.get("ops") or [])
+        count = r.get("op_count")  # ops stored by reference; else inline
+        n = count if isinstance(count, int) else len(r.get("ops") or [])
         top = f"{root}:/" if root and not local else str(local_s)  # the root's top folder
         there = f"drive:/{remote or ''}"
         return f"{inert_with_ascii(top)} <-> {inert_with_ascii(there)} ({n} ops)"
