@@ -31,6 +31,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from placet.display import missing_folders_line
 from placet.errors import PlacetError
@@ -170,12 +171,16 @@ class DetailPane(VerticalScroll):
         store, settings = getattr(self.app, "store", None), getattr(self.app, "settings", None)
         if store is None or settings is None:
             return
+        worker = get_current_worker()
         try:
             refusal, ops = check_before_accept(store, settings, record)
+            if worker.is_cancelled:
+                return  # another proposal was selected: its own check runs
             flags = flags_of(record, ops if ops is not None else store.ops(record.id))
         except PlacetError as e:  # unreadable: say so where the flags go
             refusal, flags = e, []
-        self.app.call_from_thread(self._checked, record, flags, refusal)
+        if not worker.is_cancelled:
+            self.app.call_from_thread(self._checked, record, flags, refusal)
 
     def _checked(
         self, record: ProposalRecord, flags: list[RiskFlag], refusal: PlacetError | None
