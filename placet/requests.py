@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
@@ -148,6 +149,11 @@ class Op(_Frozen):
 
 
 class SyncRequest(_Frozen):
+    """A sync request with its ops inline: what `propose_sync` builds, and how proposals
+    made before ops were stored by reference keep them (docs/decisions.md, "A sync
+    proposal's ops are stored by reference"). `Store.create_proposal` stores a new one
+    as a `StoredSyncRequest` plus one `proposal_op` row per op."""
+
     kind: Literal["sync"] = "sync"
     plan_id: int
     root: RootRef
@@ -155,6 +161,90 @@ class SyncRequest(_Frozen):
     remote_path: str
     decisions: dict[str, Literal["keep_local", "keep_remote", "skip"]] = Field(default_factory=dict)
     ops: list[Op]
+
+
+class OpTally(_Frozen):
+    """Ops of one kind in a sync: how many, and the bytes their `size`s add up to."""
+
+    count: int
+    bytes: int
+
+
+class StoredSyncRequest(_Frozen):
+    """A sync request as stored, its ops by reference: the ops live in `proposal_op`
+    rows (read through `Store.ops`), and `ops_digest` (`ops_digest`, over their
+    canonical JSON in index order) binds every one of them into the request hash.
+    `op_kinds`: kind -> `OpTally`; `op_count`: the number of ops."""
+
+    kind: Literal["sync"] = "sync"
+    plan_id: int
+    root: RootRef
+    local_path: str
+    remote_path: str
+    decisions: dict[str, Literal["keep_local", "keep_remote", "skip"]] = Field(default_factory=dict)
+    op_count: int
+    op_kinds: dict[str, OpTally]
+    ops_digest: str
+
+
+def ops_digest(op_texts: Iterable[str]) -> str:
+    """SHA-256 hex over the ops' canonical JSON texts in index order, each followed by a
+    newline (canonical JSON never holds a raw newline, so the framing is unambiguous)."""
+    h = hashlib.sha256()
+    for text in op_texts:
+        h.update(text.encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def by_reference(
+    request: dict[str, Any],
+) -> tuple[dict[str, Any], list[tuple[int, str]]] | None:
+    """Split an inline sync request into its stored form and its ops' canonical JSON.
+
+    Returns:
+        (the `StoredSyncRequest` dict, (index, canonical JSON text) per op in index order),
+        or None when `request` is not an inline sync request whose ops are a list of
+        objects with strictly ascending integer `index`es (such a request is stored as
+        given, inline; the executor refuses it as it always did).
+    """
+    ops = request.get("ops")
+    if request.get("kind") != "sync" or not isinstance(ops, list):
+        return None
+    last = -1
+    kinds: dict[str, list[int]] = {}
+    for op in ops:
+        index = op.get("index") if isinstance(op, dict) else None
+        if not isinstance(index, int) or isinstance(index, bool) or index <= last:
+            return None
+        last = index
+        size = op.get("size")
+        tally = kinds.setdefault(str(op.get("kind")), [0, 0])
+        tally[0] += 1
+        if isinstance(size, int) and not isinstance(size, bool):
+            tally[1] += size
+    rows = [(op["index"], canonical_json(op)) for op in ops]
+    stored = {k: v for k, v in request.items() if k != "ops"}
+    stored["op_count"] = len(rows)
+    stored["op_kinds"] = {k: {"count": c, "bytes": b} for k, (c, b) in sorted(kinds.items())}
+    stored["ops_digest"] = ops_digest(text for _, text in rows)
+    return stored, rows
+
+
+def parse_sync_request(request: dict[str, Any]) -> SyncRequest | StoredSyncRequest:
+    """A stored sync request in either form (ops inline, or by reference).
+
+    Raises:
+        pydantic.ValidationError: it parses as neither.
+    """
+    if "ops_digest" in request and "ops" not in request:
+        return StoredSyncRequest.model_validate(request)
+    return SyncRequest.model_validate(request)
+
+
+def is_by_reference(kind: str, request: dict[str, Any]) -> bool:
+    """Whether a stored request is a sync whose ops are stored by reference."""
+    return kind == "sync" and "ops_digest" in request and "ops" not in request
 
 
 AnyRequest = Annotated[

@@ -294,6 +294,16 @@ class _Rules:
                 lit = comps[at]
                 assert isinstance(lit, str)
                 self.by_literal.setdefault(lit, []).append((rule, at))
+        # The glob names as one alternation, one group per rule in table order: a
+        # fullmatch takes the first alternative that matches the whole name, i.e. the
+        # first rule the loop over them would find (one regex run instead of ~30 per path).
+        globs = [r.comps[0] for r in self.glob_names]
+        self.glob_name_re = (
+            re.compile("|".join(f"({g.pattern})" for g in globs if not isinstance(g, str)),
+                       re.DOTALL)
+            if globs
+            else None
+        )  # fmt: skip
 
     def match(self, parts: Sequence[str], *, absolute: bool) -> tuple[_Rule, int] | None:
         """The first rule (in table order) that `parts` (folded components) matches, with
@@ -326,10 +336,9 @@ class _Rules:
             hit = self.names.get(last)
             if hit is not None:
                 consider(hit, n - 1)
-            for rule in self.glob_names:
-                if _fits(rule.comps[0], last):
-                    consider(rule, n - 1)
-                    break
+            m = self.glob_name_re.fullmatch(last) if self.glob_name_re is not None else None
+            if m is not None and m.lastindex is not None:
+                consider(self.glob_names[m.lastindex - 1], n - 1)
         return best
 
 

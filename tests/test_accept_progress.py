@@ -52,7 +52,7 @@ def _sync_of_files(rig: Rig, n: int = N) -> ProposalRecord:
         rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False, allow_empty_side=False
     )
     rec, created = propose_sync(svc, rig.ctx, plan_id=plan.id, decisions={}, reason="progress")
-    assert created and len(rec.request["ops"]) == n
+    assert created and rig.store.op_count(rec.id) == n
     return rec
 
 

@@ -301,13 +301,19 @@ def _sync(store: Store, n: int) -> int:
     return p.id
 
 
-def test_show_lists_every_sync_op_with_its_full_paths(store: Store) -> None:
+def test_show_summarises_a_sync_and_all_lists_every_op_with_its_full_paths(
+    store: Store,
+) -> None:
     pid = _sync(store, 45)
-    out = run_cols(100, "show", str(pid))
     deep = "/".join(f"folder-{i:02d}" for i in range(12))
+    out = run_cols(100, "show", str(pid))
+    assert [i for i in range(45) if f"{deep}/file-{i}.txt" in out] == list(range(20))
+    assert "  ... and 25 more ops; --all to list them\n" in out
+    assert "  by kind       upload 45 (450 B)\n" in out
+    out = run_cols(100, "show", str(pid), "--all")
     for i in range(45):
         assert f"{deep}/file-{i}.txt" in out, i
-    assert "more (--json" not in out and "…" not in out
+    assert "more ops" not in out and "…" not in out
 
 
 def test_show_states_the_remote_folders_an_upload_or_mkdir_creates(store: Store) -> None:
@@ -413,7 +419,9 @@ def test_show_reads_like_accept_reason_and_flags_first_no_dict_dumps(store: Stor
     reason_at = out.index("the agent's reason")
     assert out.index("agent ") < reason_at < out.index("risk flags") < out.index("#0 upload")
     assert "  ops           34, moving 340 B" in out
-    assert out.count(" upload  /tmp/proj/") == 34  # every op, one entry each, as accept shows
+    assert out.count(" upload  /tmp/proj/") == 20  # the first ops, one entry each
+    every = run_cols(200, "show", str(pid), "--all")
+    assert every.count(" upload  /tmp/proj/") == 34  # every op, one entry each, as accept shows
     assert f"    #5 done: {deep}/file-5.txt (10 B, verified by digest:md5, 0.2s)\n" in out
     (doc,) = _lines(run("show", str(pid), "--json"))
     assert len(doc["proposal"]["request"]["ops"]) == 34  # type: ignore[index]
@@ -454,3 +462,31 @@ def test_when_uses_one_unit_each(age: int, shown: str) -> None:
     now = datetime.now(UTC)
     assert _rel(now - timedelta(seconds=age), now) == shown
     assert _rel(now + timedelta(seconds=age), now) == "in " + shown.removesuffix(" ago")
+
+
+def test_show_counts_every_flag_of_a_sync_and_json_streams_every_op(store: Store) -> None:
+    """Flags are counted by kind over every op (stored by reference), even past the ops
+    listed; `--json` holds every op, in index order."""
+    deep = "/".join(f"folder-{i:02d}" for i in range(12))
+    ops = [
+        {"index": i, "kind": "upload", "local_path": f"x/{name}", "remote_path": f"x/{name}",
+         "size": 10, "reason": "new"}
+        for i, name in enumerate([*(f"f{j}.txt" for j in range(28)), ".bashrc", "id_rsa"])
+    ]  # fmt: skip
+    p, _ = store.create_proposal(
+        kind="sync",
+        request={"kind": "sync", "plan_id": 1, "local_path": "", "remote_path": "",
+                 "root": {"name": "proj", "path": "/tmp/proj", "device": 1, "inode": 2},
+                 "decisions": {deep: "keep_local"}, "ops": ops},
+        evidence={}, reason="flags late", drive_spec="local:/tmp/drive", run_id="run-cli",
+        ttl_seconds=600,
+    )  # fmt: skip
+    assert "ops" not in store.get(p.id).request
+    out = run_cols(200, "show", str(p.id))
+    assert "drive:/ (30 ops)" in out  # the target counts the ops stored by reference
+    assert "  placet risk flags (2: 1 runs_code, 1 secret_name):" in out
+    assert "  conflicts     1 decided: 1 keep_local" in out
+    assert "  ... and 10 more ops; --all to list them" in out and "id_rsa" in out
+    (doc,) = _lines(run("show", str(p.id), "--json"))
+    assert doc["proposal"]["request"]["ops"] == store.ops(p.id)  # type: ignore[index]
+    assert doc["proposal"]["request"]["op_count"] == 30  # type: ignore[index]

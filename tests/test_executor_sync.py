@@ -14,7 +14,7 @@ from executor_fixtures import Rig, make_rig, temp_names
 from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.errors import PlacetError
-from placet.executor import execute, plan_for
+from placet.executor import execute, load_plan
 from placet.proposing import local_file_evidence
 from placet.requests import LocalFileEvidence, Op, RemoteEvidence, SyncRequest
 from placet.store import ProposalRecord
@@ -85,7 +85,7 @@ def test_sync_runs_folders_first_and_journals_every_op(rig: Rig) -> None:
            expected_remote=_remote(rig, "rev.txt"), replace=True),
     ]  # fmt: skip
     rec = _propose_sync(rig, ops)
-    assert [o.index for o in plan_for("sync", rec.request, rec.evidence).ops] == [2, 0, 1, 3, 4, 5]
+    assert [o.index for o in load_plan(rig.store, rec).ops] == [2, 0, 1, 3, 4, 5]
     rig.write("edited.txt", b"after!!")  # one op goes stale; the others still run
 
     final = rig.run(rec)

@@ -208,3 +208,19 @@ def test_drive_capabilities_drive_the_planner() -> None:
     )
     p = plan([L("Report.txt", "a"), L("report.txt", "b")], [R("k", "k")], {}, caps)
     assert [r.kind for r in p.reports if r.path.lower() == "report.txt"] == ["collision"] * 2
+
+
+def test_stored_op_dicts_are_exactly_the_ops_dumped() -> None:
+    """`request_op_dicts` builds what `propose_sync` stores without the models: every
+    kind (mkdir, upload, upload_revision, download over an existing file, an unhashed
+    remote) must be the very JSON `Op.model_dump(mode="json")` gives, so the digest and
+    the executor see the same ops either way."""
+    from placet.sync.ops import request_op_dicts
+
+    p = _conflicts_plan()
+    dicts = request_op_dicts(p, ALL_DECIDED, local_prefix="proj", remote_prefix="Agents/proj")
+    assert {d["kind"] for d in dicts} == {"mkdir", "upload", "upload_revision", "download"}
+    assert dicts == [Op.model_validate(d).model_dump(mode="json") for d in dicts]
+    bare = plan([L("x", "x"), L("y", "y", dtype=None)], [R("x", "old", types=())], base(), SHA1)
+    more = request_op_dicts(bare, {"x": "keep_remote"})
+    assert more and more == [Op.model_validate(d).model_dump(mode="json") for d in more]

@@ -257,9 +257,9 @@ async def test_wait_progress_strictly_increases_from_pending_through_each_op_to_
             time.sleep(2.5)  # pending: waiting for the owner
             store.accept(pid)
             time.sleep(1.5)  # approved: waiting for the executor
-            rec = store.claim(pid, holder=holder)
+            store.claim(pid, holder=holder)
             time.sleep(2.5)  # executing, nothing done yet: 0 of 3
-            for i, op in enumerate(rec.request["ops"]):
+            for i, op in enumerate(store.ops(pid)):
                 if i:
                     time.sleep(1.5)  # op i in flight
                 store.record_op_result(

@@ -149,7 +149,7 @@ def test_missing_remote_folder_is_created_first(rig: Rig) -> None:
     sp = plan(svc, rig, "src", "backup/src")
     assert sp.meta["remote_folder_missing"] is True
     rec, _ = propose_sync(svc, rig.ctx, plan_id=sp.id, decisions={}, reason="back up")
-    kinds_in_order = [(o["kind"], o["remote_path"]) for o in rec.request["ops"]]
+    kinds_in_order = [(o["kind"], o["remote_path"]) for o in rig.store.ops(rec.id)]
     assert kinds_in_order[0] == ("mkdir", "backup/src")
     assert rig.run(rec).status == "succeeded"
     assert (rig.remote_dir / "backup/src/sub/b.txt").read_bytes() == b"b\n"

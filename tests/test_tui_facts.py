@@ -85,11 +85,11 @@ def test_sync_lists_every_op_and_flags_each(store: Store):
         reason="sync the site",
         drive_spec=DRIVE, run_id="r", ttl_seconds=600, now=T0,
     )  # fmt: skip
-    eff = effect_of(rec)
+    eff = effect_of(rec, store.ops(rec.id))
     assert [(o.index, o.kind) for o in eff.ops] == [(0, "mkdir"), (1, "upload"), (2, "download")]
     assert eff.total_bytes == 15 and size_of(rec) == 15
     assert target_of(rec) == "proj:site <-> site (3 ops)"
-    assert sorted(codes(rec)) == ["runs_code", "runs_code"]  # .git/ and run.sh
+    assert sorted(f.code for f in eff.flags) == ["runs_code", "runs_code"]  # .git/ and run.sh
     shown = plain(proposal_view(rec, eff))
     assert "op 2  download" in shown and "/home/owner/proj/site/run.sh" in shown
     # the evidence is the plan's (its time, not the proposal's), in readable text
@@ -190,14 +190,16 @@ def test_flags_are_the_shared_ones_matched_on_the_root_and_drive_paths(store: St
         kind="sync", request=req.model_dump(mode="json"), evidence={}, reason="r",
         drive_spec="remote:repo/.github", run_id="r", ttl_seconds=600, now=T0,
     )  # fmt: skip
-    flags = effect_of(rec).flags
+    flags = effect_of(rec, store.ops(rec.id)).flags
     assert [(f.code, f.message.split(" ")[0]) for f in flags] == [
         ("secret_name", "'known'"),
         ("runs_code", "'workflows/ci.yml'"),
     ]
     assert "in the path of the local root '/x/.ssh'" in flags[0].message
     assert "in the path of the drive 'repo/.github'" in flags[1].message
-    assert flags == proposal_flags(rec, plan_for(rec.kind, rec.request, rec.evidence).ops)
+    assert flags == proposal_flags(
+        rec, plan_for(rec.kind, rec.request, rec.evidence, store.ops(rec.id)).ops
+    )
 
     # A renamed download is not name_changed (DESIGN.md 9: "a name changed on upload"),
     # as `placet accept` says; an unknown kind cannot be vetted, so it is flagged.

@@ -89,7 +89,7 @@ async def test_unticked_op_is_skipped_bound_and_audited(
     (remote / "c.txt").write_bytes(b"charlie\n")
     (remote / "notes.md").write_bytes(b"remote notes\n")
     rec = propose(sync_settings, store, root)
-    by_kind = {op["kind"]: op for op in rec.request["ops"]}
+    by_kind = {op["kind"]: op for op in store.ops(rec.id)}
     assert sorted(by_kind) == ["download", "upload", "upload_revision"]
     unticked = by_kind["upload"]["index"]
 
@@ -226,7 +226,7 @@ async def test_pooled_sync_panel_counts_ops_ended_and_shows_ops_in_flight(
         (root / f"d{i % 3}/f{i:02d}.bin").write_bytes(os.urandom(64 << 10))
     sync_settings.default_drive_dir.mkdir(parents=True, mode=0o700)
     rec = propose(sync_settings, store, root, decisions={})
-    n = len(rec.request["ops"])
+    n = store.op_count(rec.id)
     assert sync_settings.transfers == 4 and n == 27  # 3 folders, 24 uploads
 
     seen: list[TransferProgress] = []

@@ -2,7 +2,7 @@
 execution.
 
 What the owner approves is what runs: the effect shown (`placet.cli.accept_effect`) is
-computed from the same parsed ops the executor runs (`placet.executor.plan_for`), with
+computed from the same parsed ops the executor runs (`placet.executor.load_plan`), with
 every one of placet's own risk flags (`placet.risk`; never cut, whatever the op count)
 above the agent's reason (shown boxed, last, as its claim), and the request hash the
 approval binds to (DESIGN.md section 9, "Accept binds to what was shown"). The code
@@ -65,7 +65,7 @@ from placet.errors import (
     UsageError,
     WrongState,
 )
-from placet.executor import ProgressEvent, check_binding, execute, plan_for
+from placet.executor import ProgressEvent, check_binding, execute, load_plan
 from placet.requests import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
 from placet.text import inert
@@ -119,7 +119,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         # Refuse a proposal that could never run (altered request, another drive) before
         # the owner types a code, leaving it as it is.
         check_binding(settings, record)
-        plan = plan_for(record.kind, record.request, record.evidence)
+        plan = load_plan(store, record)  # a sync's ops verified against its digest
         refuse_own_paths(settings, record, plan.ops)
         skip = _check_skip(record, plan.ops, args.skip)
         _emit(effect_lines(record, plan.ops, skip))

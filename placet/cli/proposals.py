@@ -6,10 +6,11 @@ remote goes through `placet.text.inert` (control, format and bidi characters sho
 escaped; names with non-ASCII characters also get their escaped ASCII form beside them, as
 in the review UI), `show` renders the proposal as `placet accept` does (the same
 `placet.cli.accept_effect` functions): a header, the agent's reason boxed as its claim
-and placet's risk flags near the top, then every op of a sync whole, one entry per op
-(the terminal wraps; nothing the owner accepts is cut), the op results one line each,
-and only the evidence facts the ops do not show. `list` cuts only the reason, to the
-terminal's width. `--json`
+and placet's risk flags (counted by kind) near the top, the op counts and bytes by kind,
+then the first ops, each whole, one entry per op (the terminal wraps), and how many more
+there are; `--all` lists every op, flag and op result, streamed from the store
+(`placet.cli.show_ops`); then only the evidence facts the ops do not show. `list` cuts
+only the reason, to the terminal's width. `--json`
 output is for scripts: one JSON object per line (JSON Lines) with `ensure_ascii`, so it is
 terminal-safe too. Domain errors surface through the entry point (`placet.cli.main`) as
 one line on stderr and the exit code of their class.
@@ -23,11 +24,12 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from placet.cli.accept_effect import flag_lines, ops_lines, ops_summary, reason_lines
+from placet.cli.accept_effect import reason_lines
+from placet.cli.show_ops import SHOWN, json_chunks, op_lines, scan, summary_lines
 from placet.config import load_settings
 from placet.display import (
     evidence_lines,
@@ -37,9 +39,7 @@ from placet.display import (
     result_line,
 )
 from placet.errors import EXIT_OK, PlacetError, StoreError, UsageError
-from placet.executor.ops import plan_for
-from placet.requests import Op
-from placet.store import AuditRecord, ProposalRecord, Store, open_store
+from placet.store import AuditRecord, OpResultRecord, ProposalRecord, Store, open_store
 from placet.store.db import utcnow
 from placet.store.lifecycle import STATUSES
 from placet.text import inert, inert_with_ascii
@@ -66,7 +66,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("show", help="show one proposal, its op results and history")
     p.add_argument("id", type=int, help="the proposal id (see placet list)")
-    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help=f"every op, risk flag and op result (without it: the first {SHOWN} and counts)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object, every op included")
     p.set_defaults(func=cmd_show)
 
     p = subparsers.add_parser("discard", help="discard a pending proposal")
@@ -129,48 +134,64 @@ def cmd_show(args: argparse.Namespace) -> int:
         p = store.get(args.id)
         results = store.op_results(p.id)
         events = store.audit_events(proposal_id=p.id)
-    if args.json:
-        doc = {
-            "proposal": p.to_dict(),
-            "op_results": [r.to_dict() for r in results],
-            "audit": [e.to_dict() for e in events],
-        }
-        return _emit(_jsonl([doc]))
+        if args.json:
+            doc = {
+                "proposal": p.to_dict(),
+                "op_results": [r.to_dict() for r in results],
+                "audit": [e.to_dict() for e in events],
+            }
+            return _emit_chunks(json_chunks(store, doc, p), "\n")
+        return _emit(_show_lines(store, p, results, events, every=args.all))
+
+
+def _show_lines(
+    store: Store,
+    p: ProposalRecord,
+    results: list[OpResultRecord],
+    events: list[AuditRecord],
+    *,
+    every: bool,
+) -> Iterator[str]:
+    """`placet show` as lines, generated as they are written (see `placet.cli.show_ops`)."""
     now = utcnow()
     agent = f"{inert(p.client_name or '?')} {inert(p.client_version or '')}".rstrip()
-    out = [
-        f"proposal {p.id}  {inert(p.kind)}  {p.status.upper()}",
-        f"  agent         {agent}, run {inert(p.run_id)} on host {inert(p.host)}",
-        f"  created       {_ts(p.created_at)}",
-        f"  expires       {_ts(p.expires_at)} ({_rel(p.expires_at, now)})",
-    ]
+    yield f"proposal {p.id}  {inert(p.kind)}  {p.status.upper()}"
+    yield f"  agent         {agent}, run {inert(p.run_id)} on host {inert(p.host)}"
+    yield f"  created       {_ts(p.created_at)}"
+    yield f"  expires       {_ts(p.expires_at)} ({_rel(p.expires_at, now)})"
     if p.resolved_at:
-        out.append(f"  decided       {_ts(p.resolved_at)} by {inert(p.resolved_by or '?')}")
+        yield f"  decided       {_ts(p.resolved_at)} by {inert(p.resolved_by or '?')}"
     if p.label:
-        out.append(f"  label         {inert(p.label)}")
-    out += [f"  drive         {inert(p.drive_spec)}", f"  target        {_target(p)}"]
-    out += _folder_lines(p)
-    out += reason_lines(p)
+        yield f"  label         {inert(p.label)}"
+    yield f"  drive         {inert(p.drive_spec)}"
+    yield f"  target        {_target(p)}"
+    yield from _folder_lines(p)
+    yield from reason_lines(p)
     try:
-        ops: list[Op] | None = plan_for(p.kind, p.request, p.evidence).ops
+        scanned = scan(store, p)
     except PlacetError as e:
-        ops = None
-        out.append(f"  the stored request does not parse ({inert(e.message)}); see --json")
-    if ops is not None:
-        out += flag_lines(p, ops)
-        out.append(ops_summary(ops))
-        out += ops_lines(p, ops, limit=None)  # every op: nothing the owner accepts is cut
-    out += evidence_lines(p.kind, p.request, p.evidence)
+        yield f"  the stored request does not parse ({inert(e.message)}); see --json"
+    else:
+        yield from summary_lines(p, scanned, every=every)
+        yield from op_lines(store, p, scanned, every=every)
+    yield from evidence_lines(p.kind, p.request, p.evidence)
     if p.summary:
-        out.append(f"  summary       {flat_pairs(p.summary)}")
+        yield f"  summary       {flat_pairs(p.summary)}"
     if results:
         lease = f", lease held by {_holder(p.lease_holder)}" if p.lease_holder else ""
-        out.append(f"  op results (attempt {p.attempt}{lease}):")
-        out += [f"    {result_line(r.op_index, r.outcome, r.op, r.detail)}" for r in results]
-    out.append(f"  request hash  {p.request_hash}")
-    out.append("  history:")
-    out += [f"    {_event_line(e)}" for e in events]
-    return _emit(out)
+        yield f"  op results (attempt {p.attempt}{lease}):"
+        shown = results if every else results[:SHOWN]
+        for r in shown:
+            yield f"    {result_line(r.op_index, r.outcome, r.op, r.detail)}"
+        if len(shown) < len(results):
+            outcomes: dict[str, int] = {}
+            for r in results:
+                outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+            each = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items()))
+            yield f"    ... and {len(results) - len(shown)} more ({each} in all); --all lists them"
+    yield f"  request hash  {p.request_hash}"
+    yield "  history:"
+    yield from (f"    {_event_line(e)}" for e in events)
 
 
 def _holder(raw: str) -> str:
@@ -277,7 +298,8 @@ def _target(p: ProposalRecord) -> str:
     if p.kind == "download":
         return f"{inert_with_ascii(str(remote))} -> {inert_with_ascii(str(local_s))}"
     if p.kind == "sync":
-        n = len(r.get("ops") or [])
+        count = r.get("op_count")  # ops stored by reference; else inline
+        n = count if isinstance(count, int) else len(r.get("ops") or [])
         top = f"{root}:/" if root and not local else str(local_s)  # the root's top folder
         there = f"drive:/{remote or ''}"
         return f"{inert_with_ascii(top)} <-> {inert_with_ascii(there)} ({n} ops)"
@@ -343,9 +365,16 @@ def _jsonl(objs: Iterable[dict[str, Any]]) -> Iterable[str]:
 
 def _emit(lines: Iterable[str]) -> int:
     """Write lines to stdout; a closed pipe (`| head`) ends quietly."""
+    return _emit_chunks(line + "\n" for line in lines)
+
+
+def _emit_chunks(chunks: Iterable[str], end: str = "") -> int:
+    """Write `chunks` as they come (a streamed document: never joined into one string),
+    then `end`; a closed pipe (`| head`) ends quietly."""
     try:
-        for line in lines:
-            sys.stdout.write(line + "\n")
+        for chunk in chunks:
+            sys.stdout.write(chunk)
+        sys.stdout.write(end)
         sys.stdout.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)

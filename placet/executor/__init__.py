@@ -10,7 +10,7 @@ the drive. Core module: never imports `mcp` or `textual`.
 from __future__ import annotations
 
 from placet.executor.binding import bind, check_binding
-from placet.executor.ops import Plan, plan_for
+from placet.executor.ops import Plan, load_plan, plan_for
 from placet.executor.progress import OpOutcome, ProgressEvent
 from placet.executor.run import ProgressCallback, execute
 
@@ -22,5 +22,6 @@ __all__ = [
     "bind",
     "check_binding",
     "execute",
+    "load_plan",
     "plan_for",
 ]

@@ -19,7 +19,7 @@ from placet.config import Settings
 from placet.drive import configured_spec
 from placet.drive.base import Drive
 from placet.errors import PolicyRefused
-from placet.executor.ops import Plan, plan_for
+from placet.executor.ops import Plan, load_plan
 from placet.requests import request_hash
 from placet.store import ProposalRecord, Store
 from placet.store.lifecycle import APPROVED, owner_skips
@@ -72,7 +72,9 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
 
     Raises:
         PolicyRefused: ``request_altered`` (the stored request + evidence no longer hash
-            to the proposal's hash), ``not_approved_as_shown`` (the approval event bound
+            to the proposal's hash, or a sync's stored ops no longer hash to the
+            `ops_digest` its request binds: `Store.checked_ops`),
+            ``not_approved_as_shown`` (the approval event bound
             another hash, or there is none, or its `skip_ops` do not fit the ops: unknown
             indexes, every op, or a kind other than sync), ``drive_changed`` (the
             configured drive, or the drive handed in, is not the one the proposal was
@@ -95,7 +97,7 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
         )
     skip = owner_skips(approvals[-1].detail)
     _check_drive(settings, record, drive)
-    plan = plan_for(record.kind, record.request, record.evidence)
+    plan = load_plan(store, record)
     unknown = sorted(skip - {op.index for op in plan.ops})
     if skip and (record.kind != "sync" or unknown or len(skip) >= len(plan.ops)):
         raise PolicyRefused(

@@ -10,8 +10,9 @@ stored request that no longer parses is refused before anything is touched.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -24,10 +25,15 @@ from placet.requests import (
     MkdirRequest,
     Op,
     RootRef,
+    StoredSyncRequest,
     SyncRequest,
     UploadEvidence,
     UploadRequest,
+    is_by_reference,
 )
+
+if TYPE_CHECKING:
+    from placet.store import ProposalRecord, Store
 
 _REQUEST: TypeAdapter[Any] = TypeAdapter(AnyRequest)
 
@@ -66,14 +72,47 @@ def _bad(kind: str, e: Exception) -> PlacetError:
     )
 
 
-def plan_for(kind: str, request: dict[str, Any], evidence: dict[str, Any]) -> Plan:
+def load_plan(store: Store, record: ProposalRecord) -> Plan:
+    """The `Plan` of a stored proposal, its sync ops read through `Store.checked_ops`
+    (verified against the request's `ops_digest`): what the executor runs and what
+    `placet accept` and the review UI's confirmation show.
+
+    Raises:
+        PolicyRefused (``request_altered``): a by-reference sync's stored ops no longer
+            match its request.
+        PlacetError (``request_invalid``): see `plan_for`.
+        NotFound.
+    """
+    if not is_by_reference(record.kind, record.request):
+        return plan_for(record.kind, record.request, record.evidence)
+    return plan_for(record.kind, record.request, record.evidence, store.checked_ops(record.id))
+
+
+def plan_for(
+    kind: str,
+    request: dict[str, Any],
+    evidence: dict[str, Any],
+    ops: Sequence[dict[str, Any]] | None = None,
+) -> Plan:
     """Parse a stored request + evidence into a `Plan`.
+
+    `ops`: a by-reference sync's stored ops (`Store.checked_ops`, or `Store.ops` for a
+    display that does not execute); ignored for the other kinds and for a sync that
+    holds its ops inline.
 
     Raises:
         PlacetError (code ``request_invalid``): the request or evidence does not parse,
-            or its kind disagrees with the proposal's.
+            its kind disagrees with the proposal's, or a by-reference sync came without
+            its ops (or with another number of them than its `op_count`).
     """
     try:
+        if is_by_reference(kind, request):
+            stored = StoredSyncRequest.model_validate(request)
+            if ops is None or len(ops) != stored.op_count:
+                got = "none" if ops is None else len(ops)
+                raise ValueError(f"a sync of {stored.op_count} ops given {got} ops")
+            parsed = [Op.model_validate(o) for o in ops]
+            return Plan(kind, stored.root, sync_order(parsed))
         req = _REQUEST.validate_python(request)
         if req.kind != kind:
             raise ValueError(f"request kind {req.kind!r} under a {kind!r} proposal")

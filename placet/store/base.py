@@ -23,7 +23,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -35,12 +35,14 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from placet.config import Settings
 from placet.errors import (
     NotFound,
+    PolicyRefused,
     StoreError,
     WrongState,
 )
+from placet.requests import is_by_reference, ops_digest
 from placet.store import lifecycle as lc
 from placet.store.audit import append_anchor, append_event, verify_chain
-from placet.store.db import BEGIN_OPTION, as_utc, is_busy, utcnow
+from placet.store.db import BEGIN_OPTION, as_utc, is_busy, raw, utcnow
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.records import (
     AuditRecord,
@@ -61,6 +63,12 @@ SWEEP_BATCH = 500
 """Proposals expired per write transaction, so a sweep never holds the lock for long."""
 
 P = PROPOSAL.c
+
+OPS_PAGE = 1000
+"""Ops read per store read when streaming a sync proposal's ops (`Store.iter_ops`)."""
+
+_OPS_SQL = "SELECT op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index LIMIT ? OFFSET ?"
+_OP_ROWS_SQL = "SELECT op_index, op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index"
 
 
 def _proposal(row: Row[Any]) -> ProposalRecord:
@@ -313,6 +321,108 @@ class StoreBase:
                 return int(self._dv_conn.execute("PRAGMA data_version").fetchone()[0])
             except sqlite3.Error as e:
                 raise StoreError(f"reading the data version of {self.db_path} failed: {e}") from e
+
+    # ---- a sync proposal's ops (the one way to read them) ---------------------------
+
+    def _request(self, conn: Connection, pid: int) -> tuple[str, dict[str, Any]]:
+        # Through SQLAlchemy, so the read transaction (one snapshot) begins here and the
+        # op rows read next on the same driver connection belong to it.
+        found = conn.exec_driver_sql(
+            "SELECT kind, request FROM proposal WHERE id = ?", (pid,)
+        ).fetchone()
+        if found is None:
+            self._row(conn, pid)  # raises NotFound
+            raise AssertionError("unreachable")  # pragma: no cover
+        return str(found[0]), json.loads(found[1])
+
+    def op_count(self, pid: int) -> int:
+        """How many ops the sync proposal `pid` holds, whichever way they are stored
+        (docs/decisions.md, "A sync proposal's ops are stored by reference"); 0 for the
+        other kinds, whose one op `placet.executor.plan_for` derives from the request.
+
+        Raises NotFound.
+        """
+
+        def rd(conn: Connection) -> int:
+            kind, request = self._request(conn, pid)
+            if is_by_reference(kind, request):
+                return int(request.get("op_count") or 0)
+            ops = request.get("ops") if kind == "sync" else None
+            return len(ops) if isinstance(ops, list) else 0
+
+        return self._read(f"counting the ops of proposal {pid}", rd)
+
+    def ops(
+        self, pid: int, *, start: int = 0, limit: int | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """The stored ops (JSON objects, as `placet.requests.Op` dumps them) of the sync
+        proposal `pid`, in index order, from position `start` (0-based: the op count
+        before it) on, at most `limit` of them; [] for the other kinds. Pages: the next
+        page starts at `start + len(page)` (stored ops never change). Unverified (a
+        display read): the executor reads them with `checked_ops`.
+
+        Raises NotFound.
+        """
+
+        def rd(conn: Connection) -> builtins.list[dict[str, Any]]:
+            kind, request = self._request(conn, pid)
+            if is_by_reference(kind, request):
+                rows = raw(conn).execute(_OPS_SQL, (pid, -1 if limit is None else limit, start))
+                return [json.loads(t) for (t,) in rows]
+            ops = request.get("ops") if kind == "sync" else None
+            inline = [o for o in (ops if isinstance(ops, list) else []) if isinstance(o, dict)]
+            return inline[start:] if limit is None else inline[start : start + limit]
+
+        return self._read(f"reading the ops of proposal {pid}", rd)
+
+    def iter_ops(self, pid: int, *, page: int = OPS_PAGE) -> Iterator[dict[str, Any]]:
+        """Every op of `ops(pid)`, read `page` at a time (stored ops never change), so a
+        100,000-op sync is streamed, never held whole. Raises NotFound."""
+        start = 0
+        while True:
+            batch = self.ops(pid, start=start, limit=page)
+            yield from batch
+            if len(batch) < page:
+                return
+            start += len(batch)
+
+    def checked_ops(self, pid: int) -> builtins.list[dict[str, Any]]:
+        """Every op of the sync proposal `pid`, verified against its request: by
+        reference, the rows (read in the same snapshot as the request) must be exactly
+        `op_count`, numbered as stored, and hash to `ops_digest`
+        (`placet.requests.ops_digest`); inline, the request hash already covers them.
+        What the executor runs and `placet accept` shows. [] for the other kinds.
+
+        Raises:
+            NotFound.
+            PolicyRefused (``request_altered``): the stored ops no longer match.
+        """
+
+        def rd(conn: Connection) -> tuple[dict[str, Any], builtins.list[tuple[int, str]]]:
+            kind, request = self._request(conn, pid)
+            if not is_by_reference(kind, request):
+                return request if kind == "sync" else {}, []
+            return request, [(int(i), str(t)) for i, t in raw(conn).execute(_OP_ROWS_SQL, (pid,))]
+
+        request, rows = self._read(f"reading the ops of proposal {pid}", rd)
+        if "ops_digest" not in request:
+            ops = request.get("ops")
+            return ops if isinstance(ops, list) else []
+        now = ops_digest(t for _, t in rows)
+        ops = [json.loads(t) for _, t in rows]
+        numbered = all(
+            isinstance(o, dict) and o.get("index") == i for (i, _), o in zip(rows, ops, strict=True)
+        )
+        if now != request["ops_digest"] or len(rows) != request.get("op_count") or not numbered:
+            raise PolicyRefused(
+                f"refusing to execute proposal {pid}: its {len(rows)} stored ops hash to "
+                f"{now[:16]}..., not to the {str(request['ops_digest'])[:16]}... its request "
+                "binds (or are not numbered as stored); they were altered in the database: "
+                "discard it",
+                code="request_altered",
+                details={"proposal_id": pid, "stored": request["ops_digest"], "now": now},
+            )
+        return ops
 
     def op_results(self, pid: int) -> builtins.list[OpResultRecord]:
         """The journal of the proposal's latest attempt, by op index. Raises NotFound."""

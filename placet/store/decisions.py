@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +28,7 @@ from placet.errors import (
     StoreError,
     UsageError,
 )
-from placet.requests import canonical_json, request_hash
+from placet.requests import by_reference, canonical_json, is_by_reference, request_hash
 from placet.store import lifecycle as lc
 from placet.store.audit import append_event
 from placet.store.base import Heads, P, StoreBase, _now, _proposal
@@ -60,6 +61,8 @@ _SAME_SQL = (
     "SELECT id FROM proposal WHERE kind = ? AND request_hash = ? AND drive_spec = ? "
     "AND status = 'pending'"
 )
+_OP_INSERT_SQL = "INSERT INTO proposal_op (proposal_id, op_index, op) VALUES (?, ?, ?)"
+_OP_INDEXES_SQL = "SELECT op_index FROM proposal_op WHERE proposal_id = ? ORDER BY op_index"
 _TALLY_SQL = "SELECT scope, n FROM pending_tally WHERE scope IN (?, ?)"
 _COUNT_RUN_SQL = (
     "SELECT count(*) FROM (SELECT 1 FROM proposal WHERE run_id = ? AND status = 'pending' "
@@ -101,9 +104,12 @@ def _new_record(pid: int, v: dict[str, Any]) -> ProposalRecord:
     )
 
 
-def _selection(pid: int, kind: str, request_json: str, skip: object) -> dict[str, Any]:
+def _selection(
+    pid: int, kind: str, request_json: str, skip: object, op_indexes: Callable[[], set[int]]
+) -> dict[str, Any]:
     """The approval's `skip_ops` entry: {} for a non-sync, the sorted unticked op indexes
-    for a sync (see `Decisions.accept`)."""
+    for a sync (see `Decisions.accept`). `op_indexes` reads a by-reference sync's op
+    indexes (only called when something is unticked)."""
     if kind != "sync":
         if skip:
             raise UsageError(
@@ -123,12 +129,18 @@ def _selection(pid: int, kind: str, request_json: str, skip: object) -> dict[str
             code="skip_invalid",
             details={"proposal_id": pid},
         )
-    ops = json.loads(request_json).get("ops")
-    indexes: set[int] = {
-        o["index"]
-        for o in (ops if isinstance(ops, list) else [])
-        if isinstance(o, dict) and isinstance(o.get("index"), int)
-    }
+    if not items:
+        return {"skip_ops": []}
+    request = json.loads(request_json)
+    if is_by_reference(kind, request):
+        indexes = op_indexes()
+    else:
+        ops = request.get("ops")
+        indexes = {
+            o["index"]
+            for o in (ops if isinstance(ops, list) else [])
+            if isinstance(o, dict) and isinstance(o.get("index"), int)
+        }
     unticked = set(items)
     unknown = sorted(unticked - indexes)
     if unknown:
@@ -187,6 +199,10 @@ class Decisions(StoreBase):
                 f"1 s and {max_ttl} s (max_ttl_minutes)",
                 details={"ttl_seconds": ttl_seconds, "max_seconds": max_ttl},
             )
+        split = by_reference(request)
+        op_rows: list[tuple[int, str]] = []
+        if split is not None:
+            request, op_rows = split
         rh = request_hash(kind, request, evidence)
         expires_at = now + timedelta(seconds=ttl_seconds)
         values: dict[str, Any] = {
@@ -220,6 +236,8 @@ class Decisions(StoreBase):
             self._check_caps(db, run_id, now)
             new_id = db.execute(_INSERT_SQL, [_sql_value(values[c]) for c in _COLUMNS]).lastrowid
             assert new_id is not None
+            if op_rows:  # one statement for every op, in the proposal's transaction
+                db.executemany(_OP_INSERT_SQL, ((new_id, i, t) for i, t in op_rows))
             heads.append(
                 append_event(db, proposal_id=new_id, request_hash=rh, actor=actor,
                              from_status=None, to_status=lc.PENDING, at=now,
@@ -324,7 +342,13 @@ class Decisions(StoreBase):
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._row(conn, pid)
-            selection = _selection(pid, cur.kind, cur.request, skip)
+            selection = _selection(
+                pid,
+                cur.kind,
+                cur.request,
+                skip,
+                lambda: {int(i) for (i,) in raw(conn).execute(_OP_INDEXES_SQL, (pid,))},
+            )
             guard: tuple[Any, ...] = ()
             if cur.status == lc.PENDING:
                 if cur.expires_at <= now:

@@ -233,11 +233,26 @@ _PENDING_PER_DRIVE = (
     "(kind, request_hash, drive_spec) WHERE status = 'pending'",
 )
 
+# A sync proposal's ops by reference (docs/decisions.md, "A sync proposal's ops are stored
+# by reference"): one row per op, written with the proposal. Existing proposals keep
+# their ops inline in `request` (their request hash covers them as they are); the store
+# reads both forms, so nothing is moved.
+_PROPOSAL_OPS = (
+    """CREATE TABLE proposal_op (
+    proposal_id INTEGER NOT NULL,
+    op_index INTEGER NOT NULL,
+    op TEXT NOT NULL,
+    PRIMARY KEY (proposal_id, op_index),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY),
     Migration("sync_plans_caches_baselines_snapshots", _SYNC),
     Migration("pending_request_per_drive", _PENDING_PER_DRIVE),
+    Migration("proposal_ops_by_reference", _PROPOSAL_OPS),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

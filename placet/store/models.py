@@ -85,6 +85,20 @@ class OpResult(SQLModel, table=True):
     recorded_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
 
 
+class ProposalOp(SQLModel, table=True):
+    """One op of a sync proposal stored by reference (migration `proposal_ops_by_reference`,
+    docs/decisions.md): `op` is its canonical JSON, `op_index` its `index`. Written once,
+    with the proposal row, and never changed; the request's `ops_digest` binds them all."""
+
+    __tablename__ = "proposal_op"
+
+    proposal_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("proposal.id"), primary_key=True, nullable=False),
+    )
+    op_index: int = Field(sa_column=Column(Integer, primary_key=True, nullable=False))
+    op: str = Field(sa_type=Text, nullable=False)
+
+
 class AuditEvent(SQLModel, table=True):
     """One link of the audit chain: a transition (or creation, `from_status` NULL)."""
 
@@ -140,5 +154,6 @@ def table(model: type[SQLModel]) -> Table:
 PROPOSAL = table(Proposal)
 OP_RESULT = table(OpResult)
 AUDIT_EVENT = table(AuditEvent)
+PROPOSAL_OP = table(ProposalOp)
 PENDING_TALLY = table(PendingTally)
 SCHEMA_MIGRATION = table(SchemaMigration)

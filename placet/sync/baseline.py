@@ -25,7 +25,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from placet.requests import Op, SyncRequest
+from placet.requests import Op, parse_sync_request
 from placet.store.sync_data import Pair, SyncData
 from placet.sync.model import BaselineEntry, nfc
 
@@ -54,7 +54,7 @@ class BaselineRecorder:
         if record.kind != "sync":
             return None
         try:
-            req = SyncRequest.model_validate(record.request)
+            req = parse_sync_request(record.request)
         except ValueError:
             return None
         pair = Pair(req.root.path, req.local_path, record.drive_spec, req.remote_path)

@@ -1,7 +1,8 @@
 """`propose_sync`: turn a stored plan plus the agent's conflict decisions into one inert
 sync proposal (DESIGN.md sections 4, 5, 7).
 
-The proposal holds the plan's full op set (`placet.sync.ops.to_request_ops`): every op
+The proposal holds the plan's full op set (`placet.sync.ops.request_op_dicts`, stored by
+reference: docs/decisions.md, "A sync proposal's ops are stored by reference"): every op
 the plan made and one per decided conflict, each with the evidence the plan saw, which
 the executor re-checks before it acts. The whole proposal is refused, never part of it,
 when a conflict is undecided, a decision names a path that is not a conflict, or a
@@ -26,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from placet.errors import Expired, PathRefused, PolicyRefused, StaleEvidence, UsageError
 from placet.proposing import ProposeContext, ttl_seconds
-from placet.requests import Op, RemoteEvidence, SyncRequest
+from placet.requests import SyncRequest
 from placet.store.db import utcnow
 from placet.store.sync_data import RETENTION
-from placet.sync.ops import check_decisions, to_request_ops
+from placet.sync.ops import check_decisions, mkdir_op_dict, request_op_dicts
 from placet.text import inert, one_line_reason
 
 if TYPE_CHECKING:
@@ -38,25 +39,20 @@ if TYPE_CHECKING:
     from placet.sync.service import SyncService
 
 
-def _with_folder_mkdir(ops: list[Op], folder: str) -> list[Op]:
+def _with_folder_mkdir(ops: list[dict[str, Any]], folder: str) -> list[dict[str, Any]]:
     """Prepend the creation of the synced remote folder itself (it was missing)."""
-    first = Op(
-        index=0,
-        kind="mkdir",
-        remote_path=folder,
-        expected_remote=RemoteEvidence(exists=False),
-        reason="the synced remote folder does not exist yet",
-    )
-    return [first, *(op.model_copy(update={"index": op.index + 1}) for op in ops)]
+    first = mkdir_op_dict(0, folder, "the synced remote folder does not exist yet")
+    return [first, *({**op, "index": op["index"] + 1} for op in ops)]
 
 
-def sync_ops(stored: StoredPlan, decisions: Mapping[str, str]) -> list[Op]:
-    """The executor's ops for `stored` with `decisions` (see `to_request_ops`).
+def sync_ops(stored: StoredPlan, decisions: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The executor's ops for `stored` with `decisions`, as stored (JSON objects of
+    `placet.requests.Op`; see `placet.sync.ops.request_op_dicts`).
 
     Raises:
         UsageError: `undecided_conflict`, `decision_not_conflict`, `decision_not_allowed`.
     """
-    ops = to_request_ops(
+    ops = request_op_dicts(
         stored.plan,
         decisions,
         local_prefix=stored.pair.local_path,
@@ -128,8 +124,9 @@ def propose_sync(
         local_path=folder.rel,
         remote_path=pair.remote_path,
         decisions=decided,
-        ops=ops,
-    )
+        ops=[],
+    ).model_dump(mode="json")
+    request["ops"] = ops  # already JSON; stored by reference (`Store.create_proposal`)
     evidence: dict[str, Any] = {
         "plan": {
             "id": plan_id,
@@ -144,7 +141,7 @@ def propose_sync(
     }
     return ctx.store.create_proposal(
         kind="sync",
-        request=request.model_dump(mode="json"),
+        request=request,
         evidence=evidence,
         reason=why,
         drive_spec=ctx.drive_spec,

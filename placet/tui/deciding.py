@@ -33,13 +33,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from textual import work
 from textual.app import App
+from textual.screen import ModalScreen
 
 from placet.config import Settings
 from placet.errors import PlacetError, StaleEvidence
 from placet.executor import check_binding, plan_for
+from placet.requests import is_by_reference
 from placet.store import OpResultRecord, ProposalRecord, Store
 from placet.text import inert
-from placet.tui.facts import countdown, effect_of
+from placet.tui.facts import Effect, countdown, effect_of
 from placet.tui.messages import (
     ActionDone,
     TransferFinished,
@@ -59,6 +61,9 @@ Executor = Callable[..., ProposalRecord]
 """`execute(store, settings, proposal_id, *, progress=None, cancel=None) -> ProposalRecord`."""
 
 EXTEND_MINUTES = 15
+ACCEPT_IN_WORKER = 5000
+"""A by-reference sync with more ops is read and checked for its confirmation in a thread
+worker (a smaller one on the event loop: a few tens of milliseconds)."""
 PROGRESS_EVERY = 0.05
 """Seconds between progress messages from the executor thread that only move bytes; an
 event with an op result, or that changes the ops ended or the ops in flight, always goes
@@ -71,9 +76,13 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def refusal_before_accept(settings: Settings, record: ProposalRecord) -> PlacetError | None:
+def refusal_before_accept(
+    settings: Settings, record: ProposalRecord, ops: list[dict[str, Any]] | None = None
+) -> PlacetError | None:
     """Why `record` must not be accepted whatever the owner types, or None: the checks
     `placet accept` makes before its code, with the same functions and messages.
+    `ops`: a by-reference sync's ops as `Store.checked_ops` read them (which already
+    refused them if they no longer match the request's digest).
 
     Returns:
         PolicyRefused ``request_altered`` or ``drive_changed`` (the stored request no
@@ -86,11 +95,29 @@ def refusal_before_accept(settings: Settings, record: ProposalRecord) -> PlacetE
     try:
         check_binding(settings, record)
         refuse_own_paths(
-            settings, record, plan_for(record.kind, record.request, record.evidence).ops
+            settings, record, plan_for(record.kind, record.request, record.evidence, ops).ops
         )
     except PlacetError as e:
         return e
     return None
+
+
+def check_before_accept(
+    store: Store, settings: Settings, record: ProposalRecord
+) -> tuple[PlacetError | None, list[dict[str, Any]] | None]:
+    """`refusal_before_accept`, a by-reference sync's ops read and verified first
+    (`Store.checked_ops`: ``request_altered`` when they no longer match its digest).
+
+    Returns:
+        (the refusal or None, the sync's ops or None for the other kinds and inline ops).
+    """
+    ops = None
+    if is_by_reference(record.kind, record.request):
+        try:
+            ops = store.checked_ops(record.id)
+        except PlacetError as e:
+            return e, None
+    return refusal_before_accept(settings, record, ops), ops
 
 
 class DecidingApp(App[None]):
@@ -157,17 +184,43 @@ class DecidingApp(App[None]):
             )
             return
 
-        refusal = refusal_before_accept(self.settings, record)
+        count = record.request.get("op_count")
+        large = isinstance(count, int) and count > ACCEPT_IN_WORKER
+        if large and is_by_reference(record.kind, record.request):
+            self.notify(f"reading and checking the {count:,} ops of #{record.id}...", markup=False)
+            self.prepare_accept(record, retry, now)
+            return
+        self._confirm(record, retry, now, *check_before_accept(self.store, self.settings, record))
+
+    @work(thread=True, exclusive=True, group="prepare-accept", exit_on_error=False)
+    def prepare_accept(self, record: ProposalRecord, retry: bool, now: datetime) -> None:
+        """`check_before_accept` for a large sync (every op read, verified and flagged:
+        seconds for 100,000 ops), off the event loop; the confirmation opens when done."""
+        refusal, ops = check_before_accept(self.store, self.settings, record)
+        self.call_from_thread(self._confirm, record, retry, now, refusal, ops)
+
+    def _confirm(
+        self,
+        record: ProposalRecord,
+        retry: bool,
+        now: datetime,
+        refusal: PlacetError | None,
+        ops: list[dict[str, Any]] | None,
+    ) -> None:
+        """Open the accept confirmation, unless `refusal` (see `check_before_accept`)."""
         if refusal is not None:
             self._refuse(f"not accepted: {refusal.error_code}", inert(refusal.message))
             return
+        if self.transfer is not None or isinstance(self.screen, ModalScreen):
+            return  # something else began while a large sync's ops were read
 
         from placet.tui.confirm import AcceptScreen
 
         previous = self._previous_results(record) if retry else None
+        effect = effect_of(record, ops)
         screen = AcceptScreen(
             record,
-            effect_of(record),
+            effect,
             now,
             guard_seconds=self.confirm_guard_seconds,
             previous=previous,
@@ -176,7 +229,7 @@ class DecidingApp(App[None]):
         def decided(accept: bool | None) -> None:
             if accept:
                 self.retrying = record.id if retry else None
-                self._start_transfer(record, screen.skip_ops)
+                self._start_transfer(record, screen.skip_ops, effect)
 
         self.push_screen(screen, decided)
 
@@ -193,10 +246,12 @@ class DecidingApp(App[None]):
         except PlacetError:
             return []
 
-    def _start_transfer(self, record: ProposalRecord, skip_ops: list[int]) -> None:
+    def _start_transfer(
+        self, record: ProposalRecord, skip_ops: list[int], effect: Effect | None = None
+    ) -> None:
         cancel = threading.Event()
         self.transfer = (record.id, cancel)
-        self.query_one(TransferPanel).start(record, skip_ops)
+        self.query_one(TransferPanel).start(record, skip_ops, effect)
         self.run_transfer(record.id, record.request_hash, cancel, skip_ops)
 
     def _resolve_executor(self) -> Executor:
@@ -258,7 +313,7 @@ class DecidingApp(App[None]):
                     f"{current.request_hash[:12]}, shown {shown_hash[:12]}); review it again",
                     details={"shown": shown_hash, "stored": current.request_hash},
                 )
-            refusal = refusal_before_accept(self.settings, current)
+            refusal, _ = check_before_accept(self.store, self.settings, current)
             if refusal is not None:  # checked again: nothing is accepted or run
                 raise refusal
             detail: dict[str, Any] = {"request_hash": shown_hash, "via": "review", "tty": True}

@@ -10,25 +10,37 @@ way, risk flags, every op, evidence, request hash, attribution, per-op results, 
 agent's boxed reason) rebuilt only when the shown
 record changes, so a large sync is not re-rendered every second and the owner's scroll
 position in it is kept.
+
+A sync whose ops are stored by reference (docs/decisions.md, "A sync proposal's ops are
+stored by reference") shows at once what its request says (op counts and bytes by kind),
+its ops in the op table (`placet.tui.ops_table`, a window at a time) between the effect
+and the rest, and its risk flags and refusal once a thread worker has read and checked
+every op (`Store.checked_ops`), so selecting a 100,000-op sync never blocks the UI.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from rich.console import Group, RenderableType
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from placet.display import missing_folders_line
 from placet.errors import PlacetError
+from placet.risk import RiskFlag
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.text import inert
-from placet.tui.facts import effect_of
-from placet.tui.render import header_line, proposal_view
+from placet.tui.facts import Effect, effect_of, flags_of
+from placet.tui.ops_table import OpsTable
+from placet.tui.render import header_line, proposal_view, proposal_view_parts
 
 DECIDABLE = ("pending", "failed", "interrupted")
 """Statuses the owner can still accept (again): the detail warns when placet would refuse."""
@@ -59,7 +71,19 @@ class DetailPane(VerticalScroll):
     DetailPane { border: round $primary; padding: 0 1; height: 1fr; }
     DetailPane > .detail-head { height: auto; }
     DetailPane > .detail-body { height: auto; }
+    DetailPane > .detail-rest { height: auto; display: none; }
+    DetailPane > OpsTable { display: none; border: round $secondary; }
+    DetailPane.-ops > .detail-rest { display: block; }
+    DetailPane.-ops > OpsTable { display: block; }
     """
+
+    class FlagsChecked(Message):
+        """A summary-only sync's risk flags, computed over all of its ops."""
+
+        def __init__(self, proposal_id: int, flags: list[RiskFlag]) -> None:
+            super().__init__()
+            self.proposal_id = proposal_id
+            self.flags = flags
 
     def __init__(
         self, clock: Callable[[], datetime], *, placeholder: str, id: str | None = None
@@ -72,10 +96,18 @@ class DetailPane(VerticalScroll):
         self.events: Sequence[AuditRecord] | None = None
         self.body: RenderableType = Text("")
         """What the body shows now (a Rich renderable; tests render it to text)."""
+        self.effect: Effect | None = None
+        self._parts: tuple[RenderableType, RenderableType] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(Text(self.placeholder), classes="detail-head")
         yield Static(Text(""), classes="detail-body")
+        yield OpsTable(getattr(self.app, "store", None), id=f"{self.id or 'detail'}-ops")
+        yield Static(Text(""), classes="detail-rest")
+
+    @property
+    def ops_table(self) -> OpsTable:
+        return self.query_one(OpsTable)
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.refresh_head)
@@ -92,18 +124,73 @@ class DetailPane(VerticalScroll):
             return
         moved = self.record is None or record is None or record.id != self.record.id
         self.record, self.results, self.events = record, results, events
-        if record is None:
+        self.effect = effect = None if record is None else effect_of(record)
+        by_reference = effect is not None and not effect.complete
+        self.set_class(by_reference, "-ops")
+        if record is None or effect is None:
             self.body = Text("")
+        elif by_reference:
+            if moved or self.ops_table.record is None:
+                self.ops_table.show_ops(record, effect.total_ops)
+            self._show_parts(record, effect, None)
+            self.check_sync(record)
+            self._after_show(moved)
+            return
         else:
-            view = proposal_view(record, effect_of(record), results, events)
+            view = proposal_view(record, effect, results, events)
             self.body = with_created_folders(record, view)
             refusal = self._refusal(record)
             if refusal is not None:
                 self.body = Group(refusal_banner(refusal), Text(""), self.body)
+        self.query_one(".detail-rest", Static).update(Text(""))
         self.query_one(".detail-body", Static).update(self.body)
+        self._after_show(moved)
+
+    def _after_show(self, moved: bool) -> None:
         if moved:
             self.scroll_home(animate=False)
         self.refresh_head()
+
+    def _show_parts(
+        self, record: ProposalRecord, effect: Effect, refusal: PlacetError | None
+    ) -> None:
+        """A by-reference sync: flags and effect above the op table, the rest below."""
+        top, rest = proposal_view_parts(record, effect, self.results, self.events)
+        if refusal is not None:
+            top = Group(refusal_banner(refusal), Text(""), top)
+        self.body = Group(top, Text(""), rest)
+        self.query_one(".detail-body", Static).update(top)
+        self.query_one(".detail-rest", Static).update(rest)
+
+    @work(thread=True, exclusive=True, group="detail-check", exit_on_error=False)
+    def check_sync(self, record: ProposalRecord) -> None:
+        """Read and check every op of a by-reference sync (`Store.checked_ops`), then its
+        risk flags and what `placet accept` would refuse; shown when done."""
+        from placet.tui.deciding import check_before_accept  # deciding imports this module
+
+        store, settings = getattr(self.app, "store", None), getattr(self.app, "settings", None)
+        if store is None or settings is None:
+            return
+        worker = get_current_worker()
+        try:
+            refusal, ops = check_before_accept(store, settings, record)
+            if worker.is_cancelled:
+                return  # another proposal was selected: its own check runs
+            flags = flags_of(record, ops if ops is not None else store.ops(record.id))
+        except PlacetError as e:  # unreadable: say so where the flags go
+            refusal, flags = e, []
+        if not worker.is_cancelled:
+            self.app.call_from_thread(self._checked, record, flags, refusal)
+
+    def _checked(
+        self, record: ProposalRecord, flags: list[RiskFlag], refusal: PlacetError | None
+    ) -> None:
+        if self.record is None or self.record.id != record.id or self.effect is None:
+            return
+        self.effect = replace(self.effect, flags=flags, flags_checked=True)
+        shown = refusal if record.status in DECIDABLE else None
+        self._show_parts(self.record, self.effect, shown)
+        self.post_message(self.FlagsChecked(record.id, flags))
 
     def _refusal(self, record: ProposalRecord) -> PlacetError | None:
         """What `placet accept` would refuse `record` for (drive changed, request

@@ -19,6 +19,7 @@ terminal.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from placet.display import duration
 from placet.errors import PlacetError
 from placet.executor import plan_for
+from placet.requests import is_by_reference
 from placet.risk import RiskFlag, needs_typed_confirmation
 from placet.store import ProposalRecord
 from placet.vetting import proposal_flags
@@ -69,10 +71,24 @@ class Effect:
     flags: list[RiskFlag] = field(default_factory=list)
     raw: dict[str, Any] | None = None
     """The raw request, set only when the kind is unknown (shown as JSON)."""
+    complete: bool = True
+    """False for a sync whose ops are stored by reference and were not read: `ops` is
+    empty; `op_count` and `op_kinds` come from its request."""
+    flags_checked: bool = True
+    """False until a summary-only sync's flags were computed (over all of its ops)."""
+    op_count: int | None = None
+    op_kinds: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Op kind -> (count, bytes), from a by-reference sync's request."""
 
     @property
     def total_bytes(self) -> int:
+        if not self.complete:
+            return sum(b for _, b in self.op_kinds.values())
         return sum(op.size or 0 for op in self.ops)
+
+    @property
+    def total_ops(self) -> int:
+        return len(self.ops) if self.complete or self.op_count is None else self.op_count
 
     @property
     def needs_typed_confirmation(self) -> bool:
@@ -109,16 +125,17 @@ def _local_abs(root: dict[str, Any] | None, rel: str | None) -> str:
     return f"{base.rstrip('/')}/{rel}" if base else rel
 
 
-def flags_of(record: ProposalRecord) -> list[RiskFlag]:
+def flags_of(record: ProposalRecord, ops: Sequence[dict[str, Any]] | None = None) -> list[RiskFlag]:
     """placet's risk flags for `record`: `placet.vetting.proposal_flags` over the ops the
-    executor would run (`plan_for`), the same function `placet accept` prints.
+    executor would run (`plan_for`; `ops`: a by-reference sync's stored ops, read with
+    `Store.ops` or `Store.checked_ops`), the same function `placet accept` prints.
 
     A stored request that does not parse (another placet wrote it, it was altered, or its
     kind or an op's kind is unknown) gets one ``request_invalid`` flag: placet cannot vet
     it, so it is never a one-key accept (and accepting it is refused).
     """
     try:
-        ops = plan_for(record.kind, record.request, record.evidence).ops
+        parsed = plan_for(record.kind, record.request, record.evidence, ops).ops
     except PlacetError:
         return [
             RiskFlag(
@@ -127,11 +144,16 @@ def flags_of(record: ProposalRecord) -> list[RiskFlag]:
                 "and accepting it is refused; discard it",
             )
         ]
-    return proposal_flags(record, ops)
+    return proposal_flags(record, parsed)
 
 
-def effect_of(record: ProposalRecord) -> Effect:
-    """The ops and risk flags of a proposal, from its stored request and evidence."""
+def effect_of(record: ProposalRecord, ops: Sequence[dict[str, Any]] | None = None) -> Effect:
+    """The ops and risk flags of a proposal, from its stored request and evidence.
+
+    A sync whose ops are stored by reference needs them in `ops` (`Store.ops`); without
+    them its effect is its request's summary only (`Effect.complete` False: no ops, no
+    flags yet), which is what the queue and the detail pane show at once, reading the
+    ops page by page (`placet.tui.ops_table`) and the flags in a worker."""
     req, ev, kind = record.request, record.evidence, record.kind
     root = _dict(req, "root")
     root_name = _s(root, "name")
@@ -177,42 +199,68 @@ def effect_of(record: ProposalRecord) -> Effect:
         )
         return Effect(kind, [op], root_name, flags_of(record))
     if kind == "sync":
-        return _sync_effect(record, root, root_name)
+        if is_by_reference(kind, req) and ops is None:
+            return _sync_summary(req, root_name)
+        return _sync_effect(record, root, root_name, ops)
     raw = {"request": req, "evidence": ev}
     return Effect(kind, [], root_name, flags_of(record), raw=raw)
 
 
+def _sync_summary(req: dict[str, Any], root_name: str | None) -> Effect:
+    kinds: dict[str, tuple[int, int]] = {}
+    raw_kinds = _dict(req, "op_kinds") or {}
+    for k, tally in raw_kinds.items():
+        t = tally if isinstance(tally, dict) else {}
+        kinds[str(k)] = (_int(t, "count") or 0, _int(t, "bytes") or 0)
+    return Effect(
+        "sync",
+        [],
+        root_name,
+        complete=False,
+        flags_checked=False,
+        op_count=_int(req, "op_count") or 0,
+        op_kinds=kinds,
+    )
+
+
+def effect_op(raw: dict[str, Any], root: dict[str, Any] | None, position: int) -> EffectOp:
+    """One stored sync op (a JSON object, read defensively) as the owner sees it;
+    `position` stands in for a missing index."""
+    op_kind = _s(raw, "kind") or "?"
+    exp_local, exp_remote = _dict(raw, "expected_local"), _dict(raw, "expected_remote")
+    local_rel = _s(raw, "local_path")
+    replace = bool(raw.get("replace"))
+    src = exp_remote if op_kind == "download" else exp_local
+    index = _int(raw, "index")
+    return EffectOp(
+        index=index if index is not None else position,
+        kind=op_kind,
+        local_path=_local_abs(root, local_rel) if local_rel is not None else None,
+        remote_path=_s(raw, "remote_path"),
+        size=_int(raw, "size"),
+        sha256=_s(exp_local, "sha256") if op_kind != "download" else None,
+        digest_type=_s(src, "digest_type"),
+        digest=_s(src, "digest"),
+        replace=replace or op_kind == "upload_revision",
+        local_before=exp_local,
+        remote_before=exp_remote,
+        note=_s(raw, "reason") or "",
+    )
+
+
 def _sync_effect(
-    record: ProposalRecord, root: dict[str, Any] | None, root_name: str | None
+    record: ProposalRecord,
+    root: dict[str, Any] | None,
+    root_name: str | None,
+    stored: Sequence[dict[str, Any]] | None,
 ) -> Effect:
-    req = record.request
-    ops: list[EffectOp] = []
-    raw_ops = req.get("ops")
-    for i, raw in enumerate(raw_ops if isinstance(raw_ops, list) else []):
-        if not isinstance(raw, dict):
-            continue
-        op_kind = _s(raw, "kind") or "?"
-        exp_local, exp_remote = _dict(raw, "expected_local"), _dict(raw, "expected_remote")
-        local_rel = _s(raw, "local_path")
-        remote = _s(raw, "remote_path")
-        replace = bool(raw.get("replace"))
-        src = exp_remote if op_kind == "download" else exp_local
-        op = EffectOp(
-            index=_int(raw, "index") if _int(raw, "index") is not None else i,  # type: ignore[arg-type]
-            kind=op_kind,
-            local_path=_local_abs(root, local_rel) if local_rel is not None else None,
-            remote_path=remote,
-            size=_int(raw, "size"),
-            sha256=_s(exp_local, "sha256") if op_kind != "download" else None,
-            digest_type=_s(src, "digest_type"),
-            digest=_s(src, "digest"),
-            replace=replace or op_kind == "upload_revision",
-            local_before=exp_local,
-            remote_before=exp_remote,
-            note=_s(raw, "reason") or "",
-        )
-        ops.append(op)
-    return Effect("sync", ops, root_name, flags_of(record))
+    raw_ops = record.request.get("ops") if stored is None else stored
+    ops = [
+        effect_op(raw, root, i)
+        for i, raw in enumerate(raw_ops if isinstance(raw_ops, list | tuple) else [])
+        if isinstance(raw, dict)
+    ]
+    return Effect("sync", ops, root_name, flags_of(record, stored))
 
 
 def target_of(record: ProposalRecord) -> str:
@@ -225,7 +273,7 @@ def target_of(record: ProposalRecord) -> str:
         return f"{root_name}:{_s(req, 'local_path') or ''}"
     if kind == "sync":
         ops = req.get("ops")
-        n = len(ops) if isinstance(ops, list) else 0
+        n = len(ops) if isinstance(ops, list) else _int(req, "op_count") or 0
         local, remote = _s(req, "local_path") or "", _s(req, "remote_path") or ""
         return f"{root_name}:{local} <-> {remote} ({n} ops)"
     return "?"
@@ -240,6 +288,8 @@ def size_of(record: ProposalRecord) -> int | None:
         return _int(_dict(ev, "remote"), "size")
     if kind == "sync":
         ops = req.get("ops")
+        if is_by_reference(kind, req):
+            return _sync_summary(req, None).total_bytes
         if not isinstance(ops, list):
             return None
         return sum(_int(o, "size") or 0 for o in ops if isinstance(o, dict))

@@ -17,6 +17,7 @@ one-second timer rewrites that cell for the rows on screen only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import ClassVar
 
@@ -29,6 +30,7 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Static
 from textual.widgets.data_table import ColumnKey
 
+from placet.risk import RiskFlag
 from placet.store import ProposalRecord
 from placet.tui.detail import DetailPane
 from placet.tui.facts import Effect, effect_of
@@ -174,6 +176,16 @@ class QueueTable(DataTable[Text]):
         self._restore(selected, old_row)
         self.post_message(self.SelectionChanged())
 
+    def set_flags(self, pid: int, flags: list[RiskFlag]) -> None:
+        """A summary-only sync's flags, once the detail pane computed them: its row gets
+        the flag mark the other kinds get at once."""
+        effect, record = self.effects.get(pid), self.records.get(pid)
+        if effect is None or record is None or effect.flags_checked:
+            return
+        self.effects[pid] = replace(effect, flags=flags, flags_checked=True)
+        cells = self._cells(record, self.clock())
+        self.update_cell(str(pid), "kind", cells[1])
+
     def _restore(self, selected: int | None, old_row: int) -> None:
         if not self.order:
             return
@@ -285,6 +297,10 @@ class QueuePane(Vertical):
         if not table.exhausted:
             count.append(f"  ({len(table.order)} loaded: move down to load more)", style="dim")
         self.query_one("#queue-count", Static).update(count)
+
+    def on_detail_pane_flags_checked(self, event: DetailPane.FlagsChecked) -> None:
+        event.stop()
+        self.table.set_flags(event.proposal_id, event.flags)
 
     def on_queue_table_selection_changed(self, event: QueueTable.SelectionChanged) -> None:
         event.stop()

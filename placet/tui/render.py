@@ -253,7 +253,7 @@ def effect_block(record: ProposalRecord, effect: Effect) -> Text:
         out.append(f"unknown kind {record.kind!r}; stored request:\n", style="bold red")
         out.append_text(lit(json.dumps(effect.raw, sort_keys=True)))
         return out
-    n = len(effect.ops)
+    n = effect.total_ops
     out.append(
         f"Effect: {n} op{'s' if n != 1 else ''}, {human_bytes(effect.total_bytes)} in total",
         style="bold",
@@ -274,6 +274,14 @@ def effect_block(record: ProposalRecord, effect: Effect) -> Text:
         if isinstance(summary, dict) and summary:
             out.append("\n  plan summary: ", style="dim")
             out.append_text(lit(readable(summary), "dim"))
+    if not effect.complete:
+        out.append_text(op_kinds_block(effect))
+        out.append(
+            "\n  every op, with its paths, size and the evidence seen, is in the op table "
+            "below (Tab to it; End: the last op, Home: the first)",
+            style="dim",
+        )
+        return out
     for op in effect.ops[:MAX_OPS_SHOWN]:
         out.append("\n")
         out.append_text(op_block(op, record.drive_spec, seen_at))
@@ -284,6 +292,28 @@ def effect_block(record: ProposalRecord, effect: Effect) -> Text:
             style="bold yellow",
         )
     return out
+
+
+def op_kinds_block(effect: Effect) -> Text:
+    """``\n  upload: 99,000 ops, 1.0 GiB`` per op kind of a summary-only sync effect."""
+    out = Text(end="")
+    for kind in sorted(effect.op_kinds, key=str):
+        count, size = effect.op_kinds[kind]
+        out.append("\n  ")
+        out.append_text(lit(kind, "bold magenta"))
+        out.append(f": {count:,} op{'s' if count != 1 else ''}")
+        if kind != "mkdir":
+            out.append(f", {human_bytes(size)}")
+    return out
+
+
+def pending_flags_block(effect: Effect) -> Text:
+    """Said while placet reads a large sync's ops to compute its risk flags."""
+    return Text(
+        f"placet is checking the risk flags of its {effect.total_ops:,} ops...",
+        style="bold yellow",
+        end="",
+    )
 
 
 def reason_box(reason: str) -> Panel:
@@ -398,8 +428,21 @@ def proposal_view(
 ) -> RenderableType:
     """The whole detail below the head line: flags, effect, hash and attribution,
     results and audit trail (finished proposals), and last the agent's boxed reason."""
-    parts: list[RenderableType] = [_block(flags_block(effect.flags)), _GAP]
-    parts += [_block(effect_block(record, effect)), _GAP, _block(facts_block(record))]
+    top, rest = proposal_view_parts(record, effect, results, events)
+    return Group(top, _GAP, rest)
+
+
+def proposal_view_parts(
+    record: ProposalRecord,
+    effect: Effect,
+    results: Sequence[OpResultRecord] | None = None,
+    events: Sequence[AuditRecord] | None = None,
+) -> tuple[RenderableType, RenderableType]:
+    """`proposal_view` in two: (flags and effect, the rest), so the detail pane can put
+    a large sync's op table between them."""
+    flags = flags_block(effect.flags) if effect.flags_checked else pending_flags_block(effect)
+    top = Group(_block(flags), _GAP, _block(effect_block(record, effect)))
+    parts: list[RenderableType] = [_block(facts_block(record))]
     if record.summary:
         summary = Text("summary:", style="bold", end="")
         summary.append_text(readable_lines(record.summary, "\n  "))
@@ -409,7 +452,7 @@ def proposal_view(
     if events:
         parts += [_GAP, _block(trail_block(events))]
     parts += [_GAP, reason_box(record.reason)]
-    return Group(*parts)
+    return top, Group(*parts)
 
 
 def audit_view(event: AuditRecord) -> RenderableType:

@@ -21,9 +21,13 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, ProgressBar, Static
 
 from placet.display import failure_line, human_bytes, plain_pairs
+from placet.errors import PlacetError
 from placet.store import OpResultRecord, ProposalRecord
-from placet.tui.facts import effect_of
+from placet.tui.facts import Effect, EffectOp, effect_of, effect_op
 from placet.tui.render import lit, name, outcome_detail
+
+ROWS = 2000
+"""Ops listed in the transfer panel (a sync may hold many more; the counts cover all)."""
 
 _OUTCOME_STYLE = {"done": "green", "already_done": "green", "failed": "red", "stale": "red"}
 
@@ -68,17 +72,27 @@ class TransferPanel(Vertical):
     def _title(self, text: Text) -> None:
         self.query_one("#transfer-title", Static).update(text)
 
-    def start(self, record: ProposalRecord, skip_ops: list[int] | None = None) -> None:
+    def start(
+        self,
+        record: ProposalRecord,
+        skip_ops: list[int] | None = None,
+        effect: Effect | None = None,
+    ) -> None:
         """Show the ops of `record` as waiting (those in `skip_ops` as unticked); the
-        bar empty."""
+        bar empty. `effect`: the one the confirmation showed (a large sync's ops were
+        read for it), else `effect_of(record)`."""
         self.add_class("-active")
         self.proposal_id = record.id
-        effect = effect_of(record)
-        self.op_count = len(effect.ops)
+        effect = effect or effect_of(record)
+        self.op_count = effect.total_ops
         self._title(Text(f"Executing #{record.id} {record.kind}: starting...", style="bold"))
         bar = self.query_one(ProgressBar)
         skip = self.skip = set(skip_ops or [])
-        moving = sum(op.size or 0 for op in effect.ops if op.index not in skip)
+        moving = (
+            sum(op.size or 0 for op in effect.ops if op.index not in skip)
+            if effect.complete
+            else effect.total_bytes
+        )
         bar.update(total=max(moving, 1), progress=0)
         ops = self.query_one("#transfer-ops", DataTable)
         ops.clear()
@@ -88,7 +102,7 @@ class TransferPanel(Vertical):
         self.ops_done = 0
         self.bytes = None
         self.query_one("#transfer-why", Static).update(Text(""))
-        for op in effect.ops[:2000]:
+        for op in self._rows(record, effect):
             ops.add_row(
                 Text(str(op.index)),
                 lit(op.kind),
@@ -97,6 +111,20 @@ class TransferPanel(Vertical):
                 Text(""),
                 key=str(op.index),
             )
+
+    def _rows(self, record: ProposalRecord, effect: Effect) -> list[EffectOp]:
+        """The first `ROWS` ops: the effect's, or a by-reference sync's first page
+        (`Store.ops`, one short indexed read) when the effect holds only its summary."""
+        store = getattr(self.app, "store", None)
+        if effect.complete or store is None:
+            return effect.ops[:ROWS]
+        try:
+            raw = store.ops(record.id, limit=ROWS)
+        except PlacetError:
+            return []
+        root = record.request.get("root")
+        base = root if isinstance(root, dict) else None
+        return [effect_op(o, base, i) for i, o in enumerate(raw)]
 
     def progress(
         self,

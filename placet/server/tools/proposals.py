@@ -51,7 +51,13 @@ from pydantic import Field
 from placet.display import duration
 from placet.errors import NotFound, UsageError
 from placet.server.framework import MAX_ID, READ_LOCAL, WITHDRAW, ToolOutput, define_tool
-from placet.server.models import TERMINAL, OpResultView, ProposalOut, ProposalView
+from placet.server.models import (
+    TERMINAL,
+    OpResultView,
+    ProposalOut,
+    ProposalView,
+    with_inline_ops,
+)
 from placet.server.state import Caller, caller
 from placet.store import ProposalRecord, Store
 
@@ -115,8 +121,11 @@ def resolution_reason(store: Store, rec: ProposalRecord) -> str | None:
 
 
 def _view(who: Caller, rec: ProposalRecord) -> ProposalView:
+    store = who.state.store
     return ProposalView.of(
-        rec, who.state.run_id, resolution_reason=resolution_reason(who.state.store, rec)
+        with_inline_ops(store, rec),
+        who.state.run_id,
+        resolution_reason=resolution_reason(store, rec),
     )
 
 
@@ -228,8 +237,12 @@ class WaitOut(ProposalOut):
 
 def op_total(rec: ProposalRecord) -> int:
     """How many ops executing `rec` runs: a sync's op list, one for the other kinds."""
-    ops = rec.request.get("ops")
-    return len(ops) if rec.kind == "sync" and isinstance(ops, list) else 1
+    if rec.kind != "sync":
+        return 1
+    count, ops = rec.request.get("op_count"), rec.request.get("ops")
+    if isinstance(count, int):  # ops stored by reference (`Store.ops`)
+        return count
+    return len(ops) if isinstance(ops, list) else 1
 
 
 def _ops_done(store: Store, rec: ProposalRecord) -> int | None:
@@ -360,7 +373,9 @@ async def _withdraw(who: Caller, pid: int) -> WithdrawOut:
             partial(who.state.store.withdraw, pid, run_id=who.state.run_id)
         )
     return WithdrawOut(
-        proposal=ProposalView.of(rec, who.state.run_id), op_results=[], already_withdrawn=already
+        proposal=ProposalView.of(with_inline_ops(who.state.store, rec), who.state.run_id),
+        op_results=[],
+        already_withdrawn=already,
     )
 
 

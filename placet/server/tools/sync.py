@@ -25,7 +25,7 @@ from pydantic import Field
 from placet.errors import UsageError
 from placet.paths import check_remote_path
 from placet.server.framework import MAX_ID, PROPOSE, READ_DRIVE, READ_LOCAL, define_tool
-from placet.server.models import ProposalView, ProposeOut
+from placet.server.models import ProposalView, ProposeOut, with_inline_ops
 from placet.server.state import ServerState, caller
 from placet.server.tools.sync_pages import (
     CHANGES_PAGE,
@@ -301,7 +301,8 @@ async def propose_sync(
             decisions=decisions, reason=reason, ttl_minutes=ttl_minutes,
         )
     )  # fmt: skip
-    return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
+    view = ProposalView.of(with_inline_ops(who.state.store, rec), who.state.run_id)
+    return ProposeOut(proposal=view, created=created)
 
 
 TOOLS = (local_index, sync_plan, drive_changes, propose_sync)
