@@ -386,21 +386,44 @@ class Rcd:
 
         Raises: as `call` (``cancelled`` when the group was killed).
         """
+        return self.upload_many(fs, folder, [(name, chunks)], timeout=timeout)
+
+    def upload_many(
+        self,
+        fs: str,
+        folder: str,
+        files: Sequence[tuple[str, Sequence[bytes]]],
+        *,
+        timeout: float,
+    ) -> dict[str, Any]:
+        """`upload` of several (name, chunks) files into `folder` as one request, one
+        multipart part each (rclone stores every part of the body; on an error some may
+        be stored and others not, so the caller removes them all). Same rules as
+        `upload`: approved bytes only, temporary names only.
+
+        Raises: as `call` (``cancelled`` when the group was killed).
+        """
+        every = [c for _, chunks in files for c in chunks]
         boundary = secrets.token_hex(16)
-        while _contains(chunks, boundary.encode()):  # 2**-128 per try for real data
+        while _contains(every, boundary.encode()):  # 2**-128 per try for real data
             boundary = secrets.token_hex(16)
-        quoted = urllib.parse.quote(name, safe="")
-        head = (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
-            f"filename*=UTF-8''{quoted}\r\nContent-Type: application/octet-stream\r\n\r\n"
-        ).encode()
-        tail = f"\r\n--{boundary}--\r\n".encode()
+        parts: list[bytes] = []
+        for name, chunks in files:
+            quoted = urllib.parse.quote(name, safe="")
+            head = (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+                f"filename*=UTF-8''{quoted}\r\nContent-Type: application/octet-stream\r\n\r\n"
+            )
+            parts.append(head.encode())
+            parts.extend(chunks)
+            parts.append(b"\r\n")
+        parts.append(f"--{boundary}--\r\n".encode())
         query = urllib.parse.urlencode({"fs": fs, "remote": folder}, quote_via=urllib.parse.quote)
         headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
         return self._request(
             "operations/uploadfile",
             "/operations/uploadfile?" + query,
-            [head, *chunks, tail],
+            [b"".join(parts)] if len(files) > 1 else parts,  # one send for many small ones
             headers,
             timeout=timeout,
             abortable=True,

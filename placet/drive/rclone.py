@@ -34,18 +34,20 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from placet.drive import transfer
 from placet.drive.base import (
     DIGEST_PREFERENCE,
     DownloadResult,
+    Entry,
     JournalFn,
     ProgressFn,
     UploadResult,
     preferred_digest,
 )
 from placet.drive.proc import spawn, stop
+from placet.drive.rclone_batch import BatchOutcome, NewFile, batch_ok, stat_many, upload_new_batch
 from placet.drive.rclone_core import (
     LONG_CALL_SECONDS,
     RCD_UPLOAD_MAX,
@@ -332,6 +334,30 @@ class RcloneDrive(RcloneListing):
             digest=remote_digest,
             temp_path=None if direct else dest,
         )
+
+    # ----- batches of small new files (placet.drive.rclone_batch) ------------------------
+
+    def can_batch(self) -> bool:
+        """True when `upload_new_batch` may be used on this drive (see `batch_ok`)."""
+        return batch_ok(self)
+
+    def stat_many(self, paths: Sequence[str]) -> list[Entry | None]:
+        """`stat` (no digest) of every path in one rcd call; None for an absent one.
+
+        Raises: as `stat` (the first failed stat's error).
+        """
+        return stat_many(self, [(p, ()) for p in paths])
+
+    def upload_new_batch(
+        self,
+        files: Sequence[NewFile],
+        *,
+        journal: Callable[[list[str]], None] | None = None,
+        ready: Callable[[int], None] | None = None,
+    ) -> list[BatchOutcome]:
+        """Upload new small files of one folder in a few requests, each verified and
+        moved into place as `upload_from_fd` does; see `rclone_batch.upload_new_batch`."""
+        return upload_new_batch(self, files, journal=journal, ready=ready)
 
     @staticmethod
     def _check_expected(
