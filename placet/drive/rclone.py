@@ -352,7 +352,7 @@ class RcloneDrive(RcloneListing):
         self,
         files: Sequence[NewFile],
         *,
-        journal: Callable[[list[str]], None] | None = None,
+        journal: Callable[[list[tuple[int, str]]], None] | None = None,
         ready: Callable[[int], None] | None = None,
     ) -> list[BatchOutcome]:
         """Upload new small files of one folder in a few requests, each verified and

@@ -3,17 +3,19 @@
 A sync of many small files spent its time on round trips (docs/performance.md "Sync
 apply"): per file a stat of the target, the upload, a verify stat, a stat before the
 move and the move. Here each step is one request for a whole batch of new files in one
-folder: the bytes go as one `operations/uploadfile` request with a part per file, and
-the stats, moves and deletes as one `job/batch` each (rclone runs the listed rc calls
-and answers with one result per call, in order; an error is that call's result, not
-the batch's).
+folder: the bytes go as one `operations/uploadfile` request with a part per file, the
+checks as two listings of the folder, and the moves and deletes as one `job/batch` each
+(rclone runs the listed rc calls and answers with one result per call, in order; an
+error is that call's result, not the batch's).
 
 The rules are `RcloneDrive.upload_from_fd`'s for a new file, per file (DESIGN.md
 sections 3-4): every byte is read, hashed and matched to the approved digests before
 any is sent (a file that changed is that file's `StaleEvidence`, and it sends nothing);
 every temporary name is journaled before the request that writes it; each temporary
-object is checked by size and the remote's digest of it; a target that appeared
-meanwhile is that file's `AlreadyExists`; only then is it moved into place. Any file
+object is checked by size and the remote's digest of it (one listing of the folder's
+temporary objects); a target that is there (one listing of the folder, just before the
+moves) is that file's `AlreadyExists`; only then is it moved into place. Its mtime is
+the temporary object's: a server-side move keeps it. Any file
 that does not end moved has its temporary object deleted, and any error of the whole
 request deletes them all.
 """
@@ -25,11 +27,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from placet.drive import transfer
-from placet.drive.base import DIGEST_PREFERENCE, Entry, UploadResult, preferred_digest
+from placet.drive.base import (
+    DIGEST_PREFERENCE,
+    TEMP_PREFIX,
+    Entry,
+    UploadResult,
+    preferred_digest,
+)
 from placet.drive.failures import rclone_failure
 from placet.drive.rclone_core import LONG_CALL_SECONDS, split_path, temp_name
 from placet.drive.spec import check_drive_path
-from placet.errors import AlreadyExists, DriveError, PlacetError, UsageError
+from placet.errors import AlreadyExists, DriveError, NotFound, PlacetError, UsageError
 
 if TYPE_CHECKING:
     from placet.drive.rclone import RcloneDrive
@@ -145,7 +153,7 @@ def upload_new_batch(
     drive: RcloneDrive,
     files: Sequence[NewFile],
     *,
-    journal: Callable[[list[str]], None] | None = None,
+    journal: Callable[[list[tuple[int, str]]], None] | None = None,
     ready: Callable[[int], None] | None = None,
 ) -> list[BatchOutcome]:
     """Upload new files of one folder, each verified, none over an existing name.
@@ -153,7 +161,8 @@ def upload_new_batch(
     Args:
         files: new files of one folder, each at most `drive.rcd_upload_max` bytes, at
             most `BATCH_MAX_FILES` / `BATCH_MAX_BYTES` in all.
-        journal: called once with every temporary path before any byte is sent.
+        journal: called once with (file index, temporary path) of every file to be sent,
+            before any byte is.
         ready: called with a file's index once its bytes were read and approved (it
             may raise to stop the batch before anything is sent).
 
@@ -214,15 +223,15 @@ def upload_new_batch(
         return _every(out)
     temps = [h[1] for h in held]
     if journal is not None:
-        journal(temps)
+        journal([(i, t) for i, t, _, _ in held])
     keep: set[str] = set()  # temps moved into place
     try:
         drive._rc_upload_many(folder, [(split_path(t)[1], chunks) for _, t, chunks, _ in held])
-        asked = [*((t, (vtype,)) for t in temps), *((targets[i], ()) for i, *_ in held)]
-        found = stat_many(drive, asked)
-        movable: list[tuple[int, str, str, dict[str, str]]] = []
-        for n, (i, temp, _, streamed) in enumerate(held):
-            got, there = found[n], found[len(held) + n]
+        stored = _listed(drive, folder, vtype)
+        present = _listed(drive, folder, None)
+        movable: list[tuple[int, str, Entry, dict[str, str]]] = []
+        for i, temp, _, streamed in held:
+            got, there = stored.get(temp), present.get(targets[i])
             err = _verify_one(temp, files[i].size, streamed, vtype, got)
             if err is not None:
                 out[i] = err
@@ -233,8 +242,8 @@ def upload_new_batch(
                     details={"path": targets[i]},
                 )
             else:
-                remote = got.digests[vtype] if got is not None else ""
-                movable.append((i, temp, remote, streamed))
+                assert got is not None
+                movable.append((i, temp, got, streamed))
         fs = drive._fs().raw
         moves = [
             {"_path": "operations/movefile", "srcFs": fs, "srcRemote": temp, "dstFs": fs,
@@ -242,19 +251,12 @@ def upload_new_batch(
             for i, temp, _, _ in movable
         ]  # fmt: skip
         moved = _batch(drive, moves, action="move into", target=folder) if moves else []
-        done: list[tuple[int, str, str, dict[str, str]]] = []
-        for m, res in zip(movable, moved, strict=True):
-            err = _failure(drive, res, "move into", targets[m[0]])
+        for (i, temp, got, streamed), res in zip(movable, moved, strict=True):
+            err = _failure(drive, res, "move into", targets[i])
             if err is not None:
-                out[m[0]] = err
-            else:
-                keep.add(m[1])
-                done.append(m)
-        try:
-            after = stat_many(drive, [(targets[i], ()) for i, *_ in done])
-        except PlacetError:
-            after = [None] * len(done)
-        for (i, temp, remote, streamed), now in zip(done, after, strict=True):
+                out[i] = err
+                continue
+            keep.add(temp)
             out[i] = UploadResult(
                 remote_path=targets[i],
                 size=files[i].size,
@@ -262,9 +264,9 @@ def upload_new_batch(
                 verification=f"digest:{vtype}",  # type: ignore[arg-type]
                 path_taken="temp+move",
                 digest_type=vtype,
-                digest=remote,
+                digest=got.digests[vtype],
                 temp_path=temp,
-                mtime=now.mtime if now is not None and now.size == files[i].size else None,
+                mtime=got.mtime,  # a server-side move keeps the object's mtime
             )
     except BaseException:
         _delete_temps(drive, [t for t in temps if t not in keep])
@@ -277,6 +279,27 @@ def _every(out: list[BatchOutcome | None]) -> list[BatchOutcome]:
     done = [o for o in out if o is not None]
     assert len(done) == len(out), "a file of the batch was left without an outcome"
     return done
+
+
+def _listed(drive: RcloneDrive, folder: str, vtype: str | None) -> dict[str, Entry]:
+    """The entries directly in `folder` by path, from one `operations/list`: with `vtype`,
+    only placet's temporary objects, with their `vtype` digests (the folder's other
+    files are neither hashed nor sent); without, every entry, no digest. (One listing
+    costs rclone about what one `operations/stat` does, which lists the parent folder to
+    find its entry.)"""
+    types = (vtype,) if vtype else ()
+    params = drive._listing_params(folder, types, recurse=False)
+    if vtype:
+        params["_filter"] = {"IncludeRule": [f"{TEMP_PREFIX}*"]}  # a name in any folder
+    try:
+        body = drive._rc(
+            "operations/list", params, action="list", target=folder, timeout=LONG_CALL_SECONDS
+        )
+    except NotFound:
+        return {}  # the folder is gone: nothing to verify, nothing in the way
+    items = body.get("list") if isinstance(body, dict) else None
+    entries = (drive._entry(i) for i in items or [] if isinstance(i, dict))
+    return {e.path: e for e in entries}
 
 
 def _verify_one(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -135,6 +136,52 @@ class Store(Decisions):
             )
 
         self._write(f"recording op {op_index} of proposal {pid}", tx)
+
+    def record_op_results(
+        self,
+        pid: int,
+        rows: Sequence[tuple[int, dict[str, Any], str, dict[str, Any]]],
+        *,
+        holder: LeaseHolder,
+        now: datetime | None = None,
+    ) -> None:
+        """`record_op_result` of several ops in one transaction: `rows` are
+        (op_index, op, outcome, detail); a repeat of an index replaces it. The executor
+        commits a sync's results in batches (docs/decisions.md).
+
+        Raises UsageError (unknown outcome), NotFound, WrongState (lease not held).
+        """
+        if not rows:
+            return
+        now = _now(now)
+        for _, _, outcome, _ in rows:
+            if outcome not in lc.OP_OUTCOMES:
+                raise UsageError(
+                    f"unknown op outcome {outcome!r}; expected one of {lc.OP_OUTCOMES}"
+                )
+
+        def tx(conn: Connection, heads: Heads) -> None:
+            cur = self._held(conn, pid, holder, f"record {len(rows)} ops")
+            stmt = sqlite_insert(OP_RESULT)
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["proposal_id", "attempt", "op_index"],
+                    set_={
+                        "op": stmt.excluded.op,
+                        "outcome": stmt.excluded.outcome,
+                        "detail": stmt.excluded.detail,
+                        "recorded_at": stmt.excluded.recorded_at,
+                    },
+                ),
+                [
+                    {"proposal_id": pid, "attempt": cur.attempt, "op_index": i,
+                     "op": canonical_json(op), "outcome": outcome,
+                     "detail": canonical_json(detail), "recorded_at": now}
+                    for i, op, outcome, detail in rows
+                ],
+            )  # fmt: skip
+
+        self._write(f"recording {len(rows)} ops of proposal {pid}", tx)
 
     def finish(
         self,
