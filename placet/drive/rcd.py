@@ -405,7 +405,9 @@ class Rcd:
         buffer per part), so the request sets the cutoff (`_config`
         ``StreamingUploadCutoff``) just above the largest part: still one known-size
         Put per file, and ~1 ms less CPU per small file than the daemon's 2 MiB cutoff
-        (docs/performance.md "Sync apply").
+        (docs/performance.md "Sync apply"). It also skips rclone's own read-back of each
+        object (``IgnoreChecksum``, as `rclone rcat --ignore-checksum` does): the caller
+        verifies the stored object against the digest of the bytes it sent.
 
         Raises: as `call` (``cancelled`` when the group was killed).
         """
@@ -425,7 +427,7 @@ class Rcd:
             parts.append(b"\r\n")
         parts.append(f"--{boundary}--\r\n".encode())
         largest = max((sum(len(c) for c in chunks) for _, chunks in files), default=0)
-        config = json.dumps({"StreamingUploadCutoff": largest + 1})
+        config = json.dumps({"StreamingUploadCutoff": largest + 1, "IgnoreChecksum": True})
         query = urllib.parse.urlencode(
             {"fs": fs, "remote": folder, "_config": config}, quote_via=urllib.parse.quote
         )
