@@ -40,14 +40,13 @@ from placet.drive import transfer
 from placet.drive.base import (
     DIGEST_PREFERENCE,
     DownloadResult,
-    Entry,
     JournalFn,
     ProgressFn,
     UploadResult,
     preferred_digest,
 )
 from placet.drive.proc import spawn, stop
-from placet.drive.rclone_batch import BatchOutcome, NewFile, batch_ok, stat_many, upload_new_batch
+from placet.drive.rclone_batch import BatchOutcome, NewFile, batch_ok, upload_new_batch
 from placet.drive.rclone_core import (
     LONG_CALL_SECONDS,
     RCD_UPLOAD_MAX,
@@ -340,13 +339,6 @@ class RcloneDrive(RcloneListing):
     def can_batch(self) -> bool:
         """True when `upload_new_batch` may be used on this drive (see `batch_ok`)."""
         return batch_ok(self)
-
-    def stat_many(self, paths: Sequence[str]) -> list[Entry | None]:
-        """`stat` (no digest) of every path in one rcd call; None for an absent one.
-
-        Raises: as `stat` (the first failed stat's error).
-        """
-        return stat_many(self, [(p, ()) for p in paths])
 
     def upload_new_batch(
         self,

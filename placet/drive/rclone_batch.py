@@ -105,37 +105,6 @@ def _failure(drive: RcloneDrive, res: dict[str, Any], action: str, path: str) ->
     )
 
 
-def stat_many(
-    drive: RcloneDrive, paths: Sequence[tuple[str, tuple[str, ...]]]
-) -> list[Entry | None]:
-    """`stat` of each (path, digest types) in one call: the entry, or None when absent
-    (also when a parent is a file).
-
-    Raises:
-        PathRefused: a path placet refuses to pass on. The first failed stat's error
-            (DriveUnavailable, DriveError...) when any failed.
-    """
-    if not paths:
-        return []
-    checked = [(check_drive_path(p), types) for p, types in paths]
-    inputs = [
-        {"_path": "operations/stat", **drive._listing_params(p, types)} for p, types in checked
-    ]
-    out: list[Entry | None] = []
-    for (p, _), res in zip(
-        checked, _batch(drive, inputs, action="stat", target=checked[0][0]), strict=True
-    ):
-        err = _failure(drive, res, "stat", p)
-        if isinstance(err, AlreadyExists):  # "not a directory": a parent is a file
-            out.append(None)
-            continue
-        if err is not None:
-            raise err
-        item = res.get("item")
-        out.append(drive._entry(item) if isinstance(item, dict) and item else None)
-    return out
-
-
 def _delete_temps(drive: RcloneDrive, temps: Sequence[str]) -> None:
     """Delete temporary objects, quietly (on the way out; the first error is reported)."""
     if not temps:
