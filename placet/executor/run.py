@@ -198,7 +198,7 @@ class _Run:
         self._op_json: dict[int, dict[str, Any]] = {}  # each op dumped once
         self._batched: set[int] = set()  # indexes of the ops run in batches
         self.leftover: dict[int, list[Temp]] = {}  # earlier attempts' temps not yet removed
-        # A sync's baseline is written as each op succeeds (DESIGN.md section 7).
+        # A sync's baseline is written with each committed batch of results (DESIGN.md section 7).
         self.baseline = BaselineRecorder.for_proposal(store, record, drive)
 
     # ---- hooks handed to the ops ----------------------------------------------------
