@@ -39,7 +39,8 @@ from placet.errors import AlreadyExists, NotFound, PlacetError, StaleEvidence
 from placet.executor.checks import local_as_seen, local_found
 from placet.executor.progress import OpOutcome
 from placet.executor.steps import OpContext, failed, stale
-from placet.requests import Op
+from placet.paths import check_local_shape
+from placet.requests import Op, RootRef
 
 BATCH_OPS = 100
 """Most ops of one batch (a folder of more is split, so the transfer workers share it)."""
@@ -127,9 +128,10 @@ def run_upload_batch(b: BatchContext, ops: list[Op]) -> list[tuple[Op, OpOutcome
     out: list[tuple[Op, OpOutcome]] = []
     started = time.monotonic()
     taken: list[tuple[Op, int]] = []  # (op, open descriptor)
+    walk = _Walk(root)
     try:
         for op in ops:
-            got = _open_source(b.ctx, op)
+            got = _open_source(walk, op)
             if isinstance(got, OpOutcome):
                 out.append((op, got))
             elif got is None:
@@ -161,15 +163,46 @@ def run_upload_batch(b: BatchContext, ops: list[Op]) -> list[tuple[Op, OpOutcome
     finally:
         for _, fd in taken:
             os.close(fd)
+        walk.close()
 
 
-def _open_source(ctx: OpContext, op: Op) -> int | OpOutcome | None:
+class _Walk:
+    """`localfs.open_file_for_read` for the files of one batch: the root is opened and
+    its identity checked once, each local folder walked once by descriptor, and each
+    file opened under its folder's descriptor by `open_regular_at` (the same checks,
+    without re-walking the same folders for every file)."""
+
+    def __init__(self, root: RootRef) -> None:
+        self.root = root
+        self._root_fd: int | None = None
+        self._dirs: dict[tuple[str, ...], int] = {}
+
+    def open(self, rel: str) -> tuple[int, os.stat_result]:
+        """(descriptor, stat) of regular file `rel`; raises as `open_file_for_read`."""
+        parts = check_local_shape(rel).parts
+        if not parts:
+            return localfs.open_file_for_read(self.root, rel)  # refuses it with its words
+        folder = tuple(parts[:-1])
+        dir_fd = self._dirs.get(folder)
+        if dir_fd is None:
+            if self._root_fd is None:
+                self._root_fd = localfs.open_root(self.root)
+            dir_fd = self._dirs[folder] = localfs.open_dir_under(self._root_fd, folder)
+        return localfs.open_regular_at(dir_fd, parts[-1], shown="/".join(parts))
+
+    def close(self) -> None:
+        for fd in [*self._dirs.values(), *([self._root_fd] if self._root_fd is not None else [])]:
+            os.close(fd)
+        self._dirs, self._root_fd = {}, None
+
+
+def _open_source(walk: _Walk, op: Op) -> int | OpOutcome | None:
     """The op's local file opened by descriptor walk and as the evidence saw it: its
     descriptor; a `stale` outcome; or None (let the op run alone and report it)."""
     ev = op.expected_local
-    assert ev is not None and op.local_path is not None and ctx.root is not None
+    assert ev is not None and op.local_path is not None
     try:
-        fd, st = localfs.open_file_for_read(ctx.root, op.local_path)
+        fd, st = walk.open(op.local_path)
     except NotFound:
         gone = {"exists": False}
         return stale("local", op.local_path, ev.model_dump(mode="json"), gone, "vanished")

@@ -400,6 +400,7 @@ class _Run:
             summary["skipped_by_owner"] = sorted(self.plan.skip)
         if removed:
             summary["temps_removed"] = removed
+        self.beat.stop()  # no renewal may race the release below (a false "lost the lease")
         try:
             return self.store.finish(
                 self.pid, holder=self.holder, summary=summary, expected_ops=self.count
