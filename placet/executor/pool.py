@@ -64,37 +64,48 @@ class Flight:
         self._bytes: dict[int, int] = {}
         self._sizes: dict[int, int] = {}
         self._landed: set[int] = set()
+        self._total = 0  # sum of self._bytes
+        self._running: tuple[int, ...] | None = ()  # cached; None: to recompute
         self.version = 0
 
     def start(self, op: Op) -> None:
         with self._lock:
+            self._total -= self._bytes.get(op.index, 0)
             self._bytes[op.index] = 0
             self._sizes[op.index] = op.size or 0
+            self._running = None
             self.version += 1
 
     def moved(self, op: Op, done: int) -> None:
         with self._lock:
             if op.index in self._bytes:
-                self._bytes[op.index] = max(0, min(done, self._sizes[op.index]))
+                now = max(0, min(done, self._sizes[op.index]))
+                self._total += now - self._bytes[op.index]
+                self._bytes[op.index] = now
                 self.version += 1
 
     def landed(self, op: Op) -> None:
         with self._lock:
             self._landed.add(op.index)
+            self._running = None
             self.version += 1
 
     def end(self, op: Op) -> None:
         with self._lock:
-            self._bytes.pop(op.index, None)
+            self._total -= self._bytes.pop(op.index, 0)
             self._sizes.pop(op.index, None)
-            self._landed.discard(op.index)
+            if op.index in self._landed:
+                self._landed.discard(op.index)
+            else:
+                self._running = None
             self.version += 1
 
     def snapshot(self) -> tuple[int, tuple[int, ...]]:
         """(bytes moved by the ops not yet journaled, indexes of those still running)."""
         with self._lock:
-            running = tuple(sorted(i for i in self._bytes if i not in self._landed))
-            return sum(self._bytes.values()), running
+            if self._running is None:  # a batch puts 100 ops in flight: not per event
+                self._running = tuple(sorted(i for i in self._bytes if i not in self._landed))
+            return self._total, self._running
 
 
 @dataclass

@@ -510,10 +510,11 @@ class _Run:
             self._last_index = op.index
             if op.kind != "mkdir" and op.index not in self.plan.skip:
                 self.moved += op.size or 0
-            result = OpResultRecord(
-                self.pid, self.record.attempt, op.index, op_json, out.outcome, detail, now
-            )
-            self._emit(self._event(op.index, result))
+            if self._progress is not None:
+                result = OpResultRecord(
+                    self.pid, self.record.attempt, op.index, op_json, out.outcome, detail, now
+                )
+                self._emit(self._event(op.index, result))
         if self.baseline is not None:
             self.baseline.flush()
         return True

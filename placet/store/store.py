@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -90,8 +90,18 @@ class Store(Decisions):
 
         return self._write(f"renewing the lease on proposal {pid}", tx)
 
-    def _held(self, conn: Connection, pid: int, holder: LeaseHolder, what: str) -> Row[Any]:
-        cur = self._row(conn, pid)
+    def _held(
+        self, conn: Connection, pid: int, holder: LeaseHolder, what: str, *, lean: bool = False
+    ) -> Row[Any]:
+        """The proposal's row if `holder` holds its lease, else WrongState; `lean`: only
+        status, lease_holder and attempt (a sync's request can be megabytes, and the
+        journal asks this at every commit)."""
+        cur: Row[Any] | None = None
+        if lean:
+            query = select(P.status, P.lease_holder, P.attempt).where(P.id == pid)
+            cur = cast("Row[Any] | None", conn.execute(query).first())
+        if cur is None:
+            cur = self._row(conn, pid)  # raises NotFound when there is none
         if cur.status != lc.EXECUTING or cur.lease_holder != str(holder):
             raise WrongState(
                 f"cannot {what} for proposal {pid}: this process no longer holds its lease "
@@ -120,7 +130,7 @@ class Store(Decisions):
             raise UsageError(f"unknown op outcome {outcome!r}; expected one of {lc.OP_OUTCOMES}")
 
         def tx(conn: Connection, heads: Heads) -> None:
-            cur = self._held(conn, pid, holder, f"record op {op_index}")
+            cur = self._held(conn, pid, holder, f"record op {op_index}", lean=True)
             values = {
                 "op": canonical_json(op),
                 "outcome": outcome,
@@ -161,7 +171,7 @@ class Store(Decisions):
                 )
 
         def tx(conn: Connection, heads: Heads) -> None:
-            cur = self._held(conn, pid, holder, f"record {len(rows)} ops")
+            cur = self._held(conn, pid, holder, f"record {len(rows)} ops", lean=True)
             stmt = sqlite_insert(OP_RESULT)
             conn.execute(
                 stmt.on_conflict_do_update(
