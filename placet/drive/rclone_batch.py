@@ -8,16 +8,16 @@ checks as two listings of the folder, and the moves and deletes as one `job/batc
 (rclone runs the listed rc calls and answers with one result per call, in order; an
 error is that call's result, not the batch's).
 
-The rules are `RcloneDrive.upload_from_fd`'s for a new file, per file (DESIGN.md
-sections 3-4): every byte is read, hashed and matched to the approved digests before
-any is sent (a file that changed is that file's `StaleEvidence`, and it sends nothing);
-every temporary name is journaled before the request that writes it; each temporary
-object is checked by size and the remote's digest of it (one listing of the folder's
-temporary objects); a target that is there (one listing of the folder, just before the
-moves) is that file's `AlreadyExists`; only then is it moved into place. Its mtime is
-the temporary object's: a server-side move keeps it. Any file
-that does not end moved has its temporary object deleted, and any error of the whole
-request deletes them all.
+The rules are `RcloneDrive.upload_from_fd`'s for a new file, per file: every byte is
+read, hashed and matched to the approved digests before any is sent (a file that
+changed is that file's `StaleEvidence`, and it sends nothing); every temporary name is
+journaled before the request that writes it; each temporary object is checked by size
+and the remote's digest of it (one listing of the folder's temporary objects); a target
+that is there (one listing of the folder, just before the moves; names case-folded on a
+remote that folds case) is that file's `AlreadyExists`; only then is it moved into
+place. Its mtime is the temporary object's: a server-side move keeps it. Any file that
+does not end moved has its temporary object deleted, and any error of the whole request
+deletes them all.
 """
 
 from __future__ import annotations
@@ -205,14 +205,15 @@ def upload_new_batch(
     try:
         drive._rc_upload_many(folder, [(_split(t)[1], chunks) for _, t, chunks, _ in held])
         stored = _listed(drive, folder, vtype)
-        present = _listed(drive, folder, None)
+        fold = str.casefold if drive.capabilities().case_insensitive else str
+        present = {fold(p) for p in _listed(drive, folder, None)}
         movable: list[tuple[int, str, Entry, dict[str, str]]] = []
         for i, temp, _, streamed in held:
-            got, there = stored.get(temp), present.get(targets[i])
+            got, there = stored.get(temp), fold(targets[i]) in present
             err = _verify_one(temp, files[i].size, streamed, vtype, got)
             if err is not None:
                 out[i] = err
-            elif there is not None:
+            elif there:
                 out[i] = AlreadyExists(
                     f"refusing to move the upload onto {targets[i]!r}: something appeared "
                     "there during the upload; propose a replacement",
