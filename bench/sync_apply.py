@@ -1,21 +1,26 @@
-"""Applying an accepted sync (issue 6): placet's executor beside `rclone copy`.
+"""Applying an accepted sync (issues 6, 11): placet's executor beside `rclone copy`.
 
-Two trees: `--files` small files (64 to 2,063 bytes, 100 per folder) and `--large`
-files of `--large-mib` MiB. For each tree and each `--transfers` value, a fresh data
-directory (config `transfers = N`) and a fresh local-folder drive: the sync is planned
-through `SyncService.make_plan` and proposed with `propose_sync` (the code the MCP tools
-run; not timed), accepted as the owner, then executed through `placet.executor.execute`
-(timed). In the same run `rclone copy --transfers N` copies the same tree to another
-fresh folder (timed). Printed per row: wall and CPU seconds of both and their ratio;
-CPU includes every rclone child (rcat/cat are reaped, rcd is read from /proc).
-Last, `--floor` small files are sent one by one through `rclone rcat` and through rcd's
-`operations/uploadfile`, to show what a per-file rclone process costs.
+Trees: for each count in `--files`, that many small files (64 to 2,063 bytes, 100 per
+folder); `--large` files of `--large-mib` MiB; one `--huge-mib` MiB file. For each tree,
+each drive (`local`: a local folder; `sftp`: `rclone serve sftp` of a local folder on
+127.0.0.1, reached through a configured rclone remote) and each `--transfers` value: a
+fresh data directory (config `transfers = N`) and a fresh drive folder; the sync is
+planned through `SyncService.make_plan` and proposed with `propose_sync` (the code the
+MCP tools run; not timed), accepted as the owner, then executed through
+`placet.executor.execute` (timed: accept to done). Right after, in the same run,
+`rclone copy --transfers N` copies the same tree to another fresh folder of the same
+drive (`rclone copyto` for the one-file tree) (timed). Printed per row: wall and CPU
+seconds of both and their ratio; CPU includes every rclone child (rcat/cat are reaped,
+rcd and the sftp server are read from /proc). Last, `--floor` small files are sent one
+by one through `rclone rcat` and through rcd's `operations/uploadfile`, to show what a
+per-file rclone process costs.
 
-    .venv/bin/python bench/sync_apply.py [--files 1200] [--large 4] [--large-mib 32]
-        [--transfers 1,4] [--floor 200] [--rcat] [--dir /tmp/placet-bench-sync-apply]
+    .venv/bin/python bench/sync_apply.py [--files 1200,10000] [--large 4] [--large-mib 32]
+        [--huge-mib 1024] [--drives local,sftp] [--transfers 1,4] [--floor 200] [--rcat]
+        [--dir /tmp/placet-bench-sync-apply]
 
-Small new files go through rcd (`RcloneDrive.rcd_upload_max`); `--rcat` sends every
-upload through `rclone rcat` instead, as placet did before, for a before/after in one run.
+Small new files go through rcd in batches (`placet.executor.batch`); `--rcat` sends
+every upload through `rclone rcat` instead, one at a time, as placet did before issue 6.
 """
 
 from __future__ import annotations
@@ -47,26 +52,88 @@ def _cpu(rcd_pid: int | None = None) -> float:
     return total
 
 
-def make_trees(base: Path, files: int, large: int, large_mib: int) -> dict[str, Path]:
-    small_dir, large_dir = base / "small", base / "large"
+def _cpu_of(pid: int | None) -> float:
+    """CPU seconds of process `pid` (0 when None or gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def make_trees(
+    base: Path, counts: list[int], large: int, large_mib: int, huge_mib: int
+) -> dict[str, Path]:
     shutil.rmtree(base, ignore_errors=True)
-    for d in range((files + 99) // 100):
-        folder = small_dir / f"d{d:02d}"
+    trees: dict[str, Path] = {}
+    for files in counts:
+        small_dir = base / f"small-{files}"
+        for d in range((files + 99) // 100):
+            folder = small_dir / f"d{d:03d}"
+            folder.mkdir(parents=True)
+            for f in range(min(100, files - d * 100)):
+                (folder / f"f{f:03d}.txt").write_bytes(os.urandom(64 + (f * 37 + d) % 2000))
+        trees[f"{files} small files"] = small_dir
+    for label, n, mib in ((f"{large} x {large_mib} MiB", large, large_mib),
+                          (f"1 x {huge_mib} MiB", 1 if huge_mib else 0, huge_mib)):  # fmt: skip
+        if not n:
+            continue
+        folder = base / label.replace(" ", "")
         folder.mkdir(parents=True)
-        for f in range(min(100, files - d * 100)):
-            (folder / f"f{f:03d}.txt").write_bytes(os.urandom(64 + (f * 37 + d) % 2000))
-    large_dir.mkdir(parents=True)
-    for i in range(large):
-        with open(large_dir / f"big{i}.bin", "wb") as fh:
-            for _ in range(large_mib):
-                fh.write(os.urandom(1 << 20))
-    trees = {f"{files} small files": small_dir, f"{large} x {large_mib} MiB": large_dir}
-    return {k: v for k, v in trees.items() if any(v.iterdir())}
+        for i in range(n):
+            with open(folder / f"big{i}.bin", "wb") as fh:
+                for _ in range(mib):
+                    fh.write(os.urandom(1 << 20))
+        trees[label] = folder
+    return trees
 
 
-def apply_once(tree: Path, transfers: int, scratch: Path, rcat: bool = False) -> dict[str, Any]:
-    """Plan + propose (untimed), accept, execute (timed) into a fresh drive folder; with
-    `rcat`, every upload goes through `rclone rcat` (none through rcd)."""
+class Sftp:
+    """`rclone serve sftp` of a local folder on 127.0.0.1, and an rclone config file
+    naming it as remote `benchsftp` (password obscured, as `rclone config` stores it)."""
+
+    def __init__(self, base: Path) -> None:
+        import socket
+
+        self.root = base / "sftp-root"
+        self.root.mkdir(parents=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {"PATH": "/usr/bin:/bin", "RCLONE_CONFIG": "/dev/null", "HOME": str(base)}
+        obscured = subprocess.run([str(RCLONE), "obscure", "bench"], env=env, check=True,
+                                  capture_output=True, text=True).stdout.strip()  # fmt: skip
+        self.config = base / "rclone.conf"
+        self.config.write_text(
+            f"[benchsftp]\ntype = sftp\nhost = 127.0.0.1\nport = {port}\nuser = bench\n"
+            f"pass = {obscured}\nshell_type = unix\nmd5sum_command = md5sum\n"
+            "sha1sum_command = sha1sum\nknown_hosts_file = none\n"
+        )
+        self.proc = subprocess.Popen(
+            [str(RCLONE), "serve", "sftp", str(self.root), "--addr", f"127.0.0.1:{port}",
+             "--user", "bench", "--pass", "bench"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError("rclone serve sftp did not start")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def apply_once(
+    tree: Path, transfers: int, scratch: Path, rcat: bool = False, sftp: Sftp | None = None
+) -> dict[str, Any]:
+    """Plan + propose (untimed), accept, execute (timed) into a fresh drive folder (on
+    `sftp` when given); with `rcat`, every upload goes through `rclone rcat`."""
     from placet.config import load_settings
     from placet.drive import drive_for
     from placet.executor import execute
@@ -77,10 +144,14 @@ def apply_once(tree: Path, transfers: int, scratch: Path, rcat: bool = False) ->
     from placet.sync.service import SyncService
 
     home = Path(tempfile.mkdtemp(prefix="home-", dir=scratch))
-    remote = Path(tempfile.mkdtemp(prefix="drive-", dir=scratch))
+    if sftp is None:
+        spec = str(Path(tempfile.mkdtemp(prefix="drive-", dir=scratch)))
+    else:
+        spec = f"benchsftp:{tempfile.mkdtemp(prefix='drive-', dir=sftp.root).rsplit('/', 1)[1]}"
+        os.environ["RCLONE_CONFIG"] = str(sftp.config)
     home.chmod(0o700)
     (home / "config.toml").write_text(f"transfers = {transfers}\n")
-    settings = load_settings({"PLACET_HOME": str(home), "PLACET_DRIVE": str(remote)})
+    settings = load_settings({"PLACET_HOME": str(home), "PLACET_DRIVE": spec})
     store = open_store(settings)
     drive = drive_for(settings)
     if rcat:
@@ -96,9 +167,11 @@ def apply_once(tree: Path, transfers: int, scratch: Path, rcat: bool = False) ->
         store.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "bench",
                                      "tty": False})  # fmt: skip
         drive.capabilities()  # rcd up before timing, as in a running review UI
-        t, c = time.perf_counter(), _cpu(drive.rcd_pid)
+        server = sftp.proc.pid if sftp else None
+        t, c = time.perf_counter(), _cpu(drive.rcd_pid) + _cpu_of(server)
         final = execute(store, settings, rec.id, drive=drive)
-        wall, cpu = time.perf_counter() - t, _cpu(drive.rcd_pid) - c
+        wall = time.perf_counter() - t
+        cpu = _cpu(drive.rcd_pid) + _cpu_of(server) - c
         assert final.status == "succeeded", store.op_results(rec.id)[:3]
         summary = final.summary or {}
         return {"wall": wall, "cpu": cpu, "ops": summary.get("ops"),
@@ -108,13 +181,25 @@ def apply_once(tree: Path, transfers: int, scratch: Path, rcat: bool = False) ->
         store.close()
 
 
-def rclone_copy(tree: Path, transfers: int, scratch: Path) -> tuple[float, float]:
-    dest = Path(tempfile.mkdtemp(prefix="copy-", dir=scratch))
+def rclone_copy(
+    tree: Path, transfers: int, scratch: Path, sftp: Sftp | None = None
+) -> tuple[float, float]:
+    """`rclone copy` of `tree` (`rclone copyto` of a one-file tree) into a fresh folder."""
     env = {"PATH": "/usr/bin:/bin", "RCLONE_CONFIG": "/dev/null", "HOME": str(scratch)}
-    argv = [str(RCLONE), "copy", "--transfers", str(transfers), str(tree), str(dest)]
-    t, c = time.perf_counter(), _cpu()
+    if sftp is None:
+        dest = str(Path(tempfile.mkdtemp(prefix="copy-", dir=scratch)))
+    else:
+        dest = f"benchsftp:{tempfile.mkdtemp(prefix='copy-', dir=sftp.root).rsplit('/', 1)[1]}"
+        env["RCLONE_CONFIG"] = str(sftp.config)
+    files = [p for p in tree.rglob("*") if p.is_file()]
+    if len(files) == 1:
+        rel = files[0].relative_to(tree)
+        argv = [str(RCLONE), "copyto", str(files[0]), f"{dest}/{rel}"]
+    else:
+        argv = [str(RCLONE), "copy", "--transfers", str(transfers), str(tree), dest]
+    t, c = time.perf_counter(), _cpu(sftp.proc.pid if sftp else None)
     subprocess.run(argv, env=env, check=True)
-    return time.perf_counter() - t, _cpu() - c
+    return time.perf_counter() - t, _cpu(sftp.proc.pid if sftp else None) - c
 
 
 def per_file_floor(n: int, scratch: Path) -> None:
@@ -170,30 +255,45 @@ def per_file_floor(n: int, scratch: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--files", type=int, default=1200)
+    ap.add_argument("--files", default="1200", help="small-file tree sizes, e.g. 1200,10000")
     ap.add_argument("--large", type=int, default=4)
     ap.add_argument("--large-mib", type=int, default=32)
+    ap.add_argument("--huge-mib", type=int, default=0, help="one file of this many MiB")
+    ap.add_argument("--drives", default="local", help="local,sftp")
     ap.add_argument("--transfers", default="1,4")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-sync-apply"))
     ap.add_argument("--floor", type=int, default=200, help="files for the per-file floor")
     ap.add_argument("--rcat", action="store_true", help="every upload through rclone rcat")
     args = ap.parse_args()
-    trees = make_trees(args.dir / "trees", args.files, args.large, args.large_mib)
+    counts = [int(x) for x in args.files.split(",") if x]
+    trees = make_trees(args.dir / "trees", counts, args.large, args.large_mib, args.huge_mib)
+    drives = args.drives.split(",")
+    sftp = Sftp(args.dir / "sftp") if "sftp" in drives else None
     load = Path("/proc/loadavg").read_text().split()[:3]
     print(f"load average before: {' '.join(load)}; {os.cpu_count()} CPUs")
-    print(f"{'tree':<18}{'N':>3} {'placet wall':>12}{'CPU':>10} {'rclone copy':>12}{'CPU':>10}"
-          f" {'wall ratio':>11} {'in flight':>9}")  # fmt: skip
-    for label, tree in trees.items():
-        for n in (int(x) for x in args.transfers.split(",")):
-            scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
-            try:
-                got = apply_once(tree, n, scratch, rcat=args.rcat)
-                cw, cc = rclone_copy(tree, n, scratch)
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
-            print(f"{label:<18}{n:>3} {got['wall']:>10.2f} s{got['cpu']:>8.2f} s"
-                  f" {cw:>10.2f} s{cc:>8.2f} s {got['wall'] / cw:>10.1f}x"
-                  f" {got['max_in_flight']!s:>9}", flush=True)  # fmt: skip
+    print(f"{'tree':<18}{'drive':>6}{'N':>3} {'placet wall':>12}{'CPU':>10} {'rclone':>12}"
+          f"{'CPU':>10} {'wall ratio':>11} {'CPU ratio':>10} {'in flight':>9}")  # fmt: skip
+    try:
+        for label, tree in trees.items():
+            for drive in drives:
+                server = sftp if drive == "sftp" else None
+                for n in (int(x) for x in args.transfers.split(",")):
+                    scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
+                    try:
+                        got = apply_once(tree, n, scratch, rcat=args.rcat, sftp=server)
+                        cw, cc = rclone_copy(tree, n, scratch, server)
+                    finally:
+                        shutil.rmtree(scratch, ignore_errors=True)
+                        if server is not None:
+                            for d in server.root.iterdir():
+                                shutil.rmtree(d, ignore_errors=True)
+                    print(f"{label:<18}{drive:>6}{n:>3} {got['wall']:>10.2f} s{got['cpu']:>8.2f} s"
+                          f" {cw:>10.2f} s{cc:>8.2f} s {got['wall'] / cw:>10.1f}x"
+                          f" {got['cpu'] / max(cc, 0.01):>9.1f}x"
+                          f" {got['max_in_flight']!s:>9}", flush=True)  # fmt: skip
+    finally:
+        if sftp is not None:
+            sftp.close()
     if args.floor:
         per_file_floor(args.floor, Path(tempfile.mkdtemp(prefix="floor-", dir=args.dir)))
     load = Path("/proc/loadavg").read_text().split()[:3]

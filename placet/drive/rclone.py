@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from placet.drive import transfer
 from placet.drive.base import (
@@ -46,6 +46,7 @@ from placet.drive.base import (
     preferred_digest,
 )
 from placet.drive.proc import spawn, stop
+from placet.drive.rclone_batch import BatchOutcome, NewFile, batch_ok, upload_new_batch
 from placet.drive.rclone_core import (
     LONG_CALL_SECONDS,
     RCD_UPLOAD_MAX,
@@ -332,6 +333,23 @@ class RcloneDrive(RcloneListing):
             digest=remote_digest,
             temp_path=None if direct else dest,
         )
+
+    # ----- batches of small new files (placet.drive.rclone_batch) ------------------------
+
+    def can_batch(self) -> bool:
+        """True when `upload_new_batch` may be used on this drive (see `batch_ok`)."""
+        return batch_ok(self)
+
+    def upload_new_batch(
+        self,
+        files: Sequence[NewFile],
+        *,
+        journal: Callable[[list[tuple[int, str]]], None] | None = None,
+        ready: Callable[[int], None] | None = None,
+    ) -> list[BatchOutcome]:
+        """Upload new small files of one folder in a few requests, each verified and
+        moved into place as `upload_from_fd` does; see `rclone_batch.upload_new_batch`."""
+        return upload_new_batch(self, files, journal=journal, ready=ready)
 
     @staticmethod
     def _check_expected(

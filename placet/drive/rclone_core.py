@@ -160,6 +160,15 @@ class RcloneCore:
             target=dest,
         )
 
+    def _rc_upload_many(self, folder: str, files: Sequence[tuple[str, Sequence[bytes]]]) -> None:
+        """`_rc_upload` of several (name, chunks) files into `folder` as one request."""
+        fs = self._fs().raw
+        self._mapped(
+            lambda: self._rcd.upload_many(fs, folder, files, timeout=LONG_CALL_SECONDS),
+            action="upload to",
+            target=folder,
+        )
+
     def _mapped(self, fn: Callable[[], Any], *, action: str, target: str) -> Any:
         try:
             return fn()

@@ -44,6 +44,8 @@ class Heartbeat:
                 log.warning("renewing the lease on proposal %s failed: %s", self.pid, e.message)
                 continue
             if not held:
+                if self._stop.is_set():  # the run finished (and released it) meanwhile
+                    return
                 log.warning("lost the lease on proposal %s; stopping its execution", self.pid)
                 self.lost.set()
                 return

@@ -10,12 +10,15 @@ What this module decides, and why:
   here. Single-op proposals never come here.
 - **Each op stays whole on one worker.** Its evidence re-check, its transfer and its
   verification run on the worker, exactly as they do one at a time; an op ending badly
-  is one result, never a reason to stop the others.
+  is one result, never a reason to stop the others. A unit of work is one op, or a
+  batch of small new files of one folder that share their round trips
+  (`placet.executor.batch`); each op of a batch still gets its own result.
 - **Journaling.** A worker journals an op's temporary names itself, synchronously and
   before the first byte (the crash trail must be durable before it is needed); the op's
   result goes back to the coordinating thread (the caller of `execute`) through a queue,
-  which journals it at once, records the sync baseline and sends the progress event. All
-  journal writes of a run go through one lock in the runner (docs/decisions.md).
+  which journals it (results in batches, docs/decisions.md), records the sync baseline
+  and sends the progress event. All journal writes of a run go through one lock in the
+  runner.
 - **Stopping.** The coordinator looks at the owner's cancel and the lease every 100 ms
   (`TICK`) and after each result. On either it starts no further op and kills every
   rclone child the workers started (`placet.drive.proc.Children`), so a transfer blocked
@@ -61,37 +64,48 @@ class Flight:
         self._bytes: dict[int, int] = {}
         self._sizes: dict[int, int] = {}
         self._landed: set[int] = set()
+        self._total = 0  # sum of self._bytes
+        self._running: tuple[int, ...] | None = ()  # cached; None: to recompute
         self.version = 0
 
     def start(self, op: Op) -> None:
         with self._lock:
+            self._total -= self._bytes.get(op.index, 0)
             self._bytes[op.index] = 0
             self._sizes[op.index] = op.size or 0
+            self._running = None
             self.version += 1
 
     def moved(self, op: Op, done: int) -> None:
         with self._lock:
             if op.index in self._bytes:
-                self._bytes[op.index] = max(0, min(done, self._sizes[op.index]))
+                now = max(0, min(done, self._sizes[op.index]))
+                self._total += now - self._bytes[op.index]
+                self._bytes[op.index] = now
                 self.version += 1
 
     def landed(self, op: Op) -> None:
         with self._lock:
             self._landed.add(op.index)
+            self._running = None
             self.version += 1
 
     def end(self, op: Op) -> None:
         with self._lock:
-            self._bytes.pop(op.index, None)
+            self._total -= self._bytes.pop(op.index, 0)
             self._sizes.pop(op.index, None)
-            self._landed.discard(op.index)
+            if op.index in self._landed:
+                self._landed.discard(op.index)
+            else:
+                self._running = None
             self.version += 1
 
     def snapshot(self) -> tuple[int, tuple[int, ...]]:
         """(bytes moved by the ops not yet journaled, indexes of those still running)."""
         with self._lock:
-            running = tuple(sorted(i for i in self._bytes if i not in self._landed))
-            return sum(self._bytes.values()), running
+            if self._running is None:  # a batch puts 100 ops in flight: not per event
+                self._running = tuple(sorted(i for i in self._bytes if i not in self._landed))
+            return self._total, self._running
 
 
 @dataclass
@@ -104,7 +118,7 @@ class PoolResult:
         cut_short: ops that were running when it stopped and ended aborted or failed
             (not journaled here: the runner journals them as cancelled, or, when the
             lease was lost, writes nothing).
-        max_in_flight: the most ops that ran at once.
+        max_in_flight: the most units that ran at once.
     """
 
     stopped: str | None = None
@@ -113,22 +127,24 @@ class PoolResult:
 
 
 def run_transfers(
-    ops: list[Op],
+    units: list[list[Op]],
     workers: int,
     *,
-    run_op: Callable[[Op], OpOutcome],
+    run_unit: Callable[[list[Op]], list[tuple[Op, OpOutcome]]],
     end_op: Callable[[Op, OpOutcome], bool],
     abort_reason: Callable[[], str | None],
     halt: Callable[[str], None],
     tick: Callable[[], None],
 ) -> PoolResult:
-    """Run `ops` on up to `workers` threads; see the module docstring.
+    """Run `units` on up to `workers` threads; see the module docstring.
 
     Args:
-        ops: file ops of one sync, in the order to start them.
-        workers: most ops at once (`Settings.transfers`, 1-32).
-        run_op: runs one op on a worker (evidence re-check, transfer, verification) and
-            returns its outcome; raises `Aborted` to say it was stopped.
+        units: file ops of one sync, in the order to start them, one op or one batch
+            per unit.
+        workers: most units at once (`Settings.transfers`, 1-32).
+        run_unit: runs one unit on a worker (evidence re-check, transfer, verification)
+            and returns each op's outcome; raises `Aborted` to say it was stopped (every
+            op of the unit is then cut short).
         end_op: called on this thread with each op's outcome, at once: journals it;
             False when the journal refused (lease lost), which stops the run.
         abort_reason: ``cancelled`` / ``lease lost`` / None, looked at every `TICK`.
@@ -140,7 +156,7 @@ def run_transfers(
         A `PoolResult`. Nothing is raised for an op; an unexpected error in a worker
         becomes that op's ``internal_error`` failure.
     """
-    todo = deque(ops)
+    todo = deque(units)
     lock = threading.Lock()
     stop = threading.Event()
     children = Children()
@@ -154,27 +170,32 @@ def run_transfers(
             with lock:
                 if stop.is_set() or not todo:
                     return
-                op = todo.popleft()
+                unit = todo.popleft()
                 running += 1
                 result.max_in_flight = max(result.max_in_flight, running)
-            out: OpOutcome | None = None
+            outs: list[tuple[Op, OpOutcome | None]] = [(op, None) for op in unit]
             why: str | None = None
             try:
                 with children.adopt():
-                    out = run_op(op)
+                    got = run_unit(unit)
+                ended = {op.index for op, _ in got}
+                lost = RuntimeError("the batch gave this op no outcome")
+                outs = [*got, *((op, _bug(op, lost)) for op in unit if op.index not in ended)]
             except Aborted as e:
                 why = e.why
-            except BaseException as e:  # run_op turns errors into outcomes; this is a bug
-                log.exception("op %s failed unexpectedly on a transfer worker", op.index)
-                out = _bug(op, e)
+            except BaseException as e:  # run_unit turns errors into outcomes; a bug
+                log.exception("ops %s failed unexpectedly on a transfer worker",
+                              [op.index for op in unit])  # fmt: skip
+                outs = [(op, _bug(op, e)) for op in unit]
             finally:
                 with lock:
                     running -= 1
-                results.put((op, out, why))
+                for op, out in outs:
+                    results.put((op, out, why if out is None else None))
 
     threads = [
         threading.Thread(target=worker, name=f"placet-transfer-{i}", daemon=True)
-        for i in range(max(1, min(workers, len(ops))))
+        for i in range(max(1, min(workers, len(units))))
     ]
     for t in threads:
         t.start()

@@ -50,10 +50,15 @@ class ProgressEvent:
 
 @dataclass
 class OpOutcome:
-    """How one op ended, before it is journaled (`Store.record_op_result`)."""
+    """How one op ended, before it is journaled (`Store.record_op_result`).
+
+    `remote_mtime` is not journaled: the uploaded object's mtime as a batched upload read
+    it after the move, handed to the sync baseline so that it does not stat again.
+    """
 
     outcome: Outcome
     detail: dict[str, Any] = field(default_factory=dict)
+    remote_mtime: str | None = None
 
     @classmethod
     def error(cls, outcome: Outcome, e: PlacetError, **extra: Any) -> OpOutcome:

@@ -13,10 +13,14 @@ The order of its steps is the safety argument:
    binding failure executes nothing: the proposal ends `failed` with the reason in its
    summary, and the error is raised for the caller to show.
 3. **Ops**, in order (`placet.executor.ops`): each re-checks its evidence and acts
-   (`steps`, `download`), and its result is journaled (`Store.record_op_result`) as soon
-   as it ends. A sync creates its folders first, one at a time, then runs its file ops
-   `Settings.transfers` at a time (`placet.executor.pool`); all journal writes of a run
-   are serialised by one lock, results are journaled on the calling thread. One failing
+   (`steps`, `download`), and its result is journaled (`Store.record_op_results`) on the
+   calling thread, in batches: every `FLUSH_OPS` results or `FLUSH_SECONDS`, and always
+   before the proposal is finished or stopped (a lost tail is safe: the next run finds
+   those ops already_done, which is asked before stale). A sync creates its folders
+   first, one at a time, then runs its file ops `Settings.transfers` at a time
+   (`placet.executor.pool`), small new files of one folder a batch at a time
+   (`placet.executor.batch`); temporary names are journaled, committed, before the
+   first byte goes to them; all journal writes of a run are serialised by one lock. One failing
    op does not stop the others; a drive that cannot be reached fails each op as retryable
    (`drive_unavailable`) and nothing is lost: the owner accepts the failed proposal again
    later. An op the owner unticked (the approval's `skip_ops`, bound in step 2) is
@@ -48,6 +52,7 @@ from placet.config import Settings
 from placet.drive import drive_for
 from placet.drive.base import Drive
 from placet.errors import PlacetError, StaleEvidence, WrongState
+from placet.executor.batch import BatchContext, batch_units, run_upload_batch
 from placet.executor.binding import bind
 from placet.executor.download import run_download
 from placet.executor.lease import Heartbeat
@@ -77,6 +82,11 @@ _SKIPPED = {
     "retryable": False,
     "details": {},
 }
+
+FLUSH_OPS = 256
+"""Op results journaled in one commit at most (and baseline entries recorded with them)."""
+FLUSH_SECONDS = 0.1
+"""Longest an ended op waits for its journal commit while others run."""
 
 _STEPS = {
     "mkdir": run_mkdir,
@@ -183,8 +193,12 @@ class _Run:
         self._shown = (-1, 0.0)  # (flight version, monotonic time) of the last tick event
         self._last_index = 0  # the op journaled last (named when none is in flight)
         self.temps: dict[int, list[Temp]] = {}  # journaled temps per op index
+        self._pending: list[tuple[Op, OpOutcome, dict[str, Any], dict[str, Any]]] = []
+        self._pending_since = 0.0  # monotonic time of the oldest unjournaled result
+        self._op_json: dict[int, dict[str, Any]] = {}  # each op dumped once
+        self._batched: set[int] = set()  # indexes of the ops run in batches
         self.leftover: dict[int, list[Temp]] = {}  # earlier attempts' temps not yet removed
-        # A sync's baseline is written as each op succeeds (DESIGN.md section 7).
+        # A sync's baseline is written with each committed batch of results (DESIGN.md section 7).
         self.baseline = BaselineRecorder.for_proposal(store, record, drive)
 
     # ---- hooks handed to the ops ----------------------------------------------------
@@ -229,33 +243,59 @@ class _Run:
 
     def _tick(self) -> None:
         """While the pool runs: one event per `TICK` when something moved."""
+        due = self._pending and time.monotonic() - self._pending_since >= FLUSH_SECONDS
+        if due and not self._flush():
+            self._halt("lease lost")
         version, last = self._shown
         now = time.monotonic()
         if self.flight.version != version and now - last >= TICK:
             self._shown = (self.flight.version, now)
             self._emit(self._event(self._last_index))
 
+    def _dump(self, op: Op) -> dict[str, Any]:
+        """The op as journaled (dumped once per op)."""
+        got = self._op_json.get(op.index)
+        if got is None:
+            got = self._op_json[op.index] = op.model_dump(mode="json")
+        return got
+
+    def _in_progress(self, op: Op) -> dict[str, Any]:
+        """The journal detail of a running op: its temps (call under the journal lock)."""
+        return {
+            "code": "in_progress",
+            "message": "the op was running when this was recorded; if it stays, the "
+            "executor stopped mid-op and the next run removes the temporary names below",
+            "retryable": True,
+            "details": {},
+            **temps_detail(self.leftover.get(op.index, []) + self.temps[op.index]),
+        }
+
     def _journal_temp(self, op: Op, side: str, path: str) -> None:
         """Durably record temp `path` of `op` before bytes go to it (any thread)."""
         with self._journal_lock:
             self.temps.setdefault(op.index, []).append({"side": side, "path": path})
-            detail = {
-                "code": "in_progress",
-                "message": "the op was running when this was recorded; if it stays, the "
-                "executor stopped mid-op and the next run removes the temporary names below",
-                "retryable": True,
-                "details": {},
-                **temps_detail(self.leftover.get(op.index, []) + self.temps[op.index]),
-            }
             try:
                 self.store.record_op_result(
                     self.pid,
                     op_index=op.index,
-                    op=op.model_dump(mode="json"),
+                    op=self._dump(op),
                     outcome="failed",
-                    detail=detail,
+                    detail=self._in_progress(op),
                     holder=self.holder,
                 )
+            except WrongState as e:
+                raise Aborted("lease lost") from e
+
+    def _journal_temps(self, pairs: list[tuple[Op, str]]) -> None:
+        """`_journal_temp` of remote temps of several ops, in one commit (any thread)."""
+        with self._journal_lock:
+            ops: dict[int, Op] = {}
+            for op, path in pairs:
+                self.temps.setdefault(op.index, []).append({"side": "remote", "path": path})
+                ops[op.index] = op
+            rows = [(i, self._dump(op), "failed", self._in_progress(op)) for i, op in ops.items()]
+            try:
+                self.store.record_op_results(self.pid, rows, holder=self.holder)
             except WrongState as e:
                 raise Aborted("lease lost") from e
 
@@ -276,6 +316,25 @@ class _Run:
             return self._run_op(self._ctx(op), op)
         finally:
             self.flight.landed(op)
+
+    def _run_unit(self, unit: list[Op]) -> list[tuple[Op, OpOutcome]]:
+        """Run one unit of the transfer pool (any thread): one op, or a batch of small
+        new files of one folder (`placet.executor.batch`); raises `Aborted`."""
+        if unit[0].index not in self._batched:
+            return [(op, self._attempt(op)) for op in unit]
+        for op in unit:
+            self.flight.start(op)
+        batch = BatchContext(
+            ctx=self._ctx(unit[0]),
+            single=lambda op: self._run_op(self._ctx(op), op),
+            ready=lambda op: self._on_bytes(op, op.size or 0, op.size or 0),
+            journal_temps=self._journal_temps,
+        )
+        try:
+            return run_upload_batch(batch, unit)
+        finally:
+            for op in unit:
+                self.flight.landed(op)
 
     def _halt(self, why: str) -> None:
         self._halted = why
@@ -304,13 +363,16 @@ class _Run:
                 self.max_in_flight = max(self.max_in_flight, 1)
             if not self._end_op(op, out, outcomes):
                 return self._stop("lease lost", [])
+        if not self._flush():
+            return self._stop("lease lost", [])
         if pooled:
             with contextlib.suppress(PlacetError):
                 self.drive.capabilities()  # cached before the workers share the drive
+            units, self._batched = batch_units(pooled, self.drive, self.plan.skip)
             ran = run_transfers(
-                pooled,
+                units,
                 self.settings.transfers,
-                run_op=self._attempt,
+                run_unit=self._run_unit,
                 end_op=lambda op, out: self._end_op(op, out, outcomes),
                 abort_reason=self._abort_reason,
                 halt=self._halt,
@@ -319,6 +381,8 @@ class _Run:
             self.max_in_flight = max(self.max_in_flight, ran.max_in_flight)
             if ran.stopped is not None:
                 return self._stop(ran.stopped, ran.cut_short)
+        if not self._flush():
+            return self._stop("lease lost", [])
         if self.baseline is not None:
             self.baseline.ops_finished()
         summary: dict[str, Any] = {
@@ -336,6 +400,7 @@ class _Run:
             summary["skipped_by_owner"] = sorted(self.plan.skip)
         if removed:
             summary["temps_removed"] = removed
+        self.beat.stop()  # no renewal may race the release below (a false "lost the lease")
         try:
             return self.store.finish(
                 self.pid, holder=self.holder, summary=summary, expected_ops=self.count
@@ -344,17 +409,16 @@ class _Run:
             return self._stop("lease lost", [])
 
     def _end_op(self, op: Op, out: OpOutcome, outcomes: Counter[str]) -> bool:
-        """Journal one ended op (this thread), record its baseline; False: lease lost."""
-        try:
-            if self.beat.lost.is_set() or self._halted == "lease lost":
-                raise WrongState("lease lost")
-            self._journal(op, out)
-        except WrongState:  # recovery took the proposal: another process may own it
+        """Queue one ended op for the journal (this thread), commit the queue when it is
+        due (`FLUSH_OPS`, `FLUSH_SECONDS`); False: lease lost."""
+        if self.beat.lost.is_set() or self._halted == "lease lost":
             return False
-        if self.baseline is not None and out.outcome != "skipped":
-            self.baseline.op_ended(op, out.outcome, out.detail)
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.append(self._prepare(op, out))
         outcomes[out.outcome] += 1
-        return True
+        due = time.monotonic() - self._pending_since >= FLUSH_SECONDS
+        return self._flush() if due or len(self._pending) >= FLUSH_OPS else True
 
     def _clean(self, earlier: dict[int, list[Temp]]) -> list[str]:
         """Remove an earlier attempt's journaled temps, and old temps in target folders."""
@@ -411,33 +475,49 @@ class _Run:
                 )
             )
 
-    def _journal(self, op: Op, out: OpOutcome) -> None:
+    def _prepare(
+        self, op: Op, out: OpOutcome
+    ) -> tuple[Op, OpOutcome, dict[str, Any], dict[str, Any]]:
+        """(op, outcome, op as journaled, detail as journaled: with the temps to remove)."""
         detail = dict(out.detail)
         keep = list(self.leftover.get(op.index, []))
         if out.outcome not in SUCCESS_OUTCOMES:
             with self._journal_lock:
                 keep += self.temps.get(op.index, [])  # the drive may not have removed them
         detail.update(temps_detail(keep))
-        op_json = op.model_dump(mode="json")
-        with self._journal_lock:
-            self.store.record_op_result(
-                self.pid,
-                op_index=op.index,
-                op=op_json,
-                outcome=out.outcome,
-                detail=detail,
-                holder=self.holder,
-            )
-        self.flight.end(op)
-        self.ended += 1
-        self._last_index = op.index
-        if op.kind != "mkdir" and op.index not in self.plan.skip:
-            self.moved += op.size or 0
-        result = OpResultRecord(
-            self.pid, self.record.attempt, op.index, op_json, out.outcome, detail,
-            datetime.now(UTC),
-        )  # fmt: skip
-        self._emit(self._event(op.index, result))
+        return op, out, self._dump(op), detail
+
+    def _flush(self) -> bool:
+        """Journal the queued results in one commit, then record their baseline and send
+        their progress events (this thread); False: lease lost (nothing written)."""
+        if not self._pending:
+            return True
+        batch, self._pending = self._pending, []
+        try:
+            if self.beat.lost.is_set() or self._halted == "lease lost":
+                raise WrongState("lease lost")
+            rows = [(op.index, op_json, out.outcome, d) for op, out, op_json, d in batch]
+            with self._journal_lock:
+                self.store.record_op_results(self.pid, rows, holder=self.holder)
+        except WrongState:  # recovery took the proposal: another process may own it
+            return False
+        now = datetime.now(UTC)
+        for op, out, op_json, detail in batch:
+            if self.baseline is not None and out.outcome != "skipped":
+                self.baseline.op_ended(op, out.outcome, out.detail, remote_mtime=out.remote_mtime)
+            self.flight.end(op)
+            self.ended += 1
+            self._last_index = op.index
+            if op.kind != "mkdir" and op.index not in self.plan.skip:
+                self.moved += op.size or 0
+            if self._progress is not None:
+                result = OpResultRecord(
+                    self.pid, self.record.attempt, op.index, op_json, out.outcome, detail, now
+                )
+                self._emit(self._event(op.index, result))
+        if self.baseline is not None:
+            self.baseline.flush()
+        return True
 
     def _stop(self, why: str, cut_short: list[Op]) -> ProposalRecord:
         """End early: cancelled (journal the ops cut short, mark interrupted) or lease
@@ -452,7 +532,9 @@ class _Run:
                         code="cancelled",
                         retryable=True,
                     )
-                    self._journal(op, failed(err))
+                    self._pending.append(self._prepare(op, failed(err)))
+                if not self._flush():
+                    return self.store.get(self.pid)  # lease lost: write nothing more
                 self.store.mark_interrupted(self.pid, actor="executor", why="cancelled")
             except WrongState:
                 pass  # the owner's UI marked it interrupted first

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -89,8 +90,18 @@ class Store(Decisions):
 
         return self._write(f"renewing the lease on proposal {pid}", tx)
 
-    def _held(self, conn: Connection, pid: int, holder: LeaseHolder, what: str) -> Row[Any]:
-        cur = self._row(conn, pid)
+    def _held(
+        self, conn: Connection, pid: int, holder: LeaseHolder, what: str, *, lean: bool = False
+    ) -> Row[Any]:
+        """The proposal's row if `holder` holds its lease, else WrongState; `lean`: only
+        status, lease_holder and attempt (a sync's request can be megabytes, and the
+        journal asks this at every commit)."""
+        cur: Row[Any] | None = None
+        if lean:
+            query = select(P.status, P.lease_holder, P.attempt).where(P.id == pid)
+            cur = cast("Row[Any] | None", conn.execute(query).first())
+        if cur is None:
+            cur = self._row(conn, pid)  # raises NotFound when there is none
         if cur.status != lc.EXECUTING or cur.lease_holder != str(holder):
             raise WrongState(
                 f"cannot {what} for proposal {pid}: this process no longer holds its lease "
@@ -119,7 +130,7 @@ class Store(Decisions):
             raise UsageError(f"unknown op outcome {outcome!r}; expected one of {lc.OP_OUTCOMES}")
 
         def tx(conn: Connection, heads: Heads) -> None:
-            cur = self._held(conn, pid, holder, f"record op {op_index}")
+            cur = self._held(conn, pid, holder, f"record op {op_index}", lean=True)
             values = {
                 "op": canonical_json(op),
                 "outcome": outcome,
@@ -135,6 +146,52 @@ class Store(Decisions):
             )
 
         self._write(f"recording op {op_index} of proposal {pid}", tx)
+
+    def record_op_results(
+        self,
+        pid: int,
+        rows: Sequence[tuple[int, dict[str, Any], str, dict[str, Any]]],
+        *,
+        holder: LeaseHolder,
+        now: datetime | None = None,
+    ) -> None:
+        """`record_op_result` of several ops in one transaction: `rows` are
+        (op_index, op, outcome, detail); a repeat of an index replaces it. The executor
+        commits a sync's results in batches (docs/decisions.md).
+
+        Raises UsageError (unknown outcome), NotFound, WrongState (lease not held).
+        """
+        if not rows:
+            return
+        now = _now(now)
+        for _, _, outcome, _ in rows:
+            if outcome not in lc.OP_OUTCOMES:
+                raise UsageError(
+                    f"unknown op outcome {outcome!r}; expected one of {lc.OP_OUTCOMES}"
+                )
+
+        def tx(conn: Connection, heads: Heads) -> None:
+            cur = self._held(conn, pid, holder, f"record {len(rows)} ops", lean=True)
+            stmt = sqlite_insert(OP_RESULT)
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["proposal_id", "attempt", "op_index"],
+                    set_={
+                        "op": stmt.excluded.op,
+                        "outcome": stmt.excluded.outcome,
+                        "detail": stmt.excluded.detail,
+                        "recorded_at": stmt.excluded.recorded_at,
+                    },
+                ),
+                [
+                    {"proposal_id": pid, "attempt": cur.attempt, "op_index": i,
+                     "op": canonical_json(op), "outcome": outcome,
+                     "detail": canonical_json(detail), "recorded_at": now}
+                    for i, op, outcome, detail in rows
+                ],
+            )  # fmt: skip
+
+        self._write(f"recording {len(rows)} ops of proposal {pid}", tx)
 
     def finish(
         self,

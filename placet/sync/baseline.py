@@ -12,6 +12,10 @@ only from facts placet verified:
 - once the ops have run, for the plan's skips that were verified by digest (files
   equal on both sides) and its folders present on both sides.
 
+Entries are written in batches (`flush`, which the executor calls as it commits a batch
+of op results, and `ops_finished`): a lost batch only means the next plan sees those
+paths as it would without a baseline, equal content on both sides.
+
 A failed, stale or skipped op records nothing, so its path keeps its old baseline and
 the next plan sees it as it is. An op whose content's SHA-256 is not known (a download
 found already done on a remote whose digest is not SHA-256) records nothing either
@@ -44,6 +48,8 @@ class BaselineRecorder:
     def __init__(self, data: SyncData, pair: Pair, plan_id: int, drive: Drive) -> None:
         self.data, self.pair, self.plan_id, self.drive = data, pair, plan_id, drive
         self.recorded = 0
+        self._pending: list[BaselineEntry] = []
+        self._digest_rows: dict[str, list[tuple[str, int, str, str]]] = {}
 
     @classmethod
     def for_proposal(
@@ -69,8 +75,16 @@ class BaselineRecorder:
             return nfc(path[len(folder) + 1 :])
         return None  # the synced folder itself (created when it was missing)
 
-    def entry(self, op: Op, outcome: str, detail: Mapping[str, Any]) -> BaselineEntry | None:
-        """The baseline entry a successful `op` establishes, or None."""
+    def entry(
+        self,
+        op: Op,
+        outcome: str,
+        detail: Mapping[str, Any],
+        remote_mtime: str | None = None,
+    ) -> BaselineEntry | None:
+        """The baseline entry a successful `op` establishes, or None. `remote_mtime`:
+        the uploaded object's mtime as the upload read it after its move (then it is
+        not read again); a digest to remember is queued for `flush`."""
         rel = self._rel(op.remote_path)
         if outcome not in _SUCCESS or rel is None:
             return None
@@ -89,12 +103,15 @@ class BaselineRecorder:
                 # Without a digest the next plan compares size and mtime: read them back.
                 # On a remote that hashes on demand, the verified digest also primes the
                 # remote digest cache, so the plan after a big upload reads nothing back.
-                found = self.drive.stat(op.remote_path or "")
-                mtime = found.mtime if found is not None else None
-                size = found.size if found is not None else None
+                if remote_mtime is not None:
+                    mtime, size = remote_mtime, op.size
+                else:
+                    found = self.drive.stat(op.remote_path or "")
+                    mtime = found.mtime if found is not None else None
+                    size = found.size if found is not None else None
                 if digest and dtype and size is not None and size == op.size and mtime:
                     row = (op.remote_path or "", size, mtime, str(digest).lower())
-                    self.data.put_remote_digests(self.drive.spec, str(dtype), [row])
+                    self._digest_rows.setdefault(str(dtype), []).append(row)
             return BaselineEntry(
                 rel, ev.sha256, dtype if digest else None, digest or None, op.size, mtime
             )
@@ -108,18 +125,39 @@ class BaselineRecorder:
             rel, str(sha).lower(), src.digest_type, src.digest, src.size, src.mtime
         )
 
-    def op_ended(self, op: Op, outcome: str, detail: Mapping[str, Any]) -> None:
-        """Record the baseline for one journaled op (never raises)."""
+    def op_ended(
+        self,
+        op: Op,
+        outcome: str,
+        detail: Mapping[str, Any],
+        *,
+        remote_mtime: str | None = None,
+    ) -> None:
+        """Queue the baseline of one journaled op for `flush` (never raises)."""
         try:
-            b = self.entry(op, outcome, detail)
+            b = self.entry(op, outcome, detail, remote_mtime)
             if b is not None:
-                self.data.record_baseline(self.pair, [b])
-                self.recorded += 1
+                self._pending.append(b)
         except Exception:
             log.exception("recording the sync baseline for op %s failed; continuing", op.index)
 
+    def flush(self) -> None:
+        """Write the queued entries and remote digests, each kind in one transaction
+        (never raises)."""
+        pending, rows = self._pending, self._digest_rows
+        self._pending, self._digest_rows = [], {}
+        try:
+            for dtype, digests in rows.items():
+                self.data.put_remote_digests(self.drive.spec, dtype, digests)
+            if pending:
+                self.data.record_baseline(self.pair, pending)
+                self.recorded += len(pending)
+        except Exception:
+            log.exception("recording the sync baseline of %s ops failed; continuing", len(pending))
+
     def ops_finished(self) -> None:
-        """Record the plan's verified skips (never raises)."""
+        """Write what is queued, then the plan's verified skips (never raises)."""
+        self.flush()
         try:
             skips = self.data.plan_skips(self.plan_id)
             if skips:

@@ -1,0 +1,305 @@
+"""Many small new files of one folder at once: one rcd request per step, not per file.
+
+A sync of many small files spent its time on round trips (docs/performance.md "Sync
+apply"): per file a stat of the target, the upload, a verify stat, a stat before the
+move and the move. Here each step is one request for a whole batch of new files in one
+folder: the bytes go as one `operations/uploadfile` request with a part per file, the
+checks as two listings of the folder, and the moves and deletes as one `job/batch` each
+(rclone runs the listed rc calls and answers with one result per call, in order; an
+error is that call's result, not the batch's).
+
+The rules are `RcloneDrive.upload_from_fd`'s for a new file, per file: every byte is
+read, hashed and matched to the approved digests before any is sent (a file that
+changed is that file's `StaleEvidence`, and it sends nothing); every temporary name is
+journaled before the request that writes it; each temporary object is checked by size
+and the remote's digest of it (one listing of the folder's temporary objects); a target
+that is there (one listing of the folder, just before the moves; names case-folded on a
+remote that folds case) is that file's `AlreadyExists`; only then is it moved into
+place. Its mtime is the temporary object's: a server-side move keeps it. Any file that
+does not end moved has its temporary object deleted, and any error of the whole request
+deletes them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from placet.drive import transfer
+from placet.drive.base import (
+    DIGEST_PREFERENCE,
+    TEMP_PREFIX,
+    Entry,
+    UploadResult,
+    preferred_digest,
+)
+from placet.drive.failures import rclone_failure
+from placet.drive.rclone_core import LONG_CALL_SECONDS, temp_name
+from placet.drive.spec import check_drive_path
+from placet.errors import AlreadyExists, DriveError, NotFound, PlacetError, UsageError
+
+if TYPE_CHECKING:
+    from placet.drive.rclone import RcloneDrive
+
+BATCH_MAX_FILES = 200
+"""Most files one batch uploads (the executor groups a folder's new files by this)."""
+BATCH_MAX_BYTES = 8 << 20
+"""Most bytes one batch holds in memory (rclone parses up to 10 MiB of a form in memory)."""
+
+
+@dataclass(frozen=True)
+class NewFile:
+    """One file of a batch: `size` bytes of `fd` (from offset 0) for new object
+    `remote_path`, approved as `expected_sha256` (and `expected_digest` (type, hex))."""
+
+    fd: int
+    size: int
+    remote_path: str
+    expected_sha256: str
+    expected_digest: tuple[str, str] | None = None
+
+
+BatchOutcome = UploadResult | PlacetError
+
+
+def _split(path: str) -> tuple[str, str]:
+    """(folder, name) of a checked drive path (`check_drive_path`: no empty, ``.`` or
+    ``..`` segment), as `rclone_core.split_path` gives it, without a PurePosixPath per
+    call (three per file of a batch)."""
+    folder, _, name = path.rpartition("/")
+    return folder, name
+
+
+def batch_ok(drive: RcloneDrive) -> bool:
+    """True when `drive` can take batches: a temporary object moves onto its name
+    server-side, the remote reports a digest placet can compare, small files go by rcd."""
+    caps = drive.capabilities()
+    return (
+        caps.server_side_replace
+        and preferred_digest(caps) is not None
+        and (drive.rcd_upload_max >= 0)
+    )
+
+
+def _batch(
+    drive: RcloneDrive, inputs: list[dict[str, Any]], *, action: str, target: str
+) -> list[Any]:
+    """One `job/batch` of rc calls; their results in order (each a dict)."""
+    body = drive._rc(
+        "job/batch", {"inputs": inputs}, action=action, target=target, timeout=LONG_CALL_SECONDS
+    )
+    results = body.get("results") if isinstance(body, dict) else None
+    if not isinstance(results, list) or len(results) != len(inputs):
+        raise DriveError(
+            f"rclone answered a batch of {len(inputs)} calls ({action} {target!r}) with "
+            f"{len(results) if isinstance(results, list) else 'no'} results; try again",
+            details={"path": target},
+        )
+    return [r if isinstance(r, dict) else {} for r in results]
+
+
+def _failure(drive: RcloneDrive, res: dict[str, Any], action: str, path: str) -> PlacetError | None:
+    """The mapped error of one `job/batch` result, None when it succeeded."""
+    if "error" not in res:
+        return None
+    status = res.get("status")
+    return rclone_failure(
+        action,
+        path,
+        str(res.get("error") or ""),
+        secrets=drive._secrets,
+        http_status=status if isinstance(status, int) else 500,
+    )
+
+
+def _delete_temps(drive: RcloneDrive, temps: Sequence[str]) -> None:
+    """Delete temporary objects, quietly (on the way out; the first error is reported)."""
+    if not temps:
+        return
+    fs = drive._fs().raw
+    inputs = [{"_path": "operations/deletefile", "fs": fs, "remote": t} for t in temps]
+    try:
+        _batch(drive, inputs, action="delete temp", target=temps[0])
+    except PlacetError:
+        for t in temps:  # one by one, so that each failure stays its own
+            drive.remove_temp(t, quiet=True)
+
+
+def upload_new_batch(
+    drive: RcloneDrive,
+    files: Sequence[NewFile],
+    *,
+    journal: Callable[[list[tuple[int, str]]], None] | None = None,
+    ready: Callable[[int], None] | None = None,
+) -> list[BatchOutcome]:
+    """Upload new files of one folder, each verified, none over an existing name.
+
+    Args:
+        files: new files of one folder, each at most `drive.rcd_upload_max` bytes, at
+            most `BATCH_MAX_FILES` / `BATCH_MAX_BYTES` in all.
+        journal: called once with (file index, temporary path) of every file to be sent,
+            before any byte is.
+        ready: called with a file's index once its bytes were read and approved (it
+            may raise to stop the batch before anything is sent).
+
+    Returns:
+        Per file, in order: its `UploadResult` (with the stored object's `mtime`), or
+        the error that stopped it: `StaleEvidence` (its bytes are not the approved ones,
+        or its size changed; nothing was sent), `AlreadyExists` (its target appeared),
+        `DriveError` (``verify_failed``, ``local_io_error``, or rclone's).
+
+    Raises:
+        UsageError: files of several folders, too big, or the drive cannot batch
+            (`batch_ok`). Whatever stops the whole request (DriveUnavailable...), after
+            deleting every temporary object of the batch.
+    """
+    if not files:
+        return []
+    if not batch_ok(drive):
+        raise UsageError("this drive cannot upload in batches; upload one file at a time")
+    vtype = preferred_digest(drive.capabilities())
+    assert vtype is not None
+    targets = [check_drive_path(f.remote_path) for f in files]
+    folder = _split(targets[0])[0]
+    total = sum(f.size for f in files)
+    if (
+        any(not t or _split(t)[0] != folder for t in targets)
+        or any(f.size > drive.rcd_upload_max for f in files)
+        or len(files) > BATCH_MAX_FILES
+        or total > BATCH_MAX_BYTES
+    ):
+        raise UsageError(
+            f"a batch takes at most {BATCH_MAX_FILES} new files of one folder, each at most "
+            f"{drive.rcd_upload_max} bytes, {BATCH_MAX_BYTES} bytes in all"
+        )
+    for f in files:
+        if f.expected_digest is not None and f.expected_digest[0].lower() not in DIGEST_PREFERENCE:
+            raise UsageError(
+                f"expected_digest type {f.expected_digest[0]!r} is not one of {DIGEST_PREFERENCE}"
+            )
+    out: list[BatchOutcome | None] = [None] * len(files)
+    held: list[tuple[int, str, list[bytes], dict[str, str]]] = []
+    for i, (f, target) in enumerate(zip(files, targets, strict=True)):
+        types = ["sha256", vtype, *([f.expected_digest[0].lower()] if f.expected_digest else [])]
+        hs = transfer.hashers(types)
+
+        def confirm(got: dict[str, str], f: NewFile = f, target: str = target) -> None:
+            drive._check_expected(got, f.expected_sha256, f.expected_digest, target)
+
+        try:
+            chunks = transfer.read_held(f.fd, f.size, hs, transfer.Ticker(None, f.size), confirm)
+        except PlacetError as e:  # StaleEvidence, local_io_error: this file sends nothing
+            out[i] = e
+            continue
+        if ready is not None:
+            ready(i)
+        temp = f"{folder}/{temp_name(_split(target)[1])}".lstrip("/")
+        held.append((i, temp, chunks, {t: h.hexdigest() for t, h in hs.items()}))
+    if not held:
+        return _every(out)
+    temps = [h[1] for h in held]
+    if journal is not None:
+        journal([(i, t) for i, t, _, _ in held])
+    keep: set[str] = set()  # temps moved into place
+    try:
+        drive._rc_upload_many(folder, [(_split(t)[1], chunks) for _, t, chunks, _ in held])
+        stored = _listed(drive, folder, vtype)
+        fold = str.casefold if drive.capabilities().case_insensitive else str
+        present = {fold(p) for p in _listed(drive, folder, None)}
+        movable: list[tuple[int, str, Entry, dict[str, str]]] = []
+        for i, temp, _, streamed in held:
+            got, there = stored.get(temp), fold(targets[i]) in present
+            err = _verify_one(temp, files[i].size, streamed, vtype, got)
+            if err is not None:
+                out[i] = err
+            elif there:
+                out[i] = AlreadyExists(
+                    f"refusing to move the upload onto {targets[i]!r}: something appeared "
+                    "there during the upload; propose a replacement",
+                    details={"path": targets[i]},
+                )
+            else:
+                assert got is not None
+                movable.append((i, temp, got, streamed))
+        fs = drive._fs().raw
+        moves = [
+            {"_path": "operations/movefile", "srcFs": fs, "srcRemote": temp, "dstFs": fs,
+             "dstRemote": targets[i]}
+            for i, temp, _, _ in movable
+        ]  # fmt: skip
+        moved = _batch(drive, moves, action="move into", target=folder) if moves else []
+        for (i, temp, got, streamed), res in zip(movable, moved, strict=True):
+            err = _failure(drive, res, "move into", targets[i])
+            if err is not None:
+                out[i] = err
+                continue
+            keep.add(temp)
+            out[i] = UploadResult(
+                remote_path=targets[i],
+                size=files[i].size,
+                sha256=streamed["sha256"],
+                verification=f"digest:{vtype}",  # type: ignore[arg-type]
+                path_taken="temp+move",
+                digest_type=vtype,
+                digest=got.digests[vtype],
+                temp_path=temp,
+                mtime=got.mtime,  # a server-side move keeps the object's mtime
+            )
+    except BaseException:
+        _delete_temps(drive, [t for t in temps if t not in keep])
+        raise
+    _delete_temps(drive, [t for t in temps if t not in keep])
+    return _every(out)
+
+
+def _every(out: list[BatchOutcome | None]) -> list[BatchOutcome]:
+    done = [o for o in out if o is not None]
+    assert len(done) == len(out), "a file of the batch was left without an outcome"
+    return done
+
+
+def _listed(drive: RcloneDrive, folder: str, vtype: str | None) -> dict[str, Entry]:
+    """The entries directly in `folder` by path, from one `operations/list`: with `vtype`,
+    only placet's temporary objects, with their `vtype` digests (the folder's other
+    files are neither hashed nor sent); without, every entry, no digest. (One listing
+    costs rclone about what one `operations/stat` does, which lists the parent folder to
+    find its entry.)"""
+    types = (vtype,) if vtype else ()
+    params = drive._listing_params(folder, types, recurse=False)
+    if vtype:
+        params["_filter"] = {"IncludeRule": [f"{TEMP_PREFIX}*"]}  # a name in any folder
+    try:
+        body = drive._rc(
+            "operations/list", params, action="list", target=folder, timeout=LONG_CALL_SECONDS
+        )
+    except NotFound:
+        return {}  # the folder is gone: nothing to verify, nothing in the way
+    items = body.get("list") if isinstance(body, dict) else None
+    entries = (drive._entry(i) for i in items or [] if isinstance(i, dict))
+    return {e.path: e for e in entries}
+
+
+def _verify_one(
+    temp: str, size: int, streamed: dict[str, str], vtype: str, got: Entry | None
+) -> PlacetError | None:
+    """The stored temporary object against the bytes sent: None when it matches."""
+    if got is None or got.is_dir or (got.size is not None and got.size != size):
+        return DriveError(
+            f"verifying {temp!r} failed: the remote holds "
+            f"{'nothing' if got is None else got.size} bytes, expected {size}; the upload "
+            "was not kept, accept the proposal again to retry",
+            code="verify_failed",
+            details={"path": temp, "expected_size": size,
+                     "remote_size": None if got is None else got.size},
+        )  # fmt: skip
+    remote = got.digests.get(vtype)
+    if remote != streamed[vtype]:
+        return DriveError(
+            f"verifying {temp!r} failed: the remote's {vtype} is {remote}, the bytes sent "
+            f"hash to {streamed[vtype]}; accept the proposal again to retry",
+            code="verify_failed",
+            details={"path": temp, "digest_type": vtype, "remote": remote,
+                     "sent": streamed[vtype]},
+        )  # fmt: skip
+    return None

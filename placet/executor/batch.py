@@ -1,0 +1,246 @@
+"""A sync's small new files, uploaded a folder's batch at a time (issue 11).
+
+Per file, an upload made about seven rcd calls and three SQLite commits, which is why an
+accepted sync of many small files ran 44-74x slower than `rclone copy`
+(docs/performance.md "Sync apply"). Here the ops of one batch (new files of one remote
+folder, at most `BATCH_OPS`; `batch_units` picks them) share each round trip, and every
+op keeps its own checks and its own result:
+
+1. **Local evidence, per op.** Each source is opened by descriptor walk from the root
+   and its size and mtime compared with the evidence (else that op is stale).
+2. **Bytes, batched.** `upload_new_batch` reads, hashes and matches every file to its
+   approved digests before anything is sent (a changed file is that op's stale), journals
+   every temporary name in one commit before the request, verifies each temporary
+   object by the remote's digest, and deletes every temporary object it did not move
+   (`placet.drive.rclone_batch`).
+3. **Remote evidence, batched, before any real name changes.** Right before the moves,
+   one `job/batch` of stats asks whether each target is still absent, as the proposal
+   saw it. A target that is there is not a plain new file any more: its temporary
+   object is deleted and the op runs alone through `run_upload`, which asks
+   already_done first, then stale (the op-result rule), exactly as before; that is also
+   how a re-accept after a crash finds the ops whose journal rows were lost.
+
+An error of the whole batch (rclone unreachable...) fails each of its ops as it would
+have failed alone (retryable when the error is); nothing was moved for them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from placet import localfs
+from placet.drive.base import Drive, UploadResult
+from placet.drive.rclone_batch import BATCH_MAX_BYTES, BATCH_MAX_FILES, NewFile
+from placet.errors import AlreadyExists, NotFound, PlacetError, StaleEvidence
+from placet.executor.checks import local_as_seen, local_found
+from placet.executor.progress import OpOutcome
+from placet.executor.steps import OpContext, failed, stale
+from placet.paths import check_local_shape
+from placet.requests import Op, RootRef
+
+BATCH_OPS = 100
+"""Most ops of one batch (a folder of more is split, so the transfer workers share it)."""
+
+JournalTemps = Callable[[list[tuple[Op, str]]], None]
+"""`journal_temps([(op, remote temp path)])`: durably records them, in one commit."""
+
+
+@dataclass
+class BatchContext:
+    """What a batch needs: the per-op context (drive, root), the runner's hooks.
+
+    `single(op)` runs one op alone, as the runner does (used for the ops a batch does
+    not take); `ready(op)` is called once an op's bytes were read and approved (raises
+    `Aborted` to stop); `journal_temps` records temporary names before bytes go to them.
+    """
+
+    ctx: OpContext
+    single: Callable[[Op], OpOutcome]
+    ready: Callable[[Op], None]
+    journal_temps: JournalTemps
+
+
+def can_batch(drive: Drive) -> bool:
+    """True when `drive` takes batches of new files (`RcloneDrive.can_batch`)."""
+    check = getattr(drive, "can_batch", None)
+    try:
+        return bool(check()) if callable(check) else False
+    except PlacetError:
+        return False
+
+
+def batchable(op: Op, max_size: int) -> bool:
+    """An upload of a new file (the evidence saw no target) of at most `max_size` bytes."""
+    ev_remote = op.expected_remote
+    return (
+        op.kind == "upload"
+        and not op.replace
+        and op.expected_local is not None
+        and op.local_path is not None
+        and (ev_remote is None or not ev_remote.exists)
+        and (op.size or 0) <= max_size
+        and op.expected_local.size <= max_size
+    )
+
+
+def batch_units(
+    ops: list[Op], drive: Drive, skip: frozenset[int]
+) -> tuple[list[list[Op]], set[int]]:
+    """`ops` (a sync's selected file ops) as units for the transfer pool: batches of new
+    small files of one folder (in the order of their first op), every other op alone;
+    and the indexes of the ops put in batches."""
+    if not can_batch(drive):
+        return [[op] for op in ops], set()
+    max_size = int(getattr(drive, "rcd_upload_max", -1))
+    units: list[list[Op]] = []
+    batched: set[int] = set()
+    open_units: dict[str, tuple[list[Op], int]] = {}  # folder -> (unit, bytes)
+    for op in ops:
+        if op.index in skip or not batchable(op, max_size):
+            units.append([op])
+            continue
+        folder = (op.remote_path or "").rpartition("/")[0]
+        size = op.size or 0
+        held = open_units.get(folder)
+        limit = min(BATCH_OPS, BATCH_MAX_FILES)
+        if held is None or len(held[0]) >= limit or held[1] + size > BATCH_MAX_BYTES:
+            unit: list[Op] = []
+            units.append(unit)
+            held = (unit, 0)
+        held[0].append(op)
+        batched.add(op.index)
+        open_units[folder] = (held[0], held[1] + size)
+    return units, batched
+
+
+def run_upload_batch(b: BatchContext, ops: list[Op]) -> list[tuple[Op, OpOutcome]]:
+    """Run a batch of new-file uploads of one folder; one outcome per op, in any order.
+
+    Raises only `Aborted` (the owner cancelled or the lease was lost: nothing of an op
+    not yet ended was moved into place, and its temporary objects are gone).
+    """
+    drive, root = b.ctx.drive, b.ctx.root
+    assert root is not None
+    out: list[tuple[Op, OpOutcome]] = []
+    started = time.monotonic()
+    taken: list[tuple[Op, int]] = []  # (op, open descriptor)
+    walk = _Walk(root)
+    try:
+        for op in ops:
+            got = _open_source(walk, op)
+            if isinstance(got, OpOutcome):
+                out.append((op, got))
+            elif got is None:
+                out.append((op, b.single(op)))
+            else:
+                taken.append((op, got))
+        if not taken:
+            return out
+        files = [_new_file(op, fd) for op, fd in taken]
+
+        def journal(temps: list[tuple[int, str]]) -> None:
+            b.journal_temps([(taken[i][0], t) for i, t in temps])
+
+        try:
+            results = drive.upload_new_batch(  # type: ignore[attr-defined]
+                files, journal=journal, ready=lambda i: b.ready(taken[i][0])
+            )
+        except PlacetError as e:
+            return out + [(op, _error(op, e)) for op, _ in taken]
+        seconds = round(time.monotonic() - started, 3)
+        for (op, _), r in zip(taken, results, strict=True):
+            if isinstance(r, UploadResult):
+                out.append((op, _done(op, r, seconds)))
+            elif isinstance(r, AlreadyExists):  # the target is there: the per-op rules decide
+                out.append((op, b.single(op)))
+            else:
+                out.append((op, _error(op, r)))
+        return out
+    finally:
+        for _, fd in taken:
+            os.close(fd)
+        walk.close()
+
+
+class _Walk:
+    """`localfs.open_file_for_read` for the files of one batch: the root is opened and
+    its identity checked once, each local folder walked once by descriptor, and each
+    file opened under its folder's descriptor by `open_regular_at` (the same checks,
+    without re-walking the same folders for every file)."""
+
+    def __init__(self, root: RootRef) -> None:
+        self.root = root
+        self._root_fd: int | None = None
+        self._dirs: dict[tuple[str, ...], int] = {}
+
+    def open(self, rel: str) -> tuple[int, os.stat_result]:
+        """(descriptor, stat) of regular file `rel`; raises as `open_file_for_read`."""
+        parts = check_local_shape(rel).parts
+        if not parts:
+            return localfs.open_file_for_read(self.root, rel)  # refuses it with its words
+        folder = tuple(parts[:-1])
+        dir_fd = self._dirs.get(folder)
+        if dir_fd is None:
+            if self._root_fd is None:
+                self._root_fd = localfs.open_root(self.root)
+            dir_fd = self._dirs[folder] = localfs.open_dir_under(self._root_fd, folder)
+        return localfs.open_regular_at(dir_fd, parts[-1], shown="/".join(parts))
+
+    def close(self) -> None:
+        for fd in [*self._dirs.values(), *([self._root_fd] if self._root_fd is not None else [])]:
+            os.close(fd)
+        self._dirs, self._root_fd = {}, None
+
+
+def _open_source(walk: _Walk, op: Op) -> int | OpOutcome | None:
+    """The op's local file opened by descriptor walk and as the evidence saw it: its
+    descriptor; a `stale` outcome; or None (let the op run alone and report it)."""
+    ev = op.expected_local
+    assert ev is not None and op.local_path is not None
+    try:
+        fd, st = walk.open(op.local_path)
+    except NotFound:
+        gone = {"exists": False}
+        return stale("local", op.local_path, ev.model_dump(mode="json"), gone, "vanished")
+    except (PlacetError, OSError):
+        return None
+    if not local_as_seen(st, ev):
+        os.close(fd)
+        return stale("local", op.local_path, ev.model_dump(mode="json"), local_found(st), "changed")
+    return fd
+
+
+def _new_file(op: Op, fd: int) -> NewFile:
+    ev = op.expected_local
+    assert ev is not None
+    digest = (ev.digest_type, ev.digest) if ev.digest_type and ev.digest else None
+    return NewFile(fd, ev.size, op.remote_path or "", ev.sha256, digest)
+
+
+def _done(op: Op, r: UploadResult, seconds: float) -> OpOutcome:
+    ev = op.expected_local
+    assert ev is not None
+    detail: dict[str, Any] = {
+        "remote_path": r.remote_path,
+        "size": r.size,
+        "sha256": r.sha256,
+        "local_digest_type": ev.digest_type,
+        "local_digest": ev.digest,
+        "digest_type": r.digest_type,
+        "digest": r.digest,
+        "verification": r.verification,
+        "path_taken": r.path_taken,
+        "seconds": seconds,
+    }
+    return OpOutcome("done", detail, remote_mtime=r.mtime)
+
+
+def _error(op: Op, e: PlacetError) -> OpOutcome:
+    """An op's outcome for error `e`, worded as `run_upload` words it."""
+    if isinstance(e, StaleEvidence):
+        return OpOutcome.error("stale", e, remote_path=op.remote_path or "")
+    return failed(e)
