@@ -28,7 +28,7 @@ from executor_fixtures import PLACET, Rig, make_rig, placet_cli, temp_names, wri
 
 from placet.config import Settings
 from placet.drive import RcloneDrive
-from placet.executor.ops import plan_for
+from placet.executor.ops import load_plan
 from placet.requests import Op
 from placet.store import ProposalRecord
 from placet.sync.propose import propose_sync
@@ -64,8 +64,7 @@ def _propose(rig: Rig) -> ProposalRecord:
 
 def _ops(rig: Rig, rec_id: int) -> list[Op]:
     """The proposal's ops as the executor reads them."""
-    rec = rig.store.get(rec_id)
-    return plan_for(rec.kind, rec.request, rec.evidence).ops
+    return load_plan(rig.store, rig.store.get(rec_id)).ops
 
 
 def _in_place(remote: Path) -> set[str]:
