@@ -113,6 +113,7 @@ def build_server(state: ServerState) -> PlacetMCP:
         title="placet: agents propose, the owner accepts",
         instructions=INSTRUCTIONS,
         tools=build_tools(all_tools()),
+        reply_budget=state.settings.reply_budget_bytes,
         lifespan=lifespan,
         log_level="WARNING",
     )

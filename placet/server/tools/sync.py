@@ -24,9 +24,11 @@ from pydantic import Field
 
 from placet.errors import UsageError
 from placet.paths import check_remote_path
+from placet.server.budget import fit, room_for
 from placet.server.framework import MAX_ID, PROPOSE, READ_DRIVE, READ_LOCAL, define_tool
-from placet.server.models import ProposalView, ProposeOut
+from placet.server.models import ProposeOut
 from placet.server.state import ServerState, caller
+from placet.server.sync_proposals import proposal_view
 from placet.server.tools.sync_pages import (
     CHANGES_PAGE,
     FOLDER_ITSELF,
@@ -88,7 +90,7 @@ def _local_index(
         ix = svc.local_index(
             who_ctx, path=path, root=root, include_hidden=include_hidden, budget=budget
         )
-        return index_page(svc, ix, svc.remember_index(ix), None)
+        return index_page(svc, ix, svc.remember_index(ix), None, state.settings.reply_budget_bytes)
     token, root_path, rel, hidden, after = decode_cursor("i1", cursor, "local_index")
     folder = svc.folder(who_ctx, path, root)
     if (str(folder.root.path), folder.rel, include_hidden) != (root_path, rel, hidden):
@@ -105,7 +107,7 @@ def _local_index(
             who_ctx, path=path, root=root, include_hidden=include_hidden, budget=budget
         )
         token = svc.remember_index(ix)
-    return index_page(svc, ix, token, after)
+    return index_page(svc, ix, token, after, state.settings.reply_budget_bytes)
 
 
 @define_tool(title="Index a local folder", annotations=READ_LOCAL)
@@ -123,6 +125,8 @@ async def local_index(
 
     Symlinks, FIFOs and hard-linked files are listed as skipped and never opened. A cold
     index of a large tree may answer in_progress: call again with the same arguments.
+    Pages fit one reply (up to 500 entries): call again with the same arguments and the
+    next_cursor of the previous page until next_cursor is null.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
@@ -148,7 +152,7 @@ def _sync_plan(
                 "the same arguments, or without a cursor to restart paging",
                 code="invalid_cursor",
             )
-        return plan_page(svc, sp.id, int(offset))
+        return plan_page(svc, sp.id, int(offset), state.settings.reply_budget_bytes)
     sp = svc.plan_sync(
         who_ctx,
         local_path=local_path,
@@ -158,7 +162,7 @@ def _sync_plan(
         allow_empty_side=allow_empty_side,
         budget=state.settings.long_read_seconds,
     )
-    return plan_page(svc, sp.id, 0)
+    return plan_page(svc, sp.id, 0, state.settings.reply_budget_bytes)
 
 
 @define_tool(title="Plan a sync of a local folder with a remote folder", annotations=READ_DRIVE)
@@ -186,7 +190,9 @@ async def sync_plan(
     Every path is classified: upload, upload_revision, download, mkdir, skip, or reported
     (conflict, deleted on one side, unverified...). Nothing is ever deleted. Conflicts
     need a decision in propose_sync. A cold plan of a large tree may answer in_progress:
-    call again with the same arguments.
+    call again with the same arguments. The first page has the counts; pages fit one
+    reply (up to 200 items): call again with the same arguments and the next_cursor of
+    the previous page until next_cursor is null.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
@@ -212,23 +218,30 @@ def _drive_changes(
         cs = ch.drive_changes(
             svc.data, state.drive, folder, since_anchor, state.settings.plan_entry_cap
         )
-    page = cs.changes[offset : offset + CHANGES_PAGE]
-    more = offset + CHANGES_PAGE < len(cs.changes)
+    views = [
+        ChangeView(path=c.path, change=c.change, before=c.before, after=c.after)
+        for c in cs.changes[offset : offset + CHANGES_PAGE]
+    ]
     counts = {k: sum(1 for c in cs.changes if c.change == k) for k in ch.CHANGE_KINDS}
-    return DriveChangesOut(
+    out = DriveChangesOut(
         path=folder,
         anchor=cs.anchor,
         taken_at=cs.taken_at.isoformat(),
         since=cs.since.isoformat() if cs.since else None,
         entry_count=cs.entry_count,
         counts=counts,
-        changes=[
-            ChangeView(path=c.path, change=c.change, before=c.before, after=c.after) for c in page
-        ],
-        next_cursor=ch.make_cursor(cs.old_id, cs.new_id, offset + CHANGES_PAGE)
-        if more and cs.old_id is not None
-        else None,
+        changes=[],
+        next_cursor=ch.make_cursor(cs.new_id, cs.new_id, len(cs.changes)),
     )
+    n = fit(views, lambda v: v, room_for(state.settings.reply_budget_bytes, out), CHANGES_PAGE)
+    out.changes = views[:n]
+    more = offset + n < len(cs.changes)
+    out.next_cursor = (
+        ch.make_cursor(cs.old_id, cs.new_id, offset + n)
+        if n and more and cs.old_id is not None
+        else None
+    )
+    return out
 
 
 @define_tool(title="What changed under a remote folder", annotations=READ_DRIVE)
@@ -244,6 +257,8 @@ async def drive_changes(
     """Files and folders added, changed or removed under a remote folder since the anchor's
     listing, and a new anchor. Lists the folder once per call; there is no background
     polling. Changes nothing on the drive (placet stores the listing as the anchor).
+    Pages fit one reply (up to 500 changes): call again with the same path and the
+    next_cursor of the previous page until next_cursor is null.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
@@ -287,7 +302,8 @@ async def propose_sync(
     a conflict, or a decision is not allowed for that conflict; and (`refused`) if a
     download would replace a local file while the root's policy is downloads = new-only.
     Each op re-checks what the plan saw when it runs; a file changed since is reported
-    stale and left alone.
+    stale and left alone. The reply shows the proposal in brief (`proposal.sync`); page
+    through its ops with proposal_ops(id).
     """
     who = await caller(ctx)
     svc = service_of(who.state)
@@ -301,7 +317,8 @@ async def propose_sync(
             decisions=decisions, reason=reason, ttl_minutes=ttl_minutes,
         )
     )  # fmt: skip
-    return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
+    view = await anyio.to_thread.run_sync(proposal_view, who.state.store, rec, who.state.run_id)
+    return ProposeOut(proposal=view, created=created)
 
 
 TOOLS = (local_index, sync_plan, drive_changes, propose_sync)
