@@ -35,8 +35,8 @@ def fit(items: Sequence[T], view: Callable[[T], Any], room: int, most: int) -> i
     measured as `json_bytes(view(item))` plus its separator. At least one when `items`
     is not empty, so paging always moves on."""
     used = 0
-    for n, item in enumerate(items[:most]):
-        used += json_bytes(view(item)) + 2
+    for n in range(min(len(items), most)):  # stops at the first item that does not fit
+        used += json_bytes(view(items[n])) + 2
         if used > room and n > 0:
             return n
     return min(len(items), most)
