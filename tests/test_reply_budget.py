@@ -18,6 +18,8 @@ import pytest
 from budget_scenario import BUDGET, Measured, check_ran, make_tree, plan_and_propose
 from mcp_fixtures import Workspace, connect, make_workspace
 
+from placet.server.framework import ToolOutput, success_result
+
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 
 
@@ -53,7 +55,6 @@ async def test_sync_of_300_files_fits_every_reply_and_runs_the_ops_paged(ws: Wor
             ["big", *(f"big/d000{i}" for i in range(3)), *(f"big/{p}" for p in proposed.plan_paths)]
         )
         assert {c["change"] for c in added} == {"added"}
-    print(m.calls, m.largest)
     assert m.calls["proposal_ops"] >= 4  # 304 ops do not fit one reply: paged, twice
     assert m.calls["sync_plan"] >= 3 and m.calls["local_index"] >= 2
 
@@ -71,3 +72,68 @@ async def test_sync_of_20000_files_fits_every_reply(ws: Workspace) -> None:
         added = await _changes(m, "big", anchor)
         assert len(added) == 20_000 + 81 and {c["change"] for c in added} == {"added"}
     assert all(t <= BUDGET and s <= BUDGET for t, s in m.largest.values())
+
+
+async def test_every_tool_of_the_catalogue_fits_on_large_inputs(ws: Workspace) -> None:
+    """Long names (200 bytes), 40-level remote paths (whose missing parents would be
+    74 KB of evidence), 300-entry folders, 16 KiB of control characters to read."""
+    long = "n" * 200
+    for i in range(300):
+        (ws.root / "wide").mkdir(exist_ok=True)
+        (ws.root / "wide" / f"{i:03d}{long}.txt").write_text(f"{i}\n")
+        (ws.drive / "wide").mkdir(exist_ok=True)
+        (ws.drive / "wide" / f"{i:03d}{long}-remote.txt").write_text(f"remote {i}\n")
+    (ws.drive / "controls.txt").write_bytes(b"\x01" * 16384)
+    deep = "/".join(f"{i:02d}" + "d" * 88 for i in range(40))  # 3,639 bytes
+    async with connect(ws) as client:
+        m = Measured(client)
+        tools = {t.name for t in (await client.list_tools()).tools}
+        await m.call("roots_list")
+        listed = [e for p in await m.pages("drive_list", path="wide") for e in p["entries"]]
+        assert len(listed) == len({e["name"] for e in listed}) == 300
+        read = await m.call("drive_read", path="controls.txt")
+        assert read["truncated"] is True and 0 < read["bytes_returned"] < 16384
+        anchor = (await m.call("drive_changes", path=""))["anchor"]
+        up = await m.call("propose_upload", local_path="hello.txt", remote_parent=deep,
+                          reason="deep")  # fmt: skip
+        ev = up["proposal"]["evidence"]
+        assert len(ev["missing_parents"]) == 20 and ev["missing_parents_count"] == 40
+        await m.call("propose_mkdir", remote_parent=deep, name="x" * 200, reason="deep folder")
+        down = await m.call("propose_download", remote_path=f"wide/000{long}-remote.txt",
+                            local_path=f"docs/{long}.txt", reason="read it")  # fmt: skip
+        entries = [e for p in await m.pages("local_index", path="wide") for e in p["entries"]]
+        assert len(entries) == 300
+        plan = (await m.pages("sync_plan", local_path="wide", remote_path="wide"))[0]
+        assert plan["counts"]["upload"] == 300 and plan["counts"]["download"] == 300
+        prop = await m.call("propose_sync", plan_id=plan["plan_id"], reason="both ways")
+        pid = prop["proposal"]["id"]
+        assert prop["proposal"]["sync"]["by_kind"]["download"]["count"] == 300
+        ops = [v for p in await m.pages("proposal_ops", id=pid) for v in p["ops"]]
+        assert len(ops) == 600
+        await m.call("proposal_get", id=pid)
+        await m.call("proposal_wait", id=up["proposal"]["id"], timeout_s=0)
+        await m.pages("proposal_list")
+        await m.call("proposal_withdraw", id=down["proposal"]["id"])
+        await m.pages("drive_changes", path="", since_anchor=anchor)
+    assert set(m.calls) == tools  # every tool of the catalogue was measured
+
+
+def test_a_reply_over_the_budget_is_refused_not_sent() -> None:
+    class Big(ToolOutput):
+        text: str
+
+    refused = success_result(Big(text="x" * 40_000), 40_000)
+    assert refused.is_error and refused.structured_content is not None
+    assert refused.structured_content["code"] == "reply_too_large"
+    fits = success_result(Big(text="x" * 39_000), 40_000)
+    assert not fits.is_error and len(fits.content) == 1  # the summary only, no JSON copy
+
+
+async def test_a_smaller_budget_gives_smaller_pages(ws: Workspace) -> None:
+    ws.write_config(reply_budget_bytes=32_000)
+    make_tree(ws.root / "big", 300, per_dir=100)
+    async with connect(ws) as client:
+        m = Measured(client, budget=32_000)
+        pages = await m.pages("local_index", path="big")
+        assert len(pages) >= 3 and sum(len(p["entries"]) for p in pages) == 303
+    assert 28_000 < m.largest["local_index"][1] <= 32_000  # filled by bytes, not by count
