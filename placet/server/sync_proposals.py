@@ -13,7 +13,8 @@ Every read of a proposal's ops goes through `ops_page` / `op_count`, so where op
 (today inline in the stored request, `SyncRequest.ops`) is known here only. The static
 part of a summary (everything but the outcomes) depends only on the immutable request,
 so it is computed once per (proposal, request hash) and kept in memory (`_CACHE`): a
-`proposal_wait` loop or a `proposal_list` page does not flag 100,000 ops each call.
+`proposal_wait` loop or a `proposal_list` page does not flag 100,000 ops each call. The
+outcomes of an attempt that reached a final status are kept too (`_OUTCOMES`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from placet.requests import Op
 from placet.server.models import (
     FIRST_DECISIONS,
     FIRST_OPS,
+    TERMINAL,
     KindTally,
     OpBrief,
     ProposalView,
@@ -39,6 +41,7 @@ from placet.vetting import op_flags, root_path_of
 _CHUNK = 5000  # ops read at once while summarising
 _CACHE_SIZE = 64
 _CACHE: OrderedDict[tuple[int, str], SyncSummary] = OrderedDict()
+_OUTCOMES: OrderedDict[tuple[int, int, str], dict[str, int]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 
 
@@ -119,8 +122,17 @@ def sync_summary(store: Store, rec: ProposalRecord) -> SyncSummary:
                 _CACHE.popitem(last=False)
     if rec.attempt == 0:
         return static
-    outcomes = Counter(r.outcome for r in store.op_results(rec.id))
-    return static.model_copy(update={"outcomes": dict(sorted(outcomes.items()))})
+    final = (rec.id, rec.attempt, rec.status)  # a final status's outcomes never change
+    with _CACHE_LOCK:
+        counted = _OUTCOMES.get(final)
+    if counted is None:
+        counted = dict(sorted(Counter(r.outcome for r in store.op_results(rec.id)).items()))
+        if rec.status in TERMINAL:
+            with _CACHE_LOCK:
+                _OUTCOMES[final] = counted
+                while len(_OUTCOMES) > _CACHE_SIZE:
+                    _OUTCOMES.popitem(last=False)
+    return static.model_copy(update={"outcomes": counted})
 
 
 def proposal_view(
