@@ -56,13 +56,19 @@ class Measured:
         return pages
 
     async def settled(self, tool: str, **args: Any) -> dict[str, Any]:
-        """`tool(**args)` called again while it answers the retryable `in_progress`."""
+        """`tool(**args)`, called again while it answers the retryable `in_progress`."""
         while True:
             result = await self.client.call_tool(tool, args)
+            text, data = reply_sizes(result)
+            assert text <= self.budget and data <= self.budget, (tool, text, data)
             sc = result.structured_content or {}
             if not (result.is_error and sc.get("code") == "in_progress"):
                 break
-        return await self.call(tool, **args)
+        assert not result.is_error, result.content[0].text if result.content else result
+        top = self.largest.setdefault(tool, [0, 0])
+        top[0], top[1] = max(top[0], text), max(top[1], data)
+        self.calls[tool] = self.calls.get(tool, 0) + 1
+        return sc
 
 
 NAME = "-a-longer-generated-name-to-fill-the-pages.txt"

@@ -18,6 +18,8 @@ import pytest
 from budget_scenario import BUDGET, Measured, check_ran, make_tree, plan_and_propose
 from mcp_fixtures import Workspace, connect, make_workspace
 
+from placet.config import load_settings
+from placet.errors import ConfigError
 from placet.server.framework import ToolOutput, success_result
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
@@ -108,8 +110,15 @@ async def test_every_tool_of_the_catalogue_fits_on_large_inputs(ws: Workspace) -
         prop = await m.call("propose_sync", plan_id=plan["plan_id"], reason="both ways")
         pid = prop["proposal"]["id"]
         assert prop["proposal"]["sync"]["by_kind"]["download"]["count"] == 300
-        ops = [v for p in await m.pages("proposal_ops", id=pid) for v in p["ops"]]
-        assert len(ops) == 600
+        pages = await m.pages("proposal_ops", id=pid)
+        assert sum(len(p["ops"]) for p in pages) == 600
+        cursor = pages[0]["next_cursor"]
+        other_id = (await m.call("proposal_list"))["proposals"][1]["id"]
+        altered = cursor[:-30] + ("A" if cursor[-30] != "A" else "B") + cursor[-29:]
+        for bad_id, bad_cursor in ((other_id, cursor), (pid, altered), (pid, "o1.W10")):
+            bad = await client.call_tool("proposal_ops", {"id": bad_id, "cursor": bad_cursor})
+            assert bad.is_error and bad.structured_content is not None
+            assert bad.structured_content["code"] == "invalid_cursor", bad_cursor
         await m.call("proposal_get", id=pid)
         await m.call("proposal_wait", id=up["proposal"]["id"], timeout_s=0)
         await m.pages("proposal_list")
@@ -137,3 +146,10 @@ async def test_a_smaller_budget_gives_smaller_pages(ws: Workspace) -> None:
         pages = await m.pages("local_index", path="big")
         assert len(pages) >= 3 and sum(len(p["entries"]) for p in pages) == 303
     assert 28_000 < m.largest["local_index"][1] <= 32_000  # filled by bytes, not by count
+
+
+def test_the_budget_setting_is_bounded(tmp_path: Path) -> None:
+    for bad in (31_999, 1_000_001):
+        (tmp_path / "config.toml").write_text(f"reply_budget_bytes = {bad}\n")
+        with pytest.raises(ConfigError, match="reply_budget_bytes"):
+            load_settings({"PLACET_HOME": str(tmp_path)})
