@@ -8,7 +8,9 @@ tool refuses (`invalid_cursor`) when it was not one it gave. A plan's page lists
 this order, its conflicts (they need decisions), the remote folders to create, the file
 ops, then the other reports (deleted on one side, unverified, collisions, special files
 and names placet cannot use, errors); `skip` paths are only counted in the summary.
-Pages of a plan come from the stored plan, never from a new listing.
+Pages of a plan come from the stored plan, never from a new listing. Every page holds
+at most its count (`INDEX_PAGE`, `PLAN_PAGE`, `CHANGES_PAGE`) and no more items than fit
+the reply budget (`placet.server.budget.fit`), so a page of long names is shorter.
 """
 
 from __future__ import annotations
