@@ -4,7 +4,8 @@ tests/test_reply_budget.py at sizes too slow for a test, timed.
 A fresh data directory and a local-folder drive; `--files` small generated files (4-10
 bytes, 250 per folder) under the root. Through the official MCP client and a real
 `placet serve`: local_index (every page), sync_plan (every page), propose_sync,
-proposal_get x2, proposal_list, proposal_wait, proposal_ops (every page). Each reply's
+proposal_get x2, proposal_list, proposal_wait, proposal_ops (every page), then
+drive_changes (every page) after as many files appeared on the drive. Each reply's
 text and structured content (UTF-8 JSON) is checked against the 40,000-byte budget, and
 the paged ops against the plan (`tests/budget_scenario.py`). With `--apply` the owner
 then accepts (`placet accept --yes`, timed) and the ops paged again are the ops that ran.
@@ -53,11 +54,19 @@ async def run(files: int, apply: bool, base: Path) -> dict[str, Any]:
         print(f"  {what}: {stages[what]} s", flush=True)
 
     make_tree(ws.root / "big", files)
+    (ws.drive / "big").mkdir()
     tick("generate files")
     async with connect(ws) as client:
         m = Measured(client)
         last = time.monotonic()
+        anchor = (await m.call("drive_changes", path="big"))["anchor"]
         proposed = await plan_and_propose(m, "big", "big", files, tick)
+        make_tree(ws.drive / "big" / "copied", files)
+        last = time.monotonic()
+        added = [c for p in await m.pages("drive_changes", path="big", since_anchor=anchor)
+                 for c in p["changes"]]  # fmt: skip
+        assert len(added) == len(proposed.paged) + 1  # the files, their folders, "copied"
+        tick("drive_changes (every page)")
         if apply:
             r = ws.placet("accept", "--yes", str(proposed.pid))
             if r.returncode != 0:

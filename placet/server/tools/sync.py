@@ -15,6 +15,7 @@ again returns the result. What a page holds, its result models and cursors, is
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from functools import partial
 from typing import Annotated, Any, Literal
 
@@ -55,6 +56,9 @@ from placet.sync.service import SyncService
 
 _services: dict[int, tuple[ServerState, SyncService]] = {}
 _services_lock = threading.Lock()
+_change_sets: OrderedDict[tuple[str, str, int, int], ch.ChangeSet] = OrderedDict()
+"""The last 4 change sets paged, by (drive spec, folder, old and new snapshot ids): the
+two snapshots never change, so their pages need not load and diff them again."""
 
 
 def service_of(state: ServerState) -> SyncService:
@@ -212,12 +216,20 @@ def _drive_changes(
     folder = check_remote_path(path)
     offset = 0
     if cursor is not None:
-        cs = ch.changes_page(svc.data, state.drive, folder, cursor)
-        offset = ch.read_cursor(cursor)[2]
+        old_id, new_id, offset = ch.read_cursor(cursor)
+        key = (state.drive.spec, folder, old_id, new_id)
+        with _services_lock:
+            kept = _change_sets.get(key)
+        cs = kept or ch.changes_page(svc.data, state.drive, folder, cursor)
     else:
         cs = ch.drive_changes(
             svc.data, state.drive, folder, since_anchor, state.settings.plan_entry_cap
         )
+    if cs.old_id is not None:  # its next pages come from memory, not two snapshots again
+        with _services_lock:
+            _change_sets[(state.drive.spec, folder, cs.old_id, cs.new_id)] = cs
+            while len(_change_sets) > 4:
+                _change_sets.popitem(last=False)
     views = [
         ChangeView(path=c.path, change=c.change, before=c.before, after=c.after)
         for c in cs.changes[offset : offset + CHANGES_PAGE]

@@ -21,6 +21,8 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +32,7 @@ from pydantic import BaseModel, Field
 from placet.errors import UsageError
 from placet.server.budget import fit, room_for
 from placet.server.framework import ToolOutput
+from placet.store.sync_data import StoredPlan
 from placet.sync.download_policy import policy_note, replaces_local, replacing_downloads
 from placet.sync.model import LocalEntry, PlanOp, PlanReport, RemoteEntry
 from placet.sync.service import IndexedFolder, SyncService
@@ -268,6 +271,33 @@ def _folder_missing(meta: Mapping[str, Any], remote_path: str) -> bool:
     return bool(meta.get("remote_folder_missing")) and bool(remote_path)
 
 
+_ORDERS: OrderedDict[int, tuple[list[PlanOp | PlanReport], list[str], set[str]]] = OrderedDict()
+_ORDERS_LOCK = threading.Lock()
+
+
+def _plan_order(sp: StoredPlan) -> tuple[list[PlanOp | PlanReport], list[str], set[str]]:
+    """The plan's items in page order, its plain downloads replacing a local file and
+    the conflicts whose keep_remote would (`replacing_downloads`); kept for the 4 plans
+    paged last, as a stored plan never changes (paging 100,000 items is then linear)."""
+    with _ORDERS_LOCK:
+        hit = _ORDERS.get(sp.id)
+    if hit is not None:
+        return hit
+    p = sp.plan
+    conflicts = [r for r in p.reports if r.kind == "conflict"]
+    mkdirs = [o for o in p.ops if o.kind == "mkdir"]
+    files = [o for o in p.ops if o.kind != "mkdir"]
+    others = [r for r in p.reports if r.kind not in ("conflict", "skip")]
+    plain, kept = replacing_downloads(p, None)
+    seq: list[PlanOp | PlanReport] = [*conflicts, *mkdirs, *files, *others]
+    got = (seq, plain, set(kept))
+    with _ORDERS_LOCK:
+        _ORDERS[sp.id] = got
+        while len(_ORDERS) > 4:
+            _ORDERS.popitem(last=False)
+    return got
+
+
 def plan_page(svc: SyncService, plan_id: int, offset: int, budget: int) -> SyncPlanOut:
     """The page of stored plan `plan_id` from item `offset`: at most `PLAN_PAGE` items, in
     the order the module docstring gives, and what fits a reply of `budget` bytes;
@@ -277,16 +307,10 @@ def plan_page(svc: SyncService, plan_id: int, offset: int, budget: int) -> SyncP
         NotFound: no such plan (or pruned after 7 days).
     """
     sp = svc.load_plan(plan_id)
-    p = sp.plan
-    conflicts = [r for r in p.reports if r.kind == "conflict"]
-    mkdirs = [o for o in p.ops if o.kind == "mkdir"]
-    files = [o for o in p.ops if o.kind != "mkdir"]
-    others = [r for r in p.reports if r.kind not in ("conflict", "skip")]
-    seq: list[PlanOp | PlanReport] = [*conflicts, *mkdirs, *files, *others]
+    seq, plain, kept = _plan_order(sp)
     page = seq[offset : offset + PLAN_PAGE]
     policy = svc.settings.download_policy(Path(sp.pair.root_path))
     blocking = policy != "allow-overwrite"
-    plain, kept = replacing_downloads(p, None)
     counts = dict(sp.summary)
     dv: list[str] = []
     if _folder_missing(sp.meta, sp.pair.remote_path):  # propose_sync creates it first
