@@ -121,6 +121,9 @@ async def test_every_tool_of_the_catalogue_fits_on_large_inputs(ws: Workspace) -
             assert bad.structured_content["code"] == "invalid_cursor", bad_cursor
         await m.call("proposal_get", id=pid)
         await m.call("proposal_wait", id=up["proposal"]["id"], timeout_s=0)
+        single = await m.call("proposal_ops", id=up["proposal"]["id"])  # one op, no cursor
+        assert [v["op"]["kind"] for v in single["ops"]] == ["upload"]
+        assert single["op_count"] == 1 and single["next_cursor"] is None
         await m.pages("proposal_list")
         await m.call("proposal_withdraw", id=down["proposal"]["id"])
         await m.pages("drive_changes", path="", since_anchor=anchor)

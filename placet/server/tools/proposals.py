@@ -251,11 +251,6 @@ class WaitOut(ProposalOut):
         return f"{self.proposal.line()}{tail}"
 
 
-def op_total(store: Store, rec: ProposalRecord) -> int:
-    """How many ops executing `rec` runs: a sync's op list, one for the other kinds."""
-    return op_count(store, rec)
-
-
 def _ops_done(store: Store, rec: ProposalRecord) -> int | None:
     """Ops of the current attempt that have ended (any outcome), once it ran; else None."""
     if rec.attempt == 0 or rec.status not in ("executing", *TERMINAL):
@@ -335,7 +330,7 @@ async def proposal_wait(
     start = time.monotonic()
     deadline = start + timeout_s
     rec = await get_visible(who, id)
-    progress = _Progress(ctx, op_total(store, rec), start)
+    progress = _Progress(ctx, op_count(store, rec), start)
     was_open = rec.status not in TERMINAL
     version = store.data_version()
     last_read = last_progress = time.monotonic()
