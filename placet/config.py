@@ -74,6 +74,22 @@ class Settings(BaseModel):
     transfers: int = Field(4, ge=1, le=32)
     """How many file transfers of one sync run at once (rclone's `--transfers` default is
     4); folders are created first, one at a time (`placet.executor.pool`)."""
+    reply_budget_bytes: int = Field(40_000, ge=32_000, le=1_000_000)
+    """Most bytes of one MCP tool reply, measured separately for its text content and for
+    its structured content (UTF-8 JSON): about 10,000 tokens, under the hosts' limits
+    (Claude Code refuses 25,000 tokens). Pages of plans, indexes, changes and a sync
+    proposal's ops are sized to fit it. At least 32,000: one proposal whose paths are at
+    the path limits must fit in one reply."""
+    stored_per_session: int = Field(50, ge=2, le=10_000)
+    """Most sync plans, and separately most drive snapshots, one `placet serve` process
+    keeps stored; beyond, its oldest are pruned in the same transaction as the insert
+    (docs/decisions.md, "Stored plans and snapshots are capped")."""
+    stored_bytes_per_session: int = Field(64 * 1024**2, ge=1024**2)
+    """Most stored bytes (compressed bodies) of one session's plans, and of its snapshots."""
+    stored_total: int = Field(500, ge=2, le=100_000)
+    """Most sync plans, and separately most drive snapshots, stored in all."""
+    stored_bytes_total: int = Field(256 * 1024**2, ge=1024**2)
+    """Most stored bytes of all plans, and of all snapshots."""
     allow_yes: bool = False
     roots: dict[str, RootPolicy] = Field(default_factory=dict)
 

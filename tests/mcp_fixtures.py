@@ -149,3 +149,29 @@ def rclone_children(pid: int) -> list[int]:
         if int(fields[1]) == pid and fields[0] != "Z":
             out.append(int(entry.name))
     return out
+
+
+async def proposal_ops(client: Client, pid: int) -> list[dict[str, Any]]:
+    """Every op of proposal `pid` through `proposal_ops`, page after page: each op's
+    dict as stored, with `outcome` and `detail` of its latest result (None before)."""
+    out: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        args: dict[str, Any] = {"id": pid} if cursor is None else {"id": pid, "cursor": cursor}
+        page = ok(await client.call_tool("proposal_ops", args))
+        for v in page["ops"]:
+            r = v["result"]
+            out.append({**v["op"], "outcome": r and r["outcome"], "detail": r and r["detail"]})
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return out
+
+
+async def plan_pages(client: Client, **args: Any) -> list[dict[str, Any]]:
+    """Every page of `sync_plan(**args)`, following next_cursor with the same arguments."""
+    pages = [ok(await client.call_tool("sync_plan", args))]
+    while pages[-1]["next_cursor"]:
+        pages.append(
+            ok(await client.call_tool("sync_plan", {**args, "cursor": pages[-1]["next_cursor"]}))
+        )
+    return pages

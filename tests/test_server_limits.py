@@ -198,6 +198,7 @@ ID_TOOLS: list[tuple[str, str, dict[str, Any]]] = [
     ("proposal_get", "id", {}),
     ("proposal_wait", "id", {"timeout_s": 0}),
     ("proposal_withdraw", "id", {}),
+    ("proposal_ops", "id", {}),
     ("propose_sync", "plan_id", {"reason": "x"}),
 ]
 

@@ -71,6 +71,7 @@ CATALOGUE: dict[str, tuple[set[str], set[str]]] = {
     "proposal_list": ({"status", "cursor"}, set()),
     "proposal_wait": ({"id", "timeout_s"}, {"id"}),
     "proposal_withdraw": ({"id"}, {"id"}),
+    "proposal_ops": ({"id", "cursor"}, {"id"}),
     "local_index": ({"path", "cursor", "root", "include_hidden"}, set()),
     "sync_plan": (
         {"local_path", "remote_path", "allow_empty_side", "include_hidden", "root", "cursor"},
@@ -87,6 +88,7 @@ READ_ONLY = {
     "proposal_get",
     "proposal_list",
     "proposal_wait",
+    "proposal_ops",
     "local_index",
     "sync_plan",
     "drive_changes",
@@ -108,6 +110,7 @@ VALID_CALLS: dict[str, dict[str, Any]] = {
     "proposal_list": {},
     "proposal_wait": {"id": 1, "timeout_s": 0},
     "proposal_withdraw": {"id": 1},
+    "proposal_ops": {"id": 1},
     "local_index": {"path": ""},
     "sync_plan": {"local_path": "", "remote_path": ""},
     "drive_changes": {"path": ""},

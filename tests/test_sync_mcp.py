@@ -19,7 +19,17 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp_fixtures import Workspace, connect, error_of, make_workspace, ok, sha256_of, snapshot
+from mcp_fixtures import (
+    Workspace,
+    connect,
+    error_of,
+    make_workspace,
+    ok,
+    plan_pages,
+    proposal_ops,
+    sha256_of,
+    snapshot,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
@@ -46,8 +56,7 @@ async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
 
 
 async def op_outcomes(client: Client, pid: int) -> list[tuple[str, str, str]]:
-    got = await call(client, "proposal_get", id=pid)
-    return [(r["op"]["kind"], r["op"]["remote_path"], r["outcome"]) for r in got["op_results"]]
+    return [(o["kind"], o["remote_path"], o["outcome"]) for o in await proposal_ops(client, pid)]
 
 
 def only_skips(counts: dict[str, int]) -> bool:
@@ -105,7 +114,8 @@ async def test_round_trip_conflict_keep_local_then_revision_then_stale(ws: Works
         assert await op_outcomes(client, pid3) == [("upload_revision", "work/a.txt", "stale")]
         got = await call(client, "proposal_get", id=pid3)
         assert got["proposal"]["status"] == "failed"
-        assert got["op_results"][0]["detail"]["code"] == "stale"
+        assert got["proposal"]["sync"]["outcomes"] == {"stale": 1}
+        assert (await proposal_ops(client, pid3))[0]["detail"]["code"] == "stale"
         assert snapshot(remote) == before
         assert (remote / "a.txt").read_text() == "edited here after the upload\n"
 
@@ -121,14 +131,12 @@ async def test_plan_pages_and_keep_remote(ws: Workspace) -> None:
     with (ws.home / "config.toml").open("a") as f:  # keep_remote replaces both.txt
         f.write(f'[roots."{ws.root.resolve()}"]\ndownloads = "allow-overwrite"\n')
     async with connect(ws) as client:
-        first = await call(client, "sync_plan", local_path="many", remote_path="many")
+        pages = await plan_pages(client, local_path="many", remote_path="many")
+        first = pages[0]
         assert first["counts"]["upload"] == 230 and first["next_cursor"]
         assert [c["path"] for c in first["conflicts"]] == ["both.txt"]  # conflicts first
-        seen = [o["path"] for o in first["ops"]]
-        nxt = await call(client, "sync_plan", local_path="many", remote_path="many",
-                         cursor=first["next_cursor"])  # fmt: skip
-        assert nxt["plan_id"] == first["plan_id"] and nxt["next_cursor"] is None
-        seen += [o["path"] for o in nxt["ops"]]
+        assert len(pages) > 1 and {p["plan_id"] for p in pages} == {first["plan_id"]}
+        seen = [o["path"] for p in pages for o in p["ops"]]
         assert seen == [f"n{i:03d}.txt" for i in range(230)]
 
         err = error_of(await client.call_tool(
@@ -143,8 +151,10 @@ async def test_plan_pages_and_keep_remote(ws: Workspace) -> None:
 
         prop = await call(client, "propose_sync", plan_id=first["plan_id"], reason="all",
                           decisions={"both.txt": "keep_remote"})  # fmt: skip
-        ops = prop["proposal"]["request"]["ops"]
+        ops = await proposal_ops(client, prop["proposal"]["id"])
         assert len(ops) == 231 and ops[0]["kind"] == "download" and ops[0]["replace"] is True
+        assert prop["proposal"]["sync"]["op_count"] == 231
+        assert prop["proposal"]["sync"]["decisions"] == {"keep_remote": 1}
 
 
 async def test_drive_changes_reports_another_process_edits(ws: Workspace) -> None:

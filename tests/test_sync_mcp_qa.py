@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp_fixtures import Workspace, connect, error_of, make_workspace, ok
+from mcp_fixtures import Workspace, connect, error_of, make_workspace, ok, proposal_ops
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
@@ -77,7 +77,7 @@ async def test_plan_counts_the_mkdir_of_a_missing_remote_folder(ws: Workspace) -
         assert plan["counts"]["mkdir"] == 2 and plan["counts"]["upload"] == 2
         assert plan["dirs_to_create"] == [".", "sub"]
         prop = await call(client, "propose_sync", plan_id=plan["plan_id"], reason="back up")
-        ops = prop["proposal"]["request"]["ops"]
+        ops = await proposal_ops(client, prop["proposal"]["id"])
         assert len(ops) == plan["counts"]["mkdir"] + plan["counts"]["upload"]
         assert ops[0]["kind"] == "mkdir" and ops[0]["remote_path"] == "newfolder"
 
@@ -85,7 +85,7 @@ async def test_plan_counts_the_mkdir_of_a_missing_remote_folder(ws: Workspace) -
         assert empty["remote_folder_missing"] is True and empty["counts"]["mkdir"] == 1
         assert empty["dirs_to_create"] == ["."]
         prop = await call(client, "propose_sync", plan_id=empty["plan_id"], reason="mirror")
-        ops = prop["proposal"]["request"]["ops"]
+        ops = await proposal_ops(client, prop["proposal"]["id"])
         assert [(o["kind"], o["remote_path"]) for o in ops] == [("mkdir", "hollowed")]
         accept(ws, prop["proposal"]["id"])
         assert (ws.drive / "hollowed").is_dir()

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp_fixtures import Workspace, connect, error_of, make_workspace, ok
+from mcp_fixtures import Workspace, connect, error_of, make_workspace, ok, proposal_ops
 
 from placet.config import Settings
 from placet.store import open_store
@@ -92,7 +92,7 @@ async def test_a_newer_plan_of_the_same_folders_supersedes_the_older(ws: Workspa
         p4 = (await call(client, "sync_plan", local_path="work", remote_path="work"))["plan_id"]
         assert p4 > p3["plan_id"]
         got = await call(client, "propose_sync", plan_id=p4, reason="sync, no hidden files")
-        ops = got["proposal"]["request"]["ops"]
+        ops = await proposal_ops(client, got["proposal"]["id"])
         assert got["created"] is True
         assert [(o["kind"], o["remote_path"]) for o in ops if o["kind"] == "upload"] == [
             ("upload", "work/a.txt"),

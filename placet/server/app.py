@@ -54,6 +54,10 @@ and stores a plan (nothing is ever deleted); decide each conflict and call \
 propose_sync(plan_id, decisions, reason). local_index lists a local folder with digests; \
 drive_changes(path, since_anchor) says what changed on the drive since your last call. A \
 cold index or plan of a large tree may answer in_progress: call again with the same arguments.
+- Every reply fits about 40,000 bytes. Long results come in pages: call again with the same \
+arguments and the next_cursor you got until it is null. A sync proposal is shown in brief \
+(proposal.sync: counts, risk flags, the first ops); proposal_ops(id) pages through every op \
+with its result.
 - To learn the outcome, call proposal_wait(id) (it waits at most 50 s a call; call it again \
 while the proposal is pending or running) or proposal_get(id). A proposal not decided \
 within its TTL (5-30 minutes, default 30) expires.
@@ -113,6 +117,7 @@ def build_server(state: ServerState) -> PlacetMCP:
         title="placet: agents propose, the owner accepts",
         instructions=INSTRUCTIONS,
         tools=build_tools(all_tools()),
+        reply_budget=state.settings.reply_budget_bytes,
         lifespan=lifespan,
         log_level="WARNING",
     )

@@ -19,9 +19,14 @@ one place instead of in every tool (DESIGN.md section 9, "Tool arguments and err
   reported as `internal_error` without its text. The SDK's client skips output-schema
   validation for error results, so this works from a tool that declares an output model.
 
-A successful call returns `content=[<one-line summary>, <the JSON of the result>]` and
-`structured_content=<the result>`: the summary is for people reading a transcript, the
-JSON block is the spec's backwards-compatible copy for hosts that drop structured content.
+A successful call returns `content=[<a short summary>]` and `structured_content=<the
+result>`: the summary is for people reading a transcript; it is not a second copy of the
+JSON, which would double every reply (docs/decisions.md, "Every reply fits a host").
+
+**Size.** No reply exceeds `reply_budget` bytes (`Settings.reply_budget_bytes`), its text
+and its structured content each measured as UTF-8 JSON (`placet.server.budget`). The
+tools page their results to fit; a reply that still would not fit is a placet bug, and
+is answered, logged, as the error `reply_too_large` instead of being sent.
 
 **Load.** At most `flow.MAX_RUNNING_TOOLS` calls run at once and `flow.MAX_WAITING_TOOLS`
 wait; one more is answered with the retryable `server_busy` (`placet.server.flow`).
@@ -30,7 +35,6 @@ wait; one more is answered with the retryable `server_busy` (`placet.server.flow
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -46,6 +50,7 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from placet.errors import PlacetError
+from placet.server.budget import json_bytes
 from placet.server.flow import ToolSlots
 
 log = logging.getLogger("placet.server")
@@ -206,24 +211,51 @@ def error_result(err: PlacetError) -> CallToolResult:
     )
 
 
-def success_result(out: ToolOutput) -> CallToolResult:
+SUMMARY_MAX = 2000
+"""Characters of a reply's text summary at most (a summary naming a long path is cut)."""
+
+DEFAULT_REPLY_BUDGET = 40_000
+
+
+def success_result(out: ToolOutput, budget: int = DEFAULT_REPLY_BUDGET) -> CallToolResult:
+    """The result of a successful call: the summary as text, `out` as structured content.
+
+    Returns the error `reply_too_large` instead when the structured content exceeds
+    `budget` bytes (module docstring).
+    """
     data = out.model_dump(mode="json", by_alias=True)
-    return CallToolResult(
-        structured_content=data,
-        content=[
-            TextContent(type="text", text=out.summary().replace("\n", " ")),
-            TextContent(type="text", text=json.dumps(data, ensure_ascii=False)),
-        ],
-    )
+    size = json_bytes(data)
+    if size > budget:
+        log.error("%s reply of %d bytes is over the %d-byte budget", type(out).__name__, size,
+                  budget)  # fmt: skip
+        return error_result(
+            PlacetError(
+                f"placet's reply would be {size} bytes, over the {budget}-byte reply budget "
+                "(a placet bug: pages should fit); the details are in the server's log",
+                code="reply_too_large",
+                details={"bytes": size, "budget": budget},
+            )
+        )
+    text = out.summary().replace("\n", " ")
+    if len(text) > SUMMARY_MAX:
+        text = text[: SUMMARY_MAX - 1] + "…"
+    return CallToolResult(structured_content=data, content=[TextContent(type="text", text=text)])
 
 
 class PlacetMCP(MCPServer[Any]):
     """`MCPServer` whose `call_tool` is the one wrapper around every placet tool."""
 
-    def __init__(self, *args: Any, tools: Sequence[Tool], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        tools: Sequence[Tool],
+        reply_budget: int = DEFAULT_REPLY_BUDGET,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, tools=list(tools), **kwargs)
         self._placet_tools: dict[str, Tool] = {t.name: t for t in tools}
         self._slots = ToolSlots()
+        self.reply_budget = reply_budget
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -269,4 +301,4 @@ class PlacetMCP(MCPServer[Any]):
             raise  # pragma: no cover - placet tools raise PlacetError, not ToolError
         if not isinstance(out, ToolOutput):  # pragma: no cover - a declaration bug
             raise TypeError(f"tool {name} returned {type(out).__name__}, not a ToolOutput")
-        return success_result(out)
+        return success_result(out, self.reply_budget)

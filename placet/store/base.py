@@ -424,18 +424,22 @@ class StoreBase:
             )
         return ops
 
-    def op_results(self, pid: int) -> builtins.list[OpResultRecord]:
-        """The journal of the proposal's latest attempt, by op index. Raises NotFound."""
+    def op_results(
+        self, pid: int, *, start: int = 0, stop: int | None = None
+    ) -> builtins.list[OpResultRecord]:
+        """The journal of the proposal's latest attempt, by op index; only ops with
+        `start <= op_index < stop` when given (one page of ops). Raises NotFound."""
 
         def rd(conn: Connection) -> builtins.list[Row[Any]]:
             cur = self._row(conn, pid)
-            return list(
-                conn.execute(
-                    select(OP_RESULT)
-                    .where(OP_RESULT.c.proposal_id == pid, OP_RESULT.c.attempt == cur.attempt)
-                    .order_by(OP_RESULT.c.op_index)
-                ).all()
+            q = select(OP_RESULT).where(
+                OP_RESULT.c.proposal_id == pid, OP_RESULT.c.attempt == cur.attempt
             )
+            if start:
+                q = q.where(OP_RESULT.c.op_index >= start)
+            if stop is not None:
+                q = q.where(OP_RESULT.c.op_index < stop)
+            return list(conn.execute(q.order_by(OP_RESULT.c.op_index)).all())
 
         return [
             OpResultRecord(

@@ -40,13 +40,31 @@ from placet.store.sync_tables import (
     Pair,
     SkipRow,
     Snapshot,
+    StoredCaps,
     StoredPlan,
+    StoredRow,
     _dt,
     _pack,
     _pack_rows,
     _unpack,
+    cap_victims,
 )
 from placet.sync.model import BaselineEntry, SyncPlan
+
+_ROWS_OF = {  # table -> (its rows as `StoredRow`s, delete one)
+    "sync_plan": (
+        "SELECT id, pair_key, length(body) + length(skips) FROM sync_plan",
+        "DELETE FROM sync_plan WHERE id = ?",
+    ),
+    "drive_snapshot": (
+        "SELECT id, drive_spec || char(0) || path, length(body) FROM drive_snapshot",
+        "DELETE FROM drive_snapshot WHERE id = ?",
+    ),
+}
+_LIVE_PLANS = (
+    "SELECT DISTINCT json_extract(request, '$.plan_id') FROM proposal WHERE kind = 'sync' "
+    "AND status IN ('pending', 'approved', 'executing')"
+)
 
 REUSE_WITHIN = timedelta(hours=1)
 """A new plan identical to one stored this recently reuses its id instead of a new row."""
@@ -78,6 +96,48 @@ class SyncData(DigestCaches):
     def __init__(self, store: Store) -> None:
         super().__init__(store)
         self._baselines: dict[str, tuple[int, dict[str, BaselineEntry]]] = {}
+        self._mine: dict[str, list[int]] = {"sync_plan": [], "drive_snapshot": []}
+
+    # ---- caps -----------------------------------------------------------------------
+
+    @property
+    def caps(self) -> StoredCaps:
+        """The caps on stored plans and on stored snapshots (from the store's settings)."""
+        s = self.store.settings
+        return StoredCaps(
+            s.stored_per_session, s.stored_bytes_per_session, s.stored_total, s.stored_bytes_total
+        )
+
+    def _enforce_caps(self, db: sqlite3.Connection, table: str, new_id: int) -> None:
+        """Delete rows of `table` ("sync_plan" or "drive_snapshot") beyond the caps, in
+        the caller's transaction, after it stored `new_id` (module docstring)."""
+        caps = self.caps
+        select, delete = _ROWS_OF[table]
+        rows: list[StoredRow] = [(int(i), str(k), int(n)) for i, k, n in db.execute(select)]
+        with self._lock:
+            mine = {*self._mine[table], new_id}
+        own = [r for r in rows if r[0] in mine]
+
+        def over(rs: list[StoredRow], count: int, size: int) -> bool:
+            return len(rs) > count or sum(r[2] for r in rs) > size
+
+        over_own = over(own, caps.per_session, caps.bytes_per_session)
+        if not over_own and not over(rows, caps.total, caps.bytes_total):
+            with self._lock:
+                self._mine[table] = [r[0] for r in own]
+            return
+        keep = {new_id}
+        if table == "sync_plan":
+            keep |= {int(r[0]) for r in db.execute(_LIVE_PLANS) if isinstance(r[0], int)}
+        frozen = frozenset(keep)
+        gone: set[int] = set()
+        if over_own:
+            gone.update(cap_victims(own, caps.per_session, caps.bytes_per_session, frozen))
+        rest = [r for r in rows if r[0] not in gone]
+        gone.update(cap_victims(rest, caps.total, caps.bytes_total, frozen))
+        db.executemany(delete, [(i,) for i in sorted(gone)])
+        with self._lock:
+            self._mine[table] = [r[0] for r in own if r[0] not in gone]
 
     # ---- plans ----------------------------------------------------------------------
 
@@ -135,7 +195,8 @@ class SyncData(DigestCaches):
         """Store `plan` as a new immutable row (callers try `find_plan` first).
 
         `skips`: baseline rows to record if the plan is applied (skips verified by
-        digest whose baseline would change). Prunes plans and snapshots past `RETENTION`.
+        digest whose baseline would change). Prunes plans and snapshots past `RETENTION`,
+        and plans beyond the caps (module docstring), in the same transaction.
         """
         now = utcnow() if now is None else now
         opts, meta_text = json.dumps(dict(options), sort_keys=True), json.dumps(dict(meta))
@@ -161,6 +222,7 @@ class SyncData(DigestCaches):
                  baseline_generation, summary, meta_text, body, skip_blob, dt_text(now)),
             )  # fmt: skip
             assert cur.lastrowid is not None
+            self._enforce_caps(db, "sync_plan", cur.lastrowid)
             return cur.lastrowid
 
         pid = self._write("storing a sync plan", tx)
@@ -320,7 +382,8 @@ class SyncData(DigestCaches):
         entries: Mapping[str, list[Any]],
         now: datetime | None = None,
     ) -> Snapshot:
-        """Store a listing of `path` (see `Snapshot`); prunes old plans and snapshots."""
+        """Store a listing of `path` (see `Snapshot`); prunes old plans and snapshots, and
+        snapshots beyond the caps (module docstring), in the same transaction."""
         now = utcnow() if now is None else now
         body = _pack(entries)
 
@@ -332,6 +395,7 @@ class SyncData(DigestCaches):
                 (drive_spec, path, len(entries), body, dt_text(now)),
             )
             assert cur.lastrowid is not None
+            self._enforce_caps(db, "drive_snapshot", cur.lastrowid)
             return cur.lastrowid
 
         sid = self._write("storing a drive snapshot", tx)
@@ -359,6 +423,7 @@ __all__ = [
     "PlanStanding",
     "SkipRow",
     "Snapshot",
+    "StoredCaps",
     "StoredPlan",
     "SyncData",
 ]

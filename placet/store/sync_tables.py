@@ -138,6 +138,49 @@ class DriveSnapshotRow(SQLModel, table=True):
 
 
 @dataclass(frozen=True)
+class StoredCaps:
+    """How many stored plans (and, separately, drive snapshots) are kept, and how many
+    bytes of them (their compressed bodies): per `placet serve` session and in all.
+    From `Settings.stored_*`."""
+
+    per_session: int
+    bytes_per_session: int
+    total: int
+    bytes_total: int
+
+
+StoredRow = tuple[int, str, int]
+"""A stored plan or snapshot as the caps see it: (id, key, bytes). The key names what a
+newer row replaces: a plan's pair, a snapshot's (drive, folder)."""
+
+
+def cap_victims(
+    rows: Sequence[StoredRow], count: int, size: int, keep: frozenset[int]
+) -> list[int]:
+    """The ids to delete so that `rows` hold at most `count` rows and `size` bytes.
+
+    Rows a newer row of the same key replaced go first, oldest first; then the newest
+    row of each key, oldest first; ids in `keep` never (the row just stored, a plan a
+    live proposal was made from). Kept rows still count, so the caps may stay exceeded
+    while only kept rows are left.
+    """
+    newest: dict[str, int] = {}
+    for rid, key, _ in rows:
+        newest[key] = max(rid, newest.get(key, rid))
+    order = sorted(
+        (r for r in rows if r[0] not in keep), key=lambda r: (newest[r[1]] == r[0], r[0])
+    )
+    n, b = len(rows), sum(r[2] for r in rows)
+    out: list[int] = []
+    for rid, _, rsize in order:
+        if n <= count and b <= size:
+            break
+        out.append(rid)
+        n, b = n - 1, b - rsize
+    return out
+
+
+@dataclass(frozen=True)
 class Pair:
     """A synced pair: a folder under a local root and a folder of a drive.
 

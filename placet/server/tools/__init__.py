@@ -16,6 +16,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "placet.server.tools.drive",
     "placet.server.tools.propose",
     "placet.server.tools.proposals",
+    "placet.server.tools.proposal_ops",
     "placet.server.tools.sync",
 )
 

@@ -50,15 +50,11 @@ from pydantic import Field
 
 from placet.display import duration
 from placet.errors import NotFound, UsageError
+from placet.server.budget import json_bytes, room_for
 from placet.server.framework import MAX_ID, READ_LOCAL, WITHDRAW, ToolOutput, define_tool
-from placet.server.models import (
-    TERMINAL,
-    OpResultView,
-    ProposalOut,
-    ProposalView,
-    with_inline_ops,
-)
+from placet.server.models import TERMINAL, OpResultView, ProposalOut, ProposalView
 from placet.server.state import Caller, caller
+from placet.server.sync_proposals import op_count, proposal_view
 from placet.store import ProposalRecord, Store
 
 PAGE = 50
@@ -93,7 +89,7 @@ def _not_found(pid: int) -> NotFound:
     )
 
 
-async def _get_visible(who: Caller, pid: int) -> ProposalRecord:
+async def get_visible(who: Caller, pid: int) -> ProposalRecord:
     """The proposal, expired first if its TTL passed while pending. Raises NotFound."""
     store: Store = who.state.store
     try:
@@ -122,31 +118,40 @@ def resolution_reason(store: Store, rec: ProposalRecord) -> str | None:
 
 def _view(who: Caller, rec: ProposalRecord) -> ProposalView:
     store = who.state.store
-    return ProposalView.of(
-        with_inline_ops(store, rec),
-        who.state.run_id,
-        resolution_reason=resolution_reason(store, rec),
+    return proposal_view(
+        store, rec, who.state.run_id, resolution_reason=resolution_reason(store, rec)
     )
+
+
+def _full_sync(who: Caller, rec: ProposalRecord) -> ProposalOut:
+    # A sync's op results are counted in its summary and listed by proposal_ops only.
+    ops = who.state.store.op_results(rec.id) if rec.attempt > 0 and rec.kind != "sync" else []
+    return ProposalOut(proposal=_view(who, rec), op_results=[OpResultView.of(o) for o in ops])
 
 
 async def _full(who: Caller, pid: int) -> ProposalOut:
-    rec = await _get_visible(who, pid)
-    ops = who.state.store.op_results(pid) if rec.attempt > 0 else []
-    return ProposalOut(
-        proposal=_view(who, rec),
-        op_results=[OpResultView.of(o) for o in ops],
-    )
+    rec = await get_visible(who, pid)
+    if rec.kind == "sync":  # a first summary flags every op: off the loop
+        return await anyio.to_thread.run_sync(_full_sync, who, rec)
+    return _full_sync(who, rec)
 
 
 @define_tool(title="Get a proposal", annotations=READ_LOCAL)
 async def proposal_get(ctx: Context[Any, Any], id: ProposalId) -> ProposalOut:
-    """One proposal: its status, the request and evidence as stored, and per-op results."""
+    """One proposal: its status, the request and evidence as stored, and per-op results.
+
+    A sync proposal is answered in brief (`proposal.sync`: ops and bytes by kind, risk
+    flags and decisions counted, the first ops, outcomes counted); page through every op
+    and its result with proposal_ops(id).
+    """
     who = await caller(ctx)
     return await _full(who, id)
 
 
 class ProposalListOut(ToolOutput):
-    proposals: list[ProposalView] = Field(description="Newest first; at most 50.")
+    proposals: list[ProposalView] = Field(
+        description=f"Newest first; at most {PAGE}, fewer when they would not fit the reply."
+    )
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
 
     def summary(self) -> str:
@@ -186,9 +191,11 @@ def _list(who: Caller, status: str | None, cursor: str | None) -> ProposalListOu
     after = _decode_cursor(cursor, status) if cursor else None
     store = who.state.store
     shown: list[ProposalView] = []
+    room = room_for(who.state.settings.reply_budget_bytes, ProposalListOut(
+        proposals=[], next_cursor=_encode_cursor(MAX_ID, status)))  # fmt: skip
     scanned = 0
-    exhausted = False
-    while len(shown) < PAGE and scanned < SCAN_LIMIT:
+    exhausted = full = False
+    while not full and scanned < SCAN_LIMIT:
         rows = store.list(
             [status] if status else None, limit=PAGE, after_id=after, newest_first=True
         )
@@ -197,12 +204,19 @@ def _list(who: Caller, status: str | None, cursor: str | None) -> ProposalListOu
             break
         for rec in rows:
             scanned += 1
-            after = rec.id
             if who.can_see(rec):
-                shown.append(_view(who, rec))
-                if len(shown) == PAGE:
+                view = _view(who, rec)
+                size = json_bytes(view) + 2
+                if shown and size > room:  # the next page starts with it
+                    full = True
                     break
-        if len(rows) < PAGE and len(shown) < PAGE:
+                room -= size
+                shown.append(view)
+            after = rec.id
+            if len(shown) == PAGE:
+                full = True
+                break
+        if len(rows) < PAGE and not full:
             exhausted = True
             break
     more = not exhausted and after is not None
@@ -219,7 +233,9 @@ async def proposal_list(
         str | None, Field(description="The next_cursor of a previous call; omit to start.")
     ] = None,
 ) -> ProposalListOut:
-    """Proposals visible to this session, newest first, 50 a page."""
+    """Proposals visible to this session, newest first, up to 50 a page (fewer when they
+    would not fit one reply); pass next_cursor back for the next page until it is null.
+    Sync proposals are shown in brief, as in proposal_get."""
     who = await caller(ctx)
     return await anyio.to_thread.run_sync(_list, who, status, cursor)
 
@@ -233,16 +249,6 @@ class WaitOut(ProposalOut):
     def summary(self) -> str:
         tail = "; still waiting for the owner, call again" if self.timed_out else ""
         return f"{self.proposal.line()}{tail}"
-
-
-def op_total(rec: ProposalRecord) -> int:
-    """How many ops executing `rec` runs: a sync's op list, one for the other kinds."""
-    if rec.kind != "sync":
-        return 1
-    count, ops = rec.request.get("op_count"), rec.request.get("ops")
-    if isinstance(count, int):  # ops stored by reference (`Store.ops`)
-        return count
-    return len(ops) if isinstance(ops, list) else 1
 
 
 def _ops_done(store: Store, rec: ProposalRecord) -> int | None:
@@ -269,9 +275,9 @@ class _Progress:
     PENDING_HALF_S = 60.0  # waited seconds at which the waiting phase reaches 0.5
     OP_HALF_S = 30.0  # seconds into the current op at which its fraction reaches 0.5
 
-    def __init__(self, ctx: Context[Any, Any], rec: ProposalRecord, start: float) -> None:
+    def __init__(self, ctx: Context[Any, Any], ops: int, start: float) -> None:
         self.ctx = ctx
-        self.ops = op_total(rec)
+        self.ops = ops
         self.total = self.ops + 1
         self.start = start
         self.last: float | None = None
@@ -323,8 +329,8 @@ async def proposal_wait(
     store = who.state.store
     start = time.monotonic()
     deadline = start + timeout_s
-    rec = await _get_visible(who, id)
-    progress = _Progress(ctx, rec, start)
+    rec = await get_visible(who, id)
+    progress = _Progress(ctx, op_count(store, rec), start)
     was_open = rec.status not in TERMINAL
     version = store.data_version()
     last_read = last_progress = time.monotonic()
@@ -342,7 +348,7 @@ async def proposal_wait(
         if current != version or expiring or time.monotonic() - last_read >= REREAD_S:
             version = current
             last_read = time.monotonic()
-            rec = await _get_visible(who, id)
+            rec = await get_visible(who, id)
             before, done = done, _ops_done(store, rec)
             if done is not None and done != before and rec.status not in TERMINAL:
                 last_progress = time.monotonic()
@@ -366,17 +372,14 @@ class WithdrawOut(ProposalOut):
 
 
 async def _withdraw(who: Caller, pid: int) -> WithdrawOut:
-    rec = await _get_visible(who, pid)
+    rec = await get_visible(who, pid)
     already = rec.status == "withdrawn" and rec.run_id == who.state.run_id
     if not already:
         rec = await anyio.to_thread.run_sync(
             partial(who.state.store.withdraw, pid, run_id=who.state.run_id)
         )
-    return WithdrawOut(
-        proposal=ProposalView.of(with_inline_ops(who.state.store, rec), who.state.run_id),
-        op_results=[],
-        already_withdrawn=already,
-    )
+    view = await anyio.to_thread.run_sync(_view, who, rec)
+    return WithdrawOut(proposal=view, op_results=[], already_withdrawn=already)
 
 
 @define_tool(title="Withdraw your own pending proposal", annotations=WITHDRAW)

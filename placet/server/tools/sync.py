@@ -15,6 +15,7 @@ again returns the result. What a page holds, its result models and cursors, is
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from functools import partial
 from typing import Annotated, Any, Literal
 
@@ -24,9 +25,11 @@ from pydantic import Field
 
 from placet.errors import UsageError
 from placet.paths import check_remote_path
+from placet.server.budget import fit, room_for
 from placet.server.framework import MAX_ID, PROPOSE, READ_DRIVE, READ_LOCAL, define_tool
-from placet.server.models import ProposalView, ProposeOut, with_inline_ops
+from placet.server.models import ProposeOut
 from placet.server.state import ServerState, caller
+from placet.server.sync_proposals import proposal_view
 from placet.server.tools.sync_pages import (
     CHANGES_PAGE,
     FOLDER_ITSELF,
@@ -53,6 +56,9 @@ from placet.sync.service import SyncService
 
 _services: dict[int, tuple[ServerState, SyncService]] = {}
 _services_lock = threading.Lock()
+_change_sets: OrderedDict[tuple[str, str, int, int], ch.ChangeSet] = OrderedDict()
+"""The last 4 change sets paged, by (drive spec, folder, old and new snapshot ids): the
+two snapshots never change, so their pages need not load and diff them again."""
 
 
 def service_of(state: ServerState) -> SyncService:
@@ -88,7 +94,7 @@ def _local_index(
         ix = svc.local_index(
             who_ctx, path=path, root=root, include_hidden=include_hidden, budget=budget
         )
-        return index_page(svc, ix, svc.remember_index(ix), None)
+        return index_page(svc, ix, svc.remember_index(ix), None, state.settings.reply_budget_bytes)
     token, root_path, rel, hidden, after = decode_cursor("i1", cursor, "local_index")
     folder = svc.folder(who_ctx, path, root)
     if (str(folder.root.path), folder.rel, include_hidden) != (root_path, rel, hidden):
@@ -105,7 +111,7 @@ def _local_index(
             who_ctx, path=path, root=root, include_hidden=include_hidden, budget=budget
         )
         token = svc.remember_index(ix)
-    return index_page(svc, ix, token, after)
+    return index_page(svc, ix, token, after, state.settings.reply_budget_bytes)
 
 
 @define_tool(title="Index a local folder", annotations=READ_LOCAL)
@@ -123,6 +129,8 @@ async def local_index(
 
     Symlinks, FIFOs and hard-linked files are listed as skipped and never opened. A cold
     index of a large tree may answer in_progress: call again with the same arguments.
+    Pages fit one reply (up to 500 entries): call again with the same arguments and the
+    next_cursor of the previous page until next_cursor is null.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
@@ -148,7 +156,7 @@ def _sync_plan(
                 "the same arguments, or without a cursor to restart paging",
                 code="invalid_cursor",
             )
-        return plan_page(svc, sp.id, int(offset))
+        return plan_page(svc, sp.id, int(offset), state.settings.reply_budget_bytes)
     sp = svc.plan_sync(
         who_ctx,
         local_path=local_path,
@@ -158,7 +166,7 @@ def _sync_plan(
         allow_empty_side=allow_empty_side,
         budget=state.settings.long_read_seconds,
     )
-    return plan_page(svc, sp.id, 0)
+    return plan_page(svc, sp.id, 0, state.settings.reply_budget_bytes)
 
 
 @define_tool(title="Plan a sync of a local folder with a remote folder", annotations=READ_DRIVE)
@@ -186,7 +194,9 @@ async def sync_plan(
     Every path is classified: upload, upload_revision, download, mkdir, skip, or reported
     (conflict, deleted on one side, unverified...). Nothing is ever deleted. Conflicts
     need a decision in propose_sync. A cold plan of a large tree may answer in_progress:
-    call again with the same arguments.
+    call again with the same arguments. The first page has the counts; pages fit one
+    reply (up to 200 items): call again with the same arguments and the next_cursor of
+    the previous page until next_cursor is null.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
@@ -206,29 +216,44 @@ def _drive_changes(
     folder = check_remote_path(path)
     offset = 0
     if cursor is not None:
-        cs = ch.changes_page(svc.data, state.drive, folder, cursor)
-        offset = ch.read_cursor(cursor)[2]
+        old_id, new_id, offset = ch.read_cursor(cursor)
+        key = (state.drive.spec, folder, old_id, new_id)
+        with _services_lock:
+            kept = _change_sets.get(key)
+        cs = kept or ch.changes_page(svc.data, state.drive, folder, cursor)
     else:
         cs = ch.drive_changes(
             svc.data, state.drive, folder, since_anchor, state.settings.plan_entry_cap
         )
-    page = cs.changes[offset : offset + CHANGES_PAGE]
-    more = offset + CHANGES_PAGE < len(cs.changes)
+    if cs.old_id is not None:  # its next pages come from memory, not two snapshots again
+        with _services_lock:
+            _change_sets[(state.drive.spec, folder, cs.old_id, cs.new_id)] = cs
+            while len(_change_sets) > 4:
+                _change_sets.popitem(last=False)
+    views = [
+        ChangeView(path=c.path, change=c.change, before=c.before, after=c.after)
+        for c in cs.changes[offset : offset + CHANGES_PAGE]
+    ]
     counts = {k: sum(1 for c in cs.changes if c.change == k) for k in ch.CHANGE_KINDS}
-    return DriveChangesOut(
+    out = DriveChangesOut(
         path=folder,
         anchor=cs.anchor,
         taken_at=cs.taken_at.isoformat(),
         since=cs.since.isoformat() if cs.since else None,
         entry_count=cs.entry_count,
         counts=counts,
-        changes=[
-            ChangeView(path=c.path, change=c.change, before=c.before, after=c.after) for c in page
-        ],
-        next_cursor=ch.make_cursor(cs.old_id, cs.new_id, offset + CHANGES_PAGE)
-        if more and cs.old_id is not None
-        else None,
+        changes=[],
+        next_cursor=ch.make_cursor(cs.new_id, cs.new_id, len(cs.changes)),
     )
+    n = fit(views, lambda v: v, room_for(state.settings.reply_budget_bytes, out), CHANGES_PAGE)
+    out.changes = views[:n]
+    more = offset + n < len(cs.changes)
+    out.next_cursor = (
+        ch.make_cursor(cs.old_id, cs.new_id, offset + n)
+        if n and more and cs.old_id is not None
+        else None
+    )
+    return out
 
 
 @define_tool(title="What changed under a remote folder", annotations=READ_DRIVE)
@@ -244,6 +269,8 @@ async def drive_changes(
     """Files and folders added, changed or removed under a remote folder since the anchor's
     listing, and a new anchor. Lists the folder once per call; there is no background
     polling. Changes nothing on the drive (placet stores the listing as the anchor).
+    Pages fit one reply (up to 500 changes): call again with the same path and the
+    next_cursor of the previous page until next_cursor is null.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
@@ -287,7 +314,8 @@ async def propose_sync(
     a conflict, or a decision is not allowed for that conflict; and (`refused`) if a
     download would replace a local file while the root's policy is downloads = new-only.
     Each op re-checks what the plan saw when it runs; a file changed since is reported
-    stale and left alone.
+    stale and left alone. The reply shows the proposal in brief (`proposal.sync`); page
+    through its ops with proposal_ops(id).
     """
     who = await caller(ctx)
     svc = service_of(who.state)
@@ -301,7 +329,7 @@ async def propose_sync(
             decisions=decisions, reason=reason, ttl_minutes=ttl_minutes,
         )
     )  # fmt: skip
-    view = ProposalView.of(with_inline_ops(who.state.store, rec), who.state.run_id)
+    view = await anyio.to_thread.run_sync(proposal_view, who.state.store, rec, who.state.run_id)
     return ProposeOut(proposal=view, created=created)
 
 

@@ -8,14 +8,21 @@ tool refuses (`invalid_cursor`) when it was not one it gave. A plan's page lists
 this order, its conflicts (they need decisions), the remote folders to create, the file
 ops, then the other reports (deleted on one side, unverified, collisions, special files
 and names placet cannot use, errors); `skip` paths are only counted in the summary.
-Pages of a plan come from the stored plan, never from a new listing.
+Pages of a plan come from the stored plan, never from a new listing. Every page holds
+at most its count (`INDEX_PAGE`, `PLAN_PAGE`, `CHANGES_PAGE`) and no more items than fit
+the reply budget (`placet.server.budget.fit`), so a page of long names is shorter.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
+import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +30,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from placet.errors import UsageError
+from placet.server.budget import fit, room_for
 from placet.server.framework import ToolOutput
+from placet.store.sync_data import StoredPlan
 from placet.sync.download_policy import policy_note, replaces_local, replacing_downloads
 from placet.sync.model import LocalEntry, PlanOp, PlanReport, RemoteEntry
 from placet.sync.service import IndexedFolder, SyncService
@@ -35,18 +44,36 @@ CHANGES_PAGE = 500
 FOLDER_ITSELF = "."  # in dirs_to_create: the synced remote folder itself (it is missing)
 
 
-def encode_cursor(tag: str, value: Any) -> str:
-    """An opaque cursor: `tag` ("i1" index, "p1" plan) and base64url JSON of `value`."""
-    return f"{tag}.{base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip('=')}"
+_CURSOR_KEY = secrets.token_bytes(32)
+"""This process's key for signed cursors: a signed cursor is good in the server that
+made it only (another `placet serve` refuses it; the agent restarts paging)."""
 
 
-def decode_cursor(tag: str, cursor: str, tool: str) -> Any:
-    """The JSON value of a cursor `encode_cursor(tag, ...)` made.
+def _mac(tag: str, body: str) -> str:
+    digest = hmac.new(_CURSOR_KEY, f"{tag}.{body}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest[:16]).decode().rstrip("=")
+
+
+def encode_cursor(tag: str, value: Any, *, signed: bool = False) -> str:
+    """An opaque cursor: `tag` ("i1" index, "p1" plan, "o1" a proposal's ops) and
+    base64url JSON of `value`; `signed`: followed by an HMAC of both under this process's
+    key, so that `decode_cursor` refuses an altered or forged one."""
+    body = base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+    return f"{tag}.{body}.{_mac(tag, body)}" if signed else f"{tag}.{body}"
+
+
+def decode_cursor(tag: str, cursor: str, tool: str, *, signed: bool = False) -> Any:
+    """The JSON value of a cursor `encode_cursor(tag, ..., signed=signed)` made.
 
     Raises:
-        UsageError (`invalid_cursor`): not such a cursor; names `tool` to call again.
+        UsageError (`invalid_cursor`): not such a cursor (or, `signed`, altered or made by
+            another process); names `tool` to call again.
     """
     head, _, body = cursor.partition(".")
+    if signed:
+        body, _, mac = body.partition(".")
+        if not hmac.compare_digest(mac.encode(), _mac(tag, body).encode()):
+            head = ""
     try:
         if head == tag:
             return json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
@@ -83,7 +110,9 @@ class LocalIndexOut(ToolOutput):
     digest_type: str | None = Field(description="The drive's digest type (null: none).")
     total_entries: int
     files_hashed: int = Field(description="Files read and hashed (the rest came from cache).")
-    entries: list[LocalEntryView] = Field(description=f"At most {INDEX_PAGE} per page.")
+    entries: list[LocalEntryView] = Field(
+        description=f"At most {INDEX_PAGE} per page, fewer when they would not fit the reply."
+    )
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
 
     def summary(self) -> str:
@@ -94,31 +123,37 @@ class LocalIndexOut(ToolOutput):
         )
 
 
-def index_page(svc: SyncService, ix: IndexedFolder, token: str, after: str | None) -> LocalIndexOut:
-    """The page of `ix` after path `after` (None: the first), at most `INDEX_PAGE` entries;
-    its cursor carries `token` (`SyncService.remember_index`), the folder and the last path.
+def index_page(
+    svc: SyncService, ix: IndexedFolder, token: str, after: str | None, budget: int
+) -> LocalIndexOut:
+    """The page of `ix` after path `after` (None: the first): at most `INDEX_PAGE` entries
+    and what fits a reply of `budget` bytes; its cursor carries `token`
+    (`SyncService.remember_index`), the folder and the last path.
     """
     entries = ix.result.entries
     start = 0
     if after is not None:
         start = next((i for i, e in enumerate(entries) if e.path > after), len(entries))
-    page = entries[start : start + INDEX_PAGE]
-    more = start + INDEX_PAGE < len(entries)
+    views = [LocalEntryView.of(e) for e in entries[start : start + INDEX_PAGE]]
     f = ix.folder
-    nxt = None  # an empty folder (or only hidden names) is one empty page, not an error
-    if more and page:
-        nxt = encode_cursor(
-            "i1", [token, str(f.root.path), f.rel, ix.include_hidden, page[-1].path]
-        )
-    return LocalIndexOut(
+    out = LocalIndexOut(
         root=f.root.name,
         path=f.rel,
         digest_type=ix.digest_type,
         total_entries=len(entries),
         files_hashed=ix.result.hashed_count,
-        entries=[LocalEntryView.of(e) for e in page],
-        next_cursor=nxt,
+        entries=[],
+        next_cursor=None,
     )
+    longest = max((v.path for v in views), key=len, default="")
+    cursor_room = len(encode_cursor("i1", [token, str(f.root.path), f.rel, True, longest]))
+    n = fit(views, lambda v: v, room_for(budget, out) - cursor_room, INDEX_PAGE)
+    out.entries = views[:n]
+    if n and start + n < len(entries):  # an empty folder is one empty page, not an error
+        out.next_cursor = encode_cursor(
+            "i1", [token, str(f.root.path), f.rel, ix.include_hidden, views[n - 1].path]
+        )
+    return out
 
 
 # ---- sync_plan pages -----------------------------------------------------------------
@@ -236,42 +271,58 @@ def _folder_missing(meta: Mapping[str, Any], remote_path: str) -> bool:
     return bool(meta.get("remote_folder_missing")) and bool(remote_path)
 
 
-def plan_page(svc: SyncService, plan_id: int, offset: int) -> SyncPlanOut:
-    """The page of stored plan `plan_id` from item `offset`, at most `PLAN_PAGE` items in
-    the order the module docstring gives, flagged by the root's downloads policy.
+_ORDERS: OrderedDict[int, tuple[list[PlanOp | PlanReport], list[str], set[str]]] = OrderedDict()
+_ORDERS_LOCK = threading.Lock()
 
-    Raises:
-        NotFound: no such plan (or pruned after 7 days).
-    """
-    sp = svc.load_plan(plan_id)
+
+def _plan_order(sp: StoredPlan) -> tuple[list[PlanOp | PlanReport], list[str], set[str]]:
+    """The plan's items in page order, its plain downloads replacing a local file and
+    the conflicts whose keep_remote would (`replacing_downloads`); kept for the 4 plans
+    paged last, as a stored plan never changes (paging 100,000 items is then linear)."""
+    with _ORDERS_LOCK:
+        hit = _ORDERS.get(sp.id)
+    if hit is not None:
+        return hit
     p = sp.plan
     conflicts = [r for r in p.reports if r.kind == "conflict"]
     mkdirs = [o for o in p.ops if o.kind == "mkdir"]
     files = [o for o in p.ops if o.kind != "mkdir"]
     others = [r for r in p.reports if r.kind not in ("conflict", "skip")]
+    plain, kept = replacing_downloads(p, None)
     seq: list[PlanOp | PlanReport] = [*conflicts, *mkdirs, *files, *others]
+    got = (seq, plain, set(kept))
+    with _ORDERS_LOCK:
+        _ORDERS[sp.id] = got
+        while len(_ORDERS) > 4:
+            _ORDERS.popitem(last=False)
+    return got
+
+
+def plan_page(svc: SyncService, plan_id: int, offset: int, budget: int) -> SyncPlanOut:
+    """The page of stored plan `plan_id` from item `offset`: at most `PLAN_PAGE` items, in
+    the order the module docstring gives, and what fits a reply of `budget` bytes;
+    flagged by the root's downloads policy.
+
+    Raises:
+        NotFound: no such plan (or pruned after 7 days).
+    """
+    sp = svc.load_plan(plan_id)
+    seq, plain, kept = _plan_order(sp)
     page = seq[offset : offset + PLAN_PAGE]
-    more = offset + PLAN_PAGE < len(seq)
     policy = svc.settings.download_policy(Path(sp.pair.root_path))
     blocking = policy != "allow-overwrite"
-    plain, kept = replacing_downloads(p, None)
     counts = dict(sp.summary)
     dv: list[str] = []
     if _folder_missing(sp.meta, sp.pair.remote_path):  # propose_sync creates it first
         counts["mkdir"] = counts.get("mkdir", 0) + 1
         if offset == 0:
             dv.append(FOLDER_ITSELF)
-    cv: list[ConflictView] = []
-    ov: list[PlanOpView] = []
-    rv: list[ReportView] = []
+    views: list[ConflictView | str | PlanOpView | ReportView] = []
     for x in page:
         if isinstance(x, PlanOp):
-            if x.kind == "mkdir":
-                dv.append(x.path)
-            else:
-                ov.append(PlanOpView.of(x, policy))
+            views.append(x.path if x.kind == "mkdir" else PlanOpView.of(x, policy))
         elif x.kind == "conflict":
-            cv.append(
+            views.append(
                 ConflictView(
                     path=x.path,
                     conflict_kind=x.conflict_kind or "",
@@ -283,10 +334,10 @@ def plan_page(svc: SyncService, plan_id: int, offset: int) -> SyncPlanOut:
                 )
             )
         else:
-            rv.append(
+            views.append(
                 ReportView(path=x.path, kind=x.kind, detail=x.detail, blocked_by=x.blocked_by)
             )
-    return SyncPlanOut(
+    out = SyncPlanOut(
         plan_id=sp.id,
         created_at=sp.created_at.isoformat(),
         expires_at=sp.expires_at.isoformat(),
@@ -300,12 +351,25 @@ def plan_page(svc: SyncService, plan_id: int, offset: int) -> SyncPlanOut:
         download_policy=policy,
         downloads_blocked_by_policy=len(plain) if blocking else 0,
         policy_note=policy_note(sp.pair.root_path) if blocking and (plain or kept) else None,
-        conflicts=cv,
+        conflicts=[],
         dirs_to_create=dv,
-        ops=ov,
-        reports=rv,
-        next_cursor=encode_cursor("p1", [sp.id, offset + PLAN_PAGE]) if more else None,
+        ops=[],
+        reports=[],
+        next_cursor=encode_cursor("p1", [sp.id, len(seq)]),
     )
+    n = fit(views, lambda v: v, room_for(budget, out), PLAN_PAGE)
+    for v in views[:n]:
+        if isinstance(v, str):
+            out.dirs_to_create.append(v)
+        elif isinstance(v, ConflictView):
+            out.conflicts.append(v)
+        elif isinstance(v, PlanOpView):
+            out.ops.append(v)
+        else:
+            out.reports.append(v)
+    more = offset + n < len(seq)
+    out.next_cursor = encode_cursor("p1", [sp.id, offset + n]) if n and more else None
+    return out
 
 
 # ---- drive_changes pages -------------------------------------------------------------
@@ -325,7 +389,9 @@ class DriveChangesOut(ToolOutput):
     since: str | None = Field(description="When the anchor's listing was taken; null: none given.")
     entry_count: int = Field(description="Entries under the folder now.")
     counts: dict[str, int] = Field(description="added / changed / removed in total.")
-    changes: list[ChangeView] = Field(description=f"At most {CHANGES_PAGE} per page.")
+    changes: list[ChangeView] = Field(
+        description=f"At most {CHANGES_PAGE} per page, fewer when they would not fit the reply."
+    )
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
 
     def summary(self) -> str:
