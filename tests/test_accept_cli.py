@@ -257,7 +257,7 @@ def test_padded_sync_shows_every_flag_and_says_how_many_ops_are_not_listed(rig: 
     r = placet_cli("accept", str(pid), env=_env())
     assert r.returncode == 4 and "no_terminal" in r.stderr  # shown, then refused
     out = r.stdout
-    assert f"  ... and 61 more ops (see `placet show {pid}`" in out
+    assert f"  ... and 61 more ops (see `placet show {pid} --all`" in out
     assert "placet risk flags (261: 1 runs_code, 260 non_ascii_name):" in out
     flag_lines = [line for line in out.splitlines() if line.startswith("    ! ")]
     assert len(flag_lines) == 261

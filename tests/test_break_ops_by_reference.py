@@ -1,7 +1,7 @@
 """Breaker findings on sync ops stored by reference (docs/decisions.md, "A sync proposal's
-ops are stored by reference"). Each test states the behaviour the change promises and is
-marked xfail(strict=True) while the product code does not keep it: remove the mark with the
-fix."""
+ops are stored by reference"), each fixed: the executor binds the op rows to the request it
+hash-checked, `audit --verify` checks op rows, a malformed op row is a typed refusal, an
+accept binds the hash the owner was shown, and `placet accept` points at `show --all`."""
 
 from __future__ import annotations
 
@@ -87,12 +87,6 @@ def _swap_sql(rig: Rig, pid: int, names: list[str], pid_sql: str | None = None) 
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bind() hashes the record it was given, then Store.checked_ops re-reads the "
-    "request from the database and checks the op rows against *that* request's digest: "
-    "the executor runs ops whose digest the approved request hash does not cover",
-)
 def test_break_bind_runs_ops_of_a_request_it_did_not_hash(rig: Rig) -> None:
     shown = ["d000", "d001", "d002"]
     rec = _sync(rig, shown)
@@ -107,12 +101,6 @@ def test_break_bind_runs_ops_of_a_request_it_did_not_hash(rig: Rig) -> None:
     pytest.fail(f"bind returned ops the owner never saw: {[o.remote_path for o in plan.ops]}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Store.claim returns the row through RETURNING, which does not show a trigger's "
-    "changes; bind checks that stale copy's hash, then load_plan reads the trigger's request "
-    "and op rows: `placet accept --yes` executes ops the owner was never shown",
-)
 def test_break_a_trigger_swaps_the_ops_between_claim_and_bind(rig: Rig) -> None:
     assert rig.remote_dir is not None
     rec = _sync(rig, ["d000", "d001", "d002"])
@@ -132,33 +120,24 @@ def test_break_a_trigger_swaps_the_ops_between_claim_and_bind(rig: Rig) -> None:
     ran = sorted(os.listdir(rig.remote_dir))
     # ... and when it ends the trigger puts the shown ops back: the audit chain verifies.
     verified = placet_cli("audit", "--verify", env=dict(os.environ))
-    assert ran == ["d000", "d001", "d002"], (ran, verified.stdout, r.stdout + r.stderr)
+    # The executor checks the op rows against the request it hash-checked: refused, and
+    # no op the owner was not shown ran.
+    assert not [n for n in ran if n.startswith("evil")], (ran, verified.stdout, r.stderr)
+    assert "request_altered" in r.stderr or "altered" in r.stdout + r.stderr, r.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verify_chain cross-checks each proposal's request against its creation event "
-    "but never its proposal_op rows against the request's ops_digest: an edited op, which "
-    "was an audit failure while ops were inline, now verifies clean",
-)
 def test_break_audit_verify_misses_an_edited_op_row(rig: Rig) -> None:
     rec = _sync(rig, ["d000", "d001", "d002"])
     op = rig.store.ops(rec.id, start=1, limit=1)[0] | {"remote_path": "elsewhere"}
     _sql(rig, f"UPDATE proposal_op SET op = {_q(canonical_json(op))} "
               f"WHERE proposal_id = {rec.id} AND op_index = 1;")  # fmt: skip
     with pytest.raises(PolicyRefused):
-        rig.store.checked_ops(rec.id)  # the executor does see it
+        rig.store.checked_ops(rec.id, rec.request)  # the executor does see it
     assert not rig.store.verify_audit().ok
     r = placet_cli("audit", "--verify", env=dict(os.environ))
     assert r.returncode != 0, r.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Store.ops / Store.checked_ops json.loads each op row before any check: a row "
-    "that is not JSON raises a bare JSONDecodeError (a traceback from `placet show`, "
-    "`placet accept`), not PolicyRefused request_altered",
-)
 def test_break_an_op_row_that_is_not_json_is_a_typed_refusal(rig: Rig) -> None:
     rec = _sync(rig, ["d000", "d001", "d002"])
     _sql(rig, f"UPDATE proposal_op SET op = '{{not json' "
@@ -169,16 +148,10 @@ def test_break_an_op_row_that_is_not_json_is_a_typed_refusal(rig: Rig) -> None:
         r = placet_cli(*args, env=dict(os.environ))
         assert "Traceback" not in r.stderr, (args, r.stderr[-400:])
     with pytest.raises(PolicyRefused) as refused:
-        rig.store.checked_ops(rec.id)
+        rig.store.checked_ops(rec.id, rec.request)
     assert refused.value.error_code == "request_altered"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the review UI's accept of a small sync calls check_before_accept on the event "
-    "loop; it catches PlacetError only, so the JSONDecodeError of a non-JSON op row ends "
-    "the whole app instead of refusing the proposal",
-)
 @pytest.mark.asyncio
 @pytest.mark.timeout(60)
 async def test_break_review_ui_accept_of_a_non_json_op_row_is_refused_not_a_crash(
@@ -204,13 +177,6 @@ async def test_break_review_ui_accept_of_a_non_json_op_row_is_refused_not_a_cras
         store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pre-existing (not from this change): Decisions.accept records cur.request_hash, "
-    "never compares it with the hash the caller showed (detail.request_hash); `placet "
-    "accept` checks only after the approval is committed, leaving it approved and bound to "
-    "the changed request, which a later `placet accept ID` runs without any code",
-)
 def test_break_accept_binds_the_hash_it_was_shown_not_the_current_one(rig: Rig) -> None:
     assert rig.remote_dir is not None
     rec = _sync(rig, ["d000", "d001", "d002"])
@@ -229,12 +195,6 @@ def test_break_accept_binds_the_hash_it_was_shown_not_the_current_one(rig: Rig) 
     assert (status, sorted(os.listdir(rig.remote_dir))) == ("pending", []), r.stdout[-300:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`placet accept` lists 200 ops and sends the owner to `placet show ID` for the "
-    "rest, but `placet show ID` now prints only the first 20 (the rest need --all): the "
-    "pointer leads to a view that does not list the ops being approved",
-)
 def test_break_accept_points_to_a_view_that_lists_the_remaining_ops(rig: Rig) -> None:
     n = 250
     rec = _sync(rig, [f"d{i:03d}" for i in range(n)])

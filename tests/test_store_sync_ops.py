@@ -90,7 +90,7 @@ def test_ops_are_rows_and_the_request_carries_counts_bytes_and_digest(rig: Rig) 
     assert store.ops(rec.id, start=1, limit=2) == dumped[1:3]
     assert store.ops(rec.id, start=4) == []
     assert list(store.iter_ops(rec.id, page=3)) == dumped
-    assert store.checked_ops(rec.id) == dumped
+    assert store.checked_ops(rec.id, rec.request) == dumped
     # The same ops again are the same pending proposal (the digest is in the hash).
     again, created = store.create_proposal(
         kind="sync", request=SyncRequest(plan_id=1, root=rig.root.to_ref(), local_path="",
@@ -109,7 +109,7 @@ def test_an_edited_op_row_makes_the_executor_and_accept_refuse(rig: Rig) -> None
          canonical_json(changed), rec.id)  # fmt: skip
     assert rig.store.ops(rec.id, start=2, limit=1)[0]["remote_path"] == "elsewhere"
     with pytest.raises(PolicyRefused) as refused:
-        rig.store.checked_ops(rec.id)
+        rig.store.checked_ops(rec.id, rec.request)
     assert refused.value.error_code == "request_altered"
 
     # `placet accept` refuses before it asks for anything, and leaves it pending.

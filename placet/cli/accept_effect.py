@@ -111,8 +111,8 @@ def ops_lines(
         out += lines
     if len(ops) > len(shown):
         out.append(
-            f"  ... and {len(ops) - len(shown)} more ops (see `placet show {record.id}`; "
-            "every op's risk flags are listed below)"
+            f"  ... and {len(ops) - len(shown)} more ops (see `placet show {record.id} "
+            "--all`; every op's risk flags are listed below)"
         )
     return out
 

@@ -85,7 +85,8 @@ def load_plan(store: Store, record: ProposalRecord) -> Plan:
     """
     if not is_by_reference(record.kind, record.request):
         return plan_for(record.kind, record.request, record.evidence)
-    return plan_for(record.kind, record.request, record.evidence, store.checked_ops(record.id))
+    ops = store.checked_ops(record.id, record.request)  # the request `bind` hash-checked
+    return plan_for(record.kind, record.request, record.evidence, ops)
 
 
 def plan_for(

@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from placet.requests import canonical_json, request_hash
+from placet.requests import canonical_json, ops_digest, request_hash
 from placet.store.db import dt_text, raw
 from placet.store.models import AUDIT_EVENT, PROPOSAL
 from placet.store.records import AuditVerification
@@ -246,6 +246,9 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
                 f"proposal {p.id}'s stored request no longer hashes to the request hash "
                 f"its creation event (id {created[0]}) recorded",
             )
+        altered = _ops_altered(conn, p.id, json.loads(p.request))
+        if altered:
+            return AuditVerification(False, count, created[0], altered)
 
     if malformed:
         return AuditVerification(
@@ -261,3 +264,20 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
         )
     head = f", head {prev[:16]}…" if count else ""
     return AuditVerification(True, count, None, f"{count} events verified{head}")
+
+
+def _ops_altered(conn: Connection, pid: int, request: dict[str, Any]) -> str | None:
+    """Why a by-reference sync's op rows no longer match the `ops_digest` and `op_count`
+    its (hash-checked) request binds, or None (docs/design.md section 4)."""
+    bound = request.get("ops_digest")
+    if not isinstance(bound, str):
+        return None
+    rows = conn.exec_driver_sql(
+        "SELECT op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index", (pid,)
+    ).all()
+    if len(rows) != request.get("op_count") or ops_digest(str(t) for (t,) in rows) != bound:
+        return (
+            f"proposal {pid}'s {len(rows)} stored ops no longer hash to the ops digest its "
+            "request binds: they were altered outside the store"
+        )
+    return None

@@ -23,7 +23,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -100,6 +100,25 @@ def _proposal(row: Row[Any]) -> ProposalRecord:
 
 def _now(now: datetime | None) -> datetime:
     return utcnow() if now is None else as_utc(now)
+
+
+def _altered(pid: int, what: str, details: dict[str, Any]) -> PolicyRefused:
+    return PolicyRefused(
+        f"refusing to use proposal {pid}: {what}; its ops were altered in the database: discard it",
+        code="request_altered",
+        details={"proposal_id": pid, **details},
+    )
+
+
+def _op_json(pid: int, text: str) -> dict[str, Any]:
+    """One stored op row as its JSON object. Raises PolicyRefused (``request_altered``)."""
+    try:
+        op = json.loads(text)
+    except ValueError:
+        op = None
+    if not isinstance(op, dict):
+        raise _altered(pid, "an op row is not a JSON object", {"row": text[:80]})
+    return op
 
 
 class StoreBase:
@@ -361,14 +380,14 @@ class StoreBase:
         page starts at `start + len(page)` (stored ops never change). Unverified (a
         display read): the executor reads them with `checked_ops`.
 
-        Raises NotFound.
+        Raises NotFound; PolicyRefused (``request_altered``): a row is not a JSON object.
         """
 
         def rd(conn: Connection) -> builtins.list[dict[str, Any]]:
             kind, request = self._request(conn, pid)
             if is_by_reference(kind, request):
                 rows = raw(conn).execute(_OPS_SQL, (pid, -1 if limit is None else limit, start))
-                return [json.loads(t) for (t,) in rows]
+                return [_op_json(pid, t) for (t,) in rows]
             ops = request.get("ops") if kind == "sync" else None
             inline = [o for o in (ops if isinstance(ops, list) else []) if isinstance(o, dict)]
             return inline[start:] if limit is None else inline[start : start + limit]
@@ -386,41 +405,39 @@ class StoreBase:
                 return
             start += len(batch)
 
-    def checked_ops(self, pid: int) -> builtins.list[dict[str, Any]]:
-        """Every op of the sync proposal `pid`, verified against its request: by
-        reference, the rows (read in the same snapshot as the request) must be exactly
-        `op_count`, numbered as stored, and hash to `ops_digest`
-        (`placet.requests.ops_digest`); inline, the request hash already covers them.
-        What the executor runs and `placet accept` shows. [] for the other kinds.
+    def checked_ops(self, pid: int, request: Mapping[str, Any]) -> builtins.list[dict[str, Any]]:
+        """Every op of the sync proposal `pid`, verified against `request`: the request the
+        caller holds and has already bound (its hash checked against the approval, or the
+        one the owner is shown), never one read again here, so a row or request rewritten
+        in the database after that check cannot slip in (docs/design.md section 4). By
+        reference, the op rows must be exactly `request["op_count"]`, valid JSON objects
+        numbered as stored, and hash to `request["ops_digest"]` (`placet.requests.ops_digest`);
+        inline, the ops are the request's own, which its hash covers. What the executor
+        runs and `placet accept` shows. [] for a request with neither.
 
         Raises:
             NotFound.
-            PolicyRefused (``request_altered``): the stored ops no longer match.
+            PolicyRefused (``request_altered``): the stored ops no longer match `request`.
         """
-
-        def rd(conn: Connection) -> tuple[dict[str, Any], builtins.list[tuple[int, str]]]:
-            kind, request = self._request(conn, pid)
-            if not is_by_reference(kind, request):
-                return request if kind == "sync" else {}, []
-            return request, [(int(i), str(t)) for i, t in raw(conn).execute(_OP_ROWS_SQL, (pid,))]
-
-        request, rows = self._read(f"reading the ops of proposal {pid}", rd)
         if "ops_digest" not in request:
             ops = request.get("ops")
-            return ops if isinstance(ops, list) else []
+            return [o for o in ops if isinstance(o, dict)] if isinstance(ops, list) else []
+
+        def rd(conn: Connection) -> builtins.list[tuple[int, str]]:
+            self._row(conn, pid)  # raises NotFound
+            return [(int(i), str(t)) for i, t in raw(conn).execute(_OP_ROWS_SQL, (pid,))]
+
+        rows = self._read(f"reading the ops of proposal {pid}", rd)
+        bound = str(request["ops_digest"])
         now = ops_digest(t for _, t in rows)
-        ops = [json.loads(t) for _, t in rows]
-        numbered = all(
-            isinstance(o, dict) and o.get("index") == i for (i, _), o in zip(rows, ops, strict=True)
-        )
-        if now != request["ops_digest"] or len(rows) != request.get("op_count") or not numbered:
-            raise PolicyRefused(
-                f"refusing to execute proposal {pid}: its {len(rows)} stored ops hash to "
-                f"{now[:16]}..., not to the {str(request['ops_digest'])[:16]}... its request "
-                "binds (or are not numbered as stored); they were altered in the database: "
-                "discard it",
-                code="request_altered",
-                details={"proposal_id": pid, "stored": request["ops_digest"], "now": now},
+        ops = [_op_json(pid, t) for _, t in rows]
+        numbered = all(o.get("index") == i for (i, _), o in zip(rows, ops, strict=True))
+        if now != bound or len(rows) != request.get("op_count") or not numbered:
+            raise _altered(
+                pid,
+                f"its {len(rows)} stored ops hash to {now[:16]}..., not to the {bound[:16]}... "
+                "its request binds (or are not numbered as stored)",
+                {"stored": bound, "now": now},
             )
         return ops
 

@@ -332,7 +332,11 @@ class Decisions(StoreBase):
         `[]` when every op was kept), and the executor journals those ops `skipped`
         without touching anything for them (DESIGN.md section 9, "Op results").
 
-        Raises NotFound, Expired, WrongState; UsageError `skip_invalid` (skip_ops on
+        `detail["request_hash"]`, when given, is the hash the owner was shown: a proposal
+        that no longer has it is refused and nothing is approved.
+
+        Raises NotFound, Expired, WrongState; PolicyRefused `not_approved_as_shown`;
+        UsageError `skip_invalid` (skip_ops on
         another kind, not a list of integers, or naming an op the request does not
         have) or `nothing_selected` (every op unticked: discard it instead).
         """
@@ -349,7 +353,18 @@ class Decisions(StoreBase):
                 skip,
                 lambda: {int(i) for (i,) in raw(conn).execute(_OP_INDEXES_SQL, (pid,))},
             )
-            guard: tuple[Any, ...] = ()
+            shown = given.get("request_hash")
+            if shown is not None and shown != cur.request_hash:
+                # The decision binds what the owner was shown, never what the row holds
+                # now (docs/design.md section 9, "Accept binds to what was shown").
+                raise PolicyRefused(
+                    f"refusing to accept proposal {pid}: it changed after it was shown "
+                    f"(request hash {cur.request_hash[:16]}..., shown {str(shown)[:16]}...); "
+                    "nothing was approved: review it again",
+                    code="not_approved_as_shown",
+                    details={"proposal_id": pid, "shown": shown, "now": cur.request_hash},
+                )
+            guard: tuple[Any, ...] = (P.request_hash == cur.request_hash,)
             if cur.status == lc.PENDING:
                 if cur.expires_at <= now:
                     raise Expired(
@@ -357,7 +372,7 @@ class Decisions(StoreBase):
                         f"{cur.expires_at.isoformat()}; ask the agent to propose again",
                         details={"proposal_id": pid, "expires_at": cur.expires_at.isoformat()},
                     )
-                guard = (P.expires_at > now,)
+                guard = (*guard, P.expires_at > now)
             return self._cas(
                 conn,
                 heads,

@@ -114,7 +114,7 @@ def check_before_accept(
     ops = None
     if is_by_reference(record.kind, record.request):
         try:
-            ops = store.checked_ops(record.id)
+            ops = store.checked_ops(record.id, record.request)
         except PlacetError as e:
             return e, None
     return refusal_before_accept(settings, record, ops), ops

@@ -105,14 +105,18 @@ class OpsTable(DataTable[Text]):
 
     @work(thread=True, exclusive=True, group="ops-window", exit_on_error=False)
     def _read(self, store: Store, record: ProposalRecord, base: int, cursor: int) -> None:
+        root = record.request.get("root")
         try:
             raw = store.ops(record.id, start=base, limit=WINDOW)
+            ops = [effect_op(o, root if isinstance(root, dict) else None, base + i)
+                   for i, o in enumerate(raw)]  # fmt: skip
         except PlacetError as e:
             self.app.call_from_thread(self._failed, e)
             return
-        root = record.request.get("root")
-        ops = [effect_op(o, root if isinstance(root, dict) else None, base + i)
-               for i, o in enumerate(raw)]  # fmt: skip
+        except Exception as e:  # a malformed stored op must not stop later window loads
+            why = f"the ops of proposal {record.id} cannot be shown ({type(e).__name__}: {e})"
+            self.app.call_from_thread(self._failed, PlacetError(why, code="request_invalid"))
+            return
         self.app.call_from_thread(self._apply, record.id, base, ops, cursor)
 
     def _failed(self, e: PlacetError) -> None:
