@@ -29,6 +29,8 @@ memory stays at the cap plus one read. The cap is sized on the largest legitimat
 16 MiB carries a decision for every file of a full plan at paths averaging 150 bytes
 (8 MiB would stop at 66, common in deep trees). Every other tool takes a few paths and a
 reason of 200 characters. A request past the cap is refused as a whole, never cut.
+A complete line nested deeper than `wire.MAX_NESTING_DEPTH` is refused the same way
+before any parser sees it (`wire.too_deep`, one pass over the line's brackets).
 """
 
 from __future__ import annotations
@@ -47,7 +49,14 @@ from mcp.types import INVALID_REQUEST, ErrorData
 
 from placet.server.flow import GatedReadStream, GatedWriteStream, RequestGate
 from placet.server.framework import PlacetMCP
-from placet.server.wire import LineLog, Refused, ScreenedReadStream, recover_id
+from placet.server.wire import (
+    LineLog,
+    Refused,
+    ScreenedReadStream,
+    recover_id,
+    too_deep,
+    too_deep_error,
+)
 
 log = logging.getLogger("placet.server")
 
@@ -128,7 +137,11 @@ class StdinLines:
         head = bytes(self.buf[:ID_PREFIX_BYTES])
         del self.buf[: end + 1]
         self.scanned = 0
-        return line if line is not None else _too_long(recover_id(head))
+        if line is None:
+            return _too_long(recover_id(head))
+        if too_deep(line):
+            return too_deep_error(recover_id(head))
+        return line
 
     def _drop(self, chunk: bytes) -> Refused | None:
         """Discard `chunk` up to the end of the line being dropped."""
@@ -158,7 +171,7 @@ class StdinLines:
                 if got is None:
                     continue
             if isinstance(got, Refused):
-                log.warning("refused a stdin line of over %d bytes", self.max_line)
+                log.warning("refused a stdin line: %s", got.error.message)
                 self.lines.entries.append(got)
                 return "\n"
             if not got.strip():
