@@ -288,6 +288,7 @@ async def propose_sync(
     download would replace a local file while the root's policy is downloads = new-only.
     Each op re-checks what the plan saw when it runs; a file changed since is reported
     stale and left alone.
+    If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
