@@ -123,6 +123,11 @@ def test_brackets_inside_strings_do_not_count(raw: Raw) -> None:
         raw.send(f'{{"jsonrpc": "2.0", "id": 7, "method": "ping", '
                  f'"params": {{"_meta": {{"x": "{text}"}}}}}}')  # fmt: skip
         assert raw.recv() == {"jsonrpc": "2.0", "id": 7, "result": {}}
+    # an unterminated string: the parser stops at it, so its brackets are no depth
+    raw.send('{"jsonrpc": "2.0", "id": 8, "method": "ping", "params": "' + "[" * 100_000)
+    reply = raw.recv()
+    assert reply["id"] is None and reply["error"]["code"] == -32700
+    raw.ping(9)
 
 
 def test_deep_client_info_is_refused_and_a_later_initialize_succeeds(
