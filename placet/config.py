@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from placet.errors import ConfigError
 from placet.text import inert
@@ -55,8 +62,10 @@ class Settings(BaseModel):
     rclone_path: Path | None = None
     """Absolute path to the rclone binary; None means the one beside the interpreter."""
     default_ttl_minutes: int = Field(30, ge=5, le=30)
-    min_ttl_minutes: int = 5
     max_ttl_minutes: int = Field(30, ge=5, le=30)
+    min_ttl_minutes: int = Field(5, ge=1)
+    """At least 1 and at most `max_ttl_minutes` (declared after it, so it is checked
+    against the value in effect)."""
     max_extend_hours: int = Field(24, ge=1, le=24)
     pending_per_bridge: int = Field(100, ge=1)
     pending_total: int = Field(1000, ge=1)
@@ -92,6 +101,14 @@ class Settings(BaseModel):
     """Most stored bytes of all plans, and of all snapshots."""
     allow_yes: bool = False
     roots: dict[str, RootPolicy] = Field(default_factory=dict)
+
+    @field_validator("min_ttl_minutes")
+    @classmethod
+    def _min_ttl_within_max(cls, value: int, info: ValidationInfo) -> int:
+        top = info.data.get("max_ttl_minutes")
+        if isinstance(top, int) and value > top:
+            raise ValueError(f"must be at most max_ttl_minutes ({top})")
+        return value
 
     @property
     def default_drive_dir(self) -> Path:

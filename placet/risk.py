@@ -100,6 +100,8 @@ RUNS_CODE_RULES: tuple[CodeRule, ...] = tuple(CodeRule(k, tuple(p), w) for k, p,
     ("name", [".gitconfig", ".gitmodules"], "git's user config names commands (aliases, "
      "core.pager, credential helpers); submodule URLs are fetched on update"),
     ("folder", [".config/git/"], "git's XDG user config: the same commands as ~/.gitconfig"),
+    ("path", [".config/gh/config.yml"],
+     "GitHub CLI aliases that start with '!' run shell commands on `gh <alias>`"),
     ("folder", [".hg/"], "Mercurial runs the hooks in a repository's .hg/hgrc"),
     ("name", [".hgrc"], "Mercurial runs the hooks and extensions named here"),
     # --- coding agents and editors
@@ -190,6 +192,21 @@ RUNS_CODE_RULES: tuple[CodeRule, ...] = tuple(CodeRule(k, tuple(p), w) for k, p,
      "npm, yarn, pnpm, bun and composer run install scripts and hooks, and the script "
      "shell, yarnPath or preload these name"),
     ("folder", [".yarn/releases/", ".yarn/plugins/"], "yarn runs the release and plugins here"),
+    ("name", ["eslint.config.js", "eslint.config.mjs", "eslint.config.cjs", "eslint.config.ts",
+              "eslint.config.mts", "eslint.config.cts", ".eslintrc.js", ".eslintrc.cjs"],
+     "ESLint runs this JavaScript config, and the plugins it imports, on every lint and in "
+     "editors as files open"),
+    ("name", ["*.config.js", "*.config.mjs", "*.config.cjs", "*.config.ts", "*.config.mts",
+              "*.config.cts"],
+     "JavaScript tools (jest, vite, vitest, webpack, rollup, babel, postcss, tailwind, "
+     "prettier, next, nuxt, svelte, astro, playwright) run their own config module on "
+     "build, test, format or dev-server start"),
+    ("name", [".*rc.js", ".*rc.cjs", ".*rc.mjs", ".*rc.ts", ".*rc.mts", ".*rc.cts"],
+     "JavaScript tools (prettier, babel, mocha, stylelint, lint-staged, postcss, commitlint) "
+     "run their own rc module on format, build, test or commit"),
+    ("name", ["rust-toolchain.toml", "rust-toolchain"],
+     "rustup reads it on every cargo or rustc call in the folder: its 'path' runs a custom "
+     "toolchain, its channel and components are installed"),
     ("name", ["mise.toml", ".mise.toml", "mise.*.toml", ".mise.*.toml", ".tool-versions"],
      "mise runs hooks and env scripts on cd; a 'path:' version puts a folder on PATH"),
     ("folder", [".mise/", ".config/mise/"], "mise's configuration, as mise.toml"),

@@ -27,7 +27,15 @@ import unicodedata
 
 from placet.errors import UsageError
 
-__all__ = ["ascii_escape", "inert", "inert_with_ascii", "is_unsafe_char", "one_line_reason"]
+__all__ = [
+    "ascii_escape",
+    "cell_width",
+    "fit_cells",
+    "inert",
+    "inert_with_ascii",
+    "is_unsafe_char",
+    "one_line_reason",
+]
 
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn"})
 # Letters that render as nothing: used to forge "identical" names.
@@ -88,6 +96,32 @@ def inert_with_ascii(s: str) -> str:
     if plain == shown:  # every non-ASCII character was already shown escaped (bidi, ...)
         return shown
     return f"{shown} (ASCII: {plain})"
+
+
+def _cells(c: str) -> int:
+    if unicodedata.combining(c):
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+
+
+def cell_width(s: str) -> int:
+    """Terminal cells `s` takes: wide and fullwidth letters 2, combining marks 0, else 1
+    (for text already made `inert`: no control or format characters)."""
+    return len(s) if s.isascii() else sum(_cells(c) for c in s)
+
+
+def fit_cells(s: str, cols: int, ellipsis: str = "\u2026") -> str:
+    """`s` cut to at most `cols` terminal cells (`cell_width`), ending in `ellipsis` (one
+    cell per character) when cut; unchanged when it fits."""
+    if cell_width(s) <= cols:
+        return s
+    out, used, room = [], 0, cols - len(ellipsis)
+    for c in s:
+        if used + _cells(c) > room:
+            break
+        out.append(c)
+        used += _cells(c)
+    return "".join(out) + ellipsis[: max(0, cols - used)]
 
 
 def one_line_reason(s: str, limit: int = _REASON_LIMIT) -> str:

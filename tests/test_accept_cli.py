@@ -176,6 +176,27 @@ def test_a_proposal_left_approved_is_executed_without_asking(rig: Rig) -> None:
     assert (rig.remote_dir / "left.txt").read_bytes() == b"left approved"
 
 
+def test_an_approval_set_in_the_database_is_not_executed_and_verify_names_it(rig: Rig) -> None:
+    import sqlite3
+
+    assert rig.remote_dir is not None
+    rig.write("forged.txt", b"never approved")
+    rec = rig.upload("forged.txt")
+    events = len(rig.store.audit_events())
+    con = sqlite3.connect(rig.settings.db_path)
+    con.execute("UPDATE proposal SET status = 'approved' WHERE id = ?", (rec.id,))
+    con.commit()
+    con.close()
+    r = placet_cli("accept", str(rec.id), env=_env())
+    assert r.returncode == 4, (r.stdout, r.stderr)
+    assert "no approval by the owner is recorded" in r.stderr
+    assert not (rig.remote_dir / "forged.txt").exists()
+    assert rig.store.get(rec.id).status == "approved"
+    assert len(rig.store.audit_events()) == events  # no claim, no failure written
+    v = placet_cli("audit", "--verify", env=_env())
+    assert v.returncode == 6 and "changed outside the store" in v.stdout, v.stdout
+
+
 def test_executing_proposal_is_not_taken_over(rig: Rig) -> None:
     from placet.store import LeaseHolder
 

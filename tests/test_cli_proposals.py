@@ -5,6 +5,7 @@ the terminal are checked, not only the text."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,8 +24,10 @@ HOSTILE_NAME = "notes\u202etxt.sh"
 CONTROL_BYTES = [b"\x1b", b"\x07", "\u202e".encode()]
 
 
-def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-    r = subprocess.run([PLACET, *args], capture_output=True, timeout=60)
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    r = subprocess.run(
+        [PLACET, *args], capture_output=True, timeout=60, env={**os.environ, **(env or {})}
+    )
     assert b"Traceback" not in r.stderr, r.stderr.decode()
     return r
 
@@ -62,6 +65,8 @@ def test_version() -> None:
 def test_list_empty_then_filtered_and_json(store: Store) -> None:
     r = run("list")
     assert r.returncode == 0 and b"no proposals" in r.stdout
+    r = run("list", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [] and r.stdout == b"[]\n"
     a = _propose(store, "a", ttl_seconds=600)
     b = _propose(store, "b", ttl_seconds=600)
     store.discard(b)
@@ -69,13 +74,30 @@ def test_list_empty_then_filtered_and_json(store: Store) -> None:
     assert r.returncode == 0
     text = r.stdout.decode()
     assert "docs/a" in text and "pending" in text and "discarded" in text
-    rows = _lines(run("list", "--json"))
+    listed = run("list", "--json").stdout
+    rows = json.loads(listed)
     assert [(p["id"], p["status"]) for p in rows] == [(a, "pending"), (b, "discarded")]
-    assert [p["id"] for p in _lines(run("list", "--status", "pending", "--json"))] == [a]
-    assert [p["id"] for p in _lines(run("list", "--status", "discarded,pending", "--json"))] == [
-        a,
-        b,
-    ]
+    assert listed.count(b"\n") == 2  # a proposal per line
+    assert [p["id"] for p in json.loads(run("list", "--status", "pending", "--json").stdout)] == [a]
+    both = json.loads(run("list", "--status", "discarded,pending", "--json").stdout)
+    assert [p["id"] for p in both] == [a, b]
+
+
+@pytest.mark.parametrize("cols", [60, 100, 200])
+def test_list_rows_never_exceed_the_terminal_width(store: Store, cols: int) -> None:
+    from placet.text import cell_width
+
+    _propose(store, "caf\u00e9-" * 280, ttl_seconds=600)  # 1,700 characters, non-ASCII
+    _propose(store, "\u6f22\u5b57" * 400, ttl_seconds=600)  # wide letters: 2 cells each
+    _propose(store, "short", reason="r" * 500, ttl_seconds=600)
+    r = run("list", env={"COLUMNS": str(cols)})
+    assert r.returncode == 0
+    lines = r.stdout.decode().splitlines()
+    assert len(lines) == 4
+    assert max(cell_width(line) for line in lines) <= cols
+    assert all(line.endswith("\u2026") for line in lines[1:]), lines
+    if cols >= 200:
+        assert "docs/caf\u00e9-caf\u00e9" in lines[1] and "docs/short" in lines[3]
 
 
 def test_unknown_status_is_a_usage_error() -> None:
@@ -238,14 +260,15 @@ def run_cols(cols: int, *args: str) -> str:
     return r.stdout.decode()
 
 
-def test_list_reason_uses_the_terminal_width_with_a_minimum_of_60(store: Store) -> None:
+def test_list_reason_uses_the_terminal_width(store: Store) -> None:
     reason = "r" * 150 + " the end"
     _propose(store, "wide", reason=reason, ttl_seconds=600)
     wide = run_cols(300, "list")
     assert reason in wide and "…" not in wide.splitlines()[-1]
+    middle = run_cols(120, "list").splitlines()[-1]
+    assert len(middle) == 120 and middle.endswith("r…")  # cut, and marked
     narrow = run_cols(40, "list").splitlines()[-1]
-    shown = narrow.split("r" * 10, 1)[1]
-    assert shown.endswith("…") and len("r" * 10 + shown) == 60  # the minimum, marked cut
+    assert len(narrow) == 40 and narrow.endswith("…") and "rrr" not in narrow
 
 
 def test_list_shows_expired_as_expired_not_zero_seconds_ago(store: Store) -> None:

@@ -79,6 +79,9 @@ def test_closed_stdout_is_quiet(tmp_path: Path) -> None:
         ("transfers = 99\n", "transfers"),
         ("plan_entry_cap = 1000001\n", "plan_entry_cap"),
         ("[roots.proj_1]\ndownloads = 3\n", "roots.proj_1.downloads"),
+        ("min_ttl_minutes = 0\n", "min_ttl_minutes"),
+        ("min_ttl_minutes = 31\n", "min_ttl_minutes"),
+        ("max_ttl_minutes = 10\nmin_ttl_minutes = 20\n", "min_ttl_minutes"),
     ],
 )
 def test_invalid_setting_names_the_toml_key_and_the_file(

@@ -59,6 +59,33 @@ FLAGGED = [
     (PROJ, "gradle/wrapper/gradle-wrapper.properties",
      "gradle/wrapper/gradle-wrapper.properties"),
     (PROJ, "Cargo.toml", "cargo.toml"),
+    # JavaScript and TypeScript tool configs: modules the tool imports and runs
+    (PROJ, "eslint.config.js", "eslint.config.js"),
+    (PROJ, "web/eslint.config.mjs", "eslint.config.mjs"),
+    (PROJ, "eslint.config.ts", "eslint.config.ts"),
+    (PROJ, ".eslintrc.js", ".eslintrc.js"),
+    (PROJ, ".eslintrc.cjs", ".eslintrc.cjs"),
+    (PROJ, "jest.config.js", "*.config.js"),
+    (PROJ, "vite.config.ts", "*.config.ts"),
+    (PROJ, "vitest.config.mts", "*.config.mts"),
+    (PROJ, "webpack.config.cjs", "*.config.cjs"),
+    (PROJ, "rollup.config.mjs", "*.config.mjs"),
+    (PROJ, "babel.config.js", "*.config.js"),
+    (PROJ, "postcss.config.cjs", "*.config.cjs"),
+    (PROJ, "tailwind.config.ts", "*.config.ts"),
+    (PROJ, "next.config.mjs", "*.config.mjs"),
+    (PROJ, "nuxt.config.ts", "*.config.ts"),
+    (PROJ, "svelte.config.js", "*.config.js"),
+    (PROJ, "astro.config.mjs", "*.config.mjs"),
+    (PROJ, "prettier.config.js", "*.config.js"),
+    (PROJ, "app/Vite.Config.CTS", "*.config.cts"),
+    (PROJ, ".prettierrc.js", ".*rc.js"),
+    (PROJ, ".prettierrc.mjs", ".*rc.mjs"),
+    (PROJ, ".babelrc.cjs", ".*rc.cjs"),
+    (PROJ, ".mocharc.ts", ".*rc.ts"),
+    # rustup: a toolchain file's `path` runs a custom toolchain
+    (PROJ, "rust-toolchain.toml", "rust-toolchain.toml"),
+    (PROJ, "crates/x/rust-toolchain", "rust-toolchain"),
     # bare repositories and hooks by name
     (PROJ, "mirror.git/hooks/post-receive", "*.git/hooks/"),
     ("/home/me/srv/repo.git", "hooks/pre-receive", "*.git/hooks/"),
@@ -67,6 +94,8 @@ FLAGGED = [
     # home-directory configuration
     ("/home/me/.config/git", "config", ".config/git/"),
     (HOME_DOT, ".config/git/config", ".config/git/"),
+    (HOME_DOT, ".config/gh/config.yml", ".config/gh/config.yml"),
+    ("/home/me/.config/gh", "config.yml", ".config/gh/config.yml"),
     (HOME_DOT, ".gitconfig", ".gitconfig"),
     ("/home/me/.config/nvim", "init.lua", ".config/nvim/"),
     (HOME_DOT, ".config/fish/config.fish", ".config/fish/"),
@@ -123,6 +152,14 @@ NOT_FLAGGED = [
     ("/srv/etc-backup", "notes.txt"),  # /etc only at the start of an absolute path
     ("/home/me/proj/etc", "hosts"),
     (HOME_DOT, "vimrc.md"),
+    (PROJ, "src/config.js"),  # no <tool>. before .config
+    (PROJ, "jest.config.json"),  # JSON is read, not run
+    (PROJ, ".eslintrc.json"),
+    (PROJ, ".prettierrc"),
+    (PROJ, "src/rc.js"),  # not a dotfile
+    (PROJ, "docs/rust-toolchain.md"),
+    (HOME_DOT, ".config/gh/README.md"),
+    (PROJ, "gh/config.yml"),  # not under .config
 ]
 
 

@@ -33,13 +33,6 @@ def ws(tmp_path: Path, placet_home: Path) -> Workspace:
     return make_workspace(tmp_path, placet_home)
 
 
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")  # pragma: no cover
-
-
 def _line(msg: dict[str, Any]) -> bytes:
     return json.dumps(msg).encode() + b"\n"
 
@@ -48,7 +41,9 @@ def _line(msg: dict[str, Any]) -> bytes:
 
 
 @pytest.mark.timeout(300)
-def test_unread_flood_keeps_memory_bounded_and_the_server_answers_after(ws: Workspace) -> None:
+def test_unread_flood_stops_the_reading_and_the_server_answers_after(ws: Workspace) -> None:
+    """Back-pressure: with its answers unread the server stops reading stdin (so it holds
+    a bounded amount; bench/server_memory.py measures how much), then answers every call."""
     calls, pad = 5000, 100_000  # 5,000 calls of ~100 KB each: ~500 MB if all were held
     proc = subprocess.Popen(
         [PLACET, "serve", "--root", str(ws.root)],
@@ -85,16 +80,13 @@ def test_unread_flood_keeps_memory_bounded_and_the_server_answers_after(ws: Work
         t = threading.Thread(target=writer, daemon=True)
         t.start()
         # Read nothing until the writer is done or has stopped making progress (the
-        # server stopped reading stdin); sample the server's RSS meanwhile.
-        peak, last, still = 0.0, -1, 0
+        # server stopped reading stdin).
+        last, still = -1, 0
         while t.is_alive() and still < 3:
             time.sleep(1.0)
-            peak = max(peak, _rss_mib(proc.pid))
             still = still + 1 if written[0] == last else 0
             last = written[0]
-        time.sleep(1.0)
-        peak = max(peak, _rss_mib(proc.pid))
-        assert peak < 400, f"server RSS reached {peak:.0f} MiB with {written[0]} calls unread"
+        assert t.is_alive(), "the server read all 5,000 calls with their answers unread"
 
         answered: dict[int, str] = {}
         while len(answered) < calls:

@@ -1,10 +1,15 @@
 """Waiting for the owner, end to end: proposal_wait against decisions made by other
 processes (`placet accept --yes`, `placet discard`), its timeout, expiry, the sweeper,
 and an accepted upload visible through drive_list with the agent's own digest.
+
+A test that needs the server to see a phase (pending, approved, each op) holds it until
+the progress notification that shows it has arrived (`Progress.wait_for`), never for a
+fixed time, so a slow machine only makes it slower.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -35,18 +40,36 @@ def ws(tmp_path: Path, placet_home: Path) -> Workspace:
 UPLOAD = {"local_path": "hello.txt", "remote_parent": "shared", "reason": "publish the greeting"}
 
 
-async def _accept_later(ws: Workspace, pid: int, delay: float) -> Any:
-    await anyio.sleep(delay)
-    return await anyio.to_thread.run_sync(lambda: ws.placet("accept", str(pid), "--yes"))
+PHASE_TIMEOUT_S = 30.0
+
+
+class Progress:
+    """The progress notifications of one call as they arrive (the client's callback),
+    and a way for a worker thread to wait for one that says something."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[float, float | None, str | None]] = []
+        self._cond = threading.Condition()
+
+    async def __call__(self, p: float, total: float | None, msg: str | None) -> None:
+        with self._cond:
+            self.items.append((p, total, msg))
+            self._cond.notify_all()
+
+    def wait_for(self, text: str) -> None:
+        """Block (a worker thread) until a notification's message contains `text`."""
+        with self._cond:
+            seen = self._cond.wait_for(
+                lambda: any(text in (m or "") for _, _, m in self.items), PHASE_TIMEOUT_S
+            )
+        assert seen, f"no progress saying {text!r} within {PHASE_TIMEOUT_S} s: {self.items}"
 
 
 async def test_wait_returns_when_another_process_accepts_and_the_upload_lands(
     ws: Workspace,
 ) -> None:
-    progress: list[tuple[float, float | None, str | None]] = []
-
-    async def on_progress(p: float, total: float | None, msg: str | None) -> None:
-        progress.append((p, total, msg))
+    on_progress = Progress()
+    progress = on_progress.items
 
     async with connect(ws) as client:
         proposed = ok(await client.call_tool("propose_upload", UPLOAD))["proposal"]
@@ -56,8 +79,12 @@ async def test_wait_returns_when_another_process_accepts_and_the_upload_lands(
         accepted: list[Any] = []
         async with anyio.create_task_group() as tg:
 
+            def accept_when_waiting() -> Any:
+                on_progress.wait_for("waiting for the owner")
+                return ws.placet("accept", str(pid), "--yes")
+
             async def accept() -> None:
-                accepted.append(await _accept_later(ws, pid, 2.5))
+                accepted.append(await anyio.to_thread.run_sync(accept_when_waiting))
 
             tg.start_soon(accept)
             started = time.monotonic()
@@ -116,14 +143,20 @@ async def test_wait_reports_a_discard_made_by_the_cli(ws: Workspace) -> None:
         mkdir = {"remote_parent": "", "name": "new", "reason": "a folder for reports"}
         pid = ok(await client.call_tool("propose_mkdir", mkdir))["proposal"]["id"]
 
-        async def discard() -> None:
-            await anyio.sleep(1.5)
-            r = await anyio.to_thread.run_sync(lambda: ws.placet("discard", str(pid)))
+        on_progress = Progress()
+
+        def discard_when_waiting() -> None:
+            on_progress.wait_for("waiting for the owner")
+            r = ws.placet("discard", str(pid))
             assert r.returncode == 0, r.stderr
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(discard)
-            waited = ok(await client.call_tool("proposal_wait", {"id": pid, "timeout_s": 30}))
+            tg.start_soon(anyio.to_thread.run_sync, discard_when_waiting)
+            waited = ok(
+                await client.call_tool(
+                    "proposal_wait", {"id": pid, "timeout_s": 30}, progress_callback=on_progress
+                )
+            )
         assert waited["proposal"]["status"] == "discarded" and waited["timed_out"] is False
         assert waited["proposal"]["resolved_by"] == "owner"
     assert snapshot(ws.drive) == before
@@ -245,23 +278,19 @@ async def test_wait_progress_strictly_increases_from_pending_through_each_op_to_
     op, and ends; each message states the real measure."""
     n = 3
     pid = _sync_proposal(ws, n)
-    progress: list[tuple[float, float | None, str | None]] = []
-
-    async def on_progress(p: float, total: float | None, msg: str | None) -> None:
-        progress.append((p, total, msg))
+    on_progress = Progress()
+    progress = on_progress.items
 
     def execute() -> None:
         store = open_store(load_settings())
         try:
             holder = LeaseHolder.current()
-            time.sleep(2.5)  # pending: waiting for the owner
+            on_progress.wait_for("is pending")  # the server saw it waiting for the owner
             store.accept(pid)
-            time.sleep(1.5)  # approved: waiting for the executor
+            on_progress.wait_for("is approved")  # ... waiting for the executor
             store.claim(pid, holder=holder)
-            time.sleep(2.5)  # executing, nothing done yet: 0 of 3
             for i, op in enumerate(store.ops(pid)):
-                if i:
-                    time.sleep(1.5)  # op i in flight
+                on_progress.wait_for(f"executing: {i} of {n} ops done")  # op i in flight
                 store.record_op_result(
                     pid, op_index=i, op=op, outcome="done", detail={}, holder=holder
                 )

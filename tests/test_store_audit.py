@@ -8,7 +8,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -142,6 +142,39 @@ def test_status_changed_outside_the_store_is_detected(settings: Settings) -> Non
         last = store.audit_events(proposal_id=3)[-1]
     assert not v.ok and v.first_bad_event_id == last.id
     assert "changed outside the store" in v.message
+
+
+# (proposal, from, to) forged with valid hashes and anchored, as a store that skipped a
+# check would have written them; `_populate` leaves 1 succeeded, 2 discarded, 3 pending.
+FORGED = [
+    (3, "approved", "executing"),  # 3 is pending: an approval never recorded
+    (2, None, "pending"),  # a second creation
+    (99, "pending", "approved"),  # a proposal's first event that is no creation
+    (3, "pending", "succeeded"),  # follows on, but no such arrow
+]
+
+
+@pytest.mark.parametrize(("pid", "frm", "to"), FORGED)
+def test_events_that_do_not_follow_on_are_detected(
+    settings: Settings, pid: int, frm: str | None, to: str
+) -> None:
+    from placet.store.audit import append_anchor, append_event
+
+    n = _populate(settings)
+    con = sqlite3.connect(settings.db_path)
+    con.execute("BEGIN IMMEDIATE")
+    head = append_event(con, proposal_id=pid, request_hash="0" * 64, actor="executor",
+                        from_status=frm, to_status=to, at=datetime(2030, 1, 1, tzinfo=UTC),
+                        detail={})  # fmt: skip
+    con.execute("UPDATE proposal SET status = ? WHERE id = ?", (to, pid))
+    con.commit()
+    con.close()
+    append_anchor(settings.audit_anchor_path, [head])
+    r = _verify_cli("--json")
+    assert r.returncode == 6, r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["first_bad_event_id"] == n + 1, doc
+    assert f"event {n + 1}" in doc["message"] and f"proposal {pid}" in doc["message"]
 
 
 def test_edited_request_is_detected(settings: Settings) -> None:

@@ -48,7 +48,6 @@ import sys
 import termios
 import threading
 import time
-import unicodedata
 from collections import deque
 from collections.abc import Iterator
 from types import FrameType
@@ -68,7 +67,8 @@ from placet.errors import (
 from placet.executor import ProgressEvent, check_binding, execute, load_plan
 from placet.requests import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
-from placet.text import inert
+from placet.text import cell_width as _width
+from placet.text import fit_cells, inert
 from placet.vetting import proposal_flags, refuse_own_paths
 
 CODE_ALPHABET = "ACDEFHJKLMNPRTUVWXY3479"
@@ -310,27 +310,9 @@ def _human(n: float) -> str:
     return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
 
 
-def _cells(c: str) -> int:
-    if unicodedata.combining(c):
-        return 0
-    return 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
-
-
-def _width(s: str) -> int:
-    return sum(_cells(c) for c in s)
-
-
 def _fit(s: str, cols: int) -> str:
-    """`s` cut to at most `cols` terminal cells (wide letters take 2), ending '...' if cut."""
-    if _width(s) <= cols:
-        return s
-    out, used = [], 0
-    for c in s:
-        if used + _cells(c) > cols - 3:
-            break
-        out.append(c)
-        used += _cells(c)
-    return "".join(out) + "..."[: max(0, cols - used)]
+    """`s` cut to at most `cols` terminal cells, ending '...' if cut."""
+    return fit_cells(s, cols, "...")
 
 
 def status_line(

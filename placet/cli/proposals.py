@@ -9,10 +9,11 @@ in the review UI), `show` renders the proposal as `placet accept` does (the same
 and placet's risk flags (counted by kind) near the top, the op counts and bytes by kind,
 then the first ops, each whole, one entry per op (the terminal wraps), and how many more
 there are; `--all` lists every op, flag and op result, streamed from the store
-(`placet.cli.show_ops`); then only the evidence facts the ops do not show. `list` cuts
-only the reason, to the terminal's width. `--json`
-output is for scripts: one JSON object per line (JSON Lines) with `ensure_ascii`, so it is
-terminal-safe too. Domain errors surface through the entry point (`placet.cli.main`) as
+(`placet.cli.show_ops`); then only the evidence facts the ops do not show. `list` fits
+every row to the terminal's width in cells (the reason is cut first; a long target after
+it). `--json` output is for scripts, with `ensure_ascii` so it is terminal-safe too:
+`list` prints one JSON array (a proposal per line, `[]` for none), `show` one object,
+`audit` JSON Lines. Domain errors surface through the entry point (`placet.cli.main`) as
 one line on stderr and the exit code of their class.
 """
 
@@ -42,13 +43,14 @@ from placet.errors import EXIT_OK, PlacetError, StoreError, UsageError
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord, Store, open_store
 from placet.store.db import utcnow
 from placet.store.lifecycle import STATUSES
-from placet.text import inert, inert_with_ascii
+from placet.text import cell_width, fit_cells, inert, inert_with_ascii
 
-REASON_MIN = 60
-"""`list` cuts a reason to the terminal's free width, but never below this."""
+FALLBACK_COLS = 150
+"""`list`'s row width when stdout is no terminal and COLUMNS is unset."""
 TARGET_WIDTH = 40
-"""`list`'s target column; a longer ASCII target is cut, a non-ASCII one is shown whole
-(its escaped ASCII form beside it must stay visible)."""
+"""`list`'s target column, in terminal cells; a longer ASCII target is cut, a non-ASCII
+one is kept whole (its escaped ASCII form beside it) as far as the row fits the terminal:
+every row is cut to the terminal's width."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"only these statuses (repeat or comma-separate): {', '.join(STATUSES)}",
     )
     p.add_argument("--limit", type=int, default=100, help="at most N, the newest (0: all)")
-    p.add_argument("--json", action="store_true", help="JSON Lines, one proposal per line")
+    p.add_argument("--json", action="store_true", help="one JSON array, a proposal per line")
     p.set_defaults(func=cmd_list)
 
     p = subparsers.add_parser("show", help="show one proposal, its op results and history")
@@ -113,20 +115,22 @@ def cmd_list(args: argparse.Namespace) -> int:
     with _open() as store:
         limit = args.limit or 2**62
         rows = list(reversed(store.list(statuses, limit=limit, newest_first=True)))
-    if args.json:
-        return _emit(_jsonl(p.to_dict() for p in rows))
+    if args.json:  # one JSON array, a proposal per line; `[]` when there is none
+        body = [json.dumps(p.to_dict(), sort_keys=True, ensure_ascii=True) for p in rows]
+        return _emit(["[" + ",\n".join(body) + "]"])
     now = utcnow()
-    cols = shutil.get_terminal_size((REASON_MIN + 90, 24)).columns
+    cols = shutil.get_terminal_size((FALLBACK_COLS, 24)).columns
     lines = [f"{'ID':>6}  {'STATUS':<11} {'KIND':<8} {'WHEN':<18} {'TARGET':<40} REASON"]
     for p in rows:
+        target = _list_target(p)
         head = (
             f"{p.id:>6}  {p.status:<11} {inert(p.kind):<8} {_when(p, now):<18} "
-            f"{_list_target(p):<40} "
+            f"{target}{' ' * (TARGET_WIDTH - cell_width(target))} "
         )
-        lines.append(head + _clip(inert(p.reason), max(REASON_MIN, cols - len(head))))
+        lines.append(head + inert(p.reason))
     if not rows:
         lines = ["no proposals" + (f" with status {', '.join(statuses)}" if statuses else "")]
-    return _emit(lines)
+    return _emit([fit_cells(line, cols) for line in lines])
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -29,6 +29,16 @@ memory stays at the cap plus one read. The cap is sized on the largest legitimat
 16 MiB carries a decision for every file of a full plan at paths averaging 150 bytes
 (8 MiB would stop at 66, common in deep trees). Every other tool takes a few paths and a
 reason of 200 characters. A request past the cap is refused as a whole, never cut.
+A complete line nested deeper than `wire.MAX_NESTING_DEPTH` is refused the same way
+before any parser sees it (`wire.too_deep`, one pass over the line's brackets).
+
+**Ending with the client.** stdout is placet's too (`StdoutFrames`, on a private
+descriptor while fd 1 points at stderr, as the SDK does): frames are written without a
+worker thread, so a write is cancellable. When the client is gone (EPIPE: the host was
+killed) or reads nothing for `WRITE_STALL_SECONDS` (`CLOSING_STALL_SECONDS` once it
+closed stdin: it said goodbye but stopped reading), placet stops serving and
+exits with status 0 and one log line, instead of a `BrokenPipeError` traceback and
+status 1, or a write blocked forever.
 """
 
 from __future__ import annotations
@@ -37,8 +47,9 @@ import contextlib
 import fcntl
 import logging
 import os
+import select
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import anyio
@@ -47,7 +58,14 @@ from mcp.types import INVALID_REQUEST, ErrorData
 
 from placet.server.flow import GatedReadStream, GatedWriteStream, RequestGate
 from placet.server.framework import PlacetMCP
-from placet.server.wire import LineLog, Refused, ScreenedReadStream, recover_id
+from placet.server.wire import (
+    LineLog,
+    Refused,
+    ScreenedReadStream,
+    recover_id,
+    too_deep,
+    too_deep_error,
+)
 
 log = logging.getLogger("placet.server")
 
@@ -57,6 +75,11 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 ones are discarded unbuffered and refused (module docstring)."""
 ID_PREFIX_BYTES = 4096
 """How much of an oversized line is kept to recover its id (`wire.recover_id`)."""
+WRITE_STALL_SECONDS = 60.0
+"""How long a write to stdout may make no progress while stdin is open before placet
+takes the client for gone (a live host reads its stdout continuously)."""
+CLOSING_STALL_SECONDS = 5.0
+"""The same bound once the client closed stdin (`StdinLines.hung_up`): it said goodbye."""
 
 
 def _too_long(request_id: int | str | None) -> Refused:
@@ -98,6 +121,18 @@ class StdinLines:
         mode = os.fstat(fd).st_mode
         self.pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
+    def hung_up(self) -> bool:
+        """Whether the client has closed its end of stdin: EOF was read, or (unread lines
+        still waiting, e.g. held back by `flow.RequestGate`) the pipe reports a hang-up."""
+        if self.eof:
+            return True
+        if not self.pollable:
+            return False
+        watch = select.poll()
+        hangup = select.POLLHUP | getattr(select, "POLLRDHUP", 0)
+        watch.register(self.fd, select.POLLIN | hangup)
+        return any(events & hangup for _, events in watch.poll(0))
+
     def __aiter__(self) -> StdinLines:
         return self
 
@@ -128,7 +163,11 @@ class StdinLines:
         head = bytes(self.buf[:ID_PREFIX_BYTES])
         del self.buf[: end + 1]
         self.scanned = 0
-        return line if line is not None else _too_long(recover_id(head))
+        if line is None:
+            return _too_long(recover_id(head))
+        if too_deep(line):
+            return too_deep_error(recover_id(head))
+        return line
 
     def _drop(self, chunk: bytes) -> Refused | None:
         """Discard `chunk` up to the end of the line being dropped."""
@@ -158,7 +197,7 @@ class StdinLines:
                 if got is None:
                     continue
             if isinstance(got, Refused):
-                log.warning("refused a stdin line of over %d bytes", self.max_line)
+                log.warning("refused a stdin line: %s", got.error.message)
                 self.lines.entries.append(got)
                 return "\n"
             if not got.strip():
@@ -166,6 +205,87 @@ class StdinLines:
             text = got.decode("utf-8", errors="replace")
             self.lines.entries.append(text)
             return text + "\n"
+
+
+class StdoutFrames:
+    """The transport's stdout: async `write`/`flush` of frames to descriptor `fd`.
+
+    A pipe or socket is made non-blocking and waited on with the event loop, so a write
+    can be cancelled and is bounded: no progress for `WRITE_STALL_SECONDS`
+    (`CLOSING_STALL_SECONDS` once the client closed `stdin`), or any write error (EPIPE: the
+    reader is gone), marks the client `gone` and calls `on_gone` once; later frames are
+    dropped. Other descriptors (a file, /dev/null, a terminal) are written blocking.
+    """
+
+    def __init__(self, fd: int, stdin: StdinLines, on_gone: Callable[[], None]) -> None:
+        self.fd = fd
+        self.stdin = stdin
+        self.on_gone = on_gone
+        self.gone = False
+        mode = os.fstat(fd).st_mode
+        self.pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        if self.pollable:
+            os.set_blocking(fd, False)
+
+    def _give_up(self, why: str) -> None:
+        self.gone = True
+        log.warning("the client is gone (%s); stopping", why)
+        self.on_gone()
+
+    async def write(self, text: str) -> None:
+        if self.gone:
+            return
+        data = memoryview(text.encode("utf-8"))
+        stalled_since: float | None = None
+        while data:
+            try:
+                written = os.write(self.fd, data)
+            except BlockingIOError:
+                written = 0
+            except OSError as e:
+                self._give_up(f"stdout: {e.strerror or e}")
+                return
+            if written:
+                data, stalled_since = data[written:], None
+                continue
+            now = anyio.current_time()
+            stalled_since = now if stalled_since is None else stalled_since
+            limit = CLOSING_STALL_SECONDS if self.stdin.hung_up() else WRITE_STALL_SECONDS
+            if now - stalled_since >= limit:
+                self._give_up(f"it read nothing of stdout for {limit:.0f} s")
+                return
+            with anyio.move_on_after(min(0.5, limit - (now - stalled_since))):
+                await anyio.wait_writable(self.fd)
+
+    async def flush(self) -> None:
+        """Frames are written unbuffered; nothing to flush."""
+
+
+@contextlib.contextmanager
+def claimed_stdout() -> Iterator[int]:
+    """Yield a private duplicate of fd 1 while fd 1 points at stderr (so a child's stray
+    output cannot corrupt the frames); restore fd 1, and its blocking mode, after."""
+    private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    saved = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    blocking = os.get_blocking(private)
+    try:
+        diversion = os.dup(2)
+    except OSError:
+        diversion = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(diversion, 1)
+    finally:
+        os.close(diversion)
+    try:
+        yield private
+    finally:
+        with contextlib.suppress(OSError):
+            os.set_blocking(private, blocking)
+        with contextlib.suppress(OSError):
+            os.dup2(saved, 1)
+        for fd in (saved, private):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 @contextlib.contextmanager
@@ -189,11 +309,17 @@ def claimed_stdin() -> Iterator[int]:
 
 
 async def serve_stdio(server: PlacetMCP) -> None:
-    """Serve `server` on stdin/stdout until stdin reaches EOF (or the task is cancelled)."""
-    with claimed_stdin() as fd:
+    """Serve `server` on stdin/stdout until stdin reaches EOF, the client is gone
+    (`StdoutFrames`), or the task is cancelled."""
+    with claimed_stdin() as fd_in, claimed_stdout() as fd_out, anyio.CancelScope() as scope:
         lines = LineLog()
-        stdin = cast(Any, StdinLines(fd, lines))  # duck-types the `async for line in stdin`
-        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+        reader = StdinLines(fd_in, lines)
+        writer = StdoutFrames(fd_out, reader, scope.cancel)
+        # duck-typed: `async for line in stdin`, `await stdout.write(...)` / `.flush()`
+        async with stdio_server(stdin=cast(Any, reader), stdout=cast(Any, writer)) as (
+            read_stream,
+            write_stream,
+        ):
             gate = RequestGate()
             low = server._lowlevel_server
             screened = ScreenedReadStream(read_stream, lines, write_stream)

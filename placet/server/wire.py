@@ -20,6 +20,13 @@ a JSON-RPC answer, decided here (JSON-RPC 2.0 section 5; DESIGN.md section 9):
 - **Oversized lines** are discarded by `placet.server.stdio.StdinLines` without being
   buffered; it passes a `Refused` here with the id it recovered from the line's first
   bytes (`recover_id`), and this layer answers it.
+- **Lines nested deeper than `MAX_NESTING_DEPTH`** (arrays and objects, counted outside
+  strings by `too_deep` before any parser sees the line) are refused the same way:
+  `-32600` with `data.code = limit_exceeded` and `data.limit_depth`. Python's `json`
+  (used by this screen) and the layers after the SDK's parser recurse once per level and
+  raised an uncaught `RecursionError` at about 1,000 levels, which ended the server; no
+  MCP message needs more than a handful. A `RecursionError` in this module's own parses
+  is answered the same way, as a second line of defence.
 
 Lines the SDK reads fine cost nothing extra: the slow path runs only on its failures and
 on notifications that spell `"id"`.
@@ -32,6 +39,7 @@ import logging
 import re
 from collections import deque
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from typing import Any
 
 import mcp_types
@@ -63,6 +71,45 @@ class Refused:
 
     request_id: int | str | None
     error: ErrorData
+
+
+MAX_NESTING_DEPTH = 128
+"""The deepest nesting of arrays and objects a stdin line may hold (module docstring)."""
+
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
+_STEP = [0] * 256
+for _b, _s in zip(b"[{]}", (1, 1, -1, -1), strict=True):
+    _STEP[_b] = _s
+
+
+def too_deep(line: bytes, limit: int = MAX_NESTING_DEPTH) -> bool:
+    """Whether `line` (one JSON text) opens more than `limit` arrays or objects at once.
+
+    Brackets inside strings do not count: escaped backslashes and quotes are dropped
+    first (left to right, as a JSON parser pairs them), then everything but quotes and
+    brackets, then every other run between quotes. Costs two `bytes.count` calls for a
+    line with at most `limit` brackets in all, else a few linear passes at C speed (and
+    one in Python over the brackets outside strings, only when they exceed `limit`);
+    never recurses.
+    """
+    if line.count(b"[") + line.count(b"{") <= limit:
+        return False
+    bare = line.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    outside = b"".join(bare.split(b'"')[0::2])
+    if outside.count(b"[") + outside.count(b"{") <= limit:
+        return False
+    return max(accumulate(map(_STEP.__getitem__, outside))) > limit
+
+
+def too_deep_error(request_id: int | str | None) -> Refused:
+    """The refusal of a line nested deeper than `MAX_NESTING_DEPTH`."""
+    return _error(
+        request_id,
+        INVALID_REQUEST,
+        f"Invalid Request: the message nests arrays or objects more than "
+        f"{MAX_NESTING_DEPTH} levels deep and was discarded unread; send a flatter request",
+        {"code": "limit_exceeded", "limit_depth": MAX_NESTING_DEPTH},
+    )
 
 
 class LineLog:
@@ -121,7 +168,7 @@ def recover_id(prefix: bytes) -> int | str | None:
             if not text.startswith(",", i):
                 return None
             i = skip(i + 1)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return None
 
@@ -191,6 +238,8 @@ def screen(line: str, parsed: Any) -> SessionMessage | Refused | None:
         return None
     try:
         msg = _loads(line)
+    except RecursionError:
+        return too_deep_error(None)
     except ValueError:
         return None if is_note else _error(None, PARSE_ERROR, "Parse error: not valid JSON")
     if not isinstance(msg, dict):

@@ -31,6 +31,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from placet.requests import canonical_json, ops_digest, request_hash
+from placet.store import lifecycle as lc
 from placet.store.db import dt_text, raw
 from placet.store.models import AUDIT_EVENT, PROPOSAL
 from placet.store.records import AuditVerification
@@ -162,11 +163,37 @@ def read_anchor(path: Path) -> tuple[dict[int, str], list[str]]:
     return anchors, bad
 
 
+def _follow_on_problem(eid: int, pid: int, row: Any, before: tuple[int, str] | None) -> str | None:
+    """Why event `eid` does not follow on from proposal `pid`'s previous event `before`
+    ((id, to), None for none), or None when it does."""
+    frm, to = row.from_status, row.to_status
+    if before is None and frm is not None:
+        return (
+            f"event {eid} moves proposal {pid} from {frm!r} but is its first event (the "
+            "first must be its creation): the proposal was changed outside the store"
+        )
+    if before is not None and frm != before[1]:
+        start = "is a second creation" if frm is None else f"moves it from {frm!r}"
+        return (
+            f"event {eid} of proposal {pid} {start}, but its previous event (id "
+            f"{before[0]}) left it {before[1]!r}: its status was changed outside the store"
+        )
+    if (frm, to) not in lc.ALLOWED_EDGES:
+        return (
+            f"event {eid} records {frm or '(new)'} -> {to} for proposal {pid}, a transition "
+            "the proposal lifecycle does not have"
+        )
+    return None
+
+
 def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
     """Walk every event in id order, then the anchor, then each proposal's last event.
 
     Chain problems (edited content, broken link, missing ids, an anchored hash that
-    differs, a removed tail) are reported by the lowest event id they concern; only when
+    differs, a removed tail, and a proposal's events that do not follow on: each
+    event's `from` must be the `to` of that proposal's previous event, the first must be
+    its creation, and each arrow must be one `lifecycle.ALLOWED_EDGES` has) are reported
+    by the lowest event id they concern; only when
     the chain is sound are proposals cross-checked (current status equals the last
     event's `to`, stored request still hashes to the creation event's request hash).
     """
@@ -203,6 +230,9 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
         anchored = anchors.get(eid)
         if anchored is not None and anchored != row.hash:
             problems.append((eid, f"event {eid} differs from the hash the anchor file recorded"))
+        follow = _follow_on_problem(eid, row.proposal_id, row, last_to.get(row.proposal_id))
+        if follow is not None:
+            problems.append((eid, follow))
         last_to[row.proposal_id] = (eid, row.to_status)
         if row.from_status is None:
             created_hash[row.proposal_id] = (eid, row.request_hash)

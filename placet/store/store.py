@@ -21,7 +21,7 @@ from sqlalchemy import select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Row
 
-from placet.errors import UsageError, WrongState
+from placet.errors import PolicyRefused, UsageError, WrongState
 from placet.requests import canonical_json
 from placet.store import lifecycle as lc
 from placet.store.base import SWEEP_BATCH, Heads, P, _now
@@ -48,14 +48,20 @@ class Store(Decisions):
         self, pid: int, *, holder: LeaseHolder, now: datetime | None = None
     ) -> ProposalRecord:
         """approved -> executing under `holder`'s lease (`lease_seconds`); attempt += 1.
+        Only a proposal whose last audit event is its approval is claimed; nothing is
+        written otherwise.
 
-        Raises NotFound, WrongState (not approved, e.g. another executor claimed it).
+        Raises NotFound, WrongState (not approved, e.g. another executor claimed it),
+        PolicyRefused (``not_approved_as_shown``: approved, but its last audit event is
+        no approval, so the status was set outside the store).
         """
         now = _now(now)
         lease = now + timedelta(seconds=self.settings.lease_seconds)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._row(conn, pid)
+            if cur.status == lc.APPROVED:
+                _require_approval_event(conn, pid)
             return self._cas(
                 conn,
                 heads,
@@ -396,3 +402,24 @@ def _holder_dict(value: str | None) -> dict[str, Any] | None:
         return None if value is None else LeaseHolder.parse(value).to_dict()
     except ValueError:
         return {"unreadable": value}
+
+
+def _require_approval_event(conn: Connection, pid: int) -> None:
+    """PolicyRefused (``not_approved_as_shown``) unless proposal `pid`'s last audit event
+    moved it to approved (the owner's accept)."""
+    last = conn.execute(
+        select(AUDIT_EVENT.c.id, AUDIT_EVENT.c.to_status)
+        .where(AUDIT_EVENT.c.proposal_id == pid)
+        .order_by(AUDIT_EVENT.c.id.desc())
+        .limit(1)
+    ).first()
+    if last is not None and last.to_status == lc.APPROVED:
+        return
+    said = f"event {last.id} says {last.to_status!r}" if last is not None else "there is none"
+    raise PolicyRefused(
+        f"refusing to execute proposal {pid}: it is approved, but no approval by the owner "
+        f"is recorded (its last audit event: {said}); its status was changed outside the "
+        "store. Run `placet audit --verify`, and do not execute it",
+        code="not_approved_as_shown",
+        details={"proposal_id": pid, "last_event_id": None if last is None else last.id},
+    )

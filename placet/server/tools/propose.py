@@ -69,6 +69,7 @@ async def propose_upload(
 
     placet records the file's size, mtime and digests and the remote target's state, and
     queues the proposal for the owner. Use proposal_wait or proposal_get for the outcome.
+    If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
     who = await caller(ctx)
     rec, created = await anyio.to_thread.run_sync(
@@ -99,7 +100,9 @@ async def propose_mkdir(
     reason: Reason,
     ttl_minutes: TtlMinutes = None,
 ) -> ProposeOut:
-    """Propose creating one folder on the drive. Nothing is created now."""
+    """Propose creating one folder on the drive. Nothing is created now.
+    If the call is cancelled after the proposal was stored, it is in proposal_list.
+    """
     who = await caller(ctx)
     rec, created = await anyio.to_thread.run_sync(
         partial(
@@ -137,7 +140,9 @@ async def propose_download(
     ttl_minutes: TtlMinutes = None,
     root: RootName = None,
 ) -> ProposeOut:
-    """Propose downloading one remote file into a local root. Nothing is downloaded now."""
+    """Propose downloading one remote file into a local root. Nothing is downloaded now.
+    If the call is cancelled after the proposal was stored, it is in proposal_list.
+    """
     who = await caller(ctx)
     rec, created = await anyio.to_thread.run_sync(
         partial(

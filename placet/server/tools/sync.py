@@ -316,6 +316,7 @@ async def propose_sync(
     Each op re-checks what the plan saw when it runs; a file changed since is reported
     stale and left alone. The reply shows the proposal in brief (`proposal.sync`); page
     through its ops with proposal_ops(id).
+    If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
