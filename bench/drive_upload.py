@@ -1,7 +1,7 @@
 """Upload of one large file to a local-folder remote: `RcloneDrive.upload_from_fd` vs
 `rclone copyto`.
 
-DESIGN.md section 8: executing an accepted 1 GiB upload to a local-folder remote must be
+docs/design.md section 8: executing an accepted 1 GiB upload to a local-folder remote must be
 within 1.1x of `rclone copyto` alone. This measures the drive's share of that: stream
 from placet's descriptor into `rclone rcat` while hashing SHA-256, verify the temp
 object's SHA-256 through rcd, move it into place. `rclone copyto` (default flags) copies

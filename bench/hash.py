@@ -1,6 +1,6 @@
 """Hashing throughput: placet's one-pass `hash_fd` beside `openssl dgst` on one file.
 
-DESIGN.md section 8: hashing one digest type must be within 10% of `openssl dgst` of
+docs/design.md section 8: hashing one digest type must be within 10% of `openssl dgst` of
 that type on the same file; both types together are reported. The file is read once
 before timing so every run reads from the page cache (the comparison is of hashing, not
 of the disk). Each figure is the best of `--runs` runs, in MB/s (10^6 bytes per second),

@@ -1,4 +1,4 @@
-"""Ingest benchmark (DESIGN.md section 8): 4 processes creating proposals through the store.
+"""Ingest benchmark (docs/design.md section 8): 4 processes creating proposals through the store.
 
 Each process opens its own `Store` on one fresh database and, after a common start
 barrier, calls `create_proposal` with distinct upload-shaped requests for `--seconds`.

@@ -1,7 +1,7 @@
 """`sync_plan` through the service (index + remote listing + baseline + plan + store) on a
 local-folder remote pair, beside `rclone check` on the same pair.
 
-DESIGN.md section 8: with warm digest caches at least 10x faster than `rclone check`;
+docs/design.md section 8: with warm digest caches at least 10x faster than `rclone check`;
 cold within 1.2x of it. The tree: `--files` small files (64 to 2,063 bytes, 100 per
 folder) plus `--large` files of `--large-mib` MiB, copied to a second folder that is the
 drive (rclone's `local` backend, which computes digests by reading the files, so the

@@ -1,6 +1,6 @@
 """Local indexing and pure planning at scale, beside `rclone check` on the same pair.
 
-DESIGN.md section 8: `sync_plan` on 100,000 local files with warm digest caches must be
+docs/design.md section 8: `sync_plan` on 100,000 local files with warm digest caches must be
 at least 10x faster than `rclone check`, and cold within 1.2x. This bench measures the
 two parts placet does itself, the indexer (cold: every file hashed, SHA-256 + SHA-1;
 warm: digests from the cache) and the planner, on N small files in 1,000 folders, and

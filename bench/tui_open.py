@@ -1,6 +1,6 @@
 """Time from `placet review` process start to its first painted queue, with 10,000 pending.
 
-DESIGN.md section 8: "`placet review` paints its queue of 10,000 pending proposals within
+docs/design.md section 8: "`placet review` paints its queue of 10,000 pending proposals within
 1 s of process start". The real entry point runs on a pseudo-terminal (xterm-256color,
 160x48); the clock starts just before the fork and stops when the bytes of the first
 row and of the count line ("10000 pending") have both been written. Import time is

@@ -1,6 +1,6 @@
 """Accept-to-done time of one large upload through the executor, beside `rclone copyto`.
 
-DESIGN.md section 8: executing an accepted 1 GiB upload to a local-folder remote must be
+docs/design.md section 8: executing an accepted 1 GiB upload to a local-folder remote must be
 within 1.1x of `rclone copyto` alone; other remotes are reported. The timed span is what
 the owner waits for after deciding: `Store.accept` + `placet.executor.execute` (claim,
 binding checks, drive set-up, evidence re-check, descriptor walk, streaming into `rclone

@@ -3,7 +3,7 @@
 Locations come from platformdirs; `PLACET_HOME` moves the whole data directory (database,
 audit anchor, default drive, trash, logs, `config.toml`), `PLACET_DB` moves only the
 database, and `PLACET_DRIVE` overrides the drive spec. The owner's `config.toml` holds
-the settings of DESIGN.md section 9 (TTL, caps, per-root download policy, `allow_yes`).
+the settings of docs/design.md section 9 (TTL, caps, per-root download policy, `allow_yes`).
 
 Nothing happens at import time: directories are created by `ensure_data_dir`, which the
 entry points call. Files are private to the owner: the process umask is 0o077, the data
@@ -47,7 +47,7 @@ class RootPolicy(BaseModel):
 
 
 class Settings(BaseModel):
-    """Every owner setting, with defaults from DESIGN.md section 9.
+    """Every owner setting, with defaults from docs/design.md section 9.
 
     Times are in seconds unless the name says minutes or hours.
     """
@@ -77,7 +77,7 @@ class Settings(BaseModel):
     1,000,000 (a plan of that size stays under 1 GiB peak RSS: docs/performance.md)."""
     long_read_seconds: float = Field(45.0, ge=0, le=55)
     """How long `local_index`/`sync_plan` wait before answering `in_progress` while the
-    work goes on in the background (DESIGN.md section 9, "Long reads"); 0: never wait."""
+    work goes on in the background (docs/design.md section 9, "Long reads"); 0: never wait."""
     read_cap_bytes: int = Field(16 * 1024, ge=1)
     upload_cap_bytes: int = Field(64 * 1024**3, ge=1)
     transfers: int = Field(4, ge=1, le=32)

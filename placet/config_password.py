@@ -6,7 +6,7 @@ argv or the child's environment, since `ps eww` shows a process's environment to
 user: every child gets ``--password-command`` naming the hidden command
 ``placet drive password-for-rclone`` (`RCLONE_PASSWORD_ARGS`), which rclone runs only when
 the config is encrypted, reading the password from its stdout through a pipe
-(DESIGN.md section 9, "rclone hygiene"; docs/decisions.md).
+(docs/design.md section 9, "rclone hygiene"; docs/decisions.md).
 
 This module imports only the standard library and `placet.errors` (keyring lazily): the
 hidden command runs once per rclone child, so `placet.cli.main` answers it from here

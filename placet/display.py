@@ -4,7 +4,7 @@ The review UI and the `placet show | audit` commands show the same stored values
 result's detail, an audit event's detail). Dumping them as JSON and then escaping the
 JSON made them unreadable: JSON's own ``\\u2014`` escapes were escaped a second time
 (``\\\\u2014``), and a failure's message sat behind a truncated ``{"code": ...}``. Here
-each string goes through `placet.text` exactly once (DESIGN.md section 9, "Untrusted
+each string goes through `placet.text` exactly once (docs/design.md section 9, "Untrusted
 text"): `inert` (control, format and bidi characters escaped) or `inert_with_ascii`
 (the original plus an escaped ASCII form when it holds non-ASCII). A failure is shown
 as its ``code: message`` line first, its details after. Stdlib only.

@@ -6,7 +6,7 @@ failed and what to do now, a `retryable` flag and JSON-safe `details`. The same 
 feeds the MCP error result (`server/`), the review UI's error modal (`tui/`) and the
 CLI's one line on stderr (`cli`), so a refusal reads the same everywhere.
 
-Exit codes (DESIGN.md section 9): 0 ok; 1 an op failed; 2 usage; 3 not found;
+Exit codes (docs/design.md section 9): 0 ok; 1 an op failed; 2 usage; 3 not found;
 4 refused (expired, stale, wrong state, policy); 5 drive unavailable (retryable);
 6 store error (locked, schema).
 
@@ -27,7 +27,7 @@ stable once shipped: agents and scripts match on it):
   ``root_refused`` (a `--root` that is `/`, home, or overlaps placet's folders);
   ``decision_not_conflict`` / ``decision_not_allowed`` / ``undecided_conflict`` (a
   sync's conflict decisions).
-* `PathRefused` (exit 4; DESIGN.md section 6): ``path_outside_root`` (default);
+* `PathRefused` (exit 4; docs/design.md section 6): ``path_outside_root`` (default);
   ``path_invalid`` (shape: ``..``, backslash, NUL, device name, length, depth, a
   remote ``:`` or leading ``-``); ``path_reserved`` (a component starts with
   ``.placet-tmp-``, placet's temporary names); ``symlink_refused``;
@@ -118,7 +118,7 @@ class PlacetError(Exception):
         self.retryable: bool = self.retryable_default if retryable is None else retryable
 
     def to_dict(self) -> dict[str, Any]:
-        """The wire shape `{code, message, retryable, details}` (DESIGN.md section 5)."""
+        """The wire shape `{code, message, retryable, details}` (docs/design.md section 5)."""
         return {
             "code": self.error_code,
             "message": self.message,
@@ -135,7 +135,7 @@ class UsageError(PlacetError):
 
 
 class PathRefused(PlacetError):
-    """A local or remote path broke a rule of DESIGN.md section 6.
+    """A local or remote path broke a rule of docs/design.md section 6.
 
     Codes used: `path_outside_root`, `path_invalid` (shape), `path_reserved`,
     `symlink_refused`, `not_regular_file`, `hard_link_refused`, `not_a_directory`,

@@ -1,4 +1,4 @@
-"""Local writes at execution time: temporary files and their commit (DESIGN.md 6 and 9).
+"""Local writes at execution time: temporary files and their commit (docs/design.md 6 and 9).
 
 Writes go to a temporary name created with ``O_EXCL|O_NOFOLLOW`` in the destination
 folder (opened by descriptor walk, `placet.localfs_walk`), are fsynced, then renamed

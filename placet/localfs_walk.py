@@ -1,4 +1,4 @@
-"""Opening local files at execution time by descriptor walk from the root (DESIGN.md 6, 9).
+"""Opening local files at execution time by descriptor walk from the root (docs/design.md 6, 9).
 
 `placet.paths.resolve_local` checks a path by name when a proposal is made; between that
 check and the execution, anyone who can write in the root can swap a folder for a

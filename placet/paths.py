@@ -1,7 +1,7 @@
 """Path rules: which local roots exist, which local and remote paths an agent may name.
 
 An agent names paths; the owner nominated roots. This module decides, before anything is
-stored or touched, whether a named path is acceptable (DESIGN.md sections 6 and 9):
+stored or touched, whether a named path is acceptable (docs/design.md sections 6 and 9):
 
 * **Roots** (`placet.roots`, re-exported here: `Root`, `PlacetDirs`, `parse_roots`...)
   are the folders the owner nominated; placet's own folders and the home are refused.

@@ -3,7 +3,7 @@
 Every proposal is made within a `ProposeContext` (the owner's settings, store, drive and
 roots, plus the caller's attribution and, for an MCP client that sent roots, the folders
 it may name). This module decides the checks that depend on that scope rather than on
-the target's state: the TTL against the owner's range (DESIGN.md section 9, "TTL"), and
+the target's state: the TTL against the owner's range (docs/design.md section 9, "TTL"), and
 a local path resolved inside a root with no symlink on the way (`placet.paths`) and,
 when the client sent roots, inside one of them too (they only ever narrow, never widen
 what the owner nominated). It also holds the single call that stores a proposal, so

@@ -1,10 +1,10 @@
 """The evidence a proposal records: the state of its target when it was proposed.
 
 The owner decides on facts, and the executor re-checks the same facts before it acts (a
-change in between fails the op as `stale`, DESIGN.md section 4), so what is captured
+change in between fails the op as `stale`, docs/design.md section 4), so what is captured
 here is what both read. This module decides what that state is for each side: on the
 remote, whether the target exists, is a folder, or a file with its size, mtime and the
-remote's preferred digest (`remote_evidence`; strongest of sha256, sha1, md5, DESIGN.md
+remote's preferred digest (`remote_evidence`; strongest of sha256, sha1, md5, docs/design.md
 section 9, "Digest choice") and which parent folders do not exist yet
 (`_missing_parents`: the executor creates them on the way, and the owner is shown
 which); locally, a file's size, mtime, SHA-256 and the remote's digest type, hashed in
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 DIGEST_PREFERENCE: tuple[DigestType, ...] = ("sha256", "sha1", "md5")
-"""Strongest first (DESIGN.md section 9, "Digest choice")."""
+"""Strongest first (docs/design.md section 9, "Digest choice")."""
 
 
 def preferred_digest_type(hash_types: Sequence[str]) -> DigestType | None:

@@ -1,7 +1,7 @@
 """Making a proposal: validate what an agent asked for, capture the evidence, store it inert.
 
 One module shared by the MCP tools (`placet.server`) and any CLI that proposes, so a
-request is checked the same way whoever makes it (DESIGN.md section 9, "Where things
+request is checked the same way whoever makes it (docs/design.md section 9, "Where things
 live"). Nothing here writes to the drive or to a local root: the only write is one
 pending row in the store (`Store.create_proposal`), which the owner later accepts or
 discards.
@@ -10,7 +10,7 @@ Order of checks, cheapest and clearest first:
 
 1. The agent's text: the reason (one line, at most 200 characters,
    `placet.text.one_line_reason`) and the TTL (the owner's range, 5..30 minutes by
-   default; DESIGN.md section 9, "TTL").
+   default; docs/design.md section 9, "TTL").
 2. Path shape and containment (`placet.paths`): local paths resolved inside a root with no
    symlink on the way; remote paths relative to the drive root with nothing rclone could
    read as an option or a remote prefix. When the MCP client sent roots, the local path
@@ -27,7 +27,7 @@ Order of checks, cheapest and clearest first:
    same kind + request + evidence while one is pending returns that one (`created=False`).
 
 The evidence is what the executor re-checks before it acts: a change in between fails the
-op as `stale` (DESIGN.md section 4).
+op as `stale` (docs/design.md section 4).
 
 The scope checks and the stored call live in `placet.propose_context`, the capture of
 evidence in `placet.propose_evidence`; this module decides, per kind, what a proposal
@@ -201,7 +201,7 @@ def propose_download(
     """Propose downloading the remote file `remote_path` to `local_path` in a root.
 
     The local folder must exist. An existing local file is replaced only when the request
-    says `overwrite` and the root's policy is `downloads = "allow-overwrite"` (DESIGN.md
+    says `overwrite` and the root's policy is `downloads = "allow-overwrite"` (docs/design.md
     section 9, "Downloads"); its current digest is then part of the evidence.
 
     Raises:

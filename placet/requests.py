@@ -4,7 +4,7 @@ A proposal stores `request` and `evidence` as canonical JSON (these models dumpe
 `model_dump(mode="json")`); the request hash that the owner's confirmation shows and the
 approval audit event binds to is `request_hash(kind, request, evidence)`. The executor
 turns a stored request into a list of `Op`s (`ops_for`) and re-checks each op's
-evidence before it touches anything (DESIGN.md section 4).
+evidence before it touches anything (docs/design.md section 4).
 
 Paths: `local_path` is POSIX, relative to the root named by `root` ("" is the root
 itself); `remote_*` paths are POSIX, relative to the drive root ("" is the drive root).

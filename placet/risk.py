@@ -1,7 +1,7 @@
 """Risk flags placet computes itself for every target, shown above the agent's reason.
 
 An agent's reason is its claim; these flags are placet's own facts about what accepting
-would do (DESIGN.md section 9, "Risk flags"). Each one makes the review UI ask for a typed
+would do (docs/design.md section 9, "Risk flags"). Each one makes the review UI ask for a typed
 confirmation instead of a single key, because each marks a way an agent could turn one
 accepted transfer into more than the owner meant:
 
@@ -472,5 +472,5 @@ def drive_base(drive_spec: str) -> str:
 
 
 def needs_typed_confirmation(flags: Sequence[RiskFlag]) -> bool:
-    """True when the owner must type a confirmation: any flag at all (DESIGN.md 9)."""
+    """True when the owner must type a confirmation: any flag at all (docs/design.md 9)."""
     return bool(flags)

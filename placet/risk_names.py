@@ -3,7 +3,7 @@
 A name can read as another: bidirectional overrides reorder it, invisible characters hide
 in it, lookalike letters (fullwidth forms, ligatures, Cyrillic ``а`` among Latin letters)
 imitate an ASCII name. These functions judge one target path's components and say which
-component holds the characters (DESIGN.md section 9, "Risk flags"). Split from
+component holds the characters (docs/design.md section 9, "Risk flags"). Split from
 `placet.risk` (module size); `placet.risk.risk_flags` is the entry point. Stdlib only.
 """
 

@@ -1,7 +1,7 @@
 """Roots: which local folders the owner nominated, and which placet refuses as roots.
 
 A root is a directory the owner passed as ``--root DIR`` or ``--root NAME=DIR``
-(DESIGN.md sections 6 and 9, "Roots"). Refused: the filesystem root, the home directory
+(docs/design.md sections 6 and 9, "Roots"). Refused: the filesystem root, the home directory
 and any ancestor of it (a root above the home exposes all of it), and any folder that
 equals, contains or lies inside one of placet's own folders (`PlacetDirs`): the data
 directory (database, audit anchor, trash), the config directory (``config.toml``: an
@@ -49,7 +49,7 @@ class Root:
     """A local root as the owner nominated it.
 
     `path` is absolute and resolved (no symlink in it); `device`/`inode` are its
-    ``st_dev``/``st_ino`` when nominated (DESIGN.md section 9, "Roots").
+    ``st_dev``/``st_ino`` when nominated (docs/design.md section 9, "Roots").
     """
 
     name: str
@@ -83,7 +83,7 @@ class PlacetDirs:
     """placet's own folders, resolved: no root may equal, contain or lie inside one.
 
     `folders` holds (what, path, advice) triples: what the folder is to the owner, its
-    realpath, and how to move it out of the way (DESIGN.md section 9, "Roots";
+    realpath, and how to move it out of the way (docs/design.md section 9, "Roots";
     docs/decisions.md). `ids` holds each folder's (st_dev, st_ino) (None: it does not
     exist yet) and `above` the ids of each folder and every folder above it, so that an
     alias realpath cannot see through (a bind mount) is caught by identity too.

@@ -6,7 +6,7 @@ can clear the screen, rewrite earlier lines or set the clipboard (OSC 52); a C1 
 (U+009B) is a one-character CSI on some terminals; bidi overrides (U+202E) make
 ``evil\u202etxt.exe`` display as ``evilexe.txt``; a line or paragraph separator breaks a
 one-line field. So `inert` shows every such character as a visible escape (``\\x1b``,
-``\\u202e``) and never emits it raw (DESIGN.md section 9, "Untrusted text").
+``\\u202e``) and never emits it raw (docs/design.md section 9, "Untrusted text").
 
 Escaped: categories Cc (C0, DEL, C1), Cf (format: bidi controls, zero-width characters,
 soft hyphen, tag characters), Zl, Zp, Cs (lone surrogates, as produced by
@@ -87,7 +87,7 @@ def inert_with_ascii(s: str) -> str:
     that `inert` shows as itself (not when `inert` already escaped every one, e.g. bidi).
 
     ``"caf\\u00e9"`` renders as ``café (ASCII: caf\\xe9)``, so a Cyrillic ``а`` in a
-    Latin-looking name is visible to the owner (DESIGN.md section 9).
+    Latin-looking name is visible to the owner (docs/design.md section 9).
     """
     shown = inert(s)
     if s.isascii():

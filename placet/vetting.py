@@ -4,7 +4,7 @@ and whether an op would write into placet's own folders.
 `placet accept` (`placet.cli.accept`, `placet.cli.accept_effect`) and the review UI
 (`placet.tui.facts`, `placet.tui.deciding`) both call these functions on the ops the
 executor runs (`placet.executor.plan_for(...).ops`), so the two front ends flag and refuse
-exactly the same proposals (DESIGN.md section 9, "Risk flags computed by placet";
+exactly the same proposals (docs/design.md section 9, "Risk flags computed by placet";
 docs/security.md, "Local roots", "Risk flags, all of them").
 
 Flags are matched on the root's absolute path (a download) or the drive's own path
@@ -47,7 +47,7 @@ def op_flags(record: ProposalRecord, op: Op, root_path: str) -> list[RiskFlag]:
     local target; an upload, upload_revision or mkdir on the drive's own path
     (`drive_base(record.drive_spec)`) joined with its remote target. ``replaces_existing``:
     the op replaces, or its evidence saw the target exist; ``name_changed``: a single
-    upload stored under a name other than its local file's (DESIGN.md section 9: "a name
+    upload stored under a name other than its local file's (docs/design.md section 9: "a name
     changed on upload").
     """
     local = op.local_path or ""

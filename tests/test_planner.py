@@ -1,6 +1,6 @@
 """Table tests for the pure planner: listings + baseline in, classification out.
 
-One row per line of DESIGN.md section 7's table, then the edge cases the section names
+One row per line of docs/design.md section 7's table, then the edge cases the section names
 (NFC, case folding, collisions, type conflicts, specials, unverified remotes).
 """
 

@@ -3,7 +3,7 @@
 - no op ever deletes, and no op path repeats;
 - every path of either listing is classified exactly once;
 - applying a plan's ops (simulated here on both listings) and recording the baseline
-  the way DESIGN.md section 7 says (done ops, skips verified by digest) leaves nothing
+  the way docs/design.md section 7 says (done ops, skips verified by digest) leaves nothing
   to do: re-planning yields only `skip` (`unverified` where the remote has no digest);
 - after a synced state, each kind of one-sided or two-sided change is classified as the
   table says (an oracle built from the change history, not from the table's code).

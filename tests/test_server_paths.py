@@ -1,4 +1,4 @@
-"""The hostile-path table, through one real `placet serve` (DESIGN.md section 6).
+"""The hostile-path table, through one real `placet serve` (docs/design.md section 6).
 
 Every path an agent could use to escape a root or smuggle an rclone option goes through
 the MCP tools that take it, against a single server process: each is refused with its

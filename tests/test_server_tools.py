@@ -42,7 +42,7 @@ def ws(tmp_path: Path, placet_home: Path) -> Workspace:
     return make_workspace(tmp_path, placet_home)
 
 
-# DESIGN.md section 5, argument names exactly.
+# docs/design.md section 5, argument names exactly.
 CATALOGUE: dict[str, tuple[set[str], set[str]]] = {
     "roots_list": (set(), set()),
     "drive_list": ({"path", "include_digest", "cursor"}, set()),

@@ -64,7 +64,7 @@ def test_claim_journal_finish_and_reaccept(store: Store) -> None:
     assert failed.summary == {"done": 1, "stale": 1}
     assert [r.outcome for r in store.op_results(p.id)] == ["done", "stale"]
 
-    # Re-accepting a failed proposal needs no unexpired TTL (DESIGN.md section 9).
+    # Re-accepting a failed proposal needs no unexpired TTL (docs/design.md section 9).
     again = store.accept(p.id, now=T0 + timedelta(days=3))
     assert again.status == "approved"
     second = store.claim(p.id, holder=ME, now=T0 + timedelta(days=3))

@@ -1,5 +1,5 @@
 """Stateful test of the lifecycle: random sequences of every store operation, on a real
-SQLite file, never make a transition DESIGN.md section 4 lacks; every status change has
+SQLite file, never make a transition docs/design.md section 4 lacks; every status change has
 exactly one audit event; the audit chain verifies after every step.
 
 The allowed transitions are written out here from the diagram, on purpose not imported
@@ -25,7 +25,7 @@ from placet.config import load_settings
 from placet.errors import Expired, LimitExceeded, PolicyRefused, WrongState
 from placet.store import LeaseHolder, ProposalRecord, open_store
 
-# DESIGN.md section 4, transcribed by hand. (None, pending) is creation; (pending, pending)
+# docs/design.md section 4, transcribed by hand. (None, pending) is creation; (pending, pending)
 # is the owner extending the TTL (audited, no status change).
 ALLOWED = {
     (None, "pending"),

@@ -1,4 +1,4 @@
-"""The owner's op selection on a sync (DESIGN.md section 9, "Op results"): `skip_ops` is
+"""The owner's op selection on a sync (docs/design.md section 9, "Op results"): `skip_ops` is
 validated and bound into the approval audit event by the store, the executor journals
 those ops `skipped` without touching anything, the proposal succeeds only if every
 selected op is done or already_done, and `placet accept --skip` does the same."""

@@ -1,7 +1,7 @@
 """The sync service end to end in one process: real store, real rclone `local` remote,
 real indexer and executor. Plans are stored and reused, warm re-plans hash nothing (the
 counters are the proof), baselines turn a conflict into a fast-forward, and the plan's
-edges (missing remote folder, empty side, decisions) behave as DESIGN.md section 7 says.
+edges (missing remote folder, empty side, decisions) behave as docs/design.md section 7 says.
 """
 
 from __future__ import annotations

@@ -201,7 +201,7 @@ def test_flags_are_the_shared_ones_matched_on_the_root_and_drive_paths(store: St
         rec, plan_for(rec.kind, rec.request, rec.evidence, store.ops(rec.id)).ops
     )
 
-    # A renamed download is not name_changed (DESIGN.md 9: "a name changed on upload"),
+    # A renamed download is not name_changed (docs/design.md 9: "a name changed on upload"),
     # as `placet accept` says; an unknown kind cannot be vetted, so it is flagged.
     dl = add_download(store, remote_path="shared/a.txt", local_path="b.txt")
     assert codes(dl) == []

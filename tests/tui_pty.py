@@ -1,7 +1,7 @@
 """Run a program under a real pseudo-terminal and keep every byte it writes.
 
 The review UI's promise about untrusted text is about the bytes that reach the terminal
-(DESIGN.md section 9), and Textual's headless test driver writes none. So the hostile
+(docs/design.md section 9), and Textual's headless test driver writes none. So the hostile
 text tests run the real `placet review` on a pty (TERM=xterm-256color, a fixed size),
 press keys by writing to the pty's master side, and assert on the raw output.
 """

@@ -5,7 +5,7 @@ What the owner approves is what runs: the effect shown (`placet.cli.accept_effec
 computed from the same parsed ops the executor runs (`placet.executor.load_plan`), with
 every one of placet's own risk flags (`placet.risk`; never cut, whatever the op count)
 above the agent's reason (shown boxed, last, as its claim), and the request hash the
-approval binds to (DESIGN.md section 9, "Accept binds to what was shown"). The code
+approval binds to (docs/design.md section 9, "Accept binds to what was shown"). The code
 prompt repeats the op count and the flags by kind. A write into placet's own folders is
 refused before any code is asked (`placet.vetting`, shared with the review UI). Every
 string that came from an agent, a file name or the remote goes through
@@ -21,7 +21,7 @@ process driving a terminal of its own) is written down in docs/security.md.
 
 `--skip INDEX` (a sync only, repeatable) leaves op INDEX out: it is shown marked,
 recorded in the approval event as `skip_ops`, and journaled `skipped` by the executor
-(DESIGN.md section 9, "Op results").
+(docs/design.md section 9, "Op results").
 
 Sequence: sweep (expire due, recover interrupted: a dead holder on this host is
 recovered at once), show, confirm, accept (pending, failed or interrupted -> approved),

@@ -6,7 +6,7 @@ binary and its version (an absolute path, never a PATH lookup); the rclone confi
 (where, whether encrypted) and the keyring that holds its password; the drive spec and
 whether the remote answers a listing; the remote's capabilities (digest types placet will
 compare, case folding, server-side replacement); the database (path, mode 0600, schema
-version against this placet's, WAL journal, `-wal`/`-shm` modes, DESIGN.md section 9
+version against this placet's, WAL journal, `-wal`/`-shm` modes, docs/design.md section 9
 "Files").
 
 Nothing is changed, and the database is opened read-only (one that does not exist yet is

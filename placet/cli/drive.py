@@ -1,7 +1,7 @@
 """`placet drive set | show | login`: choose the remote, inspect it, unlock rclone's config.
 
 `set` writes ``drive = "..."`` into the owner's `config.toml` (other keys and comments
-kept), after refusing a spec with an inline secret (DESIGN.md section 9, "drive
+kept), after refusing a spec with an inline secret (docs/design.md section 9, "drive
 binding": the spec is stored with every proposal) and, unless `--no-check`, asking
 rclone whether the remote answers. `show` prints the spec in force and where it came
 from, the rclone binary and version, the rclone config and whether its password is

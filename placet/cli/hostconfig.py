@@ -1,7 +1,7 @@
 """`placet config claude|codex|vscode|generic --root DIR`: print a host configuration.
 
 The owner pastes what this prints into the agent host's own file; placet never writes a
-host's files (DESIGN.md section 1). The command is the absolute path of the installed
+host's files (docs/design.md section 1). The command is the absolute path of the installed
 `placet` (so the host does not depend on its PATH), the roots are checked and resolved
 exactly as `placet serve` will check them (so a refused root fails here, not at the
 host's first launch), a drive spec holding an inline secret is refused (it would sit in
@@ -10,7 +10,7 @@ passed on so the server finds the same data directory.
 
 Where the host supports a per-tool allowlist, every placet tool is listed by name: the
 tools only read or queue inert proposals, so the host need not prompt; the owner's
-decision in `placet review` is the gate (DESIGN.md section 5). Tools are listed one by
+decision in `placet review` is the gate (docs/design.md section 5). Tools are listed one by
 one rather than by a server-wide wildcard, so a tool added by a later version is not
 allowed without the owner re-running this command. Host formats (checked 2026-11):
 

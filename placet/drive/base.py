@@ -5,7 +5,7 @@ behind it (`placet.drive.rclone`). A drive declares what it can do as `Capabilit
 (which digests it reports, whether names fold case, how precise its mtimes are, whether
 a temporary object can be moved onto an existing name server-side), so that callers
 choose a digest and a replacement strategy from flags rather than from backend names
-(DESIGN.md sections 3 and 9, "digest choice").
+(docs/design.md sections 3 and 9, "digest choice").
 
 Paths are POSIX strings relative to the drive root (``""`` is the root). Every `Entry`
 carries its path relative to the drive root, whatever folder was listed. Digests are
@@ -24,7 +24,7 @@ TEMP_PREFIX = ".placet-tmp-"
 """Name prefix of every temporary object placet creates (remote and local alike)."""
 
 DIGEST_PREFERENCE: tuple[str, ...] = ("sha256", "sha1", "md5")
-"""Digest types placet can compute with hashlib, strongest first (DESIGN.md section 9)."""
+"""Digest types placet can compute with hashlib, strongest first (docs/design.md section 9)."""
 
 ProgressFn = Callable[[int, int], None]
 """`progress(bytes_done, bytes_total)`; called at most every 1 MiB or 100 ms, and at the end."""
@@ -58,7 +58,7 @@ class Capabilities:
         can_move: the remote moves an object server-side (else rclone copies + deletes).
         server_side_replace: a temporary object can be moved onto an existing name
             server-side; False on Proton Drive, where a replacement uploads straight onto
-            the target (DESIGN.md section 3).
+            the target (docs/design.md section 3).
         backend: rclone backend type (``local``, ``sftp``, ``webdav``, ``protondrive``…)
             when known.
         hashes_on_demand: the remote computes digests by reading the data on every
@@ -107,7 +107,7 @@ class UploadResult:
         verification: ``digest:<type>`` (the remote's digest of the stored object matched
             the streamed bytes), ``readback:sha256`` (the remote has no usable digest; the
             object was read back and hashed), or ``size`` (size only; readback disabled).
-        path_taken: ``temp+move`` or ``direct-replace`` (DESIGN.md section 3).
+        path_taken: ``temp+move`` or ``direct-replace`` (docs/design.md section 3).
         digest_type: the remote's digest type used for `digest`, None if it has none.
         digest: the remote's digest of the stored object (hex), None if it has none.
         temp_path: the temporary object used, None for a direct replacement.
@@ -175,7 +175,7 @@ def preferred_digest(caps: Capabilities) -> str | None:
     """The strongest digest type both sides can compute: sha256, then sha1, then md5.
 
     Returns None when the remote reports none of them (compare by size, `unverified`).
-    Source: DESIGN.md section 9, "digest choice".
+    Source: docs/design.md section 9, "digest choice".
     """
     for t in DIGEST_PREFERENCE:
         if t in caps.hash_types:

@@ -1,13 +1,13 @@
 """Which rclone config placet uses, and how an encrypted one gets its password.
 
-Credentials stay in the owner's rclone config (DESIGN.md section 3). placet reads which
+Credentials stay in the owner's rclone config (docs/design.md section 3). placet reads which
 config that is the way rclone does: `RCLONE_CONFIG` if it was set in placet's own
 environment when placet started (the owner's choice, passed on explicitly; every other
 inherited `RCLONE_*` variable is dropped), else `rclone.conf` beside the binary, else
 `$XDG_CONFIG_HOME/rclone/rclone.conf` (or `~/.config/...`), else `~/.rclone.conf`.
 
 The password of an encrypted config never appears in a child's argv or environment,
-which `ps` and `ps eww` show (DESIGN.md section 9, "rclone hygiene"; docs/decisions.md).
+which `ps` and `ps eww` show (docs/design.md section 9, "rclone hygiene"; docs/decisions.md).
 Every rclone child gets ``--password-command`` naming placet's hidden
 ``placet drive password-for-rclone``, which reads the keyring (service ``placet``, user
 ``rclone-config``, stored by `placet drive login`) and hands rclone the password through

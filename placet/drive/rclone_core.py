@@ -1,7 +1,7 @@
 """rclone plumbing and metadata for the drive: rcd calls, capabilities, stat, temps.
 
 `RcloneCore` holds what every drive operation needs: the parsed spec (with Proton
-Drive's cache turned off and `replace_existing_draft` on, DESIGN.md section 3), the
+Drive's cache turned off and `replace_existing_draft` on, docs/design.md section 3), the
 allowlisted child environment, the lazily started `rclone rcd` (`placet.drive.proc`),
 error mapping with redaction (`placet.drive.failures`), and the small metadata calls
 (fsinfo, stat, mkdir, hashsum, delete of temp objects). Listings with their digests
@@ -45,7 +45,7 @@ from placet.errors import (
 from placet.temp_names import has_placet_temp, is_placet_temp
 
 NO_SERVER_SIDE_REPLACE = frozenset({"protondrive"})
-"""Backends whose server-side move refuses an existing target (DESIGN.md section 3)."""
+"""Backends whose server-side move refuses an existing target (docs/design.md section 3)."""
 _HASHES_ON_DEMAND = frozenset({"local", "sftp"})
 _PROTON_OPTIONS = (("enable_caching", "false"), ("replace_existing_draft", "true"))
 _SECRET_ENV_WORDS = ("PASS", "TOKEN", "KEY", "SECRET")

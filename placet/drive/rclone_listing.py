@@ -2,7 +2,7 @@
 
 Listings go to the long-lived `rclone rcd` (`placet.drive.rclone_core`). What this
 module decides is which digest a listed file carries and where it comes from: one per
-file, the remote's preferred type (DESIGN.md section 9). A remote that stores digests
+file, the remote's preferred type (docs/design.md section 9). A remote that stores digests
 returns them with the listing at no cost. A remote where rclone computes them by reading
 the data (local folders, sftp) would read every file on every listing, so those digests
 are kept in a `DigestStore` by path with the size and mtime they were computed for (the
@@ -44,7 +44,7 @@ class RcloneListing(RcloneCore):
     of `placet.drive.rclone.RcloneDrive`; construct that one)."""
 
     def _digest_types(self) -> tuple[str, ...]:
-        """Listings carry one digest per file: the preferred type (DESIGN.md section 9)."""
+        """Listings carry one digest per file: the preferred type (docs/design.md section 9)."""
         t = preferred_digest(self.capabilities())
         return (t,) if t else ()
 

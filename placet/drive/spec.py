@@ -3,7 +3,7 @@
 A drive spec is whatever rclone accepts as a path: a configured remote (``name:path``),
 one with overriding options (``name,opt=value:path``), an on-the-fly backend
 (``:backend,opt=value:path``), or an absolute local folder. placet stores the spec with
-every proposal (DESIGN.md section 9, "drive binding"), so a secret written into it would
+every proposal (docs/design.md section 9, "drive binding"), so a secret written into it would
 end up in the database, in logs and in front of the agent: inline secrets are refused
 here, at configuration, with a message that sends the owner to rclone's own config.
 
@@ -174,7 +174,7 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@'\"]+:[^/\s@'\"]+@")
 
 
 def validate_spec(spec: str) -> DriveSpec:
-    """Parse `spec` and refuse inline secrets (DESIGN.md section 9, "drive binding").
+    """Parse `spec` and refuse inline secrets (docs/design.md section 9, "drive binding").
 
     Refused: an option whose name marks a secret (``pass``, ``password``, ``token``,
     ``key``, ``secret``, ``client_secret``, ``secret_access_key``, …; ``key_file`` and

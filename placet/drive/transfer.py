@@ -1,10 +1,10 @@
 """Moving bytes between placet's own descriptors and rclone's pipes, hashing as they pass.
 
 rclone reopens local paths by name, which would undo the `O_NOFOLLOW` descriptor walk
-of DESIGN.md section 6, so placet never gives rclone a local path: an upload streams a
+of docs/design.md section 6, so placet never gives rclone a local path: an upload streams a
 descriptor placet opened into `rclone rcat`'s stdin (or, for a small new file, reads
 it into memory with the same checks and sends those bytes to rcd), a download streams `rclone cat`'s
-stdout into a temp file placet created (DESIGN.md section 9, "transfers go through
+stdout into a temp file placet created (docs/design.md section 9, "transfers go through
 placet's own descriptors"). Hashing happens in the same pass, so the digest describes
 exactly the bytes that went over the pipe, not a second read of the file.
 

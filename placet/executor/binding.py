@@ -1,4 +1,4 @@
-"""Binding an approved proposal to what the owner was shown (DESIGN.md section 9).
+"""Binding an approved proposal to what the owner was shown (docs/design.md section 9).
 
 Before any op runs, the executor checks that the stored request still hashes to the
 proposal's request hash and to the hash the approval audit event recorded, that the
@@ -67,7 +67,7 @@ def _check_drive(settings: Settings, record: ProposalRecord, drive: Drive | None
 
 
 def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive | None) -> Plan:
-    """The binding checks of DESIGN.md section 9; returns the parsed plan, with the ops
+    """The binding checks of docs/design.md section 9; returns the parsed plan, with the ops
     the owner unticked (the approval event's `skip_ops`) as its `skip`.
 
     Raises:

@@ -1,6 +1,6 @@
 """Re-checking a proposal's evidence at execution, and recognising work already done.
 
-Two questions are asked of every op before it touches anything (DESIGN.md sections 4, 9):
+Two questions are asked of every op before it touches anything (docs/design.md sections 4, 9):
 
 1. **already_done** (asked first): does the target already hold the approved content?
    Then the op is done whatever else changed, which is what makes re-accepting an

@@ -1,5 +1,5 @@
 """The download op: remote file -> new temp file under the destination's directory
-descriptor -> verified -> fsynced -> renamed into place (DESIGN.md sections 4, 6, 9).
+descriptor -> verified -> fsynced -> renamed into place (docs/design.md sections 4, 6, 9).
 
 Order:
 

@@ -1,4 +1,4 @@
-"""Keeping the executor's lease alive while it works (DESIGN.md section 9, "Lease and
+"""Keeping the executor's lease alive while it works (docs/design.md section 9, "Lease and
 recovery").
 
 A claimed proposal carries a lease of `lease_seconds` (30 s by default). A background

@@ -1,6 +1,6 @@
 """From a stored request to the ordered list of `Op`s the executor runs.
 
-Every proposal kind runs through the same per-op path (DESIGN.md section 4), so a single
+Every proposal kind runs through the same per-op path (docs/design.md section 4), so a single
 upload, mkdir or download is expanded here into a one-op list with the evidence it saw,
 and a sync proposal's stored ops are used as they are: folders first (parents before
 children, so a later upload finds its folder), then the file transfers in the order the

@@ -5,9 +5,9 @@ panel, the CLI's bar): byte counts are cumulative over the whole proposal (ended
 the bytes of the ops in flight), so one bar can show it, and an event carrying
 `op_result` is sent once per op, right after that op was journaled. Events always come
 from the thread that called `execute`, even while a sync's transfers run on a pool.
-`OpOutcome` is one op's end state before it is journaled: an outcome of DESIGN.md section
+`OpOutcome` is one op's end state before it is journaled: an outcome of docs/design.md section
 9 ("Op results") and a JSON-safe detail. A failure's detail always has the typed-error
-shape `{code, message, retryable, details}` of DESIGN.md section 5, so the MCP tool, the
+shape `{code, message, retryable, details}` of docs/design.md section 5, so the MCP tool, the
 UI and the CLI read every failure the same way.
 """
 

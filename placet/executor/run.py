@@ -6,7 +6,7 @@ The order of its steps is the safety argument:
 1. **Claim** (approved -> executing) under this process's lease, renewed by a heartbeat
    thread (`placet.executor.lease`). Before claiming, the previous attempt's journal is
    read for temporary names a crashed run left (`placet.executor.temps`).
-2. **Bind** (DESIGN.md section 9): the stored request must still hash to the proposal's
+2. **Bind** (docs/design.md section 9): the stored request must still hash to the proposal's
    request hash, and to the hash the approval audit event recorded (what the owner was
    shown); the drive spec stored with the proposal must be the configured one; no
    upload or mkdir may target placet's own folders on a local-folder drive. A
@@ -198,7 +198,8 @@ class _Run:
         self._op_json: dict[int, dict[str, Any]] = {}  # each op dumped once
         self._batched: set[int] = set()  # indexes of the ops run in batches
         self.leftover: dict[int, list[Temp]] = {}  # earlier attempts' temps not yet removed
-        # A sync's baseline is written with each committed batch of results (DESIGN.md section 7).
+        # A sync's baseline is written with each committed batch of results
+        # (docs/design.md section 7).
         self.baseline = BaselineRecorder.for_proposal(store, record, drive)
 
     # ---- hooks handed to the ops ----------------------------------------------------

@@ -7,7 +7,7 @@ from here, after the op's evidence was re-checked (`placet.executor.checks`), an
 returns an `OpOutcome` for the runner to journal. Nothing here raises for an op that
 merely failed; only `Aborted` (owner cancelled, lease lost) escapes.
 
-Upload order (DESIGN.md sections 4, 6, 9):
+Upload order (docs/design.md sections 4, 6, 9):
 
 1. already_done first: the remote target already holds the approved bytes.
 2. The remote target must still be as the proposal saw it (absent for a new file; the
@@ -72,7 +72,7 @@ def _q(s: str) -> str:
 def stale(
     side: str, path: str, expected: dict[str, Any] | None, found: dict[str, Any], why: str
 ) -> OpOutcome:
-    """A `stale` outcome naming both values (DESIGN.md section 4)."""
+    """A `stale` outcome naming both values (docs/design.md section 4)."""
     err = StaleEvidence(
         f"{side} {_q(path)} {why} since the proposal was made; nothing was changed for "
         "this op: ask the agent to propose again",

@@ -10,7 +10,7 @@ not even a stray print from a child; placet's own logs go to stderr.
 
 The sweeper runs in the server on a timer (every `settings.sweep_seconds`, 10 s by
 default): it expires pending proposals past their TTL and marks executions whose lease
-lapsed `interrupted` (DESIGN.md section 9, "Lease and recovery"). A failed sweep is logged
+lapsed `interrupted` (docs/design.md section 9, "Lease and recovery"). A failed sweep is logged
 and retried on the next tick; it never stops the server.
 
 At start-up the drive is handed the sync service's persistent remote digest cache

@@ -3,7 +3,7 @@
 The high-level `MCPServer` of mcp 2.3 derives a tool's input schema from the function's
 flat `Annotated[..., Field(...)]` parameters and its output schema from the return model,
 which is what we want. Three of its defaults are not, and this module overrides each in
-one place instead of in every tool (DESIGN.md section 9, "Tool arguments and errors"):
+one place instead of in every tool (docs/design.md section 9, "Tool arguments and errors"):
 
 - **Unknown arguments.** The SDK's argument model ignores extra keys, so a misspelt
   `replace_exisitng=true` would silently become `false`. `build_tools` rebuilds each
@@ -55,7 +55,7 @@ from placet.server.flow import ToolSlots
 
 log = logging.getLogger("placet.server")
 
-# The tool catalogue's hint sets (DESIGN.md section 5; reasons in docs/decisions.md).
+# The tool catalogue's hint sets (docs/design.md section 5; reasons in docs/decisions.md).
 READ_LOCAL = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )

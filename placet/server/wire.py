@@ -3,7 +3,7 @@
 mcp 2.3's stdio reader parses each line with pydantic (jiter) and, when that fails, hands
 the dispatcher an exception that it drops with a debug log: the client never hears back
 and waits forever. Three kinds of line met that fate (or were misread) and each now gets
-a JSON-RPC answer, decided here (JSON-RPC 2.0 section 5; DESIGN.md section 9):
+a JSON-RPC answer, decided here (JSON-RPC 2.0 section 5; docs/design.md section 9):
 
 - **Unpaired UTF-16 surrogates** (`"\\ud800"`, valid JSON, not valid Unicode): jiter
   refuses the whole line. placet parses it again with Python's `json`, which keeps lone

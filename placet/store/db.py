@@ -1,6 +1,6 @@
 """SQLite engine setup: the database file, its pragmas, and how transactions begin.
 
-Decided here, once, so every connection behaves the same (DESIGN.md sections 2 and 9):
+Decided here, once, so every connection behaves the same (docs/design.md sections 2 and 9):
 
 - The database file is created 0600 before SQLite opens it (SQLite gives its `-wal` and
   `-shm` files the mode of the database), inside the 0700 data directory.

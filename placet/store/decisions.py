@@ -1,11 +1,11 @@
-"""Creating proposals and the owner's and agent's decisions on them (DESIGN.md section 4).
+"""Creating proposals and the owner's and agent's decisions on them (docs/design.md section 4).
 
 Creation is idempotent (one pending proposal per kind + request hash + drive, backed by a
 partial unique index; the same request for another drive is another proposal) and capped
 per bridge and in total; the caps count only live (unexpired) pending proposals, so an
 agent is never blocked by proposals that are merely unswept.
 The decisions: accept (pending -> approved only while `expires_at > now`; failed or
-interrupted -> approved without an expiry check, DESIGN.md section 9), discard, withdraw
+interrupted -> approved without an expiry check, docs/design.md section 9), discard, withdraw
 (only the proposing bridge) and extend (never past `max_extend_hours` from creation).
 """
 
@@ -36,7 +36,7 @@ from placet.store.db import dt_text, raw
 from placet.store.models import PROPOSAL
 from placet.store.records import ProposalRecord
 
-# Creation is the hot path (DESIGN.md section 8 asks >= 1,000/s from 4 processes): when no
+# Creation is the hot path (docs/design.md section 8 asks >= 1,000/s from 4 processes): when no
 # duplicate is pending, its whole transaction runs on a pooled driver connection
 # (`_write_raw`), as plain SQL over the columns of `placet.store.models.Proposal`
 # (datetimes in `UTCDateTime`'s text form, `dt_text`): SQLAlchemy's per-statement and
@@ -330,7 +330,7 @@ class Decisions(StoreBase):
         whether a terminal was attached). For a sync, `detail["skip_ops"]` lists the op
         indexes the owner unticked; the event always records it for a sync (sorted,
         `[]` when every op was kept), and the executor journals those ops `skipped`
-        without touching anything for them (DESIGN.md section 9, "Op results").
+        without touching anything for them (docs/design.md section 9, "Op results").
 
         `detail["request_hash"]`, when given, is the hash the owner was shown: a proposal
         that no longer has it is refused and nothing is approved.

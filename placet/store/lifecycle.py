@@ -1,4 +1,4 @@
-"""The proposal lifecycle as data: statuses, the transitions DESIGN.md section 4 draws, and
+"""The proposal lifecycle as data: statuses, the transitions docs/design.md section 4 draws, and
 who may make each. Pure: no I/O, so the rules can be read and tested on their own.
 
 ```
@@ -134,7 +134,7 @@ def finish_status(
 
     `results` are the journaled (op index, outcome) pairs of one attempt. An op the
     owner unticked (its index in `skipped_by_owner`) counts only if it ended `skipped`;
-    a `skipped` outcome for an op the owner selected fails the proposal (DESIGN.md
+    a `skipped` outcome for an op the owner selected fails the proposal (docs/design.md
     section 9, "Op results").
     """
     return (

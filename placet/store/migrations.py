@@ -104,7 +104,7 @@ _INITIAL = (
 )""",
 )
 
-# Pending-proposal counters for the caps (DESIGN.md section 9), kept by triggers in the
+# Pending-proposal counters for the caps (docs/design.md section 9), kept by triggers in the
 # same transaction as every change, so the cap check reads two rows instead of counting
 # up to `pending_total` index entries while holding the write lock. Scopes: 'total' and
 # 'run:<run_id>'. A count includes pending proposals whose TTL passed unswept: it is an

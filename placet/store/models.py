@@ -22,11 +22,11 @@ from placet.store.db import UTCDateTime
 
 
 class Proposal(SQLModel, table=True):
-    """One proposal (DESIGN.md section 4): an inert, TTL-bounded request for a write."""
+    """One proposal (docs/design.md section 4): an inert, TTL-bounded request for a write."""
 
     __tablename__ = "proposal"
     __table_args__ = (
-        # Idempotent proposing (DESIGN.md section 9): one pending proposal per
+        # Idempotent proposing (docs/design.md section 9): one pending proposal per
         # kind + request hash + drive, enforced by the database, not only by a SELECT
         # (migration `pending_request_per_drive`, docs/decisions.md).
         Index(

@@ -5,7 +5,7 @@ proposal always goes back through a `Store` transition. `to_dict()` gives the JS
 the CLI (`--json`) and the MCP tools print (datetimes as ISO 8601 UTC).
 
 `LeaseHolder` names the process executing a proposal as host + pid + process start time
-(DESIGN.md section 9): on the same host a dead holder is recognised at once (no such pid,
+(docs/design.md section 9): on the same host a dead holder is recognised at once (no such pid,
 or the pid was reused by a process that started at another time) instead of waiting for
 the lease to lapse.
 """
@@ -32,7 +32,7 @@ class _Record:
 
 @dataclass(frozen=True)
 class ProposalRecord(_Record):
-    """A proposal as stored (DESIGN.md section 4). Datetimes are aware UTC."""
+    """A proposal as stored (docs/design.md section 4). Datetimes are aware UTC."""
 
     id: int
     kind: str

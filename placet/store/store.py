@@ -1,4 +1,4 @@
-"""The `Store`: every lifecycle transition of DESIGN.md section 4, the sweeper, op results
+"""The `Store`: every lifecycle transition of docs/design.md section 4, the sweeper, op results
 and the audit log, over one SQLite file.
 
 Each transition reads the row under `BEGIN IMMEDIATE`, refuses with the precise domain

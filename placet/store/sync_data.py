@@ -3,7 +3,7 @@
 `placet.store.sync_digests.DigestCaches`, which `SyncData` extends, so callers keep one
 accessor object).
 
-What is kept, and why (DESIGN.md sections 7-9):
+What is kept, and why (docs/design.md sections 7-9):
 
 - **Plans** (`sync_plan`) are immutable once stored and record both listings'
   fingerprints, the baseline generation they were planned against and the options, so

@@ -2,7 +2,7 @@
 share (the tables are `placet.store.sync_tables`; `placet.store.sync_data.SyncData`
 builds on this class with plans, baselines and snapshots).
 
-What is kept, and why (DESIGN.md sections 7-9):
+What is kept, and why (docs/design.md sections 7-9):
 
 - **The local digest cache** (`sync_digest_cache`) persists `placet.sync.cache
   .CachedDigest` by (root key, path); rows of another `DIGEST_CACHE_VERSION` are
@@ -167,7 +167,7 @@ class DigestCaches:
                 for p in paths:
                     mem.pop(p, None)
 
-    # ---- remote digest cache (DESIGN.md section 9, "Digest choice") ------------------
+    # ---- remote digest cache (docs/design.md section 9, "Digest choice") ------------------
 
     def remote_digests(
         self, drive_spec: str, digest_type: str

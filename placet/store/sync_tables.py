@@ -27,7 +27,7 @@ SkipRow = tuple[str, str | None, str | None, str | None, int | None, str | None]
 mtime), the order of `BaselineEntry`'s fields."""
 
 RETENTION = timedelta(days=7)
-"""Stored plans and drive snapshots older than this are pruned (DESIGN.md section 9)."""
+"""Stored plans and drive snapshots older than this are pruned (docs/design.md section 9)."""
 
 
 # ---- tables (migration 3 in placet.store.migrations builds exactly these) --------------

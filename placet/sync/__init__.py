@@ -1,4 +1,4 @@
-"""Sync: the local indexer and the pure planner (DESIGN.md section 7).
+"""Sync: the local indexer and the pure planner (docs/design.md section 7).
 
 `index_local` walks a folder and digests its files (cached); `plan` classifies two
 listings against the last synced baseline into a `SyncPlan`; `to_request_ops` turns a

@@ -1,4 +1,4 @@
-"""Recording the sync baseline as an accepted sync proposal runs (DESIGN.md section 7).
+"""Recording the sync baseline as an accepted sync proposal runs (docs/design.md section 7).
 
 The baseline says what both sides of a pair held after the last sync that touched a
 path; the planner reads it to tell "edited here" from "deleted there". It is written

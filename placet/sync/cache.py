@@ -1,4 +1,4 @@
-"""The digest cache: what lets a warm index read no file (DESIGN.md sections 8 and 9).
+"""The digest cache: what lets a warm index read no file (docs/design.md sections 8 and 9).
 
 A file's digests are reused while its (size, mtime_ns, inode, ctime_ns) are unchanged
 and the entry was stored `verified` (see the racily-clean rule in `indexer`). The

@@ -1,5 +1,5 @@
 """`drive_changes`: what was added, changed or removed under a remote folder since an
-anchor, on demand (DESIGN.md section 5: no timer, no background polling).
+anchor, on demand (docs/design.md section 5: no timer, no background polling).
 
 Each call lists the folder once (recursively) and stores the listing as a snapshot
 (`SyncData.save_snapshot`); the snapshot's id, wrapped in an opaque anchor, is what the

@@ -1,6 +1,6 @@
 """Classification of one path: its local entry, remote entry and baseline in, one op or report out.
 
-This is the table of DESIGN.md section 7, path by path; `placet.sync.planner` feeds it
+This is the table of docs/design.md section 7, path by path; `placet.sync.planner` feeds it
 the keys in sorted order (parents first) and assembles the result. What it decides, and
 why:
 

@@ -1,10 +1,10 @@
 """Which digest to compare, and the one-pass hashing primitive.
 
-DESIGN.md section 9 ("Digest choice"): compare the strongest type both sides can
+docs/design.md section 9 ("Digest choice"): compare the strongest type both sides can
 compute, sha256 then sha1 then md5 (all three are in `hashlib`, backed by OpenSSL); a
 remote with none of them is compared by size and every "equal" it yields is marked
 `unverified`. Hex is compared case-insensitively because Proton Drive reports SHA-1 in
-either case (DESIGN.md section 3).
+either case (docs/design.md section 3).
 
 `hash_fd` reads a descriptor once, in 1 MiB chunks into a reused buffer, and feeds every
 requested hash from the same bytes: a file is read once however many types the remote
@@ -22,7 +22,7 @@ from placet.errors import UsageError
 from placet.sync.model import LocalEntry, RemoteEntry
 
 DIGEST_ORDER: tuple[str, ...] = ("sha256", "sha1", "md5")
-"""The digest types placet computes, strongest first (DESIGN.md section 9)."""
+"""The digest types placet computes, strongest first (docs/design.md section 9)."""
 
 CHUNK_SIZE = 1 << 20
 """Read size for hashing, bytes (1 MiB: large enough that per-call overhead vanishes)."""

@@ -2,7 +2,7 @@
 
 A sync plan may download onto an existing local file: a fast-forward download (the
 drive's copy is newer than the baseline) or a conflict decided `keep_remote`. Under the
-default policy `downloads = "new-only"` (DESIGN.md section 6) the executor refuses such a
+default policy `downloads = "new-only"` (docs/design.md section 6) the executor refuses such a
 download, so a proposal holding one could only fail after the owner accepted it. This
 module decides which plan entries are such downloads, so `sync_plan` marks them and
 `propose_sync` refuses the whole proposal up front (as `propose_download` does), saying
@@ -58,7 +58,7 @@ def refuse_blocked_downloads(
     svc: SyncService, who_ctx: ProposeContext, plan_id: int, decisions: Mapping[str, str]
 ) -> None:
     """Refuse up front a sync whose downloads would replace local files against the root's
-    `downloads` policy (DESIGN.md section 6), as `propose_download` does, rather than let
+    `downloads` policy (docs/design.md section 6), as `propose_download` does, rather than let
     them fail `refused` when the owner has accepted.
 
     Raises:

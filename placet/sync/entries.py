@@ -4,10 +4,10 @@ What a listing holds is decided here, apart from what a plan holds (`placet.sync
 because the listings are built by three hot loops of their own (the indexer, the remote
 listing, the baseline store) that need only these types. They are frozen, slotted
 dataclasses rather than pydantic models because 100,000 of them are built per side per
-plan (DESIGN.md section 8); the positional `new_*` constructors below build them faster
+plan (docs/design.md section 8); the positional `new_*` constructors below build them faster
 still, for those loops.
 
-Paths are POSIX, relative to the synced folder on each side, NFC-normalised (DESIGN.md
+Paths are POSIX, relative to the synced folder on each side, NFC-normalised (docs/design.md
 section 7). `LocalEntry.raw_path` keeps the name as it is on disk (maybe NFD, maybe not
 valid UTF-8 as surrogate escapes) because that is the name I/O must use;
 `RemoteEntry.path` is what the drive listed, and the name ops address on the remote.
@@ -199,7 +199,7 @@ class RemoteEntry:
 class BaselineEntry:
     """What a path held on both sides after the last sync that touched it.
 
-    Written for `done` ops and for skips verified by digest (DESIGN.md section 7).
+    Written for `done` ops and for skips verified by digest (docs/design.md section 7).
     `sha256`: the content's SHA-256, or None for a folder. `remote_digest_type` /
     `remote_digest`: the remote's digest then; where the remote had none, `size` and
     `mtime` (the remote's RFC 3339 mtime) stand in, compared within the remote's

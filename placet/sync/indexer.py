@@ -7,9 +7,9 @@ What it decides, and why:
   through it (`os.scandir(fd)`). Nothing is followed: symlinks, FIFOs, sockets and
   devices are listed as `skipped` and never opened (opening a FIFO would block, a
   device could be anything), so a symlink loop cannot hang the walk and no name swapped
-  for a link mid-walk leads outside the root (DESIGN.md section 6).
+  for a link mid-walk leads outside the root (docs/design.md section 6).
 - A regular file with more than one hard link is `skipped` too: transfers refuse it
-  (DESIGN.md section 9), since another of its names may lie outside the root.
+  (docs/design.md section 9), since another of its names may lie outside the root.
 - Depth is capped at `placet.paths.MAX_LOCAL_DEPTH` below the root (a deeper folder is
   an `error` entry, not listed), which also bounds any bind-mount loop.
 - Unreadable files and folders become `error` entries and the walk goes on; the planner
@@ -140,7 +140,7 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
             add_file(w, fd, name, path, raw, st)
         elif stat.S_ISREG(mode):
             # A hard link may be a name for a file outside the root; transfers refuse
-            # such files (DESIGN.md section 9), so the plan does not propose them.
+            # such files (docs/design.md section 9), so the plan does not propose them.
             note = f"{st.st_nlink} hard links: not synced (one may lie outside the root)"
             add_entry(w, LocalEntry(path, raw, "skipped", st.st_size, st.st_mtime_ns, note=note))
         elif stat.S_ISDIR(mode):
@@ -266,7 +266,7 @@ def index_local(
         workers: hashing threads (1 = hash in the calling thread).
         now_ns: the scan's start for the racily-clean rule (default: the clock now).
         include_hidden: also list names starting with "." (else not entered at all).
-        entry_cap: most files, and most folders (DESIGN.md section 9: 100,000; the
+        entry_cap: most files, and most folders (docs/design.md section 9: 100,000; the
             cap counts files, so a tree of 100,000 files in 1,000 folders fits).
         progress: called from the walking thread every 1,024 files with (files seen,
             bytes hashed so far in that thread); for a long read's progress figure.

@@ -1,6 +1,6 @@
 """Long reads: a cold index or plan that outlasts a tool call goes on in the background.
 
-DESIGN.md section 9 ("Long reads"): many MCP hosts give a tool call about 60 s. A cold
+docs/design.md section 9 ("Long reads"): many MCP hosts give a tool call about 60 s. A cold
 `local_index` or `sync_plan` of a large tree can take longer (every file is hashed),
 so the work runs in a background thread of the server process, keyed by its arguments.
 A call waits up to its budget (about 45 s); if the work is not done, the call fails

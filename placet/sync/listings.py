@@ -9,7 +9,7 @@ What it decides, and why:
 - Hidden paths (a component starting with ".") are dropped unless asked for.
 - Folders a listing implies but did not list (bucket remotes, partial local listings)
   are added, so parent checks see them.
-- Each side holds at most `entry_cap` files and as many folders (DESIGN.md section 9),
+- Each side holds at most `entry_cap` files and as many folders (docs/design.md section 9),
   counted as the listing is read, so an oversized tree stops early.
 - Each listing is fingerprinted (SHA-256 of its sorted entries): equal fingerprints,
   equal options and an equal baseline give an equal plan, so a caller may reuse a

@@ -6,7 +6,7 @@ module decides what a plan may say (op and report kinds, conflict kinds and the
 decisions each allows, the entry cap) and its stored format (`PLAN_FORMAT`, versioned
 so a change invalidates instead of misreading). These are frozen, slotted dataclasses
 rather than pydantic models because a plan of 100,000 entries is built in a hot loop
-(DESIGN.md section 8); validation happens where values cross a trust boundary, in
+(docs/design.md section 8); validation happens where values cross a trust boundary, in
 `to_request_ops` (pydantic `placet.requests.Op`).
 
 The entries a plan is made from (`LocalEntry`, `RemoteEntry`, `BaselineEntry`, the
@@ -71,10 +71,10 @@ ALLOWED_DECISIONS: dict[ConflictKind, tuple[Decision, ...]] = {
     "deleted_here_edited_there": ("keep_remote", "skip"),
     "type_conflict": ("skip",),
 }
-"""Decisions per conflict kind (DESIGN.md section 7); any other decision is refused."""
+"""Decisions per conflict kind (docs/design.md section 7); any other decision is refused."""
 
 DEFAULT_ENTRY_CAP = 100_000
-"""Sync plans hold at most this many files per side, and as many folders (DESIGN.md
+"""Sync plans hold at most this many files per side, and as many folders (docs/design.md
 section 9, "Caps"; counting files only is docs/decisions.md's choice)."""
 
 PLAN_FORMAT = "placet-plan v1"
@@ -87,7 +87,7 @@ class EmptySideRefused(PlacetError):
 
     Codes: `empty_side` (a side is empty; perhaps the wrong folder, or an unmounted
     disk), `listing_incomplete` (a listing failed; retryable). The override is
-    `allow_empty_side=true` (DESIGN.md section 7).
+    `allow_empty_side=true` (docs/design.md section 7).
     """
 
     code = "empty_side"

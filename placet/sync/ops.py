@@ -1,10 +1,10 @@
 """From a plan and the agent's conflict decisions to the executor's `Op` list.
 
-`propose_sync(plan_id, decisions)` (DESIGN.md section 5) stores the plan's full op set
+`propose_sync(plan_id, decisions)` (docs/design.md section 5) stores the plan's full op set
 with every conflict decided. This module is where that is checked and built, so the MCP
 tool and the CLI refuse the same things with the same words: an undecided conflict, a
 decision on a path that is not a conflict, or a decision the conflict kind does not
-allow (DESIGN.md section 7: file vs folder allows only `skip`).
+allow (docs/design.md section 7: file vs folder allows only `skip`).
 
 `baseline_for` is the other half of the loop: the baseline entry to record for a path
 whose two sides now hold the same content (a `done` op, or a skip verified by digest).

@@ -1,6 +1,6 @@
 """The pure sync planner: two listings and a baseline in, a `SyncPlan` out.
 
-It implements the table of DESIGN.md section 7 and nothing else: no I/O, no clock, no
+It implements the table of docs/design.md section 7 and nothing else: no I/O, no clock, no
 randomness, so the same inputs always give the same plan, and tests call it directly.
 The work is in three steps, one module each: `placet.sync.listings` reads and keys the
 two listings (NFC and case folding, duplicates, implied folders, the entry cap,
@@ -58,7 +58,7 @@ def plan(
     had_listing_error: bool = False,
     entry_cap: int = DEFAULT_ENTRY_CAP,
 ) -> SyncPlan:
-    """Classify every path of two listings against the baseline (DESIGN.md section 7).
+    """Classify every path of two listings against the baseline (docs/design.md section 7).
 
     Args:
         local: the local folder's entries (`index_local`), paths relative to it.
@@ -69,7 +69,7 @@ def plan(
         allow_empty_side: plan even if a side is empty while a baseline exists, or a
             listing failed.
         had_listing_error: the caller's listing of either side failed part-way.
-        entry_cap: most files per side, and most folders per side (DESIGN.md section
+        entry_cap: most files per side, and most folders per side (docs/design.md section
             9: 100,000; files are what the cap counts, folders have their own).
 
     Returns:

@@ -1,5 +1,5 @@
 """`propose_sync`: turn a stored plan plus the agent's conflict decisions into one inert
-sync proposal (DESIGN.md sections 4, 5, 7).
+sync proposal (docs/design.md sections 4, 5, 7).
 
 The proposal holds the plan's full op set (`placet.sync.ops.request_op_dicts`, stored by
 reference: docs/decisions.md, "A sync proposal's ops are stored by reference"): every op

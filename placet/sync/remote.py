@@ -1,6 +1,6 @@
 """Listing the remote side of a sync with digests, hashing as little as possible.
 
-DESIGN.md section 9 ("Digest choice"): on remotes whose digests rclone computes by
+docs/design.md section 9 ("Digest choice"): on remotes whose digests rclone computes by
 reading the data (local folders, sftp: `Capabilities.hashes_on_demand`), a digest is
 reused from the persistent remote digest cache (`SyncData.remote_digests`) while the
 file's size and mtime match; only the misses are hashed, one `digest_of` each (checked

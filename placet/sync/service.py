@@ -1,5 +1,5 @@
 """The I/O around the pure planner: index the local folder, list the remote, load the
-baseline, plan, store the plan (DESIGN.md sections 5, 7-9).
+baseline, plan, store the plan (docs/design.md sections 5, 7-9).
 
 What it decides, and why:
 
@@ -343,7 +343,7 @@ class SyncService:
         caps = drive.capabilities()
         dtype = preferred_digest(caps)
         try:
-            drive.clear_caches()  # DESIGN.md section 3: never plan from rclone's caches
+            drive.clear_caches()  # docs/design.md section 3: never plan from rclone's caches
         except PlacetError as e:
             log.warning("could not clear rclone's caches before planning: %s", e.message)
         pending = self.remote.begin(drive, remote, progress)  # rclone lists meanwhile
@@ -455,7 +455,7 @@ class SyncService:
 def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> list[SkipRow]:
     """Baseline rows (path, sha256, remote digest type, remote digest, size, mtime) the
     plan's verified skips would record, where they differ from the baseline now: files
-    equal by digest, folders on both sides (DESIGN.md section 7).
+    equal by digest, folders on both sides (docs/design.md section 7).
 
     Builds what `placet.sync.ops.baseline_for` builds, as plain tuples and without its
     pydantic evidence model: this runs once per equal path, 100,000 times for a tree.

@@ -1,6 +1,6 @@
 """The review app: where the owner accepts or discards what agents proposed.
 
-The app is a thin shell over the store and the executor (DESIGN.md section 2). Widgets
+The app is a thin shell over the store and the executor (docs/design.md section 2). Widgets
 render; store calls and the executor run in thread workers whose results come back as
 dataclass messages (`messages.py`). Three quick reads or writes run on the event loop on
 purpose: the first page before the first paint, the `data_version` poll (one PRAGMA on a
@@ -316,7 +316,7 @@ class ReviewApp(DecidingApp):
 
     @work(thread=True, exclusive=True, group="sweep", exit_on_error=False)
     def run_sweep(self) -> None:
-        """Expire due proposals and recover lapsed executions (DESIGN.md section 9)."""
+        """Expire due proposals and recover lapsed executions (docs/design.md section 9)."""
         try:
             result = self.store.sweep(now=self.clock())
         except PlacetError as e:

@@ -1,6 +1,6 @@
 """The audit view: the append-only event log, newest first, and the chain check.
 
-Every lifecycle transition is one audit event (DESIGN.md section 4). The view lists the
+Every lifecycle transition is one audit event (docs/design.md section 4). The view lists the
 newest `AUDIT_LIMIT` events with the selected one in full below; `v` runs
 `store.verify_audit()` (hash chain plus the anchor file outside the database) and
 reports the result.

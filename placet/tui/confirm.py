@@ -1,6 +1,6 @@
 """Modal decisions: accept (with its guard and typed confirmation), discard, quit.
 
-Accept binds to what was shown (DESIGN.md section 9): the modal states the exact effect
+Accept binds to what was shown (docs/design.md section 9): the modal states the exact effect
 (including remote folders an upload or mkdir creates on the way) and the request hash,
 and the caller accepts with that very hash, which the store records in the approval event
 and the executor checks again.

@@ -1,6 +1,6 @@
 """Deciding in the review app: accept (and execute), discard, extend, verify, quit.
 
-Accept binds to what was shown (DESIGN.md section 9): the confirmation shows the
+Accept binds to what was shown (docs/design.md section 9): the confirmation shows the
 request hash; the record is re-read and refused if its hash changed, then accepted with
 `detail.request_hash`, and the store records it in the approval event (the executor
 checks the binding again). For a sync, the ops the owner unticked in the confirmation

@@ -1,6 +1,6 @@
 """What a proposal would do, derived from its stored request and evidence, for display.
 
-The review UI must show the exact effect of a proposal (DESIGN.md section 4: every op,
+The review UI must show the exact effect of a proposal (docs/design.md section 4: every op,
 local and remote paths, sizes, digests, the evidence seen at proposal time) and
 placet's own risk flags (section 9). Both are computed here, as plain values, so the
 queue row, the detail pane and the confirmation modal all show the same facts, and

@@ -3,7 +3,7 @@
 Selection follows the proposal id, never the row number: every reload reconciles the
 table with the store (rows removed, appended, updated in place) and then puts the
 cursor back on the same id, so a proposal appearing, expiring or being discarded by
-another process never moves the owner's selection to a different proposal (DESIGN.md
+another process never moves the owner's selection to a different proposal (docs/design.md
 section 9, "Review UI"). If the selected proposal itself left, the cursor stays at the
 same position, on the proposal that took its place.
 

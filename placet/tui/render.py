@@ -4,7 +4,7 @@ Every string that came from an agent, a file name or the remote goes through
 `placet.text.inert` (or `inert_with_ascii` for names and paths) and into a
 `rich.text.Text` built by `lit()`: Rich never parses it as markup, so ``[red]`` and
 ``[link=...]`` stay literal, and escapes (ESC, C1, bidi overrides, separators) reach
-the terminal only as visible backslash sequences (DESIGN.md section 9, "Untrusted
+the terminal only as visible backslash sequences (docs/design.md section 9, "Untrusted
 text"). Styles are applied to whole spans by us, never by markup inside data.
 
 Layout of a proposal (detail pane and confirmation alike): placet's computed facts

@@ -1,7 +1,7 @@
 """A sync proposal in the accept confirmation: its ops by kind, each with a tick box, and
 the conflicts with the agent's decisions.
 
-The owner may untick individual ops of a sync before accepting (DESIGN.md section 9,
+The owner may untick individual ops of a sync before accepting (docs/design.md section 9,
 "Op results": `skipped` = the owner unticked it). What is unticked is bound into the
 approval like the request hash: the confirmation hands `skip_ops` (op indexes) to
 `Store.accept`, which validates them and records them in the approval audit event

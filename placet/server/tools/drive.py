@@ -3,7 +3,7 @@
 `drive_read` exists so an agent can look at a small remote text file (to resolve a
 conflict, to check a config) without proposing a download. What it returns was written by
 whoever wrote the file: it is marked `content_is_untrusted_data` with a note saying so,
-because text in a file is exactly where a prompt injection would sit (DESIGN.md section
+because text in a file is exactly where a prompt injection would sit (docs/design.md section
 9, "Untrusted text"). It returns at most 16 KiB (and never more than the owner's
 `read_cap_bytes`), says whether it cut the file short, and refuses anything that is not
 UTF-8 text (invalid UTF-8 or a NUL byte) instead of returning mojibake. A multi-byte

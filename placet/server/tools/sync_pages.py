@@ -2,7 +2,7 @@
 `sync_plan` and `drive_changes`, the page builders and their opaque cursors.
 
 Split from `placet.server.tools.sync` (which keeps the tool handlers) because this is
-the agent's view of a result, not the call into the core: bounded pages (DESIGN.md
+the agent's view of a result, not the call into the core: bounded pages (docs/design.md
 section 5) whose cursor carries enough to go on after the last path shown, and which a
 tool refuses (`invalid_cursor`) when it was not one it gave. A plan's page lists, in
 this order, its conflicts (they need decisions), the remote folders to create, the file
