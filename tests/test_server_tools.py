@@ -139,6 +139,10 @@ async def test_catalogue_schemas_annotations_and_instructions(ws: Workspace) -> 
             assert "cancelled after the proposal was stored, it is in proposal_list" in (
                 " ".join(tool.description.split())
             ), name
+        if name == "proposal_list":  # ... and proposal_list says where to find it
+            assert "cancelled after its proposal was stored still made it" in (
+                " ".join(tool.description.split())
+            )
         ann = tool.annotations
         assert ann is not None
         assert ann.read_only_hint is (name in READ_ONLY), name

@@ -235,7 +235,8 @@ async def proposal_list(
 ) -> ProposalListOut:
     """Proposals visible to this session, newest first, up to 50 a page (fewer when they
     would not fit one reply); pass next_cursor back for the next page until it is null.
-    Sync proposals are shown in brief, as in proposal_get."""
+    Sync proposals are shown in brief, as in proposal_get. A propose_* call that was
+    cancelled after its proposal was stored still made it: it is listed here."""
     who = await caller(ctx)
     return await anyio.to_thread.run_sync(_list, who, status, cursor)
 
