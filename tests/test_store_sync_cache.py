@@ -5,6 +5,7 @@ exactly the values written (one SELECT straight into the compact structure)."""
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from placet.config import Settings
 from placet.store import open_store
@@ -78,3 +79,44 @@ def test_a_write_before_the_copy_is_loaded_does_not_make_a_partial_copy(
     data.put_many("root", entries[10:20])  # nothing loaded in this one yet
     assert data.loaded_local_paths("root") is None
     assert len(data.get_under("root", "")) == 20  # the first read loads the whole table
+
+
+def test_skip_rows_pack_alike_from_a_list_or_an_iterator() -> None:
+    """`verified_skips` yields its rows; packed from an iterator (4,096 at a time) they
+    read back exactly as from a list, across chunk boundaries and when empty."""
+    from placet.store.sync_tables import _pack_rows, _unpack
+
+    for n in (0, 1, 4096, 4097, 9000):
+        rows = [(f"d/f{i}", f"{i:064x}", "sha256", f"{i:064x}", i, None) for i in range(n)]
+        want = [list(r) for r in rows]
+        assert _unpack(_pack_rows(iter(rows))) == want
+        assert _unpack(_pack_rows(rows)) == want
+
+
+def test_a_retried_bulk_write_writes_every_row(settings: Settings) -> None:
+    """The bulk write's rows come from a generator made afresh by each attempt: a write
+    that failed once (the database locked) and was retried still writes all of them."""
+    store = open_store(settings)
+    data = SyncData(store)
+    real = store._write_raw
+    calls = []
+
+    def flaky(what: str, fn: Any) -> Any:
+        def once(db: sqlite3.Connection, heads: Any) -> Any:
+            calls.append(what)
+            if len(calls) == 1:
+                fn(db, heads)  # consumes the rows, then the attempt fails
+                raise sqlite3.OperationalError("database is locked")
+            return fn(db, heads)
+
+        return real(what, once)
+
+    store._write_raw = flaky  # type: ignore[method-assign]
+    entries = _entries()
+    data.put_many("root", entries)
+    store._write_raw = real  # type: ignore[method-assign]
+    assert len(calls) == 2
+    with sqlite3.connect(settings.db_path) as db:
+        (count,) = db.execute("SELECT count(*) FROM sync_digest_cache").fetchone()
+    assert count == len(entries)
+    store.close()

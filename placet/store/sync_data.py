@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -189,14 +189,15 @@ class SyncData(DigestCaches):
         plan: SyncPlan,
         baseline_generation: int,
         meta: Mapping[str, Any],
-        skips: Sequence[SkipRow],
+        skips: Iterable[SkipRow],
         now: datetime | None = None,
     ) -> StoredPlan:
         """Store `plan` as a new immutable row (callers try `find_plan` first).
 
         `skips`: baseline rows to record if the plan is applied (skips verified by
-        digest whose baseline would change). Prunes plans and snapshots past `RETENTION`,
-        and plans beyond the caps (module docstring), in the same transaction.
+        digest whose baseline would change); an iterator is packed as it goes. Prunes
+        plans and snapshots past `RETENTION`, and plans beyond the caps (module
+        docstring), in the same transaction.
         """
         now = utcnow() if now is None else now
         opts, meta_text = json.dumps(dict(options), sort_keys=True), json.dumps(dict(meta))

@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from sqlalchemy import Index, Integer, LargeBinary, Text
@@ -246,14 +247,17 @@ def _pack(value: Any) -> bytes:
     return zlib.compress(json.dumps(value, separators=(",", ":")).encode("ascii"), 1)
 
 
-def _pack_rows(rows: Sequence[Any]) -> bytes:
+def _pack_rows(rows: Iterable[Any]) -> bytes:
     """`_pack(list(rows))`, encoded and compressed 4,096 rows at a time, so 100,000 rows
-    never exist as one JSON string."""
+    never exist as one JSON string (nor, from an iterator, as one list)."""
     z = zlib.compressobj(1)
     parts = [z.compress(b"[")]
-    for i in range(0, len(rows), 4096):
-        chunk = json.dumps(rows[i : i + 4096], separators=(",", ":"))[1:-1]
-        parts.append(z.compress((b"," if i else b"") + chunk.encode("ascii")))
+    it = iter(rows)
+    first = True
+    while chunk_rows := list(islice(it, 4096)):
+        chunk = json.dumps(chunk_rows, separators=(",", ":"))[1:-1]
+        parts.append(z.compress((b"" if first else b",") + chunk.encode("ascii")))
+        first = False
     parts.append(z.compress(b"]"))
     parts.append(z.flush())
     return b"".join(parts)

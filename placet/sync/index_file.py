@@ -147,12 +147,13 @@ def hash_job(
         verified,
         "changed while being read; index again" if changed else "",
     )
+    mtime, ctime = fst.st_mtime_ns, fst.st_ctime_ns
     cached = CachedDigest(
         w.rel_prefix + raw,
         nbytes,
-        fst.st_mtime_ns,
+        mtime,
         fst.st_ino,
-        fst.st_ctime_ns,
+        mtime if ctime == mtime else ctime,  # one int object when equal (the usual file)
         sha,
         digests or NO_DIGESTS,  # kept in memory after the write: share the empty one
         verified,

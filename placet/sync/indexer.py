@@ -126,6 +126,11 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
                 w.cache_hits += 1
                 sha = c.sha256
                 digest = sha if primary == "sha256" else c.digests.get(primary or "")
+                if not rel_prefix:
+                    # The cache's string for the same name (its key): one copy of each
+                    # path kept, not two (72 bytes a file, 70 MB at 1,000,000 files).
+                    path = c.path if path is raw else path
+                    raw = c.path
                 entries.append(
                     new_local_entry(
                         path, raw, "file", c.size, c.mtime_ns, sha, primary, digest, True, ""

@@ -249,7 +249,10 @@ class PendingListing:
             self._hash_misses(dtype)
         if self.progress is not None:
             self.progress.remote_entries = len(self.entries)
-        return self.entries, False
+        # Only the entries leave; the rows gathered on the way are dropped now, not when
+        # the caller lets go of this object (at 1,000,000 files they are ~90 MB).
+        entries, self.entries, self.misses, self.fresh = self.entries, [], [], []
+        return entries, False
 
     def _warm(self, rows: list[ListRow]) -> None:
         """Digests from the remote digest cache while size and mtime match; the rest
