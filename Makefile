@@ -16,6 +16,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check placet tests bench examples
 	$(BIN)/ruff format --check placet tests bench examples
 	$(BIN)/mypy placet
+	$(BIN)/lint-imports
 
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 test: lint

@@ -118,7 +118,7 @@ def core_timings(home: Path, root: Path, n: int) -> dict[str, Any]:
     from placet import proposing
     from placet.config import load_settings
     from placet.drive import drive_for
-    from placet.paths import parse_roots
+    from placet.paths.roots import parse_roots
     from placet.store import open_store
 
     settings = load_settings({"PLACET_HOME": str(home), "PLACET_DRIVE": str(root.parent / "drive")})

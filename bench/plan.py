@@ -103,8 +103,8 @@ def make_tree(base: Path, files: int, large: int, large_mib: int) -> tuple[Path,
 def _service(home: Path, local: Path, remote: Path) -> tuple[Any, Any, Any, Any]:
     from placet.config import load_settings
     from placet.drive import drive_for
-    from placet.paths import parse_root_spec
-    from placet.proposing import ProposeContext
+    from placet.paths.roots import parse_root_spec
+    from placet.proposals.context import ProposeContext
     from placet.store import open_store
     from placet.sync.service import SyncService
 

@@ -37,13 +37,13 @@ def build(home: Path, n: int) -> tuple[Any, Any, int]:
     """A store, service and context in a fresh `home`, and a stored plan of `n` ops."""
     from placet.config import load_settings
     from placet.drive import drive_for
-    from placet.paths import parse_root_spec
-    from placet.proposing import ProposeContext
+    from placet.paths.roots import parse_root_spec
+    from placet.proposals.context import ProposeContext
     from placet.store import open_store
-    from placet.store.sync_data import Pair
     from placet.sync.entries import LocalEntry
     from placet.sync.model import PlanOp, SyncPlan
     from placet.sync.service import SyncService
+    from placet.sync.tables import Pair
 
     local, remote = home / "local", home / "drive"
     local.mkdir(parents=True)

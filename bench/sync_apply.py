@@ -137,8 +137,8 @@ def apply_once(
     from placet.config import load_settings
     from placet.drive import drive_for
     from placet.executor import execute
-    from placet.paths import parse_root_spec
-    from placet.proposing import ProposeContext
+    from placet.paths.roots import parse_root_spec
+    from placet.proposals.context import ProposeContext
     from placet.store import open_store
     from placet.sync.propose import propose_sync
     from placet.sync.service import SyncService

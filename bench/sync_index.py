@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from placet.sync import PlanCapabilities, RemoteEntry, plan
-from placet.sync.indexer import MemoryDigestCache, index_local
+from placet.sync.cache import MemoryDigestCache
+from placet.sync.indexer import index_local
 
 T = TypeVar("T")
 

@@ -40,8 +40,9 @@ from placet.config import load_settings
 from placet.drive import drive_for
 from placet.drive.proc import child_env
 from placet.executor import execute
-from placet.paths import parse_root_spec
-from placet.proposing import ProposeContext, propose_upload
+from placet.paths.roots import parse_root_spec
+from placet.proposals.context import ProposeContext
+from placet.proposals.making import propose_upload
 from placet.store import open_store
 
 RCLONE = Path(sys.executable).parent / "rclone"

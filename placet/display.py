@@ -12,7 +12,7 @@ as its ``code: message`` line first, its details after. Stdlib only.
 `missing_folders_line` states what an upload or mkdir creates besides its target: the
 executor (rclone) creates a missing remote parent on the way, so the owner must be told.
 The evidence key ``missing_parents`` (drive-relative folders absent when proposed,
-outermost first; `placet.proposing` records it for every upload or mkdir below the
+outermost first; `placet.proposals.making` records it for every upload or mkdir below the
 drive's top) says which; proposals whose evidence does not record it (made before placet
 recorded it) get a line that says the parent was not checked.
 """

@@ -53,7 +53,7 @@ stable once shipped: agents and scripts match on it):
   bound another hash or selection); ``drive_changed`` (another drive than the
   proposal's); ``placet_own_path`` (`placet accept` and the review UI before the
   owner is asked, and the executor's `bind` before any op runs: an op would write into
-  placet's data, config or database folder, `placet.vetting.refuse_own_paths`).
+  placet's data, config or database folder, `placet.proposals.vetting.refuse_own_paths`).
 * `InProgress` (retryable): ``in_progress`` (a long read continues; also the journal
   detail of an op still running).
 * `DriveError` (exit 1): ``drive_error`` (default); ``verify_failed`` (an upload's

@@ -35,6 +35,7 @@ __all__ = [
     "inert_with_ascii",
     "is_unsafe_char",
     "one_line_reason",
+    "quote",
 ]
 
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn"})
@@ -73,6 +74,11 @@ def inert(s: str) -> str:
     if s.isascii() and s.isprintable() and "\\" not in s:
         return s  # fast path: the common case of a plain ASCII name
     return "".join(_escape_char(c) if is_unsafe_char(c) else c for c in s)
+
+
+def quote(s: str) -> str:
+    """`s` made inert (`inert`) between single quotes: how a message names a path or value."""
+    return f"'{inert(s)}'"
 
 
 def ascii_escape(s: str) -> str:

@@ -20,8 +20,9 @@ from typing import Any
 from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.executor import ProgressEvent, execute
-from placet.paths import Root, parse_root_spec
-from placet.proposing import ProposeContext, propose_download, propose_mkdir, propose_upload
+from placet.paths.roots import Root, parse_root_spec
+from placet.proposals.context import ProposeContext
+from placet.proposals.making import propose_download, propose_mkdir, propose_upload
 from placet.store import ProposalRecord, Store, open_store
 
 PLACET = Path(sys.executable).parent / "placet"

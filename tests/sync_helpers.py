@@ -17,13 +17,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from placet.sync.model import (
-    BaselineEntry,
-    LocalEntry,
-    PlanCapabilities,
-    RemoteEntry,
-    SyncPlan,
-)
+from placet.sync.entries import BaselineEntry, LocalEntry, PlanCapabilities, RemoteEntry
+from placet.sync.model import SyncPlan
 
 MTIME = "2025-01-01T00:00:00Z"
 SHA1 = PlanCapabilities(hash_types=("sha1",))
@@ -121,7 +116,8 @@ NOBODY = 65534
 _INDEX_SCRIPT = """
 import json, sys, time
 from pathlib import Path
-from placet.sync.indexer import MemoryDigestCache, index_local
+from placet.sync.cache import MemoryDigestCache
+from placet.sync.indexer import index_local
 root, rel, types = sys.argv[1], sys.argv[2], [t for t in sys.argv[3].split(",") if t]
 res = index_local(Path(root), rel, digest_types=types, cache=MemoryDigestCache(),
                   root_key="k", now_ns=time.time_ns() + 10**10)

@@ -16,8 +16,8 @@ from tui_pty import PtyProcess
 
 from placet.config import Settings, load_settings
 from placet.drive import RcloneDrive
-from placet.paths import Root
-from placet.requests import Op, RemoteEvidence, SyncRequest, request_hash
+from placet.paths.roots import Root
+from placet.schema import Op, RemoteEvidence, SyncRequest, request_hash
 
 pytest_plugins = ["drive_fixtures"]
 

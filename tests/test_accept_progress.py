@@ -24,7 +24,7 @@ from placet.cli.accept import _Progress, status_line
 from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.executor import ProgressEvent
-from placet.requests import Op
+from placet.schema import Op
 from placet.store import ProposalRecord
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService

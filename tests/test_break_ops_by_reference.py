@@ -21,7 +21,7 @@ from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.errors import PolicyRefused
 from placet.executor import bind
-from placet.requests import (
+from placet.schema import (
     Op,
     RemoteEvidence,
     SyncRequest,

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 
 from placet.cli import build_parser
-from placet.config_password import RCLONE_PASSWORD_ARGS
+from placet.config.password import RCLONE_PASSWORD_ARGS
 
 PLACET = [sys.executable, "-m", "placet"]
 HIDDEN = {tuple(RCLONE_PASSWORD_ARGS)}

@@ -371,7 +371,7 @@ def test_evidence_without_missing_parents_keeps_its_shape_and_request_hash() -> 
     the same dict and hashes as it did (values computed by the code before the field);
     the executor's parser takes evidence with and without it."""
     from placet.executor.ops import plan_for
-    from placet.requests import MkdirEvidence, UploadEvidence, request_hash
+    from placet.schema import MkdirEvidence, UploadEvidence, request_hash
 
     remote = {
         "exists": False,

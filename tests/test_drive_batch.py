@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from placet.drive import TEMP_PREFIX, RcloneDrive, UploadResult
+from placet.drive import RcloneDrive, UploadResult
 from placet.drive.rclone_batch import NewFile
 from placet.errors import AlreadyExists, StaleEvidence, UsageError
+from placet.names import TEMP_PREFIX
 
 pytest_plugins = ["drive_fixtures"]
 

@@ -19,8 +19,8 @@ from keyring_backend import FileKeyring, MemoryKeyring, file_keyring_env
 
 from placet.cli import main
 from placet.config import Settings, load_settings
+from placet.config.password import KEYRING_SERVICE, KEYRING_USERNAME
 from placet.drive import drive_for
-from placet.drive.credentials import KEYRING_SERVICE, KEYRING_USERNAME
 from placet.errors import EXIT_DRIVE_UNAVAILABLE, EXIT_OK, EXIT_USAGE, ConfigError, DriveError
 
 pytest_plugins = ["drive_fixtures"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from placet.drive import TEMP_PREFIX, RcloneDrive
+from placet.drive import RcloneDrive
 from placet.errors import (
     AlreadyExists,
     DriveError,
@@ -19,6 +19,7 @@ from placet.errors import (
     StaleEvidence,
     UsageError,
 )
+from placet.names import TEMP_PREFIX
 
 pytest_plugins = ["drive_fixtures"]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from keyring_backend import file_keyring_env
 
-from placet.config_password import RCLONE_PASSWORD_ARGS
+from placet.config.password import RCLONE_PASSWORD_ARGS
 from placet.drive import RcloneDrive
 from placet.drive.credentials import (
     password_command,

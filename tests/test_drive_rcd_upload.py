@@ -20,9 +20,10 @@ import pytest
 if TYPE_CHECKING:
     from drive_fixtures import ServedRemote
 
-from placet.drive import TEMP_PREFIX, RcloneDrive
+from placet.drive import RcloneDrive
 from placet.drive.proc import Children
 from placet.errors import DriveError, StaleEvidence
+from placet.names import TEMP_PREFIX
 
 pytest_plugins = ["drive_fixtures"]
 

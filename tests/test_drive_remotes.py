@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from placet.drive import TEMP_PREFIX, RcloneDrive
+from placet.drive import RcloneDrive
 from placet.errors import DriveUnavailable, NotFound, PlacetError, StaleEvidence
+from placet.names import TEMP_PREFIX
 
 if TYPE_CHECKING:
     from drive_fixtures import ServedRemote

@@ -29,7 +29,7 @@ from executor_fixtures import PLACET, Rig, make_rig, placet_cli, temp_names, wri
 from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.executor.ops import load_plan
-from placet.requests import Op
+from placet.schema import Op
 from placet.store import ProposalRecord
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService

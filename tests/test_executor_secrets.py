@@ -27,8 +27,8 @@ from executor_fixtures import PLACET, make_rig, placet_cli, write_config
 from keyring_backend import FileKeyring, file_keyring_env
 
 from placet.config import Settings
+from placet.config.password import KEYRING_SERVICE, KEYRING_USERNAME
 from placet.drive import drive_for
-from placet.drive.credentials import KEYRING_SERVICE, KEYRING_USERNAME
 
 if TYPE_CHECKING:
     from drive_fixtures import ServedRemote

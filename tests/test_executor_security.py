@@ -17,7 +17,7 @@ from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.errors import PolicyRefused, WrongState
 from placet.executor import ProgressEvent, execute
-from placet.paths import Root
+from placet.paths.roots import Root
 
 pytest_plugins = ["drive_fixtures"]
 

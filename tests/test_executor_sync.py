@@ -15,8 +15,8 @@ from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.errors import PlacetError
 from placet.executor import execute, load_plan
-from placet.proposing import local_file_evidence
-from placet.requests import LocalFileEvidence, Op, RemoteEvidence, SyncRequest
+from placet.proposals.evidence import local_file_evidence
+from placet.schema import LocalFileEvidence, Op, RemoteEvidence, SyncRequest
 from placet.store import ProposalRecord
 
 pytest_plugins = ["drive_fixtures"]

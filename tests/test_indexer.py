@@ -16,14 +16,11 @@ from hypothesis import strategies as st
 from sync_helpers import index_as_nobody, make_public, public_dir
 
 from placet.errors import LimitExceeded, NotFound, PathRefused, UsageError
-from placet.paths import MAX_LOCAL_DEPTH
-from placet.sync.indexer import (
-    RACY_WINDOW_NS,
-    IndexResult,
-    MemoryDigestCache,
-    index_local,
-)
-from placet.sync.model import LocalEntry
+from placet.paths.local import MAX_LOCAL_DEPTH
+from placet.sync.cache import MemoryDigestCache
+from placet.sync.entries import LocalEntry
+from placet.sync.index_file import RACY_WINDOW_NS, IndexResult
+from placet.sync.indexer import index_local
 
 SETTLED = 10 * RACY_WINDOW_NS  # a scan clock far enough ahead that every file is settled
 

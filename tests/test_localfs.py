@@ -19,22 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from placet import localfs
 from placet.errors import AlreadyExists, NotFound, PathRefused
-from placet.localfs import (
-    TEMP_PREFIX,
-    commit_temp_file,
-    create_temp_file,
-    discard_temp_file,
-    hash_fd,
-    hash_fd_sized,
-    is_temp_name,
-    open_dir_under,
-    open_file_for_read,
-    open_root,
-    sha256_fd,
-)
-from placet.paths import Root, parse_roots, resolve_local
+from placet.local import atomic, walk
+from placet.local.atomic import commit_temp_file, create_temp_file, discard_temp_file, is_temp_name
+from placet.local.hashing import hash_fd, hash_fd_sized, sha256_fd
+from placet.local.walk import open_dir_under, open_file_for_read, open_root
+from placet.names import TEMP_PREFIX
+from placet.paths.local import resolve_local
+from placet.paths.roots import Root, parse_roots
 
 
 def open_fds() -> set[str]:
@@ -204,7 +196,7 @@ def test_create_temp_file_is_exclusive_and_private(
     root_fd: int, base: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = iter(["0" * 16, "1" * 16])
-    monkeypatch.setattr(localfs.secrets, "token_hex", lambda n: next(names))
+    monkeypatch.setattr(atomic.secrets, "token_hex", lambda n: next(names))
     planted = f"{TEMP_PREFIX}{'0' * 16}-a.txt"
     os.symlink(base / "outside" / "a.txt", base / "root" / planted)
     fd, temp = create_temp_file(root_fd, "a.txt")
@@ -223,7 +215,7 @@ def test_create_temp_file_is_exclusive_and_private(
 
 
 def test_temp_name_pattern_truncates_long_names() -> None:
-    name = localfs.temp_name_for("x" * 300)
+    name = atomic.temp_name_for("x" * 300)
     assert name.startswith(TEMP_PREFIX) and name.endswith("-" + "x" * 40)
     assert len(name.encode()) < 255
 
@@ -253,8 +245,8 @@ def test_no_clobber_commit_refuses_existing_target(
     root_fd: int, base: Path, mechanism: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if mechanism == "link":  # as on a kernel without renameat2
-        monkeypatch.setattr(localfs, "_libc_renameat2", lambda: None)
-    elif localfs._libc_renameat2() is None:
+        monkeypatch.setattr(atomic, "_libc_renameat2", lambda: None)
+    elif atomic._libc_renameat2() is None:
         pytest.skip("no renameat2 here")
     (base / "root" / "exists.txt").write_bytes(b"old")
     fd, temp = _write_temp(root_fd, "exists.txt", b"new")
@@ -360,8 +352,8 @@ _AS_NOBODY = textwrap.dedent(
     import sys
     from pathlib import Path
     from placet.errors import PathRefused
-    from placet.localfs import open_file_for_read
-    from placet.paths import Root
+    from placet.local.walk import open_file_for_read
+    from placet.paths.roots import Root
     path, dev, ino, rel = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     try:
         fd, st = open_file_for_read(Root("r", Path(path), dev, ino), rel)
@@ -417,7 +409,7 @@ def test_unreadable_file_is_refused_for_an_unprivileged_user() -> None:
 def test_errno_mapping_reraises_unknown_errors(root_fd: int) -> None:
     err = OSError(errno.EIO, "I/O error")
     with pytest.raises(OSError) as ei:
-        localfs._refusal_for(root_fd, "x", "x", err)
+        walk._refusal_for(root_fd, "x", "x", err)
     assert ei.value.errno == errno.EIO
 
 

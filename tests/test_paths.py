@@ -9,17 +9,10 @@ import pytest
 
 from placet.config import Settings
 from placet.errors import NotFound, PathRefused, PlacetError, UsageError
-from placet.paths import (
-    Root,
-    check_local_shape,
-    check_name,
-    check_not_reserved,
-    check_remote_path,
-    is_reserved_name,
-    parse_root_spec,
-    parse_roots,
-    resolve_local,
-)
+from placet.names import check_not_reserved, is_reserved_name
+from placet.paths.local import check_local_shape, resolve_local
+from placet.paths.remote import check_name, check_remote_path
+from placet.paths.roots import Root, parse_root_spec, parse_roots
 
 
 @pytest.fixture
@@ -381,7 +374,7 @@ def test_absolute_path_in_another_root_names_that_root(tree: Path, placet_home: 
 
 
 def test_reserved_temp_prefix_is_refused_as_a_name() -> None:
-    from placet.localfs import TEMP_PREFIX
+    from placet.names import TEMP_PREFIX
 
     with pytest.raises(PathRefused) as e:
         check_name(TEMP_PREFIX + "0000-report.txt")

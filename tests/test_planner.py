@@ -13,7 +13,7 @@ from sync_helpers import MTIME, NO_HASH, SHA1, B, L, R, base, classify
 
 from placet.errors import LimitExceeded
 from placet.sync import EmptySideRefused, PlanCapabilities, SyncPlan, plan
-from placet.sync.model import BaselineEntry, LocalEntry, RemoteEntry
+from placet.sync.entries import BaselineEntry, LocalEntry, RemoteEntry
 
 CI_SHA1 = PlanCapabilities(hash_types=("sha1",), case_insensitive=True)
 NFD_CAFE = "cafe\u0301.txt"

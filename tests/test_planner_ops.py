@@ -1,4 +1,4 @@
-"""From a plan plus conflict decisions to `placet.requests.Op`s, and the refusals."""
+"""From a plan plus conflict decisions to `placet.schema.Op`s, and the refusals."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from sync_helpers import MTIME, SHA1, B, L, R, base, digest, sha256
 
 from placet.errors import UsageError
-from placet.requests import Op, SyncRequest
+from placet.schema import Op, SyncRequest
 from placet.sync import baseline_for, plan, to_request_ops
 from placet.sync.model import SyncPlan
 

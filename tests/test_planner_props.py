@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from sync_helpers import MTIME, NO_HASH, SHA1, L, R, classify
 
 from placet.sync import PlanCapabilities, baseline_for, plan, to_request_ops
-from placet.sync.model import OP_KINDS, BaselineEntry, LocalEntry, RemoteEntry, SyncPlan
+from placet.sync.entries import BaselineEntry, LocalEntry, RemoteEntry
+from placet.sync.model import OP_KINDS, SyncPlan
 
 Tree = dict[str, str | None]  # path -> file content, or None for a folder
 

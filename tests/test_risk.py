@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from placet.risk import (
+from placet.proposals.risk import (
     RUNS_CODE_PATTERNS,
     SECRET_PATTERNS,
     RiskFlag,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from placet.risk import RUNS_CODE_PATTERNS, RUNS_CODE_RULES, risk_flags
+from placet.proposals.risk import RUNS_CODE_PATTERNS, RUNS_CODE_RULES, risk_flags
 
 
 def _runs_code(base: str, target: str) -> str | None:

@@ -1,7 +1,7 @@
 """Roots that reach placet's own folders (or the home) under another name realpath cannot
 see through: a bind mount. Refused at `placet serve` (`parse_root_spec`, by device and
 inode of the root, the folders above it and the folders above each placet folder) and at
-accept (`placet.vetting.refuse_own_paths`). Needs `mount --bind` (root in a container that
+accept (`placet.proposals.vetting.refuse_own_paths`). Needs `mount --bind` (root in a container that
 allows it); skipped with the reason otherwise."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.errors import PolicyRefused, UsageError
 from placet.executor.ops import plan_for
-from placet.paths import PlacetDirs, parse_root_spec
-from placet.vetting import refuse_own_paths
+from placet.paths.roots import PlacetDirs, parse_root_spec
+from placet.proposals.vetting import refuse_own_paths
 
 pytest_plugins = ["drive_fixtures"]
 

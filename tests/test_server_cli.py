@@ -249,7 +249,8 @@ async def test_drive_flag_overrides_the_configured_drive(ws: Workspace, tmp_path
 
 def test_proposing_core_does_not_import_mcp() -> None:
     code = (
-        "import sys, placet.proposing, placet.paths, placet.localfs, placet.store;"
+        "import sys, placet.proposals.making, placet.paths.local, placet.local.atomic;"
+        "import placet.store;"
         "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,8 +9,8 @@ from typing import Any
 
 from placet.config import Settings
 from placet.store import open_store
-from placet.store.sync_data import SyncData
 from placet.sync.cache import NO_DIGESTS, CachedDigest
+from placet.sync.stored import SyncData
 
 N = 1500  # more than the 1,000 rows past which a write used to drop the copy
 
@@ -84,7 +84,7 @@ def test_a_write_before_the_copy_is_loaded_does_not_make_a_partial_copy(
 def test_skip_rows_pack_alike_from_a_list_or_an_iterator() -> None:
     """`verified_skips` yields its rows; packed from an iterator (4,096 at a time) they
     read back exactly as from a list, across chunk boundaries and when empty."""
-    from placet.store.sync_tables import _pack_rows, _unpack
+    from placet.sync.tables import _pack_rows, _unpack
 
     for n in (0, 1, 4096, 4097, 9000):
         rows = [(f"d/f{i}", f"{i:064x}", "sha256", f"{i:064x}", i, None) for i in range(n)]

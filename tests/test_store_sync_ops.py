@@ -20,7 +20,7 @@ from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.errors import PolicyRefused
 from placet.executor import execute, load_plan
-from placet.requests import (
+from placet.schema import (
     LocalFileEvidence,
     Op,
     RemoteEvidence,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from sync_helpers import SHA1, L, R
 
-from placet.sync.model import LocalEntry, OneDigest, RemoteEntry
-from placet.sync.planner import read_listings
+from placet.sync.entries import LocalEntry, OneDigest, RemoteEntry
+from placet.sync.listings import read_listings
 
 
 def fps(local: list[LocalEntry], remote: list[RemoteEntry]) -> tuple[str, str]:

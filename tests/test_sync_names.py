@@ -19,11 +19,11 @@ from sync_helpers import L, R, classify
 
 from placet.config import Settings
 from placet.drive import RcloneDrive
-from placet.store.sync_tables import StoredPlan
 from placet.sync import PlanCapabilities, plan
 from placet.sync.model import SyncPlan
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
+from placet.sync.tables import StoredPlan
 
 pytest_plugins = ["drive_fixtures"]
 
@@ -187,18 +187,19 @@ def test_drive_list_with_digests_survives_unusable_names(local_drive: RcloneDriv
 
 def test_the_planner_shortcut_stays_below_every_whole_path_limit() -> None:
     """The planner runs the whole-path checks only past 255 characters or 8 levels
-    (`placet.sync.planner._LONG`, `_DEEP`); below that the segment checks decide, which
+    (`MAX_PLAN_PATH_CHARS`, `MAX_PLAN_DEPTH`); below that the segment checks decide, which
     holds only while every whole-path limit of placet.paths lies beyond them."""
-    from placet import paths
-    from placet.sync import planner
+    from placet.paths.local import MAX_LOCAL_DEPTH, MAX_LOCAL_PATH_BYTES, check_local_shape
+    from placet.paths.remote import MAX_REMOTE_DEPTH, check_remote_path
+    from placet.sync.classify import MAX_PLAN_DEPTH, MAX_PLAN_PATH_CHARS
 
-    assert paths.MAX_LOCAL_PATH_BYTES > 4 * planner._LONG  # 4 UTF-8 bytes per character
-    assert paths.MAX_LOCAL_DEPTH > planner._DEEP
-    assert paths.MAX_REMOTE_DEPTH > planner._DEEP
+    assert MAX_LOCAL_PATH_BYTES > 4 * MAX_PLAN_PATH_CHARS  # 4 UTF-8 bytes per character
+    assert MAX_LOCAL_DEPTH > MAX_PLAN_DEPTH
+    assert MAX_REMOTE_DEPTH > MAX_PLAN_DEPTH
     ok = "/".join(["a" * 31] * 8)  # 255 characters, 8 levels: passes both whole checks
-    assert len(ok) == planner._LONG and ok.count("/") == planner._DEEP - 1
-    paths.check_local_shape(ok)
-    paths.check_remote_path(ok)
+    assert len(ok) == MAX_PLAN_PATH_CHARS and ok.count("/") == MAX_PLAN_DEPTH - 1
+    check_local_shape(ok)
+    check_remote_path(ok)
 
 
 def test_long_and_deep_paths_still_get_the_whole_path_checks() -> None:

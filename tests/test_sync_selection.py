@@ -15,8 +15,8 @@ from executor_fixtures import Rig, make_rig, placet_cli, temp_names, write_confi
 from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.errors import UsageError
-from placet.proposing import local_file_evidence
-from placet.requests import Op, RemoteEvidence, SyncRequest
+from placet.proposals.evidence import local_file_evidence
+from placet.schema import Op, RemoteEvidence, SyncRequest
 from placet.store import LeaseHolder, ProposalRecord
 
 pytest_plugins = ["drive_fixtures"]

@@ -18,10 +18,10 @@ from executor_fixtures import Rig, make_rig
 from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.errors import NotFound, UsageError
-from placet.store.sync_data import Pair
 from placet.sync.model import EmptySideRefused
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService, root_key
+from placet.sync.tables import Pair
 
 pytest_plugins = ["drive_fixtures"]
 

@@ -20,8 +20,8 @@ from mcp_fixtures import Workspace, connect, make_workspace, ok
 
 from placet.config import Settings
 from placet.store import open_store
-from placet.store.sync_data import SyncData
-from placet.store.sync_tables import cap_victims
+from placet.sync.stored import SyncData
+from placet.sync.tables import cap_victims
 
 pytestmark = pytest.mark.timeout(300)
 

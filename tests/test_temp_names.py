@@ -13,8 +13,8 @@ import pytest
 from placet.drive.rclone import RcloneDrive
 from placet.drive.rclone_core import temp_name
 from placet.errors import UsageError
-from placet.localfs import temp_name_for
-from placet.temp_names import has_placet_temp, is_placet_temp
+from placet.local.atomic import temp_name_for
+from placet.names import has_placet_temp, is_placet_temp
 
 pytest_plugins = ["drive_fixtures"]  # local_drive: run alone, this file still finds it
 

@@ -108,7 +108,7 @@ def test_core_text_path_risk_localfs_import_only_the_stdlib() -> None:
     import sys
 
     code = (
-        "import sys, placet.paths, placet.localfs, placet.text, placet.risk\n"
+        "import sys, placet.paths.local, placet.local.atomic, placet.text, placet.proposals.risk\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'pydantic', 'mcp', 'textual', 'rich', 'sqlmodel', 'sqlalchemy', 'platformdirs'})\n"
         "print(bad)\n"

@@ -306,8 +306,9 @@ async def test_help_screen_is_readable_at_80x24(settings: Settings, store: Store
 def real_upload(settings: Settings, store: Store, base: Path, size: int, name: str) -> Any:
     """A proposal made the way `placet serve` makes one, over a real root and drive."""
     from placet.drive import drive_for
-    from placet.paths import parse_root_spec
-    from placet.proposing import ProposeContext, propose_upload
+    from placet.paths.roots import parse_root_spec
+    from placet.proposals.context import ProposeContext
+    from placet.proposals.making import propose_upload
 
     root = base / "proj"
     root.mkdir(parents=True, exist_ok=True)

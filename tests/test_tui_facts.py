@@ -13,7 +13,7 @@ from tui_fixtures import DRIVE, ROOT, T0, add_download, add_mkdir, add_upload, p
 
 from placet.config import Settings
 from placet.display import human_bytes
-from placet.requests import LocalFileEvidence, Op, RemoteEvidence, SyncRequest
+from placet.schema import LocalFileEvidence, Op, RemoteEvidence, SyncRequest
 from placet.store import Store, open_store
 from placet.tui.facts import (
     countdown,
@@ -168,12 +168,12 @@ def test_missing_folders_line_states_what_an_upload_or_mkdir_creates_on_the_way(
 
 
 def test_flags_are_the_shared_ones_matched_on_the_root_and_drive_paths(store: Store):
-    """The review UI's flags are `placet.vetting.proposal_flags` over the executor's ops
+    """The review UI's flags are `placet.proposals.vetting.proposal_flags` over the executor's ops
     (what `placet accept` prints): a root `/x/.ssh` flags a download of `known` as a
     secret, a drive `remote:repo/.github` flags an upload of `workflows/ci.yml` as
     runs_code, though neither target alone would be flagged."""
     from placet.executor import plan_for
-    from placet.vetting import proposal_flags
+    from placet.proposals.vetting import proposal_flags
 
     root = ROOT.model_copy(update={"path": "/x/.ssh"})
     local = LocalFileEvidence(size=3, mtime_ns=1, sha256="ab" * 32)

@@ -21,7 +21,7 @@ from tui_fixtures import (
 )
 
 from placet.config import Settings
-from placet.requests import LocalFileEvidence, Op, RemoteEvidence, RootRef, SyncRequest
+from placet.schema import LocalFileEvidence, Op, RemoteEvidence, RootRef, SyncRequest
 from placet.store import LeaseHolder, ProposalRecord, Store, open_store
 from placet.tui import make_app
 from placet.tui.audit import AuditPane

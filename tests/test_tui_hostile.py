@@ -31,12 +31,12 @@ from tui_pty import PtyProcess
 from placet.config import Settings, load_settings
 from placet.drive import RcloneDrive
 from placet.executor import plan_for
-from placet.paths import Root
+from placet.paths.roots import Root
+from placet.proposals.vetting import proposal_flags
 from placet.store import Store, open_store
 from placet.tui import make_app
 from placet.tui.confirm import AcceptScreen
 from placet.tui.facts import effect_of
-from placet.vetting import proposal_flags
 
 pytest_plugins = ["drive_fixtures"]
 

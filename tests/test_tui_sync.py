@@ -21,8 +21,8 @@ from tui_fixtures import Recorder, plain, quiet, screen_text, settle, until
 
 from placet.config import Settings
 from placet.drive import configured_spec, drive_for
-from placet.paths import parse_root_spec
-from placet.proposing import ProposeContext
+from placet.paths.roots import parse_root_spec
+from placet.proposals.context import ProposeContext
 from placet.store import ProposalRecord, Store, open_store
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService

@@ -1,9 +1,9 @@
 """Fixed data and helpers for the review UI tests (imported directly, not a conftest).
 
 Proposals are written through the real store with requests and evidence dumped from the
-real `placet.requests` models, at a fixed time, so ids, hashes and the screen are
+real `placet.schema` models, at a fixed time, so ids, hashes and the screen are
 deterministic for snapshot tests. The local root path is fixed too (the store never
-looks at it); tests that execute use `placet.proposing` against a real root instead.
+looks at it); tests that execute use `placet.proposals.making` against a real root instead.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from placet.config import Settings
-from placet.requests import (
+from placet.schema import (
     DownloadEvidence,
     DownloadRequest,
     LocalFileEvidence,

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from placet import __version__
-from placet.config_password import RCLONE_PASSWORD_ARGS, print_for_rclone
+from placet.config.password import RCLONE_PASSWORD_ARGS, print_for_rclone
 from placet.errors import EXIT_STORE, EXIT_USAGE, PlacetError
 
 # One line per command group; each module defines register(subparsers).

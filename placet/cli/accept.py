@@ -3,11 +3,11 @@ execution.
 
 What the owner approves is what runs: the effect shown (`placet.cli.accept_effect`) is
 computed from the same parsed ops the executor runs (`placet.executor.load_plan`), with
-every one of placet's own risk flags (`placet.risk`; never cut, whatever the op count)
+every one of placet's own risk flags (`placet.proposals.risk`; never cut, whatever the op count)
 above the agent's reason (shown boxed, last, as its claim), and the request hash the
 approval binds to (docs/design.md section 9, "Accept binds to what was shown"). The code
 prompt repeats the op count and the flags by kind. A write into placet's own folders is
-refused before any code is asked (`placet.vetting`, shared with the review UI). Every
+refused before any code is asked (`placet.proposals.vetting`, shared with the review UI). Every
 string that came from an agent, a file name or the remote goes through
 `placet.text.inert`.
 
@@ -65,11 +65,11 @@ from placet.errors import (
     WrongState,
 )
 from placet.executor import ProgressEvent, check_binding, execute, load_plan
-from placet.requests import Op
+from placet.proposals.vetting import proposal_flags, refuse_own_paths
+from placet.schema import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
 from placet.text import cell_width as _width
 from placet.text import fit_cells, inert
-from placet.vetting import proposal_flags, refuse_own_paths
 
 CODE_ALPHABET = "ACDEFHJKLMNPRTUVWXY3479"
 """Letters and digits that cannot be misread for one another (no 0/O, 1/I/L, 5/S...)."""

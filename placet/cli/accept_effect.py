@@ -2,7 +2,7 @@
 every op, *every* risk flag (counted by kind, the worst first: however many ops a sync
 holds, none is cut), the request hash, and the agent's reason boxed last as its claim.
 
-Flags come from `placet.vetting.proposal_flags` (the review UI calls the same function),
+Flags come from `placet.proposals.vetting.proposal_flags` (the review UI calls the same function),
 matched on the root's (downloads) or the drive's own path joined with each target.
 Every string from an agent, a file name or the remote goes through `placet.text.inert`.
 Split from `placet.cli.accept` (size). `placet show` renders with the same pieces
@@ -13,11 +13,11 @@ for both, show only orders them differently (reason and flags first, then every 
 from __future__ import annotations
 
 from placet.display import already_inert, size_text
-from placet.requests import Op
-from placet.risk import RiskFlag
+from placet.proposals.risk import RiskFlag
+from placet.proposals.vetting import proposal_flags, root_path_of
+from placet.schema import Op
 from placet.store import ProposalRecord
 from placet.text import inert, inert_with_ascii
-from placet.vetting import proposal_flags, root_path_of
 
 __all__ = [
     "SHOWN_OPS",

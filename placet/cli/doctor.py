@@ -141,12 +141,8 @@ def _rclone(settings: Settings) -> tuple[Check, Path]:
 
 
 def _keyring(settings: Settings, rclone: Path | None, env: dict[str, str]) -> Check:
-    from placet.drive.credentials import (
-        NO_KEYRING_HELP,
-        config_is_encrypted,
-        load_config_password,
-        rclone_config_path,
-    )
+    from placet.config.password import NO_KEYRING_HELP, load_config_password
+    from placet.drive.credentials import config_is_encrypted, rclone_config_path
 
     conf = rclone_config_path(env, rclone or Path(sys.executable).parent / "rclone")
     encrypted = config_is_encrypted(conf)

@@ -10,7 +10,7 @@ rclone config in the keyring, after checking that it decrypts the config (the ch
 hands it to rclone on stdin, never in argv or the environment).
 
 `drive password-for-rclone` is hidden from help: rclone runs it as its
-``--password-command`` (`placet.config_password.print_for_rclone`; `placet.cli.main`
+``--password-command`` (`placet.config.password.print_for_rclone`; `placet.cli.main`
 answers it before loading the other commands, so it starts fast).
 """
 
@@ -29,16 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from placet.config import Settings, ensure_data_dir, load_settings
-from placet.config_password import RCLONE_PASSWORD_ARGS, print_for_rclone
-from placet.drive import configured_spec, default_drive_spec, drive_for, validate_spec
-from placet.drive.credentials import (
+from placet.config.password import (
     KEYRING_SERVICE,
     KEYRING_USERNAME,
-    config_is_encrypted,
+    RCLONE_PASSWORD_ARGS,
     load_config_password,
-    rclone_config_path,
+    print_for_rclone,
     store_config_password,
 )
+from placet.drive import configured_spec, default_drive_spec, drive_for, validate_spec
+from placet.drive.credentials import config_is_encrypted, rclone_config_path
 from placet.drive.proc import child_env, rclone_version, resolve_rclone_path
 from placet.drive.spec import DriveSpec, redact
 from placet.errors import (

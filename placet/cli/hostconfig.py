@@ -36,7 +36,7 @@ from typing import Any
 from placet.config import load_settings
 from placet.drive.spec import validate_spec
 from placet.errors import EXIT_OK, ConfigError, UsageError
-from placet.paths import Root, parse_roots
+from placet.paths.roots import Root, parse_roots
 
 HOSTS = ("claude", "codex", "vscode", "generic")
 SERVER_NAME = "placet"

@@ -4,7 +4,7 @@
 
 Everything that can be refused is refused before the first MCP byte: no `--root`, a root
 that is `/`, the home directory (or above it), or overlaps placet's data directory
-(`placet.paths.parse_roots`), an invalid label, an unusable config or database. Each exits
+(`placet.paths.roots.parse_roots`), an invalid label, an unusable config or database. Each exits
 non-zero with one line on stderr saying why, which a host shows in its MCP log.
 
 stdout carries only MCP frames; logs go to stderr (`--log-level`, default WARNING).
@@ -22,7 +22,7 @@ import unicodedata
 
 from placet.config import load_settings
 from placet.errors import EXIT_OK, UsageError
-from placet.paths import parse_roots
+from placet.paths.roots import parse_roots
 
 LABEL_MAX = 64
 

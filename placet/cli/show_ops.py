@@ -25,11 +25,11 @@ from placet.cli.accept_effect import flag_counts, ops_lines
 from placet.display import already_inert, size_text
 from placet.errors import PlacetError
 from placet.executor.ops import plan_for
-from placet.requests import Op, parse_sync_request
-from placet.risk import RiskFlag
+from placet.proposals.risk import RiskFlag
+from placet.proposals.vetting import op_flags, root_path_of
+from placet.schema import Op, parse_sync_request
 from placet.store import ProposalRecord, Store
 from placet.text import inert
-from placet.vetting import op_flags, root_path_of
 
 SHOWN = 20
 """Ops (and risk flags) `placet show` lists without `--all`."""

@@ -15,8 +15,6 @@ from collections.abc import Mapping
 
 from placet.config import Settings
 from placet.drive.base import (
-    DIGEST_PREFERENCE,
-    TEMP_PREFIX,
     Capabilities,
     DigestRow,
     DigestStore,
@@ -36,8 +34,6 @@ from placet.drive.rclone import RcloneDrive
 from placet.drive.spec import DriveSpec, check_drive_path, parse_spec, redact, validate_spec
 
 __all__ = [
-    "DIGEST_PREFERENCE",
-    "TEMP_PREFIX",
     "Capabilities",
     "DigestRow",
     "DigestStore",

@@ -10,7 +10,7 @@ choose a digest and a replacement strategy from flags rather than from backend n
 Paths are POSIX strings relative to the drive root (``""`` is the root). Every `Entry`
 carries its path relative to the drive root, whatever folder was listed. Digests are
 lower-case hex keyed by lower-case type name. Temporary upload objects are named with
-`TEMP_PREFIX` (the same literal `placet.localfs` uses for local temp files) and are never
+`TEMP_PREFIX` (the same literal `placet.local.atomic` uses for local temp files) and are never
 shown in a listing.
 """
 
@@ -20,11 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-TEMP_PREFIX = ".placet-tmp-"
-"""Name prefix of every temporary object placet creates (remote and local alike)."""
-
-DIGEST_PREFERENCE: tuple[str, ...] = ("sha256", "sha1", "md5")
-"""Digest types placet can compute with hashlib, strongest first (docs/design.md section 9)."""
+from placet.schema import DIGEST_PREFERENCE
 
 ProgressFn = Callable[[int, int], None]
 """`progress(bytes_done, bytes_total)`; called at most every 1 MiB or 100 ms, and at the end."""

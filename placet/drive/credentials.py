@@ -29,28 +29,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from placet.config_password import (
-    KEYRING_SERVICE,
-    KEYRING_USERNAME,
-    NO_KEYRING_HELP,
+from placet.config.password import (
     RCLONE_PASSWORD_ARGS,
-    load_config_password,
-    store_config_password,
 )
 
 __all__ = [
-    "KEYRING_SERVICE",
-    "KEYRING_USERNAME",
-    "NO_KEYRING_HELP",
     "RcloneAccess",
     "config_is_encrypted",
-    "load_config_password",
     "password_command",
     "placet_command",
     "rclone_access",
     "rclone_command_string",
     "rclone_config_path",
-    "store_config_password",
 ]
 
 

@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterator, Sequence
 
 from placet.drive import transfer
 from placet.drive.base import (
-    DIGEST_PREFERENCE,
     DownloadResult,
     JournalFn,
     ProgressFn,
@@ -62,6 +61,7 @@ from placet.errors import (
     StaleEvidence,
     UsageError,
 )
+from placet.schema import DIGEST_PREFERENCE
 
 __all__ = ["RcloneDrive"]
 

@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from placet.drive import transfer
 from placet.drive.base import (
-    DIGEST_PREFERENCE,
-    TEMP_PREFIX,
     Entry,
     UploadResult,
     preferred_digest,
@@ -38,6 +36,8 @@ from placet.drive.failures import rclone_failure
 from placet.drive.rclone_core import LONG_CALL_SECONDS, temp_name
 from placet.drive.spec import check_drive_path
 from placet.errors import AlreadyExists, DriveError, NotFound, PlacetError, UsageError
+from placet.names import TEMP_PREFIX
+from placet.schema import DIGEST_PREFERENCE
 
 if TYPE_CHECKING:
     from placet.drive.rclone import RcloneDrive

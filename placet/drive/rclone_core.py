@@ -22,8 +22,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Self
 
 from placet.drive.base import (
-    DIGEST_PREFERENCE,
-    TEMP_PREFIX,
     Capabilities,
     DigestStore,
     Entry,
@@ -42,7 +40,8 @@ from placet.errors import (
     PlacetError,
     UsageError,
 )
-from placet.temp_names import has_placet_temp, is_placet_temp
+from placet.names import TEMP_PREFIX, has_placet_temp, is_placet_temp
+from placet.schema import DIGEST_PREFERENCE
 
 NO_SERVER_SIDE_REPLACE = frozenset({"protondrive"})
 """Backends whose server-side move refuses an existing target (docs/design.md section 3)."""
@@ -69,7 +68,7 @@ def temp_name(name: str) -> str:
 
 
 def is_temp(path: str) -> bool:
-    """True when a component of `path` is a temp name placet made (`placet.temp_names`)."""
+    """True when a component of `path` is a temp name placet made (`placet.names`)."""
     return has_placet_temp(path)
 
 
@@ -404,7 +403,7 @@ class RcloneCore:
 
     def remove_temp(self, path: str, *, quiet: bool = False) -> bool:
         """Delete temporary object `path` (its name must have the shape of a name placet
-        made, `placet.temp_names`).
+        made, `placet.names`).
 
         Returns True if it existed. With `quiet`, rclone failures are swallowed (used on
         the way out of a failed upload, where the first error is the one to report).
@@ -432,7 +431,7 @@ class RcloneCore:
     ) -> list[str]:
         """Delete temp objects directly in `folder` last modified before now - `older_than`.
 
-        Only names of the exact shape placet generates count (`placet.temp_names`): an
+        Only names of the exact shape placet generates count (`placet.names`): an
         owner's object that merely starts with ``.placet-tmp-`` is never deleted. A younger
         temp may belong to an upload still running in another placet process.
         Returns the deleted paths.

@@ -8,7 +8,7 @@ end up in the database, in logs and in front of the agent: inline secrets are re
 here, at configuration, with a message that sends the owner to rclone's own config.
 
 Agent-supplied strings only ever fill the path-within-the-drive slot of an rclone
-argument. `placet.paths` checks them first; `check_drive_path` repeats the rules that
+argument. `placet.paths.local` checks them first; `check_drive_path` repeats the rules that
 keep a path from being read as an option or a remote prefix, because this module is the
 last place before argv.
 
@@ -204,7 +204,7 @@ def check_drive_path(path: str) -> str:
     """Refuse a drive-relative path that could be read as anything but a path.
 
     Returns the path without one trailing ``/``. Defensive repeat of
-    `placet.paths.check_remote_path` at the last step before argv.
+    `placet.paths.remote.check_remote_path` at the last step before argv.
 
     Raises:
         PathRefused (code ``path_invalid``): leading ``/`` or ``-``, ``:`` anywhere,

@@ -9,7 +9,12 @@ the drive. Core module: never imports `mcp` or `textual`.
 
 from __future__ import annotations
 
-from placet.executor.binding import bind, check_binding
+from placet.executor.binding import (
+    bind,
+    check_before_accept,
+    check_binding,
+    refusal_before_accept,
+)
 from placet.executor.ops import Plan, load_plan, plan_for
 from placet.executor.progress import OpOutcome, ProgressEvent
 from placet.executor.run import ProgressCallback, execute
@@ -20,8 +25,10 @@ __all__ = [
     "ProgressCallback",
     "ProgressEvent",
     "bind",
+    "check_before_accept",
     "check_binding",
     "execute",
     "load_plan",
     "plan_for",
+    "refusal_before_accept",
 ]

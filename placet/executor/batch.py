@@ -32,15 +32,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placet import localfs
 from placet.drive.base import Drive, UploadResult
 from placet.drive.rclone_batch import BATCH_MAX_BYTES, BATCH_MAX_FILES, NewFile
 from placet.errors import AlreadyExists, NotFound, PlacetError, StaleEvidence
 from placet.executor.checks import local_as_seen, local_found
 from placet.executor.progress import OpOutcome
 from placet.executor.steps import OpContext, failed, stale
-from placet.paths import check_local_shape
-from placet.requests import Op, RootRef
+from placet.local.walk import open_dir_under, open_file_for_read, open_regular_at, open_root
+from placet.paths.local import check_local_shape
+from placet.schema import Op, RootRef
 
 BATCH_OPS = 100
 """Most ops of one batch (a folder of more is split, so the transfer workers share it)."""
@@ -167,7 +167,7 @@ def run_upload_batch(b: BatchContext, ops: list[Op]) -> list[tuple[Op, OpOutcome
 
 
 class _Walk:
-    """`localfs.open_file_for_read` for the files of one batch: the root is opened and
+    """`placet.local.atomic.open_file_for_read` for the files of one batch: the root is opened and
     its identity checked once, each local folder walked once by descriptor, and each
     file opened under its folder's descriptor by `open_regular_at` (the same checks,
     without re-walking the same folders for every file)."""
@@ -181,14 +181,14 @@ class _Walk:
         """(descriptor, stat) of regular file `rel`; raises as `open_file_for_read`."""
         parts = check_local_shape(rel).parts
         if not parts:
-            return localfs.open_file_for_read(self.root, rel)  # refuses it with its words
+            return open_file_for_read(self.root, rel)  # refuses it with its words
         folder = tuple(parts[:-1])
         dir_fd = self._dirs.get(folder)
         if dir_fd is None:
             if self._root_fd is None:
-                self._root_fd = localfs.open_root(self.root)
-            dir_fd = self._dirs[folder] = localfs.open_dir_under(self._root_fd, folder)
-        return localfs.open_regular_at(dir_fd, parts[-1], shown="/".join(parts))
+                self._root_fd = open_root(self.root)
+            dir_fd = self._dirs[folder] = open_dir_under(self._root_fd, folder)
+        return open_regular_at(dir_fd, parts[-1], shown="/".join(parts))
 
     def close(self) -> None:
         for fd in [*self._dirs.values(), *([self._root_fd] if self._root_fd is not None else [])]:

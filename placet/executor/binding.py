@@ -4,26 +4,28 @@ Before any op runs, the executor checks that the stored request still hashes to 
 proposal's request hash and to the hash the approval audit event recorded, that the
 owner's unticked ops (`skip_ops`) fit the proposal, that the drive is the one the
 proposal was made against, and that no upload or mkdir would write into placet's own
-folders (`placet.vetting.refuse_own_paths`, the check `placet accept` and the review UI
+folders (`placet.proposals.vetting.refuse_own_paths`, the check `placet accept` and the review UI
 run before accepting; repeated here so a proposal approved by any path, e.g. directly in
 the store, cannot write there; a download is checked again per op, by descriptor, in
 `placet.executor.download`). `placet accept` runs the checks that need no approval yet
-(`check_binding`) before it asks for the code. Split out of `placet.executor.run`.
+(`check_binding`) before it asks for the code; `refusal_before_accept` and
+`check_before_accept` are those checks as the review UI shows them.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from placet.config import Settings
 from placet.drive import configured_spec
 from placet.drive.base import Drive
-from placet.errors import PolicyRefused
-from placet.executor.ops import Plan, load_plan
-from placet.requests import request_hash
+from placet.errors import PlacetError, PolicyRefused
+from placet.executor.ops import Plan, load_plan, plan_for
+from placet.proposals.vetting import refuse_own_paths
+from placet.schema import is_by_reference, request_hash
 from placet.store import ProposalRecord, Store
 from placet.store.lifecycle import APPROVED, owner_skips
-from placet.vetting import refuse_own_paths
 
 
 def check_binding(settings: Settings, record: ProposalRecord, drive: Drive | None = None) -> None:
@@ -118,3 +120,47 @@ def _check_own_paths(settings: Settings, record: ProposalRecord, plan: Plan) -> 
     except PolicyRefused as e:
         message = e.message.replace("refusing to accept", "refusing to execute", 1)
         raise PolicyRefused(message, code=e.error_code, details=e.details) from None
+
+
+def refusal_before_accept(
+    settings: Settings, record: ProposalRecord, ops: list[dict[str, Any]] | None = None
+) -> PlacetError | None:
+    """Why `record` must not be accepted whatever the owner types, or None: the checks
+    `placet accept` makes before its code, with the same functions and messages.
+    `ops`: a by-reference sync's ops as `Store.checked_ops` read them (which already
+    refused them if they no longer match the request's digest).
+
+    Returns:
+        PolicyRefused ``request_altered`` or ``drive_changed`` (the stored request no
+        longer hashes as stored, or the proposal was made against another drive than the
+        configured one: `check_binding`), PlacetError ``request_invalid``
+        (the stored request does not parse, `plan_for`) or PolicyRefused
+        ``placet_own_path`` (an op would write inside placet's own folders,
+        `placet.proposals.vetting.refuse_own_paths`).
+    """
+    try:
+        check_binding(settings, record)
+        refuse_own_paths(
+            settings, record, plan_for(record.kind, record.request, record.evidence, ops).ops
+        )
+    except PlacetError as e:
+        return e
+    return None
+
+
+def check_before_accept(
+    store: Store, settings: Settings, record: ProposalRecord
+) -> tuple[PlacetError | None, list[dict[str, Any]] | None]:
+    """`refusal_before_accept`, a by-reference sync's ops read and verified first
+    (`Store.checked_ops`: ``request_altered`` when they no longer match its digest).
+
+    Returns:
+        (the refusal or None, the sync's ops or None for the other kinds and inline ops).
+    """
+    ops = None
+    if is_by_reference(record.kind, record.request):
+        try:
+            ops = store.checked_ops(record.id, record.request)
+        except PlacetError as e:
+            return e, None
+    return refusal_before_accept(settings, record, ops), ops

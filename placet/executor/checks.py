@@ -28,7 +28,7 @@ import os
 from typing import Any
 
 from placet.drive.base import Drive, Entry
-from placet.requests import LocalFileEvidence, RemoteEvidence
+from placet.schema import LocalFileEvidence, RemoteEvidence
 
 
 class RemoteProbe:

@@ -16,7 +16,7 @@ Order:
 5. `rclone cat` streams into a temp file created with ``O_EXCL|O_NOFOLLOW`` (its name
    journaled first), hashed as it arrives; size and digest are compared with the
    evidence before the rename, so a target name only ever receives approved bytes. The
-   no-overwrite rename is no-replace (`localfs.commit_temp_file`): a file that appears
+   no-overwrite rename is no-replace (`placet.local.atomic.commit_temp_file`): a file that appears
    during the transfer is never clobbered.
 6. Containment holds to the end: the destination folder is held as a descriptor; before
    the first byte and again just before the rename it must not be (or lie inside) one of
@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from placet import localfs
 from placet.config import Settings
 from placet.errors import AlreadyExists, NotFound, PathRefused, PlacetError, PolicyRefused
 from placet.executor.checks import (
@@ -46,9 +45,11 @@ from placet.executor.checks import (
 )
 from placet.executor.progress import OpOutcome
 from placet.executor.steps import OpContext, failed, stale
-from placet.paths import PlacetDirs, check_local_shape
-from placet.requests import LocalFileEvidence, Op, RemoteEvidence
-from placet.text import inert
+from placet.local import atomic, hashing, walk
+from placet.paths.local import check_local_shape
+from placet.paths.roots import PlacetDirs
+from placet.schema import LocalFileEvidence, Op, RemoteEvidence
+from placet.text import quote
 
 
 def _holds_approved(
@@ -70,16 +71,16 @@ def _holds_approved(
         same = seen.digest_type == src.digest_type and seen.digest is not None
         return f"digest:{src.digest_type}" if same and seen.digest == src.digest else None
     try:
-        fd, _ = localfs.open_regular_at(dir_fd, name)
+        fd, _ = walk.open_regular_at(dir_fd, name)
     except PlacetError:
         return None
     try:
         if src.digest_type and src.digest:
-            got = localfs.hash_fd(fd, [src.digest_type])[src.digest_type]
+            got = hashing.hash_fd(fd, [src.digest_type])[src.digest_type]
             return f"digest:{src.digest_type}" if got == src.digest.lower() else None
         if not remote_as_seen(probe, src):
             return None
-        local_sha = localfs.sha256_fd(fd)[0]
+        local_sha = hashing.sha256_fd(fd)[0]
         return "readback:sha256" if local_sha == probe.readback_sha256() else None
     finally:
         os.close(fd)
@@ -99,9 +100,9 @@ def run_download(ctx: OpContext, op: Op) -> OpOutcome:
             "refusing to download onto the root folder itself", code="not_regular_file"
         )
     parent, name = parts[:-1], parts[-1]
-    root_fd = localfs.open_root(ctx.root)
+    root_fd = walk.open_root(ctx.root)
     try:
-        dir_fd = localfs.open_dir_under(root_fd, parent, create=ctx.proposal_kind == "sync")
+        dir_fd = walk.open_dir_under(root_fd, parent, create=ctx.proposal_kind == "sync")
     finally:
         os.close(root_fd)
     try:
@@ -141,7 +142,7 @@ def _placet_folder_holding(dir_fd: int, settings: Settings) -> Path | None:
 
 
 def _refuse_placet_folder(ctx: OpContext, dir_fd: int, local_path: str) -> None:
-    """Defence in depth behind the root rule of `placet.paths`: a download never writes
+    """Defence in depth behind the root rule of `placet.paths.local`: a download never writes
     into placet's data, config or database folder (docs/decisions.md), e.g. from a root
     nominated under another PLACET_HOME than the one accepting.
 
@@ -151,8 +152,8 @@ def _refuse_placet_folder(ctx: OpContext, dir_fd: int, local_path: str) -> None:
     own = _placet_folder_holding(dir_fd, ctx.settings)
     if own is not None:
         raise PathRefused(
-            f"refusing to write local {_q(local_path)}: its folder is, or lies inside, "
-            f"placet's own folder {_q(str(own))} (settings, database or audit records); "
+            f"refusing to write local {quote(local_path)}: its folder is, or lies inside, "
+            f"placet's own folder {quote(str(own))} (settings, database or audit records); "
             "nothing was written: discard this proposal and start placet serve with a "
             "--root apart from placet's folders",
             code="placet_own_path",
@@ -175,10 +176,10 @@ def _recheck_destination(ctx: OpContext, dir_fd: int, parent: tuple[str, ...], s
     """
     assert ctx.root is not None
     held = os.fstat(dir_fd)
-    root_fd = localfs.open_root(ctx.root)
+    root_fd = walk.open_root(ctx.root)
     try:
         try:
-            again = localfs.open_dir_under(root_fd, parent)
+            again = walk.open_dir_under(root_fd, parent)
         except NotFound as e:
             raise _moved(shown, ctx.root.path) from e
     finally:
@@ -194,8 +195,8 @@ def _recheck_destination(ctx: OpContext, dir_fd: int, parent: tuple[str, ...], s
 
 def _moved(shown: str, root_path: str) -> PathRefused:
     return PathRefused(
-        f"refusing to write local {_q(shown)}: its folder was moved or replaced during the "
-        f"transfer, so it may no longer lie inside the root {_q(root_path)}; nothing was "
+        f"refusing to write local {quote(shown)}: its folder was moved or replaced during the "
+        f"transfer, so it may no longer lie inside the root {quote(root_path)}; nothing was "
         "written under the target name (the temporary file was removed): check the folder "
         "and accept again",
         code="destination_moved",
@@ -209,7 +210,7 @@ def _download_in(
     assert op.local_path is not None and op.remote_path is not None and ctx.root is not None
     probe = RemoteProbe(ctx.drive, op.remote_path)
     seen = op.expected_local
-    st = localfs.lstat_at(dir_fd, name)
+    st = walk.lstat_at(dir_fd, name)
     if st is not None:
         how = _holds_approved(dir_fd, name, st, src, seen, probe)
         if how is not None:
@@ -237,7 +238,7 @@ def _download_in(
         if not op.replace:
             return failed(
                 AlreadyExists(
-                    f"refusing to write local {_q(op.local_path)}: a file appeared there "
+                    f"refusing to write local {quote(op.local_path)}: a file appeared there "
                     "after the proposal, which did not ask to overwrite; nothing was "
                     "changed: move it away and accept again, or ask for a new proposal",
                     details={"path": op.local_path, "found": local_found(st)},
@@ -246,9 +247,9 @@ def _download_in(
         if policy != "allow-overwrite":
             return failed(
                 PolicyRefused(
-                    f"refusing to overwrite local {_q(op.local_path)}: the root's policy is "
+                    f"refusing to overwrite local {quote(op.local_path)}: the root's policy is "
                     f'downloads = {policy!r}; set downloads = "allow-overwrite" for '
-                    f"{_q(ctx.root.path)} in config.toml, then accept again",
+                    f"{quote(ctx.root.path)} in config.toml, then accept again",
                     details={"path": op.local_path, "policy": policy},
                 )
             )
@@ -260,10 +261,6 @@ def _download_in(
         return stale("local", op.local_path, seen.model_dump(mode="json"), {"exists": False},
                      "vanished")  # fmt: skip
     return _transfer(ctx, op, src, dir_fd, parent, name, replacing)
-
-
-def _q(s: str) -> str:
-    return f"'{inert(s)}'"
 
 
 def _transfer(
@@ -278,7 +275,7 @@ def _transfer(
     assert op.local_path is not None and op.remote_path is not None
     rel_parent = "/".join(parent)
     started = time.monotonic()
-    fd, temp = localfs.create_temp_file(dir_fd, name)
+    fd, temp = atomic.create_temp_file(dir_fd, name)
     committed = False
     try:
         ctx.journal_temp("local", f"{rel_parent}/{temp}" if rel_parent else temp)
@@ -297,7 +294,7 @@ def _transfer(
                 "changed while it was downloaded (nothing was written under the target name)",
             )  # fmt: skip
         _recheck_destination(ctx, dir_fd, parent, op.local_path)
-        trashed = localfs.commit_temp_file(
+        trashed = atomic.commit_temp_file(
             dir_fd,
             temp,
             name,
@@ -315,7 +312,7 @@ def _transfer(
         os.close(fd)
         if not committed:
             with contextlib.suppress(OSError, PlacetError):
-                localfs.discard_temp_file(dir_fd, temp)
+                atomic.discard_temp_file(dir_fd, temp)
     return OpOutcome(
         "done",
         {

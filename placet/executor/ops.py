@@ -4,7 +4,7 @@ Every proposal kind runs through the same per-op path (docs/design.md section 4)
 upload, mkdir or download is expanded here into a one-op list with the evidence it saw,
 and a sync proposal's stored ops are used as they are: folders first (parents before
 children, so a later upload finds its folder), then the file transfers in the order the
-planner gave. Parsing goes through the `placet.requests` models with `extra="forbid"`: a
+planner gave. Parsing goes through the `placet.schema` models with `extra="forbid"`: a
 stored request that no longer parses is refused before anything is touched.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter, ValidationError
 
 from placet.errors import PlacetError
-from placet.requests import (
+from placet.schema import (
     AnyRequest,
     DownloadEvidence,
     DownloadRequest,

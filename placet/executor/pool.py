@@ -42,7 +42,7 @@ from placet.drive.proc import Children
 from placet.errors import PlacetError
 from placet.executor.progress import Aborted, OpOutcome
 from placet.executor.steps import failed
-from placet.requests import Op
+from placet.schema import Op
 
 log = logging.getLogger(__name__)
 

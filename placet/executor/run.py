@@ -67,7 +67,7 @@ from placet.executor.temps import (
     remove_temp,
     temps_detail,
 )
-from placet.requests import Op
+from placet.schema import Op
 from placet.store import LeaseHolder, OpResultRecord, ProposalRecord, Store
 from placet.store.lifecycle import APPROVED, SUCCESS_OUTCOMES
 from placet.sync.baseline import BaselineRecorder

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placet import localfs
 from placet.config import Settings
 from placet.drive.base import Drive, ProgressFn
 from placet.errors import AlreadyExists, NotFound, PlacetError, StaleEvidence
@@ -42,8 +41,9 @@ from placet.executor.checks import (
     remote_holds,
 )
 from placet.executor.progress import OpOutcome
-from placet.requests import Op, RemoteEvidence, RootRef
-from placet.text import inert
+from placet.local import walk
+from placet.schema import Op, RemoteEvidence, RootRef
+from placet.text import quote
 
 JournalTemp = Callable[[str, str], None]
 """`journal_temp(side, path)`: side ``remote`` (drive-relative) or ``local`` (root-relative)."""
@@ -65,16 +65,12 @@ class OpContext:
     journal_temp: JournalTemp
 
 
-def _q(s: str) -> str:
-    return f"'{inert(s)}'"
-
-
 def stale(
     side: str, path: str, expected: dict[str, Any] | None, found: dict[str, Any], why: str
 ) -> OpOutcome:
     """A `stale` outcome naming both values (docs/design.md section 4)."""
     err = StaleEvidence(
-        f"{side} {_q(path)} {why} since the proposal was made; nothing was changed for "
+        f"{side} {quote(path)} {why} since the proposal was made; nothing was changed for "
         "this op: ask the agent to propose again",
         details={"side": side, "path": path, "expected": expected, "found": found},
     )
@@ -99,7 +95,7 @@ def run_mkdir(ctx: OpContext, op: Op) -> OpOutcome:
     if found is not None:
         return failed(
             AlreadyExists(
-                f"cannot create folder {_q(path)}: a file has that name on the drive; "
+                f"cannot create folder {quote(path)}: a file has that name on the drive; "
                 "nothing was changed",
                 details={"path": path, "found": remote_found(probe, None)},
             )
@@ -150,7 +146,7 @@ def run_upload(ctx: OpContext, op: Op) -> OpOutcome:
             why,
         )
     try:
-        fd, st = localfs.open_file_for_read(ctx.root, op.local_path)
+        fd, st = walk.open_file_for_read(ctx.root, op.local_path)
     except NotFound:
         gone = {"exists": False}
         return stale("local", op.local_path, ev.model_dump(mode="json"), gone, "vanished")

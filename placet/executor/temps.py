@@ -21,13 +21,13 @@ import logging
 import os
 from typing import Any
 
-from placet import localfs
 from placet.drive.base import Drive
 from placet.errors import NotFound, PlacetError
-from placet.paths import check_local_shape
-from placet.requests import RootRef
+from placet.local import atomic, walk
+from placet.names import is_placet_temp
+from placet.paths.local import check_local_shape
+from placet.schema import RootRef
 from placet.store import OpResultRecord
-from placet.temp_names import is_placet_temp
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +63,13 @@ def remove_temp(drive: Drive, root: RootRef | None, temp: Temp) -> bool:
         if root is None:
             return True
         parts = check_local_shape(temp["path"]).parts
-        root_fd = localfs.open_root(root)
+        root_fd = walk.open_root(root)
         try:
-            dir_fd = localfs.open_dir_under(root_fd, parts[:-1])
+            dir_fd = walk.open_dir_under(root_fd, parts[:-1])
         finally:
             os.close(root_fd)
         try:
-            localfs.discard_temp_file(dir_fd, parts[-1])
+            atomic.discard_temp_file(dir_fd, parts[-1])
         finally:
             os.close(dir_fd)
         return True

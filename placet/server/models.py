@@ -17,7 +17,7 @@ from placet.server.framework import ToolOutput
 from placet.text import inert
 
 if TYPE_CHECKING:
-    from placet.requests import Op
+    from placet.schema import Op
     from placet.store import OpResultRecord, ProposalRecord
 
 FIRST_OPS = 5

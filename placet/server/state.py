@@ -35,8 +35,8 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from placet.paths import Root
-from placet.proposing import ProposeContext
+from placet.paths.roots import Root
+from placet.proposals.context import ProposeContext
 from placet.text import is_unsafe_char
 
 if TYPE_CHECKING:

@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from placet.executor.ops import plan_for
-from placet.requests import Op
+from placet.proposals.vetting import op_flags, root_path_of
+from placet.schema import Op
 from placet.server.models import (
     FIRST_DECISIONS,
     FIRST_OPS,
@@ -37,7 +38,6 @@ from placet.server.models import (
     SyncSummary,
 )
 from placet.store import ProposalRecord, Store
-from placet.vetting import op_flags, root_path_of
 
 _CHUNK = 5000  # ops read at once while summarising
 _CACHE_SIZE = 64

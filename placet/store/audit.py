@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from placet.requests import canonical_json, ops_digest, request_hash
+from placet.schema import canonical_json, ops_digest, request_hash
 from placet.store import lifecycle as lc
 from placet.store.db import dt_text, raw
 from placet.store.models import AUDIT_EVENT, PROPOSAL

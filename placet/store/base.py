@@ -39,7 +39,7 @@ from placet.errors import (
     StoreError,
     WrongState,
 )
-from placet.requests import is_by_reference, ops_digest
+from placet.schema import is_by_reference, ops_digest
 from placet.store import lifecycle as lc
 from placet.store.audit import append_anchor, append_event, verify_chain
 from placet.store.db import BEGIN_OPTION, as_utc, is_busy, raw, utcnow
@@ -71,7 +71,7 @@ _OPS_SQL = "SELECT op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index L
 _OP_ROWS_SQL = "SELECT op_index, op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index"
 
 
-def _proposal(row: Row[Any]) -> ProposalRecord:
+def proposal_of_row(row: Row[Any]) -> ProposalRecord:
     m = row._mapping
     return ProposalRecord(
         id=m["id"],
@@ -98,7 +98,7 @@ def _proposal(row: Row[Any]) -> ProposalRecord:
     )
 
 
-def _now(now: datetime | None) -> datetime:
+def now_or_utcnow(now: datetime | None) -> datetime:
     return utcnow() if now is None else as_utc(now)
 
 
@@ -279,7 +279,7 @@ class StoreBase:
                 detail=detail,
             )
         )
-        return _proposal(row)
+        return proposal_of_row(row)
 
     @staticmethod
     def _wrong_state(pid: int, transition: str, status: str) -> WrongState:
@@ -294,7 +294,9 @@ class StoreBase:
 
     def get(self, proposal_id: int) -> ProposalRecord:
         """The proposal with this id. Raises NotFound."""
-        return _proposal(self._read("reading a proposal", lambda c: self._row(c, proposal_id)))
+        return proposal_of_row(
+            self._read("reading a proposal", lambda c: self._row(c, proposal_id))
+        )
 
     def list(
         self,
@@ -318,7 +320,7 @@ class StoreBase:
             q = q.where(P.id < after_id if newest_first else P.id > after_id)
         q = q.order_by(P.id.desc() if newest_first else P.id).limit(limit)
         rows = self._read("listing proposals", lambda c: c.execute(q).all())
-        return [_proposal(r) for r in rows]
+        return [proposal_of_row(r) for r in rows]
 
     def counts(self) -> dict[str, int]:
         """Number of proposals per status (statuses with none are 0)."""
@@ -374,7 +376,7 @@ class StoreBase:
     def ops(
         self, pid: int, *, start: int = 0, limit: int | None = None
     ) -> builtins.list[dict[str, Any]]:
-        """The stored ops (JSON objects, as `placet.requests.Op` dumps them) of the sync
+        """The stored ops (JSON objects, as `placet.schema.Op` dumps them) of the sync
         proposal `pid`, in index order, from position `start` (0-based: the op count
         before it) on, at most `limit` of them; [] for the other kinds. Pages: the next
         page starts at `start + len(page)` (stored ops never change). Unverified (a
@@ -411,7 +413,7 @@ class StoreBase:
         one the owner is shown), never one read again here, so a row or request rewritten
         in the database after that check cannot slip in (docs/design.md section 4). By
         reference, the op rows must be exactly `request["op_count"]`, valid JSON objects
-        numbered as stored, and hash to `request["ops_digest"]` (`placet.requests.ops_digest`);
+        numbered as stored, and hash to `request["ops_digest"]` (`placet.schema.ops_digest`);
         inline, the ops are the request's own, which its hash covers. What the executor
         runs and `placet accept` shows. [] for a request with neither.
 

@@ -28,10 +28,10 @@ from placet.errors import (
     StoreError,
     UsageError,
 )
-from placet.requests import by_reference, canonical_json, is_by_reference, request_hash
+from placet.schema import by_reference, canonical_json, is_by_reference, request_hash
 from placet.store import lifecycle as lc
 from placet.store.audit import append_event
-from placet.store.base import Heads, P, StoreBase, _now, _proposal
+from placet.store.base import Heads, P, StoreBase, now_or_utcnow, proposal_of_row
 from placet.store.db import dt_text, raw
 from placet.store.models import PROPOSAL
 from placet.store.records import ProposalRecord
@@ -182,7 +182,7 @@ class Decisions(StoreBase):
         """Persist a pending proposal; returns (record, created).
 
         Idempotent: while a proposal with the same kind, request hash
-        (`placet.requests.request_hash`) and `drive_spec` is pending and unexpired, that
+        (`placet.schema.request_hash`) and `drive_spec` is pending and unexpired, that
         one is returned with created=False; the same request for another drive is a new
         proposal (accepting one must never write to a drive the agent did not name). One
         whose TTL passed unswept is expired here first.
@@ -191,7 +191,7 @@ class Decisions(StoreBase):
             UsageError: ttl_seconds is not in 1..max_ttl_minutes*60.
             LimitExceeded: `pending_per_bridge` (per run_id) or `pending_total` reached.
         """
-        now = _now(now)
+        now = now_or_utcnow(now)
         max_ttl = self.settings.max_ttl_minutes * 60
         if not 0 < ttl_seconds <= max_ttl:
             raise UsageError(
@@ -254,7 +254,7 @@ class Decisions(StoreBase):
             same = conn.execute(_SAME_PENDING, same_key).first()
             if same is not None:
                 if same.expires_at > now:
-                    return _proposal(same), False
+                    return proposal_of_row(same), False
                 self._cas(
                     conn,
                     heads,
@@ -281,7 +281,7 @@ class Decisions(StoreBase):
                     lambda c: c.execute(_SAME_PENDING, same_key).first(),
                 )
                 if found is not None:
-                    return _proposal(found), False
+                    return proposal_of_row(found), False
             raise
 
     def _check_caps(self, db: sqlite3.Connection, run_id: str, now: datetime) -> None:
@@ -340,7 +340,7 @@ class Decisions(StoreBase):
         another kind, not a list of integers, or naming an op the request does not
         have) or `nothing_selected` (every op unticked: discard it instead).
         """
-        now = _now(now)
+        now = now_or_utcnow(now)
         given = dict(detail or {})
         skip = given.pop("skip_ops", None)
 
@@ -397,7 +397,7 @@ class Decisions(StoreBase):
         now: datetime | None = None,
     ) -> ProposalRecord:
         """pending -> discarded (expired-but-unswept included). Raises NotFound, WrongState."""
-        now = _now(now)
+        now = now_or_utcnow(now)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             return self._cas(
@@ -419,7 +419,7 @@ class Decisions(StoreBase):
 
         Raises NotFound, PolicyRefused (another bridge's proposal), WrongState.
         """
-        now = _now(now)
+        now = now_or_utcnow(now)
         actor = lc.agent_actor(run_id)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
@@ -455,7 +455,7 @@ class Decisions(StoreBase):
         Raises UsageError (minutes < 1), NotFound, WrongState, Expired, LimitExceeded
         (already at the cap).
         """
-        now = _now(now)
+        now = now_or_utcnow(now)
         if minutes < 1:
             raise UsageError(f"cannot extend proposal {pid} by {minutes} minutes: give 1 or more")
 

@@ -144,7 +144,7 @@ SELECT 'total', count(*) FROM proposal WHERE status = 'pending'""",
 )
 
 # Sync (issue 6): stored plans, the local and remote digest caches, baselines per pair,
-# and drive snapshots; the tables are declared in `placet.store.sync_tables`.
+# and drive snapshots; the tables are declared in `placet.sync.tables`.
 _SYNC = (
     """CREATE TABLE sync_plan (
     id INTEGER NOT NULL,

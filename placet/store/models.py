@@ -6,7 +6,7 @@ a test builds a blank database both ways and requires the same tables, columns a
 indexes, so a model change without its migration fails there.
 
 JSON columns (`request`, `evidence`, `summary`, `detail`, `op`) hold canonical JSON text
-(`placet.requests.canonical_json`). Datetimes are `UTCDateTime` (aware UTC at the API).
+(`placet.schema.canonical_json`). Datetimes are `UTCDateTime` (aware UTC at the API).
 The store reads and writes these tables through SQLAlchemy Core (`Model.__table__`),
 returning frozen records (`placet.store.records`) rather than live ORM objects.
 """

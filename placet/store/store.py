@@ -22,9 +22,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Row
 
 from placet.errors import PolicyRefused, UsageError, WrongState
-from placet.requests import canonical_json
+from placet.schema import canonical_json
 from placet.store import lifecycle as lc
-from placet.store.base import SWEEP_BATCH, Heads, P, _now
+from placet.store.base import SWEEP_BATCH, Heads, P, now_or_utcnow
 from placet.store.decisions import Decisions
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.records import (
@@ -55,7 +55,7 @@ class Store(Decisions):
         PolicyRefused (``not_approved_as_shown``: approved, but its last audit event is
         no approval, so the status was set outside the store).
         """
-        now = _now(now)
+        now = now_or_utcnow(now)
         lease = now + timedelta(seconds=self.settings.lease_seconds)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
@@ -83,7 +83,7 @@ class Store(Decisions):
     def heartbeat(self, pid: int, *, holder: LeaseHolder, now: datetime | None = None) -> bool:
         """Renew `holder`'s lease for another `lease_seconds`; False if it no longer holds it
         (the proposal was marked interrupted, or is held by someone else)."""
-        now = _now(now)
+        now = now_or_utcnow(now)
         lease = now + timedelta(seconds=self.settings.lease_seconds)
 
         def tx(conn: Connection, heads: Heads) -> bool:
@@ -131,7 +131,7 @@ class Store(Decisions):
 
         Raises UsageError (unknown outcome), NotFound, WrongState (lease not held).
         """
-        now = _now(now)
+        now = now_or_utcnow(now)
         if outcome not in lc.OP_OUTCOMES:
             raise UsageError(f"unknown op outcome {outcome!r}; expected one of {lc.OP_OUTCOMES}")
 
@@ -169,7 +169,7 @@ class Store(Decisions):
         """
         if not rows:
             return
-        now = _now(now)
+        now = now_or_utcnow(now)
         for _, _, outcome, _ in rows:
             if outcome not in lc.OP_OUTCOMES:
                 raise UsageError(
@@ -215,7 +215,7 @@ class Store(Decisions):
 
         Raises NotFound, WrongState (lease not held).
         """
-        now = _now(now)
+        now = now_or_utcnow(now)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._held(conn, pid, holder, "finish")
@@ -271,7 +271,7 @@ class Store(Decisions):
         self, pid: int, *, actor: str, now: datetime | None = None, why: str | None = None
     ) -> ProposalRecord:
         """executing -> interrupted (owner quit mid-transfer, executor gave up, recovery)."""
-        now = _now(now)
+        now = now_or_utcnow(now)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._row(conn, pid)
@@ -294,7 +294,7 @@ class Store(Decisions):
     def expire(self, pid: int, *, now: datetime | None = None) -> ProposalRecord:
         """pending -> expired for one proposal whose `expires_at <= now` (the sweeper's
         step). Raises NotFound, WrongState (not pending, or not yet due)."""
-        now = _now(now)
+        now = now_or_utcnow(now)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._row(conn, pid)
@@ -330,7 +330,7 @@ class Store(Decisions):
         Works in batches of SWEEP_BATCH per transaction; takes no write lock when
         nothing is due.
         """
-        now = _now(now)
+        now = now_or_utcnow(now)
         due_q = (
             select(PROPOSAL)
             .where(P.status == lc.PENDING, P.expires_at <= now)
@@ -352,7 +352,7 @@ class Store(Decisions):
     def recover_interrupted(self, now: datetime | None = None) -> list[int]:
         """executing -> interrupted for each proposal whose lease lapsed (`lease_expires_at
         <= now`) or whose holder is on this host and dead (pid gone or reused)."""
-        now = _now(now)
+        now = now_or_utcnow(now)
         q = select(PROPOSAL).where(P.status == lc.EXECUTING).order_by(P.id)
 
         def lost(r: Row[Any]) -> str | None:
@@ -393,7 +393,7 @@ class Store(Decisions):
 
     def sweep(self, now: datetime | None = None) -> SweepResult:
         """`expire_due` then `recover_interrupted`, at one `now`."""
-        now = _now(now)
+        now = now_or_utcnow(now)
         return SweepResult(expired=self.expire_due(now), interrupted=self.recover_interrupted(now))
 
 

@@ -7,19 +7,22 @@ does I/O.
 """
 
 from placet.sync.cache import CachedDigest, DigestCache, MemoryDigestCache
-from placet.sync.digests import DIGEST_ORDER, choose_digest_type, compare, hash_fd
-from placet.sync.indexer import IndexResult, index_local
+from placet.sync.digests import choose_digest_type, compare, hash_fd
+from placet.sync.entries import (
+    BaselineEntry,
+    Capabilities,
+    LocalEntry,
+    PlanCapabilities,
+    RemoteEntry,
+)
+from placet.sync.index_file import IndexResult
+from placet.sync.indexer import index_local
 from placet.sync.model import (
     ALLOWED_DECISIONS,
     DEFAULT_ENTRY_CAP,
-    BaselineEntry,
-    Capabilities,
     EmptySideRefused,
-    LocalEntry,
-    PlanCapabilities,
     PlanOp,
     PlanReport,
-    RemoteEntry,
     SyncPlan,
 )
 from placet.sync.ops import (
@@ -33,7 +36,6 @@ from placet.sync.planner import plan
 __all__ = [
     "ALLOWED_DECISIONS",
     "DEFAULT_ENTRY_CAP",
-    "DIGEST_ORDER",
     "BaselineEntry",
     "CachedDigest",
     "Capabilities",

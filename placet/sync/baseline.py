@@ -29,9 +29,10 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from placet.requests import Op, parse_sync_request
-from placet.store.sync_data import Pair, SyncData
-from placet.sync.model import BaselineEntry, nfc
+from placet.schema import Op, parse_sync_request
+from placet.sync.entries import BaselineEntry, nfc
+from placet.sync.stored import SyncData
+from placet.sync.tables import Pair
 
 if TYPE_CHECKING:
     from placet.drive.base import Drive

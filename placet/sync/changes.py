@@ -35,7 +35,8 @@ from typing import Any, Literal
 
 from placet.drive.base import Drive, preferred_digest
 from placet.errors import LimitExceeded, NotFound, PlacetError, UsageError
-from placet.store.sync_data import RETENTION, Snapshot, SyncData
+from placet.sync.stored import SyncData
+from placet.sync.tables import RETENTION, Snapshot
 from placet.text import inert
 
 ChangeKind = Literal["added", "changed", "removed"]

@@ -19,7 +19,7 @@ why:
 - Remote folders missing for an upload are created by `mkdir` ops, parents before
   children.
 - A path gets an op (or a conflict, whose decision would give one) only if the executor
-  would accept its names: the remote path passes `placet.paths.check_remote_path` and
+  would accept its names: the remote path passes `placet.paths.remote.check_remote_path` and
   every segment `check_name` (no `:`, leading `-`, control characters, placet's
   reserved `.placet-tmp-` prefix...), and the local path `check_local_shape`. This
   module calls those functions, so the rule cannot drift from the executor's; a path
@@ -30,27 +30,30 @@ why:
 from __future__ import annotations
 
 from placet.errors import PathRefused
-from placet.paths import check_local_shape, check_name, check_remote_path
+from placet.paths.local import check_local_shape
+from placet.paths.remote import check_name, check_remote_path
 from placet.sync.digests import choose_digest_type, compare
-from placet.sync.model import (
-    ALLOWED_DECISIONS,
+from placet.sync.entries import (
     BaselineEntry,
     Capabilities,
-    ConflictKind,
     LocalEntry,
-    PlanOp,
-    PlanOpKind,
-    PlanReport,
     RemoteEntry,
-    ReportKind,
-    new_report,
     nfc,
     parse_rfc3339_ns,
 )
+from placet.sync.model import (
+    ALLOWED_DECISIONS,
+    ConflictKind,
+    PlanOp,
+    PlanOpKind,
+    PlanReport,
+    ReportKind,
+    new_report,
+)
 
-_LONG = 255
+MAX_PLAN_PATH_CHARS = 255
 """Paths longer than this (characters) get the whole-path checks too (see `unusable`)."""
-_DEEP = 8
+MAX_PLAN_DEPTH = 8
 """Paths with this many `/` or more get the whole-path checks too (see `unusable`)."""
 
 
@@ -81,13 +84,13 @@ class Classifier:
 
     def unusable(self, local_path: str, remote_path: str) -> str | None:
         """Why the executor would refuse an op on these names, or None if it would not
-        (see the module docstring: placet.paths' own checks, called, not copied).
+        (see the module docstring: placet.paths.local' own checks, called, not copied).
 
         Each segment is checked once per plan by both rules (`check_name`, the remote
         one, and `check_local_shape` on the segment alone; memoised: a plan of 100,000
         new files repeats its folder names 100,000 times). The whole-path calls, which
-        add only the total length and depth limits, run for paths past `_LONG`
-        characters or `_DEEP` levels, below every such limit of `placet.paths`
+        add only the total length and depth limits, run for paths past `MAX_PLAN_PATH_CHARS`
+        characters or `MAX_PLAN_DEPTH` levels, below every such limit of `placet.paths.local`
         (`tests/test_sync_names.py` checks that this stays so)."""
         names = self._names
         for path in (remote_path,) if local_path == remote_path else (remote_path, local_path):
@@ -103,8 +106,8 @@ class Classifier:
                     names[seg] = why
                 if why:
                     return why
-        if max(len(remote_path), len(local_path)) > _LONG or (
-            max(remote_path.count("/"), local_path.count("/")) >= _DEEP
+        if max(len(remote_path), len(local_path)) > MAX_PLAN_PATH_CHARS or (
+            max(remote_path.count("/"), local_path.count("/")) >= MAX_PLAN_DEPTH
         ):
             try:
                 check_remote_path(remote_path)

@@ -19,15 +19,13 @@ import os
 from collections.abc import Iterable, Sequence
 
 from placet.errors import UsageError
-from placet.sync.model import LocalEntry, RemoteEntry
-
-DIGEST_ORDER: tuple[str, ...] = ("sha256", "sha1", "md5")
-"""The digest types placet computes, strongest first (docs/design.md section 9)."""
+from placet.schema import DIGEST_PREFERENCE
+from placet.sync.entries import LocalEntry, RemoteEntry
 
 CHUNK_SIZE = 1 << 20
 """Read size for hashing, bytes (1 MiB: large enough that per-call overhead vanishes)."""
 
-_RANK = {t: i for i, t in enumerate(DIGEST_ORDER)}
+_RANK: dict[str, int] = {t: i for i, t in enumerate(DIGEST_PREFERENCE)}
 _NEW = {"sha256": hashlib.sha256, "sha1": hashlib.sha1, "md5": hashlib.md5}
 
 
@@ -43,8 +41,8 @@ def normalise_types(types: Iterable[str]) -> tuple[str, ...]:
         if low not in _RANK:
             raise UsageError(
                 f"cannot compute digest type {t!r}: placet hashes local files with "
-                f"{', '.join(DIGEST_ORDER)} only; ask for one of those",
-                details={"digest_type": t, "supported": list(DIGEST_ORDER)},
+                f"{', '.join(DIGEST_PREFERENCE)} only; ask for one of those",
+                details={"digest_type": t, "supported": list(DIGEST_PREFERENCE)},
             )
         out.add(low)
     return tuple(sorted(out, key=_RANK.__getitem__))
@@ -71,7 +69,7 @@ def hash_fd(
 
     Args:
         fd: an open, readable descriptor; it is not closed.
-        types: digest types from `DIGEST_ORDER` (already normalised).
+        types: digest types from `DIGEST_PREFERENCE` (already normalised).
         buffer: a reusable read buffer (its length is the chunk size); one is made if None.
 
     Returns:

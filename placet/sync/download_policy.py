@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from placet.errors import PolicyRefused
-from placet.proposing import ProposeContext
+from placet.proposals.context import ProposeContext
 from placet.sync.model import PlanOp, SyncPlan
 from placet.sync.ops import check_decisions
 from placet.text import inert

@@ -33,7 +33,7 @@ from operator import attrgetter
 from placet.errors import LimitExceeded
 from placet.sync.cache import NO_DIGESTS, CachedDigest, DigestCache
 from placet.sync.digests import CHUNK_SIZE, hash_fd
-from placet.sync.model import LocalEntry
+from placet.sync.entries import LocalEntry
 
 RACY_WINDOW_NS = 2_000_000_000
 """Timestamp granularity assumed for the racily-clean rule: 2 s covers FAT/exFAT (2 s

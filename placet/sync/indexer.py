@@ -10,7 +10,7 @@ What it decides, and why:
   for a link mid-walk leads outside the root (docs/design.md section 6).
 - A regular file with more than one hard link is `skipped` too: transfers refuse it
   (docs/design.md section 9), since another of its names may lie outside the root.
-- Depth is capped at `placet.paths.MAX_LOCAL_DEPTH` below the root (a deeper folder is
+- Depth is capped at `placet.paths.local.MAX_LOCAL_DEPTH` below the root (a deeper folder is
   an `error` entry, not listed), which also bounds any bind-mount loop.
 - Unreadable files and folders become `error` entries and the walk goes on; the planner
   plans nothing beneath an unreadable folder, since its listing is unknown.
@@ -34,17 +34,13 @@ from operator import attrgetter
 from pathlib import Path
 
 from placet.errors import NotFound, PathRefused
-from placet.paths import MAX_LOCAL_DEPTH
+from placet.paths.local import MAX_LOCAL_DEPTH
 from placet.sync.cache import (
-    DIGEST_CACHE_VERSION,
-    CachedDigest,
     DigestCache,
-    MemoryDigestCache,
 )
 from placet.sync.digests import normalise_types
+from placet.sync.entries import LocalEntry, gc_paused, new_local_entry, nfc
 from placet.sync.index_file import (
-    POOL_MIN_BYTES,
-    RACY_WINDOW_NS,
     IndexResult,
     Walk,
     add_entry,
@@ -53,7 +49,7 @@ from placet.sync.index_file import (
     error_entry,
     over_cap,
 )
-from placet.sync.model import DEFAULT_ENTRY_CAP, LocalEntry, gc_paused, new_local_entry, nfc
+from placet.sync.model import DEFAULT_ENTRY_CAP
 
 _NAME = attrgetter("name")
 _S_IFMT, _S_IFREG = stat.S_IFMT(0o177777), stat.S_IFREG
@@ -323,12 +319,5 @@ def index_local(
 
 
 __all__ = [
-    "DIGEST_CACHE_VERSION",
-    "POOL_MIN_BYTES",
-    "RACY_WINDOW_NS",
-    "CachedDigest",
-    "DigestCache",
-    "IndexResult",
-    "MemoryDigestCache",
     "index_local",
 ]

@@ -25,15 +25,8 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 from placet.errors import LimitExceeded
-from placet.sync.model import (
-    DEFAULT_ENTRY_CAP,
-    Capabilities,
-    LocalEntry,
-    OneDigest,
-    RemoteEntry,
-    gc_paused,
-    nfc,
-)
+from placet.sync.entries import Capabilities, LocalEntry, OneDigest, RemoteEntry, gc_paused, nfc
+from placet.sync.model import DEFAULT_ENTRY_CAP
 
 _E = TypeVar("_E", LocalEntry, RemoteEntry)
 """A listing's entry type: `_read` serves both sides."""

@@ -7,11 +7,10 @@ decisions each allows, the entry cap) and its stored format (`PLAN_FORMAT`, vers
 so a change invalidates instead of misreading). These are frozen, slotted dataclasses
 rather than pydantic models because a plan of 100,000 entries is built in a hot loop
 (docs/design.md section 8); validation happens where values cross a trust boundary, in
-`to_request_ops` (pydantic `placet.requests.Op`).
+`to_request_ops` (pydantic `placet.schema.Op`).
 
 The entries a plan is made from (`LocalEntry`, `RemoteEntry`, `BaselineEntry`, the
-capability flags) live in `placet.sync.entries` and are re-exported here, so
-`from placet.sync.model import LocalEntry` keeps working.
+capability flags) live in `placet.sync.entries`.
 """
 
 from __future__ import annotations
@@ -22,19 +21,8 @@ from typing import Any, Literal
 
 from placet.errors import PlacetError
 from placet.sync.entries import (
-    BaselineEntry,
-    Capabilities,
     LocalEntry,
-    LocalKind,
-    OneDigest,
-    PlanCapabilities,
     RemoteEntry,
-    RemoteKind,
-    gc_paused,
-    new_local_entry,
-    new_remote_entry,
-    nfc,
-    parse_rfc3339_ns,
 )
 
 PlanOpKind = Literal["mkdir", "upload", "upload_revision", "download"]
@@ -283,26 +271,13 @@ __all__ = [
     "OP_KINDS",
     "PLAN_FORMAT",
     "REPORT_KINDS",
-    "BaselineEntry",
-    "Capabilities",
     "ConflictKind",
     "Decision",
     "EmptySideRefused",
-    "LocalEntry",
-    "LocalKind",
-    "OneDigest",
-    "PlanCapabilities",
     "PlanOp",
     "PlanOpKind",
     "PlanReport",
-    "RemoteEntry",
-    "RemoteKind",
     "ReportKind",
     "SyncPlan",
-    "gc_paused",
-    "new_local_entry",
-    "new_remote_entry",
     "new_report",
-    "nfc",
-    "parse_rfc3339_ns",
 ]

@@ -16,25 +16,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from placet.errors import UsageError
-from placet.requests import (
+from placet.schema import (
+    DIGEST_PREFERENCE,
     DigestType,
     LocalFileEvidence,
     Op,
     RemoteEvidence,
     join_remote,
 )
-from placet.sync.digests import DIGEST_ORDER
-from placet.sync.model import (
-    BaselineEntry,
-    LocalEntry,
-    OneDigest,
-    PlanOp,
-    PlanOpKind,
-    PlanReport,
-    RemoteEntry,
-    SyncPlan,
-    nfc,
-)
+from placet.sync.entries import BaselineEntry, LocalEntry, OneDigest, RemoteEntry, nfc
+from placet.sync.model import PlanOp, PlanOpKind, PlanReport, SyncPlan
 
 _ABSENT = RemoteEvidence(exists=False)
 # Built once: `DigestType | None` written inside `cast` builds (and hashes) a new Union
@@ -70,12 +61,12 @@ def remote_evidence(e: RemoteEntry | None) -> RemoteEvidence:
         return _ABSENT
     if e.kind == "dir":
         return RemoteEvidence(exists=True, is_dir=True, mtime=e.mtime)
-    dtype = next((t for t in DIGEST_ORDER if e.digests.get(t)), None)
+    dtype = next((t for t in DIGEST_PREFERENCE if e.digests.get(t)), None)
     return RemoteEvidence(
         exists=True,
         size=e.size,
         mtime=e.mtime,
-        digest_type=cast(_MaybeDigestType, dtype),
+        digest_type=dtype,
         digest=e.digests[dtype].lower() if dtype else None,
     )
 
@@ -240,7 +231,7 @@ def _remote_dict(e: RemoteEntry | None) -> dict[str, Any]:
         return dict(_ABSENT_DICT)
     if e.kind == "dir":
         return {**_ABSENT_DICT, "exists": True, "is_dir": True, "mtime": e.mtime}
-    dtype = next((t for t in DIGEST_ORDER if e.digests.get(t)), None)
+    dtype = next((t for t in DIGEST_PREFERENCE if e.digests.get(t)), None)
     return {
         "exists": True,
         "is_dir": False,

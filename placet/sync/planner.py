@@ -25,23 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from placet.sync.classify import _DEEP as _DEEP
-from placet.sync.classify import _LONG as _LONG
 from placet.sync.classify import Classifier
+from placet.sync.entries import BaselineEntry, Capabilities, LocalEntry, RemoteEntry, gc_paused, nfc
 from placet.sync.listings import Listings, read_listings
-from placet.sync.model import (
-    DEFAULT_ENTRY_CAP,
-    OP_KINDS,
-    REPORT_KINDS,
-    BaselineEntry,
-    Capabilities,
-    EmptySideRefused,
-    LocalEntry,
-    RemoteEntry,
-    SyncPlan,
-    gc_paused,
-    nfc,
-)
+from placet.sync.model import DEFAULT_ENTRY_CAP, OP_KINDS, REPORT_KINDS, EmptySideRefused, SyncPlan
 
 __all__ = ["Listings", "plan", "plan_listings", "read_listings"]
 

@@ -26,17 +26,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from placet.errors import Expired, PathRefused, PolicyRefused, StaleEvidence, UsageError
-from placet.proposing import ProposeContext, ttl_seconds
-from placet.requests import SyncRequest
+from placet.proposals.context import ProposeContext, ttl_seconds
+from placet.schema import SyncRequest
 from placet.store.db import utcnow
-from placet.store.sync_data import RETENTION
 from placet.sync.ops import check_decisions, mkdir_op_dict, request_op_dicts
+from placet.sync.tables import RETENTION
 from placet.text import inert, one_line_reason
 
 if TYPE_CHECKING:
     from placet.store import ProposalRecord
-    from placet.store.sync_data import StoredPlan
     from placet.sync.service import SyncService
+    from placet.sync.tables import StoredPlan
 
 
 def _with_folder_mkdir(ops: list[dict[str, Any]], folder: str) -> list[dict[str, Any]]:
@@ -47,7 +47,7 @@ def _with_folder_mkdir(ops: list[dict[str, Any]], folder: str) -> list[dict[str,
 
 def sync_ops(stored: StoredPlan, decisions: Mapping[str, str]) -> list[dict[str, Any]]:
     """The executor's ops for `stored` with `decisions`, as stored (JSON objects of
-    `placet.requests.Op`; see `placet.sync.ops.request_op_dicts`).
+    `placet.schema.Op`; see `placet.sync.ops.request_op_dicts`).
 
     Raises:
         UsageError: `undecided_conflict`, `decision_not_conflict`, `decision_not_allowed`.

@@ -42,9 +42,9 @@ from typing import Any
 
 from placet.drive.base import DigestRow, Drive, ListRow, preferred_digest
 from placet.errors import NotFound, PathRefused
-from placet.store.sync_data import SyncData
+from placet.sync.entries import OneDigest, RemoteEntry, new_remote_entry
 from placet.sync.jobs import Progress
-from placet.sync.model import OneDigest, RemoteEntry, new_remote_entry
+from placet.sync.stored import SyncData
 from placet.text import inert
 
 BULK_MISSES = 256

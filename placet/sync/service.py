@@ -23,7 +23,7 @@ What it decides, and why:
   in time raises the retryable `in_progress` and goes on in the background.
 - **Hidden names** (a component starting with ".") are left out unless asked for.
 
-The caller's scope is a `placet.proposing.ProposeContext` (roots, the MCP client's
+The caller's scope is a `placet.proposals.making.ProposeContext` (roots, the MCP client's
 narrowed folders, the drive), so the tools and any CLI resolve paths the same way.
 """
 
@@ -43,18 +43,24 @@ from pathlib import Path
 from placet.config import Settings
 from placet.drive.base import Drive, preferred_digest
 from placet.errors import PathRefused, PlacetError
-from placet.paths import Root, check_remote_path, resolve_local
-from placet.proposing import ProposeContext
+from placet.paths.local import resolve_local
+from placet.paths.remote import check_remote_path
+from placet.paths.roots import Root
+from placet.proposals.context import ProposeContext
+from placet.schema import DIGEST_PREFERENCE
 from placet.store import Store
 from placet.store.db import utcnow
-from placet.store.sync_data import Pair, SkipRow, StoredPlan, SyncData
 from placet.sync.cache import CachedDigest
-from placet.sync.digests import DIGEST_ORDER
-from placet.sync.indexer import IndexResult, index_local
+from placet.sync.entries import BaselineEntry, OneDigest, RemoteEntry, gc_paused
+from placet.sync.index_file import IndexResult
+from placet.sync.indexer import index_local
 from placet.sync.jobs import LongReads, Progress
-from placet.sync.model import BaselineEntry, OneDigest, RemoteEntry, SyncPlan, gc_paused
-from placet.sync.planner import plan_listings, read_listings
+from placet.sync.listings import read_listings
+from placet.sync.model import SyncPlan
+from placet.sync.planner import plan_listings
 from placet.sync.remote import RemoteLister, SyncDigestStore
+from placet.sync.stored import SyncData
+from placet.sync.tables import Pair, SkipRow, StoredPlan
 from placet.text import inert
 
 log = logging.getLogger(__name__)
@@ -144,7 +150,7 @@ class SyncService:
         """Resolve an agent-named local folder (section 6 rules, client roots narrow).
 
         Raises:
-            PathRefused / NotFound: see `placet.paths.resolve_local`; `not_a_directory`
+            PathRefused / NotFound: see `placet.paths.local.resolve_local`; `not_a_directory`
                 when it names a file; `path_outside_root` outside the client's roots.
         """
         root, rel = resolve_local(ctx.roots, path, root_name or None, must_exist=True)
@@ -481,10 +487,10 @@ def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> Iterator[
             d = rem.digests
             dtype: str | None
             digest: str | None
-            if type(d) is OneDigest and d.digest_type in DIGEST_ORDER and d.value:
+            if type(d) is OneDigest and d.digest_type in DIGEST_PREFERENCE and d.value:
                 dtype, digest = d.digest_type, d.value  # the usual listing: one digest
             else:
-                dtype = next((t for t in DIGEST_ORDER if d.get(t)), None)
+                dtype = next((t for t in DIGEST_PREFERENCE if d.get(t)), None)
                 digest = d[dtype] if dtype else None
             if digest is not None and not digest.islower():
                 digest = digest.lower()  # (lower() would copy even a lower-case string)

@@ -8,7 +8,7 @@ go into the same event as `detail.skip_ops`; the executor journals them `skipped
 A pending proposal past `expires_at` is refused before the modal opens, and again by
 the store's compare-and-set if it expires while the modal is open. A proposal that
 `placet accept` would refuse before its code (a request that does not parse, a write
-into placet's own folders: `refusal_before_accept`, the same `placet.vetting`
+into placet's own folders: `refusal_before_accept`, the same `placet.proposals.vetting`
 function) is refused before the modal opens, and again in the worker before the store
 records an approval. One transfer at a
 time: the executor runs in a thread worker and reports through dataclass messages
@@ -37,8 +37,8 @@ from textual.screen import ModalScreen
 
 from placet.config import Settings
 from placet.errors import PlacetError, StaleEvidence
-from placet.executor import check_binding, plan_for
-from placet.requests import is_by_reference
+from placet.executor import check_before_accept
+from placet.schema import is_by_reference
 from placet.store import OpResultRecord, ProposalRecord, Store
 from placet.text import inert
 from placet.tui.facts import Effect, countdown, effect_of
@@ -51,7 +51,6 @@ from placet.tui.messages import (
 from placet.tui.queue import QueueTable
 from placet.tui.render import when
 from placet.tui.transfer import TransferPanel
-from placet.vetting import refuse_own_paths
 
 if TYPE_CHECKING:  # imported where used: not needed for the first paint
     from placet.tui.history import HistoryPane
@@ -74,50 +73,6 @@ RETRY_STATUSES = ("failed", "interrupted")
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def refusal_before_accept(
-    settings: Settings, record: ProposalRecord, ops: list[dict[str, Any]] | None = None
-) -> PlacetError | None:
-    """Why `record` must not be accepted whatever the owner types, or None: the checks
-    `placet accept` makes before its code, with the same functions and messages.
-    `ops`: a by-reference sync's ops as `Store.checked_ops` read them (which already
-    refused them if they no longer match the request's digest).
-
-    Returns:
-        PolicyRefused ``request_altered`` or ``drive_changed`` (the stored request no
-        longer hashes as stored, or the proposal was made against another drive than the
-        configured one: `placet.executor.check_binding`), PlacetError ``request_invalid``
-        (the stored request does not parse, `placet.executor.plan_for`) or PolicyRefused
-        ``placet_own_path`` (an op would write inside placet's own folders,
-        `placet.vetting.refuse_own_paths`).
-    """
-    try:
-        check_binding(settings, record)
-        refuse_own_paths(
-            settings, record, plan_for(record.kind, record.request, record.evidence, ops).ops
-        )
-    except PlacetError as e:
-        return e
-    return None
-
-
-def check_before_accept(
-    store: Store, settings: Settings, record: ProposalRecord
-) -> tuple[PlacetError | None, list[dict[str, Any]] | None]:
-    """`refusal_before_accept`, a by-reference sync's ops read and verified first
-    (`Store.checked_ops`: ``request_altered`` when they no longer match its digest).
-
-    Returns:
-        (the refusal or None, the sync's ops or None for the other kinds and inline ops).
-    """
-    ops = None
-    if is_by_reference(record.kind, record.request):
-        try:
-            ops = store.checked_ops(record.id, record.request)
-        except PlacetError as e:
-            return e, None
-    return refusal_before_accept(settings, record, ops), ops
 
 
 class DecidingApp(App[None]):

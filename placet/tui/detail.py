@@ -35,7 +35,8 @@ from textual.worker import get_current_worker
 
 from placet.display import missing_folders_line
 from placet.errors import PlacetError
-from placet.risk import RiskFlag
+from placet.executor import check_before_accept, refusal_before_accept
+from placet.proposals.risk import RiskFlag
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.text import inert
 from placet.tui.facts import Effect, effect_of, flags_of
@@ -48,7 +49,7 @@ DECIDABLE = ("pending", "failed", "interrupted")
 
 def refusal_banner(refusal: PlacetError) -> Text:
     """The warning heading the detail of a proposal placet refuses to accept: the same
-    message `placet accept` gives (`placet.tui.deciding.refusal_before_accept`)."""
+    message `placet accept` gives (`placet.executor.refusal_before_accept`)."""
     out = Text(f"WARNING: placet will refuse to accept this ({refusal.error_code}): ", end="")
     out.stylize("bold white on red")
     out.append(inert(refusal.message), style="bold red")
@@ -166,8 +167,6 @@ class DetailPane(VerticalScroll):
     def check_sync(self, record: ProposalRecord) -> None:
         """Read and check every op of a by-reference sync (`Store.checked_ops`), then its
         risk flags and what `placet accept` would refuse; shown when done."""
-        from placet.tui.deciding import check_before_accept  # deciding imports this module
-
         store, settings = getattr(self.app, "store", None), getattr(self.app, "settings", None)
         if store is None or settings is None:
             return
@@ -198,8 +197,6 @@ class DetailPane(VerticalScroll):
         settings = getattr(self.app, "settings", None)
         if record.status not in DECIDABLE or settings is None:
             return None
-        from placet.tui.deciding import refusal_before_accept  # deciding imports this module
-
         return refusal_before_accept(settings, record)
 
     def refresh_head(self) -> None:

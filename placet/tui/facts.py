@@ -6,7 +6,7 @@ placet's own risk flags (section 9). Both are computed here, as plain values, so
 queue row, the detail pane and the confirmation modal all show the same facts, and
 tests can check them without a terminal.
 
-The flags are `placet.vetting.proposal_flags` over the ops the executor would run
+The flags are `placet.proposals.vetting.proposal_flags` over the ops the executor would run
 (`placet.executor.plan_for`): the very function `placet accept` prints, matched on the
 root's or the drive's path joined with each target, so the two front ends never
 disagree on what needs a typed confirmation. The ops shown are read from the stored
@@ -27,10 +27,10 @@ from typing import Any
 from placet.display import duration
 from placet.errors import PlacetError
 from placet.executor import plan_for
-from placet.requests import is_by_reference
-from placet.risk import RiskFlag, needs_typed_confirmation
+from placet.proposals.risk import RiskFlag, needs_typed_confirmation
+from placet.proposals.vetting import proposal_flags
+from placet.schema import is_by_reference
 from placet.store import ProposalRecord
-from placet.vetting import proposal_flags
 
 ACTIVE_STATUSES = ("pending", "approved", "executing")
 TERMINAL_STATUSES = ("succeeded", "failed", "discarded", "expired", "withdrawn", "interrupted")
@@ -126,7 +126,7 @@ def _local_abs(root: dict[str, Any] | None, rel: str | None) -> str:
 
 
 def flags_of(record: ProposalRecord, ops: Sequence[dict[str, Any]] | None = None) -> list[RiskFlag]:
-    """placet's risk flags for `record`: `placet.vetting.proposal_flags` over the ops the
+    """placet's risk flags for `record`: `placet.proposals.vetting.proposal_flags` over the ops the
     executor would run (`plan_for`; `ops`: a by-reference sync's stored ops, read with
     `Store.ops` or `Store.checked_ops`), the same function `placet accept` prints.
 

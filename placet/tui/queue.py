@@ -30,7 +30,7 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Static
 from textual.widgets.data_table import ColumnKey
 
-from placet.risk import RiskFlag
+from placet.proposals.risk import RiskFlag
 from placet.store import ProposalRecord
 from placet.tui.detail import DetailPane
 from placet.tui.facts import Effect, effect_of

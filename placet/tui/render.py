@@ -25,7 +25,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from placet.display import already_inert, failure_line, human_bytes, plain
-from placet.risk import RiskFlag
+from placet.proposals.risk import RiskFlag
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.text import inert, inert_with_ascii
 from placet.tui.facts import (

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from placet.drive.base import Entry, preferred_digest
 from placet.errors import NotFound, PathRefused, UsageError
-from placet.paths import check_remote_path
+from placet.paths.remote import check_remote_path
 from placet.server.budget import MARGIN, fit, json_bytes, room_for
 from placet.server.framework import READ_DRIVE, ToolOutput, define_tool
 from placet.server.state import ServerState, state_of

@@ -24,6 +24,7 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from placet.errors import UsageError
+from placet.proposals.vetting import op_flags, root_path_of
 from placet.server.budget import fit, room_for
 from placet.server.framework import READ_LOCAL, ToolOutput, define_tool
 from placet.server.state import Caller, caller
@@ -31,7 +32,6 @@ from placet.server.sync_proposals import op_count, ops_page
 from placet.server.tools.proposals import ProposalId, get_visible
 from placet.server.tools.sync_pages import decode_cursor, encode_cursor
 from placet.store import ProposalRecord
-from placet.vetting import op_flags, root_path_of
 
 OPS_PAGE = 500
 _TAG = "o1"

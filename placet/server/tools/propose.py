@@ -1,6 +1,6 @@
 """`propose_upload`, `propose_mkdir`, `propose_download`: inert proposals, nothing else.
 
-Each tool validates its arguments and captures the evidence through `placet.proposing`
+Each tool validates its arguments and captures the evidence through `placet.proposals.making`
 (the same code the CLI uses) and stores one pending proposal. None of them writes to the
 drive or to a local root; the owner accepts or discards in `placet review`.
 """
@@ -14,7 +14,7 @@ import anyio
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from placet import proposing
+from placet.proposals import making
 from placet.server.framework import PROPOSE, define_tool
 from placet.server.models import ProposalView, ProposeOut
 from placet.server.state import caller
@@ -74,7 +74,7 @@ async def propose_upload(
     who = await caller(ctx)
     rec, created = await anyio.to_thread.run_sync(
         partial(
-            proposing.propose_upload,
+            making.propose_upload,
             who.propose_context(),
             local_path=local_path,
             remote_parent=remote_parent,
@@ -106,7 +106,7 @@ async def propose_mkdir(
     who = await caller(ctx)
     rec, created = await anyio.to_thread.run_sync(
         partial(
-            proposing.propose_mkdir,
+            making.propose_mkdir,
             who.propose_context(),
             remote_parent=remote_parent,
             name=name,
@@ -146,7 +146,7 @@ async def propose_download(
     who = await caller(ctx)
     rec, created = await anyio.to_thread.run_sync(
         partial(
-            proposing.propose_download,
+            making.propose_download,
             who.propose_context(),
             remote_path=remote_path,
             local_path=local_path,

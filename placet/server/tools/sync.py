@@ -24,7 +24,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from placet.errors import UsageError
-from placet.paths import check_remote_path
+from placet.paths.remote import check_remote_path
 from placet.server.budget import fit, room_for
 from placet.server.framework import MAX_ID, PROPOSE, READ_DRIVE, READ_LOCAL, define_tool
 from placet.server.models import ProposeOut
@@ -32,19 +32,11 @@ from placet.server.state import ServerState, caller
 from placet.server.sync_proposals import proposal_view
 from placet.server.tools.sync_pages import (
     CHANGES_PAGE,
-    FOLDER_ITSELF,
-    INDEX_PAGE,
-    PLAN_PAGE,
     ChangeView,
-    ConflictView,
     DriveChangesOut,
-    LocalEntryView,
     LocalIndexOut,
-    PlanOpView,
-    ReportView,
     SyncPlanOut,
     decode_cursor,
-    encode_cursor,
     index_page,
     plan_page,
 )
@@ -336,25 +328,10 @@ async def propose_sync(
 
 TOOLS = (local_index, sync_plan, drive_changes, propose_sync)
 __all__ = [
-    "CHANGES_PAGE",
-    "FOLDER_ITSELF",
-    "INDEX_PAGE",
-    "PLAN_PAGE",
     "TOOLS",
-    "ChangeView",
-    "ConflictView",
-    "DriveChangesOut",
-    "LocalEntryView",
-    "LocalIndexOut",
-    "PlanOpView",
-    "ReportView",
-    "SyncPlanOut",
-    "decode_cursor",
     "drive_changes",
-    "encode_cursor",
     "local_index",
     "propose_sync",
-    "refuse_outdated_plan",
     "service_of",
     "sync_plan",
 ]

@@ -32,10 +32,11 @@ from pydantic import BaseModel, Field
 from placet.errors import UsageError
 from placet.server.budget import fit, room_for
 from placet.server.framework import ToolOutput
-from placet.store.sync_data import StoredPlan
 from placet.sync.download_policy import policy_note, replaces_local, replacing_downloads
-from placet.sync.model import LocalEntry, PlanOp, PlanReport, RemoteEntry
+from placet.sync.entries import LocalEntry, RemoteEntry
+from placet.sync.model import PlanOp, PlanReport
 from placet.sync.service import IndexedFolder, SyncService
+from placet.sync.tables import StoredPlan
 from placet.text import inert
 
 INDEX_PAGE = 500

@@ -1,5 +1,5 @@
 """The digest caches of sync, local and remote, and the raw-SQL plumbing sync's accessors
-share (the tables are `placet.store.sync_tables`; `placet.store.sync_data.SyncData`
+share (the tables are `placet.sync.tables`; `placet.sync.stored.SyncData`
 builds on this class with plans, baselines and snapshots).
 
 What is kept, and why (docs/design.md sections 7-9):

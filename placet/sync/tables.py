@@ -1,9 +1,9 @@
 """Sync's tables and the values stored in them: plans, digest caches, baselines, snapshots.
 
 The SQLModel classes below are the schema migration 3 (`placet.store.migrations`) builds
-exactly (a test compares the two); `placet.store.sync_data` reads and writes them. The
-values (`Pair`, `StoredPlan`, `Snapshot`) are what its accessors return; `_pack` /
-`_unpack` are the zlib'd JSON the plan bodies, skip rows and snapshots are stored as.
+exactly (a test compares the two); `placet.sync.stored` reads and writes them. The
+values (`Pair`, `StoredPlan`, `Snapshot`) are what its accessors return; `pack` /
+`unpack` are the zlib'd JSON the plan bodies, skip rows and snapshots are stored as.
 """
 
 from __future__ import annotations
@@ -237,18 +237,18 @@ class Snapshot:
     entries: dict[str, list[Any]]
 
 
-def _dt(text: str) -> datetime:
+def parse_dt(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
-def _pack(value: Any) -> bytes:
+def pack(value: Any) -> bytes:
     # ensure_ascii: a name that is not valid UTF-8 is carried as a lone surrogate, which
     # only the escaped form survives; the C encoder is also fastest in this mode.
     return zlib.compress(json.dumps(value, separators=(",", ":")).encode("ascii"), 1)
 
 
-def _pack_rows(rows: Iterable[Any]) -> bytes:
-    """`_pack(list(rows))`, encoded and compressed 4,096 rows at a time, so 100,000 rows
+def pack_rows(rows: Iterable[Any]) -> bytes:
+    """`pack(list(rows))`, encoded and compressed 4,096 rows at a time, so 100,000 rows
     never exist as one JSON string (nor, from an iterator, as one list)."""
     z = zlib.compressobj(1)
     parts = [z.compress(b"[")]
@@ -263,5 +263,5 @@ def _pack_rows(rows: Iterable[Any]) -> bytes:
     return b"".join(parts)
 
 
-def _unpack(blob: bytes) -> Any:
+def unpack(blob: bytes) -> Any:
     return json.loads(zlib.decompress(blob))

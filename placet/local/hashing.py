@@ -1,6 +1,6 @@
 """Hashing a local file's bytes by descriptor, one thread per digest type.
 
-The executor and the proposer hash the very descriptor `placet.localfs_walk` opened, so
+The executor and the proposer hash the very descriptor `placet.local.walk` opened, so
 the digest is of the bytes that will be sent, not of whatever a path names later. Two
 types (SHA-256 plus the remote's) are the common case; hashlib releases the GIL, so each
 type gets its own thread over the same descriptor, kept in lockstep so the second pass
@@ -18,16 +18,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from placet.errors import StaleEvidence, UsageError
-from placet.text import inert
+from placet.text import quote
 
 __all__ = ["CHUNK", "hash_fd", "hash_fd_sized", "sha256_fd"]
 
 CHUNK = 1024 * 1024
 _LOCKSTEP_CHUNKS = 32
-
-
-def _q(path: str) -> str:
-    return f"'{inert(path)}'"
 
 
 def _hash_pass(fd: int, hasher: Any, chunk: int, barrier: threading.Barrier | None) -> int:
@@ -74,7 +70,7 @@ def hash_fd_sized(fd: int, types: Sequence[str], chunk: int = CHUNK) -> tuple[di
             hashers[t] = hashlib.new(t)
         except ValueError as e:
             raise UsageError(
-                f"hash type {_q(t)} is not available in hashlib; compute it with rclone",
+                f"hash type {quote(t)} is not available in hashlib; compute it with rclone",
                 details={"type": t},
             ) from e
     if len(hashers) == 1:

@@ -43,7 +43,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from placet.risk_names import INVISIBLE, name_flags
+from placet.proposals.confusables import INVISIBLE, name_flags
 from placet.text import inert, inert_with_ascii
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Opening local files at execution time by descriptor walk from the root (docs/design.md 6, 9).
 
-`placet.paths.resolve_local` checks a path by name when a proposal is made; between that
+`placet.paths.local.resolve_local` checks a path by name when a proposal is made; between that
 check and the execution, anyone who can write in the root can swap a folder for a
 symlink, and a by-name ``open`` would follow it out of the root (the check-then-open race
 behind CVE-2025-53109). So at execution nothing is opened by a path string. The root is
@@ -14,8 +14,8 @@ reopen a path by name and undo the walk.
 Reads refuse anything that is not a regular file *after* it was opened (``O_NONBLOCK``
 so a FIFO cannot block the open, then ``fstat``), and files with more than one hard link
 (a link to a file outside the root is invisible to any path check). This module decides
-only what may be opened; writing (temporary files, commit) is `placet.localfs` and
-hashing `placet.localfs_hash`. Every function closes the descriptors it opened if it
+only what may be opened; writing (temporary files, commit) is `placet.local.atomic` and
+hashing `placet.local.hashing`. Every function closes the descriptors it opened if it
 fails.
 
 Errors: `PathRefused` with codes ``root_changed``, ``symlink_refused``,
@@ -36,11 +36,12 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from placet.errors import NotFound, PathRefused, PlacetError
-from placet.paths import Root, check_local_shape
-from placet.text import inert
+from placet.paths.local import check_local_shape
+from placet.paths.roots import Root
+from placet.text import quote
 
 if TYPE_CHECKING:
-    from placet.requests import RootRef
+    from placet.schema import RootRef
 
 __all__ = [
     "lstat_at",
@@ -50,15 +51,11 @@ __all__ = [
     "open_root",
 ]
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
-def _q(path: str) -> str:
-    return f"'{inert(path)}'"
-
-
-def _close(fd: int) -> None:
+def close_quietly(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
 
@@ -75,23 +72,23 @@ def open_root(root: Root | RootRef) -> int:
     """
     path = os.fspath(root.path)
     try:
-        fd = os.open(path, _DIR_FLAGS)
+        fd = os.open(path, DIR_FLAGS)
     except OSError as e:
         raise _root_changed(root, e.strerror or "cannot be opened") from e
     try:
         st = os.fstat(fd)
     except BaseException:
-        _close(fd)
+        close_quietly(fd)
         raise
     if (st.st_dev, st.st_ino) != (root.device, root.inode):
-        _close(fd)
+        close_quietly(fd)
         raise _root_changed(root, "it was replaced by another folder")
     return fd
 
 
 def _root_changed(root: Root | RootRef, why: str) -> PathRefused:
     return PathRefused(
-        f"the local root {root.name}={_q(os.fspath(root.path))} is no longer the folder "
+        f"the local root {root.name}={quote(os.fspath(root.path))} is no longer the folder "
         f"the proposal was made against ({why}); nothing was read or written: check the "
         "folder and propose again",
         code="root_changed",
@@ -99,10 +96,10 @@ def _root_changed(root: Root | RootRef, why: str) -> PathRefused:
     )
 
 
-def _check_component(part: str, shown: str) -> None:
+def check_component(part: str, shown: str) -> None:
     if part in {"", ".", ".."} or "/" in part or "\x00" in part:
         raise PathRefused(
-            f"refusing path {_q(shown)}: component {_q(part)} is not a single plain name; "
+            f"refusing path {quote(shown)}: component {quote(part)} is not a single plain name; "
             "name the path from the root down",
             code="path_invalid",
             details={"path": shown},
@@ -121,37 +118,38 @@ def _refusal_for(dir_fd: int, name: str, shown: str, e: OSError) -> PlacetError:
             st = None
         if st is None or stat.S_ISLNK(st.st_mode) or e.errno == errno.ELOOP:
             return PathRefused(
-                f"refusing path {_q(shown)}: it is (or became) a symbolic link; placet "
+                f"refusing path {quote(shown)}: it is (or became) a symbolic link; placet "
                 "never follows links in a root: name the real path",
                 code="symlink_refused",
                 details={"path": shown},
             )
         return PathRefused(
-            f"refusing path {_q(shown)}: it is not a folder; check the path",
+            f"refusing path {quote(shown)}: it is not a folder; check the path",
             code="not_a_directory",
             details={"path": shown},
         )
     if e.errno == errno.ENOENT:
         return NotFound(
-            f"local path {_q(shown)} does not exist (it may have been moved since the "
+            f"local path {quote(shown)} does not exist (it may have been moved since the "
             "proposal was made)",
             details={"path": shown},
         )
     if e.errno in {errno.EACCES, errno.EPERM}:
         return PathRefused(
-            f"cannot open local path {_q(shown)}: permission denied; fix its permissions "
+            f"cannot open local path {quote(shown)}: permission denied; fix its permissions "
             "or choose another file",
             code="permission_denied",
             details={"path": shown},
         )
     if e.errno == errno.ENXIO:  # a unix socket
-        return _not_regular(shown, "a socket")
+        return not_regular_refusal(shown, "a socket")
     raise e
 
 
-def _not_regular(shown: str, what: str) -> PathRefused:
+def not_regular_refusal(shown: str, what: str) -> PathRefused:
     return PathRefused(
-        f"refusing local path {_q(shown)}: it is {what}, not a regular file; name a regular file",
+        f"refusing local path {quote(shown)}: it is {what}, not a regular file; "
+        "name a regular file",
         code="not_regular_file",
         details={"path": shown},
     )
@@ -180,24 +178,24 @@ def open_dir_under(
     try:
         for i, part in enumerate(parts):
             shown = "/".join(parts[: i + 1])
-            _check_component(part, shown)
+            check_component(part, shown)
             try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=current)
+                nxt = os.open(part, DIR_FLAGS, dir_fd=current)
             except FileNotFoundError as e:
                 if not create:
                     raise _refusal_for(current, part, shown, e) from e
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o700, dir_fd=current)
                 try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=current)
+                    nxt = os.open(part, DIR_FLAGS, dir_fd=current)
                 except OSError as e2:
                     raise _refusal_for(current, part, shown, e2) from e2
             except OSError as e:
                 raise _refusal_for(current, part, shown, e) from e
-            _close(current)
+            close_quietly(current)
             current = nxt
     except BaseException:
-        _close(current)
+        close_quietly(current)
         raise
     return current
 
@@ -227,9 +225,9 @@ def open_regular_at(
         NotFound: no such name.
     """
     shown = name if shown is None else shown
-    _check_component(name, shown)
+    check_component(name, shown)
     try:
-        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+        fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
     except OSError as e:
         raise _refusal_for(dir_fd, name, shown, e) from e
     try:
@@ -242,10 +240,10 @@ def open_regular_at(
                 if stat.S_ISFIFO(st.st_mode)
                 else "a device or socket"
             )
-            raise _not_regular(shown, kind)
+            raise not_regular_refusal(shown, kind)
         if st.st_nlink > 1:
             raise PathRefused(
-                f"refusing local path {_q(shown)}: it has {st.st_nlink} hard links, so its "
+                f"refusing local path {quote(shown)}: it has {st.st_nlink} hard links, so its "
                 "content may be shared with a file outside the root; copy it to a new file "
                 "and name that",
                 code="hard_link_refused",
@@ -254,7 +252,7 @@ def open_regular_at(
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
         fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
     except BaseException:
-        _close(fd)
+        close_quietly(fd)
         raise
     return fd, st
 
@@ -264,7 +262,7 @@ def open_file_for_read(
 ) -> tuple[int, os.stat_result]:
     """Open the regular file `rel` under `root` by descriptor walk (the execution path).
 
-    `rel` is checked by shape again (`placet.paths.check_local_shape`), the root is
+    `rel` is checked by shape again (`placet.paths.local.check_local_shape`), the root is
     re-opened and its identity checked (`open_root`), folders are walked with
     `open_dir_under`, the file opened with `open_regular_at`.
 
@@ -279,13 +277,13 @@ def open_file_for_read(
     shown = str(rel)
     parts = check_local_shape("" if shown == "." else shown).parts
     if not parts:
-        raise _not_regular(shown or ".", "the root folder itself")
+        raise not_regular_refusal(shown or ".", "the root folder itself")
     root_fd = open_root(root)
     try:
         dir_fd = open_dir_under(root_fd, parts[:-1])
     finally:
-        _close(root_fd)
+        close_quietly(root_fd)
     try:
         return open_regular_at(dir_fd, parts[-1], shown="/".join(parts))
     finally:
-        _close(dir_fd)
+        close_quietly(dir_fd)

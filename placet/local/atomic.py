@@ -1,7 +1,7 @@
 """Local writes at execution time: temporary files and their commit (docs/design.md 6 and 9).
 
 Writes go to a temporary name created with ``O_EXCL|O_NOFOLLOW`` in the destination
-folder (opened by descriptor walk, `placet.localfs_walk`), are fsynced, then renamed
+folder (opened by descriptor walk, `placet.local.walk`), are fsynced, then renamed
 into place with directory descriptors: without overwrite by a no-replace rename
 (``renameat2(RENAME_NOREPLACE)``, or ``link`` + ``unlink`` where that is missing), so an
 existing name, including one that folds together on a case-insensitive disk, is never
@@ -9,12 +9,7 @@ clobbered; with overwrite, the old file is first linked (or copied) into the tra
 folder of the data directory, then atomically replaced, so it is recoverable and the name
 never goes missing. Every function closes the descriptors it opened if it fails.
 
-This module is also the one import callers use for local file I/O: it re-exports the
-descriptor walk (`placet.localfs_walk`: open_root, open_dir_under, open_regular_at,
-open_file_for_read, lstat_at) and hashing (`placet.localfs_hash`: hash_fd, hash_fd_sized,
-sha256_fd), so ``from placet import localfs`` reaches all of it.
-
-Errors: those of `placet.localfs_walk`; `AlreadyExists`; `PathRefused`
+Errors: those of `placet.local.walk`; `AlreadyExists`; `PathRefused`
 (``symlink_refused``, ``not_regular_file``) for a target to replace; `PlacetError`
 (``unsupported_filesystem``). Other ``OSError`` (EIO, ENOSPC...) propagate unchanged for
 the caller to report as a failed op. Stdlib only; POSIX only.
@@ -36,43 +31,26 @@ from pathlib import Path
 from typing import cast
 
 from placet.errors import AlreadyExists, PathRefused, PlacetError, UsageError
-from placet.localfs_hash import CHUNK, hash_fd, hash_fd_sized, sha256_fd
-from placet.localfs_walk import (
-    _DIR_FLAGS,
-    _READ_FLAGS,
-    _check_component,
-    _close,
-    _not_regular,
-    _q,
+from placet.local.hashing import CHUNK
+from placet.local.walk import (
+    DIR_FLAGS,
+    READ_FLAGS,
+    check_component,
+    close_quietly,
     lstat_at,
-    open_dir_under,
-    open_file_for_read,
-    open_regular_at,
-    open_root,
+    not_regular_refusal,
 )
-from placet.localfs_walk import _refusal_for as _refusal_for
-from placet.temp_names import is_placet_temp
+from placet.names import TEMP_PREFIX, is_placet_temp
+from placet.text import quote
 
 __all__ = [
-    "CHUNK",
-    "TEMP_PREFIX",
     "commit_temp_file",
     "create_temp_file",
     "discard_temp_file",
-    "hash_fd",
-    "hash_fd_sized",
     "is_temp_name",
-    "lstat_at",
-    "open_dir_under",
-    "open_file_for_read",
-    "open_regular_at",
-    "open_root",
-    "sha256_fd",
     "temp_name_for",
 ]
 
-TEMP_PREFIX = ".placet-tmp-"
-"""Every temporary name placet creates, local or remote, starts with this."""
 
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _RENAME_NOREPLACE = 1
@@ -86,7 +64,7 @@ def temp_name_for(final_name: str) -> str:
 
 def is_temp_name(name: str) -> bool:
     """True for a name of the shape `temp_name_for` makes (indexers skip these; an owner's
-    name that merely starts with the prefix is not one: `placet.temp_names`)."""
+    name that merely starts with the prefix is not one: `placet.names`)."""
     return is_placet_temp(name)
 
 
@@ -100,7 +78,7 @@ def create_temp_file(dir_fd: int, final_name: str) -> tuple[int, str]:
         (write descriptor, temporary name); the caller closes the descriptor and commits
         with `commit_temp_file` or removes it with `discard_temp_file`.
     """
-    _check_component(final_name, final_name)
+    check_component(final_name, final_name)
     for _ in range(8):
         temp = temp_name_for(final_name)
         try:
@@ -113,7 +91,7 @@ def create_temp_file(dir_fd: int, final_name: str) -> tuple[int, str]:
 def discard_temp_file(dir_fd: int, temp_name: str) -> None:
     """Remove a temporary file if it is still there; never raises for a missing one."""
     if not is_temp_name(temp_name):
-        raise UsageError(f"refusing to discard {_q(temp_name)}: not a placet temporary name")
+        raise UsageError(f"refusing to discard {quote(temp_name)}: not a placet temporary name")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(temp_name, dir_fd=dir_fd)
 
@@ -131,7 +109,7 @@ def _libc_renameat2() -> Callable[[int, bytes, int, bytes, int], int] | None:
 
 def _exists_error(final_name: str) -> AlreadyExists:
     return AlreadyExists(
-        f"refusing to write local file {_q(final_name)}: it already exists; placet never "
+        f"refusing to write local file {quote(final_name)}: it already exists; placet never "
         "overwrites unless the proposal asked for overwrite (and the root's policy allows)",
         details={"name": final_name},
     )
@@ -162,7 +140,7 @@ def _link_noreplace(dir_fd: int, src: str, dst: str) -> None:
     except OSError as e:
         if e.errno in _NO_HARD_LINKS:
             raise PlacetError(
-                f"cannot place {_q(dst)} without risking an overwrite: this filesystem "
+                f"cannot place {quote(dst)} without risking an overwrite: this filesystem "
                 "supports neither no-replace rename nor hard links; download to a folder "
                 "on another filesystem",
                 code="unsupported_filesystem",
@@ -195,14 +173,14 @@ def _preserve_existing(dir_fd: int, final_name: str, trash_dir: Path) -> Path | 
         return None
     if stat.S_ISLNK(st.st_mode):
         raise PathRefused(
-            f"refusing to replace {_q(final_name)}: it is a symbolic link; remove it first",
+            f"refusing to replace {quote(final_name)}: it is a symbolic link; remove it first",
             code="symlink_refused",
             details={"name": final_name},
         )
     if not stat.S_ISREG(st.st_mode):
-        raise _not_regular(final_name, "not a regular file")
+        raise not_regular_refusal(final_name, "not a regular file")
     trash_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    trash_fd = os.open(trash_dir, _DIR_FLAGS)
+    trash_fd = os.open(trash_dir, DIR_FLAGS)
     try:
         name = _trash_name(final_name)
         try:
@@ -211,7 +189,7 @@ def _preserve_existing(dir_fd: int, final_name: str, trash_dir: Path) -> Path | 
             if e.errno not in _NO_HARD_LINKS:
                 raise
             # Another filesystem: copy the bytes; the replace below then drops the old inode.
-            src = os.open(final_name, _READ_FLAGS, dir_fd=dir_fd)
+            src = os.open(final_name, READ_FLAGS, dir_fd=dir_fd)
             try:
                 fcntl.fcntl(src, fcntl.F_SETFL, fcntl.fcntl(src, fcntl.F_GETFL) & ~os.O_NONBLOCK)
                 dst = os.open(name, _TEMP_FLAGS, 0o600, dir_fd=trash_fd)
@@ -219,12 +197,12 @@ def _preserve_existing(dir_fd: int, final_name: str, trash_dir: Path) -> Path | 
                     _copy_fd(src, dst)
                     os.fsync(dst)
                 finally:
-                    _close(dst)
+                    close_quietly(dst)
             finally:
-                _close(src)
+                close_quietly(src)
         os.fsync(trash_fd)
     finally:
-        _close(trash_fd)
+        close_quietly(trash_fd)
     return trash_dir / name
 
 
@@ -256,7 +234,7 @@ def commit_temp_file(
     """
     if overwrite and trash_dir is None:
         raise UsageError("commit_temp_file: overwrite=True needs a trash_dir")
-    _check_component(final_name, final_name)
+    check_component(final_name, final_name)
     trashed: Path | None = None
     try:
         if fd is not None:
@@ -266,7 +244,7 @@ def commit_temp_file(
             try:
                 os.fsync(tfd)
             finally:
-                _close(tfd)
+                close_quietly(tfd)
         if overwrite:
             assert trash_dir is not None
             trashed = _preserve_existing(dir_fd, final_name, trash_dir)

@@ -21,6 +21,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 DigestType = Literal["sha256", "sha1", "md5"]
+
+DIGEST_PREFERENCE: tuple[DigestType, ...] = ("sha256", "sha1", "md5")
+"""The digest types placet can compute with hashlib, strongest first: evidence and a
+plan's comparisons use the first one both sides have (docs/design.md section 9)."""
 OpKind = Literal["mkdir", "upload", "upload_revision", "download"]
 ProposalKind = Literal["upload", "mkdir", "download", "sync"]
 

@@ -11,27 +11,27 @@ Order of checks, cheapest and clearest first:
 1. The agent's text: the reason (one line, at most 200 characters,
    `placet.text.one_line_reason`) and the TTL (the owner's range, 5..30 minutes by
    default; docs/design.md section 9, "TTL").
-2. Path shape and containment (`placet.paths`): local paths resolved inside a root with no
+2. Path shape and containment (`placet.paths.local`): local paths resolved inside a root with no
    symlink on the way; remote paths relative to the drive root with nothing rclone could
    read as an option or a remote prefix. When the MCP client sent roots, the local path
    must also lie inside one of them (`ProposeContext.allowed`; they only ever narrow).
 3. The state of the target, so the owner decides on facts: the remote target's existence
    and digest (`Drive.stat`), the local file's size, mtime, SHA-256 and the remote's
    preferred digest type, hashed in one pass from a descriptor opened without following
-   links (`placet.localfs`); for an upload or mkdir, the remote parent folders that do
+   links (`placet.local.atomic`); for an upload or mkdir, the remote parent folders that do
    not exist yet (evidence `missing_parents`: the executor creates them on the way, and
    the owner is shown which). An upload onto an existing remote name needs
    `replace_existing`; a download onto an existing local file needs `overwrite` *and* the
    root's policy `downloads = "allow-overwrite"`.
-4. The request and evidence, dumped from `placet.requests` models, go to the store; the
+4. The request and evidence, dumped from `placet.schema` models, go to the store; the
    same kind + request + evidence while one is pending returns that one (`created=False`).
 
 The evidence is what the executor re-checks before it acts: a change in between fails the
 op as `stale` (docs/design.md section 4).
 
-The scope checks and the stored call live in `placet.propose_context`, the capture of
-evidence in `placet.propose_evidence`; this module decides, per kind, what a proposal
-may ask given that evidence, and re-exports both so callers import `placet.proposing`.
+The scope checks and the stored call live in `placet.proposals.context`, the capture of
+evidence in `placet.proposals.evidence`; this module decides, per kind, what a proposal
+may ask given that evidence, and re-exports both so callers import `placet.proposals.making`.
 """
 
 from __future__ import annotations
@@ -40,18 +40,21 @@ import stat
 from typing import TYPE_CHECKING
 
 from placet.errors import AlreadyExists, NotFound, PathRefused, PolicyRefused
-from placet.paths import check_name, check_remote_path
-from placet.propose_context import ProposeContext, _create, _local, _q, ttl_seconds
-from placet.propose_evidence import (
-    DIGEST_PREFERENCE,
-    _local_target_state,
-    _missing_parents,
-    _remote_digest_type,
+from placet.paths.remote import check_name, check_remote_path
+from placet.proposals.context import (
+    ProposeContext,
+    resolve_in_client_roots,
+    store_proposal,
+    ttl_seconds,
+)
+from placet.proposals.evidence import (
     local_file_evidence,
-    preferred_digest_type,
+    local_target_state,
+    missing_parents,
+    remote_digest_type,
     remote_evidence,
 )
-from placet.requests import (
+from placet.schema import (
     DownloadEvidence,
     DownloadRequest,
     LocalFileEvidence,
@@ -61,21 +64,15 @@ from placet.requests import (
     UploadRequest,
     join_remote,
 )
-from placet.text import one_line_reason
+from placet.text import one_line_reason, quote
 
 if TYPE_CHECKING:
     from placet.store import ProposalRecord
 
 __all__ = [
-    "DIGEST_PREFERENCE",
-    "ProposeContext",
-    "local_file_evidence",
-    "preferred_digest_type",
     "propose_download",
     "propose_mkdir",
     "propose_upload",
-    "remote_evidence",
-    "ttl_seconds",
 ]
 
 
@@ -97,7 +94,7 @@ def propose_upload(
 
     Raises:
         UsageError: reason or TTL refused.
-        PathRefused: local or remote path refused (codes of `placet.paths`), the source
+        PathRefused: local or remote path refused (codes of `placet.paths.local`), the source
             is not a regular file or is hard-linked, the remote parent is a file.
         NotFound: the local file does not exist.
         AlreadyExists: the remote name exists (a folder, or a file without
@@ -107,28 +104,28 @@ def propose_upload(
     """
     why = one_line_reason(reason)
     ttl = ttl_seconds(ctx.settings, ttl_minutes)
-    the_root, rel = _local(ctx, local_path, root, must_exist=True)
+    the_root, rel = resolve_in_client_roots(ctx, local_path, root, must_exist=True)
     parent = check_remote_path(remote_parent)
     target_name = check_name(name if name else rel.name)
     target = join_remote(parent, target_name)
     remote = remote_evidence(ctx, target)
     if remote.exists and remote.is_dir:
         raise AlreadyExists(
-            f"refusing to upload onto remote {_q(target)}: it is a folder; "
+            f"refusing to upload onto remote {quote(target)}: it is a folder; "
             "choose another name or parent",
             details={"remote_path": target, "is_dir": True},
         )
     if remote.exists and not replace_existing:
         seen = f"{remote.digest_type} {remote.digest[:12]}..." if remote.digest else "no digest"
         raise AlreadyExists(
-            f"refusing to overwrite remote {_q(target)}: it exists ({remote.size} bytes, "
+            f"refusing to overwrite remote {quote(target)}: it exists ({remote.size} bytes, "
             f"{seen}); propose again with replace_existing=true, or choose another name",
             details={"remote_path": target, "remote": remote.model_dump(mode="json")},
         )
     # an existing target's folders exist; an absent one's are read from the drive
-    missing = _missing_parents(ctx, parent) if not remote.exists else ()
+    missing = missing_parents(ctx, parent) if not remote.exists else ()
     local = local_file_evidence(
-        the_root, rel, _remote_digest_type(ctx), size_cap=ctx.settings.upload_cap_bytes
+        the_root, rel, remote_digest_type(ctx), size_cap=ctx.settings.upload_cap_bytes
     )
     request = UploadRequest(
         root=the_root.to_ref(),
@@ -140,7 +137,7 @@ def propose_upload(
     evidence = UploadEvidence(
         local=local, remote=remote, missing_parents=missing if parent else None
     )
-    return _create(
+    return store_proposal(
         ctx,
         "upload",
         request.model_dump(mode="json"),
@@ -176,14 +173,14 @@ def propose_mkdir(
     if remote.exists:
         what = "a folder" if remote.is_dir else "a file"
         raise AlreadyExists(
-            f"remote {_q(target)} already exists ({what}); nothing to create"
+            f"remote {quote(target)} already exists ({what}); nothing to create"
             + ("" if remote.is_dir else "; choose another name"),
             details={"remote_path": target, "is_dir": remote.is_dir},
         )
-    missing = _missing_parents(ctx, parent)
+    missing = missing_parents(ctx, parent)
     request = MkdirRequest(remote_parent=parent, name=folder)
     evidence = MkdirEvidence(remote=remote, missing_parents=missing if parent else None)
-    return _create(
+    return store_proposal(
         ctx, "mkdir", request.model_dump(mode="json"), evidence.model_dump(mode="json"), why, ttl
     )
 
@@ -223,31 +220,31 @@ def propose_download(
             code="not_regular_file",
             details={"remote_path": remote_path},
         )
-    the_root, rel = _local(ctx, local_path, root, must_exist=False)
+    the_root, rel = resolve_in_client_roots(ctx, local_path, root, must_exist=False)
     remote = remote_evidence(ctx, source)
     if not remote.exists:
         raise NotFound(
-            f"remote {_q(source)} does not exist; check the name with drive_list",
+            f"remote {quote(source)} does not exist; check the name with drive_list",
             details={"remote_path": source},
         )
     if remote.is_dir:
         raise PathRefused(
-            f"refusing to download remote {_q(source)}: it is a folder; name a file",
+            f"refusing to download remote {quote(source)}: it is a folder; name a file",
             code="not_regular_file",
             details={"remote_path": source},
         )
-    st = _local_target_state(the_root, rel)
+    st = local_target_state(the_root, rel)
     local: LocalFileEvidence | None = None
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
             raise AlreadyExists(
-                f"refusing to download onto local {_q(str(rel))} in root {the_root.name}: "
+                f"refusing to download onto local {quote(str(rel))} in root {the_root.name}: "
                 "it is a folder; name a file inside it",
                 details={"path": str(rel), "root": the_root.name, "is_dir": True},
             )
         if not overwrite:
             raise AlreadyExists(
-                f"refusing to overwrite local {_q(str(rel))} in root {the_root.name}: it "
+                f"refusing to overwrite local {quote(str(rel))} in root {the_root.name}: it "
                 "exists; propose again with overwrite=true (if the owner's policy allows "
                 "it), or choose another local name",
                 details={"path": str(rel), "root": the_root.name},
@@ -255,7 +252,7 @@ def propose_download(
         policy = ctx.settings.download_policy(the_root.path)
         if policy != "allow-overwrite":
             raise PolicyRefused(
-                f"refusing to overwrite local {_q(str(rel))}: the owner's policy for root "
+                f"refusing to overwrite local {quote(str(rel))}: the owner's policy for root "
                 f"{the_root.name} is downloads = {policy!r} (new files only); download to a "
                 "new name instead",
                 details={"path": str(rel), "root": the_root.name, "policy": policy},
@@ -268,7 +265,7 @@ def propose_download(
         overwrite=overwrite,
     )
     evidence = DownloadEvidence(remote=remote, local=local)
-    return _create(
+    return store_proposal(
         ctx,
         "download",
         request.model_dump(mode="json"),

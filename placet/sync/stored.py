@@ -1,6 +1,6 @@
 """Sync's accessors: stored plans, baselines and drive snapshots (the tables are
-`placet.store.sync_tables`; the digest caches and the raw-SQL plumbing are
-`placet.store.sync_digests.DigestCaches`, which `SyncData` extends, so callers keep one
+`placet.sync.tables`; the digest caches and the raw-SQL plumbing are
+`placet.sync.digest_store.DigestCaches`, which `SyncData` extends, so callers keep one
 accessor object).
 
 What is kept, and why (docs/design.md sections 7-9):
@@ -17,7 +17,7 @@ What is kept, and why (docs/design.md sections 7-9):
   after the last sync that touched a path. `sync_pair` carries a generation bumped in
   the same transaction as every baseline write, so a process can keep a baseline in
   memory and know exactly when it went out of date: the process-local copy of a
-  baseline (as of the digest caches, see `placet.store.sync_digests`) is used only at
+  baseline (as of the digest caches, see `placet.sync.digest_store`) is used only at
   the same generation, so a long-lived `placet serve` plans warm without reading
   100,000 rows again.
 - **Drive snapshots** (`drive_snapshot`) are the anchors of `drive_changes`.
@@ -34,8 +34,10 @@ from typing import Any, NamedTuple
 from placet.errors import NotFound
 from placet.store.db import dt_text, utcnow
 from placet.store.store import Store
-from placet.store.sync_digests import DigestCaches
-from placet.store.sync_tables import (
+from placet.sync.digest_store import DigestCaches
+from placet.sync.entries import BaselineEntry
+from placet.sync.model import SyncPlan
+from placet.sync.tables import (
     RETENTION,
     Pair,
     SkipRow,
@@ -43,13 +45,12 @@ from placet.store.sync_tables import (
     StoredCaps,
     StoredPlan,
     StoredRow,
-    _dt,
-    _pack,
-    _pack_rows,
-    _unpack,
     cap_victims,
+    pack,
+    pack_rows,
+    parse_dt,
+    unpack,
 )
-from placet.sync.model import BaselineEntry, SyncPlan
 
 _ROWS_OF = {  # table -> (its rows as `StoredRow`s, delete one)
     "sync_plan": (
@@ -208,7 +209,7 @@ class SyncData(DigestCaches):
             plan.local_fingerprint,
             plan.remote_fingerprint,
         )
-        body, skip_blob = _pack(kept.to_dict()), _pack_rows(skips)
+        body, skip_blob = pack(kept.to_dict()), pack_rows(skips)
         summary = json.dumps(dict(plan.summary))
 
         def tx(db: sqlite3.Connection) -> int:
@@ -257,7 +258,7 @@ class SyncData(DigestCaches):
         return StoredPlan(
             int(row[0]), Pair(row[1], row[2], row[3], row[4]), row[5], json.loads(row[6]),
             row[7], row[8], int(row[9]), json.loads(row[10]), json.loads(row[11]),
-            _dt(row[12]), SyncPlan.from_dict(_unpack(row[13])),
+            parse_dt(row[12]), SyncPlan.from_dict(unpack(row[13])),
         )  # fmt: skip
 
     def plan_standing(self, plan_id: int) -> PlanStanding | None:
@@ -281,7 +282,7 @@ class SyncData(DigestCaches):
                 "json_extract(request, '$.plan_id') = ? ORDER BY id DESC LIMIT 1",
                 (plan_id,),
             ).fetchone()
-            return PlanStanding(row[0], _dt(row[1]), row[2], *(used or (None, None)))
+            return PlanStanding(row[0], parse_dt(row[1]), row[2], *(used or (None, None)))
 
         return self._read("reading what overtook a sync plan", rd)
 
@@ -293,7 +294,7 @@ class SyncData(DigestCaches):
                 "SELECT skips FROM sync_plan WHERE id = ?", (plan_id,)
             ).fetchone(),
         )
-        return [] if row is None else [BaselineEntry(*r) for r in _unpack(row[0])]
+        return [] if row is None else [BaselineEntry(*r) for r in unpack(row[0])]
 
     @staticmethod
     def _prune(db: sqlite3.Connection, now: datetime) -> None:
@@ -386,7 +387,7 @@ class SyncData(DigestCaches):
         """Store a listing of `path` (see `Snapshot`); prunes old plans and snapshots, and
         snapshots beyond the caps (module docstring), in the same transaction."""
         now = utcnow() if now is None else now
-        body = _pack(entries)
+        body = pack(entries)
 
         def tx(db: sqlite3.Connection) -> int:
             self._prune(db, now)
@@ -400,7 +401,7 @@ class SyncData(DigestCaches):
             return cur.lastrowid
 
         sid = self._write("storing a drive snapshot", tx)
-        return Snapshot(sid, drive_spec, path, _dt(dt_text(now)), dict(entries))
+        return Snapshot(sid, drive_spec, path, parse_dt(dt_text(now)), dict(entries))
 
     def load_snapshot(self, snapshot_id: int) -> Snapshot | None:
         """The stored snapshot, or None (never made, or pruned after `RETENTION`)."""
@@ -413,18 +414,11 @@ class SyncData(DigestCaches):
         )
         if row is None:
             return None
-        return Snapshot(int(row[0]), row[1], row[2], _dt(row[3]), _unpack(row[4]))
+        return Snapshot(int(row[0]), row[1], row[2], parse_dt(row[3]), unpack(row[4]))
 
 
 __all__ = [
-    "RETENTION",
     "REUSE_WITHIN",
-    "DigestCaches",
-    "Pair",
     "PlanStanding",
-    "SkipRow",
-    "Snapshot",
-    "StoredCaps",
-    "StoredPlan",
     "SyncData",
 ]

@@ -6,9 +6,9 @@ here is what both read. This module decides what that state is for each side: on
 remote, whether the target exists, is a folder, or a file with its size, mtime and the
 remote's preferred digest (`remote_evidence`; strongest of sha256, sha1, md5, docs/design.md
 section 9, "Digest choice") and which parent folders do not exist yet
-(`_missing_parents`: the executor creates them on the way, and the owner is shown
+(`missing_parents`: the executor creates them on the way, and the owner is shown
 which); locally, a file's size, mtime, SHA-256 and the remote's digest type, hashed in
-one pass from a descriptor opened without following links (`placet.localfs`), and
+one pass from a descriptor opened without following links (`placet.local.atomic`), and
 refused as stale when the file changed while it was read, since a digest of no single
 version of it would prove nothing.
 """
@@ -20,23 +20,22 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from placet import localfs
 from placet.errors import LimitExceeded, NotFound, PathRefused, StaleEvidence
-from placet.paths import Root
-from placet.propose_context import ProposeContext, _q
-from placet.requests import DigestType, LocalFileEvidence, RemoteEvidence
+from placet.local import hashing, walk
+from placet.paths.roots import Root
+from placet.proposals.context import ProposeContext
+from placet.schema import DIGEST_PREFERENCE, DigestType, LocalFileEvidence, RemoteEvidence
+from placet.text import quote
 
 if TYPE_CHECKING:
     from placet.drive.base import Entry
 
 __all__ = [
-    "DIGEST_PREFERENCE",
     "local_file_evidence",
     "preferred_digest_type",
     "remote_evidence",
 ]
 
-DIGEST_PREFERENCE: tuple[DigestType, ...] = ("sha256", "sha1", "md5")
 """Strongest first (docs/design.md section 9, "Digest choice")."""
 
 
@@ -46,7 +45,7 @@ def preferred_digest_type(hash_types: Sequence[str]) -> DigestType | None:
     return next((t for t in DIGEST_PREFERENCE if t in offered), None)
 
 
-def _remote_digest_type(ctx: ProposeContext) -> DigestType | None:
+def remote_digest_type(ctx: ProposeContext) -> DigestType | None:
     return preferred_digest_type(ctx.drive.capabilities().hash_types)
 
 
@@ -62,7 +61,7 @@ def remote_evidence(ctx: ProposeContext, path: str, *, with_digest: bool = True)
         return RemoteEvidence(exists=False)
     if entry.is_dir:
         return RemoteEvidence(exists=True, is_dir=True)
-    dtype = _remote_digest_type(ctx)
+    dtype = remote_digest_type(ctx)
     digest = entry.digests.get(dtype) if dtype is not None else None
     return RemoteEvidence(
         exists=True,
@@ -79,7 +78,7 @@ def local_file_evidence(
 ) -> LocalFileEvidence:
     """Size, mtime, SHA-256 and `digest_type` of the regular file `root/rel`, in one pass.
 
-    The file is opened by `placet.localfs.open_file_for_read`, which walks from the root's
+    The file is opened by `placet.local.walk.open_file_for_read`, which walks from the root's
     descriptor with `O_NOFOLLOW` and refuses links, FIFOs, devices and hard-linked files.
 
     Raises:
@@ -88,24 +87,24 @@ def local_file_evidence(
         LimitExceeded: larger than `size_cap` bytes.
         StaleEvidence (retryable): the file changed while it was read.
     """
-    fd, st = localfs.open_file_for_read(root, str(rel))
+    fd, st = walk.open_file_for_read(root, str(rel))
     try:
         if size_cap is not None and st.st_size > size_cap:
             raise LimitExceeded(
-                f"local file {_q(str(rel))} in root {root.name} is {st.st_size} bytes; "
+                f"local file {quote(str(rel))} in root {root.name} is {st.st_size} bytes; "
                 f"the owner's upload cap is {size_cap} bytes",
                 details={"path": str(rel), "size": st.st_size, "cap": size_cap},
             )
         types: list[str] = ["sha256"]
         if digest_type is not None and digest_type != "sha256":
             types.append(digest_type)
-        digests, hashed = localfs.hash_fd_sized(fd, types)
+        digests, hashed = hashing.hash_fd_sized(fd, types)
         after = os.fstat(fd)
     finally:
         os.close(fd)
     if hashed != st.st_size or (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
         raise StaleEvidence(
-            f"local file {_q(str(rel))} in root {root.name} changed while placet read it; "
+            f"local file {quote(str(rel))} in root {root.name} changed while placet read it; "
             "propose again once it is no longer being written",
             details={"path": str(rel), "root": root.name},
             retryable=True,
@@ -119,7 +118,7 @@ def local_file_evidence(
     )
 
 
-def _missing_parents(ctx: ProposeContext, parent: str) -> tuple[str, ...]:
+def missing_parents(ctx: ProposeContext, parent: str) -> tuple[str, ...]:
     """The folders of the drive-relative `parent` that do not exist, outermost first
     (``"a/b/c"`` on an empty drive: ``("a", "a/b", "a/b/c")``); () when it exists.
 
@@ -144,9 +143,9 @@ def _missing_parents(ctx: ProposeContext, parent: str) -> tuple[str, ...]:
         if found is None:
             return tuple("/".join(parts[:d]) for d in range(depth, len(parts) + 1))
         if not found.is_dir:
-            inside = "" if here == parent else f" (on the way to {_q(parent)})"
+            inside = "" if here == parent else f" (on the way to {quote(parent)})"
             raise PathRefused(
-                f"refusing remote parent {_q(here)}{inside}: it is a file, not a folder; "
+                f"refusing remote parent {quote(here)}{inside}: it is a file, not a folder; "
                 "name a folder (see drive_list)",
                 code="not_a_directory",
                 details={"remote_parent": parent, "file": here},
@@ -154,13 +153,13 @@ def _missing_parents(ctx: ProposeContext, parent: str) -> tuple[str, ...]:
     return ()  # pragma: no cover - the loop returns or raises at the last part
 
 
-def _local_target_state(root: Root, rel: PurePosixPath) -> os.stat_result | None:
+def local_target_state(root: Root, rel: PurePosixPath) -> os.stat_result | None:
     """lstat of the download target; its folder must exist (checked, with no link, by
     `resolve_local`'s walk)."""
     parent = root.path.joinpath(*rel.parts[:-1])
     if not os.path.isdir(parent):
         raise NotFound(
-            f"the local folder {_q(str(rel.parent))} does not exist in root {root.name}; "
+            f"the local folder {quote(str(rel.parent))} does not exist in root {root.name}; "
             "download into an existing folder",
             details={"path": str(rel), "missing": str(rel.parent), "root": root.name},
         )

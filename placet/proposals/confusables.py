@@ -1,10 +1,10 @@
-"""The name flags of `placet.risk`: bidi_or_invisible, confusable_name, non_ascii_name.
+"""The name flags of `placet.proposals.risk`: bidi_or_invisible, confusable_name, non_ascii_name.
 
 A name can read as another: bidirectional overrides reorder it, invisible characters hide
 in it, lookalike letters (fullwidth forms, ligatures, Cyrillic ``а`` among Latin letters)
 imitate an ASCII name. These functions judge one target path's components and say which
-component holds the characters (docs/design.md section 9, "Risk flags"). Split from
-`placet.risk` (module size); `placet.risk.risk_flags` is the entry point. Stdlib only.
+component holds the characters (docs/design.md section 9, "Risk flags");
+`placet.proposals.risk.risk_flags` is the entry point. Stdlib only.
 """
 
 from __future__ import annotations

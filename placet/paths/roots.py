@@ -12,7 +12,7 @@ mount of placet's home, which realpath cannot see through, is refused too. Each 
 records its device and inode so that the executor can tell if the directory was
 replaced after the proposal was made.
 
-Split from `placet.paths`, which re-exports every public name here. Stdlib only (apart
+Split from `placet.paths.local`, which re-exports every public name here. Stdlib only (apart
 from `Root.to_ref`, which imports the pydantic request model lazily).
 """
 
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from placet.errors import PathRefused, UsageError
-from placet.text import inert
+from placet.text import quote
 
 if TYPE_CHECKING:
-    from placet.requests import RootRef
+    from placet.schema import RootRef
 
 __all__ = [
     "PlacetDirs",
@@ -58,8 +58,8 @@ class Root:
     inode: int
 
     def to_ref(self) -> RootRef:
-        """The root as stored in a proposal (`placet.requests.RootRef`)."""
-        from placet.requests import RootRef  # lazy: paths stays importable without pydantic
+        """The root as stored in a proposal (`placet.schema.RootRef`)."""
+        from placet.schema import RootRef
 
         return RootRef(name=self.name, path=str(self.path), device=self.device, inode=self.inode)
 
@@ -141,9 +141,9 @@ class PlacetDirs:
         ancestors (`path` contains it under another name). Stats are cached per instance."""
         text = os.fspath(path)
         for what, folder, fix in self.folders:
-            if _is_within(text, folder):
+            if is_within(text, folder):
                 return what, folder, fix, "is" if Path(text) == folder else "lies inside"
-            if _is_within(folder, text):
+            if is_within(folder, text):
                 return what, folder, fix, "contains"
         me = _ident(text, {})
         if me is not None:
@@ -203,19 +203,15 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(Path(path).expanduser()))
 
 
-def _q(path: str) -> str:
-    return f"'{inert(path)}'"
-
-
 def _root_refused(spec: str, what: str, instead: str) -> UsageError:
     return UsageError(
-        f"refusing --root {_q(spec)}: {what}; {instead}",
+        f"refusing --root {quote(spec)}: {what}; {instead}",
         code="root_refused",
         details={"spec": spec},
     )
 
 
-def _is_within(child: Path | str, parent: Path | str) -> bool:
+def is_within(child: Path | str, parent: Path | str) -> bool:
     """True if `child` is `parent` or lies below it, compared by whole components."""
     c, p = os.fspath(child), os.fspath(parent)
     return os.path.commonpath([c, p]) == p
@@ -262,10 +258,10 @@ def parse_root_spec(spec: str, placet: PlacetLocations | Path) -> Root:
         home = None
     seen: dict[str, _Id | None] = {}
     above_home = {_ident(a, seen) for a in _ancestors(str(home))} if home is not None else set()
-    if home is not None and (_is_within(home, resolved) or (st.st_dev, st.st_ino) in above_home):
+    if home is not None and (is_within(home, resolved) or (st.st_dev, st.st_ino) in above_home):
         raise _root_refused(
             spec,
-            f"it is the home directory or contains it ({_q(str(home))}; compared by path "
+            f"it is the home directory or contains it ({quote(str(home))}; compared by path "
             "and by device and inode)",
             "name a project folder inside it",
         )
@@ -274,12 +270,12 @@ def parse_root_spec(spec: str, placet: PlacetLocations | Path) -> Root:
         what, folder, fix, relation = hit
         alias = (
             ""
-            if _is_within(resolved, folder) or _is_within(folder, resolved)
+            if is_within(resolved, folder) or is_within(folder, resolved)
             else (" under another name (the same folder by device and inode: a bind mount?)")
         )
         raise _root_refused(
             spec,
-            f"it {relation} placet's own {what} {_q(str(folder))}{alias}; an accepted "
+            f"it {relation} placet's own {what} {quote(str(folder))}{alias}; an accepted "
             "download there could rewrite placet's settings or records",
             f"name a project folder apart from it (or {fix})",
         )
@@ -288,7 +284,7 @@ def parse_root_spec(spec: str, placet: PlacetLocations | Path) -> Root:
         if not _ROOT_NAME.fullmatch(name):
             raise _root_refused(
                 spec,
-                f"its folder name {_q(name)} is not a usable root name "
+                f"its folder name {quote(name)} is not a usable root name "
                 "(letters, digits, '_', '.', '-'; at most 64)",
                 "give one explicitly: --root NAME=DIR",
             )
@@ -314,12 +310,12 @@ def parse_roots(specs: Sequence[str], placet: PlacetLocations | Path) -> list[Ro
             if other.name == root.name:
                 raise _root_refused(
                     spec,
-                    f"the name {_q(root.name)} is already used by {_q(str(other.path))}",
+                    f"the name {quote(root.name)} is already used by {quote(str(other.path))}",
                     "give each root a distinct name: --root NAME=DIR",
                 )
             if (other.device, other.inode) == (root.device, root.inode):
                 raise _root_refused(
-                    spec, f"it is the same folder as root {_q(other.name)}", "name it once"
+                    spec, f"it is the same folder as root {quote(other.name)}", "name it once"
                 )
         roots.append(root)
     return roots
@@ -334,9 +330,9 @@ def find_root(roots: Sequence[Root], name: str) -> Root:
     for root in roots:
         if root.name == name:
             return root
-    known = ", ".join(_q(r.name) for r in roots) or "none"
+    known = ", ".join(quote(r.name) for r in roots) or "none"
     raise PathRefused(
-        f"no local root is called {_q(name)}; the roots are {known} (see roots_list)",
+        f"no local root is called {quote(name)}; the roots are {known} (see roots_list)",
         code="root_unknown",
         details={"root": name, "roots": [r.name for r in roots]},
     )

@@ -8,9 +8,9 @@ exactly the same proposals (docs/design.md section 9, "Risk flags computed by pl
 docs/security.md, "Local roots", "Risk flags, all of them").
 
 Flags are matched on the root's absolute path (a download) or the drive's own path
-(`placet.risk.drive_base`: an upload, upload_revision or mkdir) joined with the op's
+(`placet.proposals.risk.drive_base`: an upload, upload_revision or mkdir) joined with the op's
 target, so a root that is itself ``.git`` flags ``hooks/pre-commit``. A write into
-placet's data, config or database folder (`placet.paths.PlacetDirs`) is refused, not
+placet's data, config or database folder (`placet.paths.roots.PlacetDirs`) is refused, not
 flagged: a flag can be typed through, and no agent has a reason to write there; it is
 found by path and by device and inode, so a bind mount cannot hide one. Core
 module: never imports `mcp` or `textual`.
@@ -24,9 +24,9 @@ from collections.abc import Sequence
 
 from placet.config import Settings
 from placet.errors import PolicyRefused
-from placet.paths import PlacetDirs
-from placet.requests import Op
-from placet.risk import RiskFlag, drive_base, risk_flags
+from placet.paths.roots import PlacetDirs
+from placet.proposals.risk import RiskFlag, drive_base, risk_flags
+from placet.schema import Op
 from placet.store import ProposalRecord
 from placet.text import inert, inert_with_ascii
 
@@ -41,7 +41,7 @@ def root_path_of(record: ProposalRecord) -> str:
 
 
 def op_flags(record: ProposalRecord, op: Op, root_path: str) -> list[RiskFlag]:
-    """placet's risk flags for one op of `record` (`placet.risk.risk_flags`).
+    """placet's risk flags for one op of `record` (`placet.proposals.risk.risk_flags`).
 
     A download is matched on `root_path` (the root's absolute path) joined with its
     local target; an upload, upload_revision or mkdir on the drive's own path

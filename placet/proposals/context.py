@@ -4,23 +4,23 @@ Every proposal is made within a `ProposeContext` (the owner's settings, store, d
 roots, plus the caller's attribution and, for an MCP client that sent roots, the folders
 it may name). This module decides the checks that depend on that scope rather than on
 the target's state: the TTL against the owner's range (docs/design.md section 9, "TTL"), and
-a local path resolved inside a root with no symlink on the way (`placet.paths`) and,
+a local path resolved inside a root with no symlink on the way (`placet.paths.local`) and,
 when the client sent roots, inside one of them too (they only ever narrow, never widen
 what the owner nominated). It also holds the single call that stores a proposal, so
-every kind is stored with the same attribution. Used by `placet.proposing` and
-`placet.propose_evidence`.
+every kind is stored with the same attribution. Used by `placet.proposals.making` and
+`placet.proposals.evidence`.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from placet.errors import PathRefused, UsageError
-from placet.paths import Root, resolve_local
-from placet.text import inert
+from placet.paths.local import resolve_local
+from placet.paths.roots import Root, is_within
+from placet.text import quote
 
 if TYPE_CHECKING:
     from placet.config import Settings
@@ -52,10 +52,6 @@ class ProposeContext:
     allowed: tuple[Path, ...] | None = None
 
 
-def _q(s: str) -> str:
-    return f"'{inert(s)}'"
-
-
 def ttl_seconds(settings: Settings, ttl_minutes: int | None) -> int:
     """The TTL in seconds for a request asking `ttl_minutes` (None: the owner's default).
 
@@ -76,28 +72,23 @@ def ttl_seconds(settings: Settings, ttl_minutes: int | None) -> int:
     return ttl_minutes * 60
 
 
-def _is_within(child: Path, parent: Path) -> bool:
-    c, p = os.fspath(child), os.fspath(parent)
-    return os.path.commonpath([c, p]) == p
-
-
-def _local(
+def resolve_in_client_roots(
     ctx: ProposeContext, local_path: str, root_name: str | None, *, must_exist: bool
 ) -> tuple[Root, PurePosixPath]:
     root, rel = resolve_local(ctx.roots, local_path, root_name or None, must_exist=must_exist)
     if not rel.parts:
         raise PathRefused(
-            f"refusing path {_q(local_path)}: it names the root {root.name} itself; "
+            f"refusing path {quote(local_path)}: it names the root {root.name} itself; "
             "name a file inside it",
             code="not_regular_file",
             details={"path": local_path, "root": root.name},
         )
     if ctx.allowed is not None:
         target = root.path.joinpath(*rel.parts)
-        if not any(_is_within(target, a) for a in ctx.allowed):
-            shown = ", ".join(_q(str(a)) for a in ctx.allowed) or "none overlap placet's roots"
+        if not any(is_within(target, a) for a in ctx.allowed):
+            shown = ", ".join(quote(str(a)) for a in ctx.allowed) or "none overlap placet's roots"
             raise PathRefused(
-                f"refusing path {_q(local_path)}: it lies outside the roots your MCP client "
+                f"refusing path {quote(local_path)}: it lies outside the roots your MCP client "
                 f"declared ({shown}); name a path inside them",
                 code="path_outside_root",
                 details={"path": local_path, "client_roots": [str(a) for a in ctx.allowed]},
@@ -105,7 +96,7 @@ def _local(
     return root, rel
 
 
-def _create(
+def store_proposal(
     ctx: ProposeContext,
     kind: str,
     request: dict[str, Any],
