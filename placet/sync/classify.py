@@ -35,7 +35,7 @@ from placet.paths.remote import check_name, check_remote_path
 from placet.sync.digests import choose_digest_type, compare
 from placet.sync.entries import (
     BaselineEntry,
-    Capabilities,
+    CapabilityFlags,
     LocalEntry,
     RemoteEntry,
     nfc,
@@ -61,7 +61,7 @@ class Classifier:
     """One planning run's state: the keyed listings and baseline it reads (set by
     `placet.sync.planner.plan_listings`) and the ops and reports it builds."""
 
-    def __init__(self, capabilities: Capabilities) -> None:
+    def __init__(self, capabilities: CapabilityFlags) -> None:
         self.ci = bool(capabilities.case_insensitive)
         self.precision = max(int(capabilities.modtime_precision_ns or 1), 1)
         self.no_digest = (
