@@ -19,7 +19,7 @@ through 4 `placet serve` processes at once (one client each, concurrent, for
 `is_error` result counted (a `database is locked` would show there).
 
 The pending caps (100 per bridge, 1,000 in total) would stop the run, so this benchmark
-raises `pending_per_bridge` and `pending_total` to 10,000,000 in its own `config.toml`,
+raises `pending_per_session` and `pending_total` to 10,000,000 in its own `config.toml`,
 and says so in its output.
 
 Usage: .venv/bin/python bench/mcp_latency.py [--calls 300] [--seconds 10] [--json]
@@ -169,7 +169,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     for d in (home, root, drive):
         d.mkdir(mode=0o700)
     (home / "config.toml").write_text(
-        f"pending_per_bridge = {RAISED_CAP}\npending_total = {RAISED_CAP}\n"
+        f"pending_per_session = {RAISED_CAP}\npending_total = {RAISED_CAP}\n"
     )
     env = {"PLACET_HOME": str(home), "PLACET_DRIVE": str(drive)}
     info = Implementation(name="bench", version="1")

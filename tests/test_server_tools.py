@@ -325,8 +325,8 @@ async def test_reproposing_returns_created_false_until_the_evidence_changes(
         assert changed["created"] is True and changed["proposal"]["id"] != first["proposal"]["id"]
 
 
-async def test_pending_per_bridge_cap_returns_limit_exceeded(ws: Workspace) -> None:
-    ws.write_config(pending_per_bridge=2)
+async def test_pending_per_session_cap_returns_limit_exceeded(ws: Workspace) -> None:
+    ws.write_config(pending_per_session=2)
     base = {"remote_parent": "", "reason": "flood"}
     async with connect(ws) as client:
         for i in range(2):
@@ -336,7 +336,7 @@ async def test_pending_per_bridge_cap_returns_limit_exceeded(ws: Workspace) -> N
         # Still serving, and the identical request is still answered idempotently.
         same = ok(await client.call_tool("propose_mkdir", {**base, "name": "d0"}))
         assert same["created"] is False
-    async with connect(ws) as other:  # another bridge has its own allowance
+    async with connect(ws) as other:  # another session has its own allowance
         ok(await other.call_tool("propose_mkdir", {**base, "name": "d2"}))
 
 
@@ -400,7 +400,7 @@ async def test_attribution_visibility_and_withdraw_by_the_proposing_session(
         mk = ok(await a.call_tool("propose_mkdir", VALID_CALLS["propose_mkdir"]))["proposal"]
         assert up["made_by_this_session"] is True
         assert (up["client_name"], up["client_version"]) == ("placet-tests", "9.9")
-        async with connect(ws) as b:  # same roots, another bridge
+        async with connect(ws) as b:  # same roots, another session
             seen = ok(await b.call_tool("proposal_get", {"id": up["id"]}))["proposal"]
             assert seen["made_by_this_session"] is False
             err = error_of(await b.call_tool("proposal_withdraw", {"id": up["id"]}))
