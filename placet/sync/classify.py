@@ -84,7 +84,7 @@ class Classifier:
 
     def unusable(self, local_path: str, remote_path: str) -> str | None:
         """Why the executor would refuse an op on these names, or None if it would not
-        (see the module docstring: placet.paths.local' own checks, called, not copied).
+        (see the module docstring: `placet.paths`' own checks, called, not copied).
 
         Each segment is checked once per plan by both rules (`check_name`, the remote
         one, and `check_local_shape` on the segment alone; memoised: a plan of 100,000
