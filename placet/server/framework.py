@@ -56,7 +56,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from placet.errors import PlacetError
+from placet.errors import PlacetError, UsageError
 from placet.server.budget import json_bytes
 from placet.server.flow import ToolSlots
 from placet.text import inert
@@ -204,7 +204,7 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return out
 
 
-def argument_error(tool: Tool, exc: ValidationError) -> PlacetError:
+def argument_error(tool: Tool, exc: ValidationError) -> UsageError:
     """The `invalid_argument` error for arguments that violate `tool`'s input schema:
     at most `MAX_LISTED_FIELDS` fields listed, `details.field` the first of them."""
     fields = _field_errors(exc)
@@ -212,10 +212,9 @@ def argument_error(tool: Tool, exc: ValidationError) -> PlacetError:
     shown = fields[:MAX_LISTED_FIELDS]
     listed = "; ".join(f"{f['field']}: {f['problem']}" for f in shown)
     more = f" (and {len(fields) - len(shown)} more)" if len(fields) > len(shown) else ""
-    return PlacetError(
+    return UsageError(
         f"invalid arguments for {tool.name}: {listed}{more}. "
         f"Accepted arguments: {', '.join(accepted) or '(none)'}",
-        code="invalid_argument",
         details={
             "tool": tool.name,
             "field": shown[0]["field"] if shown else None,
