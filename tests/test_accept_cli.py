@@ -84,8 +84,33 @@ def test_code_typed_on_the_terminal_accepts_and_executes(rig: Rig) -> None:
     assert b"succeeded" in out and rec.request_hash.encode() in out
     assert (rig.remote_dir / "doc.txt").read_bytes() == b"approved bytes"
     detail = _approval(rig, rec.id)
+    origin = detail.pop("origin")
     assert detail == {"request_hash": rec.request_hash, "via": "cli", "yes": False, "tty": True}
     assert rig.store.get(rec.id).status == "succeeded"
+    # how it was made: the terminal, the session, the parents (this test's own process)
+    assert isinstance(origin, dict) and origin["tty"].startswith("/dev/pts/")
+    assert origin["session_id"] == origin["pid"]  # the pty child leads its own session
+    assert origin["parents"][0]["pid"] == os.getpid()
+
+
+def test_an_approval_driven_through_script_names_it_among_its_parents(rig: Rig) -> None:
+    """`script -qfc "placet accept ID"` gives placet a pseudo-terminal another program
+    drives: the approval is made, and its audit event shows `script` as its parent."""
+    rig.write("doc.txt", b"approved bytes")
+    rec = rig.upload("doc.txt")
+    command = f"{PLACET} accept {rec.id}"
+    p = PtyProcess(["/usr/bin/script", "-qfc", command, "/dev/null"], _env())
+    try:
+        assert p.wait_for(b"type the code ")
+        p.send(_code(p.bytes()) + "\r")
+        assert p.wait_exit(60) == 0, p.bytes().decode(errors="replace")
+    finally:
+        p.kill()
+    origin = _approval(rig, rec.id)["origin"]
+    assert isinstance(origin, dict) and origin["tty"].startswith("/dev/pts/")
+    names = [parent["name"] for parent in origin["parents"]]
+    assert "script" in names[:3], origin["parents"]
+    assert any(command in parent["command"] for parent in origin["parents"])
 
 
 def test_wrong_code_declines(rig: Rig) -> None:
@@ -110,12 +135,10 @@ def test_yes_with_opt_in_records_no_terminal(rig: Rig) -> None:
     r = placet_cli("accept", str(rec.id), "--yes", env=_env())
     assert r.returncode == 0, r.stderr
     assert "#0 done: y.txt (digest:sha256, temp+move)" in r.stderr
-    assert _approval(rig, rec.id) == {
-        "request_hash": rec.request_hash,
-        "via": "cli",
-        "yes": True,
-        "tty": False,
-    }
+    detail = _approval(rig, rec.id)
+    origin = detail.pop("origin")
+    assert detail == {"request_hash": rec.request_hash, "via": "cli", "yes": True, "tty": False}
+    assert isinstance(origin, dict) and origin["tty"] is None and origin["parents"]
     assert (rig.remote_dir / "y.txt").read_bytes() == b"yes"
 
 

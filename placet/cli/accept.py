@@ -65,6 +65,7 @@ from placet.errors import (
     WrongState,
 )
 from placet.executor import ProgressEvent, check_binding, execute, load_plan
+from placet.proposals.approval import origin
 from placet.proposals.vetting import proposal_flags, refuse_own_paths
 from placet.schema import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
@@ -141,6 +142,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
                     "via": "cli",
                     "yes": bool(args.yes),
                     "tty": tty is not None,
+                    "origin": origin(tty),
                 }
                 if record.kind == "sync":
                     detail["skip_ops"] = skip

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +40,7 @@ from textual.screen import ModalScreen
 from placet.config import Settings
 from placet.errors import PlacetError, StaleEvidence
 from placet.executor import check_before_accept
+from placet.proposals.approval import origin
 from placet.schema import is_by_reference
 from placet.store import OpResultRecord, ProposalRecord, Store
 from placet.text import inert
@@ -73,6 +76,18 @@ RETRY_STATUSES = ("failed", "interrupted")
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def _terminal_fd() -> int | None:
+    """The review UI's terminal (stdin, else stdout), or None."""
+    for stream in (sys.stdin, sys.stdout):
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            continue
+        if os.isatty(fd):
+            return fd
+    return None
 
 
 class DecidingApp(App[None]):
@@ -271,7 +286,12 @@ class DecidingApp(App[None]):
             refusal, _ = check_before_accept(self.store, self.settings, current)
             if refusal is not None:  # checked again: nothing is accepted or run
                 raise refusal
-            detail: dict[str, Any] = {"request_hash": shown_hash, "via": "review", "tty": True}
+            detail: dict[str, Any] = {
+                "request_hash": shown_hash,
+                "via": "review",
+                "tty": True,
+                "origin": origin(_terminal_fd()),
+            }
             if current.kind == "sync":
                 detail["skip_ops"] = sorted(skip_ops or [])
             accepted = self.store.accept(
