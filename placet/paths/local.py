@@ -1,28 +1,22 @@
-"""Path rules: which local roots exist, which local and remote paths an agent may name.
+"""Local paths: which root-relative or absolute local paths an agent may name.
 
-An agent names paths; the owner nominated roots. This module decides, before anything is
-stored or touched, whether a named path is acceptable (docs/design.md sections 6 and 9):
+An agent names paths; the owner nominated roots (`placet.paths.roots`). This module
+decides, before anything is stored or touched, whether a named local path is acceptable
+(docs/design.md sections 6 and 9); remote paths are `placet.paths.remote`'s:
 
-* **Roots** (`placet.paths.roots`, re-exported here: `Root`, `PlacetDirs`, `parse_roots`...)
-  are the folders the owner nominated; placet's own folders and the home are refused.
-* **Local paths** are refused by *shape* first, without touching the disk: ``..``,
-  backslashes, NUL and control characters, drive letters, UNC prefixes, Windows device
-  names (a file named ``nul.txt`` cannot be synced to or from Windows), components over
-  255 bytes, depth over 16, length over 4096 bytes. Shape rules are cheap, give the
-  clearest messages, and hold whatever the disk looks like.
+* **Shape** first, without touching the disk: ``..``, backslashes, NUL and control
+  characters, drive letters, UNC prefixes, Windows device names (a file named
+  ``nul.txt`` cannot be synced to or from Windows), components over 255 bytes, depth
+  over 16, length over 4096 bytes. Shape rules are cheap, give the clearest messages,
+  and hold whatever the disk looks like.
 * Then the path is joined to its root and ``realpath``-resolved; the resolved path must
   lie inside the root, compared by whole components (``/tmp/root-evil`` is not inside
   ``/tmp/root``). Then every component is ``lstat``-ed from the root down and any
   symlink is refused, even one pointing inside: a link the agent can retarget between
   this check and the execution is a link placet would follow. This check is advisory;
-  `placet.local.atomic` repeats it at execution by descriptor walk, which closes the race.
-* **Remote paths** are relative to the drive root and only ever fill the
-  path-within-the-drive slot of an rclone argument, so anything rclone could read as an
-  option (leading ``-``) or as a remote prefix (``:``) is refused, with ``.``, ``..``,
-  empty segments and control characters.
-* **Reserved names**: no component of a local or remote path an agent names may start
-  with ``.placet-tmp-`` (`TEMP_PREFIX`): placet's temporary files bear it, hide it
-  from listings and delete it in cleanup (``path_reserved``).
+  `placet.local.walk` repeats it at execution by descriptor walk, which closes the race.
+* **Reserved names**: no component may start with ``.placet-tmp-`` (`TEMP_PREFIX`,
+  refused by `placet.names.check_not_reserved`, code ``path_reserved``).
 
 Every refusal is a `PathRefused` whose message names the path (escaped by
 `placet.text.inert`) and says what to do instead. Stdlib only.

@@ -12,8 +12,7 @@ mount of placet's home, which realpath cannot see through, is refused too. Each 
 records its device and inode so that the executor can tell if the directory was
 replaced after the proposal was made.
 
-Split from `placet.paths.local`, which re-exports every public name here. Stdlib only (apart
-from `Root.to_ref`, which imports the pydantic request model lazily).
+Stdlib only (apart from `Root.to_ref`, which imports the pydantic request model lazily).
 """
 
 from __future__ import annotations
