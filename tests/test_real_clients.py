@@ -258,35 +258,46 @@ def claude(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str
     )
 
 
-def claude_server(ws: Workspace, root: Path) -> dict[str, Any]:
-    """The `mcpServers.placet` entry `placet config claude --root ROOT` prints."""
+def claude_files(ws: Workspace, root: Path) -> dict[str, Any]:
+    """What `placet config claude --root ROOT --json` prints: each file's path -> content."""
     p = ws.placet("config", "claude", "--root", str(root), "--json")
     assert p.returncode == 0, p.stderr
-    (mcp_json,) = [f for f in json.loads(p.stdout)["files"] if f["path"] == ".mcp.json"]
-    server: dict[str, Any] = mcp_json["content"]["mcpServers"]["placet"]
-    return server
+    return {f["path"]: f["content"] for f in json.loads(p.stdout)["files"]}
+
+
+def server_lines(listing: str, names: set[str]) -> dict[str, str]:
+    """`claude mcp list` output: server name -> its line (`name: command - status`)."""
+    lines = (line.split(":", 1) for line in listing.splitlines() if ":" in line)
+    return {name: f"{name}:{rest}" for name, rest in lines if name in names}
 
 
 def test_claude_code_connects_with_the_printed_config(ws: Workspace, client_home: Path) -> None:
     """`claude mcp add-json` accepts the printed server and `claude mcp list` reports it
     connected; a copy naming a root that does not exist (`placet serve` refuses it)
-    reports a failure, so the status line shows a real connection attempt."""
-    server = claude_server(ws, ws.root)
+    reports a failure, so the status line shows a real connection attempt. The printed
+    `.mcp.json`, put in a project, is read by Claude Code as the same server (a project's
+    servers wait for the owner's approval in an interactive `claude`)."""
+    files = claude_files(ws, ws.root)
+    server = files[".mcp.json"]["mcpServers"]["placet"]
     gone = str(ws.base / "gone")
     control = {**server, "args": [gone if a == str(ws.root) else a for a in server["args"]]}
     assert control != server
     servers = {"placet": server, "placet-gone": control}
-    for name, server in servers.items():
-        added = claude(client_home, ws.base, "mcp", "add-json", name, json.dumps(server))
+    for name, entry in servers.items():
+        added = claude(client_home, ws.base, "mcp", "add-json", name, json.dumps(entry))
         assert added.returncode == 0, added.stdout + added.stderr
     listed = claude(client_home, ws.base, "mcp", "list")
     assert listed.returncode == 0, listed.stdout + listed.stderr
-    status = {
-        line.split(":", 1)[0]: line
-        for line in listed.stdout.splitlines()
-        if line.startswith(("placet:", "placet-gone:"))
-    }
+    status = server_lines(listed.stdout, set(servers))
     assert set(status) == set(servers), listed.stdout
     assert f"{PLACET} serve --root {ws.root}" in status["placet"]
     assert status["placet"].endswith("Connected") and "Failed" not in status["placet"]
     assert "Failed to connect" in status["placet-gone"], status
+
+    project = ws.base / "project"
+    project.mkdir()
+    (project / ".mcp.json").write_text(json.dumps(files[".mcp.json"], indent=2))
+    listed = claude(client_home, project, "mcp", "list")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    line = server_lines(listed.stdout, {"placet"}).get("placet", listed.stdout)
+    assert f"{PLACET} serve --root {ws.root} - " in line and "Pending approval" in line
