@@ -44,9 +44,14 @@ def cmd_review(args: argparse.Namespace) -> int:
     from placet.tui import make_app
 
     settings = load_settings()
+    from placet.notify.sender import start_sender
+
     store = open_store(settings)
+    notifier = start_sender(settings)  # the review UI also sends what the outbox holds
     try:
         make_app(settings, store).run()
     finally:
+        if notifier is not None:
+            notifier.close()
         store.close()
     return EXIT_OK
