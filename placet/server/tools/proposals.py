@@ -334,8 +334,9 @@ async def proposal_wait(
 
     Returns the proposal as it then is; `timed_out` means it is still pending or running:
     call again after `poll_after_s`. `status` is one line to relay to the user (who was
-    notified and when, the time left, or the owner's discard reason). Progress notifications (total = ops to run + 1) rise steadily: below 1
-    while it waits for the owner, 1 + ops done while it executes, the total at the end.
+    notified and when, the time left, or the owner's discard reason). Progress
+    notifications (total = ops to run + 1) rise steadily: below 1 while it waits for the
+    owner, 1 + ops done while it executes, the total at the end.
     """
     who = await caller(ctx)
     store = who.state.store
