@@ -12,6 +12,10 @@
   `placet serve` with `[notify]` (ntfy to the listener) and without it, alternating
   blocks, each in its own data directory.
 
+- **The outbox trigger's cost**, in process: `Store.create_proposal` p50 on a database
+  with the `tr_notify_event` trigger and on one where it was dropped, alternating calls
+  (the trigger runs whether or not a channel is configured, so "off" above pays it too).
+
 Target (issue 14): latency p99 <= 1 s; propose p50 on within noise of off.
 
     .venv/bin/python bench/notify.py [--samples 60] [--calls 150] [--json]
@@ -145,6 +149,46 @@ async def propose_p50(on: bool, calls: int) -> float:
     return statistics.median(times) * 1000
 
 
+def trigger_cost(n: int) -> dict[str, float]:
+    """p50 of `create_proposal` (µs) with and without the outbox trigger."""
+    import sqlite3
+
+    from placet.config import load_settings
+    from placet.store import open_store
+
+    times: dict[str, list[float]] = {"with": [], "without": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = {}
+        for name in times:
+            home = Path(tmp) / name
+            settings = load_settings({"PLACET_HOME": str(home)})
+            settings = settings.model_copy(
+                update={"pending_per_bridge": RAISED_CAP, "pending_total": RAISED_CAP}
+            )
+            stores[name] = open_store(settings)
+            if name == "without":
+                con = sqlite3.connect(settings.db_path)
+                con.execute("DROP TRIGGER tr_notify_event")
+                con.commit()
+                con.close()
+        for i in range(n):
+            for name, store in stores.items():
+                t = time.perf_counter()
+                store.create_proposal(
+                    kind="mkdir",
+                    request={"kind": "mkdir", "remote_parent": "", "name": f"t{i}"},
+                    evidence={"remote": {"exists": False}},
+                    reason="bench",
+                    drive_spec="local:/bench",
+                    run_id="bench",
+                    ttl_seconds=1800,
+                )
+                times[name].append(time.perf_counter() - t)
+        for store in stores.values():
+            store.close()
+    return {k: round(statistics.median(v) * 1e6, 1) for k, v in times.items()}
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "python": platform.python_version(),
@@ -163,6 +207,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "on_over_off": round(statistics.median(on) / statistics.median(off), 3),
         "blocks": {"off": [round(x, 2) for x in off], "on": [round(x, 2) for x in on]},
     }
+    out["create_proposal_p50_us"] = trigger_cost(args.calls * 10)
     out["load_after"] = os.getloadavg()[0]
     return out
 
@@ -189,6 +234,11 @@ def main() -> None:
     print(
         f"propose_mkdir p50: notifications off {pp['off']} ms, on {pp['on']} ms "
         f"(on/off {pp['on_over_off']}; blocks {pp['blocks']})"
+    )
+    tc = out["create_proposal_p50_us"]
+    print(
+        f"Store.create_proposal p50: with the outbox trigger {tc['with']} us, "
+        f"without {tc['without']} us"
     )
     print(f"load after {out['load_after']:.1f}")
 

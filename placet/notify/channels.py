@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import os
 import sys
 import urllib.error
@@ -39,6 +40,8 @@ from placet.config_notify import (
 )
 from placet.errors import ConfigError
 from placet.store.outbox import Rendered
+
+log = logging.getLogger("placet.notify")
 
 TIMEOUT_S = 10.0
 KEYRING_SERVICE = "placet"
@@ -238,7 +241,8 @@ def build(settings: NotifySettings, *, env: dict[str, str] | None = None) -> dic
     def secret(user: str) -> str | None:
         try:
             return read_secret(user)
-        except ConfigError:
+        except Exception as e:  # a keyring backend may raise anything; never stop placet
+            log.warning("notify: cannot read %s from the keyring: %s", user, e)
             return None
 
     if settings.ntfy is not None:

@@ -235,4 +235,9 @@ def start_sender(settings: Settings) -> Running | None:
     except PlacetError as e:
         log.warning("notify sender not started: %s", e.message)
         return None
-    return Running(Sender(settings, store).start(), store)
+    try:
+        return Running(Sender(settings, store).start(), store)
+    except Exception:
+        log.exception("notify sender not started")
+        store.close()
+        return None
