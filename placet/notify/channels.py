@@ -242,7 +242,8 @@ def build(settings: NotifySettings, *, env: dict[str, str] | None = None) -> dic
         try:
             return read_secret(user)
         except Exception as e:  # a keyring backend may raise anything; never stop placet
-            log.warning("notify: cannot read %s from the keyring: %s", user, e)
+            quiet = isinstance(e, ConfigError) and e.error_code == "no_keyring"
+            (log.info if quiet else log.warning)("notify: no %s from the keyring: %s", user, e)
             return None
 
     if settings.ntfy is not None:

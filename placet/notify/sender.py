@@ -40,6 +40,8 @@ from placet.store.outbox import STALE, Claim, EventRow, Outbox, Rendered
 log = logging.getLogger("placet.notify")
 
 TICK_S = 0.1
+IDLE_TICK_S = 1.0
+"""Between rounds when no channel is configured (events are only skipped then)."""
 EXPIRY_SCAN_S = 5.0
 PRUNE_S = 3600.0
 MAX_ATTEMPTS = 12
@@ -202,7 +204,7 @@ class Sender:
                 log.warning("notify sender: %s: %s (will retry)", e.error_code, e.message)
             except Exception:
                 log.exception("notify sender failed (will retry)")
-            self._stop.wait(TICK_S)
+            self._stop.wait(TICK_S if self.configured else IDLE_TICK_S)
 
     def start(self) -> Sender:
         self._thread = threading.Thread(target=self._run, name="placet-notify", daemon=True)
