@@ -56,12 +56,16 @@ def test_notify_test_sends_through_each_channel_and_says_what_happened(
 ) -> None:
     _config(placet_home, notify_toml(listener) + "[notify.desktop]\n")
     env = _env(tmp_path, placet_home)
+    r = _run(env, "notify", "test")  # no secret yet: nothing could be signed
+    assert r.returncode == 1 and "webhook: FAILED: no webhook secret" in r.stdout
+    assert "ntfy: sent" in r.stdout and listener.on("/hook") == []
     r = _run(env, "notify", "secret", "webhook", "--stdin", stdin=SECRET + "\n")
     assert r.returncode == 0, r.stderr
     assert "stored the webhook HMAC secret" in r.stdout
     r = _run(env, "notify", "test")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
+    assert len(listener.on("/")) == 2
     assert "ntfy: sent" in lines and "webhook: sent" in lines
     assert any(line.startswith("desktop: off: no D-Bus session bus") for line in lines)
     (hook,) = listener.on("/hook")

@@ -24,6 +24,7 @@ from mcp_fixtures import CLIENT_INFO, Workspace, make_workspace, ok
 from notify_fixtures import Listener, Received, notify_toml, wait_until
 
 from placet.config import load_settings
+from placet.notify.channels import Channel, Ntfy, Webhook
 from placet.notify.sender import Sender
 from placet.store import open_store
 from placet.store.outbox import Outbox
@@ -230,7 +231,13 @@ async def test_two_servers_and_a_third_sender_send_each_message_once(
         monkeypatch.setenv(k, v)
     settings = load_settings()
     store = open_store(settings)
-    third = Sender(settings, store).start()  # like `placet review` running alongside
+    n = settings.notify
+    assert n.ntfy is not None and n.webhook is not None
+    channels: dict[str, Channel] = {  # this process's own keyring may be another test's
+        "ntfy": Ntfy(n.ntfy.url, n.ntfy.priority, n.ntfy.click, TOKEN),
+        "webhook": Webhook(n.webhook.url, SECRET),
+    }
+    third = Sender(settings, store, channels=channels).start()  # like `placet review`
     try:
         async with AsyncExitStack() as stack:
             a = await stack.enter_async_context(_client(ws, "agent-a"))

@@ -280,3 +280,22 @@ def test_no_channel_skips_events_instead_of_keeping_them(placet_home: Path) -> N
         sender = Sender(settings, store, channels={}, clock=Clock())
         sender.tick()
         assert [s for _k, _p, s in _events(store)] == ["skipped"]
+
+
+def test_a_channel_no_process_can_send_is_given_up_after_an_hour(
+    store: Store, listener: Listener
+) -> None:
+    clock = Clock()
+    # This sender cannot sign (no webhook secret): it leaves the webhook to others.
+    channels = {k: v for k, v in _channels(store).items() if k != "webhook"}
+    sender = Sender(store.settings, store, channels=channels, clock=clock)
+    _propose(store, "unsigned")
+    clock.advance(1)
+    assert sender.tick() == 1  # ntfy only
+    states = {d.channel: d.state for d in Outbox(store.engine).log()}
+    assert states == {"ntfy": "sent", "webhook": "pending"}
+    clock.advance(3601)
+    sender.tick()  # housekeeping runs on a sender's first round, then hourly
+    (hook,) = [d for d in Outbox(store.engine).log() if d.channel == "webhook"]
+    assert hook.state == "failed" and "given up" in (hook.last_error or "")
+    assert listener.on("/hook") == []

@@ -53,8 +53,15 @@ def cmd_test(args: argparse.Namespace) -> int:
     failed = False
     for name in configured:
         channel = built.get(name)
-        if channel is None:
+        if channel is None and name == "desktop":
             print(f"{name}: off: {ch.desktop_available()[1]}")
+            continue
+        if channel is None:
+            failed = True
+            print(
+                f"{name}: FAILED: no webhook secret in the keyring (or the keyring cannot be "
+                "read): run `placet notify secret webhook`"
+            )
             continue
         try:
             channel.send(0, content)

@@ -234,8 +234,11 @@ class Desktop:
 
 def build(settings: NotifySettings, *, env: dict[str, str] | None = None) -> dict[str, Channel]:
     """The channels this process can send through, by name: the configured ones, with
-    their secrets read from the keyring, the desktop only when available here. A keyring
-    that cannot be read leaves the secret unset (the delivery then fails saying so)."""
+    their secrets read from the keyring; the webhook only when its secret could be read,
+    the desktop only when available here. A channel left out here is not claimed by this
+    process: another placet process that can send it will (or, after an hour, the
+    delivery is recorded as failed). A keyring that cannot be read leaves the ntfy token
+    unset."""
     out: dict[str, Channel] = {}
 
     def secret(user: str) -> str | None:
@@ -250,7 +253,9 @@ def build(settings: NotifySettings, *, env: dict[str, str] | None = None) -> dic
         n = settings.ntfy
         out["ntfy"] = Ntfy(n.url, n.priority, n.click, secret(NTFY_TOKEN_USER))
     if settings.webhook is not None:
-        out["webhook"] = Webhook(settings.webhook.url, secret(WEBHOOK_SECRET_USER))
+        key = secret(WEBHOOK_SECRET_USER)
+        if key:  # a process that cannot sign leaves the webhook to one that can
+            out["webhook"] = Webhook(settings.webhook.url, key)
     if settings.desktop is not None and settings.desktop.enabled and desktop_available(env)[0]:
         out["desktop"] = Desktop()
     return out
