@@ -10,9 +10,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from dbus_notifications import DBUS_DAEMON, NotificationServer, session_bus
 from mcp import Client
 from mcp_fixtures import make_workspace, ok
+
+pytest.importorskip("dbus_fast")  # desktop-notifier's D-Bus library: Linux only
+from dbus_notifications import DBUS_DAEMON, NotificationServer, session_bus  # noqa: E402
 
 PLACET = str(Path(sys.executable).parent / "placet")
 
