@@ -14,7 +14,7 @@ from mcp import Client
 from mcp_fixtures import make_workspace, ok
 
 pytest.importorskip("dbus_fast")  # desktop-notifier's D-Bus library: Linux only
-from dbus_notifications import DBUS_DAEMON, NotificationServer, session_bus  # noqa: E402
+from dbus_notifications import DBUS_DAEMON, NotificationServer, session_bus
 
 PLACET = str(Path(sys.executable).parent / "placet")
 
