@@ -249,7 +249,10 @@ class QueueTable(DataTable[Text]):
         first = max(int(self.scroll_y) - 1, 0)
         last = min(first + self.size.height + 2, len(self.order))
         for pid in self.order[first:last]:
-            self.update_cell(str(pid), "expires", expires_cell(self.records[pid], now))
+            cell = expires_cell(self.records[pid], now)
+            if pid in self.fresh:
+                cell.stylize(FRESH_STYLE)
+            self.update_cell(str(pid), "expires", cell)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
