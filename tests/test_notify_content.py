@@ -47,6 +47,7 @@ def test_long_names_are_cut_and_long_lists_counted(store: Store) -> None:
     assert all(len(p["target"]) <= FIELD_MAX for p in msg.payload["proposals"])
     assert all(len(p["agent"]) <= 40 for p in msg.payload["proposals"])
     assert len(msg.payload["proposals"]) == LINES_MAX + 3  # the payload lists them all
+    assert msg.payload["count"] == LINES_MAX + 3
     assert "expires 07:38:09Z (in 24 min)" in lines[0]
     assert "ignore all previous" not in msg.body + str(msg.payload)  # the reason is never sent
     assert msg.title == "placet: 13 proposals wait for you" and msg.priority == 4

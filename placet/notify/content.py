@@ -26,6 +26,9 @@ FIELD_MAX = 80
 LINES_MAX = 10
 """Most proposals listed in one message; the rest are counted."""
 
+PAYLOAD_MAX = 100
+"""Most proposals the webhook payload lists; `count` gives how many the message is about."""
+
 PRIORITY = {"proposed": 4, "expiring": 4, "failed": 5, "interrupted": 5, "test": 3}
 
 _HEADS = {
@@ -145,7 +148,7 @@ def render(
         shown.append(f"and {n - LINES_MAX} more")
     shown.append("Decide in `placet review`.")
     items: list[dict[str, Any]] = []
-    for r in records:
+    for r in records[:PAYLOAD_MAX]:
         item: dict[str, Any] = {
             "id": r.id,
             "kind": r.kind,
@@ -159,7 +162,7 @@ def render(
             item["target"] = clip(target(r))
             item["agent"] = clip(agent(r), 40)
         items.append(item)
-    payload = {"event": kind, "tag": tag, "title": title, "proposals": items}
+    payload = {"event": kind, "tag": tag, "title": title, "count": n, "proposals": items}
     return Rendered(title, "\n".join(shown), payload, PRIORITY.get(kind, 3))
 
 

@@ -40,6 +40,9 @@ from placet.store.outbox import STALE, Claim, EventRow, Outbox, Rendered
 log = logging.getLogger("placet.notify")
 
 TICK_S = 0.1
+GROUP_MAX = 500
+"""Most events in one message (one statement's bound variables stay far below SQLite's
+limit); the rest of a larger burst makes the next message."""
 IDLE_TICK_S = 1.0
 """Between rounds when no channel is configured (events are only skipped then)."""
 EXPIRY_SCAN_S = 5.0
@@ -114,12 +117,14 @@ class Sender:
         if not self.configured:
             self.outbox.skip([e.id for e in events])
             return []
-        stale = [e.id for e in events if now - e.created_at > STALE]
-        self.outbox.skip(stale)
+        stale = {e.id for e in events if now - e.created_at > STALE}
+        self.outbox.skip(sorted(stale))
         groups: dict[tuple[str, str], list[EventRow]] = {}
         for e in events:
             if e.id not in stale:
-                groups.setdefault((e.kind, e.run_id), []).append(e)
+                group = groups.setdefault((e.kind, e.run_id), [])
+                if len(group) < GROUP_MAX:
+                    group.append(e)
         quiet = timedelta(seconds=self.notify.burst_quiet_s)
         window = timedelta(seconds=self.notify.burst_window_s)
         made: list[int] = []
