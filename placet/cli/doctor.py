@@ -80,7 +80,15 @@ def run_checks(environ: dict[str, str] | None = None) -> list[Check]:
     if rclone is not None:
         _drive(out, settings, env)
     out += _database(settings)
+    out += _notify(settings, env)
     return out
+
+
+def _notify(settings: Settings, env: dict[str, str]) -> list[Check]:
+    """One line per notification channel (`placet.notify.status`)."""
+    from placet.notify.status import channel_checks
+
+    return [Check(*row) for row in channel_checks(settings, env)]
 
 
 def _defaults(env: dict[str, str]) -> Settings:

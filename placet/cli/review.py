@@ -40,13 +40,17 @@ def cmd_review(args: argparse.Namespace) -> int:
             "placet review needs a terminal on stdin and stdout; from a script use "
             "`placet list`, `placet show ID`, `placet accept ID` or `placet discard ID`"
         )
+    from placet.notify.sender import start_sender
     from placet.store import open_store
     from placet.tui import make_app
 
     settings = load_settings()
     store = open_store(settings)
+    notifier = start_sender(settings)  # the review UI also sends what the outbox holds
     try:
         make_app(settings, store).run()
     finally:
+        if notifier is not None:
+            notifier.close()
         store.close()
     return EXIT_OK

@@ -128,5 +128,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         drive.spec,
         state.run_id,
     )
-    run_stdio(state)
+    from placet.notify.sender import start_sender
+
+    notifier = start_sender(settings)  # tells the owner proposals wait (placet.notify)
+    try:
+        run_stdio(state)
+    finally:
+        if notifier is not None:
+            notifier.close()
     return EXIT_OK

@@ -31,6 +31,7 @@ from pydantic import (
     field_validator,
 )
 
+from placet.config.notify import NotifySettings
 from placet.errors import ConfigError
 from placet.text import inert
 
@@ -103,6 +104,8 @@ class Settings(BaseModel):
     """Most stored bytes of all plans, and of all snapshots."""
     allow_yes: bool = False
     roots: dict[str, RootPolicy] = Field(default_factory=dict)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
+    """`[notify]`: channels that tell the owner proposals wait (`placet.config.notify`)."""
 
     @field_validator("min_ttl_minutes")
     @classmethod

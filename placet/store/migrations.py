@@ -247,12 +247,73 @@ _PROPOSAL_OPS = (
 )""",
 )
 
+# Notifications (issue 14): the outbox of events that need the owner, the messages made of
+# them and their deliveries per channel (`placet.store.outbox`). The trigger writes an
+# event in the same transaction as the audit event of a creation, a failure or an
+# interruption, whichever code path appends it.
+_NOTIFY_OUTBOX = (
+    """CREATE TABLE notify_event (
+    id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    proposal_id INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    audit_event_id INTEGER,
+    dedupe TEXT NOT NULL,
+    state TEXT NOT NULL,
+    message_id INTEGER,
+    created_at DATETIME NOT NULL,
+    PRIMARY KEY (id),
+    CONSTRAINT ux_notify_event_dedupe UNIQUE (dedupe)
+)""",
+    "CREATE INDEX ix_notify_event_state ON notify_event (state, created_at)",
+    "CREATE INDEX ix_notify_event_proposal ON notify_event (proposal_id)",
+    """CREATE TABLE notify_message (
+    id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    title TEXT NOT NULL,
+    body TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    created_at DATETIME NOT NULL,
+    PRIMARY KEY (id)
+)""",
+    """CREATE TABLE notify_delivery (
+    id INTEGER NOT NULL,
+    message_id INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    next_at DATETIME NOT NULL,
+    claimed_by TEXT,
+    claim_until DATETIME,
+    last_error TEXT,
+    created_at DATETIME NOT NULL,
+    sent_at DATETIME,
+    PRIMARY KEY (id),
+    CONSTRAINT ux_notify_delivery_channel UNIQUE (message_id, channel),
+    FOREIGN KEY(message_id) REFERENCES notify_message (id)
+)""",
+    "CREATE INDEX ix_notify_delivery_state ON notify_delivery (state, next_at)",
+    """CREATE TRIGGER tr_notify_event AFTER INSERT ON audit_event
+WHEN (new.from_status IS NULL AND new.to_status = 'pending')
+    OR new.to_status IN ('failed', 'interrupted')
+BEGIN
+    INSERT INTO notify_event (kind, proposal_id, run_id, audit_event_id, dedupe, state,
+        created_at)
+    SELECT CASE WHEN new.from_status IS NULL THEN 'proposed' ELSE new.to_status END,
+        new.proposal_id, p.run_id, new.id, 'audit:' || new.id, 'new', new.at
+    FROM proposal p WHERE p.id = new.proposal_id;
+END""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY),
     Migration("sync_plans_caches_baselines_snapshots", _SYNC),
     Migration("pending_request_per_drive", _PENDING_PER_DRIVE),
     Migration("proposal_ops_by_reference", _PROPOSAL_OPS),
+    Migration("notify_outbox", _NOTIFY_OUTBOX),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

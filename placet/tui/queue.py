@@ -12,6 +12,10 @@ when the cursor nears its end. Textual's DataTable measures every cell of every 
 given (about 0.5 ms a row here, with the rendering), so 10,000 rows at once would block the
 event loop for seconds. The "expires in" column is a live countdown: the table's own
 one-second timer rewrites that cell for the rows on screen only.
+
+New proposals (issue 14): a pending proposal that appears after the first load rings the
+terminal bell once per reload and its row is highlighted (`FRESH_STYLE`, and a `*`
+before its id) until the owner moves the cursor onto it.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 """Columns (key, label, width); target and reason (width None) share the width left."""
 FLEX_MIN = 8
 TARGET_MAX = 48
+FRESH_STYLE = "bold"
+"""Style added to every cell of a row the owner has not looked at yet (a new proposal)."""
 
 
 class QueueTable(DataTable[Text]):
@@ -78,6 +84,10 @@ class QueueTable(DataTable[Text]):
         self.order: list[int] = []
         self.exhausted = True
         self.loaded = False
+        self.fresh: set[int] = set()
+        """Ids of pending proposals that arrived after the first load and were not
+        under the cursor yet."""
+        self._under_cursor: int | None = None
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
@@ -132,7 +142,21 @@ class QueueTable(DataTable[Text]):
     # -- writing -------------------------------------------------------------------------
 
     def _cells(self, record: ProposalRecord, now: datetime) -> list[Text]:
-        return queue_cells(record, self.effect(record.id), now)
+        cells = queue_cells(record, self.effect(record.id), now)
+        if record.id in self.fresh:
+            cells[0] = Text.assemble(("*", "bold reverse"), cells[0], end="")
+            for cell in cells:
+                cell.stylize(FRESH_STYLE)
+        return cells
+
+    def _unmark(self, pid: int) -> None:
+        """The owner has seen proposal `pid`: drop its highlight."""
+        record = self.records.get(pid)
+        if pid not in self.fresh or record is None:
+            return
+        self.fresh.discard(pid)
+        for (key, _label, _w), cell in zip(COLUMNS, self._cells(record, self.clock()), strict=True):
+            self.update_cell(str(pid), key, cell)
 
     def apply(self, records: list[ProposalRecord], *, exhausted: bool, replace: bool) -> None:
         """Reconcile the rows with `records` (see `QueueLoaded`), keeping the selection.
@@ -156,6 +180,9 @@ class QueueTable(DataTable[Text]):
             if old is not None and old.request_hash != r.request_hash:
                 self.effects.pop(pid, None)
         old_records = self.records
+        fresh_load = self.loaded and replace  # not the first load, nor a further page
+        arrived = [pid for pid in added if target[pid].status == "pending"] if fresh_load else []
+        self.fresh = (self.fresh & set(target)) | set(arrived)
         self.records, self.order, self.exhausted = target, new_order, exhausted
         if len(removed) > REBUILD_OVER or inserted_inside:
             self.clear()
@@ -174,6 +201,8 @@ class QueueTable(DataTable[Text]):
                 self.add_row(*self._cells(target[pid], now), key=str(pid))
         self.loaded = True
         self._restore(selected, old_row)
+        if arrived:
+            self.app.bell()  # a new proposal waits (issue 14)
         self.post_message(self.SelectionChanged())
 
     def set_flags(self, pid: int, flags: list[RiskFlag]) -> None:
@@ -220,7 +249,10 @@ class QueueTable(DataTable[Text]):
         first = max(int(self.scroll_y) - 1, 0)
         last = min(first + self.size.height + 2, len(self.order))
         for pid in self.order[first:last]:
-            self.update_cell(str(pid), "expires", expires_cell(self.records[pid], now))
+            cell = expires_cell(self.records[pid], now)
+            if pid in self.fresh:
+                cell.stylize(FRESH_STYLE)
+            self.update_cell(str(pid), "expires", cell)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -229,6 +261,10 @@ class QueueTable(DataTable[Text]):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
+        pid, before = self.selected_id(), self._under_cursor
+        self._under_cursor = pid
+        if pid is not None and before is not None and pid != before:
+            self._unmark(pid)  # the owner moved onto it
         self.post_message(self.SelectionChanged())
 
     def row_key_at(self, row: int) -> int:

@@ -55,7 +55,9 @@ from placet.server.framework import MAX_ID, READ_LOCAL, WITHDRAW, ToolOutput, de
 from placet.server.models import TERMINAL, OpResultView, ProposalOut, ProposalView
 from placet.server.state import Caller, caller
 from placet.server.sync_proposals import op_count, proposal_view
+from placet.server.wait_status import poll_after, status_line
 from placet.store import ProposalRecord, Store
+from placet.store.outbox import Outbox
 
 PAGE = 50
 SCAN_LIMIT = 1000  # rows read per proposal_list call at most, however many are hidden
@@ -246,10 +248,18 @@ class WaitOut(ProposalOut):
         description="True: still undecided after timeout_s; call proposal_wait again."
     )
     waited_s: float
+    poll_after_s: int | None = Field(
+        description="Seconds to wait before calling proposal_wait again (0: at once, each "
+        "call waits up to 50 s itself); null once the status is final."
+    )
+    status: str = Field(
+        description="One line to relay to the user, e.g. 'waiting for the owner; notified "
+        "by ntfy at 12:01:03Z; expires in 24 min', or the owner's discard reason."
+    )
 
     def summary(self) -> str:
-        tail = "; still waiting for the owner, call again" if self.timed_out else ""
-        return f"{self.proposal.line()}{tail}"
+        tail = "; call again" if self.timed_out else ""
+        return f"{self.proposal.line()}: {self.status}{tail}"
 
 
 def _ops_done(store: Store, rec: ProposalRecord) -> int | None:
@@ -323,8 +333,10 @@ async def proposal_wait(
     """Wait until a proposal is decided and executed (or expires), at most timeout_s seconds.
 
     Returns the proposal as it then is; `timed_out` means it is still pending or running:
-    call again. Progress notifications (total = ops to run + 1) rise steadily: below 1
-    while it waits for the owner, 1 + ops done while it executes, the total at the end.
+    call again after `poll_after_s`. `status` is one line to relay to the user (who was
+    notified and when, the time left, or the owner's discard reason). Progress
+    notifications (total = ops to run + 1) rise steadily: below 1 while it waits for the
+    owner, 1 + ops done while it executes, the total at the end.
     """
     who = await caller(ctx)
     store = who.state.store
@@ -357,11 +369,27 @@ async def proposal_wait(
     if was_open and rec.status in TERMINAL:
         await progress.send(rec, done, time.monotonic())
     out = await _full(who, id)
+    rec = await get_visible(who, id)
     return WaitOut(
         proposal=out.proposal,
         op_results=out.op_results,
         timed_out=out.proposal.status not in TERMINAL,
         waited_s=round(time.monotonic() - start, 3),
+        poll_after_s=poll_after(rec, timeout_s),
+        status=_status(who, rec),
+    )
+
+
+def _status(who: Caller, rec: ProposalRecord) -> str:
+    """The relayable line (`placet.server.wait_status`); short reads by index, on the loop."""
+    store = who.state.store
+    sent = Outbox(store.engine).sent_for(rec.id) if rec.status == "pending" else []
+    return status_line(
+        rec,
+        sent=sent,
+        channels_on=bool(who.state.settings.notify.channels()),
+        reason=resolution_reason(store, rec) if rec.status == "discarded" else None,
+        now=datetime.now(UTC),
     )
 
 

@@ -68,7 +68,11 @@ async def propose_upload(
     """Propose uploading one local file to the drive. Nothing is uploaded now.
 
     placet records the file's size, mtime and digests and the remote target's state, and
-    queues the proposal for the owner. Use proposal_wait or proposal_get for the outcome.
+    queues the proposal for the owner.
+    It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), then
+    expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
+    it answers timed_out, call it again after poll_after_s seconds and relay its
+    one-line `status` to the user.
     If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
     who = await caller(ctx)
@@ -101,6 +105,10 @@ async def propose_mkdir(
     ttl_minutes: TtlMinutes = None,
 ) -> ProposeOut:
     """Propose creating one folder on the drive. Nothing is created now.
+    It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), then
+    expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
+    it answers timed_out, call it again after poll_after_s seconds and relay its
+    one-line `status` to the user.
     If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
     who = await caller(ctx)
@@ -141,6 +149,10 @@ async def propose_download(
     root: RootName = None,
 ) -> ProposeOut:
     """Propose downloading one remote file into a local root. Nothing is downloaded now.
+    It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), then
+    expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
+    it answers timed_out, call it again after poll_after_s seconds and relay its
+    one-line `status` to the user.
     If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
     who = await caller(ctx)

@@ -308,6 +308,10 @@ async def propose_sync(
     Each op re-checks what the plan saw when it runs; a file changed since is reported
     stale and left alone. The reply shows the proposal in brief (`proposal.sync`); page
     through its ops with proposal_ops(id).
+    It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), then
+    expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
+    it answers timed_out, call it again after poll_after_s seconds and relay its
+    one-line `status` to the user.
     If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
     who = await caller(ctx)

@@ -1,0 +1,261 @@
+"""The channels a message goes out through: ntfy, a signed webhook, the desktop.
+
+Each channel's `send(delivery_id, content)` returns when the receiver accepted the
+message and raises `DeliveryFailed` otherwise, saying whether a retry may help (a
+connection refused, a timeout, HTTP 408/429/5xx) or not (any other 4xx: the URL, token
+or secret is wrong, and the owner must fix the config). HTTP goes through the standard
+library (`urllib.request`), with a `TIMEOUT_S` timeout and no redirects followed.
+
+- ntfy: a JSON publish to the server's root (`POST https://host/` with `topic`, `title`,
+  `message`, `priority`, `tags`, `click`), so non-ASCII titles need no header encoding;
+  the access token, when one is in the keyring, as `Authorization: Bearer`.
+- webhook: `POST url` with the message as JSON (`delivery`, `event`, `title`, `body`,
+  `priority`, `proposals`); `X-Placet-Signature: sha256=<hex HMAC-SHA256 of the exact
+  body bytes with the secret>` and `X-Placet-Delivery: <delivery id>` (the same id on a
+  retry, so a receiver can drop a repeat).
+- desktop: `desktop-notifier` (freedesktop notifications over the D-Bus session bus, or
+  macOS / Windows); off when there is no session bus (`desktop_available`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import os
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from placet.config.notify import (
+    NTFY_TOKEN_USER,
+    WEBHOOK_SECRET_USER,
+    NotifySettings,
+)
+from placet.errors import ConfigError
+from placet.store.outbox import Rendered
+
+log = logging.getLogger("placet.notify")
+
+TIMEOUT_S = 10.0
+KEYRING_SERVICE = "placet"
+USER_AGENT = "placet-notify/1"
+
+
+class DeliveryFailed(Exception):
+    """A send that did not reach the receiver; `retryable` says whether to try again."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+
+
+class Channel(Protocol):
+    name: str
+
+    def send(self, delivery_id: int, content: Rendered) -> None: ...
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float = TIMEOUT_S) -> int:
+    """POST `body` to `url`; the HTTP status when 2xx. Raises DeliveryFailed."""
+    req = urllib.request.Request(  # noqa: S310 (the scheme is checked by the config)
+        url, data=body, method="POST", headers={"User-Agent": USER_AGENT, **headers}
+    )
+    try:
+        with _OPENER.open(req, timeout=timeout) as resp:
+            resp.read(65536)
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        retry = e.code in (408, 425, 429) or e.code >= 500
+        raise DeliveryFailed(f"HTTP {e.code} {e.reason} from {_where(url)}", retryable=retry) from e
+    except (urllib.error.URLError, OSError) as e:
+        why = getattr(e, "reason", e)
+        raise DeliveryFailed(f"cannot reach {_where(url)}: {why}", retryable=True) from e
+
+
+def _where(url: str) -> str:
+    """`url` without its path (a topic name is a secret of sorts)."""
+    p = urlsplit(url)
+    return urlunsplit((p.scheme, p.netloc, "/", "", ""))
+
+
+def read_secret(user: str) -> str | None:
+    """The keyring's secret for `user` under service ``placet``, or None.
+
+    Raises:
+        ConfigError (``no_keyring`` / ``keyring_error``): no usable keyring.
+    """
+    import keyring
+    import keyring.errors
+
+    try:
+        value = keyring.get_password(KEYRING_SERVICE, user)
+    except keyring.errors.NoKeyringError as e:
+        raise ConfigError(
+            f"cannot read the {user} secret: no keyring backend is available", code="no_keyring"
+        ) from e
+    except keyring.errors.KeyringError as e:
+        raise ConfigError(
+            f"cannot read the {user} secret: the keyring refused ({type(e).__name__})",
+            code="keyring_error",
+        ) from e
+    return value if isinstance(value, str) and value else None
+
+
+def store_secret(user: str, value: str) -> None:
+    """Store `value` for `user` under service ``placet``. Raises ConfigError."""
+    import keyring
+    import keyring.errors
+
+    try:
+        keyring.set_password(KEYRING_SERVICE, user, value)
+    except keyring.errors.KeyringError as e:
+        raise ConfigError(
+            f"cannot store the {user} secret in the keyring ({type(e).__name__}: {e})",
+            code="no_keyring" if isinstance(e, keyring.errors.NoKeyringError) else "keyring_error",
+        ) from e
+
+
+@dataclass
+class Ntfy:
+    url: str
+    priority: int
+    click: str | None
+    token: str | None
+    name: str = "ntfy"
+
+    def send(self, delivery_id: int, content: Rendered) -> None:
+        p = urlsplit(self.url)
+        base, _, topic = p.path.rstrip("/").rpartition("/")
+        root = urlunsplit((p.scheme, p.netloc, base + "/", "", ""))
+        body: dict[str, Any] = {
+            "topic": topic,
+            "title": content.title,
+            "message": content.body,
+            # The owner's priority; a failure or interruption is always urgent.
+            "priority": 5 if content.priority >= 5 else self.priority,
+            "tags": ["placet", str(content.payload.get("tag") or content.payload.get("event"))],
+        }
+        if self.click:
+            body["click"] = self.click
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        post(root, json.dumps(body, ensure_ascii=False).encode(), headers)
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The `X-Placet-Signature` value: ``sha256=`` and the hex HMAC-SHA256 of `body`."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+@dataclass
+class Webhook:
+    url: str
+    secret: str | None
+    name: str = "webhook"
+
+    def send(self, delivery_id: int, content: Rendered) -> None:
+        if not self.secret:
+            raise DeliveryFailed(
+                "no webhook secret in the keyring: run `placet notify secret webhook`",
+                retryable=False,
+            )
+        body = json.dumps(
+            {
+                "delivery": delivery_id,
+                "title": content.title,
+                "body": content.body,
+                "priority": content.priority,
+                **content.payload,
+            },
+            ensure_ascii=False,
+            sort_keys=True,
+        ).encode()
+        post(
+            self.url,
+            body,
+            {
+                "Content-Type": "application/json",
+                "X-Placet-Signature": signature(self.secret, body),
+                "X-Placet-Delivery": str(delivery_id),
+            },
+        )
+
+
+def desktop_available(env: dict[str, str] | None = None) -> tuple[bool, str]:
+    """(whether desktop notifications can be shown, why) for this process."""
+    env = dict(os.environ) if env is None else env
+    if sys.platform in ("darwin", "win32"):
+        return True, f"{sys.platform} notifications"
+    if env.get("DBUS_SESSION_BUS_ADDRESS"):
+        return True, "D-Bus session bus"
+    runtime = env.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    if Path(runtime, "bus").exists():
+        return True, f"D-Bus session bus at {runtime}/bus"
+    return False, "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS unset): off"
+
+
+@dataclass
+class Desktop:
+    name: str = "desktop"
+
+    def send(self, delivery_id: int, content: Rendered) -> None:
+        try:
+            from desktop_notifier import DesktopNotifier
+        except ImportError as e:  # pragma: no cover (a declared dependency)
+            raise DeliveryFailed(f"desktop-notifier is not installed: {e}", retryable=False) from e
+
+        async def show() -> None:
+            await DesktopNotifier(app_name="placet").send(title=content.title, message=content.body)
+
+        try:
+            asyncio.run(asyncio.wait_for(show(), TIMEOUT_S))
+        except Exception as e:  # the library's errors vary by platform and backend
+            raise DeliveryFailed(
+                f"the desktop refused the notification: {type(e).__name__}: {e}", retryable=True
+            ) from e
+
+
+def build(settings: NotifySettings, *, env: dict[str, str] | None = None) -> dict[str, Channel]:
+    """The channels this process can send through, by name: the configured ones, with
+    their secrets read from the keyring; the webhook only when its secret could be read,
+    the desktop only when available here. A channel left out here is not claimed by this
+    process: another placet process that can send it will (or, after an hour, the
+    delivery is recorded as failed). A keyring that cannot be read leaves the ntfy token
+    unset."""
+    out: dict[str, Channel] = {}
+
+    def secret(user: str) -> str | None:
+        try:
+            return read_secret(user)
+        except Exception as e:  # a keyring backend may raise anything; never stop placet
+            quiet = isinstance(e, ConfigError) and e.error_code == "no_keyring"
+            (log.info if quiet else log.warning)("notify: no %s from the keyring: %s", user, e)
+            return None
+
+    if settings.ntfy is not None:
+        n = settings.ntfy
+        out["ntfy"] = Ntfy(n.url, n.priority, n.click, secret(NTFY_TOKEN_USER))
+    if settings.webhook is not None:
+        key = secret(WEBHOOK_SECRET_USER)
+        if key:  # a process that cannot sign leaves the webhook to one that can
+            out["webhook"] = Webhook(settings.webhook.url, key)
+    if settings.desktop is not None and settings.desktop.enabled and desktop_available(env)[0]:
+        out["desktop"] = Desktop()
+    return out

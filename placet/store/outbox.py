@@ -1,0 +1,526 @@
+"""The notification outbox: events that need the owner, messages made of them, deliveries.
+
+Three tables (migration `notify_outbox`, `placet.store.migrations`):
+
+- `notify_event`: one row per event that needs the owner. A proposal created, an accepted
+  one that `failed` or was `interrupted` are written by a trigger on `audit_event`, so
+  the row commits in the same transaction as the audit event or not at all, whichever
+  code path made the transition. A pending proposal 5 minutes from expiry has no audit
+  event; `add_expiring` inserts it, once per proposal and expiry time (a unique `dedupe`
+  key, so several processes finding it at once insert one row).
+- `notify_message`: what is sent, made from one or more events (a burst of one session's
+  proposals is one message), rendered once so every channel and retry says the same.
+- `notify_delivery`: one row per message and channel: `pending` -> `sending` (claimed by
+  one process with a compare-and-set on state and attempt) -> `sent`, or back to
+  `pending` with a later `next_at` after a failed attempt, or `failed` for good.
+
+Every write is one `BEGIN IMMEDIATE` transaction, so two processes cannot group the same
+events or claim the same delivery: the loser's compare-and-set matches no row. A claim
+holds for `CLAIM_S`; a process that dies mid-send leaves a claim that lapses and is
+claimed again (the one case a message can arrive twice: it was sent, the record of it
+was not). Time is injected (`now=`), aware UTC.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy import Index, Integer, Text, UniqueConstraint
+from sqlalchemy.engine import Engine
+from sqlmodel import Field, SQLModel
+
+from placet.errors import StoreError
+from placet.store.db import UTCDateTime, as_utc, dt_text, is_busy
+
+T = TypeVar("T")
+
+CLAIM_S = 60.0
+"""How long a claimed delivery is held by its sender before another may take it over."""
+
+RETENTION = timedelta(days=30)
+"""Sent and failed deliveries (and their messages and events) kept for `placet notify log`."""
+
+STALE = timedelta(hours=1)
+"""An event not grouped, or a delivery not sent, within this long is given up (skipped /
+failed): a notification an hour late tells the owner nothing useful."""
+
+EXPIRY_LEAD = timedelta(minutes=5)
+"""A pending proposal this close to its expiry gets an `expiring` event."""
+
+WRITE_RETRIES = 3
+
+
+# ---- tables (migration `notify_outbox` builds exactly these) ---------------------------
+
+
+class NotifyEvent(SQLModel, table=True):
+    """One event that needs the owner (see the module docstring)."""
+
+    __tablename__ = "notify_event"
+    __table_args__ = (
+        UniqueConstraint("dedupe", name="ux_notify_event_dedupe"),
+        Index("ix_notify_event_state", "state", "created_at"),
+        Index("ix_notify_event_proposal", "proposal_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(sa_type=Text, nullable=False)
+    proposal_id: int = Field(sa_type=Integer, nullable=False)
+    run_id: str = Field(sa_type=Text, nullable=False)
+    audit_event_id: int | None = Field(default=None, sa_type=Integer)
+    dedupe: str = Field(sa_type=Text, nullable=False)
+    state: str = Field(sa_type=Text, nullable=False)
+    message_id: int | None = Field(default=None, sa_type=Integer)
+    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+
+
+class NotifyMessage(SQLModel, table=True):
+    """One message, rendered once: title, body and the webhook's JSON payload."""
+
+    __tablename__ = "notify_message"
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(sa_type=Text, nullable=False)
+    run_id: str = Field(sa_type=Text, nullable=False)
+    title: str = Field(sa_type=Text, nullable=False)
+    body: str = Field(sa_type=Text, nullable=False)
+    payload: str = Field(sa_type=Text, nullable=False)
+    priority: int = Field(sa_type=Integer, nullable=False)
+    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+
+
+class NotifyDelivery(SQLModel, table=True):
+    """One message through one channel, with its attempts (see the module docstring)."""
+
+    __tablename__ = "notify_delivery"
+    __table_args__ = (
+        UniqueConstraint("message_id", "channel", name="ux_notify_delivery_channel"),
+        Index("ix_notify_delivery_state", "state", "next_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    message_id: int = Field(sa_type=Integer, nullable=False, foreign_key="notify_message.id")
+    channel: str = Field(sa_type=Text, nullable=False)
+    state: str = Field(sa_type=Text, nullable=False)
+    attempts: int = Field(sa_type=Integer, nullable=False)
+    next_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    claimed_by: str | None = Field(default=None, sa_type=Text)
+    claim_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    last_error: str | None = Field(default=None, sa_type=Text)
+    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+# ---- values ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """An event waiting to be grouped into a message."""
+
+    id: int
+    kind: str
+    proposal_id: int
+    run_id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A message's content as the sender made it (placet's own words, agent text inert)."""
+
+    title: str
+    body: str
+    payload: dict[str, Any]
+    priority: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A delivery this process claimed: send it, then `Outbox.sent` or `Outbox.attempt_failed`."""
+
+    delivery_id: int
+    message_id: int
+    channel: str
+    attempt: int
+    title: str
+    body: str
+    payload: dict[str, Any]
+    priority: int
+
+
+@dataclass(frozen=True)
+class DeliveryLog:
+    """One delivery as `placet notify log` shows it."""
+
+    delivery_id: int
+    message_id: int
+    channel: str
+    state: str
+    attempts: int
+    title: str
+    created_at: datetime
+    sent_at: datetime | None
+    next_at: datetime
+    last_error: str | None
+
+
+def _parse(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    return as_utc(datetime.fromisoformat(text + "+00:00"))
+
+
+class _Lost(Exception):
+    """A compare-and-set matched fewer rows than it must: undo the transaction."""
+
+
+def _at(text: str) -> datetime:
+    at = _parse(text)
+    assert at is not None
+    return at
+
+
+# ---- the outbox --------------------------------------------------------------------------
+
+
+class Outbox:
+    """The outbox of the database under `engine` (the store's engine may be shared)."""
+
+    def __init__(self, engine: Engine, *, db_label: str = "the database") -> None:
+        self.engine = engine
+        self.db_label = db_label
+
+    def _tx(self, what: str, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        """Run `fn` on a pooled driver connection in one transaction (IMMEDIATE for writes),
+        retrying a lock that outlasted the busy timeout. Raises StoreError."""
+        for attempt in range(WRITE_RETRIES + 1):
+            try:
+                pooled = self.engine.raw_connection()
+                try:
+                    db = pooled.driver_connection
+                    assert isinstance(db, sqlite3.Connection)
+                    db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                    try:
+                        result = fn(db)
+                        db.execute("COMMIT")
+                    except BaseException:
+                        if db.in_transaction:
+                            db.execute("ROLLBACK")
+                        raise
+                finally:
+                    pooled.close()
+                return result
+            except sqlite3.OperationalError as e:
+                if is_busy(e) and attempt < WRITE_RETRIES:
+                    time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
+                    continue
+                raise StoreError(
+                    f"{what}: {self.db_label} failed: {e}",
+                    code="store_busy" if is_busy(e) else None,
+                    retryable=is_busy(e),
+                ) from e
+            except sqlite3.Error as e:
+                raise StoreError(f"{what}: {self.db_label} failed: {e}") from e
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ---- events ---------------------------------------------------------------------
+
+    def add_expiring(self, now: datetime, *, lead: timedelta = EXPIRY_LEAD) -> int:
+        """Insert an `expiring` event for each pending proposal whose TTL ends within
+        `lead` of `now` and that was created before that window opened (a proposal made
+        with a shorter TTL was just announced); once per proposal and expiry time.
+        Returns how many were inserted. A read first, so no work takes no write lock."""
+        n, soon = dt_text(now), dt_text(now + lead)
+        find = (
+            "SELECT p.id, p.run_id, p.expires_at FROM proposal p "
+            "WHERE p.status = 'pending' AND p.expires_at > ? AND p.expires_at <= ? "
+            "AND julianday(p.expires_at) - julianday(p.created_at) > ? "
+            "AND NOT EXISTS (SELECT 1 FROM notify_event e WHERE e.dedupe = "
+            "'expiring:' || p.id || ':' || p.expires_at)"
+        )
+        args = (n, soon, lead.total_seconds() / 86400)
+        due = self._tx(
+            "finding proposals near expiry",
+            lambda db: db.execute(find, args).fetchall(),
+            write=False,
+        )
+        if not due:
+            return 0
+
+        def tx(db: sqlite3.Connection) -> int:
+            added = 0
+            for pid, run_id, expires in db.execute(find, args).fetchall():
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO notify_event (kind, proposal_id, run_id, dedupe, "
+                    "state, created_at) VALUES ('expiring', ?, ?, ?, 'new', ?)",
+                    (pid, run_id, f"expiring:{pid}:{expires}", n),
+                )
+                added += cur.rowcount
+            return added
+
+        return self._tx("recording proposals near expiry", tx, write=True)
+
+    def new_events(self) -> list[EventRow]:
+        """Events not grouped yet, oldest first (a read)."""
+        rows = self._tx(
+            "reading notification events",
+            lambda db: db.execute(
+                "SELECT id, kind, proposal_id, run_id, created_at FROM notify_event "
+                "WHERE state = 'new' ORDER BY id"
+            ).fetchall(),
+            write=False,
+        )
+        return [
+            EventRow(r[0], r[1], r[2], r[3], _parse(r[4]) or as_utc(datetime.min)) for r in rows
+        ]
+
+    def skip(self, event_ids: Sequence[int]) -> int:
+        """Mark still-new events `skipped` (no channel, or too old); returns how many."""
+        if not event_ids:
+            return 0
+        marks = ",".join("?" * len(event_ids))
+
+        def tx(db: sqlite3.Connection) -> int:
+            return db.execute(
+                f"UPDATE notify_event SET state = 'skipped' WHERE state = 'new' "  # noqa: S608
+                f"AND id IN ({marks})",
+                tuple(event_ids),
+            ).rowcount
+
+        return self._tx("skipping notification events", tx, write=True)
+
+    def make_message(
+        self,
+        event_ids: Sequence[int],
+        *,
+        kind: str,
+        run_id: str,
+        content: Rendered,
+        channels: Sequence[str],
+        now: datetime,
+    ) -> int | None:
+        """Group the still-new `event_ids` into one message with one pending delivery per
+        channel; compare-and-set on the events' state, so when another process grouped
+        any of them first nothing is written and None is returned."""
+        marks = ",".join("?" * len(event_ids))
+        n = dt_text(now)
+
+        def tx(db: sqlite3.Connection) -> int | None:
+            cur = db.execute(
+                "INSERT INTO notify_message (kind, run_id, title, body, payload, priority, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    kind,
+                    run_id,
+                    content.title,
+                    content.body,
+                    json.dumps(content.payload, ensure_ascii=False, sort_keys=True),
+                    content.priority,
+                    n,
+                ),
+            )
+            mid = int(cur.lastrowid or 0)
+            grouped = db.execute(
+                f"UPDATE notify_event SET state = 'grouped', message_id = ? "  # noqa: S608
+                f"WHERE state = 'new' AND id IN ({marks})",
+                (mid, *event_ids),
+            ).rowcount
+            if grouped != len(event_ids):
+                raise _Lost  # rolls the message back; another process grouped them
+            db.executemany(
+                "INSERT INTO notify_delivery (message_id, channel, state, attempts, next_at, "
+                "created_at) VALUES (?, ?, 'pending', 0, ?, ?)",
+                [(mid, ch, n, n) for ch in channels],
+            )
+            return mid
+
+        try:
+            return self._tx("grouping notification events", tx, write=True)
+        except _Lost:
+            return None
+
+    # ---- deliveries -------------------------------------------------------------------
+
+    def claim(
+        self, *, holder: str, channels: Sequence[str], now: datetime, limit: int = 8
+    ) -> list[Claim]:
+        """Claim up to `limit` deliveries of `channels` that are due (pending with
+        `next_at <= now`, or sending under a lapsed claim). A read first: nothing due
+        takes no write lock."""
+        if not channels:
+            return []
+        n = dt_text(now)
+        marks = ",".join("?" * len(channels))
+        due_sql = (
+            "SELECT d.id, d.state, d.attempts FROM notify_delivery d "  # noqa: S608
+            f"WHERE d.channel IN ({marks}) AND ((d.state = 'pending' AND d.next_at <= ?) "
+            "OR (d.state = 'sending' AND d.claim_until <= ?)) ORDER BY d.id LIMIT ?"
+        )
+        args = (*channels, n, n, limit)
+        if not self._tx(
+            "reading due deliveries", lambda db: db.execute(due_sql, args).fetchall(), write=False
+        ):
+            return []
+        until = dt_text(now + timedelta(seconds=CLAIM_S))
+
+        def tx(db: sqlite3.Connection) -> list[Claim]:
+            out: list[Claim] = []
+            for did, state, attempts in db.execute(due_sql, args).fetchall():
+                won = db.execute(
+                    "UPDATE notify_delivery SET state = 'sending', attempts = attempts + 1, "
+                    "claimed_by = ?, claim_until = ? WHERE id = ? AND state = ? AND attempts = ?",
+                    (holder, until, did, state, attempts),
+                ).rowcount
+                if not won:
+                    continue
+                m = db.execute(
+                    "SELECT m.id, d.channel, m.title, m.body, m.payload, m.priority FROM "
+                    "notify_delivery d JOIN notify_message m ON m.id = d.message_id "
+                    "WHERE d.id = ?",
+                    (did,),
+                ).fetchone()
+                out.append(Claim(did, m[0], m[1], attempts + 1, m[2], m[3], json.loads(m[4]), m[5]))
+            return out
+
+        return self._tx("claiming deliveries", tx, write=True)
+
+    def sent(self, claim: Claim, *, holder: str, now: datetime) -> bool:
+        """Record `claim` as sent; False when the claim was lost meanwhile."""
+
+        def tx(db: sqlite3.Connection) -> bool:
+            return bool(
+                db.execute(
+                    "UPDATE notify_delivery SET state = 'sent', sent_at = ?, last_error = NULL, "
+                    "claim_until = NULL WHERE id = ? AND state = 'sending' AND claimed_by = ? "
+                    "AND attempts = ?",
+                    (dt_text(now), claim.delivery_id, holder, claim.attempt),
+                ).rowcount
+            )
+
+        return self._tx("recording a delivery", tx, write=True)
+
+    def attempt_failed(
+        self,
+        claim: Claim,
+        *,
+        holder: str,
+        error: str,
+        retry_at: datetime | None,
+        now: datetime,
+    ) -> bool:
+        """Record a failed attempt: pending again from `retry_at`, or `failed` for good
+        when `retry_at` is None. False when the claim was lost meanwhile."""
+
+        def tx(db: sqlite3.Connection) -> bool:
+            state = "failed" if retry_at is None else "pending"
+            return bool(
+                db.execute(
+                    "UPDATE notify_delivery SET state = ?, next_at = ?, last_error = ?, "
+                    "claim_until = NULL WHERE id = ? AND state = 'sending' AND claimed_by = ? "
+                    "AND attempts = ?",
+                    (
+                        state,
+                        dt_text(retry_at or now),
+                        error[:500],
+                        claim.delivery_id,
+                        holder,
+                        claim.attempt,
+                    ),
+                ).rowcount
+            )
+
+        return self._tx("recording a failed delivery", tx, write=True)
+
+    def give_up_stale(self, now: datetime, *, stale: timedelta = STALE) -> int:
+        """Fail deliveries still pending `stale` after they were made (no process could
+        send them: e.g. a desktop channel and no process with a desktop session)."""
+        cutoff = dt_text(now - stale)
+
+        def tx(db: sqlite3.Connection) -> int:
+            return db.execute(
+                "UPDATE notify_delivery SET state = 'failed', last_error = coalesce("
+                "last_error, '') || ' (not sent within the hour; given up)' "
+                "WHERE state = 'pending' AND created_at < ?",
+                (cutoff,),
+            ).rowcount
+
+        return self._tx("giving up stale deliveries", tx, write=True)
+
+    def prune(self, now: datetime, *, keep: timedelta = RETENTION) -> int:
+        """Delete events, messages and finished deliveries older than `keep`."""
+        cutoff = dt_text(now - keep)
+
+        def tx(db: sqlite3.Connection) -> int:
+            gone = db.execute(
+                "DELETE FROM notify_delivery WHERE created_at < ? AND state IN ('sent', 'failed')",
+                (cutoff,),
+            ).rowcount
+            db.execute(
+                "DELETE FROM notify_event WHERE created_at < ? AND state <> 'new' AND ("
+                "message_id IS NULL OR NOT EXISTS (SELECT 1 FROM notify_delivery d "
+                "WHERE d.message_id = notify_event.message_id))",
+                (cutoff,),
+            )
+            db.execute(
+                "DELETE FROM notify_message WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM "
+                "notify_delivery d WHERE d.message_id = notify_message.id)",
+                (cutoff,),
+            )
+            return gone
+
+        return self._tx("pruning notifications", tx, write=True)
+
+    # ---- reads ----------------------------------------------------------------------
+
+    def log(self, *, limit: int = 50) -> list[DeliveryLog]:
+        """The newest `limit` deliveries, newest first."""
+        rows = self._tx(
+            "reading the notification log",
+            lambda db: db.execute(
+                "SELECT d.id, d.message_id, d.channel, d.state, d.attempts, m.title, "
+                "d.created_at, d.sent_at, d.next_at, d.last_error FROM notify_delivery d "
+                "JOIN notify_message m ON m.id = d.message_id ORDER BY d.id DESC LIMIT ?",
+                (limit,),
+            ).fetchall(),
+            write=False,
+        )
+        return [
+            DeliveryLog(
+                r[0], r[1], r[2], r[3], r[4], r[5], _at(r[6]), _parse(r[7]), _at(r[8]), r[9]
+            )
+            for r in rows
+        ]
+
+    def sent_for(self, proposal_id: int) -> list[tuple[str, datetime]]:
+        """(channel, sent at) of every message about `proposal_id` that was sent, oldest
+        first (for the agent's status line)."""
+        rows = self._tx(
+            "reading deliveries of a proposal",
+            lambda db: db.execute(
+                "SELECT d.channel, d.sent_at FROM notify_event e JOIN notify_delivery d "
+                "ON d.message_id = e.message_id WHERE e.proposal_id = ? AND d.state = 'sent' "
+                "ORDER BY d.sent_at",
+                (proposal_id,),
+            ).fetchall(),
+            write=False,
+        )
+        return [(str(c), t) for c, s in rows if (t := _parse(s)) is not None]
+
+    def counts(self) -> dict[str, int]:
+        """Deliveries per state (for `placet doctor`)."""
+        rows = self._tx(
+            "counting deliveries",
+            lambda db: db.execute(
+                "SELECT state, count(*) FROM notify_delivery GROUP BY state"
+            ).fetchall(),
+            write=False,
+        )
+        return {str(s): int(n) for s, n in rows}

@@ -1,0 +1,137 @@
+"""A real HTTP listener on 127.0.0.1 standing in for an ntfy server and a webhook receiver.
+
+`Listener` runs `http.server.ThreadingHTTPServer` in a thread and records every POST
+(path, headers, body). `down()` closes the socket (senders then get "connection
+refused") and `up()` listens again on the same port. `wait_for` waits on a condition with
+a cap, never a fixed sleep. Use it as a context manager: it stops itself on exit.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self.cond = threading.Condition()
+        self.status = 200
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.up()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        listener = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n)
+                with listener.cond:
+                    status = listener.status
+                    if status == 200:
+                        listener.received.append(
+                            Received(
+                                self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                            )
+                        )
+                    listener.cond.notify_all()
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        return Handler
+
+    def up(self) -> None:
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def down(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def on(self, path: str) -> list[Received]:
+        with self.cond:
+            return [r for r in self.received if r.path == path]
+
+    def wait_for(self, pred: Callable[[], bool], timeout: float = 30.0) -> bool:
+        """Wait until `pred()` holds (checked on every request, and every 0.2 s)."""
+        end = time.monotonic() + timeout
+        with self.cond:
+            while not pred():
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 0.2))
+            return True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+
+def wait_until(pred: Callable[[], bool], timeout: float = 30.0, every: float = 0.05) -> bool:
+    """Poll `pred` until it holds or `timeout` passes (a cap, not a wait)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(every)
+    return pred()
+
+
+def notify_toml(
+    listener: Listener,
+    *,
+    detail: str = "full",
+    quiet: float = 0.3,
+    window: float = 2.0,
+    webhook: bool = True,
+) -> str:
+    """A `[notify]` table pointing ntfy (topic `placet-topic`) and, when asked, a webhook
+    at `listener`."""
+    lines = [
+        "[notify]",
+        f'detail = "{detail}"',
+        f"burst_quiet_s = {quiet}",
+        f"burst_window_s = {window}",
+        "[notify.ntfy]",
+        f'url = "{listener.url("/placet-topic")}"',
+        "priority = 4",
+        'click = "http://127.0.0.1:9/review"',
+    ]
+    if webhook:
+        lines += ["[notify.webhook]", f'url = "{listener.url("/hook")}"']
+    return "\n".join(lines) + "\n"
