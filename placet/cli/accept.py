@@ -68,13 +68,13 @@ from placet.executor import ProgressEvent, check_binding, execute, load_plan
 from placet.proposals.vetting import proposal_flags, refuse_own_paths
 from placet.schema import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
+from placet.store.lifecycle import ACCEPTABLE
 from placet.text import cell_width as _width
 from placet.text import fit_cells, inert
 
 CODE_ALPHABET = "ACDEFHJKLMNPRTUVWXY3479"
 """Letters and digits that cannot be misread for one another (no 0/O, 1/I/L, 5/S...)."""
 CODE_LENGTH = 6
-_NEEDS_DECISION = ("pending", "failed", "interrupted")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -123,7 +123,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         refuse_own_paths(settings, record, plan.ops)
         skip = _check_skip(record, plan.ops, args.skip)
         _emit(effect_lines(record, plan.ops, skip))
-        if record.status in _NEEDS_DECISION:
+        if record.status in ACCEPTABLE:
             with _terminal() as tty:
                 if not args.yes:
                     if tty is None:
@@ -212,7 +212,7 @@ def _check_state(record: ProposalRecord) -> None:
             "run `placet sweep` and accept again",
             details={"proposal_id": record.id, "status": record.status},
         )
-    if record.status not in (*_NEEDS_DECISION, "approved"):
+    if record.status not in (*ACCEPTABLE, "approved"):
         raise WrongState(
             f"cannot accept proposal {record.id}: it is {record.status}; only a pending, "
             "failed or interrupted proposal can be accepted",

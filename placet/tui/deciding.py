@@ -28,7 +28,7 @@ import importlib
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import work
@@ -69,10 +69,6 @@ event with an op result, or that changes the ops ended or the ops in flight, alw
 (the panel's counts and running rows are exact; bytes are cumulative, so a byte-only
 event left out is covered by the next one)."""
 RETRY_STATUSES = ("failed", "interrupted")
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class DecidingApp(App[None]):

@@ -368,9 +368,6 @@ async def proposal_wait(
 class WithdrawOut(ProposalOut):
     already_withdrawn: bool
 
-    def summary(self) -> str:
-        return self.proposal.line()
-
 
 async def _withdraw(who: Caller, pid: int) -> WithdrawOut:
     rec = await get_visible(who, pid)
