@@ -55,6 +55,7 @@ from typing import Any, TextIO
 
 from placet.cli.accept_effect import effect_lines, flag_counts
 from placet.config import Settings, load_settings
+from placet.display import human_bytes
 from placet.errors import (
     EXIT_DRIVE_UNAVAILABLE,
     EXIT_OK,
@@ -300,16 +301,6 @@ _RATE_WINDOW = 5.0  # seconds of byte counts the current rate is measured over
 _LOG_COLS = 160  # width of a status line written to a file or pipe
 
 
-def _human(n: float) -> str:
-    """`n` bytes as B, KiB, MiB, GiB or TiB (one decimal above B)."""
-    unit = "B"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            break
-        n /= 1024
-    return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
-
-
 def _fit(s: str, cols: int) -> str:
     """`s` cut to at most `cols` terminal cells, ending '...' if cut."""
     return fit_cells(s, cols, "...")
@@ -326,9 +317,10 @@ def status_line(
     frac = ev.bytes_done / ev.bytes_total if ev.bytes_total else ev.ops_done / max(1, ev.op_count)
     parts = [f"{ev.ops_done}/{ev.op_count} ops ended"] if multi or not ev.bytes_total else []
     if ev.bytes_total:
-        parts.append(f"{_human(ev.bytes_done)}/{_human(ev.bytes_total)} ({frac * 100:.0f}%)")
+        done, total = human_bytes(ev.bytes_done), human_bytes(ev.bytes_total)
+        parts.append(f"{done}/{total} ({frac * 100:.0f}%)")
     if rate is not None:
-        parts.append(f"{_human(rate)}/s")
+        parts.append(f"{human_bytes(rate)}/s")
     head = ", ".join(parts)
     if bar and _width(head) + 42 <= cols:  # the bar only where names still fit after it
         head = f"[{'#' * int(frac * 20):.<20}] {head}"
