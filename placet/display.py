@@ -143,13 +143,13 @@ def missing_folders_line(
     )
 
 
-def human_bytes(n: int | None) -> str:
-    """A size in bytes for people, in binary units: ``"512 B"``, ``"1.5 MiB"``; ``"-"`` for
-    None."""
+def human_bytes(n: float | None) -> str:
+    """A size (or a rate's bytes) for people, in binary units: ``"512 B"`` (whole bytes),
+    ``"1.5 MiB"``; ``"-"`` for None."""
     if n is None:
         return "-"
     if n < 1024:
-        return f"{n} B"
+        return f"{n:.0f} B"
     value = float(n)
     for unit in ("KiB", "MiB", "GiB", "TiB"):
         value /= 1024

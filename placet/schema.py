@@ -152,11 +152,10 @@ class Op(_Frozen):
     reason: str = ""  # planner's reason (sync)
 
 
-class SyncRequest(_Frozen):
-    """A sync request with its ops inline: what `propose_sync` builds, and how proposals
-    made before ops were stored by reference keep them (docs/decisions.md, "A sync
-    proposal's ops are stored by reference"). `Store.create_proposal` stores a new one
-    as a `StoredSyncRequest` plus one `proposal_op` row per op."""
+class _SyncRequestBase(_Frozen):
+    """What a sync request says besides its ops: the plan it was made from, the pair
+    (root, local folder, remote folder) and the owner's conflict decisions (path ->
+    decision)."""
 
     kind: Literal["sync"] = "sync"
     plan_id: int
@@ -164,6 +163,14 @@ class SyncRequest(_Frozen):
     local_path: str
     remote_path: str
     decisions: dict[str, Literal["keep_local", "keep_remote", "skip"]] = Field(default_factory=dict)
+
+
+class SyncRequest(_SyncRequestBase):
+    """A sync request with its ops inline: what `propose_sync` builds, and how proposals
+    made before ops were stored by reference keep them (docs/decisions.md, "A sync
+    proposal's ops are stored by reference"). `Store.create_proposal` stores a new one
+    as a `StoredSyncRequest` plus one `proposal_op` row per op."""
+
     ops: list[Op]
 
 
@@ -174,18 +181,12 @@ class OpTally(_Frozen):
     bytes: int
 
 
-class StoredSyncRequest(_Frozen):
+class StoredSyncRequest(_SyncRequestBase):
     """A sync request as stored, its ops by reference: the ops live in `proposal_op`
     rows (read through `Store.ops`), and `ops_digest` (`ops_digest`, over their
     canonical JSON in index order) binds every one of them into the request hash.
     `op_kinds`: kind -> `OpTally`; `op_count`: the number of ops."""
 
-    kind: Literal["sync"] = "sync"
-    plan_id: int
-    root: RootRef
-    local_path: str
-    remote_path: str
-    decisions: dict[str, Literal["keep_local", "keep_remote", "skip"]] = Field(default_factory=dict)
     op_count: int
     op_kinds: dict[str, OpTally]
     ops_digest: str

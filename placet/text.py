@@ -28,6 +28,7 @@ import unicodedata
 from placet.errors import UsageError
 
 __all__ = [
+    "INVISIBLE_LETTERS",
     "ascii_escape",
     "cell_width",
     "fit_cells",
@@ -39,8 +40,9 @@ __all__ = [
 ]
 
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn"})
-# Letters that render as nothing: used to forge "identical" names.
-_INVISIBLE_LETTERS = frozenset({"\u115f", "\u1160", "\u3164", "\uffa0"})
+INVISIBLE_LETTERS = frozenset({"\u115f", "\u1160", "\u3164", "\uffa0"})
+"""Hangul fillers: letters by category, invisible on screen (used to forge "identical"
+names); treated as format characters."""
 _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\\": "\\\\"}
 _REASON_LIMIT = 200
 
@@ -59,7 +61,7 @@ def _escape_char(c: str) -> str:
 
 def is_unsafe_char(c: str) -> bool:
     """True if `c` (one character) must never reach a terminal raw."""
-    return c == "\\" or unicodedata.category(c) in _UNSAFE_CATEGORIES or c in _INVISIBLE_LETTERS
+    return c == "\\" or unicodedata.category(c) in _UNSAFE_CATEGORIES or c in INVISIBLE_LETTERS
 
 
 def inert(s: str) -> str:

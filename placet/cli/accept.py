@@ -55,6 +55,7 @@ from typing import Any, TextIO
 
 from placet.cli.accept_effect import effect_lines, flag_counts
 from placet.config import Settings, load_settings
+from placet.display import human_bytes
 from placet.errors import (
     EXIT_DRIVE_UNAVAILABLE,
     EXIT_OK,
@@ -69,13 +70,13 @@ from placet.proposals.approval import origin
 from placet.proposals.vetting import proposal_flags, refuse_own_paths
 from placet.schema import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
+from placet.store.lifecycle import ACCEPTABLE
 from placet.text import cell_width as _width
 from placet.text import fit_cells, inert
 
 CODE_ALPHABET = "ACDEFHJKLMNPRTUVWXY3479"
 """Letters and digits that cannot be misread for one another (no 0/O, 1/I/L, 5/S...)."""
 CODE_LENGTH = 6
-_NEEDS_DECISION = ("pending", "failed", "interrupted")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -124,7 +125,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         refuse_own_paths(settings, record, plan.ops)
         skip = _check_skip(record, plan.ops, args.skip)
         _emit(effect_lines(record, plan.ops, skip))
-        if record.status in _NEEDS_DECISION:
+        if record.status in ACCEPTABLE:
             with _terminal() as tty:
                 if not args.yes:
                     if tty is None:
@@ -214,7 +215,7 @@ def _check_state(record: ProposalRecord) -> None:
             "run `placet sweep` and accept again",
             details={"proposal_id": record.id, "status": record.status},
         )
-    if record.status not in (*_NEEDS_DECISION, "approved"):
+    if record.status not in (*ACCEPTABLE, "approved"):
         raise WrongState(
             f"cannot accept proposal {record.id}: it is {record.status}; only a pending, "
             "failed or interrupted proposal can be accepted",
@@ -302,16 +303,6 @@ _RATE_WINDOW = 5.0  # seconds of byte counts the current rate is measured over
 _LOG_COLS = 160  # width of a status line written to a file or pipe
 
 
-def _human(n: float) -> str:
-    """`n` bytes as B, KiB, MiB, GiB or TiB (one decimal above B)."""
-    unit = "B"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            break
-        n /= 1024
-    return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
-
-
 def _fit(s: str, cols: int) -> str:
     """`s` cut to at most `cols` terminal cells, ending '...' if cut."""
     return fit_cells(s, cols, "...")
@@ -328,9 +319,10 @@ def status_line(
     frac = ev.bytes_done / ev.bytes_total if ev.bytes_total else ev.ops_done / max(1, ev.op_count)
     parts = [f"{ev.ops_done}/{ev.op_count} ops ended"] if multi or not ev.bytes_total else []
     if ev.bytes_total:
-        parts.append(f"{_human(ev.bytes_done)}/{_human(ev.bytes_total)} ({frac * 100:.0f}%)")
+        done, total = human_bytes(ev.bytes_done), human_bytes(ev.bytes_total)
+        parts.append(f"{done}/{total} ({frac * 100:.0f}%)")
     if rate is not None:
-        parts.append(f"{_human(rate)}/s")
+        parts.append(f"{human_bytes(rate)}/s")
     head = ", ".join(parts)
     if bar and _width(head) + 42 <= cols:  # the bar only where names still fit after it
         head = f"[{'#' * int(frac * 20):.<20}] {head}"

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from placet.drive.base import Entry
 from placet.drive.spec import redact
 from placet.errors import AlreadyExists, DriveError, DriveUnavailable, NotFound, PlacetError
 
@@ -108,3 +109,30 @@ def rclone_failure(
     else:
         cls, hint = DriveError, "see rclone's message; `placet drive show` checks the remote"
     return cls(f"{head}; {hint}", details=details)
+
+
+def size_mismatch(path: str, size: int, got: Entry | None) -> DriveError:
+    """`verify_failed`: the object stored at `path` is missing, a folder, or not `size`
+    bytes long, after an upload of `size` bytes."""
+    return DriveError(
+        f"verifying {path!r} failed: the remote holds "
+        f"{'nothing' if got is None else got.size} bytes, expected {size}; the upload "
+        "was not kept, accept the proposal again to retry",
+        code="verify_failed",
+        details={
+            "path": path,
+            "expected_size": size,
+            "remote_size": None if got is None else got.size,
+        },
+    )
+
+
+def digest_mismatch(path: str, digest_type: str, remote: str | None, sent: str) -> DriveError:
+    """`verify_failed`: the remote's `digest_type` digest of the object at `path` is not
+    the digest of the bytes sent (hex)."""
+    return DriveError(
+        f"verifying {path!r} failed: the remote's {digest_type} is {remote}, the bytes sent "
+        f"hash to {sent}; accept the proposal again to retry",
+        code="verify_failed",
+        details={"path": path, "digest_type": digest_type, "remote": remote, "sent": sent},
+    )

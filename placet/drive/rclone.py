@@ -44,6 +44,7 @@ from placet.drive.base import (
     UploadResult,
     preferred_digest,
 )
+from placet.drive.failures import digest_mismatch, size_mismatch
 from placet.drive.proc import spawn, stop
 from placet.drive.rclone_batch import BatchOutcome, NewFile, batch_ok, upload_new_batch
 from placet.drive.rclone_core import (
@@ -191,31 +192,11 @@ class RcloneDrive(RcloneListing):
         vtype = preferred_digest(self.capabilities())
         found = self._stat(check_drive_path(dest), (vtype,) if vtype else ())
         if found is None or found.is_dir or (found.size is not None and found.size != size):
-            raise DriveError(
-                f"verifying {dest!r} failed: the remote holds "
-                f"{'nothing' if found is None else found.size} bytes, expected {size}; "
-                "the upload was not kept, accept the proposal again to retry",
-                code="verify_failed",
-                details={
-                    "path": dest,
-                    "expected_size": size,
-                    "remote_size": None if found is None else found.size,
-                },
-            )
+            raise size_mismatch(dest, size, found)
         remote = found.digests.get(vtype) if vtype else None
         if vtype and remote:
             if remote != streamed[vtype]:
-                raise DriveError(
-                    f"verifying {dest!r} failed: the remote's {vtype} is {remote}, the bytes "
-                    f"sent hash to {streamed[vtype]}; accept the proposal again to retry",
-                    code="verify_failed",
-                    details={
-                        "path": dest,
-                        "digest_type": vtype,
-                        "remote": remote,
-                        "sent": streamed[vtype],
-                    },
-                )
+                raise digest_mismatch(dest, vtype, remote, streamed[vtype])
             return f"digest:{vtype}", remote
         if not self._verify_readback:
             return "size", None

@@ -32,7 +32,7 @@ from placet.drive.base import (
     UploadResult,
     preferred_digest,
 )
-from placet.drive.failures import rclone_failure
+from placet.drive.failures import digest_mismatch, rclone_failure, size_mismatch
 from placet.drive.rclone_core import LONG_CALL_SECONDS, temp_name
 from placet.drive.spec import check_drive_path
 from placet.errors import AlreadyExists, DriveError, NotFound, PlacetError, UsageError
@@ -285,21 +285,8 @@ def _verify_one(
 ) -> PlacetError | None:
     """The stored temporary object against the bytes sent: None when it matches."""
     if got is None or got.is_dir or (got.size is not None and got.size != size):
-        return DriveError(
-            f"verifying {temp!r} failed: the remote holds "
-            f"{'nothing' if got is None else got.size} bytes, expected {size}; the upload "
-            "was not kept, accept the proposal again to retry",
-            code="verify_failed",
-            details={"path": temp, "expected_size": size,
-                     "remote_size": None if got is None else got.size},
-        )  # fmt: skip
+        return size_mismatch(temp, size, got)
     remote = got.digests.get(vtype)
     if remote != streamed[vtype]:
-        return DriveError(
-            f"verifying {temp!r} failed: the remote's {vtype} is {remote}, the bytes sent "
-            f"hash to {streamed[vtype]}; accept the proposal again to retry",
-            code="verify_failed",
-            details={"path": temp, "digest_type": vtype, "remote": remote,
-                     "sent": streamed[vtype]},
-        )  # fmt: skip
+        return digest_mismatch(temp, vtype, remote, streamed[vtype])
     return None

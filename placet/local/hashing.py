@@ -23,6 +23,7 @@ from placet.text import quote
 __all__ = ["CHUNK", "hash_fd", "hash_fd_sized", "sha256_fd"]
 
 CHUNK = 1024 * 1024
+"""Read size for hashing, bytes (1 MiB: large enough that per-call overhead vanishes)."""
 _LOCKSTEP_CHUNKS = 32
 
 

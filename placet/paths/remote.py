@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import unicodedata
 
+from placet.errors import NotFound, PathRefused
 from placet.names import is_reserved_name, reserved_refusal
 from placet.paths.shape import MAX_COMPONENT_BYTES, invalid_path, utf8_len
 from placet.text import inert, quote
 
-__all__ = ["MAX_REMOTE_DEPTH", "check_name", "check_remote_path"]
+__all__ = ["MAX_REMOTE_DEPTH", "check_name", "check_remote_path", "refuse_unless_file"]
 
 MAX_REMOTE_DEPTH = 64
 _MAX_REMOTE_PATH_CHARS = MAX_REMOTE_DEPTH * (MAX_COMPONENT_BYTES + 1)
@@ -118,3 +119,25 @@ def check_name(name: str) -> str:
         )
     _check_remote_segment(name, name, what="name")
     return name
+
+
+def refuse_unless_file(path: str, is_dir: bool | None, *, verb: str, hint: str) -> None:
+    """Refuse the checked remote `path` unless it names a file (`is_dir`: what the drive
+    holds there, None for nothing).
+
+    Raises:
+        NotFound: nothing is at `path`.
+        PathRefused (code ``not_regular_file``): `path` is a folder; the message says the
+            `verb` refused ("read", "download") and the `hint` what to do instead.
+    """
+    if is_dir is None:
+        raise NotFound(
+            f"remote {quote(path)} does not exist; check the name with drive_list",
+            details={"remote_path": path},
+        )
+    if is_dir:
+        raise PathRefused(
+            f"refusing to {verb} remote {quote(path)}: it is a folder; {hint}",
+            code="not_regular_file",
+            details={"remote_path": path},
+        )

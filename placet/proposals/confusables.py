@@ -12,12 +12,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from placet.text import inert, inert_with_ascii
+from placet.text import INVISIBLE_LETTERS, inert, inert_with_ascii
 
-__all__ = ["INVISIBLE", "name_flags"]
+__all__ = ["name_flags"]
 
-INVISIBLE = frozenset({"\u115f", "\u1160", "\u3164", "\uffa0"})
-"""Hangul fillers: letters by category, invisible on screen; treated as format characters."""
 
 # Scripts whose letters pass for Latin ones (а/a, ο/o, Ꭺ/A): mixing two is a spoof sign.
 _LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
@@ -34,7 +32,7 @@ def _script(c: str) -> str | None:
 
 
 def _is_hidden(c: str) -> bool:
-    return unicodedata.category(c) == "Cf" or c in INVISIBLE
+    return unicodedata.category(c) == "Cf" or c in INVISIBLE_LETTERS
 
 
 def _hidden_reason(component: str) -> str | None:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from placet.drive.base import Drive
     from placet.store import ProposalRecord, Store
 
-__all__ = ["ProposeContext", "ttl_seconds"]
+__all__ = ["ProposeContext", "resolve_in_client_roots", "store_proposal", "ttl_seconds"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,9 @@ def store_proposal(
     reason: str,
     ttl: int,
 ) -> tuple[ProposalRecord, bool]:
+    """Store one pending proposal of `kind` with the context's attribution (run id,
+    client, label) and drive; `ttl` in seconds. Returns (record, created): created is
+    False when an identical pending proposal already existed (`Store.create_proposal`)."""
     return ctx.store.create_proposal(
         kind=kind,
         request=request,

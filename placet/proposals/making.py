@@ -38,8 +38,8 @@ from __future__ import annotations
 import stat
 from typing import TYPE_CHECKING
 
-from placet.errors import AlreadyExists, NotFound, PathRefused, PolicyRefused
-from placet.paths.remote import check_name, check_remote_path
+from placet.errors import AlreadyExists, PathRefused, PolicyRefused
+from placet.paths.remote import check_name, check_remote_path, refuse_unless_file
 from placet.proposals.context import (
     ProposeContext,
     resolve_in_client_roots,
@@ -73,6 +73,24 @@ __all__ = [
     "propose_mkdir",
     "propose_upload",
 ]
+
+
+def _store(
+    ctx: ProposeContext,
+    request: UploadRequest | MkdirRequest | DownloadRequest,
+    evidence: UploadEvidence | MkdirEvidence | DownloadEvidence,
+    why: str,
+    ttl: int,
+) -> tuple[ProposalRecord, bool]:
+    """`store_proposal` for a single-op request and its evidence, as their JSON."""
+    return store_proposal(
+        ctx,
+        request.kind,
+        request.model_dump(mode="json"),
+        evidence.model_dump(mode="json"),
+        why,
+        ttl,
+    )
 
 
 def propose_upload(
@@ -136,14 +154,7 @@ def propose_upload(
     evidence = UploadEvidence(
         local=local, remote=remote, missing_parents=missing if parent else None
     )
-    return store_proposal(
-        ctx,
-        "upload",
-        request.model_dump(mode="json"),
-        evidence.model_dump(mode="json"),
-        why,
-        ttl,
-    )
+    return _store(ctx, request, evidence, why, ttl)
 
 
 def propose_mkdir(
@@ -179,9 +190,7 @@ def propose_mkdir(
     missing = missing_parents(ctx, parent)
     request = MkdirRequest(remote_parent=parent, name=folder)
     evidence = MkdirEvidence(remote=remote, missing_parents=missing if parent else None)
-    return store_proposal(
-        ctx, "mkdir", request.model_dump(mode="json"), evidence.model_dump(mode="json"), why, ttl
-    )
+    return _store(ctx, request, evidence, why, ttl)
 
 
 def propose_download(
@@ -221,17 +230,9 @@ def propose_download(
         )
     the_root, rel = resolve_in_client_roots(ctx, local_path, root, must_exist=False)
     remote = remote_evidence(ctx, source)
-    if not remote.exists:
-        raise NotFound(
-            f"remote {quote(source)} does not exist; check the name with drive_list",
-            details={"remote_path": source},
-        )
-    if remote.is_dir:
-        raise PathRefused(
-            f"refusing to download remote {quote(source)}: it is a folder; name a file",
-            code="not_regular_file",
-            details={"remote_path": source},
-        )
+    refuse_unless_file(
+        source, remote.is_dir if remote.exists else None, verb="download", hint="name a file"
+    )
     st = local_target_state(the_root, rel)
     local: LocalFileEvidence | None = None
     if st is not None:
@@ -264,11 +265,4 @@ def propose_download(
         overwrite=overwrite,
     )
     evidence = DownloadEvidence(remote=remote, local=local)
-    return store_proposal(
-        ctx,
-        "download",
-        request.model_dump(mode="json"),
-        evidence.model_dump(mode="json"),
-        why,
-        ttl,
-    )
+    return _store(ctx, request, evidence, why, ttl)

@@ -43,8 +43,8 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from placet.proposals.confusables import INVISIBLE, name_flags
-from placet.text import inert, inert_with_ascii
+from placet.proposals.confusables import name_flags
+from placet.text import INVISIBLE_LETTERS, inert, inert_with_ascii
 
 __all__ = [
     "RUNS_CODE_PATTERNS",
@@ -368,7 +368,7 @@ def fold_component(name: str) -> str:
     """The form a name is matched in: NFC, format characters dropped, case-folded, NFC
     again, trailing dots and spaces dropped."""
     s = unicodedata.normalize("NFC", name)
-    s = "".join(c for c in s if unicodedata.category(c) != "Cf" and c not in INVISIBLE)
+    s = "".join(c for c in s if unicodedata.category(c) != "Cf" and c not in INVISIBLE_LETTERS)
     s = unicodedata.normalize("NFC", s.casefold())
     return s.rstrip(" .") or s
 

@@ -124,10 +124,6 @@ class GatedReadStream(WrappedReadStream):
         self.inner = inner
         self.gate = gate
 
-    @property
-    def last_context(self) -> Any:
-        return getattr(self.inner, "last_context", None)
-
     async def receive(self) -> Any:
         item = await self.inner.receive()
         size = int(getattr(self.inner, "last_line_chars", 0))  # set by wire's screen

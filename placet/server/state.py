@@ -36,7 +36,7 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from placet.paths.roots import Root
+from placet.paths.roots import Root, is_within
 from placet.proposals.context import ProposeContext
 from placet.text import is_unsafe_char
 
@@ -63,11 +63,6 @@ def client_text(value: str | None) -> str | None:
     head = value[: CLIENT_INFO_MAX + 1]
     clean = "".join("\ufffd" if c != "\\" and is_unsafe_char(c) else c for c in head)
     return clean if len(clean) <= CLIENT_INFO_MAX else clean[: CLIENT_INFO_MAX - 1] + "…"
-
-
-def _is_within(child: Path | str, parent: Path | str) -> bool:
-    c, p = os.fspath(child), os.fspath(parent)
-    return os.path.commonpath([c, p]) == p
 
 
 @dataclass
@@ -151,7 +146,7 @@ class Caller:
         bounds = (
             self.allowed if self.allowed is not None else tuple(r.path for r in self.state.roots)
         )
-        return any(_is_within(target, b) for b in bounds)
+        return any(is_within(target, b) for b in bounds)
 
 
 def intersect(roots: tuple[Root, ...], client: tuple[Path, ...]) -> tuple[Path, ...]:
@@ -159,9 +154,9 @@ def intersect(roots: tuple[Root, ...], client: tuple[Path, ...]) -> tuple[Path, 
     out: list[Path] = []
     for r in roots:
         for c in client:
-            if _is_within(c, r.path):
+            if is_within(c, r.path):
                 hit = c
-            elif _is_within(r.path, c):
+            elif is_within(r.path, c):
                 hit = r.path
             else:
                 continue

@@ -262,50 +262,51 @@ class StdoutFrames:
 
 
 @contextlib.contextmanager
-def claimed_stdout() -> Iterator[int]:
-    """Yield a private duplicate of fd 1 while fd 1 points at stderr (so a child's stray
-    output cannot corrupt the frames); restore fd 1, and its blocking mode, after."""
-    private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-    saved = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-    blocking = os.get_blocking(private)
+def _claimed(fd: int, stand_in: Callable[[], int]) -> Iterator[int]:
+    """Yield a private duplicate of `fd` while `fd` points at the file `stand_in()`
+    opens (closed here once `fd` holds it); restore `fd` after."""
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    saved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    replacement = stand_in()
     try:
-        diversion = os.dup(2)
-    except OSError:
-        diversion = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(diversion, 1)
+        os.dup2(replacement, fd)
     finally:
-        os.close(diversion)
+        os.close(replacement)
     try:
         yield private
     finally:
         with contextlib.suppress(OSError):
-            os.set_blocking(private, blocking)
-        with contextlib.suppress(OSError):
-            os.dup2(saved, 1)
-        for fd in (saved, private):
+            os.dup2(saved, fd)
+        for own in (saved, private):
             with contextlib.suppress(OSError):
-                os.close(fd)
+                os.close(own)
+
+
+def _stderr_or_null() -> int:
+    try:
+        return os.dup(2)
+    except OSError:
+        return os.open(os.devnull, os.O_WRONLY)
+
+
+@contextlib.contextmanager
+def claimed_stdout() -> Iterator[int]:
+    """Yield a private duplicate of fd 1 while fd 1 points at stderr (so a child's stray
+    output cannot corrupt the frames); restore fd 1, and its blocking mode, after."""
+    with _claimed(1, _stderr_or_null) as private:
+        blocking = os.get_blocking(private)
+        try:
+            yield private
+        finally:
+            with contextlib.suppress(OSError):
+                os.set_blocking(private, blocking)
 
 
 @contextlib.contextmanager
 def claimed_stdin() -> Iterator[int]:
     """Yield a private duplicate of fd 0 while fd 0 points at /dev/null; restore after."""
-    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    saved = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    null = os.open(os.devnull, os.O_RDONLY)
-    try:
-        os.dup2(null, 0)
-    finally:
-        os.close(null)
-    try:
+    with _claimed(0, lambda: os.open(os.devnull, os.O_RDONLY)) as private:
         yield private
-    finally:
-        with contextlib.suppress(OSError):
-            os.dup2(saved, 0)
-        for fd in (saved, private):
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 async def serve_stdio(server: PlacetMCP) -> None:

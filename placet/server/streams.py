@@ -35,7 +35,12 @@ class WrappedStream:
 
 
 class WrappedReadStream(WrappedStream):
-    """A wrapped read stream: ``async for`` over `receive` until the stream ends."""
+    """A wrapped read stream: ``async for`` over `receive` until the stream ends, and the
+    sender context the SDK's `ReadStream` exposes (`last_context`) passed through."""
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self.inner, "last_context", None)
 
     async def receive(self) -> Any:  # pragma: no cover - every subclass defines it
         raise NotImplementedError

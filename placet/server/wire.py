@@ -291,10 +291,6 @@ class ScreenedReadStream(WrappedReadStream):
         self.last_line_chars = 0
         """Length of the line the last item came from (for `flow.RequestGate`)."""
 
-    @property
-    def last_context(self) -> Any:
-        return getattr(self.inner, "last_context", None)
-
     async def receive(self) -> Any:
         while True:
             item = await self.inner.receive()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from sqlalchemy import func, select, update
-from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.engine import Connection, Engine, Row, RowMapping
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from placet.config import Settings
@@ -72,7 +72,12 @@ _OP_ROWS_SQL = "SELECT op_index, op FROM proposal_op WHERE proposal_id = ? ORDER
 
 
 def proposal_of_row(row: Row[Any]) -> ProposalRecord:
-    m = row._mapping
+    return proposal_of_values(row._mapping)
+
+
+def proposal_of_values(m: RowMapping | Mapping[str, Any]) -> ProposalRecord:
+    """A `ProposalRecord` from a proposal row's column values (request, evidence and
+    summary as their stored JSON text)."""
     return ProposalRecord(
         id=m["id"],
         kind=m["kind"],
@@ -151,65 +156,72 @@ class StoreBase:
 
     def _write(self, what: str, fn: Callable[[Connection, Heads], T]) -> T:
         """Run `fn` in one BEGIN IMMEDIATE transaction; anchor its audit heads after commit."""
-        for attempt in range(WRITE_RETRIES + 1):
+
+        def attempt() -> T:
             heads: Heads = []
-            try:
-                with self.engine.connect() as conn:
-                    conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
-                    with conn.begin():
-                        result = fn(conn, heads)
-            except OperationalError as e:
-                if is_busy(e) and attempt < WRITE_RETRIES:
-                    time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
-                    continue
-                raise self._store_error(what, e) from e
-            except SQLAlchemyError as e:
-                raise self._store_error(what, e) from e
+            with self.engine.connect() as conn:
+                conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
+                with conn.begin():
+                    result = fn(conn, heads)
             append_anchor(self.anchor_path, heads)
             return result
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        return self._retrying(what, attempt, OperationalError, SQLAlchemyError)
 
     def _write_raw(self, what: str, fn: Callable[[sqlite3.Connection, Heads], T]) -> T:
         """`_write` on a pooled driver connection, for the hot path (plain SQL only)."""
-        for attempt in range(WRITE_RETRIES + 1):
+
+        def attempt() -> T:
             heads: Heads = []
+            pooled = self.engine.raw_connection()
             try:
-                pooled = self.engine.raw_connection()
+                db = pooled.driver_connection
+                assert isinstance(db, sqlite3.Connection)
+                db.execute("BEGIN IMMEDIATE")
                 try:
-                    db = pooled.driver_connection
-                    assert isinstance(db, sqlite3.Connection)
-                    db.execute("BEGIN IMMEDIATE")
-                    try:
-                        result = fn(db, heads)
-                        db.execute("COMMIT")
-                    except BaseException:
-                        if db.in_transaction:
-                            db.execute("ROLLBACK")
-                        raise
-                finally:
-                    pooled.close()
-            except sqlite3.OperationalError as e:
-                if is_busy(e) and attempt < WRITE_RETRIES:
-                    time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
-                    continue
-                raise self._store_error(what, e) from e
-            except sqlite3.Error as e:
-                raise self._store_error(what, e) from e
+                    result = fn(db, heads)
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+            finally:
+                pooled.close()
             append_anchor(self.anchor_path, heads)
             return result
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        return self._retrying(what, attempt, sqlite3.OperationalError, sqlite3.Error)
 
     def _read(self, what: str, fn: Callable[[Connection], T]) -> T:
-        for attempt in range(WRITE_RETRIES + 1):
+        def attempt() -> T:
+            with self.engine.connect() as conn:
+                return fn(conn)
+
+        return self._retrying(what, attempt, OperationalError, SQLAlchemyError)
+
+    def _retrying(
+        self,
+        what: str,
+        attempt: Callable[[], T],
+        busy_type: type[OperationalError | sqlite3.OperationalError],
+        error_type: type[SQLAlchemyError | sqlite3.Error],
+    ) -> T:
+        """`attempt()`, run again after a jittered back-off (10-50 ms, doubling) while
+        SQLite stays busy past its own busy timeout, at most `WRITE_RETRIES` times.
+
+        Raises:
+            StoreError: `error_type` raised (`store_busy`, retryable, once the retries
+                are spent).
+        """
+        for n in range(WRITE_RETRIES + 1):
             try:
-                with self.engine.connect() as conn:
-                    return fn(conn)
-            except OperationalError as e:
-                if is_busy(e) and attempt < WRITE_RETRIES:
-                    time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
+                return attempt()
+            except busy_type as e:
+                if is_busy(e) and n < WRITE_RETRIES:
+                    time.sleep(random.uniform(0.01, 0.05) * (2**n))
                     continue
                 raise self._store_error(what, e) from e
-            except SQLAlchemyError as e:
+            except error_type as e:
                 raise self._store_error(what, e) from e
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -280,6 +292,30 @@ class StoreBase:
             )
         )
         return proposal_of_row(row)
+
+    def _expire_row(
+        self,
+        conn: Connection,
+        heads: Heads,
+        cur: Row[Any],
+        now: datetime,
+        detail: dict[str, Any] | None = None,
+    ) -> ProposalRecord:
+        """pending -> expired by the sweeper, only while `expires_at <= now`; the audit
+        event's detail is `detail` (default: the due time, `expires_at`). Expiry keeps the
+        request and evidence: it is an audited status change only."""
+        return self._cas(
+            conn,
+            heads,
+            cur,
+            transition="expire",
+            to=lc.EXPIRED,
+            actor=lc.SWEEPER,
+            now=now,
+            guard=(P.expires_at <= now,),
+            values={"resolved_at": now, "resolved_by": lc.SWEEPER},
+            detail=detail or {"expires_at": cur.expires_at.isoformat()},
+        )
 
     @staticmethod
     def _wrong_state(pid: int, transition: str, status: str) -> WrongState:

@@ -31,7 +31,14 @@ from placet.errors import (
 from placet.schema import by_reference, canonical_json, is_by_reference, request_hash
 from placet.store import lifecycle as lc
 from placet.store.audit import append_event
-from placet.store.base import Heads, P, StoreBase, now_or_utcnow, proposal_of_row
+from placet.store.base import (
+    Heads,
+    P,
+    StoreBase,
+    now_or_utcnow,
+    proposal_of_row,
+    proposal_of_values,
+)
 from placet.store.db import dt_text, raw
 from placet.store.models import PROPOSAL
 from placet.store.records import ProposalRecord
@@ -78,30 +85,10 @@ def _sql_value(v: object) -> object:
     return dt_text(v) if isinstance(v, datetime) else v
 
 
-def _new_record(pid: int, v: dict[str, Any]) -> ProposalRecord:
-    return ProposalRecord(
-        id=pid,
-        kind=v["kind"],
-        status=v["status"],
-        request=json.loads(v["request"]),
-        evidence=json.loads(v["evidence"]),
-        request_hash=v["request_hash"],
-        reason=v["reason"],
-        drive_spec=v["drive_spec"],
-        run_id=v["run_id"],
-        client_name=v["client_name"],
-        client_version=v["client_version"],
-        label=v["label"],
-        host=v["host"],
-        created_at=v["created_at"],
-        expires_at=v["expires_at"],
-        resolved_at=None,
-        resolved_by=None,
-        attempt=0,
-        lease_holder=None,
-        lease_expires_at=None,
-        summary=None,
-    )
+_NEW_UNRESOLVED: dict[str, Any] = dict.fromkeys(
+    ("resolved_at", "resolved_by", "lease_holder", "lease_expires_at", "summary")
+)
+"""The columns a new proposal row leaves NULL."""
 
 
 def _selection(
@@ -243,7 +230,7 @@ class Decisions(StoreBase):
                              from_status=None, to_status=lc.PENDING, at=now,
                              detail=event_detail)
             )  # fmt: skip
-            return _new_record(new_id, values), True
+            return proposal_of_values({**values, **_NEW_UNRESOLVED, "id": new_id}), True
 
         def fast(db: sqlite3.Connection, heads: Heads) -> tuple[ProposalRecord, bool] | None:
             if db.execute(_SAME_SQL, (kind, rh, drive_spec)).fetchone() is not None:
@@ -255,17 +242,12 @@ class Decisions(StoreBase):
             if same is not None:
                 if same.expires_at > now:
                     return proposal_of_row(same), False
-                self._cas(
+                self._expire_row(
                     conn,
                     heads,
                     same,
-                    transition="expire",
-                    to=lc.EXPIRED,
-                    actor=lc.SWEEPER,
-                    now=now,
-                    values={"resolved_at": now, "resolved_by": lc.SWEEPER},
-                    guard=(P.expires_at <= now,),
-                    detail={"why": "ttl passed; superseded by an identical proposal"},
+                    now,
+                    {"why": "ttl passed; superseded by an identical proposal"},
                 )
             return insert(raw(conn), heads)
 

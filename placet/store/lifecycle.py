@@ -44,6 +44,8 @@ STATUSES: Final = (
 )
 TERMINAL: Final = frozenset({SUCCEEDED, DISCARDED, EXPIRED, WITHDRAWN})
 """Statuses nothing leaves. `failed` and `interrupted` may be accepted again."""
+ACCEPTABLE: Final = frozenset({PENDING, FAILED, INTERRUPTED})
+"""Statuses the owner may accept from (again): the `accept` transition's sources."""
 
 OWNER: Final = "owner"
 SWEEPER: Final = "sweeper"
@@ -86,7 +88,7 @@ TRANSITIONS: Final[dict[str, Transition]] = {
     t.name: t
     for t in (
         _t("create", {None}, {PENDING}, {"agent", OWNER}),
-        _t("accept", {PENDING, FAILED, INTERRUPTED}, {APPROVED}, {OWNER}),
+        _t("accept", set(ACCEPTABLE), {APPROVED}, {OWNER}),
         _t("discard", {PENDING}, {DISCARDED}, {OWNER}),
         _t("expire", {PENDING}, {EXPIRED}, {SWEEPER}),
         _t("withdraw", {PENDING}, {WITHDRAWN}, {"agent"}),

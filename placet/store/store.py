@@ -307,23 +307,6 @@ class Store(Decisions):
 
         return self._write(f"expiring proposal {pid}", tx)
 
-    def _expire_row(
-        self, conn: Connection, heads: Heads, cur: Row[Any], now: datetime
-    ) -> ProposalRecord:
-        # Expiry keeps the request and evidence: it is an audited status change only.
-        return self._cas(
-            conn,
-            heads,
-            cur,
-            transition="expire",
-            to=lc.EXPIRED,
-            actor=lc.SWEEPER,
-            now=now,
-            guard=(P.expires_at <= now,),
-            values={"resolved_at": now, "resolved_by": lc.SWEEPER},
-            detail={"expires_at": cur.expires_at.isoformat()},
-        )
-
     def expire_due(self, now: datetime | None = None) -> list[int]:
         """Expire every pending proposal with `expires_at <= now`; returns their ids.
 

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from placet.schema import Op, parse_sync_request
+from placet.store.lifecycle import SUCCESS_OUTCOMES
 from placet.sync.entries import BaselineEntry, nfc
 from placet.sync.stored import SyncData
 from placet.sync.tables import Pair
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
     from placet.store import ProposalRecord, Store
 
 log = logging.getLogger(__name__)
-
-_SUCCESS = frozenset({"done", "already_done"})
 
 
 class BaselineRecorder:
@@ -87,7 +86,7 @@ class BaselineRecorder:
         the uploaded object's mtime as the upload read it after its move (then it is
         not read again); a digest to remember is queued for `flush`."""
         rel = self._rel(op.remote_path)
-        if outcome not in _SUCCESS or rel is None:
+        if outcome not in SUCCESS_OUTCOMES or rel is None:
             return None
         if op.kind == "mkdir":
             return BaselineEntry(rel, None)

@@ -9,6 +9,7 @@ the store provides a SQLite one keyed by `(root_key, path)` that discards entrie
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import NamedTuple, Protocol
@@ -17,8 +18,9 @@ DIGEST_CACHE_VERSION = 1
 """Version of `CachedDigest`'s meaning; a persistent cache keyed by another is discarded."""
 
 NO_DIGESTS: Mapping[str, str] = MappingProxyType({})
-"""`CachedDigest.digests` of a file with only its sha256: one shared empty mapping (an
-empty dict per file is 64 bytes, 6 MiB per 100,000 files kept in memory)."""
+"""No digests, one shared empty mapping (an empty dict per file is 64 bytes, 6 MiB per
+100,000 files kept in memory): `CachedDigest.digests` of a file with only its sha256,
+and a `RemoteEntry`'s digests of a folder or an undigested file."""
 
 
 class CachedDigest(NamedTuple):
@@ -41,6 +43,18 @@ class CachedDigest(NamedTuple):
     sha256: str
     digests: Mapping[str, str]
     verified: bool
+
+    def holds_for(self, st: os.stat_result, need: frozenset[str]) -> bool:
+        """Whether these digests may stand for a file whose `lstat` is `st`: verified,
+        the same size, mtime, inode and ctime, and every digest type in `need` present."""
+        return (
+            self.verified
+            and self.size == st.st_size
+            and self.mtime_ns == st.st_mtime_ns
+            and self.inode == st.st_ino
+            and self.ctime_ns == st.st_ctime_ns
+            and (not need or self.digests.keys() >= need)
+        )
 
 
 class DigestCache(Protocol):

@@ -32,6 +32,7 @@ from __future__ import annotations
 from placet.errors import PathRefused
 from placet.paths.local import check_local_shape
 from placet.paths.remote import check_name, check_remote_path
+from placet.schema import DIGEST_PREFERENCE
 from placet.sync.digests import choose_digest_type, compare
 from placet.sync.entries import (
     BaselineEntry,
@@ -415,7 +416,7 @@ class Classifier:
         return out
 
 
-_SAME = {t: f"same {t}" for t in (None, "sha256", "sha1", "md5")}
+_SAME: dict[str | None, str] = {t: f"same {t}" for t in (None, *DIGEST_PREFERENCE)}
 """The detail of a skip, one shared string per digest type."""
 
 

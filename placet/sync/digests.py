@@ -19,11 +19,9 @@ import os
 from collections.abc import Iterable, Sequence
 
 from placet.errors import UsageError
+from placet.local.hashing import CHUNK
 from placet.schema import DIGEST_PREFERENCE
 from placet.sync.entries import LocalEntry, RemoteEntry
-
-CHUNK_SIZE = 1 << 20
-"""Read size for hashing, bytes (1 MiB: large enough that per-call overhead vanishes)."""
 
 _RANK: dict[str, int] = {t: i for i, t in enumerate(DIGEST_PREFERENCE)}
 _NEW = {"sha256": hashlib.sha256, "sha1": hashlib.sha1, "md5": hashlib.md5}
@@ -79,7 +77,7 @@ def hash_fd(
         OSError: the read failed.
     """
     hashers = [_NEW[t](usedforsecurity=False) for t in types]
-    buf = buffer if buffer is not None else bytearray(CHUNK_SIZE)
+    buf = buffer if buffer is not None else bytearray(CHUNK)
     view = memoryview(buf)
     bufs = [buf]
     readv = os.readv

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from placet.errors import LimitExceeded
+from placet.local.hashing import CHUNK
 from placet.sync.cache import NO_DIGESTS, CachedDigest, DigestCache
-from placet.sync.digests import CHUNK_SIZE, hash_fd
+from placet.sync.digests import hash_fd
 from placet.sync.entries import LocalEntry
 
 RACY_WINDOW_NS = 2_000_000_000
@@ -97,7 +98,7 @@ _buffers = threading.local()
 def _buffer() -> bytearray:
     buf: bytearray | None = getattr(_buffers, "buf", None)
     if buf is None:
-        buf = _buffers.buf = bytearray(CHUNK_SIZE)
+        buf = _buffers.buf = bytearray(CHUNK)
     return buf
 
 
@@ -198,15 +199,7 @@ def add_file(w: Walk, dir_fd: int, name: str, path: str, raw: str, st: os.stat_r
     """Add the regular file `name` of the open folder `dir_fd` (`st`: its `lstat`): from
     the cache if its digests still hold, else hashed here or queued on the pool."""
     c = w.cached.get(w.rel_prefix + raw)
-    if (
-        c is not None
-        and c.verified
-        and c.size == st.st_size
-        and c.mtime_ns == st.st_mtime_ns
-        and c.inode == st.st_ino
-        and c.ctime_ns == st.st_ctime_ns
-        and c.digests.keys() >= w.need
-    ):
+    if c is not None and c.holds_for(st, w.need):
         w.cache_hits += 1
         digest = c.sha256 if w.primary == "sha256" else c.digests.get(w.primary or "")
         add_entry(

@@ -34,6 +34,7 @@ from operator import attrgetter
 from pathlib import Path
 
 from placet.errors import NotFound, PathRefused
+from placet.local.walk import DIR_FLAGS
 from placet.paths.local import MAX_LOCAL_DEPTH
 from placet.sync.cache import (
     DigestCache,
@@ -53,7 +54,6 @@ from placet.sync.model import DEFAULT_ENTRY_CAP
 
 _NAME = attrgetter("name")
 _S_IFMT, _S_IFREG = stat.S_IFMT(0o177777), stat.S_IFREG
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _SPECIAL = (
     (stat.S_ISLNK, "symlink"),
     (stat.S_ISFIFO, "fifo"),
@@ -109,15 +109,7 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
         mode = st.st_mode
         if mode & _S_IFMT == _S_IFREG and st.st_nlink == 1:
             c = get(rel_prefix + raw)
-            if (
-                c is not None
-                and c.verified
-                and c.size == st.st_size
-                and c.mtime_ns == st.st_mtime_ns
-                and c.inode == st.st_ino
-                and c.ctime_ns == st.st_ctime_ns
-                and (not need or c.digests.keys() >= need)
-            ):
+            if c is not None and c.holds_for(st, need):
                 # Cached digests still hold: what `add_file` + `add_entry` do for a hit, inline.
                 w.cache_hits += 1
                 sha = c.sha256
@@ -161,7 +153,7 @@ def _dir(
         )
         return
     try:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     except OSError as e:
         add_entry(w, error_entry(path, raw, "cannot open folder", e))
         return
@@ -192,7 +184,7 @@ def _open_folder(root_path: Path, parts: Sequence[str]) -> int:
     try:
         fd = os.open(root_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         for part in parts:
-            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = nxt
         return fd

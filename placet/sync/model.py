@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from placet.errors import PlacetError
 from placet.sync.entries import (
@@ -41,17 +41,8 @@ ConflictKind = Literal[
 ]
 Decision = Literal["keep_local", "keep_remote", "skip"]
 
-OP_KINDS: tuple[PlanOpKind, ...] = ("mkdir", "upload", "upload_revision", "download")
-REPORT_KINDS: tuple[ReportKind, ...] = (
-    "skip",
-    "unverified",
-    "deleted_remote",
-    "deleted_local",
-    "conflict",
-    "collision",
-    "skipped_special",
-    "error",
-)
+OP_KINDS: tuple[PlanOpKind, ...] = get_args(PlanOpKind)
+REPORT_KINDS: tuple[ReportKind, ...] = get_args(ReportKind)
 
 ALLOWED_DECISIONS: dict[ConflictKind, tuple[Decision, ...]] = {
     "content_differs": ("keep_local", "keep_remote", "skip"),

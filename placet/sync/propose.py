@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from placet.errors import Expired, PathRefused, PolicyRefused, StaleEvidence, UsageError
-from placet.proposals.context import ProposeContext, ttl_seconds
+from placet.proposals.context import ProposeContext, store_proposal, ttl_seconds
 from placet.schema import SyncRequest
 from placet.store.db import utcnow
 from placet.sync.ops import check_decisions, mkdir_op_dict, request_op_dicts
@@ -139,18 +139,7 @@ def propose_sync(
         },
         "verified_skips": len(skips),
     }
-    return ctx.store.create_proposal(
-        kind="sync",
-        request=request,
-        evidence=evidence,
-        reason=why,
-        drive_spec=ctx.drive_spec,
-        run_id=ctx.run_id,
-        client_name=ctx.client_name,
-        client_version=ctx.client_version,
-        label=ctx.label,
-        ttl_seconds=ttl,
-    )
+    return store_proposal(ctx, "sync", request, evidence, why, ttl)
 
 
 def refuse_outdated_plan(svc: SyncService, drive_spec: str, plan_id: int) -> None:

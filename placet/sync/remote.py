@@ -37,11 +37,11 @@ import queue
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from types import MappingProxyType
 from typing import Any
 
 from placet.drive.base import DigestRow, Drive, ListRow, preferred_digest
 from placet.errors import NotFound, PathRefused
+from placet.sync.cache import NO_DIGESTS
 from placet.sync.entries import OneDigest, RemoteEntry, new_remote_entry
 from placet.sync.jobs import Progress
 from placet.sync.stored import SyncData
@@ -49,8 +49,6 @@ from placet.text import inert
 
 BULK_MISSES = 256
 """More remote digest misses than this (and a tenth of the files): one hashed listing."""
-_NONE: Mapping[str, str] = MappingProxyType({})
-"""The digests of a folder or an undigested file: one shared empty mapping."""
 _THREADS = 4
 """Concurrent listings when rclone hashes (cold); warm listings run 2 at a time."""
 
@@ -266,7 +264,7 @@ class PendingListing:
             if not rel:
                 continue
             if is_dir:
-                append(new_remote_entry(rel, "dir", 0, mtime, _NONE))
+                append(new_remote_entry(rel, "dir", 0, mtime, NO_DIGESTS))
                 continue
             c = get(p)
             if c is not None and c[0] == size and c[1] == mtime:
@@ -287,7 +285,7 @@ class PendingListing:
             digest = got.get(p)
             if digest is not None and size >= 0 and mtime is not None:
                 fresh.append((p, size, mtime, digest))
-            digests = OneDigest(dtype, digest) if digest else _NONE
+            digests = OneDigest(dtype, digest) if digest else NO_DIGESTS
             out.append(new_remote_entry(p[self.cut :], "file", size, mtime, digests))
         self.lister.files_hashed += len(misses)
         self.lister.data.put_remote_digests(self.drive.spec, dtype, fresh)
@@ -304,9 +302,9 @@ def _stored_digests(
         if not rel:
             continue
         if is_dir:
-            append(new_remote_entry(rel, "dir", 0, mtime, _NONE))
+            append(new_remote_entry(rel, "dir", 0, mtime, NO_DIGESTS))
         else:
-            digests = OneDigest(dtype, d) if d and dtype else _NONE
+            digests = OneDigest(dtype, d) if d and dtype else NO_DIGESTS
             append(new_remote_entry(rel, "file", size, mtime, digests))
 
 

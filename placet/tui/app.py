@@ -34,8 +34,9 @@ from textual.worker import get_current_worker
 from placet.config import Settings
 from placet.errors import PlacetError
 from placet.store import ProposalRecord, Store
+from placet.store.db import utcnow
 from placet.text import inert, inert_with_ascii
-from placet.tui.deciding import RETRY_STATUSES, Clock, DecidingApp, Executor, utc_now
+from placet.tui.deciding import RETRY_STATUSES, Clock, DecidingApp, Executor
 from placet.tui.facts import ACTIVE_STATUSES, agent_of, target_of
 from placet.tui.messages import (
     ActionDone,
@@ -72,7 +73,7 @@ class ReviewApp(DecidingApp):
         settings: Settings,
         store: Store,
         *,
-        clock: Clock = utc_now,
+        clock: Clock = utcnow,
         executor: Executor | None = None,
         confirm_guard_seconds: float = 0.5,
     ) -> None:
@@ -378,7 +379,7 @@ def make_app(
     return ReviewApp(
         settings,
         store,
-        clock=clock or utc_now,
+        clock=clock or utcnow,
         executor=executor,
         confirm_guard_seconds=confirm_guard_seconds,
     )

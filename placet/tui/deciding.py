@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import work
@@ -72,10 +72,6 @@ event with an op result, or that changes the ops ended or the ops in flight, alw
 (the panel's counts and running rows are exact; bytes are cumulative, so a byte-only
 event left out is covered by the next one)."""
 RETRY_STATUSES = ("failed", "interrupted")
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _terminal_fd() -> int | None:

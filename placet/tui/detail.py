@@ -38,13 +38,11 @@ from placet.errors import PlacetError
 from placet.executor import check_before_accept, refusal_before_accept
 from placet.proposals.risk import RiskFlag
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
+from placet.store.lifecycle import ACCEPTABLE
 from placet.text import inert
 from placet.tui.facts import Effect, effect_of, flags_of
 from placet.tui.ops_table import OpsTable
 from placet.tui.render import header_line, proposal_view, proposal_view_parts
-
-DECIDABLE = ("pending", "failed", "interrupted")
-"""Statuses the owner can still accept (again): the detail warns when placet would refuse."""
 
 
 def refusal_banner(refusal: PlacetError) -> Text:
@@ -187,7 +185,7 @@ class DetailPane(VerticalScroll):
         if self.record is None or self.record.id != record.id or self.effect is None:
             return
         self.effect = replace(self.effect, flags=flags, flags_checked=True)
-        shown = refusal if record.status in DECIDABLE else None
+        shown = refusal if record.status in ACCEPTABLE else None
         self._show_parts(self.record, self.effect, shown)
         self.post_message(self.FlagsChecked(record.id, flags))
 
@@ -195,7 +193,7 @@ class DetailPane(VerticalScroll):
         """What `placet accept` would refuse `record` for (drive changed, request
         altered, ...), for a proposal the owner can still accept; else None."""
         settings = getattr(self.app, "settings", None)
-        if record.status not in DECIDABLE or settings is None:
+        if record.status not in ACCEPTABLE or settings is None:
             return None
         return refusal_before_accept(settings, record)
 

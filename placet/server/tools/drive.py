@@ -20,8 +20,8 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from placet.drive.base import Entry, preferred_digest
-from placet.errors import NotFound, PathRefused, UsageError
-from placet.paths.remote import check_remote_path
+from placet.errors import UsageError
+from placet.paths.remote import check_remote_path, refuse_unless_file
 from placet.server.budget import MARGIN, fit, json_bytes, room_for
 from placet.server.framework import READ_DRIVE, ToolOutput, define_tool
 from placet.server.state import ServerState, state_of
@@ -151,17 +151,9 @@ def _not_text(path: str, why: str) -> UsageError:
 def _read(state: ServerState, path: str, max_bytes: int) -> DriveReadOut:
     norm = check_remote_path(path)
     entry = state.drive.stat(norm)
-    if entry is None:
-        raise NotFound(
-            f"remote '{inert(norm)}' does not exist; check the name with drive_list",
-            details={"remote_path": norm},
-        )
-    if entry.is_dir:
-        raise PathRefused(
-            f"refusing to read remote '{inert(norm)}': it is a folder; use drive_list",
-            code="not_regular_file",
-            details={"remote_path": norm},
-        )
+    is_dir = None if entry is None else entry.is_dir
+    refuse_unless_file(norm, is_dir, verb="read", hint="use drive_list")
+    assert entry is not None  # refused above
     cap = min(max_bytes, READ_MAX, state.settings.read_cap_bytes)
     data = state.drive.read_head(norm, cap + 1)
     truncated = len(data) > cap or (entry.size is not None and entry.size > cap)

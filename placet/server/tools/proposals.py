@@ -396,9 +396,6 @@ def _status(who: Caller, rec: ProposalRecord) -> str:
 class WithdrawOut(ProposalOut):
     already_withdrawn: bool
 
-    def summary(self) -> str:
-        return self.proposal.line()
-
 
 async def _withdraw(who: Caller, pid: int) -> WithdrawOut:
     rec = await get_visible(who, pid)

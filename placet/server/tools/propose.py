@@ -7,6 +7,7 @@ drive or to a local root; the owner accepts or discards in `placet review`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any
 
@@ -18,6 +19,7 @@ from placet.proposals import making
 from placet.server.framework import PROPOSE, define_tool
 from placet.server.models import ProposalView, ProposeOut
 from placet.server.state import caller
+from placet.store import ProposalRecord
 
 Reason = Annotated[
     str,
@@ -39,6 +41,16 @@ RootName = Annotated[
     str | None,
     Field(description="Name of the local root (see roots_list); default: the first root."),
 ]
+
+
+async def _propose(
+    ctx: Context[Any, Any], make: Callable[..., tuple[ProposalRecord, bool]], **args: Any
+) -> ProposeOut:
+    """Call `make` (a `placet.proposals.making` function) with the caller's proposal
+    context and the tool's `args` in a worker thread; the tool's reply."""
+    who = await caller(ctx)
+    rec, created = await anyio.to_thread.run_sync(partial(make, who.propose_context(), **args))
+    return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
 
 
 @define_tool(title="Propose an upload", annotations=PROPOSE)
@@ -75,21 +87,17 @@ async def propose_upload(
     one-line `status` to the user.
     If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
-    who = await caller(ctx)
-    rec, created = await anyio.to_thread.run_sync(
-        partial(
-            making.propose_upload,
-            who.propose_context(),
-            local_path=local_path,
-            remote_parent=remote_parent,
-            name=name,
-            replace_existing=replace_existing,
-            reason=reason,
-            ttl_minutes=ttl_minutes,
-            root=root,
-        )
+    return await _propose(
+        ctx,
+        making.propose_upload,
+        local_path=local_path,
+        remote_parent=remote_parent,
+        name=name,
+        replace_existing=replace_existing,
+        reason=reason,
+        ttl_minutes=ttl_minutes,
+        root=root,
     )
-    return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
 
 
 @define_tool(title="Propose a remote folder", annotations=PROPOSE)
@@ -111,18 +119,14 @@ async def propose_mkdir(
     one-line `status` to the user.
     If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
-    who = await caller(ctx)
-    rec, created = await anyio.to_thread.run_sync(
-        partial(
-            making.propose_mkdir,
-            who.propose_context(),
-            remote_parent=remote_parent,
-            name=name,
-            reason=reason,
-            ttl_minutes=ttl_minutes,
-        )
+    return await _propose(
+        ctx,
+        making.propose_mkdir,
+        remote_parent=remote_parent,
+        name=name,
+        reason=reason,
+        ttl_minutes=ttl_minutes,
     )
-    return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
 
 
 @define_tool(title="Propose a download", annotations=PROPOSE)
@@ -155,20 +159,16 @@ async def propose_download(
     one-line `status` to the user.
     If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
-    who = await caller(ctx)
-    rec, created = await anyio.to_thread.run_sync(
-        partial(
-            making.propose_download,
-            who.propose_context(),
-            remote_path=remote_path,
-            local_path=local_path,
-            overwrite=overwrite,
-            reason=reason,
-            ttl_minutes=ttl_minutes,
-            root=root,
-        )
+    return await _propose(
+        ctx,
+        making.propose_download,
+        remote_path=remote_path,
+        local_path=local_path,
+        overwrite=overwrite,
+        reason=reason,
+        ttl_minutes=ttl_minutes,
+        root=root,
     )
-    return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
 
 
 TOOLS = (propose_upload, propose_mkdir, propose_download)
