@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -138,11 +139,16 @@ class AgentSession:
         result: CallToolResult = await self.client.call_tool(
             tool, args, read_timeout_seconds=CALL_TIMEOUT_S
         )
-        data = result.structured_content or {}
         if result.is_error:
-            text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
-            raise ToolFailed(tool, str(data.get("code", "error")), str(data.get("message", text)))
-        return data
+            # placet's error result: the line `code: message`, then the JSON
+            # {code, message, retryable, details}; no structured content.
+            texts = [c.text for c in result.content if c.type == "text"]
+            try:
+                err = json.loads(texts[-1])
+            except (IndexError, ValueError):
+                err = {"code": "error", "message": texts[0] if texts else ""}
+            raise ToolFailed(tool, str(err.get("code", "error")), str(err.get("message", "")))
+        return result.structured_content or {}
 
     async def look_around(self) -> None:
         """What any agent does first: the tools, the roots, the drive."""
