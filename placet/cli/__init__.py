@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "placet.cli.accept",
     "placet.cli.doctor",
     "placet.cli.drive",
+    "placet.cli.web",
 )
 
 

@@ -1,0 +1,53 @@
+"""`placet web`: the review page for a phone or another browser (docs/design.md sections
+11 and 12).
+
+A Starlette app (`placet.web.app.create_app`), server-rendered HTML (`pages`, `html`),
+one static script for the WebAuthn calls and one stylesheet (`static/`), and the passkey
+ceremonies verified server-side with py_webauthn (`ceremonies`). It decides through the
+same core as `placet review` and `placet accept`. `serve` runs it under uvicorn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import uvicorn
+
+from placet.config import Settings
+from placet.store import Store
+from placet.web.app import Runs, WebConfig, check_listen, create_app
+
+__all__ = ["Runs", "WebConfig", "check_listen", "create_app", "serve"]
+
+
+def serve(
+    store: Store,
+    settings: Settings,
+    config: WebConfig,
+    *,
+    cert: Path | None = None,
+    key: Path | None = None,
+) -> None:
+    """Serve the page until interrupted (Ctrl-C / SIGTERM). Refuses a non-loopback
+    address without TLS (`check_listen`). Executions still running when it stops are
+    told to stop and waited for briefly; their threads are daemons and die with the
+    process."""
+    check_listen(config.host, tls=cert is not None)
+    runs = Runs(store, settings)
+    app = create_app(store, settings, config, runs=runs)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            ssl_certfile=str(cert) if cert else None,
+            ssl_keyfile=str(key) if key else None,
+            log_level="warning",
+            access_log=False,
+            server_header=False,
+        )
+    )
+    try:
+        server.run()
+    finally:
+        runs.stop()
