@@ -248,12 +248,12 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
         + f"<h1>#{r.id} {text(r.kind)} <small>{text(r.status)}</small></h1>"
         + facts
         + refusal
+        + f"<section><h2>What accepting does</h2>{pager}{ops_html}{pager}</section>"
         + _flags_html(v.flags)
         + reason
         + hash_html
         + actions
         + status
-        + f"<section><h2>What accepting does</h2>{pager}{ops_html}{pager}</section>"
         + results
         + f'<section><h2>Audit</h2><ul class="audit">{events}</ul></section>'
     )
