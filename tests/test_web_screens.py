@@ -56,6 +56,8 @@ def test_queue_and_proposal_at_phone_and_desktop_size(tab: Tab, store: Store) ->
             assert rows.count() == 4
             assert "<img src=x onerror=pwned=1>" in rows.first.inner_text()
             assert page.locator("li.row img").count() == 0
+            assert "3 risk flags" in rows.first.inner_text()
+            assert "risk flag" not in rows.nth(2).inner_text()  # the mkdir has none
             page.screenshot(path=str(out / f"web-queue-{name}.png"), full_page=True)
 
             page.goto(served.url(f"/p/{hooked.id}"))

@@ -9,7 +9,10 @@ same core as `placet review` and `placet accept`. `serve` runs it under uvicorn.
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
@@ -47,7 +50,18 @@ def serve(
             server_header=False,
         )
     )
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again against the
+    # handler found before it started: make that an orderly exit (status 0), so the
+    # executions are told to stop and the store is closed.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_quietly) if main else None
     try:
         server.run()
     finally:
         runs.stop()
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_quietly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)

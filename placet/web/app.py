@@ -45,6 +45,7 @@ from placet.config import Settings
 from placet.errors import PlacetError, PolicyRefused, UsageError
 from placet.executor import check_before_accept, execute, plan_for
 from placet.proposals.vetting import proposal_flags
+from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
 from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
 from placet.web import pages
@@ -286,13 +287,15 @@ def create_app(
             "discarded": "Discarded.",
             "extended": "Extended by 15 minutes.",
         }.get(request.query_params.get("done", ""), "")
+        shown = pending[: pages.QUEUE_PAGE]
         return _html(
             pages.queue_page(
-                pending[: pages.QUEUE_PAGE],
+                shown,
                 store.counts(),
                 clock(),
                 next_after=more,
                 notice=notice,
+                flags=_flag_counts(shown),
             )
         )
 
@@ -519,6 +522,20 @@ def create_app(
     app.state.runs = runs
     app.state.ceremonies = ceremonies
     return app
+
+
+def _flag_counts(records: list[ProposalRecord]) -> dict[int, int]:
+    """placet's risk flags per proposal whose ops are in its request (a by-reference
+    sync's ops are read and flagged on its own page, never for the queue)."""
+    out: dict[int, int] = {}
+    for r in records:
+        if is_by_reference(r.kind, r.request):
+            continue
+        try:
+            out[r.id] = len(proposal_flags(r, plan_for(r.kind, r.request, r.evidence).ops))
+        except PlacetError:
+            continue
+    return out
 
 
 def _changed(pid: int, record: ProposalRecord, shown: object) -> PolicyRefused:

@@ -70,15 +70,24 @@ def target(record: ProposalRecord) -> str:
     return record.kind
 
 
+def _flag_mark(n: int | None) -> str:
+    if n is None:
+        return ""
+    return f' · <b class="warn">{n} risk flag{"s" if n != 1 else ""}</b>' if n else ""
+
+
 def queue_page(
     pending: Sequence[ProposalRecord], counts: dict[str, int], now: datetime, *,
-    next_after: int | None, notice: str = "",
+    next_after: int | None, notice: str = "", flags: dict[int, int] | None = None,
 ) -> Html:  # fmt: skip
+    """The pending proposals with countdowns; `flags`: risk flags per proposal id
+    (absent: not computed, e.g. a sync whose ops are read on its own page)."""
+    flags = flags or {}
     rows = [
         f'<li class="row"><a href="/p/{p.id}"><span class="id">#{p.id}</span> '
         f'<span class="kind">{text(p.kind)}</span> <span class="target">{path(target(p))}</span>'
         f'<span class="meta">{text(p.client_name or "?")} · expires in '
-        f"{countdown(p.expires_at, now)}</span></a></li>"
+        f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span></a></li>"
         for p in pending
     ]
     more = f'<p><a href="/?after={next_after}">more pending proposals</a></p>' if next_after else ""
