@@ -7,10 +7,17 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import time
 import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from executor_fixtures import PLACET
 from tui_pty import PtyProcess
 from web_fixtures import free_port
@@ -94,3 +101,58 @@ def test_keys_lists_and_revokes(settings: Settings) -> None:
     assert rows[0]["id"] == 1 and rows[0]["revoked_at"] is not None
     again = keys("revoke", "1")
     assert again.returncode == 3 and "no active passkey 1" in again.stderr
+
+
+def test_placet_web_serves_over_tls_off_loopback(tmp_path: Path) -> None:
+    """With --cert and --key, another listen address is allowed; the page answers over
+    https under its --name, with HSTS."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(PLACET), "web", "--host", "0.0.0.0", "--port", str(port),
+         "--cert", str(cert_file), "--key", str(key_file)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == f"placet web: https://localhost:{port}/"
+        context = ssl.create_default_context(cafile=str(cert_file))
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                url = f"https://localhost:{port}/"
+                with urllib.request.urlopen(url, timeout=5, context=context) as r:
+                    assert r.status == 200
+                    assert r.headers["Strict-Transport-Security"] == "max-age=31536000"
+                    break
+            except (OSError, ssl.SSLError):
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

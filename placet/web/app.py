@@ -191,6 +191,8 @@ class Guard:
                     (b"cache-control", b"no-store"),
                     (b"x-frame-options", b"DENY"),
                 ]
+                if self.config.tls:
+                    extra.append((b"strict-transport-security", b"max-age=31536000"))
                 message["headers"] = list(message.get("headers", [])) + extra
             await send(message)
 

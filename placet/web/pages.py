@@ -210,6 +210,12 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
         else ""
     )
     ops_html = join(_op_html(r, op, root_path, tickable=tickable) for op in shown)
+    if tickable:
+        ops_html = Html(
+            '<p class="hint">Untick an op to leave it out: the accept runs the ops ticked '
+            "on this page and every op on the other pages; the ops left out are recorded "
+            "and journaled as skipped.</p>" + ops_html
+        )
     reason = (
         '<section class="claim"><h2>The agent\'s reason <small>(its claim, not checked by '
         f'placet)</small></h2><blockquote id="reason">{text(r.reason)}</blockquote></section>'
