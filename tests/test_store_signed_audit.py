@@ -116,3 +116,24 @@ def test_an_approval_signed_for_another_request_fails_verification(store: Store)
     )
     v = store.verify_audit()
     assert not v.ok and f"approval of proposal {rec.id}" in v.message
+
+
+def test_unsigned_approvals_after_signed_mode_was_used_are_reported(settings: Settings) -> None:
+    key, cid = SoftKey(), "c29mdC1rZXk"
+    with open_store(quiet(settings, approvals="signed")) as signed:
+        signed.register_passkey(
+            signed.create_pairing(), credential_id=cid, public_key=key.cose(), sign_count=0,
+            name="soft",
+        )  # fmt: skip
+        rec = _signed_accept(signed, key, cid)
+        approval = [e for e in signed.audit_events(proposal_id=rec.id) if e.to_status == "approved"]
+        assert approval[0].detail["approvals"] == "signed"
+        assert "note" not in signed.verify_audit().message
+    with open_store(quiet(settings)) as terminal:  # the owner (or not) turned signed mode off
+        later = add_upload(terminal, local_path="later.txt")
+        terminal.accept(later.id, now=T0, detail={"request_hash": later.request_hash})
+        event = terminal.audit_events(proposal_id=later.id)[-1].id
+        v = terminal.verify_audit()
+    assert v.ok
+    assert "1 approval(s) without a passkey signature were made after signed mode" in v.message
+    assert f"events {event} " in v.message

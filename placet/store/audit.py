@@ -190,6 +190,11 @@ def _follow_on_problem(eid: int, pid: int, row: Any, before: tuple[int, str] | N
 def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
     """Walk every event in id order, then the anchor, then each proposal's last event.
 
+    Every approval signed with a passkey is verified again (`_signatures_problem`); the
+    message notes approvals without a signature made after the first approval made in
+    signed mode (its detail says ``"approvals": "signed"``), i.e. while the owner had
+    turned signed mode off.
+
     Chain problems (edited content, broken link, missing ids, an anchored hash that
     differs, a removed tail, and a proposal's events that do not follow on: each
     event's `from` must be the `to` of that proposal's previous event, the first must be
@@ -208,6 +213,8 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
     last_to: dict[int, tuple[int, str]] = {}
     created_hash: dict[int, tuple[int, str]] = {}
     signed: list[tuple[int, int, str, dict[str, Any]]] = []
+    signed_mode_since: int | None = None  # the first approval made in signed mode
+    unsigned_after: list[int] = []  # approvals without a signature made after it
     prev, expected, count, last_id = GENESIS_HASH, 1, 0, 0
     rows = conn.execute(select(AUDIT_EVENT).order_by(AUDIT_EVENT.c.id))
     for row in rows:
@@ -238,8 +245,13 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
         last_to[row.proposal_id] = (eid, row.to_status)
         if row.from_status is None:
             created_hash[row.proposal_id] = (eid, row.request_hash)
-        if row.to_status == lc.APPROVED and '"passkey"' in row.detail:
-            signed.append((eid, row.proposal_id, row.request_hash, json.loads(row.detail)))
+        if row.to_status == lc.APPROVED:
+            if '"passkey"' in row.detail:
+                signed.append((eid, row.proposal_id, row.request_hash, json.loads(row.detail)))
+            elif signed_mode_since is not None:
+                unsigned_after.append(eid)
+            if signed_mode_since is None and '"approvals":"signed"' in row.detail:
+                signed_mode_since = eid
         prev, expected, last_id = row.hash, eid + 1, eid
 
     max_anchor = max(anchors, default=0)
@@ -302,6 +314,15 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
         )
     head = f", head {prev[:16]}…" if count else ""
     sigs = f", {len(signed)} passkey-signed approval(s) re-verified" if signed else ""
+    if unsigned_after:
+        shown = ", ".join(map(str, unsigned_after[:10])) + (
+            ", ..." if len(unsigned_after) > 10 else ""
+        )
+        sigs += (
+            f"; note: {len(unsigned_after)} approval(s) without a passkey signature were made "
+            f"after signed mode was first used (event {signed_mode_since}): events {shown} "
+            '(approvals = "signed" was off then)'
+        )
     return AuditVerification(True, count, None, f"{count} events verified{sigs}{head}")
 
 

@@ -348,7 +348,8 @@ class Decisions(StoreBase):
 
         With ``approvals = "signed"`` (`Settings.approvals`) an approval without a passkey
         assertion (`detail["passkey"]`, made by `placet web`) is refused
-        (``signature_required``); the executor verifies the signature itself.
+        (``signature_required``); the executor verifies the signature itself. The event
+        of an approval made in signed mode records ``"approvals": "signed"``.
 
         Raises NotFound, Expired, WrongState; PolicyRefused `not_approved_as_shown`,
         `signature_required`;
@@ -359,8 +360,10 @@ class Decisions(StoreBase):
         now = now_or_utcnow(now)
         given = dict(detail or {})
         skip = given.pop("skip_ops", None)
-        if self.settings.approvals == "signed" and not isinstance(given.get("passkey"), dict):
-            raise signature_required(pid, self.settings.config_file)
+        if self.settings.approvals == "signed":
+            if not isinstance(given.get("passkey"), dict):
+                raise signature_required(pid, self.settings.config_file)
+            given["approvals"] = "signed"  # the audit shows the mode (see `verify_chain`)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._row(conn, pid)
