@@ -113,6 +113,8 @@ def serve(store: Store, settings: Settings, clock: Clock | None = None) -> Itera
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is missing (.ci/run installs it)")
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
@@ -176,7 +178,3 @@ def screenshots_dir() -> Path:
     out = repo / "docs" / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
     return out
-
-
-def env_without_display() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "DISPLAY"}
