@@ -321,6 +321,7 @@ def create_app(
             now=clock(),
             page=page_no,
             running=runs.running(record.id),
+            run_error=runs.errors.get(record.id),
         )
 
     def proposal(request: Request) -> Response:
@@ -360,7 +361,7 @@ def create_app(
             {
                 "status": record.status,
                 "running": runs.running(pid),
-                "done": record.status in _DONE or record.status == "pending",
+                "done": not runs.running(pid),
                 "error": None if error is None else f"{error.error_code}: {error.message}",
             }
         )

@@ -169,6 +169,8 @@ class ProposalView:
     now: datetime
     page: int = 0
     running: bool = False
+    run_error: PlacetError | None = None
+    """Why the execution started from this page stopped before it ran, if it did."""
 
 
 def proposal_page(v: ProposalView, notice: str = "") -> Html:
@@ -209,6 +211,11 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
         if v.refusal is not None
         else ""
     )
+    if v.run_error is not None:
+        refusal += (
+            f'<p class="refusal" role="alert">not executed: <b>{attr(v.run_error.error_code)}'
+            f"</b>: {said(v.run_error.message)}</p>"
+        )
     ops_html = join(_op_html(r, op, root_path, tickable=tickable) for op in shown)
     if tickable:
         ops_html = Html(
@@ -247,7 +254,7 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
         )
     status = (
         f'<p id="status" role="status" data-proposal="{r.id}" '
-        f'data-watch="{"1" if v.running or r.status in ("approved", "executing") else ""}"></p>'
+        f'data-watch="{"1" if v.running else ""}"></p>'
     )
     results = ""
     if v.results:

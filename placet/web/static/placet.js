@@ -106,7 +106,7 @@ async function watch(pid) {
     const r = await fetch("/p/" + pid + "/status", { credentials: "same-origin" });
     const data = await r.json();
     say("Status: " + data.status + (data.error ? " (" + data.error + ")" : ""), !!data.error);
-    if (data.done && !data.running) { location.reload(); return; }
+    if (data.done) { location.reload(); return; }
   }
 }
 
