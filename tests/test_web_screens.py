@@ -2,11 +2,13 @@
 size: the queue with countdowns, and a proposal with placet's risk flags above the
 agent's reason, boxed as its claim, and the request hash. Agent strings with markup,
 terminal escapes and bidi controls are shown literally (inert, escaped), never parsed.
-Screenshots go to docs/screenshots/ (looked at by hand; nothing compares pixels)."""
+Screenshots go to docs/screenshots/ with PLACET_SCREENSHOTS=1 (looked at by hand;
+nothing compares pixels)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from tui_fixtures import add_download, add_mkdir, add_upload, quiet
@@ -30,7 +32,9 @@ def store(settings: Settings) -> Iterator[Store]:
     s.close()
 
 
-def test_queue_and_proposal_at_phone_and_desktop_size(tab: Tab, store: Store) -> None:
+def test_queue_and_proposal_at_phone_and_desktop_size(
+    tab: Tab, store: Store, tmp_path: Path
+) -> None:
     with serve(store, store.settings) as served:
         now = served.clock()
         hooked = add_upload(
@@ -47,7 +51,7 @@ def test_queue_and_proposal_at_phone_and_desktop_size(tab: Tab, store: Store) ->
         add_mkdir(store, now=now)
         add_download(store, now=now)
         pair(tab, served)
-        out = screenshots_dir()
+        out = screenshots_dir(tmp_path)
         page = tab.page
         for name, size in (("phone", (390, 844)), ("desktop", (1280, 900))):
             page.set_viewport_size({"width": size[0], "height": size[1]})
@@ -79,3 +83,39 @@ def test_queue_and_proposal_at_phone_and_desktop_size(tab: Tab, store: Store) ->
         page.set_viewport_size({"width": 390, "height": 844})
         page.goto(served.url(f"/p/{hooked.id}"))
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_a_large_sync_is_paged_and_every_flag_is_shown_on_every_page(
+    tab: Tab, store: Store, tmp_path: Path
+) -> None:
+    from tui_fixtures import DRIVE
+
+    ops = [
+        {"index": i, "kind": "upload", "local_path": f"src/f{i:03d}.txt",
+         "remote_path": f"src/f{i:03d}.txt", "size": 10, "reason": "new"}
+        for i in range(150)
+    ]  # fmt: skip
+    ops[140]["local_path"] = ops[140]["remote_path"] = ".git/hooks/pre-commit"
+    request = {
+        "kind": "sync", "plan_id": 1, "local_path": "", "remote_path": "", "decisions": {},
+        "root": {"name": "proj", "path": "/tmp/proj", "device": 1, "inode": 2}, "ops": ops,
+    }  # fmt: skip
+    with serve(store, store.settings) as served:
+        rec, _ = store.create_proposal(
+            kind="sync", request=request, evidence={}, reason="mirror", drive_spec=DRIVE,
+            run_id="run-web", ttl_seconds=600, now=served.clock(),
+        )  # fmt: skip
+        pair(tab, served)
+        page = tab.page
+        page.goto(served.url(f"/p/{rec.id}"))
+        assert page.locator(".op").count() == 100 and page.locator(".op-tick").count() == 100
+        assert "ops 1-100 of 150" in page.locator(".pager").first.inner_text()
+        assert "runs_code" in page.locator("section.flags").inner_text()  # op 140's flag
+        assert page.locator("#op-140").count() == 0
+        page.uncheck(".op-tick[data-index='3']")
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(screenshots_dir(tmp_path) / "web-sync-phone.png"))
+        page.click("text=next")
+        assert page.locator(".op").count() == 50
+        assert ".git/hooks/pre-commit" in page.locator("#op-140").inner_text()
+        assert "runs_code" in page.locator("section.flags").inner_text()

@@ -173,7 +173,11 @@ def session_cookie(tab: Tab) -> str:
     return f"placet_session={cookies['placet_session']}"
 
 
-def screenshots_dir() -> Path:
+def screenshots_dir(tmp_path: Path) -> Path:
+    """docs/screenshots/ when PLACET_SCREENSHOTS=1 (to refresh the committed ones), else a
+    folder of the test's own (a test run leaves the checkout as it was)."""
+    if os.environ.get("PLACET_SCREENSHOTS") != "1":
+        return tmp_path
     repo = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
     out = repo / "docs" / "screenshots"
     out.mkdir(parents=True, exist_ok=True)

@@ -145,6 +145,18 @@ def _op_html(record: ProposalRecord, op: Op, root_path: str, *, tickable: bool) 
     return head + "<br>".join(lines) + "</div>"
 
 
+def _flag_summary(flags: list[RiskFlag]) -> str:
+    """``"3: 1 runs_code, 2 replaces_existing (listed below)"``, most severe first."""
+    if not flags:
+        return "none"
+    counts: dict[str, int] = {}
+    for f in flags:
+        counts[f.code] = counts.get(f.code, 0) + 1
+    ranked = sorted(counts, key=lambda c: _SEVERITY.index(c) if c in _SEVERITY else len(_SEVERITY))
+    said = ", ".join(f"{counts[c]} {attr(c)}" for c in ranked)
+    return f"{len(flags)}: {said} (listed below)"
+
+
 def _flags_html(flags: list[RiskFlag]) -> str:
     if not flags:
         return '<section class="flags none"><h2>placet found no risk flags</h2></section>'
@@ -203,7 +215,8 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
         f"<dt>proposed by</dt><dd>{text(r.client_name or '?')} {text(r.client_version or '')}"
         f" · run {text(r.run_id)} · host {text(r.host)}</dd>"
         f"<dt>ops</dt><dd>{len(v.ops)}, moving {size_text(total_bytes)}</dd>"
-        "</dl>"
+        f'<dt>risk flags</dt><dd class="{"warn" if v.flags else ""}">{_flag_summary(v.flags)}'
+        "</dd></dl>"
     )
     refusal = (
         f'<p class="refusal" role="alert"><b>{attr(v.refusal.error_code)}</b>: '
