@@ -107,6 +107,16 @@ def test_a_request_changed_after_it_was_shown_is_refused(
     assert store.get(a.id).status == "pending" and approvals(store, a.id) == 0
 
 
+def test_ops_cannot_be_unticked_on_a_single_op_proposal(
+    tab: Tab, store: Store, served: Served
+) -> None:
+    a = add_upload(store, local_path="a.txt", now=served.clock())
+    pair(tab, served)
+    tab.page.goto(served.url(f"/p/{a.id}"))
+    with pytest.raises(Exception, match="skip_invalid"):
+        sign(tab, a.id, a.request_hash, [0])
+
+
 def test_a_page_shown_before_a_change_cannot_ask_for_a_challenge(
     tab: Tab, store: Store, served: Served
 ) -> None:

@@ -398,8 +398,16 @@ def create_app(
             record = store.get(pid)
             if shown != record.request_hash:
                 raise _changed(pid, record, shown)
+            skip = _skip_ops(body.get("skip_ops"))
+            if skip and record.kind != "sync":
+                raise UsageError(
+                    f"cannot accept proposal {pid} with ops unticked: it is a {record.kind} "
+                    "proposal with a single op; accept or discard it whole",
+                    code="skip_invalid",
+                    details={"proposal_id": pid},
+                )
             options = ceremonies.accept_options(
-                token_hash(session[0]), pid, record.request_hash, _skip_ops(body.get("skip_ops"))
+                token_hash(session[0]), pid, record.request_hash, skip
             )
         except PlacetError as e:
             return _refused_json(e)

@@ -46,6 +46,8 @@ __all__ = ["CHALLENGE_SECONDS", "Ceremonies", "Issued"]
 
 CHALLENGE_SECONDS = 300
 """How long an issued challenge may be answered."""
+MAX_OPEN_CHALLENGES = 1000
+"""Challenges kept open at most (sign-in options can be asked without a session)."""
 _USER_ID = b"placet-owner"
 
 
@@ -78,6 +80,8 @@ class Challenges:
             now = self.clock()
             for k in [k for k, v in self._issued.items() if v.expires_at <= now]:
                 del self._issued[k]
+            while len(self._issued) >= MAX_OPEN_CHALLENGES:  # the oldest go first
+                del self._issued[next(iter(self._issued))]
             self._issued[nonce] = issued
         return nonce, issued
 
