@@ -9,7 +9,9 @@ Security at the edge (docs/security.md, "placet web"):
 * every state change is a POST whose `Origin` must be this server's origin
   (``origin_refused`` otherwise), and every page and POST but sign-in and pairing
   needs a session made by signing in with a passkey (``not_signed_in``);
-* the session cookie is HttpOnly, SameSite=Strict, Secure under TLS.
+* the session cookie is HttpOnly, SameSite=Strict, Secure under TLS (and HSTS is sent);
+* the Referrer-Policy is ``same-origin``: with ``no-referrer`` Chromium sends
+  ``Origin: null`` on a form POST, which the Origin check would refuse.
 
 Deciding calls what the TUI and `placet accept` call: `check_before_accept` (the same
 refusals and messages), `Store.accept` with the request hash shown (``via: "web"``, the

@@ -50,7 +50,7 @@ def join(parts: Iterable[str]) -> Html:
     return Html("".join(parts))
 
 
-def page(title: str, body: str, *, signed_in: bool = True, csrf_free: bool = True) -> Html:
+def page(title: str, body: str, *, signed_in: bool = True) -> Html:
     """A whole page: the frame, the navigation (when signed in) and `body` (markup)."""
     nav = (
         '<nav><a href="/">Queue</a><a href="/history">History</a><a href="/audit">Audit</a>'
