@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "placet.cli.doctor",
     "placet.cli.drive",
     "placet.cli.notify",
+    "placet.cli.web",
 )
 
 

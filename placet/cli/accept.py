@@ -70,6 +70,7 @@ from placet.proposals.approval import origin
 from placet.proposals.vetting import proposal_flags, refuse_own_paths
 from placet.schema import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
+from placet.store.decisions import signature_required
 from placet.store.lifecycle import ACCEPTABLE
 from placet.text import cell_width as _width
 from placet.text import fit_cells, inert
@@ -118,6 +119,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
         store.sweep()
         record = store.get(args.id)
         _check_state(record)
+        if settings.approvals == "signed" and record.status in ACCEPTABLE:
+            raise signature_required(record.id, settings.config_file)
         # Refuse a proposal that could never run (altered request, another drive) before
         # the owner types a code, leaving it as it is.
         check_binding(settings, record)

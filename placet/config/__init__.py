@@ -103,6 +103,10 @@ class Settings(BaseModel):
     stored_bytes_total: int = Field(256 * 1024**2, ge=1024**2)
     """Most stored bytes of all plans, and of all snapshots."""
     allow_yes: bool = False
+    approvals: Literal["terminal", "signed"] = "terminal"
+    """``"signed"``: only an approval carrying the owner's passkey signature for exactly
+    that request (made in `placet web`) is accepted and executed; the terminal's code
+    and the review UI are refused (docs/security.md, "Signed mode")."""
     roots: dict[str, RootPolicy] = Field(default_factory=dict)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     """`[notify]`: channels that tell the owner proposals wait (`placet.config.notify`)."""

@@ -26,6 +26,7 @@ from placet.proposals.vetting import refuse_own_paths
 from placet.schema import is_by_reference, request_hash
 from placet.store import ProposalRecord, Store
 from placet.store.lifecycle import APPROVED, owner_skips
+from placet.store.signatures import check_signed_approval
 
 
 def check_binding(settings: Settings, record: ProposalRecord, drive: Drive | None = None) -> None:
@@ -80,9 +81,11 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             another hash, or there is none, or its `skip_ops` do not fit the ops: unknown
             indexes, every op, or a kind other than sync), ``drive_changed`` (the
             configured drive, or the drive handed in, is not the one the proposal was
-            made against), ``placet_own_path`` (an upload, upload_revision or mkdir, ticked
-            or not, targets a local-folder drive path inside placet's data, config or
-            database folder; details ``proposal_id``, ``op_index``).
+            made against), ``signature_required`` / ``signature_invalid`` (signed
+            mode: the approval carries no passkey signature, or one that does not verify
+            for exactly this request), ``placet_own_path`` (an upload, upload_revision
+            or mkdir, ticked or not, targets a local-folder drive path inside placet's
+            data, config or database folder; details ``proposal_id``, ``op_index``).
         PlacetError (``request_invalid``): the stored request does not parse.
     """
     pid = record.id
@@ -98,6 +101,8 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             details={"proposal_id": pid, "approved": bound, "proposal": record.request_hash},
         )
     skip = owner_skips(approvals[-1].detail)
+    if settings.approvals == "signed":
+        _check_signature(store, record, approvals[-1].detail, skip)
     _check_drive(settings, record, drive)
     plan = load_plan(store, record)
     unknown = sorted(skip - {op.index for op in plan.ops})
@@ -111,6 +116,38 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
         )
     _check_own_paths(settings, record, plan)
     return replace(plan, skip=skip)
+
+
+def _check_signature(
+    store: Store, record: ProposalRecord, detail: dict[str, Any], skip: frozenset[int]
+) -> None:
+    """Signed mode: the approval must carry a passkey assertion that verifies against a
+    registered, unrevoked passkey over exactly this proposal, request hash and selection
+    (`placet.store.signatures`)."""
+    pid = record.id
+    assertion = detail.get("passkey")
+    key = (
+        store.passkey_by_credential(str(assertion.get("credential_id")))
+        if isinstance(assertion, dict)
+        else None
+    )
+    if not isinstance(assertion, dict):
+        why = "carries no passkey signature"
+    elif key is None or key.revoked_at is not None:
+        why = "was signed by a passkey that is not registered (or was revoked)"
+    else:
+        problem = check_signed_approval(
+            assertion, key.public_key, proposal_id=pid, request_hash=record.request_hash,
+            skip_ops=skip,
+        )  # fmt: skip
+        why = "" if problem is None else f"has a passkey signature that fails: {problem}"
+    if why:
+        raise PolicyRefused(
+            f'refusing to execute proposal {pid}: approvals = "signed" and its approval '
+            f"{why}; accept it again in `placet web` with your passkey",
+            code="signature_required" if not isinstance(assertion, dict) else "signature_invalid",
+            details={"proposal_id": pid},
+        )
 
 
 def _check_own_paths(settings: Settings, record: ProposalRecord, plan: Plan) -> None:

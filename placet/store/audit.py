@@ -35,6 +35,7 @@ from placet.store import lifecycle as lc
 from placet.store.db import dt_text, raw
 from placet.store.models import AUDIT_EVENT, PROPOSAL
 from placet.store.records import AuditVerification
+from placet.store.signatures import check_signed_approval
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +190,11 @@ def _follow_on_problem(eid: int, pid: int, row: Any, before: tuple[int, str] | N
 def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
     """Walk every event in id order, then the anchor, then each proposal's last event.
 
+    Every approval signed with a passkey is verified again (`_signatures_problem`); the
+    message notes approvals without a signature made after the first approval made in
+    signed mode (its detail says ``"approvals": "signed"``), i.e. while the owner had
+    turned signed mode off.
+
     Chain problems (edited content, broken link, missing ids, an anchored hash that
     differs, a removed tail, and a proposal's events that do not follow on: each
     event's `from` must be the `to` of that proposal's previous event, the first must be
@@ -206,6 +212,9 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
     problems: list[tuple[int, str]] = []
     last_to: dict[int, tuple[int, str]] = {}
     created_hash: dict[int, tuple[int, str]] = {}
+    signed: list[tuple[int, int, str, dict[str, Any]]] = []
+    signed_mode_since: int | None = None  # the first approval made in signed mode
+    unsigned_after: list[int] = []  # approvals without a signature made after it
     prev, expected, count, last_id = GENESIS_HASH, 1, 0, 0
     rows = conn.execute(select(AUDIT_EVENT).order_by(AUDIT_EVENT.c.id))
     for row in rows:
@@ -236,6 +245,13 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
         last_to[row.proposal_id] = (eid, row.to_status)
         if row.from_status is None:
             created_hash[row.proposal_id] = (eid, row.request_hash)
+        if row.to_status == lc.APPROVED:
+            if '"passkey"' in row.detail:
+                signed.append((eid, row.proposal_id, row.request_hash, json.loads(row.detail)))
+            elif signed_mode_since is not None:
+                unsigned_after.append(eid)
+            if signed_mode_since is None and '"approvals":"signed"' in row.detail:
+                signed_mode_since = eid
         prev, expected, last_id = row.hash, eid + 1, eid
 
     max_anchor = max(anchors, default=0)
@@ -280,6 +296,10 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
         if altered:
             return AuditVerification(False, count, created[0], altered)
 
+    bad_signature = _signatures_problem(conn, signed)
+    if bad_signature is not None:
+        return AuditVerification(False, count, bad_signature[0], bad_signature[1])
+
     if malformed:
         return AuditVerification(
             False, count, None, f"the anchor file has {len(malformed)} malformed line(s)"
@@ -293,7 +313,50 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
             "events; a removed tail cannot be ruled out",
         )
     head = f", head {prev[:16]}…" if count else ""
-    return AuditVerification(True, count, None, f"{count} events verified{head}")
+    sigs = f", {len(signed)} passkey-signed approval(s) re-verified" if signed else ""
+    if unsigned_after:
+        shown = ", ".join(map(str, unsigned_after[:10])) + (
+            ", ..." if len(unsigned_after) > 10 else ""
+        )
+        sigs += (
+            f"; note: {len(unsigned_after)} approval(s) without a passkey signature were made "
+            f"after signed mode was first used (event {signed_mode_since}): events {shown} "
+            '(approvals = "signed" was off then)'
+        )
+    return AuditVerification(True, count, None, f"{count} events verified{sigs}{head}")
+
+
+_PUBLIC_KEY_SQL = "SELECT public_key FROM web_passkey WHERE credential_id = ?"
+
+
+def _signatures_problem(
+    conn: Connection, signed: list[tuple[int, int, str, dict[str, Any]]]
+) -> tuple[int, str] | None:
+    """(event id, why) for the first approval whose stored passkey assertion does not
+    verify against the stored public key of its credential (revoked keys included), over
+    the challenge of that event's proposal, request hash and `skip_ops`
+    (`placet.store.signatures`); None when every one verifies."""
+    for eid, pid, rh, detail in signed:
+        assertion = detail.get("passkey")
+        if not isinstance(assertion, dict):
+            return eid, f"event {eid} (approval of proposal {pid}) has a malformed passkey entry"
+        row = conn.exec_driver_sql(_PUBLIC_KEY_SQL, (str(assertion.get("credential_id")),)).first()
+        if row is None:
+            return eid, (
+                f"event {eid} (approval of proposal {pid}) was signed by a passkey this "
+                "database does not hold"
+            )
+        skip = detail.get("skip_ops") or []
+        why = check_signed_approval(
+            assertion,
+            bytes(row[0]),
+            proposal_id=pid,
+            request_hash=rh,
+            skip_ops=skip if isinstance(skip, list) else [],
+        )
+        if why is not None:
+            return eid, f"event {eid} (approval of proposal {pid}): {why}"
+    return None
 
 
 def _ops_altered(conn: Connection, pid: int, request: dict[str, Any]) -> str | None:

@@ -148,6 +148,17 @@ def _selection(
     return {"skip_ops": sorted(unticked)}
 
 
+def signature_required(pid: int, config_file: object) -> PolicyRefused:
+    """The refusal of an approval without a passkey signature in signed mode."""
+    return PolicyRefused(
+        f'refusing to accept proposal {pid} here: approvals = "signed" in {config_file}, '
+        "so every approval needs your passkey; accept it in `placet web` (run `placet web` "
+        "and open the page it prints)",
+        code="signature_required",
+        details={"proposal_id": pid, "config_key": "approvals"},
+    )
+
+
 class Decisions(StoreBase):
     """Creation, accept, discard, withdraw, extend (mixed into `Store`)."""
 
@@ -317,7 +328,13 @@ class Decisions(StoreBase):
         `detail["request_hash"]`, when given, is the hash the owner was shown: a proposal
         that no longer has it is refused and nothing is approved.
 
-        Raises NotFound, Expired, WrongState; PolicyRefused `not_approved_as_shown`;
+        With ``approvals = "signed"`` (`Settings.approvals`) an approval without a passkey
+        assertion (`detail["passkey"]`, made by `placet web`) is refused
+        (``signature_required``); the executor verifies the signature itself. The event
+        of an approval made in signed mode records ``"approvals": "signed"``.
+
+        Raises NotFound, Expired, WrongState; PolicyRefused `not_approved_as_shown`,
+        `signature_required`;
         UsageError `skip_invalid` (skip_ops on
         another kind, not a list of integers, or naming an op the request does not
         have) or `nothing_selected` (every op unticked: discard it instead).
@@ -325,6 +342,10 @@ class Decisions(StoreBase):
         now = now_or_utcnow(now)
         given = dict(detail or {})
         skip = given.pop("skip_ops", None)
+        if self.settings.approvals == "signed":
+            if not isinstance(given.get("passkey"), dict):
+                raise signature_required(pid, self.settings.config_file)
+            given["approvals"] = "signed"  # the audit shows the mode (see `verify_chain`)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._row(conn, pid)

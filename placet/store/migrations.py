@@ -307,6 +307,38 @@ BEGIN
 END""",
 )
 
+# `placet web` (issue 15): the owner's passkeys, sign-in sessions and one-time pairing
+# links; the tables are declared in `placet.store.passkeys`.
+_WEB = (
+    """CREATE TABLE web_passkey (
+    id INTEGER NOT NULL,
+    credential_id TEXT NOT NULL,
+    public_key BLOB NOT NULL,
+    sign_count INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    created_at DATETIME NOT NULL,
+    last_used_at DATETIME,
+    revoked_at DATETIME,
+    PRIMARY KEY (id),
+    CONSTRAINT ux_web_passkey_credential UNIQUE (credential_id)
+)""",
+    """CREATE TABLE web_session (
+    token_hash TEXT NOT NULL,
+    passkey_id INTEGER NOT NULL,
+    created_at DATETIME NOT NULL,
+    expires_at DATETIME NOT NULL,
+    PRIMARY KEY (token_hash),
+    FOREIGN KEY(passkey_id) REFERENCES web_passkey (id)
+)""",
+    """CREATE TABLE web_pairing (
+    token_hash TEXT NOT NULL,
+    created_at DATETIME NOT NULL,
+    expires_at DATETIME NOT NULL,
+    used_at DATETIME,
+    PRIMARY KEY (token_hash)
+)""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY),
@@ -314,6 +346,7 @@ MIGRATIONS: list[Migration] = [
     Migration("pending_request_per_drive", _PENDING_PER_DRIVE),
     Migration("proposal_ops_by_reference", _PROPOSAL_OPS),
     Migration("notify_outbox", _NOTIFY_OUTBOX),
+    Migration("web_passkeys_sessions_pairings", _WEB),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

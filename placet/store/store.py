@@ -27,6 +27,7 @@ from placet.store import lifecycle as lc
 from placet.store.base import SWEEP_BATCH, Heads, P, now_or_utcnow
 from placet.store.decisions import Decisions
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
+from placet.store.passkeys import Passkeys
 from placet.store.records import (
     LeaseHolder,
     ProposalRecord,
@@ -34,7 +35,7 @@ from placet.store.records import (
 )
 
 
-class Store(Decisions):
+class Store(Decisions, Passkeys):
     """Proposals, op results and the audit chain in one SQLite database.
 
     Build with `placet.store.open_store(settings)`. Safe to share between threads; each

@@ -43,6 +43,7 @@ from placet.executor import check_before_accept
 from placet.proposals.approval import origin
 from placet.schema import is_by_reference
 from placet.store import OpResultRecord, ProposalRecord, Store
+from placet.store.decisions import signature_required
 from placet.text import inert
 from placet.tui.facts import Effect, countdown, effect_of
 from placet.tui.messages import (
@@ -141,6 +142,10 @@ class DecidingApp(App[None]):
             return
         if not retry and record.status != "pending":
             self._refuse("not accepted", f"#{record.id} is {record.status}, not pending")
+            return
+        if self.settings.approvals == "signed":  # the store refuses it too
+            refusal = signature_required(record.id, self.settings.config_file)
+            self._refuse(f"not accepted: {refusal.error_code}", inert(refusal.message))
             return
         if not retry and record.is_expired(now):
             self._refuse(

@@ -1,0 +1,331 @@
+"""The owner's passkeys, `placet web` sign-in sessions and one-time pairing links.
+
+Tables (migration `web_passkeys_sessions_pairings`): `web_passkey` (a registered
+WebAuthn credential: its id, COSE public key, sign count, name; revoking sets
+`revoked_at` and keeps the key, so `placet audit --verify` can still check the
+approvals it signed), `web_session` (a signed-in browser: the SHA-256 of its cookie
+token, the passkey that signed in, expiry) and `web_pairing` (a pairing link made by
+`placet web pair`: the SHA-256 of its token, expiry, when it was used). Tokens are never
+stored, only their hashes. A pairing link is used at most once, while unexpired: the
+compare-and-set that marks it used and the passkey's insert are one transaction
+(docs/design.md section 12). Times are injectable (`now=`), aware UTC.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    Text,
+    UniqueConstraint,
+    delete,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection
+from sqlmodel import Field, SQLModel
+
+from placet.errors import NotFound, PolicyRefused
+from placet.store.base import Heads, StoreBase, now_or_utcnow
+from placet.store.db import UTCDateTime
+from placet.store.models import table
+
+__all__ = [
+    "PAIRING_MINUTES",
+    "SESSION_HOURS",
+    "PasskeyRecord",
+    "Passkeys",
+    "token_hash",
+]
+
+PAIRING_MINUTES = 10
+"""How long a pairing link from `placet web pair` stays usable."""
+SESSION_HOURS = 12
+"""How long a `placet web` sign-in lasts."""
+
+
+class WebPasskey(SQLModel, table=True):
+    """A passkey the owner registered through a pairing link."""
+
+    __tablename__ = "web_passkey"
+    __table_args__ = (UniqueConstraint("credential_id", name="ux_web_passkey_credential"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    credential_id: str = Field(sa_type=Text, nullable=False)
+    public_key: bytes = Field(sa_type=LargeBinary, nullable=False)
+    sign_count: int = Field(sa_type=Integer, nullable=False)
+    name: str = Field(sa_type=Text, nullable=False)
+    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class WebSession(SQLModel, table=True):
+    """A browser signed in with a passkey; `token_hash` is SHA-256 hex of its cookie."""
+
+    __tablename__ = "web_session"
+
+    token_hash: str = Field(sa_type=Text, primary_key=True)
+    passkey_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("web_passkey.id"), nullable=False),
+    )
+    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+
+
+class WebPairing(SQLModel, table=True):
+    """A one-time pairing link; `token_hash` is SHA-256 hex of the link's token."""
+
+    __tablename__ = "web_pairing"
+
+    token_hash: str = Field(sa_type=Text, primary_key=True)
+    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+PASSKEY = table(WebPasskey)
+SESSION = table(WebSession)
+PAIRING = table(WebPairing)
+K = PASSKEY.c
+
+
+@dataclass(frozen=True)
+class PasskeyRecord:
+    """A registered passkey. `credential_id` base64url; `public_key` COSE bytes."""
+
+    id: int
+    credential_id: str
+    public_key: bytes
+    sign_count: int
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON shape for `placet keys --json` (no public key)."""
+        return {
+            "id": self.id,
+            "credential_id": self.credential_id,
+            "name": self.name,
+            "sign_count": self.sign_count,
+            "created_at": self.created_at.isoformat(),
+            "last_used_at": self.last_used_at.isoformat() if self.last_used_at else None,
+            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
+        }
+
+
+def _passkey(row: Any) -> PasskeyRecord:
+    return PasskeyRecord(
+        id=int(row.id),
+        credential_id=str(row.credential_id),
+        public_key=bytes(row.public_key),
+        sign_count=int(row.sign_count),
+        name=str(row.name),
+        created_at=row.created_at,
+        last_used_at=row.last_used_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+def token_hash(token: str) -> str:
+    """SHA-256 hex of a session or pairing token (what the tables store)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _pairing_refused(why: str) -> PolicyRefused:
+    return PolicyRefused(
+        f"this pairing link {why}; run `placet web pair` in your terminal for a new one",
+        code="pairing_invalid",
+    )
+
+
+class Passkeys(StoreBase):
+    """Passkeys, sessions and pairing links (mixed into `Store`)."""
+
+    def create_pairing(self, *, now: datetime | None = None) -> str:
+        """A new one-time pairing token (URL-safe, 256 bits), usable `PAIRING_MINUTES`."""
+        now = now_or_utcnow(now)
+        token = secrets.token_urlsafe(32)
+        values = {
+            "token_hash": token_hash(token),
+            "created_at": now,
+            "expires_at": now + timedelta(minutes=PAIRING_MINUTES),
+        }
+
+        def tx(conn: Connection, heads: Heads) -> None:
+            conn.execute(insert(PAIRING).values(**values))
+
+        self._write("creating a pairing link", tx)
+        return token
+
+    def check_pairing(self, token: str, *, now: datetime | None = None) -> None:
+        """Raise PolicyRefused (``pairing_invalid``) unless `token` is an unused,
+        unexpired pairing link."""
+        now = now_or_utcnow(now)
+        q = select(PAIRING).where(PAIRING.c.token_hash == token_hash(token))
+        row = self._read("reading a pairing link", lambda c: c.execute(q).first())
+        _check_pairing_row(row, now)
+
+    def register_passkey(
+        self,
+        token: str,
+        *,
+        credential_id: str,
+        public_key: bytes,
+        sign_count: int,
+        name: str,
+        now: datetime | None = None,
+    ) -> PasskeyRecord:
+        """Use the pairing link `token` (once) to register a passkey.
+
+        Raises:
+            PolicyRefused (``pairing_invalid``): unknown, used or expired link; or
+                (``passkey_exists``) this credential is already registered.
+        """
+        now = now_or_utcnow(now)
+        th = token_hash(token)
+
+        def tx(conn: Connection, heads: Heads) -> PasskeyRecord:
+            row = conn.execute(select(PAIRING).where(PAIRING.c.token_hash == th)).first()
+            _check_pairing_row(row, now)
+            used = conn.execute(
+                update(PAIRING)
+                .where(PAIRING.c.token_hash == th, PAIRING.c.used_at.is_(None))
+                .values(used_at=now)
+            )
+            if used.rowcount != 1:
+                raise _pairing_refused("was already used")
+            if conn.execute(select(K.id).where(K.credential_id == credential_id)).first():
+                raise PolicyRefused(
+                    "this passkey is already registered; sign in with it instead",
+                    code="passkey_exists",
+                )
+            new = conn.execute(
+                insert(PASSKEY)
+                .values(
+                    credential_id=credential_id,
+                    public_key=public_key,
+                    sign_count=sign_count,
+                    name=name,
+                    created_at=now,
+                )
+                .returning(*PASSKEY.c)
+            ).one()
+            return _passkey(new)
+
+        return self._write("registering a passkey", tx)
+
+    def passkeys(self, *, include_revoked: bool = False) -> builtins.list[PasskeyRecord]:
+        """Registered passkeys by id; revoked ones only with `include_revoked`."""
+        q = select(PASSKEY).order_by(K.id)
+        if not include_revoked:
+            q = q.where(K.revoked_at.is_(None))
+        return [_passkey(r) for r in self._read("listing passkeys", lambda c: c.execute(q).all())]
+
+    def passkey_by_credential(self, credential_id: str) -> PasskeyRecord | None:
+        """The passkey with this base64url credential id (revoked or not), or None."""
+        q = select(PASSKEY).where(K.credential_id == credential_id)
+        row = self._read("reading a passkey", lambda c: c.execute(q).first())
+        return None if row is None else _passkey(row)
+
+    def revoke_passkey(self, passkey_id: int, *, now: datetime | None = None) -> PasskeyRecord:
+        """Revoke a passkey: it signs nothing more and its sessions end. The key stays
+        stored, so the approvals it signed still verify. Raises NotFound."""
+        now = now_or_utcnow(now)
+
+        def tx(conn: Connection, heads: Heads) -> PasskeyRecord:
+            row = conn.execute(
+                update(PASSKEY)
+                .where(K.id == passkey_id, K.revoked_at.is_(None))
+                .values(revoked_at=now)
+                .returning(*PASSKEY.c)
+            ).first()
+            if row is None:
+                raise NotFound(
+                    f"there is no active passkey {passkey_id}; `placet keys` lists them",
+                    details={"passkey_id": passkey_id},
+                )
+            conn.execute(delete(SESSION).where(SESSION.c.passkey_id == passkey_id))
+            return _passkey(row)
+
+        return self._write(f"revoking passkey {passkey_id}", tx)
+
+    def use_passkey(
+        self, passkey_id: int, *, seen: int, new: int, now: datetime | None = None
+    ) -> bool:
+        """Record a verified assertion's sign count `new` if the stored count is still
+        `seen` (compare-and-set) and the key is not revoked; False otherwise (another
+        assertion was counted in between, or the key was revoked)."""
+        now = now_or_utcnow(now)
+
+        def tx(conn: Connection, heads: Heads) -> bool:
+            res = conn.execute(
+                update(PASSKEY)
+                .where(K.id == passkey_id, K.sign_count == seen, K.revoked_at.is_(None))
+                .values(sign_count=new, last_used_at=now)
+            )
+            return bool(res.rowcount == 1)
+
+        return self._write(f"using passkey {passkey_id}", tx)
+
+    def open_session(self, passkey_id: int, *, now: datetime | None = None) -> str:
+        """A new session token for a browser that signed in with `passkey_id`."""
+        now = now_or_utcnow(now)
+        token = secrets.token_urlsafe(32)
+        values = {
+            "token_hash": token_hash(token),
+            "passkey_id": passkey_id,
+            "created_at": now,
+            "expires_at": now + timedelta(hours=SESSION_HOURS),
+        }
+
+        def tx(conn: Connection, heads: Heads) -> None:
+            conn.execute(delete(SESSION).where(SESSION.c.expires_at <= now))
+            conn.execute(insert(SESSION).values(**values))
+
+        self._write("opening a web session", tx)
+        return token
+
+    def session_passkey(self, token: str, *, now: datetime | None = None) -> PasskeyRecord | None:
+        """The unrevoked passkey of the unexpired session `token`, or None."""
+        now = now_or_utcnow(now)
+        q = (
+            select(PASSKEY)
+            .join(SESSION, SESSION.c.passkey_id == K.id)
+            .where(
+                SESSION.c.token_hash == token_hash(token),
+                SESSION.c.expires_at > now,
+                K.revoked_at.is_(None),
+            )
+        )
+        row = self._read("reading a web session", lambda c: c.execute(q).first())
+        return None if row is None else _passkey(row)
+
+    def close_session(self, token: str) -> None:
+        """End the session `token` (signing out); unknown tokens are ignored."""
+
+        def tx(conn: Connection, heads: Heads) -> None:
+            conn.execute(delete(SESSION).where(SESSION.c.token_hash == token_hash(token)))
+
+        self._write("closing a web session", tx)
+
+
+def _check_pairing_row(row: Any, now: datetime) -> None:
+    if row is None:
+        raise _pairing_refused("is not known (mistyped, or from another placet)")
+    if row.used_at is not None:
+        raise _pairing_refused("was already used")
+    if row.expires_at <= now:
+        raise _pairing_refused(f"expired ({PAIRING_MINUTES} minutes after it was made)")

@@ -1,0 +1,67 @@
+"""`placet web`: the review page for a phone or another browser (docs/design.md sections
+11 and 12).
+
+A Starlette app (`placet.web.app.create_app`), server-rendered HTML (`pages`, `html`),
+one static script for the WebAuthn calls and one stylesheet (`static/`), and the passkey
+ceremonies verified server-side with py_webauthn (`ceremonies`). It decides through the
+same core as `placet review` and `placet accept`. `serve` runs it under uvicorn.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from placet.config import Settings
+from placet.store import Store
+from placet.web.app import Runs, WebConfig, check_listen, create_app
+
+__all__ = ["Runs", "WebConfig", "check_listen", "create_app", "serve"]
+
+
+def serve(
+    store: Store,
+    settings: Settings,
+    config: WebConfig,
+    *,
+    cert: Path | None = None,
+    key: Path | None = None,
+) -> None:
+    """Serve the page until interrupted (Ctrl-C / SIGTERM). Refuses a non-loopback
+    address without TLS (`check_listen`). Executions still running when it stops are
+    told to stop and waited for briefly; their threads are daemons and die with the
+    process."""
+    check_listen(config.host, tls=cert is not None)
+    runs = Runs(store, settings)
+    app = create_app(store, settings, config, runs=runs)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            ssl_certfile=str(cert) if cert else None,
+            ssl_keyfile=str(key) if key else None,
+            log_level="warning",
+            access_log=False,
+            server_header=False,
+        )
+    )
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again against the
+    # handler found before it started: make that an orderly exit (status 0), so the
+    # executions are told to stop and the store is closed.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_quietly) if main else None
+    try:
+        server.run()
+    finally:
+        runs.stop()
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_quietly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)

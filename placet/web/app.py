@@ -1,0 +1,573 @@
+"""The `placet web` application: Starlette routes over the same core as the review UI.
+
+Security at the edge (docs/security.md, "placet web"):
+* every response carries a strict Content-Security-Policy (`CSP`: scripts, styles and
+  fetches from this origin only, no inline script, no framing), `no-store` and
+  `nosniff`;
+* a request whose Host is not this server's name is refused (DNS rebinding), except
+  that ``127.0.0.1:PORT`` is redirected to ``localhost:PORT`` (a passkey needs a name);
+* every state change is a POST whose `Origin` must be this server's origin
+  (``origin_refused`` otherwise), and every page and POST but sign-in and pairing
+  needs a session made by signing in with a passkey (``not_signed_in``);
+* the session cookie is HttpOnly, SameSite=Strict, Secure under TLS (and HSTS is sent);
+* the Referrer-Policy is ``same-origin``: with ``no-referrer`` Chromium sends
+  ``Origin: null`` on a form POST, which the Origin check would refuse.
+
+Deciding calls what the TUI and `placet accept` call: `check_before_accept` (the same
+refusals and messages), `Store.accept` with the request hash shown (``via: "web"``, the
+unticked ops, the passkey assertion) and `placet.executor.execute`, run in a daemon
+thread (`Runs`); discard and extend are `Store.discard` / `Store.extend`. Time comes
+from the injected `clock`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from placet.config import Settings
+from placet.errors import PlacetError, PolicyRefused, UsageError
+from placet.executor import check_before_accept, execute, plan_for
+from placet.proposals.vetting import proposal_flags
+from placet.schema import is_by_reference
+from placet.store import ProposalRecord, Store
+from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
+from placet.web import pages
+from placet.web.ceremonies import Ceremonies
+
+__all__ = ["CSP", "Runs", "WebConfig", "check_listen", "create_app"]
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+COOKIE = "placet_session"
+EXTEND_MINUTES = 15
+_STATIC = {"placet.js": "text/javascript", "placet.css": "text/css"}
+_DONE = ("succeeded", "failed", "interrupted", "discarded", "expired", "withdrawn")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen(host: str, *, tls: bool) -> None:
+    """Refuse a listen address other than loopback without TLS: passkeys need a secure
+    context, and the page must not cross a network in clear text.
+
+    Raises:
+        UsageError (``insecure_listen``).
+    """
+    if not tls and not is_loopback(host):
+        raise UsageError(
+            f"refusing to listen on {host} without TLS: placet web serves other addresses "
+            "only over https (passkeys need a secure context); give --cert and --key, or "
+            "listen on 127.0.0.1 (the default)",
+            code="insecure_listen",
+            details={"host": host},
+        )
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    """Where the page is served. `name` is the host name in its URLs and the passkeys'
+    RP ID (``localhost`` on loopback; under TLS the name the certificate is for)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    tls: bool = False
+    name: str = "localhost"
+
+    @property
+    def origin(self) -> str:
+        scheme = "https" if self.tls else "http"
+        default = 443 if self.tls else 80
+        return f"{scheme}://{self.name}" + ("" if self.port == default else f":{self.port}")
+
+    @property
+    def authority(self) -> str:
+        return self.origin.split("://", 1)[1]
+
+
+@dataclass
+class Runs:
+    """Executions started from the page, one daemon thread each (they die with the
+    process; a proposal left `executing` is recovered by the next sweep, its holder
+    being gone)."""
+
+    store: Store
+    settings: Settings
+    executor: Callable[..., ProposalRecord] = execute
+    _threads: dict[int, threading.Thread] = field(default_factory=dict)
+    _cancel: threading.Event = field(default_factory=threading.Event)
+    errors: dict[int, PlacetError] = field(default_factory=dict)
+
+    def start(self, pid: int) -> None:
+        def run() -> None:
+            try:
+                self.executor(self.store, self.settings, pid, cancel=self._cancel)
+            except PlacetError as e:
+                self.errors[pid] = e
+
+        t = threading.Thread(target=run, name=f"placet-web-run-{pid}", daemon=True)
+        self._threads[pid] = t
+        t.start()
+
+    def running(self, pid: int) -> bool:
+        t = self._threads.get(pid)
+        return t is not None and t.is_alive()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask every execution to stop, and wait up to `timeout` s for each."""
+        self._cancel.set()
+        for t in list(self._threads.values()):
+            t.join(timeout)
+
+
+class Guard:
+    """ASGI middleware: security headers, the Host check and the Origin check."""
+
+    def __init__(self, app: ASGIApp, config: WebConfig) -> None:
+        self.app = app
+        self.config = config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        method = scope["method"]
+        response: Response | None = None
+        if host != self.config.authority:
+            if is_loopback(host.rsplit(":", 1)[0]) and method == "GET":
+                query = scope.get("query_string", b"").decode("latin-1")
+                target = self.config.origin + scope["path"] + (f"?{query}" if query else "")
+                response = RedirectResponse(target, status_code=307)
+            else:
+                response = PlainTextResponse(
+                    f"placet web answers only as {self.config.authority}", status_code=421
+                )
+        elif method not in ("GET", "HEAD") and headers.get("origin") != self.config.origin:
+            response = PlainTextResponse(
+                "origin_refused: a change must come from placet's own page "
+                f"({self.config.origin}); this request's Origin is "
+                f"{headers.get('origin', 'missing')!r}",
+                status_code=403,
+            )
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                extra = [
+                    (b"content-security-policy", CSP.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"same-origin"),
+                    (b"cache-control", b"no-store"),
+                    (b"x-frame-options", b"DENY"),
+                ]
+                if self.config.tls:
+                    extra.append((b"strict-transport-security", b"max-age=31536000"))
+                message["headers"] = list(message.get("headers", [])) + extra
+            await send(message)
+
+        if response is not None:
+            await response(scope, receive, send_secured)
+        else:
+            await self.app(scope, receive, send_secured)
+
+
+def _html(body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(body, status_code=status)
+
+
+def _refused_json(e: PlacetError, status: int = 409) -> JSONResponse:
+    return JSONResponse(
+        {"ok": False, "code": e.error_code, "message": e.message}, status_code=status
+    )
+
+
+def _not_signed_in() -> PolicyRefused:
+    return PolicyRefused(
+        "not signed in: sign in with your passkey first (open placet web's page)",
+        code="not_signed_in",
+    )
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError as e:
+        raise UsageError("the request body is not JSON", code="invalid_argument") from e
+    if not isinstance(body, dict):
+        raise UsageError("the request body is not a JSON object", code="invalid_argument")
+    return body
+
+
+def _skip_ops(value: object) -> list[int]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in value
+    ):
+        raise UsageError("skip_ops must be a list of op indexes", code="skip_invalid")
+    return sorted(set(value))
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return max(int(value or default), 0)
+    except ValueError:
+        return default
+
+
+def create_app(
+    store: Store,
+    settings: Settings,
+    config: WebConfig,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    runs: Runs | None = None,
+) -> Starlette:
+    """The `placet web` ASGI app over `store`. `runs` executes accepted proposals
+    (default: `placet.executor.execute` in daemon threads); `app.state.runs` holds it."""
+    ceremonies = Ceremonies(store, config.name, config.origin, clock)
+    runs = runs if runs is not None else Runs(store, settings)
+
+    def session_of(request: Request) -> tuple[str, PasskeyRecord] | None:
+        token = request.cookies.get(COOKIE)
+        if not token:
+            return None
+        key = store.session_passkey(token, now=clock())
+        return None if key is None else (token, key)
+
+    Handler = Callable[[Request], Awaitable[Response]]
+
+    def page_route(fn: Callable[[Request], Response]) -> Handler:
+        """A page that needs a session: the sign-in page otherwise."""
+
+        async def handler(request: Request) -> Response:
+            if session_of(request) is None:
+                return _html(pages.signin_page(bool(store.passkeys())), 200)
+            try:
+                return fn(request)
+            except PlacetError as e:
+                return _html(pages.refusal_page(e), 404 if e.error_code == "not_found" else 409)
+
+        return handler
+
+    def queue(request: Request) -> Response:
+        after = _int(request.query_params.get("after")) or None
+        pending = store.list(["pending"], limit=pages.QUEUE_PAGE + 1, after_id=after)
+        more = pending[pages.QUEUE_PAGE - 1].id if len(pending) > pages.QUEUE_PAGE else None
+        notice = {
+            "discarded": "Discarded.",
+            "extended": "Extended by 15 minutes.",
+        }.get(request.query_params.get("done", ""), "")
+        shown = pending[: pages.QUEUE_PAGE]
+        return _html(
+            pages.queue_page(
+                shown,
+                store.counts(),
+                clock(),
+                next_after=more,
+                notice=notice,
+                flags=_flag_counts(shown),
+            )
+        )
+
+    def view(record: ProposalRecord, page_no: int = 0) -> pages.ProposalView:
+        refusal, raw_ops = check_before_accept(store, settings, record)
+        ops = []
+        flags = []
+        if refusal is None or refusal.error_code != "request_altered":
+            try:
+                ops = plan_for(record.kind, record.request, record.evidence, raw_ops).ops
+                flags = proposal_flags(record, ops)
+            except PlacetError as e:
+                refusal = refusal or e
+        return pages.ProposalView(
+            record=record,
+            ops=ops,
+            flags=flags,
+            refusal=refusal,
+            results=store.op_results(record.id),
+            events=store.audit_events(proposal_id=record.id),
+            now=clock(),
+            page=page_no,
+            running=runs.running(record.id),
+            run_error=runs.errors.get(record.id),
+        )
+
+    def proposal(request: Request) -> Response:
+        pid = int(request.path_params["pid"])
+        record = store.get(pid)
+        notice = {"extended": "Extended by 15 minutes."}.get(
+            request.query_params.get("done", ""), ""
+        )
+        return _html(pages.proposal_page(view(record, _int(request.query_params.get("page"))),
+                                         notice))  # fmt: skip
+
+    def history(request: Request) -> Response:
+        after = _int(request.query_params.get("after")) or None
+        statuses = ["approved", "executing", *_DONE]
+        records = store.list(
+            statuses, limit=pages.QUEUE_PAGE + 1, after_id=after, newest_first=True
+        )
+        more = records[pages.QUEUE_PAGE - 1].id if len(records) > pages.QUEUE_PAGE else None
+        return _html(pages.history_page(records[: pages.QUEUE_PAGE], next_after=more))
+
+    def audit(request: Request) -> Response:
+        after = _int(request.query_params.get("after"))
+        verification = store.verify_audit() if request.query_params.get("verify") else None
+        events = store.audit_events(after_id=after, limit=pages.AUDIT_PAGE)
+        return _html(pages.audit_page(events, verification, after=after))
+
+    async def status(request: Request) -> Response:
+        if session_of(request) is None:
+            return _refused_json(_not_signed_in(), 403)
+        pid = int(request.path_params["pid"])
+        try:
+            record = store.get(pid)
+        except PlacetError as e:
+            return _refused_json(e, 404)
+        error = runs.errors.get(pid)
+        return JSONResponse(
+            {
+                "status": record.status,
+                "running": runs.running(pid),
+                "done": not runs.running(pid),
+                "error": None if error is None else f"{error.error_code}: {error.message}",
+            }
+        )
+
+    async def form_action(request: Request, action: str) -> Response:
+        if session_of(request) is None:
+            return _html(pages.refusal_page(_not_signed_in()), 403)
+        pid = int(request.path_params["pid"])
+        try:
+            if action == "discard":
+                form = await request.form()
+                reason = str(form.get("reason") or "").strip()[:500] or None
+                store.discard(pid, actor="owner", reason=reason, now=clock())
+                return RedirectResponse("/?done=discarded", status_code=303)
+            store.extend(pid, minutes=EXTEND_MINUTES, actor="owner", now=clock())
+            return RedirectResponse(f"/p/{pid}?done=extended", status_code=303)
+        except PlacetError as e:
+            return _html(pages.refusal_page(e, back=f"/p/{pid}"), 409)
+
+    async def discard(request: Request) -> Response:
+        return await form_action(request, "discard")
+
+    async def extend(request: Request) -> Response:
+        return await form_action(request, "extend")
+
+    async def accept_options(request: Request) -> Response:
+        session = session_of(request)
+        if session is None:
+            return _refused_json(_not_signed_in(), 403)
+        pid = int(request.path_params["pid"])
+        try:
+            body = await _json_body(request)
+            shown = body.get("request_hash")
+            record = store.get(pid)
+            if shown != record.request_hash:
+                raise _changed(pid, record, shown)
+            skip = _skip_ops(body.get("skip_ops"))
+            if skip and record.kind != "sync":
+                raise UsageError(
+                    f"cannot accept proposal {pid} with ops unticked: it is a {record.kind} "
+                    "proposal with a single op; accept or discard it whole",
+                    code="skip_invalid",
+                    details={"proposal_id": pid},
+                )
+            options = ceremonies.accept_options(
+                token_hash(session[0]), pid, record.request_hash, skip
+            )
+        except PlacetError as e:
+            return _refused_json(e)
+        return JSONResponse(options)
+
+    async def accept(request: Request) -> Response:
+        session = session_of(request)
+        if session is None:
+            return _refused_json(_not_signed_in(), 403)
+        pid = int(request.path_params["pid"])
+        try:
+            body = await _json_body(request)
+            issued = ceremonies.challenges.take(body.get("nonce"), "accept")
+            if issued.proposal_id != pid or issued.session != token_hash(session[0]):
+                raise PolicyRefused(
+                    f"refusing to accept proposal {pid}: the passkey answer was made for "
+                    f"another request (proposal {issued.proposal_id}); nothing was approved",
+                    code="challenge_invalid",
+                    details={"proposal_id": pid},
+                )
+            record = store.get(pid)
+            if record.request_hash != issued.request_hash:
+                raise _changed(pid, record, issued.request_hash)
+            refusal, _ = check_before_accept(store, settings, record)
+            if refusal is not None:
+                raise refusal
+            key, kept = ceremonies.verify_assertion(
+                issued, body.get("credential"), f"refusing to accept proposal {pid}"
+            )
+            assert issued.request_hash is not None
+            detail: dict[str, Any] = {
+                "request_hash": issued.request_hash,
+                "via": "web",
+                "web": {
+                    "passkey_id": key.id,
+                    "passkey_name": key.name,
+                    "client": request.client.host if request.client else None,
+                    "user_agent": request.headers.get("user-agent", "")[:200],
+                },
+                "passkey": {**kept, "nonce": body["nonce"]},
+            }
+            if record.kind == "sync":
+                detail["skip_ops"] = list(issued.skip_ops)
+            store.accept(pid, actor="owner", now=clock(), detail=detail)
+        except PlacetError as e:
+            return _refused_json(e)
+        runs.start(pid)
+        return JSONResponse({"ok": True, "status": "approved"})
+
+    async def signin_options(request: Request) -> Response:
+        return JSONResponse(ceremonies.signin_options())
+
+    async def signin(request: Request) -> Response:
+        try:
+            body = await _json_body(request)
+            issued = ceremonies.challenges.take(body.get("nonce"), "signin")
+            key, _ = ceremonies.verify_assertion(issued, body.get("credential"), "signing in")
+        except PlacetError as e:
+            return _refused_json(e, 403)
+        response = JSONResponse({"ok": True})
+        _set_session(response, store.open_session(key.id, now=clock()), config)
+        return response
+
+    async def signout(request: Request) -> Response:
+        token = request.cookies.get(COOKIE)
+        if token:
+            store.close_session(token)
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    async def pair_page(request: Request) -> Response:
+        token = request.path_params["token"]
+        try:
+            store.check_pairing(token, now=clock())
+        except PlacetError as e:
+            return _html(pages.pair_page(token, e), 410)
+        return _html(pages.pair_page(token, None))
+
+    async def pair_options(request: Request) -> Response:
+        try:
+            return JSONResponse(ceremonies.registration_options(request.path_params["token"]))
+        except PlacetError as e:
+            return _refused_json(e, 410)
+
+    async def pair(request: Request) -> Response:
+        try:
+            body = await _json_body(request)
+            key = ceremonies.register(request.path_params["token"], body)
+        except PlacetError as e:
+            return _refused_json(e, 410)
+        response = JSONResponse({"ok": True, "passkey_id": key.id})
+        _set_session(response, store.open_session(key.id, now=clock()), config)
+        return response
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _STATIC:
+            return PlainTextResponse("not found", status_code=404)
+        data = resources.files("placet.web").joinpath("static", name).read_bytes()
+        return Response(data, media_type=_STATIC[name])
+
+    routes = [
+        Route("/", page_route(queue)),
+        Route("/p/{pid:int}", page_route(proposal)),
+        Route("/p/{pid:int}/status", status),
+        Route("/p/{pid:int}/discard", discard, methods=["POST"]),
+        Route("/p/{pid:int}/extend", extend, methods=["POST"]),
+        Route("/p/{pid:int}/challenge", accept_options, methods=["POST"]),
+        Route("/p/{pid:int}/accept", accept, methods=["POST"]),
+        Route("/history", page_route(history)),
+        Route("/audit", page_route(audit)),
+        Route("/signin/options", signin_options, methods=["POST"]),
+        Route("/signin", signin, methods=["POST"]),
+        Route("/signout", signout, methods=["POST"]),
+        Route("/pair/{token}", pair_page),
+        Route("/pair/{token}/options", pair_options, methods=["POST"]),
+        Route("/pair/{token}", pair, methods=["POST"]),
+        Route("/static/{name}", static),
+    ]
+    app = Starlette(routes=routes)
+    app.add_middleware(Guard, config=config)
+    app.state.runs = runs
+    app.state.ceremonies = ceremonies
+    return app
+
+
+def _flag_counts(records: list[ProposalRecord]) -> dict[int, int]:
+    """placet's risk flags per proposal whose ops are in its request (a by-reference
+    sync's ops are read and flagged on its own page, never for the queue)."""
+    out: dict[int, int] = {}
+    for r in records:
+        if is_by_reference(r.kind, r.request):
+            continue
+        try:
+            out[r.id] = len(proposal_flags(r, plan_for(r.kind, r.request, r.evidence).ops))
+        except PlacetError:
+            continue
+    return out
+
+
+def _changed(pid: int, record: ProposalRecord, shown: object) -> PolicyRefused:
+    return PolicyRefused(
+        f"refusing to accept proposal {pid}: it changed after it was shown (request hash "
+        f"{record.request_hash[:16]}..., shown {str(shown)[:16]}...); nothing was approved: "
+        "review it again",
+        code="not_approved_as_shown",
+        details={"proposal_id": pid, "shown": shown, "now": record.request_hash},
+    )
+
+
+def _set_session(response: Response, token: str, config: WebConfig) -> None:
+    response.set_cookie(
+        COOKIE,
+        token,
+        max_age=SESSION_HOURS * 3600,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=config.tls,
+    )

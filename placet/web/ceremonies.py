@@ -1,0 +1,259 @@
+"""The WebAuthn ceremonies of `placet web`, verified server-side with py_webauthn.
+
+* Registration (a pairing link from `placet web pair`): options with user verification
+  required; the passkey is stored only when the link is still unused and unexpired
+  (`Store.register_passkey`, one transaction).
+* Sign-in: an assertion over a random challenge by any registered, unrevoked passkey.
+* Accept: an assertion over `placet.store.signatures.accept_challenge` of the proposal
+  id, the request hash the page showed, the unticked ops and a fresh nonce.
+
+Every challenge is issued once (`Challenges`): it is taken out when its answer arrives,
+so an assertion replayed is refused whatever it signs, and lapses after
+`CHALLENGE_SECONDS`. A verified assertion's sign count must grow (or stay 0 for an
+authenticator without a counter) and is recorded by compare-and-set
+(`Store.use_passkey`), so two uses of one assertion cannot both pass.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import webauthn
+from webauthn.helpers import bytes_to_base64url, options_to_json
+from webauthn.helpers.exceptions import (
+    InvalidAuthenticationResponse,
+    InvalidRegistrationResponse,
+)
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    PublicKeyCredentialDescriptor,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+from placet.errors import PolicyRefused
+from placet.store import Store
+from placet.store.passkeys import PasskeyRecord
+from placet.store.signatures import accept_challenge, credential_bytes
+
+__all__ = ["CHALLENGE_SECONDS", "Ceremonies", "Issued"]
+
+CHALLENGE_SECONDS = 300
+"""How long an issued challenge may be answered."""
+MAX_OPEN_CHALLENGES = 1000
+"""Challenges kept open at most (sign-in options can be asked without a session)."""
+_USER_ID = b"placet-owner"
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A challenge handed to a page: what it is for and what it binds."""
+
+    purpose: str  # "register" | "signin" | "accept"
+    challenge: bytes
+    expires_at: datetime
+    session: str = ""
+    """SHA-256 of the session cookie that asked (accept), or the pairing token hash."""
+    proposal_id: int | None = None
+    request_hash: str | None = None
+    skip_ops: tuple[int, ...] = ()
+
+
+@dataclass
+class Challenges:
+    """Issued challenges by nonce, each answered at most once."""
+
+    clock: Callable[[], datetime]
+    _issued: dict[str, Issued] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def issue(self, make: Callable[[str], Issued]) -> tuple[str, Issued]:
+        nonce = secrets.token_hex(16)
+        issued = make(nonce)
+        with self._lock:
+            now = self.clock()
+            for k in [k for k, v in self._issued.items() if v.expires_at <= now]:
+                del self._issued[k]
+            while len(self._issued) >= MAX_OPEN_CHALLENGES:  # the oldest go first
+                del self._issued[next(iter(self._issued))]
+            self._issued[nonce] = issued
+        return nonce, issued
+
+    def take(self, nonce: object, purpose: str) -> Issued:
+        """The challenge issued under `nonce` for `purpose`, removed; else refused
+        (``challenge_invalid``: unknown, already answered, lapsed or another purpose)."""
+        with self._lock:
+            issued = self._issued.pop(nonce, None) if isinstance(nonce, str) else None
+        if issued is None or issued.purpose != purpose or issued.expires_at <= self.clock():
+            raise PolicyRefused(
+                "this passkey answer is for no open request (it was already used, has "
+                "lapsed, or was made for something else); reload the page and try again",
+                code="challenge_invalid",
+            )
+        return issued
+
+
+def _refused(what: str, e: Exception | str) -> PolicyRefused:
+    return PolicyRefused(
+        f"{what}: the passkey's answer does not verify ({e})", code="passkey_refused"
+    )
+
+
+@dataclass
+class Ceremonies:
+    """Registration, sign-in and accept assertions against one origin and RP ID."""
+
+    store: Store
+    rp_id: str
+    origin: str
+    clock: Callable[[], datetime]
+    challenges: Challenges = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.challenges = Challenges(self.clock)
+
+    def _expiry(self) -> datetime:
+        return self.clock() + timedelta(seconds=CHALLENGE_SECONDS)
+
+    # ---- registration --------------------------------------------------------------
+
+    def registration_options(self, pairing_token: str) -> dict[str, Any]:
+        """Options for `navigator.credentials.create`, plus ``nonce``. Raises
+        PolicyRefused (``pairing_invalid``) for a used, expired or unknown link."""
+        self.store.check_pairing(pairing_token, now=self.clock())
+        existing = [
+            PublicKeyCredentialDescriptor(id=credential_bytes(k.credential_id))
+            for k in self.store.passkeys()
+        ]
+
+        def make(nonce: str) -> Issued:
+            return Issued("register", secrets.token_bytes(32), self._expiry(), pairing_token)
+
+        nonce, issued = self.challenges.issue(make)
+        opts = webauthn.generate_registration_options(
+            rp_id=self.rp_id,
+            rp_name="placet",
+            user_name="owner",
+            user_id=_USER_ID,
+            challenge=issued.challenge,
+            authenticator_selection=AuthenticatorSelectionCriteria(
+                user_verification=UserVerificationRequirement.REQUIRED,
+                resident_key=ResidentKeyRequirement.PREFERRED,
+            ),
+            exclude_credentials=existing,
+        )
+        return {"nonce": nonce, "publicKey": json.loads(options_to_json(opts))}
+
+    def register(self, pairing_token: str, body: dict[str, Any]) -> PasskeyRecord:
+        """Verify a registration answer and store the passkey (using the link)."""
+        issued = self.challenges.take(body.get("nonce"), "register")
+        if issued.session != pairing_token:
+            raise PolicyRefused(
+                "this passkey answer was made for another pairing link; open your link again",
+                code="challenge_invalid",
+            )
+        try:
+            reg = webauthn.verify_registration_response(
+                credential=json.dumps(body.get("credential")),
+                expected_challenge=issued.challenge,
+                expected_origin=self.origin,
+                expected_rp_id=self.rp_id,
+                require_user_verification=True,
+            )
+        except (InvalidRegistrationResponse, ValueError, KeyError, TypeError) as e:
+            raise _refused("registering the passkey", e) from e
+        name = str(body.get("name") or "passkey")[:60]
+        return self.store.register_passkey(
+            pairing_token,
+            credential_id=bytes_to_base64url(reg.credential_id),
+            public_key=reg.credential_public_key,
+            sign_count=reg.sign_count,
+            name=name,
+            now=self.clock(),
+        )
+
+    # ---- assertions ----------------------------------------------------------------
+
+    def _assertion_options(self, issued: Issued, nonce: str) -> dict[str, Any]:
+        keys = self.store.passkeys()
+        opts = webauthn.generate_authentication_options(
+            rp_id=self.rp_id,
+            challenge=issued.challenge,
+            allow_credentials=[
+                PublicKeyCredentialDescriptor(id=credential_bytes(k.credential_id)) for k in keys
+            ],
+            user_verification=UserVerificationRequirement.REQUIRED,
+        )
+        return {"nonce": nonce, "publicKey": json.loads(options_to_json(opts))}
+
+    def signin_options(self) -> dict[str, Any]:
+        nonce, issued = self.challenges.issue(
+            lambda n: Issued("signin", secrets.token_bytes(32), self._expiry())
+        )
+        return self._assertion_options(issued, nonce)
+
+    def accept_options(
+        self, session: str, proposal_id: int, request_hash: str, skip_ops: list[int]
+    ) -> dict[str, Any]:
+        """Options whose challenge binds this proposal, the request hash shown, the
+        unticked ops and the nonce (`accept_challenge`)."""
+        skip = tuple(sorted(set(skip_ops)))
+
+        def make(nonce: str) -> Issued:
+            challenge = accept_challenge(
+                proposal_id=proposal_id, request_hash=request_hash, skip_ops=skip, nonce=nonce
+            )
+            return Issued("accept", challenge, self._expiry(), session, proposal_id,
+                          request_hash, skip)  # fmt: skip
+
+        nonce, issued = self.challenges.issue(make)
+        return self._assertion_options(issued, nonce)
+
+    def verify_assertion(
+        self, issued: Issued, credential: object, what: str
+    ) -> tuple[PasskeyRecord, dict[str, Any]]:
+        """Verify an assertion answering `issued` (user verified, sign count grown and
+        recorded). Returns the passkey and the assertion as the audit event keeps it
+        (`placet.store.signatures.ASSERTION_FIELDS`, without the nonce)."""
+        if not isinstance(credential, dict) or not isinstance(credential.get("id"), str):
+            raise _refused(what, "no credential")
+        key = self.store.passkey_by_credential(credential["id"])
+        if key is None or key.revoked_at is not None:
+            raise PolicyRefused(
+                f"{what}: this passkey is not registered with placet (or was revoked); "
+                "run `placet web pair` to register one",
+                code="passkey_refused",
+            )
+        try:
+            auth = webauthn.verify_authentication_response(
+                credential=json.dumps(credential),
+                expected_challenge=issued.challenge,
+                expected_rp_id=self.rp_id,
+                expected_origin=self.origin,
+                credential_public_key=key.public_key,
+                credential_current_sign_count=key.sign_count,
+                require_user_verification=True,
+            )
+        except (InvalidAuthenticationResponse, ValueError, KeyError, TypeError) as e:
+            raise _refused(what, e) from e
+        if not self.store.use_passkey(
+            key.id, seen=key.sign_count, new=auth.new_sign_count, now=self.clock()
+        ):
+            raise _refused(what, "its sign count was already used")
+        response = credential.get("response") or {}
+        kept = {
+            "credential_id": key.credential_id,
+            "authenticator_data": str(response.get("authenticatorData", "")),
+            "client_data": str(response.get("clientDataJSON", "")),
+            "signature": str(response.get("signature", "")),
+            "origin": self.origin,
+            "rp_id": self.rp_id,
+            "sign_count": auth.new_sign_count,
+        }
+        return key, kept
