@@ -6,7 +6,7 @@ detail = "full"          # or "minimal": no path, no name in any message
 [notify.ntfy]
 url = "https://ntfy.example.org/placet-owner"   # the topic URL
 priority = 4             # ntfy's 1 (min) .. 5 (max)
-click = "http://127.0.0.1:8377/"                # optional: opened when the owner taps it
+click = "http://localhost:8765/"                 # optional: `placet web`, opened on a tap
 [notify.webhook]
 url = "https://bridge.example.org/placet"
 [notify.desktop]

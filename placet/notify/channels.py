@@ -131,6 +131,15 @@ def store_secret(user: str, value: str) -> None:
         ) from e
 
 
+def click_url(base: str, payload: dict[str, Any]) -> str:
+    """Where tapping a notification leads: `placet web`'s page of the one proposal a
+    message is about (``<base>/p/<id>``), else the queue at `base`."""
+    listed = payload.get("proposals") or []
+    if payload.get("count") == 1 and len(listed) == 1 and isinstance(listed[0].get("id"), int):
+        return f"{base.rstrip('/')}/p/{listed[0]['id']}"
+    return base
+
+
 @dataclass
 class Ntfy:
     url: str
@@ -152,7 +161,7 @@ class Ntfy:
             "tags": ["placet", str(content.payload.get("tag") or content.payload.get("event"))],
         }
         if self.click:
-            body["click"] = self.click
+            body["click"] = click_url(self.click, content.payload)
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
