@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,10 @@ from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.drive.rclone_batch import NewFile
 from placet.errors import DriveError
-from placet.executor.temps import remove_temp
+from placet.executor.temps import journal_entry, journaled_temps, remove_temp
 from placet.names import TEMP_PREFIX, is_placet_temp
+from placet.schema import Op
+from placet.store import OpResultRecord
 
 pytest_plugins = ["drive_fixtures"]
 
@@ -179,3 +181,21 @@ def test_a_backup_left_by_a_stopped_run_is_put_back(drive: SwappingDrive, tmp_pa
     assert _left(root) == [".placet-tmp-keep-0123456789ab-u.txt"]
     assert drive.cleanup_temps("", older_than=timedelta(0)) == []
     assert _left(root) == [".placet-tmp-keep-0123456789ab-u.txt"]
+
+
+def test_a_backup_is_journaled_to_be_put_back_not_deleted() -> None:
+    op = Op(index=3, kind="upload", remote_path="docs/t.txt")
+    backup = "docs/.placet-tmp-keep-0123456789ab-t.txt"
+    temp = "docs/.placet-tmp-0123456789ab-t.txt"
+    entries = [journal_entry(op, "remote", temp), journal_entry(op, "remote", backup)]
+    assert entries[1] == {"side": "backup", "path": backup, "restore_to": "docs/t.txt"}
+    row = OpResultRecord(
+        proposal_id=1,
+        attempt=0,
+        op_index=3,
+        op=op.model_dump(mode="json"),
+        outcome="failed",
+        detail={"code": "in_progress", "temps": entries},
+        recorded_at=datetime.now(UTC),
+    )
+    assert journaled_temps([row]) == {3: entries}
