@@ -21,6 +21,11 @@ TEMP_PREFIX = ".placet-tmp-"
 of a path an agent names may (`check_not_reserved`, code ``path_reserved``)."""
 
 _SHAPE = re.compile(r"\.placet-tmp-(?:[0-9a-f]{12}|[0-9a-f]{16})-", re.ASCII)
+BACKUP_PREFIX = TEMP_PREFIX + "keep-"
+"""A replaced drive object's previous content waits under ``.placet-tmp-keep-<12 hex>-<name>``
+until the new one is proven in place: never deleted by temp cleanup (a crashed run's
+journal moves it back), and listed, so an owner can find it."""
+_BACKUP_SHAPE = re.compile(r"\.placet-tmp-keep-[0-9a-f]{12}-", re.ASCII)
 
 
 def is_placet_temp(name: str) -> bool:
@@ -28,6 +33,12 @@ def is_placet_temp(name: str) -> bool:
     the prefix, 12 or 16 lower-case hex digits, a dash. False for any other name, even
     one starting with the prefix."""
     return name.startswith(TEMP_PREFIX) and _SHAPE.match(name) is not None
+
+
+def is_placet_backup(name: str) -> bool:
+    """True when `name` (one path component) has the shape of a backup placet made of a
+    replaced drive object (`BACKUP_PREFIX`, 12 lower-case hex digits, a dash)."""
+    return name.startswith(BACKUP_PREFIX) and _BACKUP_SHAPE.match(name) is not None
 
 
 def has_placet_temp(path: str) -> bool:

@@ -61,6 +61,18 @@ class RemoteEvidence(_Frozen):
     mtime: str | None = None  # RFC 3339 as rclone reports it
     digest_type: DigestType | None = None
     digest: str | None = None  # None: the remote offers no digest for it (compare by size)
+    read_by_placet: bool = False
+    """True: the remote offers no digest of its own (crypt, many WebDAV servers), so
+    `digest` is the SHA-256 of the bytes placet read at proposal time, and the executor
+    compares the bytes it reads with it (issue 12 item 3). Left out of the JSON when
+    False, so evidence recorded before it existed hashes as it did."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unread(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("read_by_placet") is False:
+            del data["read_by_placet"]
+        return data
 
 
 def join_remote(parent: str, name: str) -> str:

@@ -101,8 +101,9 @@ def test_download_round_trip_and_digest(rig: Rig) -> None:
     assert res.detail["sha256"] == sha256(data)
     if rig.drive.capabilities().hash_types:
         assert res.detail["digest"] == res.detail["remote_digest"] is not None
-    else:
-        assert res.detail["verification"] == "size"
+    else:  # bound to the bytes placet read at proposal time (issue 12 item 3)
+        assert res.detail["verification"] == "readback:sha256"
+        assert res.detail["digest"] == res.detail["remote_digest"] == sha256(data)
     assert temp_names(rig.root.path) == []
     assert final.summary is not None and final.summary["outcomes"] == {"done": 1}
 

@@ -65,6 +65,8 @@ def _op_paths(p: SyncPlan) -> set[str]:
         ([], [R("-z", "x", types=("sha256",))], "-z", "starts with '-'"),
         ([], [R("con.txt", "x", types=("sha256",))], "con.txt", "device name"),
         ([], [R("back\\slash", "x", types=("sha256",))], "back\\slash", "backslash"),
+        ([], [R("b\ufffdd.txt", "x", types=("sha256",))], "b\ufffdd.txt", "U+FFFD"),
+        ([L("x\ufffdy.txt", "x")], [], "x\ufffdy.txt", "U+FFFD"),
     ],
 )
 def test_planner_reports_unusable_names_instead_of_ops(
@@ -183,6 +185,47 @@ def test_drive_list_with_digests_survives_unusable_names(local_drive: RcloneDriv
     os.utime(root / "ok.txt")  # still works on the next (cached) listing
     again, _ = local_drive.list_folder("", include_digest=True)
     assert {e.name for e in again} == {"a:b", "-x", "ok.txt"}
+
+
+def _not_utf8(folder: Path) -> None:
+    """A file named with a byte that is not UTF-8 (rclone lists it as ``b\ufffdd.txt``),
+    one named with U+FFFD itself, a folder of the first kind with a file in it, and a
+    usable file."""
+    root = os.fsencode(folder)
+    with open(os.path.join(root, b"b\xe4d.txt"), "wb") as f:
+        f.write(b"bad name\n")
+    (folder / "x\ufffdy.txt").write_bytes(b"replacement char\n")
+    os.mkdir(os.path.join(root, b"d\xe4r"))
+    with open(os.path.join(root, b"d\xe4r", b"in.txt"), "wb") as f:
+        f.write(b"inside\n")
+    (folder / "ok.txt").write_bytes(b"fine\n")
+
+
+def test_names_not_valid_utf8_are_skipped_and_never_planned(rig: Rig) -> None:
+    """Issue 12 item 4: before, `b\\xe4d.txt` was planned as a download of
+    `b\ufffdd.txt`, which failed `stale` at execution and was planned again forever."""
+    d = rig.remote_dir
+    assert d is not None
+    _not_utf8(d)
+    svc = SyncService(rig.store, rig.settings)
+    p = _plan(svc, rig).plan
+    special = _reports(p, "skipped_special")
+    for path in ("b\ufffdd.txt", "x\ufffdy.txt", "d\ufffdr/in.txt"):
+        assert "U+FFFD" in special[path], (path, special)
+    assert {o.path: o.kind for o in p.ops} == {"ok.txt": "download"}
+
+
+def test_drive_list_with_digests_survives_names_not_valid_utf8(
+    local_drive: RcloneDrive,
+) -> None:
+    """Issue 12 item 4: before, the digest of `b\ufffdd.txt` was asked for by that name,
+    which reaches nothing, and the whole listing failed `not_found`."""
+    _not_utf8(Path(local_drive.spec))
+    entries, _ = local_drive.list_folder("", include_digest=True)
+    by_name = {e.name: e for e in entries}
+    assert set(by_name) == {"b\ufffdd.txt", "x\ufffdy.txt", "d\ufffdr", "ok.txt"}
+    assert by_name["ok.txt"].digests.get("sha256")
+    assert not by_name["b\ufffdd.txt"].digests
 
 
 def test_the_planner_shortcut_stays_below_every_whole_path_limit() -> None:

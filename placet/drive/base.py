@@ -26,7 +26,8 @@ ProgressFn = Callable[[int, int], None]
 """`progress(bytes_done, bytes_total)`; called at most every 1 MiB or 100 ms, and at the end."""
 
 JournalFn = Callable[[str], None]
-"""`journal(temp_remote_path)`: called before bytes go to a temporary object."""
+"""`journal(temp_remote_path)`: called before bytes go to a temporary object, and before
+a replaced object is moved aside to a backup name (`placet.names.is_placet_backup`)."""
 
 ListRow = tuple[str, bool, int, str | None, str | None]
 """One entry of a lean listing (`Drive.list_rows`): (path relative to the drive root,
@@ -230,6 +231,8 @@ class Drive(Protocol):
     ) -> DownloadResult: ...
 
     def remove_temp(self, path: str) -> bool: ...
+
+    def restore_backup(self, backup: str, target: str) -> bool: ...
 
     def cleanup_temps(self, folder: str) -> list[str]: ...
 

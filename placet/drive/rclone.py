@@ -15,7 +15,11 @@ to start (docs/performance.md "Sync apply").
 An upload never shows unapproved bytes under the target name (docs/design.md sections 3-4):
 it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus
 the remote's type), checks size and the remote's digest of the temporary object (or
-reads it back when the remote has no digest), and only then moves it into place. A
+reads it back when the remote has no digest), and only then moves it into place. A move
+takes whatever sits under the temporary name at that moment, so the object under the
+target name is checked again after the move (issue 12 item 2): a replaced object waits
+under a backup name (`placet.names.BACKUP_PREFIX`) until that check holds and is moved
+back when it fails; a new one is deleted. A
 replacement on a remote that cannot move onto an existing name server-side (Proton
 Drive) uploads straight onto the target and verifies afterwards; the result says which
 path was taken. Any failure deletes the temporary object. rcat gets all but the last
@@ -48,8 +52,8 @@ from placet.drive.failures import digest_mismatch, size_mismatch
 from placet.drive.proc import spawn, stop
 from placet.drive.rclone_batch import BatchOutcome, NewFile, batch_ok, upload_new_batch
 from placet.drive.rclone_core import (
-    LONG_CALL_SECONDS,
     RCD_UPLOAD_MAX,
+    backup_name,
     split_path,
     temp_name,
 )
@@ -59,6 +63,8 @@ from placet.errors import (
     AlreadyExists,
     DriveError,
     DriveUnavailable,
+    NotFound,
+    PlacetError,
     StaleEvidence,
     UsageError,
 )
@@ -210,6 +216,83 @@ class RcloneDrive(RcloneListing):
             )
         return "readback:sha256", None
 
+    def _place(
+        self,
+        temp: str,
+        target: str,
+        size: int,
+        streamed: dict[str, str],
+        *,
+        replace: bool,
+        journal: JournalFn | None,
+    ) -> None:
+        """Move verified temporary object `temp` onto `target`, then prove that what now
+        sits under `target` is the approved bytes (issue 12 item 2: the temporary object
+        can be swapped between its check and the move, and a move takes whatever is
+        there). A replaced object is first moved aside to a backup name (journaled like
+        a temp, `placet.names.BACKUP_PREFIX`); when the proof fails it is moved back, a
+        new target is deleted, and `verify_failed` is raised. The backup is deleted once
+        the proof holds.
+
+        Raises:
+            AlreadyExists: not `replace` and something appeared at `target`.
+            DriveError (``verify_failed``): `target` did not hold the approved bytes after
+                the move (the previous state was put back).
+            DriveUnavailable, DriveError: rclone failed (a backup is moved back first).
+        """
+        parent, name = split_path(target)
+        backup: str | None = None
+        if not replace:
+            if self.stat(target) is not None:
+                raise AlreadyExists(
+                    f"refusing to move the upload onto {target!r}: something appeared "
+                    "there during the upload; propose a replacement",
+                    details={"path": target},
+                )
+        elif self._stat(target, ()) is not None:
+            backup = f"{parent}/{backup_name(name)}".lstrip("/")
+            if journal is not None:
+                journal(backup)
+            try:
+                self._move(target, backup)
+            except NotFound:
+                backup = None  # gone meanwhile: the upload makes a new file
+        try:
+            self._move(temp, target)
+        except BaseException:
+            if backup is not None:
+                self._undo_place(target, backup)
+            raise
+        try:
+            self._verify(target, size, streamed)
+        except DriveError as e:
+            if e.error_code != "verify_failed":
+                if backup is not None:
+                    self._undo_place(target, backup)
+                raise
+            self._undo_place(target, backup)
+            raise DriveError(
+                f"after the move, {target!r} did not hold the approved bytes (the temporary "
+                "object was changed after it was verified); "
+                + ("its previous content was put back" if backup else "it was removed")
+                + "; accept the proposal again to retry",
+                code="verify_failed",
+                details={**e.details, "path": target, "restored": backup is not None},
+            ) from e
+        if backup is not None:
+            with contextlib.suppress(PlacetError):
+                self._delete(backup, "delete backup")
+
+    def _undo_place(self, target: str, backup: str | None) -> None:
+        """Undo a move onto `target`: its previous content moved back from `backup`, or
+        (a new file) the object deleted. Quiet: the caller reports its own error; a
+        backup that could not be moved back stays under its name (the journal has it)."""
+        with contextlib.suppress(PlacetError):
+            if backup is not None:
+                self._move(backup, target)
+            else:
+                self._delete(target, "remove unverified")
+
     def upload_from_fd(
         self,
         fd: int,
@@ -281,25 +364,7 @@ class RcloneDrive(RcloneListing):
             )
             verification, remote_digest = self._verify(dest, size, streamed)
             if not direct:
-                if not replace and self.stat(remote_path) is not None:
-                    raise AlreadyExists(
-                        f"refusing to move the upload onto {remote_path!r}: something appeared "
-                        "there during the upload; propose a replacement",
-                        details={"path": remote_path},
-                    )
-                params = {
-                    "srcFs": self._fs().raw,
-                    "srcRemote": dest,
-                    "dstFs": self._fs().raw,
-                    "dstRemote": remote_path,
-                }
-                self._rc(
-                    "operations/movefile",
-                    params,
-                    action="move into",
-                    target=remote_path,
-                    timeout=LONG_CALL_SECONDS,
-                )
+                self._place(dest, remote_path, size, streamed, replace=replace, journal=journal)
         except BaseException:
             if not direct:
                 self.remove_temp(dest, quiet=True)

@@ -15,13 +15,18 @@ journaled before the request that writes it; each temporary object is checked by
 and the remote's digest of it (one listing of the folder's temporary objects); a target
 that is there (one listing of the folder, just before the moves; names case-folded on a
 remote that folds case) is that file's `AlreadyExists`; only then is it moved into
-place. Its mtime is the temporary object's: a server-side move keeps it. Any file that
+place. After the moves, one listing of the moved names with their digests proves each
+target holds the approved bytes (a temporary object swapped after its check would
+otherwise take the name: issue 12 item 2); a target that does not is deleted and is
+that file's `verify_failed`. Its mtime is the temporary object's: a server-side move
+keeps it. Any file that
 does not end moved has its temporary object deleted, and any error of the whole request
 deletes them all.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -124,6 +129,37 @@ def _delete_temps(drive: RcloneDrive, temps: Sequence[str]) -> None:
     except PlacetError:
         for t in temps:  # one by one, so that each failure stays its own
             drive.remove_temp(t, quiet=True)
+
+
+def _delete_paths(drive: RcloneDrive, paths: Sequence[str], action: str) -> None:
+    """Delete objects `paths` (new files this batch moved into place that did not hold
+    the approved bytes), quietly: their outcome already says `verify_failed`."""
+    if not paths:
+        return
+    fs = drive._fs().raw
+    inputs = [{"_path": "operations/deletefile", "fs": fs, "remote": p} for p in paths]
+    with contextlib.suppress(PlacetError):
+        _batch(drive, inputs, action=action, target=paths[0])
+
+
+def _not_kept(target: str, err: PlacetError) -> DriveError:
+    """The `verify_failed` outcome of a new file whose target, after the move, did not
+    hold the approved bytes (its temporary object was changed after it was verified)."""
+    return DriveError(
+        f"after the move, {target!r} did not hold the approved bytes (the temporary object "
+        "was changed after it was verified); it was removed; accept the proposal again to "
+        "retry",
+        code="verify_failed",
+        details={**err.details, "path": target, "restored": False},
+    )
+
+
+_GLOB_SPECIAL = frozenset("*?[]{}\\")
+
+
+def _glob_literal(name: str) -> str:
+    """An rclone filter rule matching exactly the file name `name` in any folder."""
+    return "".join("\\" + c if c in _GLOB_SPECIAL else c for c in name)
 
 
 def upload_new_batch(
@@ -229,12 +265,26 @@ def upload_new_batch(
             for i, temp, _, _ in movable
         ]  # fmt: skip
         moved = _batch(drive, moves, action="move into", target=folder) if moves else []
-        for (i, temp, got, streamed), res in zip(movable, moved, strict=True):
+        placed: list[tuple[int, str, dict[str, str]]] = []
+        for (i, temp, _, streamed), res in zip(movable, moved, strict=True):
             err = _failure(drive, res, "move into", targets[i])
             if err is not None:
                 out[i] = err
                 continue
             keep.add(temp)
+            placed.append((i, temp, streamed))
+        # what a move took is what sat under the temporary name at that moment: prove
+        # each target holds the approved bytes, and delete the ones that do not
+        after = _listed(drive, folder, vtype, names=[_split(targets[i])[1] for i, _, _ in placed])
+        wrong: list[str] = []
+        for i, temp, streamed in placed:
+            got = after.get(targets[i])
+            err = _verify_one(targets[i], files[i].size, streamed, vtype, got)
+            if err is not None:
+                wrong.append(targets[i])
+                out[i] = _not_kept(targets[i], err)
+                continue
+            assert got is not None
             out[i] = UploadResult(
                 remote_path=targets[i],
                 size=files[i].size,
@@ -246,6 +296,7 @@ def upload_new_batch(
                 temp_path=temp,
                 mtime=got.mtime,  # a server-side move keeps the object's mtime
             )
+        _delete_paths(drive, wrong, "remove unverified")
     except BaseException:
         _delete_temps(drive, [t for t in temps if t not in keep])
         raise
@@ -259,15 +310,21 @@ def _every(out: list[BatchOutcome | None]) -> list[BatchOutcome]:
     return done
 
 
-def _listed(drive: RcloneDrive, folder: str, vtype: str | None) -> dict[str, Entry]:
+def _listed(
+    drive: RcloneDrive, folder: str, vtype: str | None, *, names: Sequence[str] | None = None
+) -> dict[str, Entry]:
     """The entries directly in `folder` by path, from one `operations/list`: with `vtype`,
-    only placet's temporary objects, with their `vtype` digests (the folder's other
-    files are neither hashed nor sent); without, every entry, no digest. (One listing
-    costs rclone about what one `operations/stat` does, which lists the parent folder to
-    find its entry.)"""
+    only placet's temporary objects (or, given `names`, only the files of those names),
+    with their `vtype` digests (the folder's other files are neither hashed nor sent);
+    without, every entry, no digest. (One listing costs rclone about what one
+    `operations/stat` does, which lists the parent folder to find its entry.)"""
+    if names is not None and not names:
+        return {}
     types = (vtype,) if vtype else ()
     params = drive._listing_params(folder, types, recurse=False)
-    if vtype:
+    if names is not None:
+        params["_filter"] = {"IncludeRule": [_glob_literal(n) for n in names]}
+    elif vtype:
         params["_filter"] = {"IncludeRule": [f"{TEMP_PREFIX}*"]}  # a name in any folder
     try:
         body = drive._rc(

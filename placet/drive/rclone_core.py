@@ -41,7 +41,13 @@ from placet.errors import (
     PlacetError,
     UsageError,
 )
-from placet.names import TEMP_PREFIX, has_placet_temp, is_placet_temp
+from placet.names import (
+    BACKUP_PREFIX,
+    TEMP_PREFIX,
+    has_placet_temp,
+    is_placet_backup,
+    is_placet_temp,
+)
 from placet.schema import DIGEST_PREFERENCE
 
 NO_SERVER_SIDE_REPLACE = frozenset({"protondrive"})
@@ -62,10 +68,17 @@ larger ones and direct replacements through `rclone rcat` (docs/performance.md "
 apply": a small file costs ~70 ms of rcat start-up against a few ms through rcd)."""
 
 
-def temp_name(name: str) -> str:
-    head = f"{TEMP_PREFIX}{secrets.token_hex(6)}-"
+def temp_name(name: str, prefix: str = TEMP_PREFIX) -> str:
+    """A fresh temporary name for `name`: `prefix`, 12 random hex digits, a dash, then
+    as much of `name` as fits in 255 bytes."""
+    head = f"{prefix}{secrets.token_hex(6)}-"
     room = 255 - len(head.encode())
     return head + name.encode()[:room].decode("utf-8", "ignore")
+
+
+def backup_name(name: str) -> str:
+    """A fresh name for the previous content of replaced object `name` (`BACKUP_PREFIX`)."""
+    return temp_name(name, BACKUP_PREFIX)
 
 
 def is_temp(path: str) -> bool:
@@ -427,6 +440,40 @@ class RcloneCore:
             if quiet:
                 return False
             raise
+        return True
+
+    def _move(self, src: str, dst: str) -> None:
+        """Server-side move of object `src` onto `dst` (replacing it) through rcd."""
+        fs = self._fs().raw
+        params = {"srcFs": fs, "srcRemote": src, "dstFs": fs, "dstRemote": dst}
+        self._rc(
+            "operations/movefile", params, action="move into", target=dst, timeout=LONG_CALL_SECONDS
+        )
+
+    def _delete(self, path: str, action: str) -> None:
+        """Delete object `path` through rcd (a missing object raises NotFound)."""
+        params = {"fs": self._fs().raw, "remote": path}
+        self._rc("operations/deletefile", params, action=action, target=path)
+
+    def restore_backup(self, backup: str, target: str) -> bool:
+        """Put back a replaced object's previous content that a stopped upload left at
+        `backup` (a name of `placet.names.is_placet_backup` shape): moved onto `target`
+        when nothing is there; left in place (listed, for the owner to look at) when
+        something is, because that may be newer content this process cannot judge.
+
+        Returns True when nothing more is to be done (restored, left for the owner, or
+        no backup there), False when the drive failed (the caller retries later).
+        """
+        backup, target = check_drive_path(backup), check_drive_path(target)
+        if not is_placet_backup(split_path(backup)[1]):
+            raise UsageError(f"refusing to restore {backup!r}: it is not a placet backup")
+        try:
+            if self._stat(backup, ()) is None:
+                return True
+            if self._stat(target, ()) is None:
+                self._move(backup, target)
+        except PlacetError:
+            return False
         return True
 
     def cleanup_temps(

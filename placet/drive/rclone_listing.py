@@ -27,7 +27,7 @@ from dataclasses import replace
 from placet.drive.base import Entry, preferred_digest
 from placet.drive.rclone_core import RcloneCore
 from placet.drive.spec import check_drive_path
-from placet.errors import PathRefused, UsageError
+from placet.errors import NotFound, PathRefused, UsageError
 
 __all__ = ["RcloneListing"]
 
@@ -77,8 +77,8 @@ class RcloneListing(RcloneCore):
                 try:
                     d = self.digest_of(e.path, t)
                     after = self.stat(e.path)  # computed for the listed version only
-                except PathRefused:  # a listed name placet refuses to pass on: no digest
-                    continue
+                except (PathRefused, NotFound):  # a name placet refuses to pass on (one
+                    continue  # not valid UTF-8 lists with U+FFFD), or gone: no digest
                 if d and after is not None and (after.size, after.mtime) == (e.size, e.mtime):
                     fresh[e.path] = d
         out = []

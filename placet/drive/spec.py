@@ -208,12 +208,15 @@ def check_drive_path(path: str) -> str:
 
     Raises:
         PathRefused (code ``path_invalid``): leading ``/`` or ``-``, ``:`` anywhere,
-            control characters, ``.``/``..``/empty segments.
+            control characters, U+FFFD (the name rclone lists for one that is not
+            valid UTF-8, which reaches no object), ``.``/``..``/empty segments.
     """
     norm = path[:-1] if path.endswith("/") else path
     problem = None
     if any(unicodedata.category(c) in {"Cc", "Cs"} for c in path):
         problem = "it contains a control character"
+    elif "\ufffd" in path:  # how rclone lists a name that is not valid UTF-8
+        problem = "it contains U+FFFD (a name that is not valid UTF-8 lists that way)"
     elif ":" in path:
         problem = "it contains ':'"
     elif path.startswith(("/", "-")):

@@ -111,7 +111,9 @@ def remote_as_seen(probe: RemoteProbe, ev: RemoteEvidence) -> bool:
     """True when the remote path is still what the evidence recorded.
 
     Absent stays absent; a folder stays a folder; a file keeps its size and its digest
-    of the recorded type (where the remote reports one now), else its mtime.
+    of the recorded type (where the remote reports one now), else its mtime. A file
+    bound by content (`RemoteEvidence.read_by_placet`: the remote has no digest) is read
+    back and its SHA-256 compared (issue 12 item 3).
     """
     e = probe.entry()
     if not ev.exists:
@@ -122,6 +124,8 @@ def remote_as_seen(probe: RemoteProbe, ev: RemoteEvidence) -> bool:
         return True
     if ev.size is not None and e.size is not None and e.size != ev.size:
         return False
+    if ev.read_by_placet and ev.digest:  # the remote has no digest: compare the bytes
+        return probe.readback_sha256() == ev.digest.lower()
     if ev.digest_type and ev.digest:
         got = probe.digest(ev.digest_type)
         if got is not None:

@@ -77,13 +77,22 @@ def _holds_approved(
     try:
         if src.digest_type and src.digest:
             got = hashing.hash_fd(fd, [src.digest_type])[src.digest_type]
-            return f"digest:{src.digest_type}" if got == src.digest.lower() else None
+            return _verified_by(src) if got == src.digest.lower() else None
         if not remote_as_seen(probe, src):
             return None
         local_sha = hashing.sha256_fd(fd)[0]
         return "readback:sha256" if local_sha == probe.readback_sha256() else None
     finally:
         os.close(fd)
+
+
+def _verified_by(src: RemoteEvidence) -> str:
+    """How bytes matching the evidence are known to be the approved ones: the remote's
+    digest, the SHA-256 of the bytes placet read at proposal time (``readback:sha256``,
+    a remote without digests), or, for evidence recorded without either, size only."""
+    if src.read_by_placet:
+        return "readback:sha256"
+    return f"digest:{src.digest_type}" if src.digest else "size"
 
 
 def run_download(ctx: OpContext, op: Op) -> OpOutcome:
@@ -322,7 +331,7 @@ def _transfer(
             "digest_type": src.digest_type,
             "digest": got.get("digest"),
             "remote_digest": src.digest,
-            "verification": f"digest:{src.digest_type}" if src.digest else "size",
+            "verification": _verified_by(src),
             "replaced": replacing,
             "trash_path": str(trashed) if trashed else None,
             "seconds": round(time.monotonic() - started, 3),

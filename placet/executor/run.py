@@ -63,6 +63,7 @@ from placet.executor.steps import OpContext, failed, run_mkdir, run_upload
 from placet.executor.temps import (
     Temp,
     cleanup_old_temps,
+    journal_entry,
     journaled_temps,
     remove_temp,
     temps_detail,
@@ -274,7 +275,7 @@ class _Run:
     def _journal_temp(self, op: Op, side: str, path: str) -> None:
         """Durably record temp `path` of `op` before bytes go to it (any thread)."""
         with self._journal_lock:
-            self.temps.setdefault(op.index, []).append({"side": side, "path": path})
+            self.temps.setdefault(op.index, []).append(journal_entry(op, side, path))
             try:
                 self.store.record_op_result(
                     self.pid,

@@ -9,6 +9,11 @@ claiming and removes exactly those names, whatever their age, because their writ
 known to be gone. A name it cannot remove yet (drive unreachable) is carried into the
 new attempt's journal, so it is not forgotten.
 
+The previous content of a replaced drive object, moved aside while the new one is moved
+in and proven (`placet.names.BACKUP_PREFIX`), is journaled the same way (side
+``backup``, with the target it came from): the next run moves it back when the target
+is empty, and otherwise leaves it listed for the owner; it is never deleted.
+
 Age-based cleanup (`Drive.cleanup_temps`, temp objects older than 15 minutes in the
 target folders) catches what no journal names, e.g. a crash inside the drive before its
 journal call returned.
@@ -24,14 +29,24 @@ from typing import Any
 from placet.drive.base import Drive
 from placet.errors import NotFound, PlacetError
 from placet.local import atomic, walk
-from placet.names import is_placet_temp
+from placet.names import is_placet_backup, is_placet_temp
 from placet.paths.local import check_local_shape
-from placet.schema import RootRef
+from placet.schema import Op, RootRef
 from placet.store import OpResultRecord
 
 log = logging.getLogger(__name__)
 
-Temp = dict[str, str]  # {"side": "remote" | "local", "path": ...}
+Temp = dict[str, str]
+"""{"side": "remote" | "local", "path": ...}, or, for a drive backup,
+{"side": "backup", "path": ..., "restore_to": target}."""
+
+
+def journal_entry(op: Op, side: str, path: str) -> Temp:
+    """The journal entry of temporary name `path` of `op`: a drive backup
+    (`is_placet_backup`) is side ``backup`` and names the op's target to restore."""
+    if side == "remote" and is_placet_backup(path.rsplit("/", 1)[-1]):
+        return {"side": "backup", "path": path, "restore_to": op.remote_path or ""}
+    return {"side": side, "path": path}
 
 
 def journaled_temps(results: list[OpResultRecord]) -> dict[int, list[Temp]]:
@@ -40,23 +55,32 @@ def journaled_temps(results: list[OpResultRecord]) -> dict[int, list[Temp]]:
     for r in results:
         temps = r.detail.get("temps") if isinstance(r.detail, dict) else None
         for t in temps if isinstance(temps, list) else []:
-            if (
-                isinstance(t, dict)
-                and t.get("side") in ("remote", "local")
-                and isinstance(t.get("path"), str)
-                and is_placet_temp(t["path"].rsplit("/", 1)[-1])
-            ):
+            if not isinstance(t, dict) or not isinstance(t.get("path"), str):
+                continue
+            name = t["path"].rsplit("/", 1)[-1]
+            if t.get("side") in ("remote", "local") and is_placet_temp(name):
                 out.setdefault(r.op_index, []).append({"side": t["side"], "path": t["path"]})
+            elif (
+                t.get("side") == "backup"
+                and is_placet_backup(name)
+                and isinstance(t.get("restore_to"), str)
+            ):
+                out.setdefault(r.op_index, []).append(
+                    {"side": "backup", "path": t["path"], "restore_to": t["restore_to"]}
+                )
     return out
 
 
 def remove_temp(drive: Drive, root: RootRef | None, temp: Temp) -> bool:
-    """Remove one journaled temp; True when it is gone (or was never there).
+    """Remove one journaled temp; True when it is gone (or was never there). A drive
+    backup is put back instead (`Drive.restore_backup`), never deleted.
 
     A local temp is removed through the root's descriptor walk like any other local
     write (a root that changed is not touched). Failures are logged and reported False.
     """
     try:
+        if temp["side"] == "backup":
+            return drive.restore_backup(temp["path"], temp["restore_to"])
         if temp["side"] == "remote":
             drive.remove_temp(temp["path"])
             return True

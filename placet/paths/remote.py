@@ -41,6 +41,13 @@ def _check_remote_segment(path: str, seg: str, *, what: str) -> None:
         raise reserved_refusal(path, seg)
 
 
+REPLACEMENT_CHAR = "\ufffd"
+"""U+FFFD: rclone lists a remote name that is not valid UTF-8 with this character in place
+of each bad byte (``b\\xe4d.txt`` lists as ``b\ufffdd.txt``), and that listed name reaches
+no object. A name containing it is refused everywhere (issue 12 item 4): in a sync plan
+it is reported ``skipped_special``, never planned."""
+
+
 def _check_remote_chars(path: str, *, what: str) -> None:
     if len(path) > _MAX_REMOTE_PATH_CHARS:
         raise invalid_path(path[:200], f"the {what} is too long", "name a shorter path")
@@ -51,6 +58,13 @@ def _check_remote_chars(path: str, *, what: str) -> None:
                 f"the {what} contains the control or invalid character {inert(c)}",
                 "use plain names",
             )
+    if REPLACEMENT_CHAR in path:
+        raise invalid_path(
+            path,
+            f"the {what} contains U+FFFD, the replacement character: a drive lists a name "
+            "that is not valid UTF-8 that way, and the name it lists does not reach the file",
+            "rename it on the drive to a valid UTF-8 name without U+FFFD",
+        )
     if ":" in path:
         raise invalid_path(
             path,

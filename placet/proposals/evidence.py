@@ -49,11 +49,28 @@ def remote_digest_type(ctx: ProposeContext) -> DigestType | None:
     return preferred_digest_type(ctx.drive.capabilities().hash_types)
 
 
-def remote_evidence(ctx: ProposeContext, path: str, *, with_digest: bool = True) -> RemoteEvidence:
+CONTENT_READ_MAX = 64 << 20
+"""Most bytes placet reads at proposal time to bind a proposal to a remote file's content
+when the remote offers no digest (`remote_evidence(read_content=True)`); a larger file
+is refused (code ``remote_unverifiable``), never bound by size and mtime alone."""
+
+
+def remote_evidence(
+    ctx: ProposeContext, path: str, *, with_digest: bool = True, read_content: bool = False
+) -> RemoteEvidence:
     """What the drive reports for `path` now: absent, a folder, or a file with its digest
     (of the remote's preferred type; None when it reports none or `with_digest` is False).
 
+    With `read_content` (a download, a replacement of remote content), a file the remote
+    has no digest for is read once, up to `CONTENT_READ_MAX` bytes, and its SHA-256
+    recorded (`RemoteEvidence.read_by_placet`): size and mtime alone bind nothing, since
+    content rewritten with the same size and a restored mtime passes them (issue 12
+    item 3).
+
     Raises:
+        LimitExceeded (code ``remote_unverifiable``): `read_content`, no digest, and the
+            file is larger than `CONTENT_READ_MAX` (or of unknown size).
+        StaleEvidence: the file changed while it was read.
         DriveUnavailable / DriveError: from the drive adapter.
     """
     entry: Entry | None = ctx.drive.stat(path, include_digest=with_digest)
@@ -63,6 +80,8 @@ def remote_evidence(ctx: ProposeContext, path: str, *, with_digest: bool = True)
         return RemoteEvidence(exists=True, is_dir=True)
     dtype = remote_digest_type(ctx)
     digest = entry.digests.get(dtype) if dtype is not None else None
+    if digest is None and read_content:
+        return _content_evidence(ctx, path, entry)
     return RemoteEvidence(
         exists=True,
         is_dir=False,
@@ -70,6 +89,43 @@ def remote_evidence(ctx: ProposeContext, path: str, *, with_digest: bool = True)
         mtime=entry.mtime,
         digest_type=dtype if digest else None,
         digest=digest.lower() if digest else None,
+    )
+
+
+def _content_evidence(ctx: ProposeContext, path: str, entry: Entry) -> RemoteEvidence:
+    """`entry` bound to its content: SHA-256 of its bytes, read now through the drive."""
+    size = entry.size
+    if size is None or size > CONTENT_READ_MAX:
+        raise LimitExceeded(
+            f"refusing to propose on remote {quote(path)}: the drive offers no digest, so "
+            f"placet binds the proposal to the file's content by reading it, at most "
+            f"{CONTENT_READ_MAX >> 20} MiB, and this file is "
+            f"{'of unknown size' if size is None else f'{size} bytes'}; size and mtime alone "
+            "cannot show the owner's approval still holds. Transfer it outside placet, or "
+            "use a remote that offers digests",
+            code="remote_unverifiable",
+            details={"remote_path": path, "size": size, "max_bytes": CONTENT_READ_MAX},
+        )
+    fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        got = ctx.drive.download_to_fd(path, fd)
+    finally:
+        os.close(fd)
+    after = ctx.drive.stat(path)
+    if got.size != size or after is None or (after.size, after.mtime) != (size, entry.mtime):
+        raise StaleEvidence(
+            f"remote {quote(path)} changed while placet read it to record its content; "
+            "propose again",
+            details={"remote_path": path, "size": size, "read_size": got.size},
+        )
+    return RemoteEvidence(
+        exists=True,
+        is_dir=False,
+        size=size,
+        mtime=entry.mtime,
+        digest_type="sha256",
+        digest=got.sha256.lower(),
+        read_by_placet=True,
     )
 
 

@@ -125,7 +125,7 @@ def propose_upload(
     parent = check_remote_path(remote_parent)
     target_name = check_name(name if name else rel.name)
     target = join_remote(parent, target_name)
-    remote = remote_evidence(ctx, target)
+    remote = remote_evidence(ctx, target, read_content=replace_existing)
     if remote.exists and remote.is_dir:
         raise AlreadyExists(
             f"refusing to upload onto remote {quote(target)}: it is a folder; "
@@ -229,7 +229,7 @@ def propose_download(
             details={"remote_path": remote_path},
         )
     the_root, rel = resolve_in_client_roots(ctx, local_path, root, must_exist=False)
-    remote = remote_evidence(ctx, source)
+    remote = remote_evidence(ctx, source, read_content=True)
     refuse_unless_file(
         source, remote.is_dir if remote.exists else None, verb="download", hint="name a file"
     )

@@ -120,8 +120,8 @@ class RemoteLister:
             try:
                 d = drive.digest_of(r[0], dtype)
                 after = drive.stat(r[0])  # computed for the listed version only
-            except PathRefused:  # a name placet cannot use: no digest (the plan says why)
-                return r[0], None
+            except (PathRefused, NotFound):  # a name placet cannot use (the plan says
+                return r[0], None  # why), or a file removed since the listing: no digest
             size = -1 if after is None or after.size is None else after.size
             same = after is not None and (size, after.mtime) == (r[2], r[3])
             return r[0], d if same else None
