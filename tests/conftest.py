@@ -1,13 +1,16 @@
-"""Shared fixtures: every test runs with its own PLACET_HOME (a fresh data directory)."""
+"""Fixtures every folder's tests share: a fresh PLACET_HOME per test (autouse), its
+settings, and real rclone drives and servers (helpers in `tests.support.drives`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from placet.config import Settings, load_settings
+from placet.drive import RcloneDrive
+from tests.support.drives import RCLONE, ServedRemote, serve, unique_sub
 
 
 @pytest.fixture(autouse=True)
@@ -23,3 +26,88 @@ def placet_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 @pytest.fixture
 def settings(placet_home: Path) -> Settings:
     return load_settings()
+
+
+# ---- rclone: servers and drives (docs in tests.support.drives) ----------------------
+
+
+@pytest.fixture(scope="session")
+def rclone_bin() -> Path:
+    return RCLONE
+
+
+@pytest.fixture
+def rclone_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point HOME and XDG dirs (which rclone children inherit) at the test's temp dir."""
+    home = tmp_path / "rclone-home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache")):
+        monkeypatch.setenv(var, str(home / sub))
+    return home
+
+
+@pytest.fixture(scope="session")
+def webdav_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedRemote]:
+    base = tmp_path_factory.mktemp("webdav")
+    served = serve("webdav", base / "root", base / "home")
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="session")
+def sftp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedRemote]:
+    base = tmp_path_factory.mktemp("sftp")
+    served = serve("sftp", base / "root", base / "home")
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[Callable[[str], ServedRemote]]:
+    """Start a server private to the test (stopped at teardown if still running)."""
+    started: list[ServedRemote] = []
+
+    def start(kind: str) -> ServedRemote:
+        served = serve(kind, tmp_path / f"{kind}-root", tmp_path / f"{kind}-home")
+        started.append(served)
+        return served
+
+    yield start
+    for served in started:
+        served.stop()
+
+
+@pytest.fixture
+def make_drive(tmp_path: Path, rclone_home: Path) -> Iterator[Callable[..., RcloneDrive]]:
+    """`make_drive(spec, env=None, **kw)`: an RcloneDrive closed at teardown."""
+    drives: list[RcloneDrive] = []
+
+    def make(spec: str, env: dict[str, str] | None = None, **kw: object) -> RcloneDrive:
+        drive = RcloneDrive(
+            spec,
+            rclone_path=RCLONE,
+            env={"RCLONE_CONFIG": "/dev/null"} if env is None else env,
+            run_dir=tmp_path / "run",
+            **kw,  # type: ignore[arg-type]
+        )
+        drives.append(drive)
+        return drive
+
+    yield make
+    for drive in drives:
+        drive.close()
+
+
+@pytest.fixture
+def local_drive(tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> RcloneDrive:
+    """A drive over a fresh local folder (`drive.spec` is its absolute path)."""
+    root = tmp_path / "drive"
+    root.mkdir()
+    return make_drive(str(root))
+
+
+@pytest.fixture
+def sub() -> str:
+    """A fresh folder name on a shared server (`unique_sub()`)."""
+    return unique_sub()

@@ -1,0 +1,33 @@
+"""Code and tests cite the repository's own design (docs/design.md), never a file outside
+the repository, and only sections that exist there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CITATION = re.compile(r"docs/design\.md sections? (\d+)(?:(?:-| and |, )(\d+))?")
+
+
+def _sources() -> list[Path]:
+    return [p for d in ("placet", "tests", "bench", "examples") for p in (REPO / d).rglob("*.py")]
+
+
+def test_code_cites_only_existing_sections_of_the_design_in_the_repository() -> None:
+    design = (REPO / "docs" / "design.md").read_text()
+    sections = {int(n) for n in re.findall(r"^## (\d+)\.", design, flags=re.M)}
+    assert sections == set(range(1, max(sections) + 1))
+    outside, unknown = [], []
+    for path in _sources():
+        if path.name == Path(__file__).name:
+            continue
+        text = path.read_text()
+        if re.search(r"(?<!docs/)DESIGN\.md|\.\./shared/", text):
+            outside.append(str(path.relative_to(REPO)))
+        for m in CITATION.finditer(text):
+            cited = {int(g) for g in m.groups() if g}
+            if not cited <= sections:
+                unknown.append(f"{path.relative_to(REPO)}: {m.group(0)}")
+    assert outside == [], f"cite docs/design.md, not a file outside the repository: {outside}"
+    assert unknown == [], f"no such section in docs/design.md: {unknown}"
