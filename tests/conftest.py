@@ -1,16 +1,23 @@
-"""Fixtures every folder's tests share: a fresh PLACET_HOME per test (autouse), its
-settings, and real rclone drives and servers (helpers in `tests.support.drives`)."""
+"""Fixtures the tests of several folders share: a fresh PLACET_HOME per test (autouse), its
+settings and store, real rclone drives and servers (helpers in `tests.support.drives`),
+executor rigs (`tests.support.rig`) and a file keyring (`tests.support.keyring_backend`).
+A folder's own conftest.py holds what only its tests use; no fixture name is defined twice.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import keyring
 import pytest
 
 from placet.config import Settings, load_settings
 from placet.drive import RcloneDrive
+from placet.store import Store, open_store
 from tests.support.drives import RCLONE, ServedRemote, serve, unique_sub
+from tests.support.keyring_backend import FileKeyring, file_keyring_env
+from tests.support.rig import Rig, make_rig, write_config
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +33,13 @@ def placet_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 @pytest.fixture
 def settings(placet_home: Path) -> Settings:
     return load_settings()
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    """The store over `settings` (a fresh SQLite file), closed at teardown."""
+    with open_store(settings) as s:
+        yield s
 
 
 # ---- rclone: servers and drives (docs in tests.support.drives) ----------------------
@@ -111,3 +125,58 @@ def local_drive(tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rclon
 def sub() -> str:
     """A fresh folder name on a shared server (`unique_sub()`)."""
     return unique_sub()
+
+
+# ---- executor rigs (tests.support.rig) -------------------------------------------------
+
+
+@pytest.fixture
+def local_rig(
+    settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+) -> Callable[..., Rig]:
+    """`local_rig(**changes)`: a rig over a fresh local-folder drive (`tmp_path/drive`),
+    its settings `settings` with `changes`; call it once per test."""
+
+    def make(**changes: object) -> Rig:
+        remote = tmp_path / "drive"
+        remote.mkdir()
+        bound = settings.model_copy(update=changes)
+        return make_rig(bound, make_drive(str(remote)), tmp_path, remote)
+
+    return make
+
+
+@pytest.fixture
+def rig(local_rig: Callable[..., Rig]) -> Rig:
+    """A rig over a local-folder drive, with no config.toml."""
+    return local_rig()
+
+
+@pytest.fixture
+def configured_rig(rig: Rig) -> Rig:
+    """`rig` whose config.toml names its drive, so a `placet` subprocess uses it too."""
+    write_config(rig.settings, drive=rig.drive.spec)
+    return rig
+
+
+@pytest.fixture
+def yes_rig(rig: Rig) -> Rig:
+    """`rig` whose config.toml names its drive and allows `placet accept --yes`."""
+    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True)
+    return rig
+
+
+# ---- keyring ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A keyring file shared by this process, placet subprocesses and the password
+    command rclone runs (through the variables placet passes on to rclone)."""
+    path = tmp_path / "keyring.json"
+    for k, v in file_keyring_env(path).items():
+        monkeypatch.setenv(k, v)
+    prev = keyring.get_keyring()
+    keyring.set_keyring(FileKeyring())
+    yield path
+    keyring.set_keyring(prev)

@@ -10,23 +10,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
-
 from placet.config import Settings, load_settings
 from placet.drive import RcloneDrive
 from placet.paths.roots import Root
 from placet.schema import Op, RemoteEvidence, SyncRequest, request_hash
 from tests.support.rig import PLACET, Rig, make_rig, placet_cli, write_config
 from tests.support.terminal import PtyProcess
-
-
-@pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    r = make_rig(settings, make_drive(str(remote)), tmp_path, remote)
-    write_config(r.settings, drive=r.drive.spec)
-    return r
 
 
 def _env() -> dict[str, str]:
@@ -39,23 +28,23 @@ def _approval(rig: Rig, pid: int) -> dict[str, object]:
     return event.detail
 
 
-def test_yes_refused_without_opt_in(rig: Rig) -> None:
-    rig.write("a.txt", b"a")
-    rec = rig.upload("a.txt")
+def test_yes_refused_without_opt_in(configured_rig: Rig) -> None:
+    configured_rig.write("a.txt", b"a")
+    rec = configured_rig.upload("a.txt")
     r = placet_cli("accept", str(rec.id), "--yes", env=_env())
     assert r.returncode == 4
-    assert "allow_yes" in r.stderr and str(rig.settings.config_file) in r.stderr
-    assert rig.store.get(rec.id).status == "pending"
+    assert "allow_yes" in r.stderr and str(configured_rig.settings.config_file) in r.stderr
+    assert configured_rig.store.get(rec.id).status == "pending"
 
 
-def test_without_a_terminal_it_refuses_whatever_stdin_says(rig: Rig) -> None:
-    rig.write("a.txt", b"a")
-    rec = rig.upload("a.txt")
+def test_without_a_terminal_it_refuses_whatever_stdin_says(configured_rig: Rig) -> None:
+    configured_rig.write("a.txt", b"a")
+    rec = configured_rig.upload("a.txt")
     r = placet_cli("accept", str(rec.id), env=_env(), input="yes\nACDEFH\n")
     assert r.returncode == 4
     assert "no_terminal" in r.stderr
-    assert rig.store.get(rec.id).status == "pending"
-    assert rig.remote_dir is not None and os.listdir(rig.remote_dir) == []
+    assert configured_rig.store.get(rec.id).status == "pending"
+    assert configured_rig.remote_dir is not None and os.listdir(configured_rig.remote_dir) == []
     # the effect was shown: paths, size, hash, the reason boxed
     assert rec.request_hash in r.stdout and "| test upload |" in r.stdout
 
@@ -66,10 +55,10 @@ def _code(out: bytes) -> str:
     return m.group(1).decode()
 
 
-def test_code_typed_on_the_terminal_accepts_and_executes(rig: Rig) -> None:
-    assert rig.remote_dir is not None
-    rig.write("doc.txt", b"approved bytes")
-    rec = rig.upload("doc.txt", "")
+def test_code_typed_on_the_terminal_accepts_and_executes(configured_rig: Rig) -> None:
+    assert configured_rig.remote_dir is not None
+    configured_rig.write("doc.txt", b"approved bytes")
+    rec = configured_rig.upload("doc.txt", "")
     p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
     try:
         p.send("TYPEAHEAD\r", gap=0)  # typed before the code is shown: discarded
@@ -80,15 +69,15 @@ def test_code_typed_on_the_terminal_accepts_and_executes(rig: Rig) -> None:
         p.kill()
     out = p.bytes()
     assert b"succeeded" in out and rec.request_hash.encode() in out
-    assert (rig.remote_dir / "doc.txt").read_bytes() == b"approved bytes"
-    detail = _approval(rig, rec.id)
+    assert (configured_rig.remote_dir / "doc.txt").read_bytes() == b"approved bytes"
+    detail = _approval(configured_rig, rec.id)
     assert detail == {"request_hash": rec.request_hash, "via": "cli", "yes": False, "tty": True}
-    assert rig.store.get(rec.id).status == "succeeded"
+    assert configured_rig.store.get(rec.id).status == "succeeded"
 
 
-def test_wrong_code_declines(rig: Rig) -> None:
-    rig.write("doc.txt", b"x")
-    rec = rig.upload("doc.txt")
+def test_wrong_code_declines(configured_rig: Rig) -> None:
+    configured_rig.write("doc.txt", b"x")
+    rec = configured_rig.upload("doc.txt")
     p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
     try:
         assert p.wait_for(b"type the code ")
@@ -97,33 +86,33 @@ def test_wrong_code_declines(rig: Rig) -> None:
     finally:
         p.kill()
     assert b"confirmation_mismatch" in p.bytes()
-    assert rig.store.get(rec.id).status == "pending"
+    assert configured_rig.store.get(rec.id).status == "pending"
 
 
-def test_yes_with_opt_in_records_no_terminal(rig: Rig) -> None:
-    assert rig.remote_dir is not None
-    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True)
-    rig.write("y.txt", b"yes")
-    rec = rig.upload("y.txt")
+def test_yes_with_opt_in_records_no_terminal(configured_rig: Rig) -> None:
+    assert configured_rig.remote_dir is not None
+    write_config(configured_rig.settings, drive=configured_rig.drive.spec, allow_yes=True)
+    configured_rig.write("y.txt", b"yes")
+    rec = configured_rig.upload("y.txt")
     r = placet_cli("accept", str(rec.id), "--yes", env=_env())
     assert r.returncode == 0, r.stderr
     assert "#0 done: y.txt (digest:sha256, temp+move)" in r.stderr
-    assert _approval(rig, rec.id) == {
+    assert _approval(configured_rig, rec.id) == {
         "request_hash": rec.request_hash,
         "via": "cli",
         "yes": True,
         "tty": False,
     }
-    assert (rig.remote_dir / "y.txt").read_bytes() == b"yes"
+    assert (configured_rig.remote_dir / "y.txt").read_bytes() == b"yes"
 
 
-def test_exit_codes(rig: Rig) -> None:
-    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True)
+def test_exit_codes(configured_rig: Rig) -> None:
+    write_config(configured_rig.settings, drive=configured_rig.drive.spec, allow_yes=True)
     env = _env()
     assert placet_cli("accept", "999", "--yes", env=env).returncode == 3
 
-    p = rig.write("s.txt", b"one")
-    rec = rig.upload("s.txt")
+    p = configured_rig.write("s.txt", b"one")
+    rec = configured_rig.upload("s.txt")
     p.write_bytes(b"two!")  # stale at execution: an op failed
     r = placet_cli("accept", str(rec.id), "--yes", env=env)
     assert r.returncode == 1, r.stderr
@@ -132,103 +121,107 @@ def test_exit_codes(rig: Rig) -> None:
     again = placet_cli("accept", str(rec.id), "--yes", env=env)
     assert again.returncode == 1, again.stderr
     assert "stale" in again.stderr, again.stderr
-    assert rig.store.get(rec.id).attempt == 2, (again.stdout, again.stderr)
+    assert configured_rig.store.get(rec.id).attempt == 2, (again.stdout, again.stderr)
 
-    done = rig.write("d.txt", b"d")
-    ok = rig.upload("d.txt")
+    done = configured_rig.write("d.txt", b"d")
+    ok = configured_rig.upload("d.txt")
     assert placet_cli("accept", str(ok.id), "--yes", env=env).returncode == 0
     r = placet_cli("accept", str(ok.id), "--yes", env=env)  # succeeded is final
     assert r.returncode == 4 and "succeeded" in r.stderr
     assert done.exists()
 
 
-def test_expired_proposal_is_refused(rig: Rig) -> None:
-    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True)
-    rig.write("e.txt", b"e")
-    fresh = rig.upload("e.txt")
+def test_expired_proposal_is_refused(configured_rig: Rig) -> None:
+    write_config(configured_rig.settings, drive=configured_rig.drive.spec, allow_yes=True)
+    configured_rig.write("e.txt", b"e")
+    fresh = configured_rig.upload("e.txt")
     past = datetime.now(UTC) - timedelta(hours=1)
-    old, _ = rig.store.create_proposal(
+    old, _ = configured_rig.store.create_proposal(
         kind="upload",
         request=dict(fresh.request, name="e2.txt"),
         evidence=fresh.evidence,
         reason="old",
-        drive_spec=rig.drive.spec,
+        drive_spec=configured_rig.drive.spec,
         run_id="run-old",
         ttl_seconds=300,
         now=past,
     )
     r = placet_cli("accept", str(old.id), "--yes", env=_env())
     assert r.returncode == 4 and "expired" in r.stderr
-    assert rig.store.get(old.id).status == "expired"
+    assert configured_rig.store.get(old.id).status == "expired"
     assert old.request_hash == request_hash("upload", old.request, old.evidence)
 
 
-def test_a_proposal_left_approved_is_executed_without_asking(rig: Rig) -> None:
-    assert rig.remote_dir is not None
-    rig.write("left.txt", b"left approved")
-    rec = rig.upload("left.txt")
-    rig.accept(rec)  # decided in the UI, never executed
+def test_a_proposal_left_approved_is_executed_without_asking(configured_rig: Rig) -> None:
+    assert configured_rig.remote_dir is not None
+    configured_rig.write("left.txt", b"left approved")
+    rec = configured_rig.upload("left.txt")
+    configured_rig.accept(rec)  # decided in the UI, never executed
     r = placet_cli("accept", str(rec.id), env=_env())  # no terminal, no --yes
     assert r.returncode == 0, r.stderr
     assert "already approved" in r.stdout
-    assert (rig.remote_dir / "left.txt").read_bytes() == b"left approved"
+    assert (configured_rig.remote_dir / "left.txt").read_bytes() == b"left approved"
 
 
-def test_an_approval_set_in_the_database_is_not_executed_and_verify_names_it(rig: Rig) -> None:
+def test_an_approval_set_in_the_database_is_not_executed_and_verify_names_it(
+    configured_rig: Rig,
+) -> None:
     import sqlite3
 
-    assert rig.remote_dir is not None
-    rig.write("forged.txt", b"never approved")
-    rec = rig.upload("forged.txt")
-    events = len(rig.store.audit_events())
-    con = sqlite3.connect(rig.settings.db_path)
+    assert configured_rig.remote_dir is not None
+    configured_rig.write("forged.txt", b"never approved")
+    rec = configured_rig.upload("forged.txt")
+    events = len(configured_rig.store.audit_events())
+    con = sqlite3.connect(configured_rig.settings.db_path)
     con.execute("UPDATE proposal SET status = 'approved' WHERE id = ?", (rec.id,))
     con.commit()
     con.close()
     r = placet_cli("accept", str(rec.id), env=_env())
     assert r.returncode == 4, (r.stdout, r.stderr)
     assert "no approval by the owner is recorded" in r.stderr
-    assert not (rig.remote_dir / "forged.txt").exists()
-    assert rig.store.get(rec.id).status == "approved"
-    assert len(rig.store.audit_events()) == events  # no claim, no failure written
+    assert not (configured_rig.remote_dir / "forged.txt").exists()
+    assert configured_rig.store.get(rec.id).status == "approved"
+    assert len(configured_rig.store.audit_events()) == events  # no claim, no failure written
     v = placet_cli("audit", "--verify", env=_env())
     assert v.returncode == 6 and "changed outside the store" in v.stdout, v.stdout
 
 
-def test_executing_proposal_is_not_taken_over(rig: Rig) -> None:
+def test_executing_proposal_is_not_taken_over(configured_rig: Rig) -> None:
     from placet.store import LeaseHolder
 
-    rig.write("busy.txt", b"b")
-    rec = rig.upload("busy.txt")
-    rig.accept(rec)
-    rig.store.claim(rec.id, holder=LeaseHolder.current())  # this (live) process holds it
-    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True)
+    configured_rig.write("busy.txt", b"b")
+    rec = configured_rig.upload("busy.txt")
+    configured_rig.accept(rec)
+    configured_rig.store.claim(rec.id, holder=LeaseHolder.current())  # this (live) process holds it
+    write_config(configured_rig.settings, drive=configured_rig.drive.spec, allow_yes=True)
     r = placet_cli("accept", str(rec.id), "--yes", env=_env())
     assert r.returncode == 4 and "executing" in r.stderr
-    assert rig.store.get(rec.id).status == "executing"
+    assert configured_rig.store.get(rec.id).status == "executing"
 
 
-def test_overwrite_download_with_policy_in_config_toml(rig: Rig) -> None:
-    assert rig.remote_dir is not None
-    (rig.remote_dir / "conf.ini").write_bytes(b"from the drive")
-    rig.write("conf.ini", b"local edition")
-    root = str(rig.root.path)
-    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True,
+def test_overwrite_download_with_policy_in_config_toml(configured_rig: Rig) -> None:
+    assert configured_rig.remote_dir is not None
+    (configured_rig.remote_dir / "conf.ini").write_bytes(b"from the drive")
+    configured_rig.write("conf.ini", b"local edition")
+    root = str(configured_rig.root.path)
+    write_config(configured_rig.settings, drive=configured_rig.drive.spec, allow_yes=True,
                  roots={root: "allow-overwrite"})  # fmt: skip
-    rig.settings = load_settings().model_copy(update={"drive": rig.drive.spec})
-    assert rig.settings.download_policy(rig.root.path) == "allow-overwrite"
-    rec = rig.download("conf.ini", "conf.ini", overwrite=True)
+    configured_rig.settings = load_settings().model_copy(
+        update={"drive": configured_rig.drive.spec}
+    )
+    assert configured_rig.settings.download_policy(configured_rig.root.path) == "allow-overwrite"
+    rec = configured_rig.download("conf.ini", "conf.ini", overwrite=True)
     r = placet_cli("accept", str(rec.id), "--yes", env=_env())
     assert r.returncode == 0, r.stderr
-    assert rig.local("conf.ini").read_bytes() == b"from the drive"
-    trash = list(rig.settings.trash_dir.iterdir())
+    assert configured_rig.local("conf.ini").read_bytes() == b"from the drive"
+    trash = list(configured_rig.settings.trash_dir.iterdir())
     assert [p.read_bytes() for p in trash] == [b"local edition"]
 
 
-def test_drive_binding_is_checked_before_the_code_is_asked(rig: Rig) -> None:
-    rig.write("b.txt", b"b")
-    fresh = rig.upload("b.txt")
-    other, _ = rig.store.create_proposal(
+def test_drive_binding_is_checked_before_the_code_is_asked(configured_rig: Rig) -> None:
+    configured_rig.write("b.txt", b"b")
+    fresh = configured_rig.upload("b.txt")
+    other, _ = configured_rig.store.create_proposal(
         kind="upload",
         request=dict(fresh.request, name="b2.txt"),
         evidence=fresh.evidence,
@@ -246,8 +239,8 @@ def test_drive_binding_is_checked_before_the_code_is_asked(rig: Rig) -> None:
     assert rc == 4, out.decode(errors="replace")
     assert b"drive_changed" in out and b"local:/somewhere/else" in out
     assert b"type the code" not in out  # refused before the code was asked
-    assert rig.store.get(other.id).status == "pending"
-    assert rig.store.op_results(other.id) == []
+    assert configured_rig.store.get(other.id).status == "pending"
+    assert configured_rig.store.op_results(other.id) == []
 
 
 # --- every risk flag is shown, whatever the padding ----------------------------------------
@@ -271,8 +264,10 @@ def _padded_sync(rig: Rig, pad: int) -> int:
     return rec.id
 
 
-def test_padded_sync_shows_every_flag_and_says_how_many_ops_are_not_listed(rig: Rig) -> None:
-    pid = _padded_sync(rig, 260)
+def test_padded_sync_shows_every_flag_and_says_how_many_ops_are_not_listed(
+    configured_rig: Rig,
+) -> None:
+    pid = _padded_sync(configured_rig, 260)
     r = placet_cli("accept", str(pid), env=_env())
     assert r.returncode == 4 and "no_terminal" in r.stderr  # shown, then refused
     out = r.stdout
@@ -283,20 +278,20 @@ def test_padded_sync_shows_every_flag_and_says_how_many_ops_are_not_listed(rig: 
     assert flag_lines[0].startswith("    ! runs_code: 'zz/.github/workflows'")  # worst first
     assert "d\u00e9j\u00e0-259" in out  # the last padding op's flag, past any cut
     assert out.count("(ASCII:") == 260 + 200  # once per flag, once per listed op line
-    assert rig.store.get(pid).status == "pending"
+    assert configured_rig.store.get(pid).status == "pending"
 
 
 def test_flags_match_the_root_path_and_the_code_prompt_counts_them(
-    rig: Rig, tmp_path: Path
+    configured_rig: Rig, tmp_path: Path
 ) -> None:
     """A root that is itself a .git folder: the download to hooks/pre-commit is runs_code,
     and the code prompt repeats the flag counts it is typed for."""
-    assert rig.remote_dir is not None
+    assert configured_rig.remote_dir is not None
     gitdir = tmp_path / "repo" / ".git"
     (gitdir / "hooks").mkdir(parents=True)
     st = os.stat(gitdir)
-    git_rig = dataclasses.replace(rig, root=Root("git", gitdir, st.st_dev, st.st_ino))
-    (rig.remote_dir / "hook").write_bytes(b"#!/bin/sh\necho pwned\n")
+    git_rig = dataclasses.replace(configured_rig, root=Root("git", gitdir, st.st_dev, st.st_ino))
+    (configured_rig.remote_dir / "hook").write_bytes(b"#!/bin/sh\necho pwned\n")
     rec = git_rig.download("hook", "hooks/pre-commit")
     p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
     try:
@@ -312,18 +307,24 @@ def test_flags_match_the_root_path_and_the_code_prompt_counts_them(
     assert not (gitdir / "hooks/pre-commit").exists()
 
 
-def test_download_into_placet_config_is_refused_before_the_code(rig: Rig, tmp_path: Path) -> None:
+def test_download_into_placet_config_is_refused_before_the_code(
+    configured_rig: Rig, tmp_path: Path
+) -> None:
     """A root holding placet's data dir (made before the root rule, or under another
     PLACET_HOME): a download of config.toml with allow_yes = true is refused at once."""
-    assert rig.remote_dir is not None
-    (rig.remote_dir / "cfg").write_bytes(b"allow_yes = true\n")
-    home = rig.settings.data_dir
-    write_config(rig.settings, drive=rig.drive.spec, roots={str(home.parent): "allow-overwrite"})
-    before = rig.settings.config_file.read_bytes()
+    assert configured_rig.remote_dir is not None
+    (configured_rig.remote_dir / "cfg").write_bytes(b"allow_yes = true\n")
+    home = configured_rig.settings.data_dir
+    write_config(
+        configured_rig.settings,
+        drive=configured_rig.drive.spec,
+        roots={str(home.parent): "allow-overwrite"},
+    )
+    before = configured_rig.settings.config_file.read_bytes()
     st = os.stat(home.parent)
     top = dataclasses.replace(
-        rig,
-        settings=load_settings().model_copy(update={"drive": rig.drive.spec}),
+        configured_rig,
+        settings=load_settings().model_copy(update={"drive": configured_rig.drive.spec}),
         root=Root("top", home.parent, st.st_dev, st.st_ino),
     )
     rec = top.download("cfg", f"{home.name}/config.toml", overwrite=True)
@@ -336,8 +337,8 @@ def test_download_into_placet_config_is_refused_before_the_code(rig: Rig, tmp_pa
     assert rc == 4, out
     assert "placet_own_path" in out and f"'{home}'" in out
     assert "type the code" not in out
-    assert rig.settings.config_file.read_bytes() == before
-    assert rig.store.get(rec.id).status == "pending"
+    assert configured_rig.settings.config_file.read_bytes() == before
+    assert configured_rig.store.get(rec.id).status == "pending"
 
 
 def test_upload_into_placet_folders_on_a_local_drive_is_refused_before_the_code(

@@ -14,30 +14,25 @@ import os
 import re
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from placet.cli.accept import _Progress, status_line
-from placet.config import Settings
-from placet.drive import RcloneDrive
 from placet.executor import ProgressEvent
 from placet.schema import Op
 from placet.store import ProposalRecord
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
-from tests.support.rig import PLACET, Rig, make_rig, placet_cli, write_config
+from tests.support.rig import PLACET, Rig, placet_cli, write_config
 from tests.support.terminal import PtyProcess
 
 N = 20
 
 
 @pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    r = make_rig(settings.model_copy(update={"transfers": 4}), make_drive(str(remote)),
-                 tmp_path, remote)  # fmt: skip
+def pooled_rig(local_rig: Callable[..., Rig]) -> Rig:
+    """A rig whose transfers run 4 at a time, in process and in `placet accept --yes`."""
+    r = local_rig(transfers=4)
     write_config(r.settings, drive=r.drive.spec, allow_yes=True, transfers=4)
     return r
 
@@ -54,13 +49,13 @@ def _sync_of_files(rig: Rig, n: int = N) -> ProposalRecord:
     return rec
 
 
-def test_without_a_terminal_results_count_ops_ended_up_to_the_total(rig: Rig) -> None:
-    assert rig.remote_dir is not None
-    rec = _sync_of_files(rig)
+def test_without_a_terminal_results_count_ops_ended_up_to_the_total(pooled_rig: Rig) -> None:
+    assert pooled_rig.remote_dir is not None
+    rec = _sync_of_files(pooled_rig)
     r = placet_cli("accept", str(rec.id), "--yes", env=dict(os.environ))
     assert r.returncode == 0, r.stderr
-    assert rig.store.get(rec.id).status == "succeeded"
-    assert len(list(rig.remote_dir.glob("f*.bin"))) == N
+    assert pooled_rig.store.get(rec.id).status == "succeeded"
+    assert len(list(pooled_rig.remote_dir.glob("f*.bin"))) == N
     result = rf"^  \[(\d+)/{N}\] #\d+ done: f\d\d\.bin"
     counts = [int(m) for m in re.findall(result, r.stderr, re.M)]
     assert counts == list(range(1, N + 1)), r.stderr
@@ -73,8 +68,8 @@ def test_without_a_terminal_results_count_ops_ended_up_to_the_total(rig: Rig) ->
     assert f"proposal {rec.id} succeeded: {N} done" in r.stdout
 
 
-def test_on_a_terminal_the_last_status_says_all_ops_ended_within_the_width(rig: Rig) -> None:
-    rec = _sync_of_files(rig)
+def test_on_a_terminal_the_last_status_says_all_ops_ended_within_the_width(pooled_rig: Rig) -> None:
+    rec = _sync_of_files(pooled_rig)
     p = PtyProcess([str(PLACET), "accept", str(rec.id), "--yes"], dict(os.environ), cols=70)
     try:
         rc = p.wait_exit(90)
@@ -82,7 +77,7 @@ def test_on_a_terminal_the_last_status_says_all_ops_ended_within_the_width(rig: 
         p.kill()
     out = p.bytes().decode(errors="replace")
     assert rc == 0, out
-    assert rig.store.get(rec.id).status == "succeeded"
+    assert pooled_rig.store.get(rec.id).status == "succeeded"
     # every status draw is "\r<line>\x1b[K"; the last one is ended with a newline
     draws = re.findall(r"\r([^\r\n\x1b]*)\x1b\[K", out)
     statuses = [d for d in draws if "ops ended" in d]

@@ -6,28 +6,22 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
-from placet.config import Settings
-from placet.drive import RcloneDrive
-from tests.support.rig import PLACET, Rig, make_rig, write_config
+from tests.support.rig import PLACET, Rig
 from tests.support.terminal import PtyProcess
 
 EVIL = b'[build]\nrustc-wrapper = "/tmp/evil.sh"\n'
 
 
 @pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    r = make_rig(settings, make_drive(str(remote)), tmp_path, remote)
-    write_config(r.settings, drive=r.drive.spec)
-    (remote / "cfg.toml").write_bytes(EVIL)
-    (r.root.path / ".cargo").mkdir()
-    return r
+def cargo_rig(configured_rig: Rig) -> Rig:
+    """`configured_rig` with `EVIL` on the drive (`cfg.toml`) and a `.cargo` folder in its root."""
+    assert configured_rig.remote_dir is not None
+    (configured_rig.remote_dir / "cfg.toml").write_bytes(EVIL)
+    (configured_rig.root.path / ".cargo").mkdir()
+    return configured_rig
 
 
 def _accept(pid: int, typed: str | None) -> tuple[int, str]:
@@ -46,9 +40,9 @@ def _accept(pid: int, typed: str | None) -> tuple[int, str]:
     return rc, p.bytes().decode(errors="replace")
 
 
-def test_cargo_config_download_is_runs_code_and_needs_the_code(rig: Rig) -> None:
-    rec = rig.download("cfg.toml", ".cargo/config.toml")
-    target = rig.root.path / ".cargo" / "config.toml"
+def test_cargo_config_download_is_runs_code_and_needs_the_code(cargo_rig: Rig) -> None:
+    rec = cargo_rig.download("cfg.toml", ".cargo/config.toml")
+    target = cargo_rig.root.path / ".cargo" / "config.toml"
 
     rc, out = _accept(rec.id, "WRONG1")
     assert rc == 4, out
@@ -57,9 +51,9 @@ def test_cargo_config_download_is_runs_code_and_needs_the_code(rig: Rig) -> None
     assert "1 risk flag(s): 1 runs_code" in out
     assert "no risk flags" not in out
     assert not target.exists()
-    assert rig.store.get(rec.id).status == "pending"
+    assert cargo_rig.store.get(rec.id).status == "pending"
 
     rc, out = _accept(rec.id, None)
     assert rc == 0, out
     assert target.read_bytes() == EVIL
-    assert rig.store.get(rec.id).status == "succeeded"
+    assert cargo_rig.store.get(rec.id).status == "succeeded"

@@ -21,7 +21,7 @@ from placet.config import Settings, load_settings
 from placet.config.password import KEYRING_SERVICE, KEYRING_USERNAME
 from placet.drive import drive_for
 from placet.errors import EXIT_DRIVE_UNAVAILABLE, EXIT_OK, EXIT_USAGE, ConfigError, DriveError
-from tests.support.keyring_backend import FileKeyring, MemoryKeyring, file_keyring_env
+from tests.support.keyring_backend import MemoryKeyring, file_keyring_env
 
 RCLONE = Path(sys.executable).parent / "rclone"
 PLACET = Path(sys.executable).parent / "placet"
@@ -34,19 +34,6 @@ def mem_keyring() -> Iterator[MemoryKeyring]:
     kr = MemoryKeyring()
     keyring.set_keyring(kr)
     yield kr
-    keyring.set_keyring(prev)
-
-
-@pytest.fixture
-def file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A keyring file shared by this process, placet subprocesses and the password
-    command rclone runs (through the variables placet passes on to rclone)."""
-    path = tmp_path / "keyring.json"
-    for k, v in file_keyring_env(path).items():
-        monkeypatch.setenv(k, v)
-    prev = keyring.get_keyring()
-    keyring.set_keyring(FileKeyring())
-    yield path
     keyring.set_keyring(prev)
 
 

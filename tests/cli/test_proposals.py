@@ -8,15 +8,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from placet import __version__
-from placet.config import Settings
-from placet.store import Store, open_store
+from placet.store import Store
 
 PLACET = str(Path(sys.executable).with_name("placet"))
 HOSTILE_REASON = "tidy up \x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07 now \u202eexe.txt"
@@ -34,12 +32,6 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 def _lines(r: subprocess.CompletedProcess[bytes]) -> list[dict[str, object]]:
     return [json.loads(line) for line in r.stdout.decode().splitlines()]
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    with open_store(settings) as s:
-        yield s
 
 
 def _propose(store: Store, name: str, reason: str = "make a folder", **kw: object) -> int:

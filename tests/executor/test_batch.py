@@ -25,24 +25,20 @@ from typing import Any
 
 import pytest
 
-from placet.config import Settings
-from placet.drive import RcloneDrive
 from placet.executor.ops import load_plan
 from placet.schema import Op
 from placet.store import ProposalRecord
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
-from tests.support.rig import PLACET, Rig, make_rig, placet_cli, temp_names, write_config
+from tests.support.rig import PLACET, Rig, placet_cli, temp_names, write_config
 
 FOLDERS, PER_FOLDER = 5, 100
 
 
 @pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    r = make_rig(settings.model_copy(update={"transfers": 1}), make_drive(str(remote)),
-                 tmp_path, remote)  # fmt: skip
+def serial_rig(local_rig: Callable[..., Rig]) -> Rig:
+    """A rig whose transfers run one at a time, in process and in `placet accept --yes`."""
+    r = local_rig(transfers=1)
     write_config(r.settings, drive=r.drive.spec, allow_yes=True, transfers=1)
     return r
 
@@ -116,67 +112,69 @@ def _kill_after_a_batch_moved(rig: Rig, rec_id: int) -> set[int]:
 
 
 @pytest.mark.timeout(300)
-def test_kill_mid_batch_then_accept_again_reports_lost_ops_already_done(rig: Rig) -> None:
-    assert rig.remote_dir is not None
+def test_kill_mid_batch_then_accept_again_reports_lost_ops_already_done(serial_rig: Rig) -> None:
+    assert serial_rig.remote_dir is not None
     names = [f"d{d}/f{f:03d}.txt" for d in range(FOLDERS) for f in range(PER_FOLDER)]
     for i, rel in enumerate(names):
-        rig.write(rel, os.urandom(64 + i % 1900))
-    rec = _propose(rig)
-    rig.accept(rec)
+        serial_rig.write(rel, os.urandom(64 + i % 1900))
+    rec = _propose(serial_rig)
+    serial_rig.accept(rec)
 
-    lost = _kill_after_a_batch_moved(rig, rec.id)
+    lost = _kill_after_a_batch_moved(serial_rig, rec.id)
     # Recovery: the holder is dead on this host, so the proposal is interrupted at once.
-    assert rig.store.sweep().interrupted == [rec.id]
-    assert rig.store.get(rec.id).status == "interrupted"
-    first = {r.op_index: r for r in rig.store.op_results(rec.id)}
+    assert serial_rig.store.sweep().interrupted == [rec.id]
+    assert serial_rig.store.get(rec.id).status == "interrupted"
+    first = {r.op_index: r for r in serial_rig.store.op_results(rec.id)}
     assert all(first.get(i) is None or first[i].outcome == "failed" for i in lost)
 
     r = placet_cli("accept", str(rec.id), "--yes", env=dict(os.environ), timeout=240)
     assert r.returncode == 0, r.stderr
-    final = rig.store.get(rec.id)
+    final = serial_rig.store.get(rec.id)
     assert final.status == "succeeded" and final.attempt == 2
-    second = {r.op_index: r for r in rig.store.op_results(rec.id)}
+    second = {r.op_index: r for r in serial_rig.store.op_results(rec.id)}
     assert {second[i].outcome for i in lost} == {"already_done"}
     assert {r.outcome for r in second.values()} <= {"done", "already_done"}
-    assert len(second) == len(_ops(rig, rec.id))
+    assert len(second) == len(_ops(serial_rig, rec.id))
     for rel in names:
-        assert _sha(rig.remote_dir / rel) == _sha(rig.local(rel)), rel
-    assert temp_names(rig.remote_dir) == []
+        assert _sha(serial_rig.remote_dir / rel) == _sha(serial_rig.local(rel)), rel
+    assert temp_names(serial_rig.remote_dir) == []
 
 
 def test_stale_evidence_is_caught_per_op_inside_a_batch(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
+    serial_rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert rig.remote_dir is not None
+    assert serial_rig.remote_dir is not None
     names = [f"box/f{i:02d}.txt" for i in range(30)]
     for i, rel in enumerate(names):
-        rig.write(rel, f"file {i}\n".encode() * (i + 1))
-    rec = _propose(rig)
-    (rig.remote_dir / "box").mkdir()
-    rig.write("box/f03.txt", b"edited after the plan, another size\n")
-    same_size = rig.local("box/f04.txt")
+        serial_rig.write(rel, f"file {i}\n".encode() * (i + 1))
+    rec = _propose(serial_rig)
+    (serial_rig.remote_dir / "box").mkdir()
+    serial_rig.write("box/f03.txt", b"edited after the plan, another size\n")
+    same_size = serial_rig.local("box/f04.txt")
     st = same_size.stat()
     same_size.write_bytes(b"X" * st.st_size)  # same size, mtime put back: bytes differ
     os.utime(same_size, ns=(st.st_atime_ns, st.st_mtime_ns))
-    rig.local("box/f05.txt").unlink()
-    (rig.remote_dir / "box/f06.txt").write_bytes(b"appeared on the drive")
-    (rig.remote_dir / "box/f07.txt").write_bytes(rig.local("box/f07.txt").read_bytes())
+    serial_rig.local("box/f05.txt").unlink()
+    (serial_rig.remote_dir / "box/f06.txt").write_bytes(b"appeared on the drive")
+    (serial_rig.remote_dir / "box/f07.txt").write_bytes(
+        serial_rig.local("box/f07.txt").read_bytes()
+    )
 
     batches: list[list[str]] = []
-    real = rig.drive.upload_new_batch
+    real = serial_rig.drive.upload_new_batch
 
     def spy(files: Any, **kw: Any) -> Any:  # counts the calls, changes nothing
         batches.append([f.remote_path for f in files])
         return real(files, **kw)
 
-    monkeypatch.setattr(rig.drive, "upload_new_batch", spy)
-    final = rig.run(rec)
+    monkeypatch.setattr(serial_rig.drive, "upload_new_batch", spy)
+    final = serial_rig.run(rec)
     assert final.status == "failed"
     # One batch took every op whose local file was as the proposal saw it (f03 changed
     # size, f05 vanished: stale before anything was read or sent).
     assert len(batches) == 1
     assert sorted(batches[0]) == [p for p in names if p not in ("box/f03.txt", "box/f05.txt")]
-    results = {r.op.get("remote_path"): r for r in rig.store.op_results(rec.id)}
+    results = {r.op.get("remote_path"): r for r in serial_rig.store.op_results(rec.id)}
     assert results["box/f03.txt"].outcome == "stale"
     assert results["box/f03.txt"].detail["details"]["side"] == "local"
     assert results["box/f04.txt"].outcome == "stale"
@@ -189,11 +187,11 @@ def test_stale_evidence_is_caught_per_op_inside_a_batch(
     done = [p for p, r in results.items() if r.outcome == "done"]
     assert len(done) == 25 and all(results[p].op["kind"] == "upload" for p in done)
     # The stale ops put nothing under their names; the others hold the approved bytes.
-    assert not (rig.remote_dir / "box/f03.txt").exists()
-    assert not (rig.remote_dir / "box/f04.txt").exists()
-    assert not (rig.remote_dir / "box/f05.txt").exists()
-    assert (rig.remote_dir / "box/f06.txt").read_bytes() == b"appeared on the drive"
+    assert not (serial_rig.remote_dir / "box/f03.txt").exists()
+    assert not (serial_rig.remote_dir / "box/f04.txt").exists()
+    assert not (serial_rig.remote_dir / "box/f05.txt").exists()
+    assert (serial_rig.remote_dir / "box/f06.txt").read_bytes() == b"appeared on the drive"
     for p in done:
-        assert _sha(rig.remote_dir / p) == _sha(rig.local(p)), p
+        assert _sha(serial_rig.remote_dir / p) == _sha(serial_rig.local(p)), p
         assert results[p].detail["verification"] == "digest:sha256"
-    assert temp_names(rig.remote_dir) == []
+    assert temp_names(serial_rig.remote_dir) == []

@@ -12,25 +12,13 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from placet.config import Settings
-from placet.drive import RcloneDrive
-from tests.support.rig import PLACET, Rig, make_rig, placet_cli, sha256, write_config
+from tests.support.rig import PLACET, Rig, placet_cli, sha256
 
 SIZE = 200 * 1024 * 1024
-
-
-@pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    r = make_rig(settings, make_drive(str(remote)), tmp_path, remote)
-    write_config(r.settings, drive=r.drive.spec, allow_yes=True)
-    return r
 
 
 def _big(path: Path) -> bytes:
@@ -104,33 +92,33 @@ def _recover_and_finish(rig: Rig, rec_id: int) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_kill_during_upload_then_accept_again(rig: Rig) -> None:
-    assert rig.remote_dir is not None
-    data = _big(rig.local("big.bin"))
-    rec = rig.upload("big.bin")
-    temp = _kill_mid_transfer(rec.id, rig.remote_dir)
-    assert not (rig.remote_dir / "big.bin").exists()
-    assert _no_rclone_child_left(rig.remote_dir)
+def test_kill_during_upload_then_accept_again(yes_rig: Rig) -> None:
+    assert yes_rig.remote_dir is not None
+    data = _big(yes_rig.local("big.bin"))
+    rec = yes_rig.upload("big.bin")
+    temp = _kill_mid_transfer(rec.id, yes_rig.remote_dir)
+    assert not (yes_rig.remote_dir / "big.bin").exists()
+    assert _no_rclone_child_left(yes_rig.remote_dir)
     assert temp.exists() and temp.stat().st_size < SIZE  # a partial temp, under a temp name
-    _recover_and_finish(rig, rec.id)
-    assert sha256((rig.remote_dir / "big.bin").read_bytes()) == sha256(data)
-    [res] = rig.store.op_results(rec.id)
+    _recover_and_finish(yes_rig, rec.id)
+    assert sha256((yes_rig.remote_dir / "big.bin").read_bytes()) == sha256(data)
+    [res] = yes_rig.store.op_results(rec.id)
     assert res.outcome == "done" and res.detail["digest"] == rec.evidence["local"]["digest"]
-    assert _temps(rig.remote_dir) == []
+    assert _temps(yes_rig.remote_dir) == []
 
 
 @pytest.mark.timeout(300)
-def test_kill_during_download_then_accept_again(rig: Rig) -> None:
-    assert rig.remote_dir is not None
-    data = _big(rig.remote_dir / "big.bin")
-    rig.local("in").mkdir()
-    rec = rig.download("big.bin", "in/big.bin")
-    temp = _kill_mid_transfer(rec.id, rig.local("in"))
-    assert not rig.local("in/big.bin").exists()
-    assert _no_rclone_child_left(rig.remote_dir)
+def test_kill_during_download_then_accept_again(yes_rig: Rig) -> None:
+    assert yes_rig.remote_dir is not None
+    data = _big(yes_rig.remote_dir / "big.bin")
+    yes_rig.local("in").mkdir()
+    rec = yes_rig.download("big.bin", "in/big.bin")
+    temp = _kill_mid_transfer(rec.id, yes_rig.local("in"))
+    assert not yes_rig.local("in/big.bin").exists()
+    assert _no_rclone_child_left(yes_rig.remote_dir)
     assert temp.exists()
-    _recover_and_finish(rig, rec.id)
-    assert sha256(rig.local("in/big.bin").read_bytes()) == sha256(data)
-    [res] = rig.store.op_results(rec.id)
+    _recover_and_finish(yes_rig, rec.id)
+    assert sha256(yes_rig.local("in/big.bin").read_bytes()) == sha256(data)
+    [res] = yes_rig.store.op_results(rec.id)
     assert res.outcome == "done" and res.detail["digest"] == rec.evidence["remote"]["digest"]
-    assert _temps(rig.local("in")) == []
+    assert _temps(yes_rig.local("in")) == []

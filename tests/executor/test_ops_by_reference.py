@@ -9,13 +9,10 @@ import contextlib
 import os
 import re
 import sqlite3
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from placet.config import Settings
-from placet.drive import RcloneDrive
 from placet.errors import PolicyRefused
 from placet.executor import bind
 from placet.schema import (
@@ -29,14 +26,7 @@ from placet.schema import (
 from placet.store import ProposalRecord, open_store
 from placet.tui import make_app
 from tests.support.review import T0, big_sync, quiet, until
-from tests.support.rig import Rig, make_rig, placet_cli, write_config
-
-
-@pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    return make_rig(settings, make_drive(str(remote)), tmp_path, remote)
+from tests.support.rig import Rig, placet_cli, write_config
 
 
 def _request(rig: Rig, names: list[str]) -> dict[str, object]:

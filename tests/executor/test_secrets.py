@@ -17,7 +17,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,6 @@ import pytest
 from placet.config import Settings
 from placet.config.password import KEYRING_SERVICE, KEYRING_USERNAME
 from placet.drive import drive_for
-from tests.support.keyring_backend import FileKeyring, file_keyring_env
 from tests.support.rig import PLACET, make_rig, placet_cli, write_config
 
 if TYPE_CHECKING:
@@ -38,15 +37,11 @@ CONFIG_PASSWORD = "cfg-Pass-5e6f7a"
 
 
 @pytest.fixture
-def file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    path = tmp_path / "keyring.json"
-    for k, v in file_keyring_env(path).items():  # reaches rclone's password command too
-        monkeypatch.setenv(k, v)
-    prev = keyring.get_keyring()
-    keyring.set_keyring(FileKeyring())
+def keyring_with_password(file_keyring: Path) -> Path:
+    """`file_keyring` holding the rclone config password (reaches rclone's password
+    command too)."""
     keyring.set_password(KEYRING_SERVICE, KEYRING_USERNAME, CONFIG_PASSWORD)
-    yield path
-    keyring.set_keyring(prev)
+    return file_keyring
 
 
 def _encrypted_config(tmp_path: Path, served: ServedRemote, rclone: Path, home: Path) -> Path:
@@ -99,7 +94,7 @@ def test_no_secret_anywhere_after_real_sftp_runs(
     start_server: Callable[[str], ServedRemote],
     rclone_bin: Path,
     rclone_home: Path,
-    file_keyring: Path,
+    keyring_with_password: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     served = start_server("sftp")

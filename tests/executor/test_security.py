@@ -20,13 +20,6 @@ from placet.paths.roots import Root
 from tests.support.rig import Rig, alter_request, make_rig
 
 
-@pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    return make_rig(settings, make_drive(str(remote)), tmp_path, remote)
-
-
 def _failed(rig: Rig, rec_id: int) -> dict[str, object]:
     assert rig.store.get(rec_id).status == "failed"
     [res] = rig.store.op_results(rec_id)

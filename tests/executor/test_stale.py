@@ -20,13 +20,6 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    return make_rig(settings, make_drive(str(remote)), tmp_path, remote)
-
-
-@pytest.fixture
 def dav_rig(
     settings: Settings,
     tmp_path: Path,

@@ -5,26 +5,16 @@ that already happened as already_done."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import pytest
 
-from placet.config import Settings
-from placet.drive import RcloneDrive
 from placet.errors import PlacetError
 from placet.executor import execute, load_plan
 from placet.proposals.evidence import local_file_evidence
 from placet.schema import LocalFileEvidence, Op, RemoteEvidence, SyncRequest
 from placet.store import ProposalRecord
-from tests.support.rig import Rig, make_rig, temp_names
-
-
-@pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    return make_rig(settings, make_drive(str(remote)), tmp_path, remote)
+from tests.support.rig import Rig, temp_names
 
 
 def _ev(rig: Rig, rel: str) -> LocalFileEvidence:

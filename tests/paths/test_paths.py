@@ -16,7 +16,7 @@ from placet.paths.roots import Root, parse_root_spec, parse_roots
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Path:
+def root_base(tmp_path: Path) -> Path:
     """tmp/x/root (the root) beside tmp/x/root-evil and tmp/x/outside.txt."""
     base = tmp_path / "x"
     root = base / "root"
@@ -30,8 +30,8 @@ def tree(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def roots(tree: Path, placet_home: Path) -> list[Root]:
-    return parse_roots([f"main={tree / 'root'}"], placet_home)
+def roots(root_base: Path, placet_home: Path) -> list[Root]:
+    return parse_roots([f"main={root_base / 'root'}"], placet_home)
 
 
 def code_of(exc: PlacetError) -> str:
@@ -41,33 +41,35 @@ def code_of(exc: PlacetError) -> str:
 # --- roots -----------------------------------------------------------------------------
 
 
-def test_parse_root_spec_records_identity_and_default_name(tree: Path, placet_home: Path) -> None:
-    root = parse_root_spec(str(tree / "root"), placet_home)
-    st = os.stat(tree / "root")
-    assert root == Root("root", tree / "root", st.st_dev, st.st_ino)
+def test_parse_root_spec_records_identity_and_default_name(
+    root_base: Path, placet_home: Path
+) -> None:
+    root = parse_root_spec(str(root_base / "root"), placet_home)
+    st = os.stat(root_base / "root")
+    assert root == Root("root", root_base / "root", st.st_dev, st.st_ino)
     assert root.path.is_absolute()
     ref = root.to_ref()
     assert (ref.name, ref.path, ref.device, ref.inode) == (
         "root",
-        str(tree / "root"),
+        str(root_base / "root"),
         st.st_dev,
         st.st_ino,
     )
 
 
-def test_parse_root_spec_resolves_a_symlinked_dir(tree: Path, placet_home: Path) -> None:
-    os.symlink(tree / "root", tree / "alias")
-    root = parse_root_spec(f"w={tree / 'alias'}", placet_home)
-    assert root.path == tree / "root" and root.name == "w"
+def test_parse_root_spec_resolves_a_symlinked_dir(root_base: Path, placet_home: Path) -> None:
+    os.symlink(root_base / "root", root_base / "alias")
+    root = parse_root_spec(f"w={root_base / 'alias'}", placet_home)
+    assert root.path == root_base / "root" and root.name == "w"
 
 
 def test_parse_root_spec_equals_in_directory_name(
-    tree: Path, placet_home: Path, monkeypatch: pytest.MonkeyPatch
+    root_base: Path, placet_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tree / "a=b").mkdir()
-    monkeypatch.chdir(tree)
+    (root_base / "a=b").mkdir()
+    monkeypatch.chdir(root_base)
     root = parse_root_spec("w=./a=b", placet_home)  # NAME= only when it is a valid name
-    assert (root.name, root.path) == ("w", tree / "a=b")
+    assert (root.name, root.path) == ("w", root_base / "a=b")
     with pytest.raises(UsageError, match="NAME=DIR"):
         parse_root_spec("./a=b", placet_home)  # a directory; its basename is no valid name
 
@@ -87,10 +89,10 @@ def test_parse_root_spec_equals_in_directory_name(
         lambda t, h: str(h.parent),  # contains the data dir
     ],
 )
-def test_parse_root_spec_refuses(tree: Path, placet_home: Path, spec_fn) -> None:  # type: ignore[no-untyped-def]
+def test_parse_root_spec_refuses(root_base: Path, placet_home: Path, spec_fn) -> None:  # type: ignore[no-untyped-def]
     placet_home.mkdir(exist_ok=True)
     (placet_home / "drive").mkdir(exist_ok=True)
-    spec = spec_fn(tree, placet_home)
+    spec = spec_fn(root_base, placet_home)
     with pytest.raises(UsageError) as ei:
         parse_root_spec(spec, placet_home)
     assert code_of(ei.value) == "root_refused"
@@ -104,15 +106,15 @@ def test_parse_root_spec_refuses_unusable_default_name(tmp_path: Path, placet_ho
     assert parse_root_spec(f"proj={tmp_path / 'my project'}", placet_home).name == "proj"
 
 
-def test_parse_roots_refuses_duplicates_and_empty(tree: Path, placet_home: Path) -> None:
-    (tree / "other" / "root").mkdir(parents=True)
+def test_parse_roots_refuses_duplicates_and_empty(root_base: Path, placet_home: Path) -> None:
+    (root_base / "other" / "root").mkdir(parents=True)
     with pytest.raises(UsageError, match="already used"):
-        parse_roots([str(tree / "root"), str(tree / "other" / "root")], placet_home)
+        parse_roots([str(root_base / "root"), str(root_base / "other" / "root")], placet_home)
     with pytest.raises(UsageError, match="same folder"):
-        parse_roots([f"a={tree / 'root'}", f"b={tree / 'root'}"], placet_home)
+        parse_roots([f"a={root_base / 'root'}", f"b={root_base / 'root'}"], placet_home)
     with pytest.raises(UsageError, match="at least one"):
         parse_roots([], placet_home)
-    got = parse_roots([str(tree / "root"), f"o={tree / 'other' / 'root'}"], placet_home)
+    got = parse_roots([str(root_base / "root"), f"o={root_base / 'other' / 'root'}"], placet_home)
     assert [r.name for r in got] == ["root", "o"]
 
 
@@ -187,23 +189,25 @@ def test_check_local_shape_accepts(good: str, parts: tuple[str, ...]) -> None:
 # --- resolve_local ---------------------------------------------------------------------
 
 
-def test_resolve_local_relative_and_absolute(roots: list[Root], tree: Path) -> None:
+def test_resolve_local_relative_and_absolute(roots: list[Root], root_base: Path) -> None:
     root, rel = resolve_local(roots, "docs/a.txt")
     assert root.name == "main" and rel == PurePosixPath("docs/a.txt")
-    root, rel = resolve_local(roots, str(tree / "root" / "docs" / "a.txt"))
+    root, rel = resolve_local(roots, str(root_base / "root" / "docs" / "a.txt"))
     assert rel == PurePosixPath("docs/a.txt")
     assert resolve_local(roots, "")[1].parts == ()
-    assert resolve_local(roots, str(tree / "root"))[1].parts == ()
+    assert resolve_local(roots, str(root_base / "root"))[1].parts == ()
     assert resolve_local(roots, ".", "main")[1].parts == ()
 
 
-def test_resolve_local_named_root_and_nested_choice(tree: Path, placet_home: Path) -> None:
-    roots = parse_roots([f"main={tree / 'root'}", f"docs={tree / 'root' / 'docs'}"], placet_home)
+def test_resolve_local_named_root_and_nested_choice(root_base: Path, placet_home: Path) -> None:
+    roots = parse_roots(
+        [f"main={root_base / 'root'}", f"docs={root_base / 'root' / 'docs'}"], placet_home
+    )
     assert resolve_local(roots, "a.txt", "docs")[0].name == "docs"
-    root, rel = resolve_local(roots, str(tree / "root" / "docs" / "a.txt"))
+    root, rel = resolve_local(roots, str(root_base / "root" / "docs" / "a.txt"))
     assert root.name == "docs" and rel == PurePosixPath("a.txt")  # deepest root wins
     with pytest.raises(PathRefused) as ei:
-        resolve_local(roots, str(tree / "root" / "top.txt"), "docs")
+        resolve_local(roots, str(root_base / "root" / "top.txt"), "docs")
     assert code_of(ei.value) == "path_outside_root"
 
 
@@ -248,9 +252,11 @@ def _setup_links(tree: Path) -> None:
         ("top.txt/x", "not_a_directory"),
     ],
 )
-def test_resolve_local_hostile_table(roots: list[Root], tree: Path, path: str, code: str) -> None:
-    _setup_links(tree)
-    path = path.replace("{tree}", str(tree))
+def test_resolve_local_hostile_table(
+    roots: list[Root], root_base: Path, path: str, code: str
+) -> None:
+    _setup_links(root_base)
+    path = path.replace("{tree}", str(root_base))
     with pytest.raises(PathRefused) as ei:
         resolve_local(roots, path, must_exist=False)
     assert code_of(ei.value) == code, ei.value.message
@@ -267,16 +273,16 @@ def test_resolve_local_unknown_root(roots: list[Root]) -> None:
     assert code_of(ei.value) == "root_unknown"
 
 
-def test_resolve_local_refuses_replaced_root(roots: list[Root], tree: Path) -> None:
-    os.rename(tree / "root", tree / "moved")
-    (tree / "root").mkdir()
-    (tree / "root" / "top.txt").write_text("impostor")
+def test_resolve_local_refuses_replaced_root(roots: list[Root], root_base: Path) -> None:
+    os.rename(root_base / "root", root_base / "moved")
+    (root_base / "root").mkdir()
+    (root_base / "root" / "top.txt").write_text("impostor")
     with pytest.raises(PathRefused) as ei:
         resolve_local(roots, "top.txt")
     assert code_of(ei.value) == "root_changed"
-    (tree / "root" / "top.txt").unlink()
-    os.rmdir(tree / "root")
-    os.symlink(tree / "moved", tree / "root")  # same inode behind a link: still refused
+    (root_base / "root" / "top.txt").unlink()
+    os.rmdir(root_base / "root")
+    os.symlink(root_base / "moved", root_base / "root")  # same inode behind a link: still refused
     with pytest.raises(PathRefused) as ei:
         resolve_local(roots, "top.txt")
     assert code_of(ei.value) == "root_changed"
@@ -354,23 +360,23 @@ def test_check_name_accepts() -> None:
     assert check_name(".env") == ".env"
 
 
-def test_absolute_path_in_another_root_names_that_root(tree: Path, placet_home: Path) -> None:
-    (tree / "other").mkdir()
-    (tree / "other" / "o.txt").write_text("o")
-    roots = parse_roots([f"proj={tree / 'root'}", f"other={tree / 'other'}"], placet_home)
+def test_absolute_path_in_another_root_names_that_root(root_base: Path, placet_home: Path) -> None:
+    (root_base / "other").mkdir()
+    (root_base / "other" / "o.txt").write_text("o")
+    roots = parse_roots([f"proj={root_base / 'root'}", f"other={root_base / 'other'}"], placet_home)
     with pytest.raises(PathRefused) as ei:
-        resolve_local(roots, str(tree / "other" / "o.txt"), "proj")
+        resolve_local(roots, str(root_base / "other" / "o.txt"), "proj")
     msg = ei.value.message
     assert code_of(ei.value) == "path_outside_root"
     assert "lies in the root 'other'" in msg and "not in 'proj'" in msg
     assert "root='other'" in msg and "omit root" in msg and "outside every" not in msg
     assert ei.value.details["path_root"] == "other"
     # Without root, or with the right one, it resolves.
-    assert resolve_local(roots, str(tree / "other" / "o.txt"))[0].name == "other"
-    assert resolve_local(roots, str(tree / "other" / "o.txt"), "other")[0].name == "other"
+    assert resolve_local(roots, str(root_base / "other" / "o.txt"))[0].name == "other"
+    assert resolve_local(roots, str(root_base / "other" / "o.txt"), "other")[0].name == "other"
     # A path under no root still says so.
     with pytest.raises(PathRefused, match="outside every local root"):
-        resolve_local(roots, str(tree / "outside.txt"), "proj")
+        resolve_local(roots, str(root_base / "outside.txt"), "proj")
 
 
 def test_reserved_temp_prefix_is_refused_as_a_name() -> None:
@@ -494,11 +500,11 @@ def test_reserved_prefix_refused_in_remote_paths(path: str) -> None:
     assert ei.value.details["prefix"] == ".placet-tmp-"
 
 
-def test_reserved_prefix_refused_in_local_paths(roots: list[Root], tree: Path) -> None:
+def test_reserved_prefix_refused_in_local_paths(roots: list[Root], root_base: Path) -> None:
     for path in (
         ".placet-tmp-1234-a.txt",
         "docs/.placet-tmp-x",
-        str(tree / "root" / ".placet-tmp-y"),
+        str(root_base / "root" / ".placet-tmp-y"),
     ):
         with pytest.raises(PathRefused) as ei:
             resolve_local(roots, path, must_exist=False)

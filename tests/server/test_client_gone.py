@@ -12,15 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from placet.server.stdio import CLOSING_STALL_SECONDS
-from tests.support.mcp import PLACET, Workspace, make_workspace, rclone_children
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    return make_workspace(tmp_path, placet_home)
+from tests.support.mcp import PLACET, Workspace, rclone_children
 
 
 def _start(ws: Workspace, stderr: Path) -> subprocess.Popen[bytes]:

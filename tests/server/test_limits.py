@@ -8,7 +8,6 @@ import os
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,17 +19,7 @@ from mcp.types import INVALID_PARAMS, CallToolResult, Implementation
 from placet.config import load_settings
 from placet.server.flow import MAX_RUNNING_TOOLS, MAX_WAITING_TOOLS
 from placet.store import open_store
-from tests.support.mcp import PLACET, Workspace, connect, error_of, make_workspace, ok
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    return make_workspace(tmp_path, placet_home)
+from tests.support.mcp import PLACET, Workspace, connect, error_of, ok
 
 
 def _line(msg: dict[str, Any]) -> bytes:

@@ -25,7 +25,7 @@ DEEP = {"code": "limit_exceeded", "limit_depth": MAX_NESTING_DEPTH}
 
 
 @pytest.fixture(scope="module")
-def raw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Raw]:
+def shared_raw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Raw]:
     """One server for the module (a fresh data dir), initialized."""
     base = tmp_path_factory.mktemp("nesting")
     ws: Workspace = make_workspace(base, base / "home")
@@ -71,33 +71,35 @@ def _send_checked(raw: Raw, line: str, total_depth: int, rid: int | None) -> dic
 
 
 @pytest.mark.parametrize("depth", DEPTHS)
-def test_every_nesting_depth_is_answered_and_the_server_goes_on(raw: Raw, depth: int) -> None:
+def test_every_nesting_depth_is_answered_and_the_server_goes_on(
+    shared_raw: Raw, depth: int
+) -> None:
     # a bare array or object: no JSON-RPC message at any depth, answered with id null
     for value in (nested(depth, "["), nested(depth, "{")):
-        raw.send(value)
-        reply = raw.recv()
+        shared_raw.send(value)
+        reply = shared_raw.recv()
         assert reply["id"] is None and reply["error"]["code"] in (-32600, -32700), reply
         if depth > MAX_NESTING_DEPTH:
             assert reply["error"]["data"] == DEEP
     # inside a request's params: a ping that holds it in `_meta` (3 levels around it)
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {"x": None}}}
     line = json.dumps(ping).replace("null", nested(depth, "{["))
-    reply = _send_checked(raw, line, depth + 3, 1)
+    reply = _send_checked(shared_raw, line, depth + 3, 1)
     if reply is not None:
         assert reply == {"jsonrpc": "2.0", "id": 1, "result": {}}
     # inside tool arguments (3 levels: message, params, arguments)
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "drive_list", "arguments": {"path": None}}}  # fmt: skip
     line = json.dumps(call).replace("null", nested(depth, "[{"))
-    reply = _send_checked(raw, line, depth + 3, 2)
+    reply = _send_checked(shared_raw, line, depth + 3, 2)
     if reply is not None:  # a wrong type: refused as an argument, never a crash
         assert "error" in reply or reply["result"]["isError"] is True
     # inside a notification: nothing to answer within the limit, id null past it
     note = {"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": 77, "reason": None}}  # fmt: skip
-    _send_checked(raw, json.dumps(note).replace("null", nested(depth, "[")), depth + 2, None)
+    _send_checked(shared_raw, json.dumps(note).replace("null", nested(depth, "[")), depth + 2, None)
     # and a normal tool call is still answered
-    answer = raw.call(3, "roots_list", {})
+    answer = shared_raw.call(3, "roots_list", {})
     assert answer["id"] == 3 and answer["result"]["isError"] is False
 
 
@@ -106,27 +108,27 @@ def test_every_nesting_depth_is_answered_and_the_server_goes_on(raw: Raw, depth:
     pattern=st.text(alphabet="[{", min_size=1, max_size=7),
 )
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-def test_fuzzed_nesting_inside_tool_arguments(raw: Raw, depth: int, pattern: str) -> None:
+def test_fuzzed_nesting_inside_tool_arguments(shared_raw: Raw, depth: int, pattern: str) -> None:
     call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
             "params": {"name": "propose_mkdir", "arguments": {"remote_parent": "",
                        "name": None, "reason": "deep"}}}  # fmt: skip
     line = json.dumps(call).replace("null", nested(depth, pattern))
-    reply = _send_checked(raw, line, depth + 3, 5)
+    reply = _send_checked(shared_raw, line, depth + 3, 5)
     if reply is not None:
         assert "error" in reply or reply["result"]["isError"] is True
-    raw.ping(6)
+    shared_raw.ping(6)
 
 
-def test_brackets_inside_strings_do_not_count(raw: Raw) -> None:
+def test_brackets_inside_strings_do_not_count(shared_raw: Raw) -> None:
     for text in ("[" * 100_000, '\\"' + "{" * 100_000, "\\\\" + "[" * 5000):
-        raw.send(f'{{"jsonrpc": "2.0", "id": 7, "method": "ping", '
+        shared_raw.send(f'{{"jsonrpc": "2.0", "id": 7, "method": "ping", '
                  f'"params": {{"_meta": {{"x": "{text}"}}}}}}')  # fmt: skip
-        assert raw.recv() == {"jsonrpc": "2.0", "id": 7, "result": {}}
+        assert shared_raw.recv() == {"jsonrpc": "2.0", "id": 7, "result": {}}
     # an unterminated string: the parser stops at it, so its brackets are no depth
-    raw.send('{"jsonrpc": "2.0", "id": 8, "method": "ping", "params": "' + "[" * 100_000)
-    reply = raw.recv()
+    shared_raw.send('{"jsonrpc": "2.0", "id": 8, "method": "ping", "params": "' + "[" * 100_000)
+    reply = shared_raw.recv()
     assert reply["id"] is None and reply["error"]["code"] == -32700
-    raw.ping(9)
+    shared_raw.ping(9)
 
 
 def test_deep_client_info_is_refused_and_a_later_initialize_succeeds(

@@ -12,28 +12,22 @@ side.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.mcp import Workspace, connect, error_of, make_workspace, ok, snapshot
+from tests.support.mcp import Workspace, connect, error_of, ok, snapshot
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    w = make_workspace(tmp_path, placet_home)
-    os.symlink(w.outside / "secret.txt", w.root / "link_out")  # points outside the root
-    os.symlink("hello.txt", w.root / "link_in")  # points inside: refused all the same
-    os.symlink(w.root / "docs", w.root / "linkdir")  # a parent folder that is a symlink
-    return w
+def linked_ws(ws: Workspace) -> Workspace:
+    """`ws` with symlinks in its root: out of the root, inside it, and a linked folder."""
+    os.symlink(ws.outside / "secret.txt", ws.root / "link_out")  # points outside the root
+    os.symlink("hello.txt", ws.root / "link_in")  # points inside: refused all the same
+    os.symlink(ws.root / "docs", ws.root / "linkdir")  # a parent folder that is a symlink
+    return ws
 
 
 def _local_table(ws: Workspace) -> list[tuple[str, str, str]]:
@@ -85,11 +79,13 @@ def _remote_calls(path: str) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-async def test_hostile_paths_refused_with_specific_codes_by_one_server(ws: Workspace) -> None:
-    before = (snapshot(ws.root), snapshot(ws.drive))
+async def test_hostile_paths_refused_with_specific_codes_by_one_server(
+    linked_ws: Workspace,
+) -> None:
+    before = (snapshot(linked_ws.root), snapshot(linked_ws.drive))
     failures: list[str] = []
     calls = 0
-    async with connect(ws) as client:
+    async with connect(linked_ws) as client:
 
         async def expect(label: str, tool: str, args: dict[str, Any], code: str) -> None:
             nonlocal calls
@@ -104,7 +100,7 @@ async def test_hostile_paths_refused_with_specific_codes_by_one_server(ws: Works
             # the server is still serving after every refusal
             ok(await client.call_tool("roots_list", {}))
 
-        for label, path, code in _local_table(ws):
+        for label, path, code in _local_table(linked_ws):
             await expect(
                 label,
                 "propose_upload",
@@ -126,12 +122,12 @@ async def test_hostile_paths_refused_with_specific_codes_by_one_server(ws: Works
         listed = ok(await client.call_tool("proposal_list", {}))
         assert listed["proposals"] == []
     assert not failures, "\n".join(failures)
-    assert calls == 4 * len(_local_table(ws)) + 8 * len(REMOTE_TABLE)
-    assert (snapshot(ws.root), snapshot(ws.drive)) == before
+    assert calls == 4 * len(_local_table(linked_ws)) + 8 * len(REMOTE_TABLE)
+    assert (snapshot(linked_ws.root), snapshot(linked_ws.drive)) == before
 
 
-async def test_messages_say_what_to_do_and_escape_control_characters(ws: Workspace) -> None:
-    async with connect(ws) as client:
+async def test_messages_say_what_to_do_and_escape_control_characters(linked_ws: Workspace) -> None:
+    async with connect(linked_ws) as client:
         err = error_of(
             await client.call_tool(
                 "propose_upload",
@@ -154,7 +150,7 @@ async def test_messages_say_what_to_do_and_escape_control_characters(ws: Workspa
         assert err["code"] == "root_unknown" and "proj" in err["message"]
 
 
-async def test_reserved_temp_prefix_in_any_remote_segment_is_refused(ws: Workspace) -> None:
+async def test_reserved_temp_prefix_in_any_remote_segment_is_refused(linked_ws: Workspace) -> None:
     calls = [
         ("propose_upload", {"local_path": "hello.txt", "remote_parent": "docs/.placet-tmp-a"}),
         ("propose_mkdir", {"remote_parent": ".placet-tmp-a/b", "name": "ok"}),
@@ -164,7 +160,7 @@ async def test_reserved_temp_prefix_in_any_remote_segment_is_refused(ws: Workspa
             {"local_path": "hello.txt", "remote_parent": "", "name": ".placet-tmp-1"},
         ),
     ]
-    async with connect(ws) as client:
+    async with connect(linked_ws) as client:
         for tool, args in calls:
             err = error_of(await client.call_tool(tool, {**args, "reason": "r"}))
             assert err["code"] == "path_reserved", (tool, err)
@@ -173,14 +169,14 @@ async def test_reserved_temp_prefix_in_any_remote_segment_is_refused(ws: Workspa
 
 
 async def test_missing_remote_parents_are_recorded_shown_and_created_on_accept(
-    ws: Workspace,
+    linked_ws: Workspace,
 ) -> None:
     """An upload or mkdir below folders the drive lacks records them in the evidence
     (outermost first), `placet show` names them, and accepting creates them; one that
     appeared meanwhile is fine (creating a folder that exists is a no-op)."""
-    ws.write_config(allow_yes=True)
-    hello = (ws.root / "hello.txt").read_bytes()
-    async with connect(ws) as client:
+    linked_ws.write_config(allow_yes=True)
+    hello = (linked_ws.root / "hello.txt").read_bytes()
+    async with connect(linked_ws) as client:
 
         async def propose(tool: str, args: dict[str, Any]) -> dict[str, Any]:
             return ok(await client.call_tool(tool, {**args, "reason": "r"}))["proposal"]
@@ -197,9 +193,9 @@ async def test_missing_remote_parents_are_recorded_shown_and_created_on_accept(
     assert mkdir["evidence"]["missing_parents"] == ["x", "x/y"]
     assert there["evidence"]["missing_parents"] == []  # checked: nothing to create
     assert "missing_parents" not in top["evidence"]  # the drive's top: nothing to check
-    assert not (ws.drive / "a").exists() and not (ws.drive / "x").exists()  # inert
+    assert not (linked_ws.drive / "a").exists() and not (linked_ws.drive / "x").exists()  # inert
 
-    shown = {p["id"]: ws.placet("show", str(p["id"])) for p in (deep, mkdir, there, top)}
+    shown = {p["id"]: linked_ws.placet("show", str(p["id"])) for p in (deep, mkdir, there, top)}
     assert all(r.returncode == 0 for r in shown.values()), shown
     assert "creates missing folders: a, a/b, a/b/c\n" in shown[deep["id"]].stdout
     assert "creates missing folders: x, x/y\n" in shown[mkdir["id"]].stdout
@@ -207,23 +203,27 @@ async def test_missing_remote_parents_are_recorded_shown_and_created_on_accept(
         assert "creates missing folders" not in shown[pid].stdout
     assert not any("not checked when proposed" in r.stdout for r in shown.values())
 
-    (ws.drive / "x").mkdir()  # a missing parent appears before the owner accepts
+    (linked_ws.drive / "x").mkdir()  # a missing parent appears before the owner accepts
     for p in (deep, mkdir, there, top):
-        r = ws.placet("accept", str(p["id"]), "--yes")
+        r = linked_ws.placet("accept", str(p["id"]), "--yes")
         assert r.returncode == 0, (p["id"], r.stdout, r.stderr)
-    assert (ws.drive / "a" / "b" / "c" / "hello.txt").read_bytes() == hello
-    assert (ws.drive / "x" / "y" / "z").is_dir()
-    assert (ws.drive / "shared" / "hello.txt").read_bytes() == hello
-    assert (ws.drive / "guide.md").read_bytes() == (ws.root / "docs" / "guide.md").read_bytes()
-    async with connect(ws) as client:
+    assert (linked_ws.drive / "a" / "b" / "c" / "hello.txt").read_bytes() == hello
+    assert (linked_ws.drive / "x" / "y" / "z").is_dir()
+    assert (linked_ws.drive / "shared" / "hello.txt").read_bytes() == hello
+    assert (linked_ws.drive / "guide.md").read_bytes() == (
+        linked_ws.root / "docs" / "guide.md"
+    ).read_bytes()
+    async with connect(linked_ws) as client:
         for p in (deep, mkdir, there, top):
             got = ok(await client.call_tool("proposal_get", {"id": p["id"]}))["proposal"]
             assert got["status"] == "succeeded", got
 
 
-async def test_a_remote_parent_below_a_file_is_refused_naming_the_file(ws: Workspace) -> None:
-    before = snapshot(ws.drive)
-    async with connect(ws) as client:
+async def test_a_remote_parent_below_a_file_is_refused_naming_the_file(
+    linked_ws: Workspace,
+) -> None:
+    before = snapshot(linked_ws.drive)
+    async with connect(linked_ws) as client:
         for tool, args in (
             ("propose_upload", {"local_path": "hello.txt", "remote_parent": "remote.txt/sub"}),
             ("propose_mkdir", {"remote_parent": "remote.txt/sub/deeper", "name": "n"}),
@@ -234,4 +234,4 @@ async def test_a_remote_parent_below_a_file_is_refused_naming_the_file(ws: Works
             assert "'remote.txt'" in err["message"] and "is a file" in err["message"]
             assert err["details"]["file"] == "remote.txt"
         assert ok(await client.call_tool("proposal_list", {}))["proposals"] == []
-    assert snapshot(ws.drive) == before
+    assert snapshot(linked_ws.drive) == before

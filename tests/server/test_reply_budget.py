@@ -20,21 +20,9 @@ from placet.config import load_settings
 from placet.errors import ConfigError
 from placet.server.framework import ToolOutput, success_result
 from tests.support.budget import BUDGET, Measured, check_ran, make_tree, plan_and_propose
-from tests.support.mcp import Workspace, connect, make_workspace
+from tests.support.mcp import Workspace, connect
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    w = make_workspace(tmp_path, placet_home)
-    w.write_config(allow_yes=True)
-    return w
 
 
 async def _changes(m: Measured, path: str, anchor: str) -> list[dict[str, object]]:
@@ -42,16 +30,16 @@ async def _changes(m: Measured, path: str, anchor: str) -> list[dict[str, object
             for c in p["changes"]]  # fmt: skip
 
 
-async def test_sync_of_300_files_fits_every_reply_and_runs_the_ops_paged(ws: Workspace) -> None:
-    make_tree(ws.root / "big", 300, per_dir=100)
-    async with connect(ws) as client:
+async def test_sync_of_300_files_fits_every_reply_and_runs_the_ops_paged(yes_ws: Workspace) -> None:
+    make_tree(yes_ws.root / "big", 300, per_dir=100)
+    async with connect(yes_ws) as client:
         m = Measured(client)
         anchor = (await m.call("drive_changes", path=""))["anchor"]
         proposed = await plan_and_propose(m, "big", "big", 300)
         assert proposed.plan_dirs == [".", "d0000", "d0001", "d0002"]
-        r = ws.placet("accept", "--yes", str(proposed.pid))
+        r = yes_ws.placet("accept", "--yes", str(proposed.pid))
         assert r.returncode == 0, r.stderr
-        await check_ran(m, proposed, "big", ws.drive)
+        await check_ran(m, proposed, "big", yes_ws.drive)
         added = await _changes(m, "", anchor)
         assert sorted(c["path"] for c in added) == sorted(
             ["big", *(f"big/d000{i}" for i in range(3)), *(f"big/{p}" for p in proposed.plan_paths)]
@@ -62,32 +50,32 @@ async def test_sync_of_300_files_fits_every_reply_and_runs_the_ops_paged(ws: Wor
 
 
 @pytest.mark.slow
-async def test_sync_of_20000_files_fits_every_reply(ws: Workspace) -> None:
-    make_tree(ws.root / "big", 20_000)
-    (ws.drive / "big").mkdir()
-    async with connect(ws) as client:
+async def test_sync_of_20000_files_fits_every_reply(yes_ws: Workspace) -> None:
+    make_tree(yes_ws.root / "big", 20_000)
+    (yes_ws.drive / "big").mkdir()
+    async with connect(yes_ws) as client:
         m = Measured(client)
         anchor = (await m.call("drive_changes", path="big"))["anchor"]
         proposed = await plan_and_propose(m, "big", "big", 20_000)
         assert len(proposed.paged) == 20_000 + 80  # 80 folders of 250 files
-        make_tree(ws.drive / "big" / "copied", 20_000)  # 20,080 changes to page through
+        make_tree(yes_ws.drive / "big" / "copied", 20_000)  # 20,080 changes to page through
         added = await _changes(m, "big", anchor)
         assert len(added) == 20_000 + 81 and {c["change"] for c in added} == {"added"}
     assert all(t <= BUDGET and s <= BUDGET for t, s in m.largest.values())
 
 
-async def test_every_tool_of_the_catalogue_fits_on_large_inputs(ws: Workspace) -> None:
+async def test_every_tool_of_the_catalogue_fits_on_large_inputs(yes_ws: Workspace) -> None:
     """Long names (200 bytes), 40-level remote paths (whose missing parents would be
     74 KB of evidence), 300-entry folders, 16 KiB of control characters to read."""
     long = "n" * 200
     for i in range(300):
-        (ws.root / "wide").mkdir(exist_ok=True)
-        (ws.root / "wide" / f"{i:03d}{long}.txt").write_text(f"{i}\n")
-        (ws.drive / "wide").mkdir(exist_ok=True)
-        (ws.drive / "wide" / f"{i:03d}{long}-remote.txt").write_text(f"remote {i}\n")
-    (ws.drive / "controls.txt").write_bytes(b"\x01" * 16384)
+        (yes_ws.root / "wide").mkdir(exist_ok=True)
+        (yes_ws.root / "wide" / f"{i:03d}{long}.txt").write_text(f"{i}\n")
+        (yes_ws.drive / "wide").mkdir(exist_ok=True)
+        (yes_ws.drive / "wide" / f"{i:03d}{long}-remote.txt").write_text(f"remote {i}\n")
+    (yes_ws.drive / "controls.txt").write_bytes(b"\x01" * 16384)
     deep = "/".join(f"{i:02d}" + "d" * 88 for i in range(40))  # 3,639 bytes
-    async with connect(ws) as client:
+    async with connect(yes_ws) as client:
         m = Measured(client)
         tools = {t.name for t in (await client.list_tools()).tools}
         await m.call("roots_list")
@@ -141,10 +129,10 @@ def test_a_reply_over_the_budget_is_refused_not_sent() -> None:
     assert not fits.is_error and len(fits.content) == 1  # the summary only, no JSON copy
 
 
-async def test_a_smaller_budget_gives_smaller_pages(ws: Workspace) -> None:
-    ws.write_config(reply_budget_bytes=32_000)
-    make_tree(ws.root / "big", 300, per_dir=100)
-    async with connect(ws) as client:
+async def test_a_smaller_budget_gives_smaller_pages(yes_ws: Workspace) -> None:
+    yes_ws.write_config(reply_budget_bytes=32_000)
+    make_tree(yes_ws.root / "big", 300, per_dir=100)
+    async with connect(yes_ws) as client:
         m = Measured(client, budget=32_000)
         pages = await m.pages("local_index", path="big")
         assert len(pages) >= 3 and sum(len(p["entries"]) for p in pages) == 303

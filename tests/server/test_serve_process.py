@@ -26,21 +26,9 @@ from tests.support.mcp import (
     Workspace,
     connect,
     error_of,
-    make_workspace,
     ok,
     rclone_children,
 )
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    return make_workspace(tmp_path, placet_home)
-
 
 # ---- refusals before the first MCP byte -------------------------------------------------
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,6 @@ from tests.support.mcp import (
     Workspace,
     connect,
     error_of,
-    make_workspace,
     ok,
     plan_pages,
     proposal_ops,
@@ -33,18 +31,6 @@ from tests.support.mcp import (
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    w = make_workspace(tmp_path, placet_home)
-    w.write_config(allow_yes=True)
-    return w
 
 
 def accept(ws: Workspace, pid: int) -> None:
@@ -64,8 +50,8 @@ def only_skips(counts: dict[str, int]) -> bool:
     return all(v == 0 for k, v in counts.items() if k not in ("skip",) and not k.endswith("bytes"))
 
 
-async def test_round_trip_conflict_keep_local_then_revision_then_stale(ws: Workspace) -> None:
-    work, remote = ws.root / "work", ws.drive / "work"
+async def test_round_trip_conflict_keep_local_then_revision_then_stale(yes_ws: Workspace) -> None:
+    work, remote = yes_ws.root / "work", yes_ws.drive / "work"
     (work / "sub").mkdir(parents=True)
     (remote / "sub").mkdir(parents=True)
     (work / "a.txt").write_text("first version\n")
@@ -73,10 +59,10 @@ async def test_round_trip_conflict_keep_local_then_revision_then_stale(ws: Works
         (work / rel).write_text(text)
         (remote / rel).write_text(text)
 
-    async with connect(ws) as client:
+    async with connect(yes_ws) as client:
         up = await call(client, "propose_upload", local_path="work/a.txt", remote_parent="work",
                         reason="share a.txt")  # fmt: skip
-        accept(ws, up["proposal"]["id"])
+        accept(yes_ws, up["proposal"]["id"])
         assert (remote / "a.txt").read_text() == "first version\n"
 
         (work / "a.txt").write_text("edited here after the upload\n")
@@ -90,7 +76,7 @@ async def test_round_trip_conflict_keep_local_then_revision_then_stale(ws: Works
                           decisions={"a.txt": "keep_local"}, reason="keep my edit")  # fmt: skip
         pid = prop["proposal"]["id"]
         assert prop["proposal"]["kind"] == "sync" and prop["proposal"]["status"] == "pending"
-        accept(ws, pid)
+        accept(yes_ws, pid)
         assert await op_outcomes(client, pid) == [("upload_revision", "work/a.txt", "done")]
 
         p2 = await call(client, "sync_plan", local_path="work", remote_path="work")
@@ -111,7 +97,7 @@ async def test_round_trip_conflict_keep_local_then_revision_then_stale(ws: Works
         time.sleep(0.01)
         (work / "a.txt").write_text("fourth, after the plan\n")
         before = snapshot(remote)
-        accept(ws, pid3)
+        accept(yes_ws, pid3)
         assert await op_outcomes(client, pid3) == [("upload_revision", "work/a.txt", "stale")]
         got = await call(client, "proposal_get", id=pid3)
         assert got["proposal"]["status"] == "failed"
@@ -121,17 +107,17 @@ async def test_round_trip_conflict_keep_local_then_revision_then_stale(ws: Works
         assert (remote / "a.txt").read_text() == "edited here after the upload\n"
 
 
-async def test_plan_pages_and_keep_remote(ws: Workspace) -> None:
-    src, dst = ws.root / "many", ws.drive / "many"
+async def test_plan_pages_and_keep_remote(yes_ws: Workspace) -> None:
+    src, dst = yes_ws.root / "many", yes_ws.drive / "many"
     src.mkdir()
     dst.mkdir()
     for i in range(230):
         (src / f"n{i:03d}.txt").write_text(f"new {i}\n")
     (src / "both.txt").write_text("local side\n")
     (dst / "both.txt").write_text("remote side\n")
-    with (ws.home / "config.toml").open("a") as f:  # keep_remote replaces both.txt
-        f.write(f'[roots."{ws.root.resolve()}"]\ndownloads = "allow-overwrite"\n')
-    async with connect(ws) as client:
+    with (yes_ws.home / "config.toml").open("a") as f:  # keep_remote replaces both.txt
+        f.write(f'[roots."{yes_ws.root.resolve()}"]\ndownloads = "allow-overwrite"\n')
+    async with connect(yes_ws) as client:
         pages = await plan_pages(client, local_path="many", remote_path="many")
         first = pages[0]
         assert first["counts"]["upload"] == 230 and first["next_cursor"]
@@ -158,13 +144,13 @@ async def test_plan_pages_and_keep_remote(ws: Workspace) -> None:
         assert prop["proposal"]["sync"]["decisions"] == {"keep_remote": 1}
 
 
-async def test_drive_changes_reports_another_process_edits(ws: Workspace) -> None:
-    shared = ws.drive / "shared"
+async def test_drive_changes_reports_another_process_edits(yes_ws: Workspace) -> None:
+    shared = yes_ws.drive / "shared"
     (shared / "keep.txt").write_text("unchanged\n")
     (shared / "edit.txt").write_text("before\n")
     (shared / "gone.txt").write_text("to be removed\n")
     (shared / "deep").mkdir()
-    async with connect(ws) as client:
+    async with connect(yes_ws) as client:
         first = await call(client, "drive_changes", path="shared")
         assert first["since"] is None and first["changes"] == [] and first["entry_count"] == 4
         anchor = first["anchor"]
@@ -199,12 +185,12 @@ async def test_drive_changes_reports_another_process_edits(ws: Workspace) -> Non
         assert err["code"] == "invalid_anchor"
 
 
-async def test_long_read_answers_in_progress_then_the_result(ws: Workspace) -> None:
-    ws.write_config(allow_yes=True, long_read_seconds=0)  # never wait: always in_progress first
+async def test_long_read_answers_in_progress_then_the_result(yes_ws: Workspace) -> None:
+    yes_ws.write_config(allow_yes=True, long_read_seconds=0)  # never wait: always in_progress first
     for i in range(50):
-        (ws.root / "docs" / f"f{i}.txt").write_text(f"{i}\n")
+        (yes_ws.root / "docs" / f"f{i}.txt").write_text(f"{i}\n")
     time.sleep(2.1)  # past the racily-clean window: the plan's digests may then be reused
-    async with connect(ws) as client:
+    async with connect(yes_ws) as client:
         r = await client.call_tool("sync_plan", {"local_path": "docs", "remote_path": "docs"})
         err = error_of(r)
         assert err["code"] == "in_progress" and err["retryable"] is True
@@ -232,13 +218,13 @@ async def test_long_read_answers_in_progress_then_the_result(ws: Workspace) -> N
         }
 
 
-async def test_local_index_pages_and_scope(ws: Workspace) -> None:
-    big = ws.root / "big"
+async def test_local_index_pages_and_scope(yes_ws: Workspace) -> None:
+    big = yes_ws.root / "big"
     big.mkdir()
     for i in range(1203):
         (big / f"x{i:04d}").write_text("x")
     (big / ".secret").write_text("hidden")
-    async with connect(ws) as client:
+    async with connect(yes_ws) as client:
         page = await call(client, "local_index", path="big")
         paths = [e["path"] for e in page["entries"]]
         while page["next_cursor"]:
@@ -247,7 +233,7 @@ async def test_local_index_pages_and_scope(ws: Workspace) -> None:
         assert paths == [f"x{i:04d}" for i in range(1203)]
         hidden = await call(client, "local_index", path="big", include_hidden=True)
         assert hidden["entries"][0]["path"] == ".secret"
-        err = error_of(await client.call_tool("local_index", {"path": str(ws.outside)}))
+        err = error_of(await client.call_tool("local_index", {"path": str(yes_ws.outside)}))
         assert err["code"] == "path_outside_root"
         err = error_of(await client.call_tool("local_index", {"path": "hello.txt"}))
         assert err["code"] == "not_a_directory"

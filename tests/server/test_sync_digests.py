@@ -18,21 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mcp import Workspace, connect, make_workspace, ok
+from tests.support.mcp import Workspace, connect, ok
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 NAMES = ("a.txt", "b.txt", "c.txt")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    return make_workspace(tmp_path, placet_home)
 
 
 def _sha(data: bytes) -> str:

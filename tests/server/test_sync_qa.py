@@ -8,27 +8,14 @@ holds it, and every paging tool answers a bad cursor with `invalid_cursor`.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from tests.support.mcp import Workspace, connect, error_of, make_workspace, ok, proposal_ops
+from tests.support.mcp import Workspace, connect, error_of, ok, proposal_ops
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    w = make_workspace(tmp_path, placet_home)
-    w.write_config(allow_yes=True)
-    return w
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
@@ -45,12 +32,12 @@ def allow_overwrite(ws: Workspace, root_path: str) -> None:
         f.write(f'[roots.{json.dumps(root_path)}]\ndownloads = "allow-overwrite"\n')
 
 
-async def test_local_index_and_sync_plan_of_folders_with_nothing_to_list(ws: Workspace) -> None:
-    (ws.root / "empty").mkdir()
-    (ws.root / "dots").mkdir()
-    (ws.root / "dots" / ".hidden").write_text("x")
-    (ws.drive / "empty").mkdir()
-    async with connect(ws) as client:
+async def test_local_index_and_sync_plan_of_folders_with_nothing_to_list(yes_ws: Workspace) -> None:
+    (yes_ws.root / "empty").mkdir()
+    (yes_ws.root / "dots").mkdir()
+    (yes_ws.root / "dots" / ".hidden").write_text("x")
+    (yes_ws.drive / "empty").mkdir()
+    async with connect(yes_ws) as client:
         for path in ("empty", "dots"):
             got = await call(client, "local_index", path=path)
             assert got["entries"] == [] and got["next_cursor"] is None
@@ -59,20 +46,20 @@ async def test_local_index_and_sync_plan_of_folders_with_nothing_to_list(ws: Wor
         assert [e["path"] for e in hidden["entries"]] == [".hidden"]
         plan = await call(client, "sync_plan", local_path="empty", remote_path="empty")
         assert plan["ops"] == [] and plan["dirs_to_create"] == [] and plan["next_cursor"] is None
-    bare = ws.base / "bare"
+    bare = yes_ws.base / "bare"
     bare.mkdir()
-    async with Client(ws.params(roots=[str(bare)])) as client:  # a fresh, empty root
+    async with Client(yes_ws.params(roots=[str(bare)])) as client:  # a fresh, empty root
         got = await call(client, "local_index", path="")
         assert got["entries"] == [] and got["next_cursor"] is None
 
 
-async def test_plan_counts_the_mkdir_of_a_missing_remote_folder(ws: Workspace) -> None:
-    fresh = ws.root / "fresh"
+async def test_plan_counts_the_mkdir_of_a_missing_remote_folder(yes_ws: Workspace) -> None:
+    fresh = yes_ws.root / "fresh"
     (fresh / "sub").mkdir(parents=True)
     (fresh / "a.txt").write_text("a\n")
     (fresh / "sub" / "b.txt").write_text("b\n")
-    (ws.root / "hollow").mkdir()
-    async with connect(ws) as client:
+    (yes_ws.root / "hollow").mkdir()
+    async with connect(yes_ws) as client:
         plan = await call(client, "sync_plan", local_path="fresh", remote_path="newfolder")
         assert plan["remote_folder_missing"] is True
         assert plan["counts"]["mkdir"] == 2 and plan["counts"]["upload"] == 2
@@ -88,12 +75,14 @@ async def test_plan_counts_the_mkdir_of_a_missing_remote_folder(ws: Workspace) -
         prop = await call(client, "propose_sync", plan_id=empty["plan_id"], reason="mirror")
         ops = await proposal_ops(client, prop["proposal"]["id"])
         assert [(o["kind"], o["remote_path"]) for o in ops] == [("mkdir", "hollowed")]
-        accept(ws, prop["proposal"]["id"])
-        assert (ws.drive / "hollowed").is_dir()
+        accept(yes_ws, prop["proposal"]["id"])
+        assert (yes_ws.drive / "hollowed").is_dir()
 
 
-async def test_downloads_replacing_local_files_are_refused_under_new_only(ws: Workspace) -> None:
-    work, remote = ws.root / "work", ws.drive / "work"
+async def test_downloads_replacing_local_files_are_refused_under_new_only(
+    yes_ws: Workspace,
+) -> None:
+    work, remote = yes_ws.root / "work", yes_ws.drive / "work"
     work.mkdir()
     remote.mkdir()
     (work / "same.txt").write_text("same\n")
@@ -101,7 +90,7 @@ async def test_downloads_replacing_local_files_are_refused_under_new_only(ws: Wo
     (work / "both.txt").write_text("local side\n")
     (remote / "both.txt").write_text("remote side\n")
     (work / "new.txt").write_text("new here\n")
-    async with connect(ws) as client:
+    async with connect(yes_ws) as client:
         plan = await call(client, "sync_plan", local_path="work", remote_path="work")
         (conflict,) = plan["conflicts"]
         assert conflict["path"] == "both.txt" and conflict["keep_remote_blocked_by_policy"]
@@ -116,7 +105,7 @@ async def test_downloads_replacing_local_files_are_refused_under_new_only(ws: Wo
         assert (await call(client, "proposal_list"))["proposals"] == []
         prop = await call(client, "propose_sync", plan_id=plan["plan_id"], reason="sync",
                           decisions={"both.txt": "skip"})  # fmt: skip
-        accept(ws, prop["proposal"]["id"])  # records the baseline of same.txt
+        accept(yes_ws, prop["proposal"]["id"])  # records the baseline of same.txt
 
         (remote / "same.txt").write_text("edited on the drive\n")
         plan = await call(client, "sync_plan", local_path="work", remote_path="work")
@@ -128,20 +117,22 @@ async def test_downloads_replacing_local_files_are_refused_under_new_only(ws: Wo
         }))  # fmt: skip
         assert err["code"] == "refused" and err["details"]["paths"] == ["same.txt"]
 
-    allow_overwrite(ws, root_path)
-    async with connect(ws) as client:
+    allow_overwrite(yes_ws, root_path)
+    async with connect(yes_ws) as client:
         plan = await call(client, "sync_plan", local_path="work", remote_path="work")
         (op,) = [o for o in plan["ops"] if o["path"] == "same.txt"]
         assert op["blocked_by_policy"] is False and plan["policy_note"] is None
         prop = await call(client, "propose_sync", plan_id=plan["plan_id"], reason="pull",
                           decisions={"both.txt": "keep_remote"})  # fmt: skip
-        accept(ws, prop["proposal"]["id"])
+        accept(yes_ws, prop["proposal"]["id"])
     assert (work / "same.txt").read_text() == "edited on the drive\n"
     assert (work / "both.txt").read_text() == "remote side\n"
 
 
-async def test_every_paging_tool_answers_a_bad_cursor_with_invalid_cursor(ws: Workspace) -> None:
-    async with connect(ws) as client:
+async def test_every_paging_tool_answers_a_bad_cursor_with_invalid_cursor(
+    yes_ws: Workspace,
+) -> None:
+    async with connect(yes_ws) as client:
         for tool, args in (
             ("local_index", {"path": "docs"}),
             ("sync_plan", {"local_path": "docs", "remote_path": "shared"}),

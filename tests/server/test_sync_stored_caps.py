@@ -21,24 +21,19 @@ from placet.config import Settings
 from placet.store import open_store
 from placet.sync.stored import SyncData
 from placet.sync.tables import cap_victims
-from tests.support.mcp import Workspace, connect, make_workspace, ok
+from tests.support.mcp import Workspace, connect, ok
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    w = make_workspace(tmp_path, placet_home)
-    w.write_config(stored_per_session=5, stored_total=8)
+def capped_ws(ws: Workspace) -> Workspace:
+    """`ws` storing at most 5 plans per session and 8 in all, over a tree of 200 files."""
+    ws.write_config(stored_per_session=5, stored_total=8)
     for i in range(200):  # long names: each plan body is a few KB
-        (w.root / "tree").mkdir(exist_ok=True)
-        (w.root / "tree" / f"{i:03d}-{'x' * 150}.txt").write_text(f"{i}\n")
-    return w
+        (ws.root / "tree").mkdir(exist_ok=True)
+        (ws.root / "tree" / f"{i:03d}-{'x' * 150}.txt").write_text(f"{i}\n")
+    return ws
 
 
 def _plans(db: Path) -> tuple[list[int], int]:
@@ -66,18 +61,18 @@ async def _plan_loop(ws: Workspace, first: int, n: int) -> list[int]:
 
 @pytest.mark.anyio
 async def test_looping_sync_plan_over_new_remote_paths_stays_under_the_caps(
-    ws: Workspace,
+    capped_ws: Workspace,
 ) -> None:
-    db = ws.home / "placet.db"
-    ids = await _plan_loop(ws, 0, 12)
+    db = capped_ws.home / "placet.db"
+    ids = await _plan_loop(capped_ws, 0, 12)
     kept, size = _plans(db)
     assert kept == ids[-5:]  # this session's newest 5: the per-session cap
     size_after_12 = _checkpointed_size(db)
 
-    more = await _plan_loop(ws, 12, 30)  # a second session: 5 of its own, 8 in all
+    more = await _plan_loop(capped_ws, 12, 30)  # a second session: 5 of its own, 8 in all
     kept, _ = _plans(db)
     assert kept == ids[-3:] + more[-5:]
-    third = await _plan_loop(ws, 42, 30)
+    third = await _plan_loop(capped_ws, 42, 30)
     kept, size = _plans(db)
     assert len(kept) == 8  # the total cap: 3 of the second session, 5 of the third
     assert kept == more[-3:] + third[-5:]
@@ -87,19 +82,19 @@ async def test_looping_sync_plan_over_new_remote_paths_stays_under_the_caps(
 
 
 @pytest.mark.anyio
-async def test_a_plan_a_pending_proposal_was_made_from_is_kept(ws: Workspace) -> None:
-    db = ws.home / "placet.db"
-    async with connect(ws) as client:
+async def test_a_plan_a_pending_proposal_was_made_from_is_kept(capped_ws: Workspace) -> None:
+    db = capped_ws.home / "placet.db"
+    async with connect(capped_ws) as client:
         plan = ok(await client.call_tool("sync_plan", {"local_path": "tree",
                                                        "remote_path": "kept"}))  # fmt: skip
         prop = ok(await client.call_tool("propose_sync", {"plan_id": plan["plan_id"],
                                                           "reason": "keep"}))  # fmt: skip
-    await _plan_loop(ws, 0, 12)
+    await _plan_loop(capped_ws, 0, 12)
     kept, _ = _plans(db)
     assert plan["plan_id"] in kept and len(kept) == 6  # over the cap only by the kept one
-    r = ws.placet("discard", str(prop["proposal"]["id"]))
+    r = capped_ws.placet("discard", str(prop["proposal"]["id"]))
     assert r.returncode == 0, r.stderr
-    await _plan_loop(ws, 12, 3)  # 9 plans: over the total cap of 8, and 1 is not kept
+    await _plan_loop(capped_ws, 12, 3)  # 9 plans: over the total cap of 8, and 1 is not kept
     kept, _ = _plans(db)
     assert plan["plan_id"] not in kept and len(kept) == 8
 

@@ -13,7 +13,6 @@ past the 7 days plans are kept is `expired`. Plans of other pairs never interfer
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,21 +21,9 @@ from mcp import Client
 from placet.config import Settings
 from placet.store import open_store
 from placet.store.db import dt_text, utcnow
-from tests.support.mcp import Workspace, connect, error_of, make_workspace, ok, proposal_ops
+from tests.support.mcp import Workspace, connect, error_of, ok, proposal_ops
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    w = make_workspace(tmp_path, placet_home)
-    w.write_config(allow_yes=True)
-    return w
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
@@ -52,12 +39,12 @@ def accept(ws: Workspace, pid: int) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-async def test_a_newer_plan_of_the_same_folders_supersedes_the_older(ws: Workspace) -> None:
-    work = ws.root / "work"
+async def test_a_newer_plan_of_the_same_folders_supersedes_the_older(yes_ws: Workspace) -> None:
+    work = yes_ws.root / "work"
     work.mkdir()
     (work / "a.txt").write_text("a\n")
     (work / ".dot").write_text("hidden\n")
-    async with connect(ws) as client:
+    async with connect(yes_ws) as client:
         p1 = (await call(client, "sync_plan", local_path="work", remote_path="work"))["plan_id"]
         # Another pair planned after p1 (other local folder) does not supersede it.
         docs = (await call(client, "sync_plan", local_path="docs", remote_path="docs"))["plan_id"]
@@ -103,18 +90,18 @@ async def test_a_newer_plan_of_the_same_folders_supersedes_the_older(ws: Workspa
 
 
 async def test_an_applied_plan_is_refused_and_planning_again_gives_a_new_one(
-    ws: Workspace,
+    yes_ws: Workspace,
 ) -> None:
-    work, remote = ws.root / "work", ws.drive / "work"
+    work, remote = yes_ws.root / "work", yes_ws.drive / "work"
     work.mkdir()
     remote.mkdir()
     for i in range(3):
         (work / f"f{i}.txt").write_text(f"file {i}\n")
-    async with connect(ws) as client:
+    async with connect(yes_ws) as client:
         p1 = (await call(client, "sync_plan", local_path="work", remote_path="work"))["plan_id"]
         prop = await call(client, "propose_sync", plan_id=p1, reason="back up")
         pid = prop["proposal"]["id"]
-        accept(ws, pid)
+        accept(yes_ws, pid)
         got = await call(client, "proposal_get", id=pid)
         assert got["proposal"]["status"] == "succeeded"
         assert (remote / "f2.txt").read_text() == "file 2\n"
@@ -136,17 +123,17 @@ async def test_an_applied_plan_is_refused_and_planning_again_gives_a_new_one(
         assert err["code"] == "plan_superseded"
         assert f"#{pid}" in err["message"] and f"plan {p2['plan_id']}" in err["message"]
         new = await call(client, "propose_sync", plan_id=p2["plan_id"], reason="publish edit")
-        accept(ws, new["proposal"]["id"])
+        accept(yes_ws, new["proposal"]["id"])
         assert (remote / "f0.txt").read_text() == "edited after the sync\n"
 
 
 async def test_a_plan_being_applied_or_past_retention_is_refused(
-    ws: Workspace, settings: Settings
+    yes_ws: Workspace, settings: Settings
 ) -> None:
-    work = ws.root / "work"
+    work = yes_ws.root / "work"
     work.mkdir()
     (work / "a.txt").write_text("a\n")
-    async with connect(ws) as client:
+    async with connect(yes_ws) as client:
         p1 = (await call(client, "sync_plan", local_path="work", remote_path="work"))["plan_id"]
         prop = await call(client, "propose_sync", plan_id=p1, reason="back up")
         pid = prop["proposal"]["id"]

@@ -23,23 +23,12 @@ from tests.support.mcp import (
     Workspace,
     connect,
     error_of,
-    make_workspace,
     ok,
     sha256_of,
     snapshot,
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    return make_workspace(tmp_path, placet_home)
 
 
 # docs/design.md section 5, argument names exactly.

@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,21 +19,16 @@ import pytest
 
 from placet.config import load_settings
 from placet.store import LeaseHolder, open_store
-from tests.support.mcp import Workspace, connect, make_workspace, ok, sha256_of, snapshot
+from tests.support.mcp import Workspace, connect, ok, sha256_of, snapshot
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    w = make_workspace(tmp_path, placet_home)
-    w.write_config(allow_yes=True, sweep_seconds=0.5)
-    return w
+def sweeping_ws(ws: Workspace) -> Workspace:
+    """`ws` allowing `placet accept --yes`, its sweep every 0.5 s."""
+    ws.write_config(allow_yes=True, sweep_seconds=0.5)
+    return ws
 
 
 UPLOAD = {"local_path": "hello.txt", "remote_parent": "shared", "reason": "publish the greeting"}
@@ -66,22 +60,22 @@ class Progress:
 
 
 async def test_wait_returns_when_another_process_accepts_and_the_upload_lands(
-    ws: Workspace,
+    sweeping_ws: Workspace,
 ) -> None:
     on_progress = Progress()
     progress = on_progress.items
 
-    async with connect(ws) as client:
+    async with connect(sweeping_ws) as client:
         proposed = ok(await client.call_tool("propose_upload", UPLOAD))["proposal"]
         pid = proposed["id"]
         local_digest = proposed["evidence"]["local"]["sha256"]
-        assert not (ws.drive / "shared" / "hello.txt").exists()  # inert until accepted
+        assert not (sweeping_ws.drive / "shared" / "hello.txt").exists()  # inert until accepted
         accepted: list[Any] = []
         async with anyio.create_task_group() as tg:
 
             def accept_when_waiting() -> Any:
                 on_progress.wait_for("waiting for the owner")
-                return ws.placet("accept", str(pid), "--yes")
+                return sweeping_ws.placet("accept", str(pid), "--yes")
 
             async def accept() -> None:
                 accepted.append(await anyio.to_thread.run_sync(accept_when_waiting))
@@ -109,17 +103,19 @@ async def test_wait_returns_when_another_process_accepts_and_the_upload_lands(
             await client.call_tool("drive_list", {"path": "shared", "include_digest": True})
         )
     entry = {e["name"]: e for e in listing["entries"]}["hello.txt"]
-    assert entry["digests"]["sha256"] == local_digest == sha256_of(ws.root / "hello.txt")
-    assert (ws.drive / "shared" / "hello.txt").read_bytes() == (ws.root / "hello.txt").read_bytes()
+    assert entry["digests"]["sha256"] == local_digest == sha256_of(sweeping_ws.root / "hello.txt")
+    assert (sweeping_ws.drive / "shared" / "hello.txt").read_bytes() == (
+        sweeping_ws.root / "hello.txt"
+    ).read_bytes()
 
 
-async def test_wait_times_out_with_status_pending(ws: Workspace) -> None:
+async def test_wait_times_out_with_status_pending(sweeping_ws: Workspace) -> None:
     seen: list[float] = []
 
     async def on_progress(p: float, total: float | None, msg: str | None) -> None:
         seen.append(p)
 
-    async with connect(ws) as client:
+    async with connect(sweeping_ws) as client:
         pid = ok(await client.call_tool("propose_upload", UPLOAD))["proposal"]["id"]
         waited = ok(
             await client.call_tool(
@@ -137,9 +133,9 @@ async def test_wait_times_out_with_status_pending(ws: Workspace) -> None:
         assert seen and all(a < b for a, b in pairwise(seen)) and seen[-1] < 1, seen
 
 
-async def test_wait_reports_a_discard_made_by_the_cli(ws: Workspace) -> None:
-    before = snapshot(ws.drive)
-    async with connect(ws) as client:
+async def test_wait_reports_a_discard_made_by_the_cli(sweeping_ws: Workspace) -> None:
+    before = snapshot(sweeping_ws.drive)
+    async with connect(sweeping_ws) as client:
         mkdir = {"remote_parent": "", "name": "new", "reason": "a folder for reports"}
         pid = ok(await client.call_tool("propose_mkdir", mkdir))["proposal"]["id"]
 
@@ -147,7 +143,7 @@ async def test_wait_reports_a_discard_made_by_the_cli(ws: Workspace) -> None:
 
         def discard_when_waiting() -> None:
             on_progress.wait_for("waiting for the owner")
-            r = ws.placet("discard", str(pid))
+            r = sweeping_ws.placet("discard", str(pid))
             assert r.returncode == 0, r.stderr
 
         async with anyio.create_task_group() as tg:
@@ -159,7 +155,7 @@ async def test_wait_reports_a_discard_made_by_the_cli(ws: Workspace) -> None:
             )
         assert waited["proposal"]["status"] == "discarded" and waited["timed_out"] is False
         assert waited["proposal"]["resolved_by"] == "owner"
-    assert snapshot(ws.drive) == before
+    assert snapshot(sweeping_ws.drive) == before
 
 
 def _expired_mkdir(ws: Workspace, name: str) -> int:
@@ -182,19 +178,19 @@ def _expired_mkdir(ws: Workspace, name: str) -> int:
         store.close()
 
 
-async def test_wait_reports_expired_without_waiting_for_the_sweeper(ws: Workspace) -> None:
-    ws.write_config(allow_yes=True, sweep_seconds=3600)  # the timer will not run in time
-    pid = _expired_mkdir(ws, "fleeting")
-    async with connect(ws) as client:
+async def test_wait_reports_expired_without_waiting_for_the_sweeper(sweeping_ws: Workspace) -> None:
+    sweeping_ws.write_config(allow_yes=True, sweep_seconds=3600)  # the timer will not run in time
+    pid = _expired_mkdir(sweeping_ws, "fleeting")
+    async with connect(sweeping_ws) as client:
         waited = ok(await client.call_tool("proposal_wait", {"id": pid, "timeout_s": 20}))
         assert waited["proposal"]["status"] == "expired" and waited["timed_out"] is False
         assert waited["waited_s"] < 20
 
 
-async def test_the_server_sweeps_on_a_timer(ws: Workspace) -> None:
-    async with connect(ws) as client:
+async def test_the_server_sweeps_on_a_timer(sweeping_ws: Workspace) -> None:
+    async with connect(sweeping_ws) as client:
         ok(await client.call_tool("roots_list", {}))  # the server is up, its sweeper running
-        pid = _expired_mkdir(ws, "swept")
+        pid = _expired_mkdir(sweeping_ws, "swept")
         deadline = time.monotonic() + 30
         status = "pending"
         while status == "pending" and time.monotonic() < deadline:
@@ -209,8 +205,10 @@ async def test_the_server_sweeps_on_a_timer(ws: Workspace) -> None:
         assert events[-1].actor == "sweeper" and events[-1].to_status == "expired"
 
 
-async def test_accepted_mkdir_and_download_do_exactly_what_was_proposed(ws: Workspace) -> None:
-    async with connect(ws) as client:
+async def test_accepted_mkdir_and_download_do_exactly_what_was_proposed(
+    sweeping_ws: Workspace,
+) -> None:
+    async with connect(sweeping_ws) as client:
         mk = ok(
             await client.call_tool(
                 "propose_mkdir", {"remote_parent": "shared", "name": "reports", "reason": "r"}
@@ -222,18 +220,20 @@ async def test_accepted_mkdir_and_download_do_exactly_what_was_proposed(ws: Work
                 {"remote_path": "remote.txt", "local_path": "docs/from-drive.txt", "reason": "r"},
             )
         )["proposal"]
-        assert not (ws.drive / "shared" / "reports").exists()
-        assert not (ws.root / "docs" / "from-drive.txt").exists()
+        assert not (sweeping_ws.drive / "shared" / "reports").exists()
+        assert not (sweeping_ws.root / "docs" / "from-drive.txt").exists()
         for pid in (mk["id"], down["id"]):
-            r = await anyio.to_thread.run_sync(lambda p=pid: ws.placet("accept", str(p), "--yes"))
+            r = await anyio.to_thread.run_sync(
+                lambda p=pid: sweeping_ws.placet("accept", str(p), "--yes")
+            )
             assert r.returncode == 0, r.stderr
             done = ok(await client.call_tool("proposal_wait", {"id": pid, "timeout_s": 10}))
             assert done["proposal"]["status"] == "succeeded", done
         listing = ok(await client.call_tool("drive_list", {"path": "shared"}))
         assert [e["name"] for e in listing["entries"] if e["is_dir"]] == ["reports"]
-    fetched = ws.root / "docs" / "from-drive.txt"
+    fetched = sweeping_ws.root / "docs" / "from-drive.txt"
     assert sha256_of(fetched) == down["evidence"]["remote"]["digest"]
-    assert fetched.read_bytes() == (ws.drive / "remote.txt").read_bytes()
+    assert fetched.read_bytes() == (sweeping_ws.drive / "remote.txt").read_bytes()
 
 
 def _sync_proposal(ws: Workspace, n_ops: int) -> int:
@@ -271,13 +271,13 @@ def _sync_proposal(ws: Workspace, n_ops: int) -> int:
 
 @pytest.mark.timeout(90)
 async def test_wait_progress_strictly_increases_from_pending_through_each_op_to_done(
-    ws: Workspace,
+    sweeping_ws: Workspace,
 ) -> None:
     """Over the real stdio client: one scale (total = ops + 1) whose values strictly
     increase while the proposal waits for the owner, waits for the executor, runs each
     op, and ends; each message states the real measure."""
     n = 3
-    pid = _sync_proposal(ws, n)
+    pid = _sync_proposal(sweeping_ws, n)
     on_progress = Progress()
     progress = on_progress.items
 
@@ -298,7 +298,7 @@ async def test_wait_progress_strictly_increases_from_pending_through_each_op_to_
         finally:
             store.close()
 
-    async with connect(ws) as client, anyio.create_task_group() as tg:
+    async with connect(sweeping_ws) as client, anyio.create_task_group() as tg:
         tg.start_soon(anyio.to_thread.run_sync, execute)
         waited = ok(
             await client.call_tool(

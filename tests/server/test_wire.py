@@ -20,12 +20,7 @@ from placet.config import load_settings
 from placet.server.stdio import MAX_LINE_BYTES
 from placet.server.wire import SURROGATE_PROBLEM, recover_id
 from placet.store import open_store
-from tests.support.mcp import Raw, Workspace, make_workspace
-
-
-@pytest.fixture
-def ws(tmp_path: Path, placet_home: Path) -> Workspace:
-    return make_workspace(tmp_path, placet_home)
+from tests.support.mcp import Raw, Workspace
 
 
 @pytest.fixture

@@ -26,13 +26,6 @@ def _create(store: Store, n: int = 0, run_id: str = "run-a", ttl: int = 600, **k
     )
 
 
-@pytest.fixture
-def store(settings: Settings):
-    s = open_store(settings)
-    yield s
-    s.close()
-
-
 def test_create_get_list_accept_discard(store: Store) -> None:
     a, created = _create(store, 1, client_name="claude-code", label="L")
     assert created and a.status == "pending" and a.client_name == "claude-code"

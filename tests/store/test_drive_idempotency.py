@@ -6,7 +6,6 @@ audit chain intact."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -51,13 +50,6 @@ def _index(db: Path) -> tuple[list[str], str]:
         return cols, sql
     finally:
         con.close()
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    s = open_store(settings)
-    yield s
-    s.close()
 
 
 def test_same_request_on_two_drives_is_two_proposals(store: Store) -> None:

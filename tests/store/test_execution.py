@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -22,12 +21,6 @@ from placet.store.base import SWEEP_BATCH
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 ME = LeaseHolder.current()
 ELSEWHERE = LeaseHolder("another-host.example", 4242, 7)
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    with open_store(settings) as s:
-        yield s
 
 
 def _make(store: Store, n: int = 0, *, run_id: str = "run-a", ttl: int = 600,

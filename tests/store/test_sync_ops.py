@@ -10,13 +10,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
-from placet.config import Settings
-from placet.drive import RcloneDrive
 from placet.errors import PolicyRefused
 from placet.executor import execute, load_plan
 from placet.schema import (
@@ -30,14 +26,7 @@ from placet.schema import (
 )
 from placet.store import ProposalRecord
 from placet.store.db import dt_text, utcnow
-from tests.support.rig import Rig, make_rig, placet_cli, write_config
-
-
-@pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    return make_rig(settings, make_drive(str(remote)), tmp_path, remote)
+from tests.support.rig import Rig, placet_cli, write_config
 
 
 def _mkdirs(n: int) -> list[Op]:

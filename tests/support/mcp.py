@@ -69,11 +69,8 @@ class Workspace:
 
 
 def make_workspace(tmp_path: Path, placet_home: Path) -> Workspace:
-    """A fresh workspace under `tmp_path` using the test's `PLACET_HOME`.
-
-    Test modules wrap it in their own `ws` fixture (two lines), which keeps fixture names
-    local to the modules that use them.
-    """
+    """A fresh workspace under `tmp_path` using the test's `PLACET_HOME` (the `ws` fixture
+    of tests/server/conftest.py)."""
     base = tmp_path / "ws"
     root = base / "proj"
     drive = base / "drive"

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.sync import PlanCapabilities, plan
 from placet.sync.model import SyncPlan
@@ -23,16 +21,9 @@ from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
 from placet.sync.tables import StoredPlan
 from tests.support.listings import L, R, classify
-from tests.support.rig import Rig, make_rig
+from tests.support.rig import Rig
 
 SHA256 = PlanCapabilities(hash_types=("sha256",))
-
-
-@pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    return make_rig(settings, make_drive(str(remote)), tmp_path, remote)
 
 
 def _plan(svc: SyncService, rig: Rig) -> StoredPlan:

@@ -9,26 +9,16 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from placet.config import Settings
-from placet.drive import RcloneDrive
 from placet.errors import NotFound, UsageError
 from placet.sync.model import EmptySideRefused
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService, root_key
 from placet.sync.tables import Pair
-from tests.support.rig import Rig, make_rig
-
-
-@pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    return make_rig(settings, make_drive(str(remote)), tmp_path, remote)
+from tests.support.rig import Rig
 
 
 def settle() -> None:

@@ -7,7 +7,6 @@ Tests that execute need `placet.executor.execute`; they skip, saying so, until i
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,6 @@ from tests.support.review import (
 )
 
 
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    s = open_store(quiet(settings))
-    yield s
-    s.close()
-
-
 def executor_or_skip() -> Any:
     try:
         module = importlib.import_module("placet.executor")
@@ -57,10 +49,10 @@ def approvals(store: Store, pid: int) -> list[dict[str, Any]]:
 
 @pytest.mark.asyncio
 async def test_confirmation_ignores_keys_and_clicks_during_its_guard(
-    settings: Settings, store: Store
+    settings: Settings, quiet_store: Store
 ):
-    rec = add_upload(store)
-    app = make_app(quiet(settings), store, clock=Clock(), confirm_guard_seconds=60)
+    rec = add_upload(quiet_store)
+    app = make_app(quiet(settings), quiet_store, clock=Clock(), confirm_guard_seconds=60)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
         await pilot.press("a")
@@ -80,20 +72,20 @@ async def test_confirmation_ignores_keys_and_clicks_during_its_guard(
         await pilot.pause()
         assert app.screen is screen  # nothing got through
         assert screen.query_one("#accept", Button).disabled
-        assert store.get(rec.id).status == "pending"
-        assert approvals(store, rec.id) == []
+        assert quiet_store.get(rec.id).status == "pending"
+        assert approvals(quiet_store, rec.id) == []
 
         screen.arm()  # the guard ends (as its timer would)
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, AcceptScreen)
-        assert store.get(rec.id).status == "pending"
+        assert quiet_store.get(rec.id).status == "pending"
 
 
 @pytest.mark.asyncio
-async def test_guard_ends_after_half_a_second(settings: Settings, store: Store):
-    rec = add_upload(store)
-    app = make_app(quiet(settings), store, clock=Clock())  # default guard 0.5 s
+async def test_guard_ends_after_half_a_second(settings: Settings, quiet_store: Store):
+    rec = add_upload(quiet_store)
+    app = make_app(quiet(settings), quiet_store, clock=Clock())  # default guard 0.5 s
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
         await pilot.press("a")
@@ -102,17 +94,17 @@ async def test_guard_ends_after_half_a_second(settings: Settings, store: Store):
         await pilot.press("n")
         await pilot.pause()
         assert not isinstance(app.screen, AcceptScreen)
-        assert store.get(rec.id).status == "pending"
+        assert quiet_store.get(rec.id).status == "pending"
 
 
 @pytest.mark.asyncio
 async def test_expired_proposal_cannot_be_accepted_before_any_sweep(
-    settings: Settings, store: Store
+    settings: Settings, quiet_store: Store
 ):
     clock = Clock()
-    rec = add_upload(store, ttl=300)
+    rec = add_upload(quiet_store, ttl=300)
     events = Recorder()
-    app = make_app(quiet(settings), store, clock=clock, confirm_guard_seconds=0)
+    app = make_app(quiet(settings), quiet_store, clock=clock, confirm_guard_seconds=0)
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         clock.advance(301)  # past expires_at; the sweep is an hour away
@@ -121,18 +113,18 @@ async def test_expired_proposal_cannot_be_accepted_before_any_sweep(
         assert not isinstance(app.screen, AcceptScreen)
         assert ("expired", "error") in [(t, s) for t, _, s in events.notifications]
         assert app.queue_table.selected_id() == rec.id  # still listed, marked expired
-        assert store.get(rec.id).status == "pending"  # unswept, and not approved
-        assert approvals(store, rec.id) == []
+        assert quiet_store.get(rec.id).status == "pending"  # unswept, and not approved
+        assert approvals(quiet_store, rec.id) == []
 
 
 @pytest.mark.asyncio
 async def test_expiry_while_the_confirmation_is_open_is_refused_by_the_store(
-    settings: Settings, store: Store
+    settings: Settings, quiet_store: Store
 ):
     clock = Clock()
-    rec = add_upload(store, ttl=300)
+    rec = add_upload(quiet_store, ttl=300)
     events = Recorder()
-    app = make_app(quiet(settings), store, clock=clock, confirm_guard_seconds=0)
+    app = make_app(quiet(settings), quiet_store, clock=clock, confirm_guard_seconds=0)
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         await pilot.press("a")
@@ -141,17 +133,17 @@ async def test_expiry_while_the_confirmation_is_open_is_refused_by_the_store(
         clock.advance(400)  # the owner hesitated past the expiry
         await pilot.press("y")
         await settle(pilot)
-        assert store.get(rec.id).status == "pending"
-        assert approvals(store, rec.id) == []
+        assert quiet_store.get(rec.id).status == "pending"
+        assert approvals(quiet_store, rec.id) == []
         assert "expired" in events.titles()
 
 
 @pytest.mark.asyncio
-async def test_risk_flagged_proposal_needs_its_id_typed(settings: Settings, store: Store):
-    add_upload(store)
-    rec = add_download(store)  # writes conftest.py into the root: runs code
+async def test_risk_flagged_proposal_needs_its_id_typed(settings: Settings, quiet_store: Store):
+    add_upload(quiet_store)
+    rec = add_download(quiet_store)  # writes conftest.py into the root: runs code
     events = Recorder()
-    app = make_app(quiet(settings), store, clock=Clock(), confirm_guard_seconds=0)
+    app = make_app(quiet(settings), quiet_store, clock=Clock(), confirm_guard_seconds=0)
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         await pilot.press("down", "a")
@@ -166,26 +158,26 @@ async def test_risk_flagged_proposal_needs_its_id_typed(settings: Settings, stor
         await pilot.press("9", "9", "enter")  # nor the wrong id
         await pilot.pause()
         assert app.screen is screen
-        assert store.get(rec.id).status == "pending"
-        assert approvals(store, rec.id) == []
+        assert quiet_store.get(rec.id).status == "pending"
+        assert approvals(quiet_store, rec.id) == []
         assert screen.query_one("#accept", Button).disabled
 
         screen.query_one("#typed", Input).value = ""
         await pilot.press(*str(rec.id), "enter")
         await settle(pilot)
         assert not isinstance(app.screen, AcceptScreen)
-        assert store.get(rec.id).status != "pending"
-        (approval,) = approvals(store, rec.id)
+        assert quiet_store.get(rec.id).status != "pending"
+        (approval,) = approvals(quiet_store, rec.id)
         assert approval["request_hash"] == rec.request_hash
         assert approval["via"] == "review" and approval["tty"] is True
 
 
 @pytest.mark.asyncio
-async def test_discard_records_the_owner_reason(settings: Settings, store: Store):
-    keep = add_upload(store, local_path="keep.txt")
-    rec = add_upload(store, local_path="drop.txt")
+async def test_discard_records_the_owner_reason(settings: Settings, quiet_store: Store):
+    keep = add_upload(quiet_store, local_path="keep.txt")
+    rec = add_upload(quiet_store, local_path="drop.txt")
     events = Recorder()
-    app = make_app(quiet(settings), store, clock=Clock())
+    app = make_app(quiet(settings), quiet_store, clock=Clock())
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         await pilot.press("down", "d")
@@ -193,9 +185,11 @@ async def test_discard_records_the_owner_reason(settings: Settings, store: Store
         assert isinstance(app.screen, DiscardScreen)
         await pilot.press(*"not this week", "enter")
         await settle(pilot)
-        got = store.get(rec.id)
+        got = quiet_store.get(rec.id)
         assert (got.status, got.resolved_by) == ("discarded", "owner")
-        (event,) = [e for e in store.audit_events(proposal_id=rec.id) if e.to_status == "discarded"]
+        (event,) = [
+            e for e in quiet_store.audit_events(proposal_id=rec.id) if e.to_status == "discarded"
+        ]
         assert event.actor == "owner"
         assert event.detail.get("reason") == "not this week"
         assert app.queue_table.order == [keep.id]
@@ -203,19 +197,19 @@ async def test_discard_records_the_owner_reason(settings: Settings, store: Store
 
         await pilot.press("d", "escape")  # cancelling discards nothing
         await settle(pilot)
-        assert store.get(keep.id).status == "pending"
+        assert quiet_store.get(keep.id).status == "pending"
 
 
 @pytest.mark.asyncio
-async def test_extend_adds_fifteen_minutes(settings: Settings, store: Store):
+async def test_extend_adds_fifteen_minutes(settings: Settings, quiet_store: Store):
     clock = Clock()
-    rec = add_upload(store, ttl=600)
-    app = make_app(quiet(settings), store, clock=clock)
+    rec = add_upload(quiet_store, ttl=600)
+    app = make_app(quiet(settings), quiet_store, clock=clock)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
         await pilot.press("e")
         await settle(pilot)
-        assert (store.get(rec.id).expires_at - rec.expires_at).total_seconds() == 15 * 60
+        assert (quiet_store.get(rec.id).expires_at - rec.expires_at).total_seconds() == 15 * 60
         app.queue_table.tick()
         assert app.queue_table.get_cell(str(rec.id), "expires").plain == "25m00s"
 
@@ -223,12 +217,12 @@ async def test_extend_adds_fifteen_minutes(settings: Settings, store: Store):
 @pytest.mark.asyncio
 @pytest.mark.parametrize("flagged", [False, True])
 async def test_confirmation_at_80x24_keeps_hash_and_buttons_on_screen(
-    settings: Settings, store: Store, flagged: bool
+    settings: Settings, quiet_store: Store, flagged: bool
 ):
     from textual.containers import VerticalScroll
 
-    rec = add_download(store) if flagged else add_upload(store)
-    app = make_app(quiet(settings), store, clock=Clock(), confirm_guard_seconds=60)
+    rec = add_download(quiet_store) if flagged else add_upload(quiet_store)
+    app = make_app(quiet(settings), quiet_store, clock=Clock(), confirm_guard_seconds=60)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("a")
@@ -248,12 +242,12 @@ async def test_confirmation_at_80x24_keeps_hash_and_buttons_on_screen(
         await pilot.press("y", "enter")  # still guarded
         await pilot.pause()
         assert app.screen is screen and screen.query_one("#accept", Button).disabled
-        assert store.get(rec.id).status == "pending"
+        assert quiet_store.get(rec.id).status == "pending"
 
 
 @pytest.mark.asyncio
-async def test_help_screen_opens_and_closes(settings: Settings, store: Store):
-    app = make_app(quiet(settings), store, clock=Clock())
+async def test_help_screen_opens_and_closes(settings: Settings, quiet_store: Store):
+    app = make_app(quiet(settings), quiet_store, clock=Clock())
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
         await pilot.press("question_mark")
@@ -268,12 +262,12 @@ async def test_help_screen_opens_and_closes(settings: Settings, store: Store):
 
 
 @pytest.mark.asyncio
-async def test_help_screen_is_readable_at_80x24(settings: Settings, store: Store):
+async def test_help_screen_is_readable_at_80x24(settings: Settings, quiet_store: Store):
     """Wide enough that lines do not wrap word by word; Close reachable; text scrolls."""
     from textual.containers import VerticalScroll
     from textual.widgets import Button, Tab
 
-    app = make_app(quiet(settings), store, clock=Clock())
+    app = make_app(quiet(settings), quiet_store, clock=Clock())
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         labels = [str(t.label) for t in app.query(Tab)]
@@ -421,7 +415,7 @@ async def test_quitting_mid_transfer_asks_and_marks_interrupted(
 
 @pytest.mark.asyncio
 async def test_proposal_made_on_another_drive_is_warned_and_refused_before_approval(
-    settings: Settings, store: Store
+    settings: Settings, quiet_store: Store
 ):
     """`placet accept` refuses a proposal made against another drive before its code
     (`check_binding`); the review UI warns in the detail and refuses the same way, so
@@ -429,13 +423,13 @@ async def test_proposal_made_on_another_drive_is_warned_and_refused_before_appro
     from placet.errors import PolicyRefused
     from placet.executor import check_binding
 
-    rec = add_upload(store)  # made against tests.support.review.DRIVE
+    rec = add_upload(quiet_store)  # made against tests.support.review.DRIVE
     other = quiet(settings, drive="/tmp/nc-drive")  # the owner's configured drive now
     with pytest.raises(PolicyRefused) as cli:
-        check_binding(other, store.get(rec.id))
+        check_binding(other, quiet_store.get(rec.id))
     assert cli.value.error_code == "drive_changed"
     events = Recorder()
-    app = make_app(other, store, clock=Clock(), confirm_guard_seconds=0)
+    app = make_app(other, quiet_store, clock=Clock(), confirm_guard_seconds=0)
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         body = plain(app.query_one("#queue-detail", DetailPane).body)
@@ -449,15 +443,17 @@ async def test_proposal_made_on_another_drive_is_warned_and_refused_before_appro
         await settle(pilot)
         assert not isinstance(app.screen, AcceptScreen)
     assert ("not accepted: drive_changed", cli.value.message, "error") in events.notifications
-    assert store.get(rec.id).status == "pending"
-    assert approvals(store, rec.id) == []
-    assert [e.to_status for e in store.audit_events(proposal_id=rec.id)] == ["pending"]
+    assert quiet_store.get(rec.id).status == "pending"
+    assert approvals(quiet_store, rec.id) == []
+    assert [e.to_status for e in quiet_store.audit_events(proposal_id=rec.id)] == ["pending"]
 
 
 @pytest.mark.asyncio
-async def test_proposal_on_the_configured_drive_has_no_warning(settings: Settings, store: Store):
-    add_upload(store)
-    app = make_app(quiet(settings), store, clock=Clock())
+async def test_proposal_on_the_configured_drive_has_no_warning(
+    settings: Settings, quiet_store: Store
+):
+    add_upload(quiet_store)
+    app = make_app(quiet(settings), quiet_store, clock=Clock())
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
         assert "WARNING" not in plain(app.query_one("#queue-detail", DetailPane).body)

@@ -5,15 +5,11 @@ Plain functions over real store records (no terminal).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
-
-from placet.config import Settings
 from placet.display import human_bytes
 from placet.schema import LocalFileEvidence, Op, RemoteEvidence, SyncRequest
-from placet.store import Store, open_store
+from placet.store import Store
 from placet.tui.facts import (
     countdown,
     effect_of,
@@ -22,22 +18,15 @@ from placet.tui.facts import (
     target_of,
 )
 from placet.tui.render import proposal_view
-from tests.support.review import DRIVE, ROOT, T0, add_download, add_mkdir, add_upload, plain, quiet
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    s = open_store(quiet(settings))
-    yield s
-    s.close()
+from tests.support.review import DRIVE, ROOT, T0, add_download, add_mkdir, add_upload, plain
 
 
 def codes(record) -> list[str]:
     return [f.code for f in effect_of(record).flags]
 
 
-def test_upload_facts_and_flags(store: Store):
-    plain_upload = add_upload(store)
+def test_upload_facts_and_flags(quiet_store: Store):
+    plain_upload = add_upload(quiet_store)
     eff = effect_of(plain_upload)
     (op,) = eff.ops
     assert (op.kind, op.local_path, op.remote_path, op.size) == (
@@ -49,26 +38,26 @@ def test_upload_facts_and_flags(store: Store):
     assert eff.flags == [] and not eff.needs_typed_confirmation
     assert target_of(plain_upload) == "docs/report.md" and size_of(plain_upload) == 12_345
 
-    renamed = add_upload(store, local_path="notes/a.md", name="b.md")
+    renamed = add_upload(quiet_store, local_path="notes/a.md", name="b.md")
     assert codes(renamed) == ["name_changed"]
-    replacing = add_upload(store, local_path="notes/c.md", exists=True)
+    replacing = add_upload(quiet_store, local_path="notes/c.md", exists=True)
     assert effect_of(replacing).ops[0].kind == "upload_revision"
     assert codes(replacing) == ["replaces_existing"]
-    secret = add_upload(store, local_path="cfg/.env", remote_parent="")
+    secret = add_upload(quiet_store, local_path="cfg/.env", remote_parent="")
     assert codes(secret) == ["secret_name"]
     assert effect_of(secret).needs_typed_confirmation
 
 
-def test_mkdir_and_download_facts(store: Store):
-    mk = add_mkdir(store, remote_parent="", name=".github")
+def test_mkdir_and_download_facts(quiet_store: Store):
+    mk = add_mkdir(quiet_store, remote_parent="", name=".github")
     assert effect_of(mk).ops[0].remote_path == ".github" and size_of(mk) is None
-    dl = add_download(store)
+    dl = add_download(quiet_store)
     assert target_of(dl) == "proj:conftest.py"
     assert codes(dl) == ["runs_code"]
     assert effect_of(dl).ops[0].local_path == "/home/owner/proj/conftest.py"
 
 
-def test_sync_lists_every_op_and_flags_each(store: Store):
+def test_sync_lists_every_op_and_flags_each(quiet_store: Store):
     local = LocalFileEvidence(size=10, mtime_ns=1, sha256="ab" * 32)
     ops = [
         Op(index=0, kind="mkdir", remote_path="site/.git"),
@@ -78,14 +67,14 @@ def test_sync_lists_every_op_and_flags_each(store: Store):
            size=5, expected_remote=RemoteEvidence(exists=True, size=5)),
     ]  # fmt: skip
     req = SyncRequest(plan_id=7, root=ROOT, local_path="site", remote_path="site", ops=ops)
-    rec, _ = store.create_proposal(
+    rec, _ = quiet_store.create_proposal(
         kind="sync", request=req.model_dump(mode="json"),
         evidence={"plan": {"id": 7, "created_at": "2026-11-30T11:58:16.123456+00:00",
                            "summary": {"upload": 1, "download": 1}}},
         reason="sync the site",
         drive_spec=DRIVE, run_id="r", ttl_seconds=600, now=T0,
     )  # fmt: skip
-    eff = effect_of(rec, store.ops(rec.id))
+    eff = effect_of(rec, quiet_store.ops(rec.id))
     assert [(o.index, o.kind) for o in eff.ops] == [(0, "mkdir"), (1, "upload"), (2, "download")]
     assert eff.total_bytes == 15 and size_of(rec) == 15
     assert target_of(rec) == "proj:site <-> site (3 ops)"
@@ -99,8 +88,8 @@ def test_sync_lists_every_op_and_flags_each(store: Store):
     assert "at proposal time" not in shown and '{"' not in shown
 
 
-def test_unknown_kind_shows_raw_request_and_op_kind_is_flagged(store: Store):
-    rec, _ = store.create_proposal(
+def test_unknown_kind_shows_raw_request_and_op_kind_is_flagged(quiet_store: Store):
+    rec, _ = quiet_store.create_proposal(
         kind="teleport", request={"to": "[red]mars[/]"}, evidence={}, reason="why not",
         drive_spec=DRIVE, run_id="r", ttl_seconds=600, now=T0,
     )  # fmt: skip
@@ -108,7 +97,7 @@ def test_unknown_kind_shows_raw_request_and_op_kind_is_flagged(store: Store):
     assert eff.raw is not None and eff.ops == []
     assert "[red]mars[/]" in plain(proposal_view(rec, eff))
 
-    odd, _ = store.create_proposal(
+    odd, _ = quiet_store.create_proposal(
         kind="sync", request={"root": ROOT.model_dump(), "ops": [{"index": 0, "kind": "delete",
         "remote_path": "x"}]}, evidence={}, reason="r", drive_spec=DRIVE, run_id="r",
         ttl_seconds=600, now=T0,
@@ -116,8 +105,8 @@ def test_unknown_kind_shows_raw_request_and_op_kind_is_flagged(store: Store):
     assert codes(odd) == ["request_invalid"]  # an op this placet cannot vet is never one key
 
 
-def test_countdown_and_about_to_expire(store: Store):
-    rec = add_upload(store, ttl=600)
+def test_countdown_and_about_to_expire(quiet_store: Store):
+    rec = add_upload(quiet_store, ttl=600)
     assert countdown(rec.expires_at, T0) == "10m00s"
     assert countdown(rec.expires_at, T0 - timedelta(hours=2)) == "2h10m"
     assert countdown(rec.expires_at, rec.expires_at) == "expired"
@@ -133,15 +122,15 @@ def test_countdown_and_about_to_expire(store: Store):
 
 
 def test_missing_folders_line_states_what_an_upload_or_mkdir_creates_on_the_way(
-    store: Store,
+    quiet_store: Store,
 ):
     from placet.display import missing_folders_line
 
-    up = add_upload(store, remote_parent="docs/2026")
+    up = add_upload(quiet_store, remote_parent="docs/2026")
     line = missing_folders_line(up.kind, up.request, up.evidence)
     assert line is not None and line.startswith("creates missing folders: docs/2026")
     assert "not checked when proposed" in line  # today's evidence does not record it
-    mk = add_mkdir(store, remote_parent="d\u00e9j\u00e0/x")
+    mk = add_mkdir(quiet_store, remote_parent="d\u00e9j\u00e0/x")
     line = missing_folders_line(mk.kind, mk.request, mk.evidence)
     assert line is not None and "d\u00e9j\u00e0/x (ASCII: d\\xe9j\\xe0/x)" in line
     # recorded in the evidence: exactly the folders that were absent
@@ -151,9 +140,9 @@ def test_missing_folders_line_states_what_an_upload_or_mkdir_creates_on_the_way(
     )
     assert missing_folders_line("upload", up.request, {**ev, "missing_parents": []}) is None
     # nothing to create: the drive's top, or kinds that never create parents this way
-    top = add_upload(store, local_path="notes/top.md", remote_parent="")
+    top = add_upload(quiet_store, local_path="notes/top.md", remote_parent="")
     assert missing_folders_line(top.kind, top.request, top.evidence) is None
-    down = add_download(store)
+    down = add_download(quiet_store)
     assert missing_folders_line(down.kind, down.request, down.evidence) is None
     # and the review UI's detail shows it above the effect
     from rich.console import Group
@@ -167,7 +156,7 @@ def test_missing_folders_line_states_what_an_upload_or_mkdir_creates_on_the_way(
     assert with_created_folders(top, "x") == "x"
 
 
-def test_flags_are_the_shared_ones_matched_on_the_root_and_drive_paths(store: Store):
+def test_flags_are_the_shared_ones_matched_on_the_root_and_drive_paths(quiet_store: Store):
     """The review UI's flags are `placet.proposals.vetting.proposal_flags` over the executor's ops
     (what `placet accept` prints): a root `/x/.ssh` flags a download of `known` as a
     secret, a drive `remote:repo/.github` flags an upload of `workflows/ci.yml` as
@@ -186,11 +175,11 @@ def test_flags_are_the_shared_ones_matched_on_the_root_and_drive_paths(store: St
            size=3, expected_local=local, expected_remote=RemoteEvidence(exists=False)),
     ]  # fmt: skip
     req = SyncRequest(plan_id=1, root=root, local_path="", remote_path="", ops=ops)
-    rec, _ = store.create_proposal(
+    rec, _ = quiet_store.create_proposal(
         kind="sync", request=req.model_dump(mode="json"), evidence={}, reason="r",
         drive_spec="remote:repo/.github", run_id="r", ttl_seconds=600, now=T0,
     )  # fmt: skip
-    flags = effect_of(rec, store.ops(rec.id)).flags
+    flags = effect_of(rec, quiet_store.ops(rec.id)).flags
     assert [(f.code, f.message.split(" ")[0]) for f in flags] == [
         ("secret_name", "'known'"),
         ("runs_code", "'workflows/ci.yml'"),
@@ -198,14 +187,14 @@ def test_flags_are_the_shared_ones_matched_on_the_root_and_drive_paths(store: St
     assert "in the path of the local root '/x/.ssh'" in flags[0].message
     assert "in the path of the drive 'repo/.github'" in flags[1].message
     assert flags == proposal_flags(
-        rec, plan_for(rec.kind, rec.request, rec.evidence, store.ops(rec.id)).ops
+        rec, plan_for(rec.kind, rec.request, rec.evidence, quiet_store.ops(rec.id)).ops
     )
 
     # A renamed download is not name_changed (docs/design.md 9: "a name changed on upload"),
     # as `placet accept` says; an unknown kind cannot be vetted, so it is flagged.
-    dl = add_download(store, remote_path="shared/a.txt", local_path="b.txt")
+    dl = add_download(quiet_store, remote_path="shared/a.txt", local_path="b.txt")
     assert codes(dl) == []
-    odd, _ = store.create_proposal(
+    odd, _ = quiet_store.create_proposal(
         kind="teleport", request={}, evidence={}, reason="r", drive_spec=DRIVE,
         run_id="r", ttl_seconds=600, now=T0,
     )  # fmt: skip

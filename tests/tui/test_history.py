@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ from textual.widgets import DataTable, Select
 
 from placet.config import Settings
 from placet.schema import LocalFileEvidence, Op, RemoteEvidence, RootRef, SyncRequest
-from placet.store import LeaseHolder, ProposalRecord, Store, open_store
+from placet.store import LeaseHolder, ProposalRecord, Store
 from placet.tui import make_app
 from placet.tui.audit import AuditPane
 from placet.tui.confirm import AcceptScreen
@@ -27,13 +26,6 @@ from tests.support.review import (
     settle,
     until,
 )
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    s = open_store(quiet(settings))
-    yield s
-    s.close()
 
 
 def finished(store: Store, clock: Clock) -> dict[str, int]:
@@ -70,11 +62,13 @@ def finished(store: Store, clock: Clock) -> dict[str, int]:
 
 
 @pytest.mark.asyncio
-async def test_history_lists_finished_filters_and_shows_results(settings: Settings, store: Store):
+async def test_history_lists_finished_filters_and_shows_results(
+    settings: Settings, quiet_store: Store
+):
     clock = Clock()
-    ids = finished(store, clock)
+    ids = finished(quiet_store, clock)
     clock.now = clock.now.replace(hour=13)
-    app = make_app(quiet(settings), store, clock=clock)
+    app = make_app(quiet(settings), quiet_store, clock=clock)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
         assert app.queue_table.order == [ids["pending"]]
@@ -106,11 +100,11 @@ async def test_history_lists_finished_filters_and_shows_results(settings: Settin
 
 
 @pytest.mark.asyncio
-async def test_accept_again_only_for_failed_or_interrupted(settings: Settings, store: Store):
+async def test_accept_again_only_for_failed_or_interrupted(settings: Settings, quiet_store: Store):
     clock = Clock()
-    ids = finished(store, clock)
+    ids = finished(quiet_store, clock)
     events = Recorder()
-    app = make_app(quiet(settings), store, clock=clock, confirm_guard_seconds=0)
+    app = make_app(quiet(settings), quiet_store, clock=clock, confirm_guard_seconds=0)
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         await pilot.press("2")
@@ -120,7 +114,7 @@ async def test_accept_again_only_for_failed_or_interrupted(settings: Settings, s
         await pilot.press("a")  # not offered for a discarded one: the key does nothing
         await settle(pilot)
         assert not isinstance(app.screen, AcceptScreen)
-        assert store.get(ids["discarded"]).status == "discarded"
+        assert quiet_store.get(ids["discarded"]).status == "discarded"
 
         table.move_cursor(row=table.get_row_index(str(ids["failed"])))
         await pilot.press("a")
@@ -129,21 +123,23 @@ async def test_accept_again_only_for_failed_or_interrupted(settings: Settings, s
         assert app.screen.record.id == ids["failed"]
         await pilot.press("escape")
         await pilot.pause()
-        assert store.get(ids["failed"]).status == "failed"
+        assert quiet_store.get(ids["failed"]).status == "failed"
 
 
 @pytest.mark.asyncio
-async def test_audit_view_lists_events_newest_first_and_verifies(settings: Settings, store: Store):
+async def test_audit_view_lists_events_newest_first_and_verifies(
+    settings: Settings, quiet_store: Store
+):
     clock = Clock()
-    finished(store, clock)
+    finished(quiet_store, clock)
     events = Recorder()
-    app = make_app(quiet(settings), store, clock=clock)
+    app = make_app(quiet(settings), quiet_store, clock=clock)
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         await pilot.press("3")
         await settle(pilot)
         pane = app.query_one(AuditPane)
-        all_events = store.audit_events()
+        all_events = quiet_store.audit_events()
         assert list(pane.events) == [e.id for e in reversed(all_events)]
         await pilot.press("v")
         await settle(pilot)
@@ -188,19 +184,21 @@ def failed_sync(store: Store, root: Path, drive_spec: str, clock: Clock) -> Prop
 @pytest.mark.asyncio
 @pytest.mark.timeout(180)
 async def test_accept_again_names_stale_paths_and_keeps_the_selection(
-    settings: Settings, store: Store, tmp_path: Path
+    settings: Settings, quiet_store: Store, tmp_path: Path
 ):
     clock = Clock()
-    ids = finished(store, clock)
+    ids = finished(quiet_store, clock)
     root, drive = tmp_path / "proj", tmp_path / "drive"
     (root / "site").mkdir(parents=True)
     drive.mkdir()
-    rec = failed_sync(store, root, str(drive), clock)
+    rec = failed_sync(quiet_store, root, str(drive), clock)
     assert rec.status == "failed"
-    newer = add_upload(store, local_path="newer.txt", drive_spec=str(drive))
-    store.discard(newer.id, actor="owner", now=clock())  # a row above it in History
+    newer = add_upload(quiet_store, local_path="newer.txt", drive_spec=str(drive))
+    quiet_store.discard(newer.id, actor="owner", now=clock())  # a row above it in History
     events = Recorder()
-    app = make_app(quiet(settings, drive=str(drive)), store, clock=clock, confirm_guard_seconds=0)
+    app = make_app(
+        quiet(settings, drive=str(drive)), quiet_store, clock=clock, confirm_guard_seconds=0
+    )
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         await pilot.press("2")
@@ -231,7 +229,7 @@ async def test_accept_again_names_stale_paths_and_keeps_the_selection(
         await pilot.press("y")
         assert await until(pilot, lambda: app.transfer is None, timeout=60)
         await settle(pilot)
-        assert store.get(rec.id).attempt == 2  # it ran again
+        assert quiet_store.get(rec.id).attempt == 2  # it ran again
         assert await until(pilot, lambda: history.selected_id() == rec.id)
         await settle(pilot)
         assert history.selected_id() == rec.id  # the selection followed the proposal
@@ -240,11 +238,11 @@ async def test_accept_again_names_stale_paths_and_keeps_the_selection(
 
 @pytest.mark.asyncio
 async def test_accept_again_is_offered_only_for_failed_or_interrupted(
-    settings: Settings, store: Store
+    settings: Settings, quiet_store: Store
 ):
     clock = Clock()
-    ids = finished(store, clock)
-    app = make_app(quiet(settings), store, clock=clock, confirm_guard_seconds=0)
+    ids = finished(quiet_store, clock)
+    app = make_app(quiet(settings), quiet_store, clock=clock, confirm_guard_seconds=0)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
         await pilot.press("2")

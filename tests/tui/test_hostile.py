@@ -159,17 +159,6 @@ def test_review_refuses_without_a_terminal(placet_home: Path) -> None:
 # -- proposals `placet accept` refuses or flags: the review UI does the same --------------
 
 
-@pytest.fixture
-def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    """A real store, a local-folder drive (rclone) and a root `proj`, as `placet serve`
-    would propose with them (`tests.support.rig`)."""
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    r = make_rig(settings, make_drive(str(remote)), tmp_path, remote)
-    write_config(r.settings, drive=r.drive.spec)
-    return r
-
-
 def _approvals(store: Store, pid: int) -> list[dict[str, Any]]:
     return [e.detail for e in store.audit_events(proposal_id=pid) if e.to_status == "approved"]
 
@@ -177,24 +166,24 @@ def _approvals(store: Store, pid: int) -> list[dict[str, Any]]:
 @pytest.mark.asyncio
 @pytest.mark.timeout(180)
 async def test_download_into_a_git_root_is_flagged_and_needs_the_typed_id(
-    rig: Rig, tmp_path: Path
+    configured_rig: Rig, tmp_path: Path
 ) -> None:
     """The root is itself a `.git` folder: `hooks/pre-commit` is runs_code because the
     flag is matched on the root's path joined with the target (as `placet accept`), so
     one key, Enter or the button start nothing; the typed id accepts and executes."""
-    assert rig.remote_dir is not None
+    assert configured_rig.remote_dir is not None
     gitdir = tmp_path / "repo" / ".git"
     (gitdir / "hooks").mkdir(parents=True)
     st = os.stat(gitdir)
-    git_rig = dataclasses.replace(rig, root=Root("git", gitdir, st.st_dev, st.st_ino))
-    (rig.remote_dir / "hook").write_bytes(b"#!/bin/sh\necho pwned\n")
+    git_rig = dataclasses.replace(configured_rig, root=Root("git", gitdir, st.st_dev, st.st_ino))
+    (configured_rig.remote_dir / "hook").write_bytes(b"#!/bin/sh\necho pwned\n")
     rec = git_rig.download("hook", "hooks/pre-commit")
     flags = effect_of(rec).flags
     assert [f.code for f in flags] == ["runs_code"]  # the target alone would pass
     assert flags == proposal_flags(rec, plan_for(rec.kind, rec.request, rec.evidence).ops)
 
     events = Recorder()
-    app = make_app(rig.settings, rig.store, confirm_guard_seconds=0)
+    app = make_app(configured_rig.settings, configured_rig.store, confirm_guard_seconds=0)
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         await pilot.press("a")
@@ -210,14 +199,19 @@ async def test_download_into_a_git_root_is_flagged_and_needs_the_typed_id(
         await pilot.click("#accept")  # the (disabled) button
         await settle(pilot)
         assert app.screen is screen and app.transfer is None
-        assert rig.store.get(rec.id).status == "pending" and _approvals(rig.store, rec.id) == []
+        assert (
+            configured_rig.store.get(rec.id).status == "pending"
+            and _approvals(configured_rig.store, rec.id) == []
+        )
         assert not (gitdir / "hooks" / "pre-commit").exists()
 
         screen.query_one("#typed", Input).value = ""
         await pilot.press(*str(rec.id), "enter")  # the typed id: accepted and executed
-        done = await until(pilot, lambda: rig.store.get(rec.id).status == "succeeded", 60)
-        assert done, (rig.store.get(rec.id).status, events.text())
-        (approval,) = _approvals(rig.store, rec.id)
+        done = await until(
+            pilot, lambda: configured_rig.store.get(rec.id).status == "succeeded", 60
+        )
+        assert done, (configured_rig.store.get(rec.id).status, events.text())
+        (approval,) = _approvals(configured_rig.store, rec.id)
         assert approval["request_hash"] == rec.request_hash and approval["via"] == "review"
     assert (gitdir / "hooks" / "pre-commit").read_bytes() == b"#!/bin/sh\necho pwned\n"
 
@@ -225,21 +219,25 @@ async def test_download_into_a_git_root_is_flagged_and_needs_the_typed_id(
 @pytest.mark.asyncio
 @pytest.mark.timeout(180)
 async def test_writes_into_placet_folders_are_refused_before_the_modal(
-    settings: Settings, rig: Rig, tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+    settings: Settings, configured_rig: Rig, tmp_path: Path, make_drive: Callable[..., RcloneDrive]
 ) -> None:
     """Both `placet_own_path` cases of `placet accept`: a download into a root holding
     placet's data dir, and an upload to a local-folder drive holding it. The review UI
     says why, opens no confirmation, records no approval and writes nothing; the worker
     refuses again if it is reached anyway."""
-    assert rig.remote_dir is not None
-    home = rig.settings.data_dir
-    (rig.remote_dir / "cfg").write_bytes(b"allow_yes = true\n")
-    write_config(rig.settings, drive=rig.drive.spec, roots={str(home.parent): "allow-overwrite"})
-    before = rig.settings.config_file.read_bytes()
+    assert configured_rig.remote_dir is not None
+    home = configured_rig.settings.data_dir
+    (configured_rig.remote_dir / "cfg").write_bytes(b"allow_yes = true\n")
+    write_config(
+        configured_rig.settings,
+        drive=configured_rig.drive.spec,
+        roots={str(home.parent): "allow-overwrite"},
+    )
+    before = configured_rig.settings.config_file.read_bytes()
     st = os.stat(home.parent)
     top = dataclasses.replace(
-        rig,
-        settings=load_settings().model_copy(update={"drive": rig.drive.spec}),
+        configured_rig,
+        settings=load_settings().model_copy(update={"drive": configured_rig.drive.spec}),
         root=Root("top", home.parent, st.st_dev, st.st_ino),
     )
     down = top.download("cfg", f"{home.name}/config.toml", overwrite=True)
@@ -253,7 +251,7 @@ async def test_writes_into_placet_folders_are_refused_before_the_modal(
         (up, up_rig.settings, "placet drive set"),
     ):
         events = Recorder()
-        app = make_app(rig_settings, rig.store, confirm_guard_seconds=0)
+        app = make_app(rig_settings, configured_rig.store, confirm_guard_seconds=0)
         async with app.run_test(size=(160, 48), message_hook=events) as pilot:
             await settle(pilot)
             assert app.queue_table.select_id(rec.id)
@@ -268,6 +266,6 @@ async def test_writes_into_placet_folders_are_refused_before_the_modal(
             assert await until(pilot, lambda: app.transfer is None)  # noqa: B023
             await settle(pilot)
             assert events.titles()[-1] == "placet_own_path"  # the transfer's own report
-        assert rig.store.get(rec.id).status == "pending"
-        assert _approvals(rig.store, rec.id) == []
-    assert rig.settings.config_file.read_bytes() == before
+        assert configured_rig.store.get(rec.id).status == "pending"
+        assert _approvals(configured_rig.store, rec.id) == []
+    assert configured_rig.settings.config_file.read_bytes() == before

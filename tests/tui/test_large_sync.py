@@ -30,7 +30,7 @@ def big_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def store(big_settings: Settings) -> Iterator[Store]:
+def big_store(big_settings: Settings) -> Iterator[Store]:
     s = open_store(big_settings)
     yield s
     s.close()
@@ -46,11 +46,11 @@ def _visible(table: OpsTable) -> bool:
 @pytest.mark.asyncio
 @pytest.mark.timeout(180)
 async def test_a_100k_op_sync_is_selected_and_scrolled_to_its_last_op(
-    big_settings: Settings, store: Store
+    big_settings: Settings, big_store: Store
 ) -> None:
-    rec = big_sync(store)
-    assert store.op_count(rec.id) == N and "ops" not in rec.request
-    app = make_app(big_settings, store, clock=lambda: T0)
+    rec = big_sync(big_store)
+    assert big_store.op_count(rec.id) == N and "ops" not in rec.request
+    app = make_app(big_settings, big_store, clock=lambda: T0)
     async with app.run_test(size=(160, 60)) as pilot:
         pane = app.query_one("#queue-detail", DetailPane)
         table = pane.ops_table
@@ -95,4 +95,4 @@ async def test_a_100k_op_sync_is_selected_and_scrolled_to_its_last_op(
         assert screen.typed_required and len(screen.effect.ops) == N
         await pilot.press("escape")
         assert await until(pilot, lambda: not isinstance(app.screen, AcceptScreen))
-        assert store.get(rec.id).status == "pending"
+        assert big_store.get(rec.id).status == "pending"

@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from rich.text import Text
 
 from placet.config import Settings
-from placet.store import LeaseHolder, Store, open_store
+from placet.store import LeaseHolder, Store
 from placet.tui import make_app
 from placet.tui.detail import DetailPane
 from placet.tui.queue import PAGE, QueueTable
@@ -33,13 +32,6 @@ from tests.support.review import (
 )
 
 
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    s = open_store(quiet(settings))
-    yield s
-    s.close()
-
-
 def cell_text(table: QueueTable, pid: int, column: str) -> str:
     value = table.get_cell(str(pid), column)
     return value.plain if isinstance(value, Text) else str(value)
@@ -51,11 +43,11 @@ def detail_text(app) -> str:
 
 
 @pytest.mark.asyncio
-async def test_queue_rows_countdown_and_expiring_soon_mark(settings: Settings, store: Store):
+async def test_queue_rows_countdown_and_expiring_soon_mark(settings: Settings, quiet_store: Store):
     clock = Clock()
-    up = add_upload(store, reason="publish the weekly report")
-    short = add_mkdir(store, ttl=300)
-    app = make_app(quiet(settings), store, clock=clock)
+    up = add_upload(quiet_store, reason="publish the weekly report")
+    short = add_mkdir(quiet_store, ttl=300)
+    app = make_app(quiet(settings), quiet_store, clock=clock)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
         table = app.queue_table
@@ -85,11 +77,11 @@ async def test_queue_rows_countdown_and_expiring_soon_mark(settings: Settings, s
 @pytest.mark.asyncio
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 async def test_queue_reason_takes_the_free_width_and_expiry_comes_first(
-    settings: Settings, store: Store, size: tuple[int, int]
+    settings: Settings, quiet_store: Store, size: tuple[int, int]
 ):
     reason = "publish the weekly report for the whole team, with the appendix and figures"
-    up = add_upload(store, reason=reason, name="r\u00e9sum\u00e9.md")
-    app = make_app(quiet(settings), store, clock=Clock())
+    up = add_upload(quiet_store, reason=reason, name="r\u00e9sum\u00e9.md")
+    app = make_app(quiet(settings), quiet_store, clock=Clock())
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
         table = app.queue_table
@@ -107,9 +99,11 @@ async def test_queue_reason_takes_the_free_width_and_expiry_comes_first(
 
 
 @pytest.mark.asyncio
-async def test_detail_shows_effect_flags_above_the_boxed_reason(settings: Settings, store: Store):
-    rec = add_download(store, reason="trust me, this is harmless")
-    app = make_app(quiet(settings), store, clock=Clock())
+async def test_detail_shows_effect_flags_above_the_boxed_reason(
+    settings: Settings, quiet_store: Store
+):
+    rec = add_download(quiet_store, reason="trust me, this is harmless")
+    app = make_app(quiet(settings), quiet_store, clock=Clock())
     async with app.run_test(size=(160, 60)) as pilot:
         await settle(pilot)
         shown = detail_text(app)
@@ -130,15 +124,15 @@ async def test_detail_shows_effect_flags_above_the_boxed_reason(settings: Settin
 
 @pytest.mark.asyncio
 async def test_proposal_from_another_process_appears_and_selection_follows_id(
-    settings: Settings, store: Store, placet_home: Path
+    settings: Settings, quiet_store: Store, placet_home: Path
 ):
     # Real clock throughout: the other process uses it too, so the proposals are made now.
     now = datetime.now(UTC)
-    first = add_upload(store, local_path="a.txt", now=now)
-    second = add_upload(store, local_path="b.txt", now=now)
-    third = add_upload(store, local_path="c.txt", now=now)
+    first = add_upload(quiet_store, local_path="a.txt", now=now)
+    second = add_upload(quiet_store, local_path="b.txt", now=now)
+    third = add_upload(quiet_store, local_path="c.txt", now=now)
     rec = Recorder()
-    app = make_app(quiet(settings), store)
+    app = make_app(quiet(settings), quiet_store)
     async with app.run_test(size=(160, 48), message_hook=rec) as pilot:
         await settle(pilot)
         table = app.queue_table
@@ -181,24 +175,24 @@ async def test_proposal_from_another_process_appears_and_selection_follows_id(
 
 @pytest.mark.asyncio
 async def test_sweep_removes_expired_and_reports_recovered_interruption(
-    settings: Settings, store: Store
+    settings: Settings, quiet_store: Store
 ):
     clock = Clock()
-    keep = add_upload(store, local_path="keep.txt")
-    short = add_mkdir(store, ttl=300)
-    running = add_upload(store, local_path="running.txt")
-    store.accept(running.id, actor="owner", now=clock())
+    keep = add_upload(quiet_store, local_path="keep.txt")
+    short = add_mkdir(quiet_store, ttl=300)
+    running = add_upload(quiet_store, local_path="running.txt")
+    quiet_store.accept(running.id, actor="owner", now=clock())
     # An executor that died: a real process that has exited, on this host.
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     holder = LeaseHolder(socket.gethostname(), dead.pid, 1)
-    store.claim(running.id, holder=holder, now=clock())
+    quiet_store.claim(running.id, holder=holder, now=clock())
     rec = Recorder()
-    app = make_app(quiet(settings), store, clock=clock)
+    app = make_app(quiet(settings), quiet_store, clock=clock)
     async with app.run_test(size=(160, 48), message_hook=rec) as pilot:
         await settle(pilot)
         assert "Interrupted execution found" in rec.titles()
-        assert store.get(running.id).status == "interrupted"
+        assert quiet_store.get(running.id).status == "interrupted"
         table = app.queue_table
         assert table.order == [keep.id, short.id]
 
@@ -206,7 +200,7 @@ async def test_sweep_removes_expired_and_reports_recovered_interruption(
         app.run_sweep()
         await settle(pilot)
         assert table.order == [keep.id]
-        assert store.get(short.id).status == "expired"
+        assert quiet_store.get(short.id).status == "expired"
         assert any(t == "Expired" and f"#{short.id}" in m for t, m, _ in rec.notifications)
 
         await pilot.press("2")  # history shows the interrupted execution as such
@@ -219,10 +213,10 @@ async def test_sweep_removes_expired_and_reports_recovered_interruption(
 
 @pytest.mark.asyncio
 @pytest.mark.timeout(300)
-async def test_large_queue_loads_in_pages(settings: Settings, store: Store):
+async def test_large_queue_loads_in_pages(settings: Settings, quiet_store: Store):
     n = PAGE * 2 + 37
-    ids = [add_upload(store, local_path=f"f{i:05d}.txt").id for i in range(n)]
-    app = make_app(quiet(settings), store, clock=Clock())
+    ids = [add_upload(quiet_store, local_path=f"f{i:05d}.txt").id for i in range(n)]
+    app = make_app(quiet(settings), quiet_store, clock=Clock())
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
         table = app.queue_table

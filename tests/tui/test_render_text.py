@@ -3,23 +3,14 @@ failures as their `code: message` line, uniform durations. Real store records.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from placet.config import Settings
 from placet.display import duration, failure_line, plain_pairs
-from placet.store import LeaseHolder, Store, open_store
+from placet.store import LeaseHolder, Store
 from placet.tui.facts import effect_of
 from placet.tui.render import audit_view, flags_block, queue_cells, results_block, trail_block
 from tests.support.review import T0, add_mkdir, add_upload, plain, quiet
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    s = open_store(quiet(settings))
-    yield s
-    s.close()
 
 
 def test_durations_are_uniform() -> None:
@@ -33,17 +24,19 @@ def test_durations_are_uniform() -> None:
     assert duration(3 * 86400 + 4 * 3600) == "3d04h"
 
 
-def test_risk_flag_messages_are_not_escaped_twice(store: Store) -> None:
-    rec = add_upload(store, name="evil\u202etxt.exe")
+def test_risk_flag_messages_are_not_escaped_twice(quiet_store: Store) -> None:
+    rec = add_upload(quiet_store, name="evil\u202etxt.exe")
     text = plain(flags_block(effect_of(rec).flags))
     assert "evil\\u202etxt.exe" in text  # one backslash
     assert "\\\\" not in text and "\u202e" not in text
 
 
-def test_owner_reason_in_history_and_audit_keeps_letters_and_escapes_once(store: Store) -> None:
-    rec = add_mkdir(store)
-    store.discard(rec.id, reason="wiki \u2014 \u00fcn\u00efcode ok \u202e")
-    events = store.audit_events(proposal_id=rec.id)
+def test_owner_reason_in_history_and_audit_keeps_letters_and_escapes_once(
+    quiet_store: Store,
+) -> None:
+    rec = add_mkdir(quiet_store)
+    quiet_store.discard(rec.id, reason="wiki \u2014 \u00fcn\u00efcode ok \u202e")
+    events = quiet_store.audit_events(proposal_id=rec.id)
     expected = (
         "wiki \u2014 \u00fcn\u00efcode ok \\u202e (ASCII: wiki \\u2014 \\xfcn\\xefcode ok \\u202e)"
     )
@@ -55,11 +48,11 @@ def test_owner_reason_in_history_and_audit_keeps_letters_and_escapes_once(store:
         assert "\\\\" not in text and "\u202e" not in text
 
 
-def test_failed_op_shows_code_and_message_first_then_details(store: Store) -> None:
-    rec = add_mkdir(store)
-    store.accept(rec.id, now=T0)
+def test_failed_op_shows_code_and_message_first_then_details(quiet_store: Store) -> None:
+    rec = add_mkdir(quiet_store)
+    quiet_store.accept(rec.id, now=T0)
     holder = LeaseHolder.current()
-    store.claim(rec.id, holder=holder, now=T0)
+    quiet_store.claim(rec.id, holder=holder, now=T0)
     message = "the drive refused the write: " + "a long explanation " * 20
     detail = {
         "code": "refused",
@@ -67,7 +60,7 @@ def test_failed_op_shows_code_and_message_first_then_details(store: Store) -> No
         "retryable": False,
         "details": {"path": "syncme/sub\u00e9"},
     }
-    store.record_op_result(
+    quiet_store.record_op_result(
         rec.id,
         op_index=0,
         op={"kind": "mkdir"},
@@ -76,7 +69,7 @@ def test_failed_op_shows_code_and_message_first_then_details(store: Store) -> No
         holder=holder,
         now=T0,
     )
-    text = plain(results_block(store.op_results(rec.id)))
+    text = plain(results_block(quiet_store.op_results(rec.id)))
     flat = " ".join(text.split())  # the pane wraps long lines at word boundaries
     head = " ".join(f"refused: {message}".split())
     details = "details.path: syncme/sub\u00e9 (ASCII: syncme/sub\\xe9)"
@@ -87,8 +80,8 @@ def test_failed_op_shows_code_and_message_first_then_details(store: Store) -> No
     assert plain_pairs({}) == ""
 
 
-def test_queue_target_cell_has_no_ascii_suffix(store: Store) -> None:
-    rec = add_upload(store, name="r\u00e9sum\u00e9.md")
+def test_queue_target_cell_has_no_ascii_suffix(quiet_store: Store) -> None:
+    rec = add_upload(quiet_store, name="r\u00e9sum\u00e9.md")
     cells = queue_cells(rec, effect_of(rec), rec.created_at)
     assert cells[2].plain == "docs/r\u00e9sum\u00e9.md"
     assert cells[5].plain == "30m00s" and cells[6].plain == rec.reason
@@ -96,7 +89,7 @@ def test_queue_target_cell_has_no_ascii_suffix(store: Store) -> None:
 
 @pytest.mark.asyncio
 async def test_transfer_panel_shows_the_failure_reason_whole(
-    settings: Settings, store: Store
+    settings: Settings, quiet_store: Store
 ) -> None:
     from textual.widgets import Static
 
@@ -104,12 +97,12 @@ async def test_transfer_panel_shows_the_failure_reason_whole(
     from placet.tui.transfer import TransferPanel
     from tests.support.review import Clock, settle
 
-    rec = add_mkdir(store)
-    store.accept(rec.id, now=T0)
+    rec = add_mkdir(quiet_store)
+    quiet_store.accept(rec.id, now=T0)
     holder = LeaseHolder.current()
-    store.claim(rec.id, holder=holder, now=T0)
+    quiet_store.claim(rec.id, holder=holder, now=T0)
     message = "the drive refused to create docs/archive: the parent folder is read-only"
-    store.record_op_result(
+    quiet_store.record_op_result(
         rec.id,
         op_index=0,
         op={"kind": "mkdir", "remote_path": "docs/archive"},
@@ -118,12 +111,12 @@ async def test_transfer_panel_shows_the_failure_reason_whole(
         holder=holder,
         now=T0,
     )
-    app = make_app(quiet(settings), store, clock=Clock())
+    app = make_app(quiet(settings), quiet_store, clock=Clock())
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         panel = app.query_one(TransferPanel)
-        panel.start(store.get(rec.id))
-        panel.finish(store.get(rec.id), store.op_results(rec.id), None)
+        panel.start(quiet_store.get(rec.id))
+        panel.finish(quiet_store.get(rec.id), quiet_store.op_results(rec.id), None)
         await pilot.pause()
         why = str(app.query_one("#transfer-why", Static).render())
         assert " ".join(why.split()).startswith(f"op 0: refused: {message}")
@@ -133,7 +126,9 @@ async def test_transfer_panel_shows_the_failure_reason_whole(
 
 
 @pytest.mark.asyncio
-async def test_transfer_refused_at_bind_says_no_op_ran(settings: Settings, store: Store) -> None:
+async def test_transfer_refused_at_bind_says_no_op_ran(
+    settings: Settings, quiet_store: Store
+) -> None:
     """An execution that ends before any op (refused when binding) leaves no op
     "waiting": each says "not run" and the title says no op ran, with the reason."""
     from textual.widgets import Static
@@ -142,12 +137,12 @@ async def test_transfer_refused_at_bind_says_no_op_ran(settings: Settings, store
     from placet.tui.transfer import TransferPanel
     from tests.support.review import Clock, settle
 
-    rec = add_mkdir(store)
-    app = make_app(quiet(settings), store, clock=Clock())
+    rec = add_mkdir(quiet_store)
+    app = make_app(quiet(settings), quiet_store, clock=Clock())
     async with app.run_test(size=(120, 30)) as pilot:
         await settle(pilot)
         panel = app.query_one(TransferPanel)
-        panel.start(store.get(rec.id))
+        panel.start(quiet_store.get(rec.id))
         panel.finish(None, [], "refusing to execute proposal 1: it was made against the drive")
         await pilot.pause()
         title = str(app.query_one("#transfer-title", Static).render())

@@ -24,7 +24,7 @@ SIZE = (130, 44)
 
 
 @pytest.fixture
-def store(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+def snapshot_store(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     monkeypatch.setattr(socket, "gethostname", lambda: "workstation")
     s = open_store(quiet(settings))
     add_upload(s, reason="publish the weekly report")
@@ -34,8 +34,8 @@ def store(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store
     s.close()
 
 
-def test_queue_with_detail(snap_compare: Any, settings: Settings, store: Store) -> None:
-    app = make_app(quiet(settings), store, clock=Clock())
+def test_queue_with_detail(snap_compare: Any, settings: Settings, snapshot_store: Store) -> None:
+    app = make_app(quiet(settings), snapshot_store, clock=Clock())
 
     async def select_flagged(pilot: Any) -> None:
         await settle(pilot)
@@ -46,9 +46,9 @@ def test_queue_with_detail(snap_compare: Any, settings: Settings, store: Store) 
 
 
 def test_accept_confirmation_with_typed_id(
-    snap_compare: Any, settings: Settings, store: Store
+    snap_compare: Any, settings: Settings, snapshot_store: Store
 ) -> None:
-    app = make_app(quiet(settings), store, clock=Clock(), confirm_guard_seconds=0)
+    app = make_app(quiet(settings), snapshot_store, clock=Clock(), confirm_guard_seconds=0)
 
     async def open_confirmation(pilot: Any) -> None:
         await settle(pilot)
@@ -60,11 +60,11 @@ def test_accept_confirmation_with_typed_id(
     assert snap_compare(app, terminal_size=SIZE, run_before=open_confirmation)
 
 
-def test_history(snap_compare: Any, settings: Settings, store: Store) -> None:
+def test_history(snap_compare: Any, settings: Settings, snapshot_store: Store) -> None:
     clock = Clock()
-    store.discard(1, actor="owner", reason="not this week", now=clock())
-    store.sweep(now=clock.now.replace(hour=13))  # the other two expire
-    app = make_app(quiet(settings), store, clock=clock)
+    snapshot_store.discard(1, actor="owner", reason="not this week", now=clock())
+    snapshot_store.sweep(now=clock.now.replace(hour=13))  # the other two expire
+    app = make_app(quiet(settings), snapshot_store, clock=clock)
 
     async def open_history(pilot: Any) -> None:
         await settle(pilot)

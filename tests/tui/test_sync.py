@@ -40,7 +40,7 @@ def sync_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def store(sync_settings: Settings) -> Iterator[Store]:
+def sync_store(sync_settings: Settings) -> Iterator[Store]:
     s = open_store(sync_settings)
     yield s
     s.close()
@@ -78,7 +78,7 @@ def propose(
 @pytest.mark.asyncio
 @pytest.mark.timeout(180)
 async def test_unticked_op_is_skipped_bound_and_audited(
-    sync_settings: Settings, store: Store, tmp_path: Path
+    sync_settings: Settings, sync_store: Store, tmp_path: Path
 ) -> None:
     root = tmp_path / "proj"
     root.mkdir()
@@ -88,13 +88,13 @@ async def test_unticked_op_is_skipped_bound_and_audited(
     remote.mkdir(parents=True, mode=0o700)
     (remote / "c.txt").write_bytes(b"charlie\n")
     (remote / "notes.md").write_bytes(b"remote notes\n")
-    rec = propose(sync_settings, store, root)
-    by_kind = {op["kind"]: op for op in store.ops(rec.id)}
+    rec = propose(sync_settings, sync_store, root)
+    by_kind = {op["kind"]: op for op in sync_store.ops(rec.id)}
     assert sorted(by_kind) == ["download", "upload", "upload_revision"]
     unticked = by_kind["upload"]["index"]
 
     events = Recorder()
-    app = make_app(sync_settings, store, confirm_guard_seconds=0)
+    app = make_app(sync_settings, sync_store, confirm_guard_seconds=0)
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         await pilot.press("a")
@@ -126,44 +126,46 @@ async def test_unticked_op_is_skipped_bound_and_audited(
         assert screen.typed_required  # notes.md is replaced: placet flags it
         screen.query_one("#typed", Input).focus()
         await pilot.press(*str(rec.id), "enter")
-        ok = await until(pilot, lambda: store.get(rec.id).status in ("succeeded", "failed"), 90)
-        assert ok and store.get(rec.id).status == "succeeded", (
-            store.get(rec.id),
-            store.op_results(rec.id),
+        ok = await until(
+            pilot, lambda: sync_store.get(rec.id).status in ("succeeded", "failed"), 90
+        )
+        assert ok and sync_store.get(rec.id).status == "succeeded", (
+            sync_store.get(rec.id),
+            sync_store.op_results(rec.id),
             events.text(),
         )
         await settle(pilot)
         assert "Executed" in events.titles(), events.text()
         assert "2 of 2 ops done, 1 skipped (unticked)" in events.text()
 
-    outcomes = {r.op_index: r.outcome for r in store.op_results(rec.id)}
+    outcomes = {r.op_index: r.outcome for r in sync_store.op_results(rec.id)}
     assert outcomes == {
         unticked: "skipped",
         revision: "done",
         by_kind["download"]["index"]: "done",
     }
-    skipped = next(r for r in store.op_results(rec.id) if r.op_index == unticked)
+    skipped = next(r for r in sync_store.op_results(rec.id) if r.op_index == unticked)
     assert skipped.detail["code"] == "skipped_by_owner"
     assert not (remote / "a.txt").exists()  # the unticked upload never ran
     assert (remote / "notes.md").read_bytes() == b"local notes\n"
     assert (root / "c.txt").read_bytes() == b"charlie\n"
     assert sorted(p.name for p in remote.iterdir()) == ["c.txt", "notes.md"]  # no temps
 
-    trail = store.audit_events(proposal_id=rec.id)
+    trail = sync_store.audit_events(proposal_id=rec.id)
     approval = [e for e in trail if e.to_status == "approved"][-1]
     assert approval.detail["skip_ops"] == [unticked]
     assert approval.detail["request_hash"] == rec.request_hash
     assert approval.detail["via"] == "review"
     finish = [e for e in trail if e.to_status == "succeeded"][-1]
     assert finish.detail["skip_ops"] == [unticked]
-    summary = store.get(rec.id).summary
+    summary = sync_store.get(rec.id).summary
     assert summary is not None and summary["skipped_by_owner"] == [unticked]
-    assert store.verify_audit().ok
+    assert sync_store.verify_audit().ok
 
 
 @pytest.mark.asyncio
 async def test_unticking_every_op_is_refused(
-    sync_settings: Settings, store: Store, tmp_path: Path
+    sync_settings: Settings, sync_store: Store, tmp_path: Path
 ) -> None:
     root = tmp_path / "proj"
     root.mkdir()
@@ -172,10 +174,10 @@ async def test_unticking_every_op_is_refused(
     remote = sync_settings.default_drive_dir
     remote.mkdir(parents=True, mode=0o700)
     (remote / "notes.md").write_bytes(b"remote notes\n")
-    rec = propose(sync_settings, store, root)
+    rec = propose(sync_settings, sync_store, root)
 
     events = Recorder()
-    app = make_app(sync_settings, store, confirm_guard_seconds=0)
+    app = make_app(sync_settings, sync_store, confirm_guard_seconds=0)
     async with app.run_test(size=(160, 48), message_hook=events) as pilot:
         await settle(pilot)
         await pilot.press("a")
@@ -191,7 +193,7 @@ async def test_unticking_every_op_is_refused(
         await pilot.pause()
         assert app.screen is screen  # still asking
         assert "not accepted" in events.titles()
-        assert store.get(rec.id).status == "pending"
+        assert sync_store.get(rec.id).status == "pending"
 
 
 def test_picker_groups_in_kind_order_and_renders_names_inert() -> None:
@@ -214,7 +216,7 @@ def test_picker_groups_in_kind_order_and_renders_names_inert() -> None:
 @pytest.mark.asyncio
 @pytest.mark.timeout(180)
 async def test_pooled_sync_panel_counts_ops_ended_and_shows_ops_in_flight(
-    sync_settings: Settings, store: Store, tmp_path: Path
+    sync_settings: Settings, sync_store: Store, tmp_path: Path
 ) -> None:
     """A real sync of 24 uploads, accepted in the review app, runs 4 at a time: every
     progress message carries the executor's `ops_done`/`in_flight`, the panel's running
@@ -225,13 +227,13 @@ async def test_pooled_sync_panel_counts_ops_ended_and_shows_ops_in_flight(
         (root / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
         (root / f"d{i % 3}/f{i:02d}.bin").write_bytes(os.urandom(64 << 10))
     sync_settings.default_drive_dir.mkdir(parents=True, mode=0o700)
-    rec = propose(sync_settings, store, root, decisions={})
-    n = store.op_count(rec.id)
+    rec = propose(sync_settings, sync_store, root, decisions={})
+    n = sync_store.op_count(rec.id)
     assert sync_settings.transfers == 4 and n == 27  # 3 folders, 24 uploads
 
     seen: list[TransferProgress] = []
     shown_running: list[int] = []  # rows showing "running" before each progress message
-    app = make_app(sync_settings, store, confirm_guard_seconds=0)
+    app = make_app(sync_settings, sync_store, confirm_guard_seconds=0)
 
     def hook(message: Any) -> None:
         if isinstance(message, TransferProgress):
@@ -260,9 +262,9 @@ async def test_pooled_sync_panel_counts_ops_ended_and_shows_ops_in_flight(
         ok = await until(pilot, lambda: app.transfer is None and bool(seen), 120)
         # Let the queue reload that the last commits trigger (poll_changes) land before
         # the app is torn down: a QueueLoaded handled mid-teardown finds no QueuePane.
-        await until(pilot, lambda: app._data_version == store.data_version(), 10)
+        await until(pilot, lambda: app._data_version == sync_store.data_version(), 10)
         await settle(pilot)
-        assert ok and store.get(rec.id).status == "succeeded", store.op_results(rec.id)
+        assert ok and sync_store.get(rec.id).status == "succeeded", sync_store.op_results(rec.id)
         panel = app.query_one(TransferPanel)
         title = plain(panel.query_one("#transfer-title").render())
         assert f"#{rec.id} succeeded: {n}/{n} ops ended" in title, title
@@ -278,5 +280,5 @@ async def test_pooled_sync_panel_counts_ops_ended_and_shows_ops_in_flight(
     assert seen[-1].ops_done == n and seen[-1].in_flight == ()
     assert max(len(m.in_flight or ()) for m in seen) > 1
     assert max(shown_running) > 1, shown_running
-    summary = store.get(rec.id).summary
+    summary = sync_store.get(rec.id).summary
     assert summary is not None and summary["transfers"]["max_in_flight"] > 1
