@@ -14,8 +14,15 @@ from placet.config import Settings, load_settings
 from placet.drive import RcloneDrive
 from placet.paths.roots import Root
 from placet.schema import Op, RemoteEvidence, SyncRequest, request_hash
-from tests.support.rig import PLACET, Rig, make_rig, placet_cli, write_config
-from tests.support.terminal import PtyProcess
+from tests.support.rig import (
+    PLACET,
+    Rig,
+    make_rig,
+    placet_cli,
+    propose_config_download,
+    write_config,
+)
+from tests.support.terminal import PtyProcess, run_on_pty
 
 
 def _env() -> dict[str, str]:
@@ -230,15 +237,10 @@ def test_drive_binding_is_checked_before_the_code_is_asked(configured_rig: Rig) 
         run_id="run-other",
         ttl_seconds=300,
     )
-    p = PtyProcess([str(PLACET), "accept", str(other.id)], _env())
-    try:
-        rc = p.wait_exit(60)
-    finally:
-        p.kill()
-    out = p.bytes()
-    assert rc == 4, out.decode(errors="replace")
-    assert b"drive_changed" in out and b"local:/somewhere/else" in out
-    assert b"type the code" not in out  # refused before the code was asked
+    rc, out = run_on_pty([str(PLACET), "accept", str(other.id)], _env(), 60)
+    assert rc == 4, out
+    assert "drive_changed" in out and "local:/somewhere/else" in out
+    assert "type the code" not in out  # refused before the code was asked
     assert configured_rig.store.get(other.id).status == "pending"
     assert configured_rig.store.op_results(other.id) == []
 
@@ -312,28 +314,10 @@ def test_download_into_placet_config_is_refused_before_the_code(
 ) -> None:
     """A root holding placet's data dir (made before the root rule, or under another
     PLACET_HOME): a download of config.toml with allow_yes = true is refused at once."""
-    assert configured_rig.remote_dir is not None
-    (configured_rig.remote_dir / "cfg").write_bytes(b"allow_yes = true\n")
+    rec, _ = propose_config_download(configured_rig)
     home = configured_rig.settings.data_dir
-    write_config(
-        configured_rig.settings,
-        drive=configured_rig.drive.spec,
-        roots={str(home.parent): "allow-overwrite"},
-    )
     before = configured_rig.settings.config_file.read_bytes()
-    st = os.stat(home.parent)
-    top = dataclasses.replace(
-        configured_rig,
-        settings=load_settings().model_copy(update={"drive": configured_rig.drive.spec}),
-        root=Root("top", home.parent, st.st_dev, st.st_ino),
-    )
-    rec = top.download("cfg", f"{home.name}/config.toml", overwrite=True)
-    p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
-    try:
-        rc = p.wait_exit(60)
-    finally:
-        p.kill()
-    out = p.bytes().decode(errors="replace")
+    rc, out = run_on_pty([str(PLACET), "accept", str(rec.id)], _env(), 60)
     assert rc == 4, out
     assert "placet_own_path" in out and f"'{home}'" in out
     assert "type the code" not in out
@@ -352,12 +336,7 @@ def test_upload_into_placet_folders_on_a_local_drive_is_refused_before_the_code(
     r.write("cfg.toml", b"allow_yes = true\n")
     home = r.settings.data_dir
     rec = r.upload("cfg.toml", home.name, name="config.toml", replace_existing=True)
-    p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
-    try:
-        rc = p.wait_exit(60)
-    finally:
-        p.kill()
-    out = p.bytes().decode(errors="replace")
+    rc, out = run_on_pty([str(PLACET), "accept", str(rec.id)], _env(), 60)
     assert rc == 4, out
     assert "placet_own_path" in out and "placet drive set" in out
     assert "type the code" not in out

@@ -24,7 +24,7 @@ from placet.store import ProposalRecord
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
 from tests.support.rig import PLACET, Rig, placet_cli, write_config
-from tests.support.terminal import PtyProcess
+from tests.support.terminal import run_on_pty
 
 N = 20
 
@@ -70,12 +70,8 @@ def test_without_a_terminal_results_count_ops_ended_up_to_the_total(pooled_rig: 
 
 def test_on_a_terminal_the_last_status_says_all_ops_ended_within_the_width(pooled_rig: Rig) -> None:
     rec = _sync_of_files(pooled_rig)
-    p = PtyProcess([str(PLACET), "accept", str(rec.id), "--yes"], dict(os.environ), cols=70)
-    try:
-        rc = p.wait_exit(90)
-    finally:
-        p.kill()
-    out = p.bytes().decode(errors="replace")
+    argv = [str(PLACET), "accept", str(rec.id), "--yes"]
+    rc, out = run_on_pty(argv, dict(os.environ), 90, cols=70)
     assert rc == 0, out
     assert pooled_rig.store.get(rec.id).status == "succeeded"
     # every status draw is "\r<line>\x1b[K"; the last one is ended with a newline

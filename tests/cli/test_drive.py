@@ -22,6 +22,7 @@ from placet.config.password import KEYRING_SERVICE, KEYRING_USERNAME
 from placet.drive import drive_for
 from placet.errors import EXIT_DRIVE_UNAVAILABLE, EXIT_OK, EXIT_USAGE, ConfigError, DriveError
 from tests.support.keyring_backend import MemoryKeyring, file_keyring_env
+from tests.support.proposals import propose_folder
 
 RCLONE = Path(sys.executable).parent / "rclone"
 PLACET = Path(sys.executable).parent / "placet"
@@ -262,15 +263,7 @@ def test_drive_set_on_a_fresh_home_checks_folder_and_notes_only_real_stale_propo
     from placet.store import open_store
 
     with open_store(load_settings()) as store:
-        store.create_proposal(
-            kind="mkdir",
-            request={"kind": "mkdir", "remote_parent": "", "name": "d"},
-            evidence={"remote": {"exists": False}},
-            reason="r",
-            drive_spec=str(missing),
-            run_id="run-1",
-            ttl_seconds=600,
-        )
+        propose_folder(store, "d", reason="r", drive_spec=str(missing), run_id="run-1", ttl=600)
     other = tmp_path / "other"
     other.mkdir()
     assert main(["drive", "set", str(other)]) == EXIT_OK

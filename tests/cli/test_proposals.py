@@ -15,6 +15,7 @@ import pytest
 
 from placet import __version__
 from placet.store import Store
+from tests.support.proposals import ABSENT_REMOTE, propose_folder
 
 PLACET = str(Path(sys.executable).with_name("placet"))
 HOSTILE_REASON = "tidy up \x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07 now \u202eexe.txt"
@@ -35,16 +36,16 @@ def _lines(r: subprocess.CompletedProcess[bytes]) -> list[dict[str, object]]:
 
 
 def _propose(store: Store, name: str, reason: str = "make a folder", **kw: object) -> int:
-    p, _ = store.create_proposal(
-        kind="mkdir",
-        request={"kind": "mkdir", "remote_parent": "docs", "name": name},
-        evidence={"remote": {"exists": False}},
+    p, _ = propose_folder(
+        store,
+        name,
+        parent="docs",
         reason=reason,
         drive_spec="local:/tmp/drive",
         run_id="run-cli",
         client_name="test-agent",
         client_version="9.9",
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
     return p.id
 
@@ -335,25 +336,20 @@ def test_show_states_the_remote_folders_an_upload_or_mkdir_creates(store: Store)
     unchecked = _propose(store, "new", ttl_seconds=600)
     out = run_cols(200, "show", str(unchecked))
     assert "creates missing folders: docs, or the part of it" in out
-    p, _ = store.create_proposal(
-        kind="mkdir",
-        request={"kind": "mkdir", "remote_parent": "docs/2026", "name": "q1"},
+    p, _ = propose_folder(
+        store,
+        "q1",
+        parent="docs/2026",
         evidence={"remote": {"exists": False}, "missing_parents": ["docs", "docs/2026"]},
         reason="a folder",
         drive_spec="local:/tmp/drive",
         run_id="run-cli",
-        ttl_seconds=600,
+        ttl=600,
     )
     out = run_cols(200, "show", str(p.id))
     assert "creates missing folders: docs, docs/2026\n" in out
-    top, _ = store.create_proposal(
-        kind="mkdir",
-        request={"kind": "mkdir", "remote_parent": "", "name": "top"},
-        evidence={"remote": {"exists": False}},
-        reason="a folder",
-        drive_spec="local:/tmp/drive",
-        run_id="run-cli",
-        ttl_seconds=600,
+    top, _ = propose_folder(
+        store, "top", reason="a folder", drive_spec="local:/tmp/drive", run_id="run-cli", ttl=600
     )
     assert "creates missing folders" not in run_cols(200, "show", str(top.id))
 
@@ -365,14 +361,7 @@ def test_evidence_without_missing_parents_keeps_its_shape_and_request_hash() -> 
     from placet.executor.ops import plan_for
     from placet.schema import MkdirEvidence, UploadEvidence, request_hash
 
-    remote = {
-        "exists": False,
-        "is_dir": False,
-        "size": None,
-        "mtime": None,
-        "digest_type": None,
-        "digest": None,
-    }
+    remote = dict(ABSENT_REMOTE)
     local = {
         "size": 5,
         "mtime_ns": 1_700_000_000_000_000_000,

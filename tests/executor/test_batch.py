@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,13 @@ from placet.schema import Op
 from placet.store import ProposalRecord
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
-from tests.support.rig import PLACET, Rig, placet_cli, temp_names, write_config
+from tests.support.rig import (
+    Rig,
+    placet_cli,
+    start_accept_yes,
+    temp_names,
+    write_config,
+)
 
 FOLDERS, PER_FOLDER = 5, 100
 
@@ -74,14 +79,7 @@ def _kill_after_a_batch_moved(rig: Rig, rec_id: int) -> set[int]:
     """Run `placet accept ID --yes`; freeze it (SIGSTOP) until files are in place whose
     journal rows are not `done`, then kill -9 it. Returns those ops' indexes."""
     assert rig.remote_dir is not None
-    proc = subprocess.Popen(
-        [str(PLACET), "accept", str(rec_id), "--yes"],
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    proc = start_accept_yes(rec_id)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

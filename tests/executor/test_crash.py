@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.rig import PLACET, Rig, placet_cli, sha256
+from tests.support.rig import Rig, placet_cli, sha256, start_accept_yes
 
 SIZE = 200 * 1024 * 1024
 
@@ -35,14 +35,7 @@ def _temps(folder: Path) -> list[Path]:
 
 def _kill_mid_transfer(pid: int, folder: Path) -> Path:
     """Start `placet accept ID --yes`; kill -9 it once a temp in `folder` has 4 MiB."""
-    proc = subprocess.Popen(
-        [str(PLACET), "accept", str(pid), "--yes"],
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    proc = start_accept_yes(pid)
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

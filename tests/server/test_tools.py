@@ -27,6 +27,7 @@ from tests.support.mcp import (
     sha256_of,
     snapshot,
 )
+from tests.support.proposals import ABSENT_REMOTE
 
 pytestmark = pytest.mark.anyio
 
@@ -237,14 +238,7 @@ async def test_stored_proposal_holds_the_evidence_the_tool_reported(ws: Workspac
     assert local["size"] == hello.stat().st_size
     assert local["mtime_ns"] == hello.stat().st_mtime_ns
     assert local["digest_type"] == "sha256" and local["digest"] == local["sha256"]
-    assert up["proposal"]["evidence"]["remote"] == {
-        "exists": False,
-        "is_dir": False,
-        "size": None,
-        "mtime": None,
-        "digest_type": None,
-        "digest": None,
-    }
+    assert up["proposal"]["evidence"]["remote"] == ABSENT_REMOTE
     root_ref = up["proposal"]["request"]["root"]
     assert root_ref["path"] == str(ws.root) and root_ref["inode"] == ws.root.stat().st_ino
     remote = down["proposal"]["evidence"]["remote"]

@@ -20,6 +20,7 @@ import pytest
 from placet.config import load_settings
 from placet.store import LeaseHolder, open_store
 from tests.support.mcp import Workspace, connect, ok, sha256_of, snapshot
+from tests.support.proposals import propose_folder
 
 pytestmark = pytest.mark.anyio
 
@@ -164,14 +165,13 @@ def _expired_mkdir(ws: Workspace, name: str) -> int:
     settings = load_settings()
     store = open_store(settings)
     try:
-        rec, _ = store.create_proposal(
-            kind="mkdir",
-            request={"kind": "mkdir", "remote_parent": "", "name": name},
-            evidence={"remote": {"exists": False}},
+        rec, _ = propose_folder(
+            store,
+            name,
             reason="short-lived",
             drive_spec=str(ws.drive),
             run_id="another-bridge",
-            ttl_seconds=1,
+            ttl=1,
         )
         return rec.id
     finally:

@@ -17,6 +17,7 @@ from placet.config import Settings
 from placet.store import LeaseHolder, Store, open_store
 from placet.store.audit import GENESIS_HASH, chain_hash, event_content
 from placet.store.db import UTCDateTime
+from tests.support.proposals import propose_folder
 
 PLACET = str(Path(sys.executable).with_name("placet"))
 
@@ -26,15 +27,7 @@ def _populate(settings: Settings) -> int:
     with open_store(settings) as store:
         ids = []
         for i in range(3):
-            p, _ = store.create_proposal(
-                kind="mkdir",
-                request={"kind": "mkdir", "remote_parent": "", "name": f"d{i}"},
-                evidence={"remote": {"exists": False}},
-                reason="audit test",
-                drive_spec="local:/tmp/x",
-                run_id="run-1",
-                ttl_seconds=600,
-            )
+            p, _ = propose_folder(store, f"d{i}", reason="audit test", run_id="run-1", ttl=600)
             ids.append(p.id)
         store.accept(ids[0])
         holder = LeaseHolder.current()
@@ -218,15 +211,7 @@ def store_empty(settings: Settings) -> Iterator[Store]:
 
 def test_extend_event_names_its_action(settings: Settings) -> None:
     with open_store(settings) as store:
-        p, _ = store.create_proposal(
-            kind="mkdir",
-            request={"kind": "mkdir", "remote_parent": "", "name": "ext"},
-            evidence={"remote": {"exists": False}},
-            reason="audit test",
-            drive_spec="local:/tmp/x",
-            run_id="run-1",
-            ttl_seconds=600,
-        )
+        p, _ = propose_folder(store, "ext", reason="audit test", run_id="run-1", ttl=600)
         after = store.extend(p.id, minutes=15)
         (ev,) = [e for e in store.audit_events(proposal_id=p.id) if e.from_status == "pending"]
         assert (ev.from_status, ev.to_status) == ("pending", "pending")

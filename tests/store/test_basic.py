@@ -11,18 +11,18 @@ from placet.config import Settings
 from placet.errors import Expired, LimitExceeded, NotFound, WrongState
 from placet.store import Store, open_store
 from placet.store.db import utcnow
+from tests.support.proposals import propose_folder
 
 
 def _create(store: Store, n: int = 0, run_id: str = "run-a", ttl: int = 600, **kw: object):
-    return store.create_proposal(
-        kind="mkdir",
-        request={"kind": "mkdir", "remote_parent": "", "name": f"d{n}"},
-        evidence={"remote": {"exists": False}},
+    return propose_folder(
+        store,
+        f"d{n}",
         reason=f"make folder {n}",
         drive_spec="local:/tmp/drive",
         run_id=run_id,
-        ttl_seconds=ttl,
-        **kw,  # type: ignore[arg-type]
+        ttl=ttl,
+        **kw,
     )
 
 

@@ -17,6 +17,7 @@ from placet.config import Settings
 from placet.errors import Expired, LimitExceeded, PolicyRefused, StoreError, WrongState
 from placet.store import LeaseHolder, ProposalRecord, Store, open_store
 from placet.store.base import SWEEP_BATCH
+from tests.support.proposals import propose_folder
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 ME = LeaseHolder.current()
@@ -25,16 +26,7 @@ ELSEWHERE = LeaseHolder("another-host.example", 4242, 7)
 
 def _make(store: Store, n: int = 0, *, run_id: str = "run-a", ttl: int = 600,
           now: datetime = T0) -> ProposalRecord:  # fmt: skip
-    p, _ = store.create_proposal(
-        kind="mkdir",
-        request={"kind": "mkdir", "remote_parent": "", "name": f"d{n}"},
-        evidence={"remote": {"exists": False}},
-        reason="test",
-        drive_spec="local:/tmp/x",
-        run_id=run_id,
-        ttl_seconds=ttl,
-        now=now,
-    )
+    p, _ = propose_folder(store, f"d{n}", reason="test", run_id=run_id, ttl=ttl, now=now)
     return p
 
 

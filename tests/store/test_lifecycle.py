@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from placet.config import load_settings
 from placet.errors import Expired, LimitExceeded, PolicyRefused, WrongState
 from placet.store import LeaseHolder, ProposalRecord, open_store
+from tests.support.proposals import propose_folder
 
 # docs/design.md section 4, transcribed by hand. (None, pending) is creation; (pending, pending)
 # is the owner extending the TTL (audited, no status change).
@@ -90,15 +91,8 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(n=st.integers(0, 6), run=st.sampled_from(["r1", "r2"]), ttl=st.integers(1, 1800))
     def create(self, n: int, run: str, ttl: int) -> None:
         try:
-            p, _created = self.store.create_proposal(
-                kind="mkdir",
-                request={"kind": "mkdir", "remote_parent": "", "name": f"dir{n}"},
-                evidence={"remote": {"exists": False}},
-                reason=f"folder {n}",
-                drive_spec="local:/tmp/x",
-                run_id=run,
-                ttl_seconds=ttl,
-                now=self.now,
+            p, _created = propose_folder(
+                self.store, f"dir{n}", reason=f"folder {n}", run_id=run, ttl=ttl, now=self.now
             )
         except LimitExceeded:
             return

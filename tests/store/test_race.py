@@ -19,6 +19,7 @@ import pytest
 
 from placet.config import load_settings
 from placet.store import open_store
+from tests.support.proposals import propose_folder
 
 N = 500
 PROCS = 4
@@ -64,15 +65,8 @@ def test_four_processes_race_on_the_same_500_proposals(tmp_path: Path) -> None:
     settings = load_settings({"PLACET_HOME": str(home)})
     with open_store(settings) as store:
         for i in range(N):
-            store.create_proposal(
-                kind="mkdir",
-                request={"kind": "mkdir", "remote_parent": "race", "name": f"d{i}"},
-                evidence={"remote": {"exists": False}},
-                reason="race",
-                drive_spec="local:/tmp/x",
-                run_id="racer",
-                ttl_seconds=TTL,
-                now=T0,
+            propose_folder(
+                store, f"d{i}", parent="race", reason="race", run_id="racer", ttl=TTL, now=T0
             )
 
     ctx = multiprocessing.get_context("spawn")

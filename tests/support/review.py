@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import BaseModel
+
 from placet.config import Settings
 from placet.schema import (
     DownloadEvidence,
@@ -27,6 +29,7 @@ from placet.schema import (
     UploadRequest,
 )
 from placet.store import ProposalRecord, Store
+from tests.support.proposals import ABSENT_REMOTE
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 ROOT = RootRef(name="proj", path="/home/owner/proj", device=2049, inode=131073)
@@ -72,6 +75,32 @@ def _local(size: int, seed: str) -> LocalFileEvidence:
     )
 
 
+def _add(
+    store: Store,
+    kind: str,
+    request: BaseModel,
+    evidence: BaseModel,
+    reason: str,
+    now: datetime,
+    ttl: int,
+    **fields: Any,
+) -> ProposalRecord:
+    """Store a proposal from its request and evidence models; `fields` default to the
+    second agent (`codex` 0.9, run `run-b`) on `DRIVE`."""
+    values = {"drive_spec": DRIVE, "run_id": "run-b", "client_name": "codex",
+              "client_version": "0.9"} | fields  # fmt: skip
+    rec, _ = store.create_proposal(
+        kind=kind,
+        request=request.model_dump(mode="json"),
+        evidence=evidence.model_dump(mode="json"),
+        reason=reason,
+        ttl_seconds=ttl,
+        now=now,
+        **values,
+    )
+    return rec
+
+
 def add_upload(
     store: Store,
     *,
@@ -102,20 +131,20 @@ def add_upload(
         else RemoteEvidence(exists=False)
     )
     ev = UploadEvidence(local=_local(size, local_path), remote=remote)
-    rec, _ = store.create_proposal(
-        kind="upload",
-        request=req.model_dump(mode="json"),
-        evidence=ev.model_dump(mode="json"),
-        reason=reason,
+    return _add(
+        store,
+        "upload",
+        req,
+        ev,
+        reason,
+        now,
+        ttl,
         drive_spec=drive_spec,
         run_id=run_id,
         client_name=client_name,
         client_version="1.0",
         label=label,
-        ttl_seconds=ttl,
-        now=now,
     )
-    return rec
 
 
 def add_mkdir(
@@ -129,19 +158,7 @@ def add_mkdir(
 ) -> ProposalRecord:
     req = MkdirRequest(remote_parent=remote_parent, name=name)
     ev = MkdirEvidence(remote=RemoteEvidence(exists=False))
-    rec, _ = store.create_proposal(
-        kind="mkdir",
-        request=req.model_dump(mode="json"),
-        evidence=ev.model_dump(mode="json"),
-        reason=reason,
-        drive_spec=DRIVE,
-        run_id="run-b",
-        client_name="codex",
-        client_version="0.9",
-        ttl_seconds=ttl,
-        now=now,
-    )
-    return rec
+    return _add(store, "mkdir", req, ev, reason, now, ttl)
 
 
 def add_download(
@@ -157,19 +174,7 @@ def add_download(
     ev = DownloadEvidence(
         remote=RemoteEvidence(exists=True, size=2048, digest_type="sha1", digest="cd" * 20)
     )
-    rec, _ = store.create_proposal(
-        kind="download",
-        request=req.model_dump(mode="json"),
-        evidence=ev.model_dump(mode="json"),
-        reason=reason,
-        drive_spec=DRIVE,
-        run_id="run-b",
-        client_name="codex",
-        client_version="0.9",
-        ttl_seconds=ttl,
-        now=now,
-    )
-    return rec
+    return _add(store, "download", req, ev, reason, now, ttl)
 
 
 class Recorder:
@@ -235,8 +240,7 @@ BIG_SYNC_ROOT = {"name": "proj", "path": "/home/owner/proj", "device": 1, "inode
 
 def big_sync(store: Store, n: int = BIG_SYNC_OPS) -> ProposalRecord:
     """A pending sync of `n` ops: a folder, then uploads (one named `.bashrc`: a flag)."""
-    absent = {"exists": False, "is_dir": False, "size": None, "mtime": None,
-              "digest_type": None, "digest": None}  # fmt: skip
+    absent = ABSENT_REMOTE
     ops: list[dict[str, Any]] = [
         {"index": 0, "kind": "mkdir", "local_path": None, "remote_path": "big", "size": None,
          "expected_local": None, "expected_remote": absent, "replace": False, "reason": "new"}

@@ -7,6 +7,7 @@ the MCP tools use.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import sqlite3
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from placet.config import Settings
+from placet.config import Settings, load_settings
 from placet.drive import RcloneDrive
 from placet.executor import ProgressEvent, execute
 from placet.paths.roots import Root, parse_root_spec
@@ -161,3 +162,33 @@ def alter_request(db_path: Path, pid: int, request_json: str) -> None:
         con.commit()
     finally:
         con.close()
+
+
+def propose_config_download(rig: Rig) -> tuple[ProposalRecord, Rig]:
+    """A download over placet's own config.toml: the drive holds `cfg` (``allow_yes =
+    true``) and config.toml makes the folder holding placet's data dir a root `top`
+    (allow-overwrite). Returns (the pending proposal, the rig over `top`)."""
+    assert rig.remote_dir is not None
+    home = rig.settings.data_dir
+    (rig.remote_dir / "cfg").write_bytes(b"allow_yes = true\n")
+    write_config(rig.settings, drive=rig.drive.spec, roots={str(home.parent): "allow-overwrite"})
+    st = os.stat(home.parent)
+    top = dataclasses.replace(
+        rig,
+        settings=load_settings().model_copy(update={"drive": rig.drive.spec}),
+        root=Root("top", home.parent, st.st_dev, st.st_ino),
+    )
+    return top.download("cfg", f"{home.name}/config.toml", overwrite=True), top
+
+
+def start_accept_yes(rec_id: int) -> subprocess.Popen[bytes]:
+    """`placet accept ID --yes` started in the background: no controlling terminal, stdin
+    closed, stdout dropped, stderr piped."""
+    return subprocess.Popen(
+        [str(PLACET), "accept", str(rec_id), "--yes"],
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )

@@ -107,3 +107,16 @@ class PtyProcess:
             self.wait_exit(5)
         with contextlib.suppress(OSError):
             os.close(self.fd)
+
+
+def run_on_pty(
+    argv: Sequence[str], env: dict[str, str], timeout: float, *, cols: int = 160
+) -> tuple[int | None, str]:
+    """Run `argv` on a pty with nothing typed: (its exit code, None if it outlived
+    `timeout` seconds and was killed; everything it wrote, decoded)."""
+    p = PtyProcess(argv, env, cols=cols)
+    try:
+        rc = p.wait_exit(timeout)
+    finally:
+        p.kill()
+    return rc, p.bytes().decode(errors="replace")

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from textual.widgets import Input
 
-from placet.config import Settings, load_settings
+from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.executor import plan_for
 from placet.paths.roots import Root
@@ -36,7 +36,7 @@ from placet.tui.confirm import AcceptScreen
 from placet.tui.facts import effect_of
 from tests.support import REPO
 from tests.support.review import DRIVE, Recorder, add_upload, plain, settle, until
-from tests.support.rig import Rig, make_rig, write_config
+from tests.support.rig import Rig, make_rig, propose_config_download
 from tests.support.terminal import PtyProcess
 
 PLACET = str(Path(sys.executable).parent / "placet")
@@ -225,22 +225,9 @@ async def test_writes_into_placet_folders_are_refused_before_the_modal(
     placet's data dir, and an upload to a local-folder drive holding it. The review UI
     says why, opens no confirmation, records no approval and writes nothing; the worker
     refuses again if it is reached anyway."""
-    assert configured_rig.remote_dir is not None
+    down, top = propose_config_download(configured_rig)
     home = configured_rig.settings.data_dir
-    (configured_rig.remote_dir / "cfg").write_bytes(b"allow_yes = true\n")
-    write_config(
-        configured_rig.settings,
-        drive=configured_rig.drive.spec,
-        roots={str(home.parent): "allow-overwrite"},
-    )
     before = configured_rig.settings.config_file.read_bytes()
-    st = os.stat(home.parent)
-    top = dataclasses.replace(
-        configured_rig,
-        settings=load_settings().model_copy(update={"drive": configured_rig.drive.spec}),
-        root=Root("top", home.parent, st.st_dev, st.st_ino),
-    )
-    down = top.download("cfg", f"{home.name}/config.toml", overwrite=True)
     # The drive is a local folder above placet's data dir (a second rig over tmp_path).
     up_rig = make_rig(settings, make_drive(str(tmp_path)), tmp_path / "up", tmp_path)
     up_rig.write("cfg.toml", b"allow_yes = true\n")

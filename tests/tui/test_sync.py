@@ -74,20 +74,28 @@ def propose(
     return rec
 
 
+def _sides(settings: Settings, tmp_path: Path, remote_only: bytes | None = None) -> Path:
+    """A root `proj` with `a.txt` (an upload) and `notes.md`, which differs from the drive's
+    (a conflict); with `remote_only`, `c.txt` on the drive only (a download). The root."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"alpha\n")
+    (root / "notes.md").write_bytes(b"local notes\n")
+    remote = settings.default_drive_dir
+    remote.mkdir(parents=True, mode=0o700)
+    if remote_only is not None:
+        (remote / "c.txt").write_bytes(remote_only)
+    (remote / "notes.md").write_bytes(b"remote notes\n")
+    return root
+
+
 @pytest.mark.transfers
 @pytest.mark.asyncio
 @pytest.mark.timeout(180)
 async def test_unticked_op_is_skipped_bound_and_audited(
     sync_settings: Settings, sync_store: Store, tmp_path: Path
 ) -> None:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "a.txt").write_bytes(b"alpha\n")
-    (root / "notes.md").write_bytes(b"local notes\n")
-    remote = sync_settings.default_drive_dir
-    remote.mkdir(parents=True, mode=0o700)
-    (remote / "c.txt").write_bytes(b"charlie\n")
-    (remote / "notes.md").write_bytes(b"remote notes\n")
+    root, remote = _sides(sync_settings, tmp_path, b"charlie\n"), sync_settings.default_drive_dir
     rec = propose(sync_settings, sync_store, root)
     by_kind = {op["kind"]: op for op in sync_store.ops(rec.id)}
     assert sorted(by_kind) == ["download", "upload", "upload_revision"]
@@ -167,14 +175,7 @@ async def test_unticked_op_is_skipped_bound_and_audited(
 async def test_unticking_every_op_is_refused(
     sync_settings: Settings, sync_store: Store, tmp_path: Path
 ) -> None:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "a.txt").write_bytes(b"alpha\n")
-    (root / "notes.md").write_bytes(b"local notes\n")
-    remote = sync_settings.default_drive_dir
-    remote.mkdir(parents=True, mode=0o700)
-    (remote / "notes.md").write_bytes(b"remote notes\n")
-    rec = propose(sync_settings, sync_store, root)
+    rec = propose(sync_settings, sync_store, _sides(sync_settings, tmp_path))
 
     events = Recorder()
     app = make_app(sync_settings, sync_store, confirm_guard_seconds=0)
