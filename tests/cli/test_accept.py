@@ -3,7 +3,6 @@ the owner's opt-in, and the exit codes follow `placet.errors`."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Callable
@@ -12,14 +11,15 @@ from pathlib import Path
 
 from placet.config import Settings, load_settings
 from placet.drive import RcloneDrive
-from placet.paths.roots import Root
-from placet.schema import Op, RemoteEvidence, SyncRequest, request_hash
+from placet.schema import request_hash
 from tests.support.rig import (
     PLACET,
     Rig,
     make_rig,
+    mkdir_ops,
     placet_cli,
     propose_config_download,
+    propose_hook_download,
     write_config,
 )
 from tests.support.terminal import PtyProcess, run_on_pty
@@ -85,14 +85,8 @@ def test_code_typed_on_the_terminal_accepts_and_executes(configured_rig: Rig) ->
 def test_wrong_code_declines(configured_rig: Rig) -> None:
     configured_rig.write("doc.txt", b"x")
     rec = configured_rig.upload("doc.txt")
-    p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
-    try:
-        assert p.wait_for(b"type the code ")
-        p.send("AAAAAA\r")
-        assert p.wait_exit(30) == 4
-    finally:
-        p.kill()
-    assert b"confirmation_mismatch" in p.bytes()
+    rc, out = run_on_pty([str(PLACET), "accept", str(rec.id)], _env(), 30, typed="AAAAAA")
+    assert rc == 4 and "confirmation_mismatch" in out
     assert configured_rig.store.get(rec.id).status == "pending"
 
 
@@ -251,18 +245,8 @@ def test_drive_binding_is_checked_before_the_code_is_asked(configured_rig: Rig) 
 def _padded_sync(rig: Rig, pad: int) -> int:
     """A sync of `pad` harmless-looking mkdirs with accented names, then one that makes
     a CI workflow folder: the runs_code flag comes after 50 other flags and 200 ops."""
-    absent = RemoteEvidence(exists=False)
-    ops = [
-        Op(index=i, kind="mkdir", remote_path=f"d\u00e9j\u00e0-{i:03d}", expected_remote=absent)
-        for i in range(pad)
-    ]
-    ops.append(Op(index=pad, kind="mkdir", remote_path="zz/.github/workflows",
-                  expected_remote=absent))  # fmt: skip
-    req = SyncRequest(plan_id=1, root=rig.root.to_ref(), local_path="", remote_path="", ops=ops)
-    rec, _ = rig.store.create_proposal(
-        kind="sync", request=req.model_dump(mode="json"), evidence={}, reason="tidy folders",
-        drive_spec=rig.drive.spec, run_id="run-test", ttl_seconds=600,
-    )  # fmt: skip
+    padding = [f"d\u00e9j\u00e0-{i:03d}" for i in range(pad)]
+    rec, _ = rig.propose_ops(mkdir_ops([*padding, "zz/.github/workflows"]), "tidy folders")
     return rec.id
 
 
@@ -288,21 +272,10 @@ def test_flags_match_the_root_path_and_the_code_prompt_counts_them(
 ) -> None:
     """A root that is itself a .git folder: the download to hooks/pre-commit is runs_code,
     and the code prompt repeats the flag counts it is typed for."""
-    assert configured_rig.remote_dir is not None
     gitdir = tmp_path / "repo" / ".git"
-    (gitdir / "hooks").mkdir(parents=True)
-    st = os.stat(gitdir)
-    git_rig = dataclasses.replace(configured_rig, root=Root("git", gitdir, st.st_dev, st.st_ino))
-    (configured_rig.remote_dir / "hook").write_bytes(b"#!/bin/sh\necho pwned\n")
-    rec = git_rig.download("hook", "hooks/pre-commit")
-    p = PtyProcess([str(PLACET), "accept", str(rec.id)], _env())
-    try:
-        assert p.wait_for(b"type the code ")
-        p.send("AAAAAA\r")
-        assert p.wait_exit(30) == 4
-    finally:
-        p.kill()
-    out = p.bytes().decode(errors="replace")
+    rec = propose_hook_download(configured_rig, gitdir)
+    rc, out = run_on_pty([str(PLACET), "accept", str(rec.id)], _env(), 30, typed="AAAAAA")
+    assert rc == 4, out
     assert "! runs_code: 'hooks/pre-commit' in the local root" in out
     assert f"matches '.git/' in the path of the local root '{gitdir}'" in out
     assert "with 1 op(s), 1 risk flag(s): 1 runs_code, all listed above" in out

@@ -16,9 +16,6 @@ from placet.config import Settings
 from placet.errors import PolicyRefused
 from placet.executor import bind
 from placet.schema import (
-    Op,
-    RemoteEvidence,
-    SyncRequest,
     by_reference,
     canonical_json,
     request_hash,
@@ -26,22 +23,15 @@ from placet.schema import (
 from placet.store import ProposalRecord, open_store
 from placet.tui import make_app
 from tests.support.review import T0, big_sync, quiet, until
-from tests.support.rig import Rig, placet_cli, write_config
+from tests.support.rig import Rig, mkdir_ops, placet_cli, write_config
 
 
 def _request(rig: Rig, names: list[str]) -> dict[str, object]:
-    absent = RemoteEvidence(exists=False)
-    ops = [Op(index=i, kind="mkdir", remote_path=n, expected_remote=absent)
-           for i, n in enumerate(names)]  # fmt: skip
-    req = SyncRequest(plan_id=1, root=rig.root.to_ref(), local_path="", remote_path="", ops=ops)
-    return req.model_dump(mode="json")
+    return rig.sync_request(mkdir_ops(names))
 
 
 def _sync(rig: Rig, names: list[str]) -> ProposalRecord:
-    rec, created = rig.store.create_proposal(
-        kind="sync", request=_request(rig, names), evidence={}, reason="sync ops",
-        drive_spec=rig.drive.spec, run_id="run-test", ttl_seconds=600,
-    )  # fmt: skip
+    rec, created = rig.propose_ops(mkdir_ops(names))
     assert created
     return rec
 

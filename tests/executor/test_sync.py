@@ -12,7 +12,7 @@ import pytest
 from placet.errors import PlacetError
 from placet.executor import execute, load_plan
 from placet.proposals.evidence import local_file_evidence
-from placet.schema import LocalFileEvidence, Op, RemoteEvidence, SyncRequest
+from placet.schema import LocalFileEvidence, Op, RemoteEvidence
 from placet.store import ProposalRecord
 from tests.support.rig import Rig, temp_names
 
@@ -34,17 +34,7 @@ def _remote(rig: Rig, path: str) -> RemoteEvidence:
 
 
 def _propose_sync(rig: Rig, ops: list[Op]) -> ProposalRecord:
-    req = SyncRequest(plan_id=1, root=rig.root.to_ref(), local_path="", remote_path="", ops=ops)
-    rec, _ = rig.store.create_proposal(
-        kind="sync",
-        request=req.model_dump(mode="json"),
-        evidence={},
-        reason="sync test",
-        drive_spec=rig.drive.spec,
-        run_id="run-test",
-        ttl_seconds=600,
-    )
-    return rec
+    return rig.propose_ops(ops, "sync test")[0]
 
 
 def test_sync_runs_folders_first_and_journals_every_op(rig: Rig) -> None:

@@ -19,28 +19,21 @@ from placet.schema import (
     LocalFileEvidence,
     Op,
     RemoteEvidence,
-    SyncRequest,
     canonical_json,
     ops_digest,
     request_hash,
 )
 from placet.store import ProposalRecord
 from placet.store.db import dt_text, utcnow
-from tests.support.rig import Rig, placet_cli, write_config
+from tests.support.rig import Rig, mkdir_ops, placet_cli, write_config
 
 
 def _mkdirs(n: int) -> list[Op]:
-    absent = RemoteEvidence(exists=False)
-    return [Op(index=i, kind="mkdir", remote_path=f"d{i:03d}", expected_remote=absent)
-            for i in range(n)]  # fmt: skip
+    return mkdir_ops(f"d{i:03d}" for i in range(n))
 
 
 def _sync(rig: Rig, ops: list[Op]) -> ProposalRecord:
-    req = SyncRequest(plan_id=1, root=rig.root.to_ref(), local_path="", remote_path="", ops=ops)
-    rec, created = rig.store.create_proposal(
-        kind="sync", request=req.model_dump(mode="json"), evidence={}, reason="sync ops",
-        drive_spec=rig.drive.spec, run_id="run-test", ttl_seconds=600,
-    )  # fmt: skip
+    rec, created = rig.propose_ops(ops)
     assert created
     return rec
 
@@ -79,12 +72,7 @@ def test_ops_are_rows_and_the_request_carries_counts_bytes_and_digest(rig: Rig) 
     assert list(store.iter_ops(rec.id, page=3)) == dumped
     assert store.checked_ops(rec.id, rec.request) == dumped
     # The same ops again are the same pending proposal (the digest is in the hash).
-    again, created = store.create_proposal(
-        kind="sync", request=SyncRequest(plan_id=1, root=rig.root.to_ref(), local_path="",
-                                         remote_path="", ops=ops).model_dump(mode="json"),
-        evidence={}, reason="again", drive_spec=rig.drive.spec, run_id="run-test",
-        ttl_seconds=600,
-    )  # fmt: skip
+    again, created = rig.propose_ops(ops, "again")
     assert (again.id, created) == (rec.id, False)
 
 
@@ -150,9 +138,7 @@ def test_a_proposal_stored_inline_by_an_older_placet_still_reads_and_runs(rig: R
     the request, the hash over it. The reader takes both forms; nothing is migrated."""
     assert rig.remote_dir is not None
     ops = _mkdirs(3)
-    request = SyncRequest(
-        plan_id=1, root=rig.root.to_ref(), local_path="", remote_path="", ops=ops
-    ).model_dump(mode="json")
+    request = rig.sync_request(ops)
     rh = request_hash("sync", request, {})
     now = utcnow()
     _sql(rig, "INSERT INTO proposal (kind, status, request, evidence, request_hash, reason, "

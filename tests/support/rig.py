@@ -13,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from placet.executor import ProgressEvent, execute
 from placet.paths.roots import Root, parse_root_spec
 from placet.proposals.context import ProposeContext
 from placet.proposals.making import propose_download, propose_mkdir, propose_upload
+from placet.schema import Op, RemoteEvidence, SyncRequest
 from placet.store import ProposalRecord, Store, open_store
 
 PLACET = Path(sys.executable).parent / "placet"
@@ -89,8 +91,33 @@ class Rig:
             self.store, self.settings, rec.id, drive=self.drive, progress=self.events.append, **kw
         )
 
+    def sync_request(self, ops: Sequence[Op]) -> dict[str, Any]:
+        """A sync request of `ops` from the whole root to the drive's root (plan 1), as
+        stored."""
+        req = SyncRequest(
+            plan_id=1, root=self.root.to_ref(), local_path="", remote_path="", ops=list(ops)
+        )
+        return req.model_dump(mode="json")
+
+    def propose_ops(
+        self, ops: Sequence[Op], reason: str = "sync ops"
+    ) -> tuple[ProposalRecord, bool]:
+        """A sync proposal of `ops` straight through the store (no stored plan; TTL 600 s):
+        (the record, whether it was created)."""
+        return self.store.create_proposal(
+            kind="sync", request=self.sync_request(ops), evidence={}, reason=reason,
+            drive_spec=self.drive.spec, run_id="run-test", ttl_seconds=600,
+        )  # fmt: skip
+
     def result(self, rec: ProposalRecord, index: int = 0) -> Any:
         return self.store.op_results(rec.id)[index]
+
+
+def mkdir_ops(paths: Iterable[str]) -> list[Op]:
+    """Sync ops making each folder of `paths` (drive paths, absent on the drive), in order."""
+    absent = RemoteEvidence(exists=False)
+    return [Op(index=i, kind="mkdir", remote_path=p, expected_remote=absent)
+            for i, p in enumerate(paths)]  # fmt: skip
 
 
 def make_rig(
@@ -192,3 +219,14 @@ def start_accept_yes(rec_id: int) -> subprocess.Popen[bytes]:
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+
+
+def propose_hook_download(rig: Rig, gitdir: Path) -> ProposalRecord:
+    """A root `git` that is itself a `.git` folder (`gitdir`, made with `hooks/`), and a
+    proposed download of the drive file `hook` (a shell script) to `hooks/pre-commit`."""
+    assert rig.remote_dir is not None
+    (gitdir / "hooks").mkdir(parents=True)
+    st = os.stat(gitdir)
+    git_rig = dataclasses.replace(rig, root=Root("git", gitdir, st.st_dev, st.st_ino))
+    (rig.remote_dir / "hook").write_bytes(b"#!/bin/sh\necho pwned\n")
+    return git_rig.download("hook", "hooks/pre-commit")

@@ -110,12 +110,21 @@ class PtyProcess:
 
 
 def run_on_pty(
-    argv: Sequence[str], env: dict[str, str], timeout: float, *, cols: int = 160
+    argv: Sequence[str],
+    env: dict[str, str],
+    timeout: float,
+    *,
+    cols: int = 160,
+    typed: str | None = None,
 ) -> tuple[int | None, str]:
-    """Run `argv` on a pty with nothing typed: (its exit code, None if it outlived
-    `timeout` seconds and was killed; everything it wrote, decoded)."""
+    """Run `argv` on a pty; with `typed`, wait for `placet accept`'s "type the code "
+    prompt and answer it. Returns (the exit code, None if it outlived `timeout` seconds
+    and was killed; everything it wrote, decoded)."""
     p = PtyProcess(argv, env, cols=cols)
     try:
+        if typed is not None:
+            assert p.wait_for(b"type the code "), p.bytes().decode(errors="replace")
+            p.send(typed + "\r")
         rc = p.wait_exit(timeout)
     finally:
         p.kill()

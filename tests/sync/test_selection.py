@@ -12,7 +12,7 @@ import pytest
 
 from placet.errors import UsageError
 from placet.proposals.evidence import local_file_evidence
-from placet.schema import Op, RemoteEvidence, SyncRequest
+from placet.schema import Op, RemoteEvidence
 from placet.store import LeaseHolder, ProposalRecord
 from tests.support.rig import Rig, placet_cli, temp_names
 
@@ -27,12 +27,7 @@ def _upload(rig: Rig, index: int, rel: str, data: bytes) -> Op:
 
 
 def _sync(rig: Rig, ops: list[Op]) -> ProposalRecord:
-    req = SyncRequest(plan_id=1, root=rig.root.to_ref(), local_path="", remote_path="", ops=ops)
-    rec, _ = rig.store.create_proposal(
-        kind="sync", request=req.model_dump(mode="json"), evidence={}, reason="sync test",
-        drive_spec=rig.drive.spec, run_id="run-test", ttl_seconds=600,
-    )  # fmt: skip
-    return rec
+    return rig.propose_ops(ops, "sync test")[0]
 
 
 def _three(rig: Rig) -> ProposalRecord:

@@ -11,7 +11,6 @@ really on screen). Textual's own sequences (cursor moves, colours, modes) are al
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import subprocess
@@ -28,7 +27,6 @@ from textual.widgets import Input
 from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.executor import plan_for
-from placet.paths.roots import Root
 from placet.proposals.vetting import proposal_flags
 from placet.store import Store, open_store
 from placet.tui import make_app
@@ -36,7 +34,7 @@ from placet.tui.confirm import AcceptScreen
 from placet.tui.facts import effect_of
 from tests.support import REPO
 from tests.support.review import DRIVE, Recorder, add_upload, plain, settle, until
-from tests.support.rig import Rig, make_rig, propose_config_download
+from tests.support.rig import Rig, make_rig, propose_config_download, propose_hook_download
 from tests.support.terminal import PtyProcess
 
 PLACET = str(Path(sys.executable).parent / "placet")
@@ -171,13 +169,8 @@ async def test_download_into_a_git_root_is_flagged_and_needs_the_typed_id(
     """The root is itself a `.git` folder: `hooks/pre-commit` is runs_code because the
     flag is matched on the root's path joined with the target (as `placet accept`), so
     one key, Enter or the button start nothing; the typed id accepts and executes."""
-    assert configured_rig.remote_dir is not None
     gitdir = tmp_path / "repo" / ".git"
-    (gitdir / "hooks").mkdir(parents=True)
-    st = os.stat(gitdir)
-    git_rig = dataclasses.replace(configured_rig, root=Root("git", gitdir, st.st_dev, st.st_ino))
-    (configured_rig.remote_dir / "hook").write_bytes(b"#!/bin/sh\necho pwned\n")
-    rec = git_rig.download("hook", "hooks/pre-commit")
+    rec = propose_hook_download(configured_rig, gitdir)
     flags = effect_of(rec).flags
     assert [f.code for f in flags] == ["runs_code"]  # the target alone would pass
     assert flags == proposal_flags(rec, plan_for(rec.kind, rec.request, rec.evidence).ops)
