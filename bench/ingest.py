@@ -7,7 +7,7 @@ verifies the audit chain. Target: >= 1,000 proposals/s in total, none lost, no
 "database is locked" reaching a caller.
 
 The pending caps (100 per bridge, 1,000 in total by default) would stop the run within a
-second, so this benchmark raises them (`pending_per_bridge` and `pending_total` to
+second, so this benchmark raises them (`pending_per_session` and `pending_total` to
 10,000,000) in the run's own `config.toml`, and says so in its output.
 
 Usage: .venv/bin/python bench/ingest.py [--procs 4] [--seconds 10] [--home DIR]
@@ -109,7 +109,7 @@ def main() -> int:
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="placet-ingest-"))
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     (home / "config.toml").write_text(
-        f"pending_per_bridge = {RAISED_CAP}\npending_total = {RAISED_CAP}\n"
+        f"pending_per_session = {RAISED_CAP}\npending_total = {RAISED_CAP}\n"
     )
     from placet.config import load_settings
     from placet.store import open_store
@@ -140,7 +140,7 @@ def main() -> int:
     rate = created / elapsed
     print(f"machine: {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}")
     print(f"load average (1 min) before/after: {load_before:.2f} / {os.getloadavg()[0]:.2f}")
-    print(f"caps raised for this run: pending_per_bridge = pending_total = {RAISED_CAP}")
+    print(f"caps raised for this run: pending_per_session = pending_total = {RAISED_CAP}")
     print(f"{args.procs} processes x {args.seconds:g} s: created {created} proposals")
     print(f"rate: {rate:,.0f} proposals/s total")
     for n, r in enumerate(results):

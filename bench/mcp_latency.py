@@ -11,7 +11,7 @@ round trip over stdio:
   creates a proposal.
 
 Target (issue 4): placet's p50 within 2x of the floor's. For scale, the same work is also
-timed in-process without MCP (`store.get`, one `drive.stat`, `proposing.propose_mkdir`).
+timed in-process without MCP (`store.get`, one `drive.stat`, `making.propose_mkdir`).
 Also reported: the idle RSS of `placet serve` and of its `rclone rcd` child (after the
 calls, 2 s idle), and proposals/s
 through 4 `placet serve` processes at once (one client each, concurrent, for
@@ -19,7 +19,7 @@ through 4 `placet serve` processes at once (one client each, concurrent, for
 `is_error` result counted (a `database is locked` would show there).
 
 The pending caps (100 per bridge, 1,000 in total) would stop the run, so this benchmark
-raises `pending_per_bridge` and `pending_total` to 10,000,000 in its own `config.toml`,
+raises `pending_per_session` and `pending_total` to 10,000,000 in its own `config.toml`,
 and says so in its output.
 
 Usage: .venv/bin/python bench/mcp_latency.py [--calls 300] [--seconds 10] [--json]
@@ -115,17 +115,17 @@ def cmdline(pid: int) -> str:
 
 def core_timings(home: Path, root: Path, n: int) -> dict[str, Any]:
     """The same work without MCP: what each tool costs before the protocol adds its share."""
-    from placet import proposing
     from placet.config import load_settings
     from placet.drive import drive_for
     from placet.paths.roots import parse_roots
+    from placet.proposals import context, making
     from placet.store import open_store
 
     settings = load_settings({"PLACET_HOME": str(home), "PLACET_DRIVE": str(root.parent / "drive")})
     store = open_store(settings)
     drive = drive_for(settings)
     try:
-        ctx = proposing.ProposeContext(
+        ctx = context.ProposeContext(
             settings=settings,
             store=store,
             drive=drive,
@@ -133,7 +133,7 @@ def core_timings(home: Path, root: Path, n: int) -> dict[str, Any]:
             run_id="bench-core",
             drive_spec=drive.spec,
         )
-        rec, _ = proposing.propose_mkdir(ctx, remote_parent="", name="core", reason="b")
+        rec, _ = making.propose_mkdir(ctx, remote_parent="", name="core", reason="b")
 
         def each(fn: Callable[[int], Any]) -> dict[str, float]:
             for i in range(10):
@@ -149,7 +149,7 @@ def core_timings(home: Path, root: Path, n: int) -> dict[str, Any]:
             "store_get": each(lambda i: store.get(rec.id)),
             "drive_stat": each(lambda i: drive.stat(f"absent{i}")),
             "propose_mkdir": each(
-                lambda i: proposing.propose_mkdir(
+                lambda i: making.propose_mkdir(
                     ctx, remote_parent="", name=f"core{i + 20:06d}", reason="b"
                 )
             ),
@@ -169,7 +169,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     for d in (home, root, drive):
         d.mkdir(mode=0o700)
     (home / "config.toml").write_text(
-        f"pending_per_bridge = {RAISED_CAP}\npending_total = {RAISED_CAP}\n"
+        f"pending_per_session = {RAISED_CAP}\npending_total = {RAISED_CAP}\n"
     )
     env = {"PLACET_HOME": str(home), "PLACET_DRIVE": str(drive)}
     info = Implementation(name="bench", version="1")

@@ -12,7 +12,7 @@ first paint (from /proc) are reported beside them as the load-independent figure
 
     .venv/bin/python bench/tui_open.py [--pending 10000] [--runs 5]
 
-The caps (`pending_total`, `pending_per_bridge`) are raised in the benchmark's own
+The caps (`pending_total`, `pending_per_session`) are raised in the benchmark's own
 config.toml, since the defaults (1,000 / 100) would refuse the 10,000 proposals.
 """
 
@@ -44,7 +44,7 @@ def seed(home: Path, n: int) -> None:
     from placet.store import open_store
 
     home.mkdir(parents=True, mode=0o700)
-    (home / "config.toml").write_text(f"pending_total = {n + 10}\npending_per_bridge = {n + 10}\n")
+    (home / "config.toml").write_text(f"pending_total = {n + 10}\npending_per_session = {n + 10}\n")
     os.environ["PLACET_HOME"] = str(home)
     store = open_store(load_settings())
     now = datetime.now(UTC)

@@ -67,7 +67,9 @@ class Settings(BaseModel):
     """At least 1 and at most `max_ttl_minutes` (declared after it, so it is checked
     against the value in effect)."""
     max_extend_hours: int = Field(24, ge=1, le=24)
-    pending_per_bridge: int = Field(100, ge=1)
+    pending_per_session: int = Field(100, ge=1)
+    """Most live pending proposals of one `placet serve` session (run id). Read from the
+    key's earlier name `pending_per_bridge` too (`LEGACY_KEYS`)."""
     pending_total: int = Field(1000, ge=1)
     lease_seconds: float = Field(30.0, gt=0)
     heartbeat_seconds: float = Field(10.0, gt=0)
@@ -139,12 +141,35 @@ class Settings(BaseModel):
 # Keys the owner may set in config.toml (the rest are locations, not settings).
 _FILE_KEYS = set(Settings.model_fields) - {"data_dir", "db_path", "config_file"}
 
+LEGACY_KEYS = {"pending_per_bridge": "pending_per_session"}
+"""Earlier names of config.toml keys, still read: {earlier name: name}."""
+
 
 def data_dir_from_env() -> Path:
     home = os.environ.get("PLACET_HOME")
     if home:
         return Path(home).expanduser().absolute()
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def _renamed_keys(values: dict[str, object], config_file: Path) -> dict[str, object]:
+    """`values` with each key of `LEGACY_KEYS` under its current name.
+
+    Raises:
+        ConfigError: a key is set under both names.
+    """
+    out = dict(values)
+    for old, new in LEGACY_KEYS.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ConfigError(
+                f"{config_file}: {old} and {new} are the same setting ({new} is its "
+                f"current name); keep only {new}",
+                details={"path": str(config_file), "keys": [old, new]},
+            )
+        out[new] = out.pop(old)
+    return out
 
 
 def load_settings(env: dict[str, str] | None = None) -> Settings:
@@ -178,6 +203,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
                 f"cannot read {config_file}: {e}; fix or remove the file",
                 details={"path": str(config_file)},
             ) from e
+        values = _renamed_keys(values, config_file)
         unknown = set(values) - _FILE_KEYS
         if unknown:
             raise ConfigError(

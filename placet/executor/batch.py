@@ -167,10 +167,10 @@ def run_upload_batch(b: BatchContext, ops: list[Op]) -> list[tuple[Op, OpOutcome
 
 
 class _Walk:
-    """`placet.local.atomic.open_file_for_read` for the files of one batch: the root is opened and
-    its identity checked once, each local folder walked once by descriptor, and each
-    file opened under its folder's descriptor by `open_regular_at` (the same checks,
-    without re-walking the same folders for every file)."""
+    """`placet.local.walk.open_file_for_read` for the files of one batch: the root is
+    opened and its identity checked once, each local folder walked once by descriptor,
+    and each file opened under its folder's descriptor by `open_regular_at` (the same
+    checks, without re-walking the same folders for every file)."""
 
     def __init__(self, root: RootRef) -> None:
         self.root = root

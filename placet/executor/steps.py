@@ -1,7 +1,7 @@
 """The remote-side ops: mkdir and upload, each re-checking its evidence before it acts.
 
 This and `placet.executor.download` are the one place where an accepted proposal turns
-into drive calls (STYLE.md, "one choke point for every mutating drive call"): every
+into drive calls (one choke point for every mutating drive call): every
 mutating call of the drive (`mkdir`, `upload_from_fd`) and every local write is made
 from here, after the op's evidence was re-checked (`placet.executor.checks`), and each
 returns an `OpOutcome` for the runner to journal. Nothing here raises for an op that

@@ -1,10 +1,9 @@
 """Making a proposal: validate what an agent asked for, capture the evidence, store it inert.
 
 One module shared by the MCP tools (`placet.server`) and any CLI that proposes, so a
-request is checked the same way whoever makes it (docs/design.md section 9, "Where things
-live"). Nothing here writes to the drive or to a local root: the only write is one
-pending row in the store (`Store.create_proposal`), which the owner later accepts or
-discards.
+request is checked the same way whoever makes it (docs/design.md section 2). Nothing here
+writes to the drive or to a local root: the only write is one pending row in the store
+(`Store.create_proposal`), which the owner later accepts or discards.
 
 Order of checks, cheapest and clearest first:
 

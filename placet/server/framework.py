@@ -10,14 +10,20 @@ one place instead of in every tool (docs/design.md section 9, "Tool arguments an
   argument model with `extra="forbid"` and `strict=True`, so the published input schema
   says `additionalProperties: false`, validation refuses the key, and `"5"` is not an
   integer; the SDK's JSON-in-a-string rescue is off too (`_ExactArguments`).
-- **Schema violations** (unknown, missing or ill-typed arguments, a value outside the
-  declared range, an unknown tool) are protocol errors: `MCPError(INVALID_PARAMS)`, whose
-  message lists the offending fields (never the values, which are the caller's data).
+- **Argument errors** (unknown, missing or ill-typed arguments, a value outside the
+  declared range) are tool execution errors, as MCP 2025-11-25 ("Error Handling") asks,
+  so that the model reads them and corrects its call: `invalid_argument`, whose message
+  lists at most `MAX_LISTED_FIELDS` offending fields (names made inert and cut, never the
+  values, which are the caller's data). An unknown tool, or a request that is not
+  JSON-RPC, stays a protocol error.
 - **Domain errors.** A `PlacetError` raised by a tool becomes, through `error_result`,
-  `CallToolResult(is_error=True, structured_content={code, message, retryable, details},
-  content=[one text line])`. Anything else is logged with its traceback on stderr and
-  reported as `internal_error` without its text. The SDK's client skips output-schema
-  validation for error results, so this works from a tool that declares an output model.
+  `CallToolResult(is_error=True, content=[one text line, the JSON {code, message,
+  retryable, details}])`, with no structured content: a client validates structured
+  content against the tool's output schema, error results too (the MCP Inspector does),
+  and the error's shape is not the tool's result (docs/decisions.md, "Error results carry
+  no structured content"). Anything else is logged with its traceback on stderr and
+  reported as `internal_error` without its text. An error's JSON is at most
+  `MAX_ERROR_BYTES` bytes (its details are dropped above that).
 
 A successful call returns `content=[<a short summary>]` and `structured_content=<the
 result>`: the summary is for people reading a transcript; it is not a second copy of the
@@ -35,6 +41,7 @@ wait; one more is answered with the retryable `server_busy` (`placet.server.flow
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -49,9 +56,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from placet.errors import PlacetError
+from placet.errors import PlacetError, UsageError
 from placet.server.budget import json_bytes
 from placet.server.flow import ToolSlots
+from placet.text import inert
 
 log = logging.getLogger("placet.server")
 
@@ -175,39 +183,61 @@ def build_tools(defs: Iterable[ToolDef]) -> list[Tool]:
     return tools
 
 
+MAX_LISTED_FIELDS = 10
+"""Most offending fields an `invalid_argument` error lists (the rest are counted)."""
+MAX_FIELD_CHARS = 80
+"""Characters of one field name in an error at most (an unknown name is the caller's)."""
+MAX_ERROR_BYTES = 8192
+"""Most bytes of an error result's JSON; above it the details are left out."""
+
+
 def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
     # Field names and pydantic's message only: the rejected values are the caller's data
-    # and may be long or hostile.
+    # and may be long or hostile; the names too are cut and made inert.
     out: list[dict[str, str]] = []
     for err in exc.errors(include_url=False, include_input=False):
         field = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        if len(field) > MAX_FIELD_CHARS:
+            field = field[: MAX_FIELD_CHARS - 1] + "…"
         msg = "unknown argument" if err["type"] == "extra_forbidden" else err["msg"]
-        out.append({"field": field, "problem": msg})
+        out.append({"field": inert(field), "problem": msg})
     return out
 
 
-def schema_error(tool: Tool, exc: ValidationError) -> MCPError:
-    """The protocol error for arguments that violate `tool`'s input schema."""
+def argument_error(tool: Tool, exc: ValidationError) -> UsageError:
+    """The `invalid_argument` error for arguments that violate `tool`'s input schema:
+    at most `MAX_LISTED_FIELDS` fields listed, `details.field` the first of them."""
     fields = _field_errors(exc)
     accepted = sorted(tool.parameters.get("properties", {}))
-    listed = "; ".join(f"{f['field']}: {f['problem']}" for f in fields[:10])
-    return MCPError(
-        code=INVALID_PARAMS,
-        message=(
-            f"invalid arguments for {tool.name}: {listed}. "
-            f"Accepted arguments: {', '.join(accepted) or '(none)'}"
-        ),
-        data={"code": "invalid_argument", "tool": tool.name, "errors": fields},
+    shown = fields[:MAX_LISTED_FIELDS]
+    listed = "; ".join(f"{f['field']}: {f['problem']}" for f in shown)
+    more = f" (and {len(fields) - len(shown)} more)" if len(fields) > len(shown) else ""
+    return UsageError(
+        f"invalid arguments for {tool.name}: {listed}{more}. "
+        f"Accepted arguments: {', '.join(accepted) or '(none)'}",
+        details={
+            "tool": tool.name,
+            "field": shown[0]["field"] if shown else None,
+            "errors": shown,
+            "error_count": len(fields),
+        },
     )
 
 
 def error_result(err: PlacetError) -> CallToolResult:
-    """A domain error as the tool result `{code, message, retryable, details}` + one line."""
+    """A domain error as a tool error: one text line, then the JSON `{code, message,
+    retryable, details}` (at most `MAX_ERROR_BYTES`; details dropped above)."""
     line = f"{err.error_code}: {err.message}".replace("\n", " ")
+    payload = err.to_dict()
+    body = json.dumps(payload, ensure_ascii=False)
+    if len(body.encode("utf-8", "surrogatepass")) > MAX_ERROR_BYTES:
+        payload["details"] = {"left_out": "the details were too long for one reply"}
+        body = json.dumps(payload, ensure_ascii=False)
+    if len(line) > SUMMARY_MAX:
+        line = line[: SUMMARY_MAX - 1] + "…"
     return CallToolResult(
         is_error=True,
-        structured_content=err.to_dict(),
-        content=[TextContent(type="text", text=line)],
+        content=[TextContent(type="text", text=line), TextContent(type="text", text=body)],
     )
 
 
@@ -262,11 +292,12 @@ class PlacetMCP(MCPServer[Any]):
     ) -> CallToolResult:
         tool = self._placet_tools.get(name)
         if tool is None:
+            shown = inert(name if len(name) <= MAX_FIELD_CHARS else name[:MAX_FIELD_CHARS] + "…")
             raise MCPError(
                 code=INVALID_PARAMS,
-                message=f"unknown tool {name!r}; placet's tools are: "
+                message=f"unknown tool '{shown}'; placet's tools are: "
                 + ", ".join(sorted(self._placet_tools)),
-                data={"code": "invalid_argument", "tool": name},
+                data={"code": "invalid_argument", "tool": shown},
             )
         if context is None:
             context = Context(mcp_server=self)
@@ -297,7 +328,9 @@ class PlacetMCP(MCPServer[Any]):
             )
         except ToolError as e:
             if isinstance(e.__cause__, ValidationError):
-                raise schema_error(tool, e.__cause__) from e
+                err = argument_error(tool, e.__cause__)
+                log.info("tool %s refused: invalid_argument %r", name, err.message[:200])
+                return error_result(err)
             raise  # pragma: no cover - placet tools raise PlacetError, not ToolError
         if not isinstance(out, ToolOutput):  # pragma: no cover - a declaration bug
             raise TypeError(f"tool {name} returned {type(out).__name__}, not a ToolOutput")

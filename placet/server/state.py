@@ -9,9 +9,10 @@ its own roots (`roots/list`, legacy protocol only: the capability is deprecated 
 narrow: the allowed folders are the pairwise intersections of owner roots and client
 roots (a client root inside an owner root narrows to it; an owner root inside a client
 root stays whole; disjoint pairs give nothing). A client that declares roots but cannot
-answer is treated as having sent none (placet falls back to the owner's list, which is the
-authority anyway); a client that answers with no usable `file://` root gets no local
-access. The answer is cached until the client sends `notifications/roots/list_changed`.
+answer, or answers with an empty list (the MCP Inspector does), is treated as having sent
+none (placet falls back to the owner's list, which is the authority anyway); a client that
+answers with roots none of which is a usable `file://` root gets no local access. The
+answer is cached until the client sends `notifications/roots/list_changed`.
 
 **Attribution.** The client's self-reported name and version are capped (200 characters,
 unsafe characters replaced) before anything stores or shows them (`client_text`).
@@ -204,8 +205,11 @@ async def _fetch_client_roots(
                 log.info("client roots unavailable (%s); using the --root list", type(e).__name__)
                 cache.warned = True
         else:
-            found = (_root_path(str(r.uri)) for r in result.roots)
-            paths = tuple(p for p in found if p is not None)
+            # An empty list offers no roots: the owner's list applies, as for a client
+            # without the capability (docs/decisions.md, "A client's empty roots list").
+            if result.roots:
+                found = (_root_path(str(r.uri)) for r in result.roots)
+                paths = tuple(p for p in found if p is not None)
     cache.session, cache.paths, cache.dirty = session, paths, False
     return paths
 

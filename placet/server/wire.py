@@ -8,10 +8,11 @@ a JSON-RPC answer, decided here (JSON-RPC 2.0 section 5; docs/design.md section 
 - **Unpaired UTF-16 surrogates** (`"\\ud800"`, valid JSON, not valid Unicode): jiter
   refuses the whole line. placet parses it again with Python's `json`, which keeps lone
   surrogates, and then: in a request's `params` (tool arguments, dict keys included) the
-  request is answered `-32602` with `data.code = invalid_argument` naming the field, the
-  same shape as any schema violation (`framework.schema_error`); in `initialize`'s
-  `clientInfo` (self-reported, display only) and in notifications and responses (which
-  cannot be answered) each lone surrogate becomes U+FFFD and the message goes on.
+  request is answered `-32602` with `data.code = invalid_argument` naming the field (the
+  line is not valid Unicode, so it is refused as a protocol error, not a tool error); in
+  `initialize`'s `clientInfo` (self-reported, display only) and in notifications and
+  responses (which cannot be answered) each lone surrogate becomes U+FFFD and the message
+  goes on.
 - **Ids that are not a string or an integer** (`1.5`, `-0.0`, `true`, `null`, `{}`, `[]`):
   the SDK read such a request as a notification and never answered it. MCP requires a
   string or integer id, so these get `-32600 Invalid Request` with id null.

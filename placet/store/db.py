@@ -13,7 +13,7 @@ Decided here, once, so every connection behaves the same (docs/design.md section
   takes the write lock before reading what it will change and never fails a lock
   upgrade half way; plain deferred `BEGIN` for reads, which in WAL never block writers.
 - Datetimes are stored naive UTC (SQLite has no zone type; `DateTime(timezone=True)`
-  silently drops the offset, LIBRARIES.md section 3) and come back aware UTC
+  silently drops the offset) and come back aware UTC
   (`UTCDateTime`). Naive input is refused rather than guessed.
 """
 

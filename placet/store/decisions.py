@@ -2,11 +2,11 @@
 
 Creation is idempotent (one pending proposal per kind + request hash + drive, backed by a
 partial unique index; the same request for another drive is another proposal) and capped
-per bridge and in total; the caps count only live (unexpired) pending proposals, so an
-agent is never blocked by proposals that are merely unswept.
+per `placet serve` session and in total; the caps count only live (unexpired) pending
+proposals, so an agent is never blocked by proposals that are merely unswept.
 The decisions: accept (pending -> approved only while `expires_at > now`; failed or
 interrupted -> approved without an expiry check, docs/design.md section 9), discard, withdraw
-(only the proposing bridge) and extend (never past `max_extend_hours` from creation).
+(only the proposing session) and extend (never past `max_extend_hours` from creation).
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class Decisions(StoreBase):
 
         Raises:
             UsageError: ttl_seconds is not in 1..max_ttl_minutes*60.
-            LimitExceeded: `pending_per_bridge` (per run_id) or `pending_total` reached.
+            LimitExceeded: `pending_per_session` (per run_id) or `pending_total` reached.
         """
         now = now_or_utcnow(now)
         max_ttl = self.settings.max_ttl_minutes * 60
@@ -286,11 +286,11 @@ class Decisions(StoreBase):
 
     def _check_caps(self, db: sqlite3.Connection, run_id: str, now: datetime) -> None:
         caps = {
-            "pending_per_bridge": self.settings.pending_per_bridge,
+            "pending_per_session": self.settings.pending_per_session,
             "pending_total": self.settings.pending_total,
         }
         tally = dict(db.execute(_TALLY_SQL, ("total", f"run:{run_id}")).fetchall())
-        upper = {"pending_per_bridge": tally.get(f"run:{run_id}", 0),
+        upper = {"pending_per_session": tally.get(f"run:{run_id}", 0),
                  "pending_total": tally.get("total", 0)}  # fmt: skip
         for name, cap in caps.items():
             if upper[name] < cap:
@@ -300,13 +300,13 @@ class Decisions(StoreBase):
             t = dt_text(now)
             n = (
                 db.execute(_COUNT_RUN_SQL, (run_id, t, cap)).fetchone()[0]
-                if name == "pending_per_bridge"
+                if name == "pending_per_session"
                 else db.execute(_COUNT_ALL_SQL, (t, cap)).fetchone()[0]
             )
             if n >= cap:
                 scope = (
                     f"this placet serve session (run {run_id})"
-                    if name == "pending_per_bridge"
+                    if name == "pending_per_session"
                     else "all placet serve sessions together"
                 )  # fmt: skip
                 raise LimitExceeded(
@@ -415,9 +415,9 @@ class Decisions(StoreBase):
         return self._write(f"discarding proposal {pid}", tx)
 
     def withdraw(self, pid: int, *, run_id: str, now: datetime | None = None) -> ProposalRecord:
-        """pending -> withdrawn, only by the bridge (run id) that proposed it.
+        """pending -> withdrawn, only by the session (run id) that proposed it.
 
-        Raises NotFound, PolicyRefused (another bridge's proposal), WrongState.
+        Raises NotFound, PolicyRefused (another session's proposal), WrongState.
         """
         now = now_or_utcnow(now)
         actor = lc.agent_actor(run_id)

@@ -55,7 +55,7 @@ SUCCESS_OUTCOMES: Final = frozenset({"done", "already_done"})
 
 
 def agent_actor(run_id: str) -> str:
-    """The actor string of an agent bridge: `agent:<run_id>`."""
+    """The actor string of a `placet serve` session: `agent:<run_id>`."""
     return AGENT_PREFIX + run_id
 
 

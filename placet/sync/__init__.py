@@ -10,7 +10,7 @@ from placet.sync.cache import CachedDigest, DigestCache, MemoryDigestCache
 from placet.sync.digests import choose_digest_type, compare, hash_fd
 from placet.sync.entries import (
     BaselineEntry,
-    Capabilities,
+    CapabilityFlags,
     LocalEntry,
     PlanCapabilities,
     RemoteEntry,
@@ -38,7 +38,7 @@ __all__ = [
     "DEFAULT_ENTRY_CAP",
     "BaselineEntry",
     "CachedDigest",
-    "Capabilities",
+    "CapabilityFlags",
     "DigestCache",
     "EmptySideRefused",
     "IndexResult",

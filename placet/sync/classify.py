@@ -35,7 +35,7 @@ from placet.paths.remote import check_name, check_remote_path
 from placet.sync.digests import choose_digest_type, compare
 from placet.sync.entries import (
     BaselineEntry,
-    Capabilities,
+    CapabilityFlags,
     LocalEntry,
     RemoteEntry,
     nfc,
@@ -61,7 +61,7 @@ class Classifier:
     """One planning run's state: the keyed listings and baseline it reads (set by
     `placet.sync.planner.plan_listings`) and the ops and reports it builds."""
 
-    def __init__(self, capabilities: Capabilities) -> None:
+    def __init__(self, capabilities: CapabilityFlags) -> None:
         self.ci = bool(capabilities.case_insensitive)
         self.precision = max(int(capabilities.modtime_precision_ns or 1), 1)
         self.no_digest = (
@@ -84,7 +84,7 @@ class Classifier:
 
     def unusable(self, local_path: str, remote_path: str) -> str | None:
         """Why the executor would refuse an op on these names, or None if it would not
-        (see the module docstring: placet.paths.local' own checks, called, not copied).
+        (see the module docstring: `placet.paths`' own checks, called, not copied).
 
         Each segment is checked once per plan by both rules (`check_name`, the remote
         one, and `check_local_shape` on the segment alone; memoised: a plan of 100,000

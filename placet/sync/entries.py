@@ -73,9 +73,9 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-class Capabilities(Protocol):
-    """What the planner needs from a drive's capability flags (STYLE.md: the drive is an
-    interface with capability flags). `placet.drive.base.Capabilities` satisfies it; so
+class CapabilityFlags(Protocol):
+    """What the planner needs from a drive's capability flags (the drive is
+    an interface with capability flags). `placet.drive.base.Capabilities` satisfies it; so
     does `PlanCapabilities` below.
 
     `hash_types`: rclone hash names the remote offers (lower case); `case_insensitive`:

@@ -25,7 +25,7 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 from placet.errors import LimitExceeded
-from placet.sync.entries import Capabilities, LocalEntry, OneDigest, RemoteEntry, gc_paused, nfc
+from placet.sync.entries import CapabilityFlags, LocalEntry, OneDigest, RemoteEntry, gc_paused, nfc
 from placet.sync.model import DEFAULT_ENTRY_CAP
 
 _E = TypeVar("_E", LocalEntry, RemoteEntry)
@@ -161,7 +161,7 @@ class Listings:
     options and an equal baseline give an equal plan, so a caller holding a plan made
     from the same fingerprints may reuse it instead of classifying again."""
 
-    capabilities: Capabilities
+    capabilities: CapabilityFlags
     local_fingerprint: str
     remote_fingerprint: str
     _loc: dict[str, LocalEntry]
@@ -174,7 +174,7 @@ class Listings:
 def read_listings(
     local: Iterable[LocalEntry],
     remote: Iterable[RemoteEntry],
-    capabilities: Capabilities,
+    capabilities: CapabilityFlags,
     *,
     include_hidden: bool = False,
     entry_cap: int = DEFAULT_ENTRY_CAP,

@@ -1,6 +1,6 @@
 """The values the sync planner returns: the plan, its ops and reports, and how it is stored.
 
-The plan is a value (STYLE.md): listings are gathered before `plan()`, execution comes
+The plan is a value: listings are gathered before `plan()`, execution comes
 after it, and in between a `SyncPlan` can be shown, stored, confirmed and tested. This
 module decides what a plan may say (op and report kinds, conflict kinds and the
 decisions each allows, the entry cap) and its stored format (`PLAN_FORMAT`, versioned
@@ -66,8 +66,8 @@ DEFAULT_ENTRY_CAP = 100_000
 section 9, "Caps"; counting files only is docs/decisions.md's choice)."""
 
 PLAN_FORMAT = "placet-plan v1"
-"""Version tag of `SyncPlan.to_dict()`; a reader refuses any other (STYLE.md: version
-every stored format so a change invalidates instead of misreading)."""
+"""Version tag of `SyncPlan.to_dict()`; a reader refuses any other (every stored
+format is versioned so that a change invalidates instead of misreading)."""
 
 
 class EmptySideRefused(PlacetError):

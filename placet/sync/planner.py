@@ -26,7 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from placet.sync.classify import Classifier
-from placet.sync.entries import BaselineEntry, Capabilities, LocalEntry, RemoteEntry, gc_paused, nfc
+from placet.sync.entries import (
+    BaselineEntry,
+    CapabilityFlags,
+    LocalEntry,
+    RemoteEntry,
+    gc_paused,
+    nfc,
+)
 from placet.sync.listings import Listings, read_listings
 from placet.sync.model import DEFAULT_ENTRY_CAP, OP_KINDS, REPORT_KINDS, EmptySideRefused, SyncPlan
 
@@ -38,7 +45,7 @@ def plan(
     local: Iterable[LocalEntry],
     remote: Iterable[RemoteEntry],
     baseline: Mapping[str, BaselineEntry],
-    capabilities: Capabilities,
+    capabilities: CapabilityFlags,
     *,
     include_hidden: bool = False,
     allow_empty_side: bool = False,

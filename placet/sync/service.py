@@ -319,7 +319,7 @@ class SyncService:
         """
         # The cyclic GC stays off for the whole run: what it builds is acyclic, and it is
         # all freed (by reference counting) before the GC is back on, so no collection
-        # ever walks those 100,000s of objects (see `placet.sync.model.gc_paused`).
+        # ever walks those 100,000s of objects (see `placet.sync.entries.gc_paused`).
         with gc_paused():
             try:
                 return self._make_plan(

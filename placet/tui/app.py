@@ -121,7 +121,7 @@ class ReviewApp(DecidingApp):
     def on_mount(self) -> None:
         pane = self.queue_pane
         # Timers live on a widget: they stop when it is removed, never firing into a
-        # half-torn-down app (see LIBRARIES.md, Textual gotchas).
+        # half-torn-down app.
         pane.set_interval(POLL_SECONDS, self.poll_changes)
         pane.set_interval(self.settings.sweep_seconds, self.run_sweep)
         self._data_version = self._read_version()

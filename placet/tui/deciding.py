@@ -8,10 +8,10 @@ go into the same event as `detail.skip_ops`; the executor journals them `skipped
 A pending proposal past `expires_at` is refused before the modal opens, and again by
 the store's compare-and-set if it expires while the modal is open. A proposal that
 `placet accept` would refuse before its code (a request that does not parse, a write
-into placet's own folders: `refusal_before_accept`, the same `placet.proposals.vetting`
-function) is refused before the modal opens, and again in the worker before the store
-records an approval. One transfer at a
-time: the executor runs in a thread worker and reports through dataclass messages
+into placet's own folders: `placet.executor.refusal_before_accept`, the same
+`placet.proposals.vetting` function) is refused before the modal opens, and again in
+the worker before the store records an approval. One transfer at a time: the executor
+runs in a thread worker and reports through dataclass messages
 (progress in bytes, the ops ended and in flight, each op's result as it is journaled;
 byte-only events are rate-limited, the others all go). Quitting during a transfer
 asks first; if the owner insists, the proposal is marked `interrupted` by the owner

@@ -7,8 +7,9 @@ by Hypothesis from each registered tool's published input schema (a small conver
 below: the schemas are flat objects of strings, integers, booleans, nulls, enums and
 string-keyed maps), mixed with
 wrong types and unknown keys; any call carrying a key the schema does not declare must be
-refused with INVALID_PARAMS, never served with the key ignored. Malformed frames (not
-JSON, not JSON-RPC, wrong param shapes) must not kill the server either.
+refused as the tool error `invalid_argument`, never served with the key ignored.
+Malformed frames (not JSON, not JSON-RPC, wrong param shapes) must not kill the server
+either.
 
 Bounded: ~50 examples per tool, one server for the whole module; `proposal_wait`'s
 timeout is drawn from 0..1 s so a fuzzed id that happens to be pending cannot stall it.
@@ -214,24 +215,34 @@ OUTCOMES: dict[str, list[str]] = {}
 TOOLS = [t.name for t in all_tools()]  # every registered tool, sync tools included
 
 
+def _error_payload(result: dict[str, Any]) -> dict[str, Any]:
+    """The `{code, message, retryable, details}` of an error result: one line, then the
+    JSON; never structured content (placet.server.framework)."""
+    assert "structuredContent" not in result or result["structuredContent"] is None, result
+    line, body = result["content"]
+    assert "\n" not in line["text"]
+    payload: dict[str, Any] = json.loads(body["text"])
+    assert set(payload) == {"code", "message", "retryable", "details"}, payload
+    assert line["text"].startswith(f"{payload['code']}: ")
+    return payload
+
+
 def _check_reply(
     tool: str, declared: set[str], args: dict[str, Any], reply: dict[str, Any]
 ) -> None:
+    assert "error" not in reply, (args, reply)  # arguments never make a protocol error
+    result = reply["result"]
     if set(args) - declared:  # an unknown argument is refused, never ignored
-        assert reply.get("error", {}).get("code") == INVALID_PARAMS, (args, reply)
+        assert result.get("isError") is True, (args, result)
+        err = _error_payload(result)
+        assert err["code"] == "invalid_argument", (args, err)
         OUTCOMES.setdefault(tool, []).append("refused-unknown")
         return
-    if "error" in reply:
-        assert reply["error"]["code"] == INVALID_PARAMS, (args, reply)
-        OUTCOMES.setdefault(tool, []).append("protocol")
-        return
-    result = reply["result"]
     if result.get("isError"):
-        sc = result.get("structuredContent")
-        assert sc is not None and set(sc) == {"code", "message", "retryable", "details"}
-        assert sc["code"] != "internal_error", (args, sc)
-        assert len(result["content"]) == 1 and "\n" not in result["content"][0]["text"]
-        OUTCOMES.setdefault(tool, []).append("domain-error")
+        err = _error_payload(result)
+        assert err["code"] != "internal_error", (args, err)
+        kind = "argument-error" if err["code"] == "invalid_argument" else "domain-error"
+        OUTCOMES.setdefault(tool, []).append(kind)
     else:
         assert isinstance(result.get("structuredContent"), dict), result
         OUTCOMES.setdefault(tool, []).append("ok")

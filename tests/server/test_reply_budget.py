@@ -20,7 +20,7 @@ from placet.config import load_settings
 from placet.errors import ConfigError
 from placet.server.framework import ToolOutput, success_result
 from tests.support.budget import BUDGET, Measured, check_ran, make_tree, plan_and_propose
-from tests.support.mcp import Workspace, connect
+from tests.support.mcp import Workspace, connect, error_payload
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 
@@ -105,8 +105,7 @@ async def test_every_tool_of_the_catalogue_fits_on_large_inputs(yes_ws: Workspac
         altered = cursor[:-30] + ("A" if cursor[-30] != "A" else "B") + cursor[-29:]
         for bad_id, bad_cursor in ((other_id, cursor), (pid, altered), (pid, "o1.W10")):
             bad = await client.call_tool("proposal_ops", {"id": bad_id, "cursor": bad_cursor})
-            assert bad.is_error and bad.structured_content is not None
-            assert bad.structured_content["code"] == "invalid_cursor", bad_cursor
+            assert error_payload(bad)["code"] == "invalid_cursor", bad_cursor
         await m.call("proposal_get", id=pid)
         await m.call("proposal_wait", id=up["proposal"]["id"], timeout_s=0)
         single = await m.call("proposal_ops", id=up["proposal"]["id"])  # one op, no cursor
@@ -123,8 +122,7 @@ def test_a_reply_over_the_budget_is_refused_not_sent() -> None:
         text: str
 
     refused = success_result(Big(text="x" * 40_000), 40_000)
-    assert refused.is_error and refused.structured_content is not None
-    assert refused.structured_content["code"] == "reply_too_large"
+    assert error_payload(refused)["code"] == "reply_too_large"
     fits = success_result(Big(text="x" * 39_000), 40_000)
     assert not fits.is_error and len(fits.content) == 1  # the summary only, no JSON copy
 

@@ -222,6 +222,35 @@ async def test_without_client_roots_the_owner_roots_apply(ws: Workspace) -> None
 
 
 @pytest.mark.anyio
+async def test_an_empty_client_roots_list_leaves_the_owner_roots(ws: Workspace) -> None:
+    """The MCP Inspector declares roots and answers with none: the owner's roots apply."""
+    async with _roots_client(ws, []) as client:
+        roots = ok(await client.call_tool("roots_list", {}))
+        assert roots["client_roots"] is None and roots["roots"][0]["usable"] is None
+        ok(
+            await client.call_tool(
+                "propose_upload", {"local_path": "hello.txt", "remote_parent": "", "reason": "r"}
+            )
+        )
+
+
+@pytest.mark.anyio
+async def test_client_roots_none_usable_give_no_local_access(ws: Workspace) -> None:
+    async def list_roots(ctx: ClientRequestContext) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri="file://fileserver/share", name="remote host")])
+
+    async with Client(
+        ws.params(), client_info=CLIENT_INFO, mode="legacy", list_roots_callback=list_roots
+    ) as client:
+        err = error_of(
+            await client.call_tool(
+                "propose_upload", {"local_path": "hello.txt", "remote_parent": "", "reason": "r"}
+            )
+        )
+    assert err["code"] == "path_outside_root"
+
+
+@pytest.mark.anyio
 async def test_drive_flag_overrides_the_configured_drive(ws: Workspace, tmp_path: Path) -> None:
     other = tmp_path / "other-drive"
     other.mkdir()

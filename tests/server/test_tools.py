@@ -7,6 +7,7 @@ the official MCP client (`mcp.Client(StdioServerParameters)`); the drive is a re
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -149,38 +150,54 @@ async def test_catalogue_schemas_annotations_and_instructions(ws: Workspace) -> 
 
 
 async def test_every_tool_refuses_an_unknown_argument(ws: Workspace) -> None:
-    """One wrapper enforces it for all tools: refused as a protocol error, not ignored."""
+    """One wrapper enforces it for all tools: refused as a tool error the model can read
+    (MCP 2025-11-25, "Error Handling"), not ignored."""
     async with connect(ws) as client:
         ok(await client.call_tool("propose_mkdir", {**VALID_CALLS["propose_mkdir"]}))
         for name, args in VALID_CALLS.items():
-            with pytest.raises(MCPError) as ei:
-                await client.call_tool(name, {**args, "replace_exisitng": True})
-            assert ei.value.error.code == INVALID_PARAMS, name
-            assert "replace_exisitng" in ei.value.error.message, name
-            assert "unknown argument" in ei.value.error.message, name
+            err = error_of(await client.call_tool(name, {**args, "replace_exisitng": True}))
+            assert err["code"] == "invalid_argument", name
+            assert err["details"]["field"] == "replace_exisitng", name
+            assert "unknown argument" in err["message"], name
         # Nothing was acted on: proposal 1 is still pending, and only it exists.
         listed = ok(await client.call_tool("proposal_list", {}))
         assert [(p["id"], p["status"]) for p in listed["proposals"]] == [(1, "pending")]
 
 
-async def test_schema_violations_are_protocol_errors_and_domain_errors_are_results(
+async def test_argument_errors_are_tool_errors_an_unknown_tool_a_protocol_error(
     ws: Workspace,
 ) -> None:
     async with connect(ws) as client:
-        for name, args in [
-            ("propose_mkdir", {"remote_parent": "", "name": "x"}),  # missing reason
-            ("propose_mkdir", {"remote_parent": "", "name": 7, "reason": "r"}),  # wrong type
-            ("drive_read", {"path": "remote.txt", "max_bytes": 16385}),  # over the cap
-            ("proposal_wait", {"id": 1, "timeout_s": 51}),
-            ("proposal_get", {"id": "1"}),  # strict: no string-to-int coercion
-            ("nope", {}),  # unknown tool
+        for name, args, field in [
+            ("propose_mkdir", {"remote_parent": "", "name": "x"}, "reason"),  # missing
+            ("propose_mkdir", {"remote_parent": "", "name": 7, "reason": "r"}, "name"),
+            ("drive_read", {"path": "remote.txt", "max_bytes": 16385}, "max_bytes"),
+            ("proposal_wait", {"id": 1, "timeout_s": 51}, "timeout_s"),
+            ("proposal_get", {"id": "1"}, "id"),  # strict: no string-to-int coercion
         ]:
-            with pytest.raises(MCPError) as ei:
-                await client.call_tool(name, args)
-            assert ei.value.error.code == INVALID_PARAMS, (name, args)
+            err = error_of(await client.call_tool(name, args))
+            assert err["code"] == "invalid_argument" and err["retryable"] is False, name
+            assert err["details"]["field"] == field and err["details"]["tool"] == name
+        with pytest.raises(MCPError) as ei:
+            await client.call_tool("nope", {})
+        assert ei.value.error.code == INVALID_PARAMS
         err = error_of(await client.call_tool("proposal_get", {"id": 4242}))
         assert err["code"] == "not_found" and err["retryable"] is False
         assert "4242" in err["message"]
+
+
+async def test_argument_errors_stay_bounded(ws: Workspace) -> None:
+    """100,000 unknown arguments with long hostile names: a short error listing ten."""
+    hostile = {f"\x1b[31m{'k' * 90}{i}": i for i in range(100_000)}
+    async with connect(ws) as client:
+        result = await client.call_tool("proposal_list", hostile)
+        err = error_of(result)
+    assert err["code"] == "invalid_argument"
+    assert err["details"]["error_count"] == 100_000 and len(err["details"]["errors"]) == 10
+    assert "(and 99990 more)" in err["message"]
+    assert "\x1b" not in err["message"] and "\x1b" not in json.dumps(err)
+    size = sum(len(c.text.encode()) for c in result.content)  # type: ignore[union-attr]
+    assert size < 12_000, size
 
 
 async def test_propose_tools_leave_drive_and_local_root_byte_for_byte_unchanged(
@@ -252,12 +269,13 @@ async def test_ttl_range(ws: Workspace) -> None:
     base = {"remote_parent": "", "reason": "ttl check"}
     async with connect(ws) as client:
         for ttl in (4, 31, 0, -5):
-            with pytest.raises(MCPError) as ei:
+            err = error_of(
                 await client.call_tool(
                     "propose_mkdir", {**base, "name": f"t{ttl}", "ttl_minutes": ttl}
                 )
-            assert ei.value.error.code == INVALID_PARAMS
-            assert "ttl_minutes" in ei.value.error.message
+            )
+            assert err["code"] == "invalid_argument"
+            assert err["details"]["field"] == "ttl_minutes"
         for ttl in (5, 30):
             p = ok(
                 await client.call_tool(
@@ -308,8 +326,8 @@ async def test_reproposing_returns_created_false_until_the_evidence_changes(
         assert changed["created"] is True and changed["proposal"]["id"] != first["proposal"]["id"]
 
 
-async def test_pending_per_bridge_cap_returns_limit_exceeded(ws: Workspace) -> None:
-    ws.write_config(pending_per_bridge=2)
+async def test_pending_per_session_cap_returns_limit_exceeded(ws: Workspace) -> None:
+    ws.write_config(pending_per_session=2)
     base = {"remote_parent": "", "reason": "flood"}
     async with connect(ws) as client:
         for i in range(2):
@@ -319,7 +337,7 @@ async def test_pending_per_bridge_cap_returns_limit_exceeded(ws: Workspace) -> N
         # Still serving, and the identical request is still answered idempotently.
         same = ok(await client.call_tool("propose_mkdir", {**base, "name": "d0"}))
         assert same["created"] is False
-    async with connect(ws) as other:  # another bridge has its own allowance
+    async with connect(ws) as other:  # another session has its own allowance
         ok(await other.call_tool("propose_mkdir", {**base, "name": "d2"}))
 
 
@@ -383,7 +401,7 @@ async def test_attribution_visibility_and_withdraw_by_the_proposing_session(
         mk = ok(await a.call_tool("propose_mkdir", VALID_CALLS["propose_mkdir"]))["proposal"]
         assert up["made_by_this_session"] is True
         assert (up["client_name"], up["client_version"]) == ("placet-tests", "9.9")
-        async with connect(ws) as b:  # same roots, another bridge
+        async with connect(ws) as b:  # same roots, another session
             seen = ok(await b.call_tool("proposal_get", {"id": up["id"]}))["proposal"]
             assert seen["made_by_this_session"] is False
             err = error_of(await b.call_tool("proposal_withdraw", {"id": up["id"]}))

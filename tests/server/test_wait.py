@@ -170,7 +170,7 @@ def _expired_mkdir(ws: Workspace, name: str) -> int:
             name,
             reason="short-lived",
             drive_spec=str(ws.drive),
-            run_id="another-bridge",
+            run_id="another-session",
             ttl=1,
         )
         return rec.id
@@ -261,7 +261,7 @@ def _sync_proposal(ws: Workspace, n_ops: int) -> int:
             evidence={},
             reason="progress test",
             drive_spec=str(ws.drive),
-            run_id="another-bridge",
+            run_id="another-session",
             ttl_seconds=600,
         )
         return rec.id

@@ -69,7 +69,7 @@ def test_lone_surrogates_in_tool_arguments_are_refused_naming_the_field(raw: Raw
     )
     reply = raw.recv()
     assert reply["id"] == 9 and reply["result"]["isError"] is True
-    assert reply["result"]["structuredContent"]["code"] == "not_found"
+    assert json.loads(reply["result"]["content"][1]["text"])["code"] == "not_found"
     assert raw.call(10, "roots_list", {})["result"]["isError"] is False
 
 

@@ -78,14 +78,14 @@ def test_expired_but_unswept_cannot_be_accepted(store: Store) -> None:
 
 
 def test_pending_caps(settings: Settings) -> None:
-    capped = settings.model_copy(update={"pending_per_bridge": 2, "pending_total": 3})
+    capped = settings.model_copy(update={"pending_per_session": 2, "pending_total": 3})
     with open_store(capped) as store:
         _create(store, 1)
         _create(store, 2)
         with pytest.raises(LimitExceeded) as e:
             _create(store, 3)
         assert e.value.error_code == "limit_exceeded"
-        assert e.value.details["cap"] == "pending_per_bridge"
+        assert e.value.details["cap"] == "pending_per_session"
         _create(store, 4, run_id="run-b")
         with pytest.raises(LimitExceeded) as e:
             _create(store, 5, run_id="run-c")
@@ -104,14 +104,14 @@ def test_file_modes(settings: Settings) -> None:
 
 
 def test_caps_count_only_unexpired_pending(settings: Settings) -> None:
-    capped = settings.model_copy(update={"pending_per_bridge": 2, "pending_total": 3})
+    capped = settings.model_copy(update={"pending_per_session": 2, "pending_total": 3})
     t0 = utcnow()
     with open_store(capped) as store:
         _create(store, 1, ttl=60, now=t0)
         _create(store, 2, ttl=60, now=t0)
         with pytest.raises(LimitExceeded):
             _create(store, 3, ttl=60, now=t0 + timedelta(seconds=59))
-        # Both expired (unswept): the bridge may propose again.
+        # Both expired (unswept): the session may propose again.
         p, created = _create(store, 3, ttl=60, now=t0 + timedelta(seconds=61))
         assert created and p.status == "pending"
         assert [x.status for x in store.list()] == ["pending", "pending", "pending"]

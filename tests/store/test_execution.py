@@ -140,12 +140,12 @@ def test_extend_is_capped_from_creation(store: Store) -> None:
         store.extend(q.id, minutes=5, now=T0)
 
 
-def test_withdraw_only_by_the_proposing_bridge(store: Store) -> None:
-    p = _make(store, run_id="bridge-1")
+def test_withdraw_only_by_the_proposing_session(store: Store) -> None:
+    p = _make(store, run_id="session-1")
     with pytest.raises(PolicyRefused):
-        store.withdraw(p.id, run_id="bridge-2", now=T0)
-    w = store.withdraw(p.id, run_id="bridge-1", now=T0)
-    assert (w.status, w.resolved_by) == ("withdrawn", "agent:bridge-1")
+        store.withdraw(p.id, run_id="session-2", now=T0)
+    w = store.withdraw(p.id, run_id="session-1", now=T0)
+    assert (w.status, w.resolved_by) == ("withdrawn", "agent:session-1")
 
 
 def test_duplicate_of_an_unswept_expired_proposal_creates_a_new_one(store: Store) -> None:
@@ -158,7 +158,7 @@ def test_duplicate_of_an_unswept_expired_proposal_creates_a_new_one(store: Store
 
 
 def test_expire_due_in_batches(settings: Settings) -> None:
-    s = settings.model_copy(update={"pending_per_bridge": 2000, "pending_total": 2000})
+    s = settings.model_copy(update={"pending_per_session": 2000, "pending_total": 2000})
     with open_store(s) as store:
         ids = [_make(store, i, ttl=60).id for i in range(SWEEP_BATCH + 20)]
         keep = _make(store, 99_999, ttl=600)

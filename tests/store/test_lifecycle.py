@@ -62,7 +62,7 @@ class Lifecycle(RuleBasedStateMachine):
         super().__init__()
         self.home = tempfile.mkdtemp(prefix="placet-lifecycle-")
         s = load_settings({"PLACET_HOME": self.home})
-        s = s.model_copy(update={"pending_per_bridge": 3, "pending_total": 5})
+        s = s.model_copy(update={"pending_per_session": 3, "pending_total": 5})
         self.store = open_store(s)
         self.now = T0
         self.seen: dict[int, str] = {}

@@ -61,7 +61,7 @@ def _worker(home: str, who: int, barrier: object, out: str) -> None:
 def test_four_processes_race_on_the_same_500_proposals(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
-    (home / "config.toml").write_text("pending_per_bridge = 1000\n")
+    (home / "config.toml").write_text("pending_per_session = 1000\n")
     settings = load_settings({"PLACET_HOME": str(home)})
     with open_store(settings) as store:
         for i in range(N):

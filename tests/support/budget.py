@@ -18,6 +18,8 @@ from typing import Any
 from mcp import Client
 from mcp.types import CallToolResult
 
+from tests.support.mcp import error_payload
+
 BUDGET = 40_000
 
 
@@ -61,7 +63,7 @@ class Measured:
             result = await self.client.call_tool(tool, args)
             text, data = reply_sizes(result)
             assert text <= self.budget and data <= self.budget, (tool, text, data)
-            sc = result.structured_content or {}
+            sc = error_payload(result) if result.is_error else {}
             if not (result.is_error and sc.get("code") == "in_progress"):
                 break
         assert not result.is_error, result.content[0].text if result.content else result

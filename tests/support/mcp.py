@@ -116,13 +116,23 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def error_of(result: CallToolResult) -> dict[str, Any]:
-    """The `{code, message, retryable, details}` of a domain-error result (asserts it is one)."""
+def error_payload(result: CallToolResult) -> dict[str, Any]:
+    """The `{code, message, retryable, details}` of an error result: its second text
+    block (error results carry no structured content; placet.server.framework)."""
     assert result.is_error, f"expected an error result, got {result.structured_content}"
-    sc = result.structured_content
-    assert sc is not None and set(sc) == {"code", "message", "retryable", "details"}, sc
-    assert len(result.content) == 1 and result.content[0].type == "text"
-    assert "\n" not in result.content[0].text
+    assert result.structured_content is None, result.structured_content
+    assert len(result.content) == 2 and all(c.type == "text" for c in result.content)
+    payload: dict[str, Any] = json.loads(result.content[1].text)  # type: ignore[union-attr]
+    return payload
+
+
+def error_of(result: CallToolResult) -> dict[str, Any]:
+    """The `{code, message, retryable, details}` of a domain-error result (asserts it is
+    one: a one-line text summary, then the JSON)."""
+    sc = error_payload(result)
+    assert set(sc) == {"code", "message", "retryable", "details"}, sc
+    line = result.content[0].text  # type: ignore[union-attr]
+    assert "\n" not in line and line.startswith(f"{sc['code']}: "), line
     return sc
 
 

@@ -58,7 +58,7 @@ def quiet(settings: Settings, **changes: Any) -> Settings:
         "drive": DRIVE,
         "sweep_seconds": 3600.0,
         "pending_total": 100_000,
-        "pending_per_bridge": 100_000,
+        "pending_per_session": 100_000,
     }
     values.update(changes)
     return settings.model_copy(update=values)
