@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, Self
 
+from placet.config.password import CALLER_ENV, remove_token, write_token
 from placet.drive.base import (
     Capabilities,
     DigestStore,
@@ -110,8 +111,14 @@ class RcloneCore:
         self.spec = spec
         self._parsed = parse_spec(spec)
         self._rclone = rclone_path
-        self._env = child_env(env)
         self._flags = (*COMMON_FLAGS, *flags)
+        # placet's password command answers only an rclone it can trace to this process
+        # (`placet.config.password.check_caller`); the token file goes with `close`.
+        self._token: Path | None = None
+        if "--password-command" in self._flags:
+            self._token = write_token(run_dir, rclone_path)
+            env = {**env, CALLER_ENV: str(self._token)}
+        self._env = child_env(env)
         self._secrets = self._parsed.secret_values() + [
             v for k, v in env.items() if any(w in k.upper() for w in _SECRET_ENV_WORDS)
         ]
@@ -454,6 +461,8 @@ class RcloneCore:
     def close(self) -> None:
         """Stop rclone rcd. Idempotent; the drive cannot be used afterwards."""
         self._rcd.close()
+        if self._token is not None:
+            remove_token(self._token)
 
     def __enter__(self) -> Self:
         return self

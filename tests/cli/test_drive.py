@@ -18,7 +18,7 @@ import pytest
 
 from placet.cli import main
 from placet.config import Settings, load_settings
-from placet.config.password import KEYRING_SERVICE, KEYRING_USERNAME
+from placet.config.password import CALLER_ENV, KEYRING_SERVICE, KEYRING_USERNAME, write_token
 from placet.drive import drive_for
 from placet.errors import EXIT_DRIVE_UNAVAILABLE, EXIT_OK, EXIT_USAGE, ConfigError, DriveError
 from tests.support.keyring_backend import MemoryKeyring, file_keyring_env
@@ -147,27 +147,35 @@ def test_login_stores_password_and_rclone_asks_placet_for_it(
         assert SECRET.encode() not in where and b"RCLONE_CONFIG_PASS" not in where
 
 
-def test_password_for_rclone_prints_only_the_password_and_is_hidden(
+def test_password_for_rclone_answers_no_caller_but_placets_own_rclone(
     file_keyring: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The hidden command is no oracle: called by anything but an rclone placet started
+    (here: the test itself, with and without a token file naming its own pid) it prints
+    nothing and says why. Through placet's own rclone it works: see the test above."""
     monkeypatch.chdir(tmp_path)
+    keyring.set_password(KEYRING_SERVICE, KEYRING_USERNAME, SECRET)
 
-    def hidden(env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    def hidden(extra: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(
             [str(PLACET), "drive", "password-for-rclone"],
-            env=env,
+            env={**os.environ, **extra},
             capture_output=True,
             timeout=60,
         )
 
-    r = hidden()
-    assert r.returncode == EXIT_USAGE and r.stdout == b""
-    assert r.stderr.decode().count("\n") == 1 and "placet drive login" in r.stderr.decode()
-    keyring.set_password(KEYRING_SERVICE, KEYRING_USERNAME, SECRET + " ünïcode")
-    r = hidden()
-    assert (r.returncode, r.stdout, r.stderr) == (0, (SECRET + " ünïcode").encode(), b"")
-    r = hidden({"PATH": "/usr/bin:/bin", "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"})
-    assert r.returncode == EXIT_USAGE and r.stdout == b"" and "no_keyring" in r.stderr.decode()
+    # a token file as placet writes it for its rclone children: the command's parent is
+    # this process, not that rclone binary
+    stale = tmp_path / "run" / "rclone-callers" / "999999999-left-by-a-killed-placet"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    token = write_token(tmp_path / "run", RCLONE)
+    assert token.stat().st_mode & 0o777 == 0o600 and not stale.exists()
+    for extra in ({}, {CALLER_ENV: str(token)}, {CALLER_ENV: "x"}):
+        r = hidden(extra)
+        assert r.returncode == EXIT_USAGE and r.stdout == b"", extra
+        assert SECRET.encode() not in r.stderr
+        assert "password_refused" in r.stderr.decode() and r.stderr.count(b"\n") == 1
     helps = [
         subprocess.run([str(PLACET), *a, "--help"], capture_output=True, text=True).stdout
         for a in ((), ("drive",))
