@@ -70,7 +70,8 @@ class Measured:
         top = self.largest.setdefault(tool, [0, 0])
         top[0], top[1] = max(top[0], text), max(top[1], data)
         self.calls[tool] = self.calls.get(tool, 0) + 1
-        return sc
+        assert result.structured_content is not None
+        return result.structured_content
 
 
 NAME = "-a-longer-generated-name-to-fill-the-pages.txt"
