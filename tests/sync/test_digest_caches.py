@@ -84,13 +84,13 @@ def test_a_write_before_the_copy_is_loaded_does_not_make_a_partial_copy(
 def test_skip_rows_pack_alike_from_a_list_or_an_iterator() -> None:
     """`verified_skips` yields its rows; packed from an iterator (4,096 at a time) they
     read back exactly as from a list, across chunk boundaries and when empty."""
-    from placet.sync.tables import _pack_rows, _unpack
+    from placet.sync.tables import pack_rows, unpack
 
     for n in (0, 1, 4096, 4097, 9000):
         rows = [(f"d/f{i}", f"{i:064x}", "sha256", f"{i:064x}", i, None) for i in range(n)]
         want = [list(r) for r in rows]
-        assert _unpack(_pack_rows(iter(rows))) == want
-        assert _unpack(_pack_rows(rows)) == want
+        assert unpack(pack_rows(iter(rows))) == want
+        assert unpack(pack_rows(rows)) == want
 
 
 def test_a_retried_bulk_write_writes_every_row(settings: Settings) -> None:
