@@ -28,8 +28,10 @@ test: lint
 # marked `transfers` and the files that run rclone or compare the kernel's file times with
 # the clock (drive, executor, indexer, sync service/selection/names, MCP and CLI
 # subprocesses with a rebuilt environment), since faketime reaches none of those.
-CALENDAR_TESTS := tests/test_calendar_guard.py tests/test_store_*.py tests/test_tui_*.py \
-	tests/test_cli_proposals.py tests/test_sync_caps.py tests/test_sync_fingerprint.py
+# Every test under tests/store and tests/tui belongs here, and so does a new file there.
+CALENDAR_TESTS := tests/project/test_calendar_guard.py tests/store tests/tui \
+	tests/cli/test_proposals.py tests/sync/test_caps.py tests/sync/test_fingerprint.py \
+	tests/sync/test_digest_caches.py
 calendar: $(STAMP)
 	@if ! command -v faketime >/dev/null; then \
 		if [ -n "$$CI" ]; then echo 'faketime is missing (apt-get install faketime)' >&2; exit 1; fi; \

@@ -1,5 +1,5 @@
 """Every reply fits a host, at 100,000 files (issue 11): the scenario of
-tests/test_reply_budget.py at sizes too slow for a test, timed.
+tests/server/test_reply_budget.py at sizes too slow for a test, timed.
 
 A fresh data directory and a local-folder drive; `--files` small generated files (4-10
 bytes, 250 per folder) under the root. Through the official MCP client and a real
@@ -7,7 +7,7 @@ bytes, 250 per folder) under the root. Through the official MCP client and a rea
 proposal_get x2, proposal_list, proposal_wait, proposal_ops (every page), then
 drive_changes (every page) after as many files appeared on the drive. Each reply's
 text and structured content (UTF-8 JSON) is checked against the 40,000-byte budget, and
-the paged ops against the plan (`tests/budget_scenario.py`). With `--apply` the owner
+the paged ops against the plan (`tests/support/budget.py`). With `--apply` the owner
 then accepts (`placet accept --yes`, timed) and the ops paged again are the ops that ran.
 
 Printed: seconds per stage, calls and the largest text / structured reply per tool.
@@ -29,15 +29,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: `tests`
 
-from budget_scenario import (  # the tests' scenario, shared
+from tests.support.budget import (  # the tests' scenario, shared
     Measured,
     check_ran,
     make_tree,
     plan_and_propose,
 )
-from mcp_fixtures import PLACET, connect, make_workspace
+from tests.support.mcp import PLACET, connect, make_workspace
 
 
 async def run(files: int, apply: bool, base: Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ temporary PLACET_HOME, a local-folder drive):
 - **flood**: 5,000 `tools/call` of ~100 KB each written while no answer is read;
   measured once the writer has made no progress for 3 s (about 500 MB if all were held).
 
-The tests (tests/test_server_wire.py, tests/test_server_limits.py) check the behaviour
+The tests (tests/server/test_wire.py, tests/server/test_limits.py) check the behaviour
 (refused, stopped reading, everything answered afterwards); the figures are here.
 
 Usage: .venv/bin/python bench/server_memory.py [--json]

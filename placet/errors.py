@@ -10,7 +10,7 @@ everywhere.
 Exit codes (docs/design.md section 9): 0 ok; 1 an op failed; 2 usage; 3 not found;
 4 refused; 5 drive unavailable; 6 store error. Every code placet raises or journals, with
 its class and exit code, is listed in docs/errors.md (checked against the source by
-tests/test_errors_doc.py); a code is stable once shipped: agents and scripts match on it.
+tests/project/test_errors_doc.py); a code is stable once shipped: agents and scripts match on it.
 """
 
 from __future__ import annotations

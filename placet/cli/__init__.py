@@ -3,7 +3,7 @@
 Each command group lives in its own module under `placet/cli/` exposing
 `register(subparsers) -> None`; every subcommand sets `func(args) -> int` with
 `set_defaults`, and gives itself and each argument a one-line `help=` (a subcommand's
-line is also the description of its own `--help`; `tests/test_cli_help.py` checks every
+line is also the description of its own `--help`; `tests/cli/test_help.py` checks every
 one). A `PlacetError` becomes one clear line on stderr and the exit code of its
 class (`placet.errors`); nothing prints a traceback to a user.
 """

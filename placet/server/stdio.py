@@ -14,7 +14,7 @@ pipe. `serve_stdio` drives the low-level server directly (the SDK's own
 `MCPServer.run_stdio_async` does the same with its default streams); it reaches
 `MCPServer._lowlevel_server`, which mcp 2.3 documents as the object `Client(...,
 mode="legacy")` wraps; the `mcp>=2.3,<3` pin keeps that stable and
-`tests/test_server_cli.py` checks the behaviour. Between the transport and the server sit
+`tests/server/test_serve_process.py` checks the behaviour. Between the transport and the server sit
 the screen of `placet.server.wire` (answers lines the SDK cannot read) and the streams of
 `placet.server.flow`, which bound the requests one client keeps in flight.
 

@@ -92,7 +92,7 @@ class Classifier:
         new files repeats its folder names 100,000 times). The whole-path calls, which
         add only the total length and depth limits, run for paths past `MAX_PLAN_PATH_CHARS`
         characters or `MAX_PLAN_DEPTH` levels, below every such limit of `placet.paths.local`
-        (`tests/test_sync_names.py` checks that this stays so)."""
+        (`tests/sync/test_names.py` checks that this stays so)."""
         names = self._names
         for path in (remote_path,) if local_path == remote_path else (remote_path, local_path):
             for seg in path.split("/"):

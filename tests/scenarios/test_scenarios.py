@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sync_helpers import classify, index_as_nobody, make_public, public_dir
 
 from placet.sync import PlanCapabilities, baseline_for, choose_digest_type, plan
 from placet.sync.cache import MemoryDigestCache
 from placet.sync.entries import BaselineEntry, LocalEntry, RemoteEntry
 from placet.sync.index_file import RACY_WINDOW_NS
 from placet.sync.indexer import index_local
+from tests.support.listings import classify, index_as_nobody, make_public, public_dir
 
 HERE = Path(__file__).parent
 SCENARIOS = sorted(HERE.glob("*.toml"))

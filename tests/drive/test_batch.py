@@ -1,0 +1,88 @@
+"""Batches of small new files (`RcloneDrive.upload_new_batch`): one upload request with a
+part per file, every file verified and moved into place on its own terms. Real rclone
+against a local-folder remote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from placet.drive import RcloneDrive, UploadResult
+from placet.drive.rclone_batch import NewFile
+from placet.errors import AlreadyExists, StaleEvidence, UsageError
+from placet.names import TEMP_PREFIX
+
+NAMES = ["plain.txt", "ünïcödé café.txt", "with spaces #%41.txt", "[br]{ace}*?.txt", "x" * 200]
+
+
+def _file(tmp_path: Path, name: str, data: bytes, sha: str | None = None) -> tuple[int, str]:
+    p = tmp_path / "src" / name
+    p.parent.mkdir(exist_ok=True)
+    p.write_bytes(data)
+    return os.open(p, os.O_RDONLY), sha or hashlib.sha256(data).hexdigest()
+
+
+def test_a_batch_stores_each_approved_file_and_refuses_the_others(
+    tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    remote = tmp_path / "drive"
+    (remote / "box").mkdir(parents=True)
+    drive = make_drive(str(remote))
+    assert drive.can_batch()
+    datas = [b"--boundary\r\n\x00" + os.urandom(50 + i) + b"\r\n--" for i in range(len(NAMES))]
+    files, fds = [], []
+    for i, (name, data) in enumerate(zip(NAMES, datas, strict=True)):
+        fd, sha = _file(tmp_path, name, data, "0" * 64 if i == 1 else None)
+        fds.append(fd)
+        files.append(NewFile(fd, len(data), f"box/{name}", sha))
+    (remote / "box" / NAMES[2]).write_bytes(b"appeared")  # the target appeared meanwhile
+    journaled: list[list[tuple[int, str]]] = []
+
+    def journal(temps: list[tuple[int, str]]) -> None:
+        assert not [n for n in os.listdir(remote / "box") if n.startswith(TEMP_PREFIX)]
+        journaled.append(temps)
+
+    try:
+        out = drive.upload_new_batch(files, journal=journal)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+    # Every temporary name was journaled once, before any byte was sent; the file whose
+    # bytes are not the approved ones sent nothing.
+    [temps] = journaled
+    assert sorted(i for i, _ in temps) == [0, 2, 3, 4]
+    assert all(t.startswith(f"box/{TEMP_PREFIX}") for _, t in temps)
+    assert isinstance(out[1], StaleEvidence) and not (remote / "box" / NAMES[1]).exists()
+    assert isinstance(out[2], AlreadyExists)
+    assert (remote / "box" / NAMES[2]).read_bytes() == b"appeared"
+    for i in (0, 3, 4):
+        r = out[i]
+        assert isinstance(r, UploadResult), r
+        assert r.verification == "digest:sha256" and r.path_taken == "temp+move"
+        assert r.digest == r.sha256 == hashlib.sha256(datas[i]).hexdigest()
+        assert (remote / "box" / NAMES[i]).read_bytes() == datas[i]
+        assert r.mtime is not None
+    assert [n for n in os.listdir(remote / "box") if n.startswith(TEMP_PREFIX)] == []
+
+
+def test_a_batch_takes_one_folder_of_small_files_only(
+    tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    remote = tmp_path / "drive"
+    remote.mkdir()
+    drive = make_drive(str(remote))
+    fd, sha = _file(tmp_path, "a.txt", b"a")
+    try:
+        with pytest.raises(UsageError):
+            drive.upload_new_batch([NewFile(fd, 1, "x/a.txt", sha), NewFile(fd, 1, "y/a.txt", sha)])
+        with pytest.raises(UsageError):
+            drive.upload_new_batch([NewFile(fd, drive.rcd_upload_max + 1, "x/a.txt", sha)])
+    finally:
+        os.close(fd)
+    assert list(remote.iterdir()) == []

@@ -1,0 +1,57 @@
+"""Code and tests cite the repository's own design (docs/design.md), never a file outside
+the repository, and only sections that exist there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CITATION = re.compile(r"docs/design\.md sections? (\d+)(?:(?:-| and |, )(\d+))?")
+
+
+def _sources() -> list[Path]:
+    return [p for d in ("placet", "tests", "bench", "examples") for p in (REPO / d).rglob("*.py")]
+
+
+def test_code_cites_only_existing_sections_of_the_design_in_the_repository() -> None:
+    design = (REPO / "docs" / "design.md").read_text()
+    sections = {int(n) for n in re.findall(r"^## (\d+)\.", design, flags=re.M)}
+    assert sections == set(range(1, max(sections) + 1))
+    outside, unknown = [], []
+    for path in _sources():
+        if path.name == Path(__file__).name:
+            continue
+        text = path.read_text()
+        if re.search(r"(?<!docs/)DESIGN\.md|\.\./shared/", text):
+            outside.append(str(path.relative_to(REPO)))
+        for m in CITATION.finditer(text):
+            cited = {int(g) for g in m.groups() if g}
+            if not cited <= sections:
+                unknown.append(f"{path.relative_to(REPO)}: {m.group(0)}")
+    assert outside == [], f"cite docs/design.md, not a file outside the repository: {outside}"
+    assert unknown == [], f"no such section in docs/design.md: {unknown}"
+
+
+NAMED = re.compile(CITATION.pattern + r', "([^"]+)"')
+
+
+def test_a_cited_rule_name_is_a_rule_of_the_cited_section() -> None:
+    """`docs/design.md section 9, "Digest choice"` names a bold rule (`- **Digest choice**`)
+    of section 9; case and a shortened name ("Risk flags") are fine."""
+    design = (REPO / "docs" / "design.md").read_text()
+    parts = re.split(r"^## (\d+)\.", design, flags=re.M)
+    rules = {
+        int(n): re.findall(r"\*\*([^*]+)\*\*", body.lower())
+        for n, body in zip(parts[1::2], parts[2::2], strict=True)
+    }
+    missing = []
+    for path in _sources():
+        for m in NAMED.finditer(path.read_text()):
+            *numbers, quoted = m.groups()
+            name = " ".join(quoted.split())
+            cited = [int(g) for g in numbers if g]
+            names = [r for n in cited for r in rules.get(n, [])]
+            if not any(r.startswith(name.lower()) for r in names):
+                missing.append(f"{path.relative_to(REPO)}: {' '.join(m.group(0).split())}")
+    assert missing == [], f"no such rule in the cited section of docs/design.md: {missing}"

@@ -1,0 +1,140 @@
+"""`placet audit --verify` re-verifies every passkey-signed approval against the stored
+public key (`placet.store.audit`, `placet.store.signatures`): a key swapped or removed
+in the passkey table, which the hash chain does not cover, is caught at the approval's
+event. The assertion is made by a small software authenticator (an EC P-256 key signing
+authenticator data and client data as WebAuthn specifies), so no browser is needed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from typing import Any
+
+import cbor2
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from webauthn.helpers import bytes_to_base64url
+
+from placet.config import Settings
+from placet.store import Store, open_store
+from placet.store.signatures import accept_challenge
+from tests.support.review import T0, add_upload, quiet
+
+ORIGIN, RP_ID = "http://localhost:8765", "localhost"
+
+
+class SoftKey:
+    """A passkey in software: COSE public key, and assertions over a challenge."""
+
+    def __init__(self) -> None:
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.count = 0
+
+    def cose(self) -> bytes:
+        n = self.key.public_key().public_numbers()
+        return bytes(cbor2.dumps(
+            {1: 2, 3: -7, -1: 1, -2: n.x.to_bytes(32, "big"), -3: n.y.to_bytes(32, "big")}
+        ))  # fmt: skip
+
+    def assert_(self, challenge: bytes, credential_id: str) -> dict[str, str]:
+        self.count += 1
+        client = json.dumps({"type": "webauthn.get", "challenge": bytes_to_base64url(challenge),
+                             "origin": ORIGIN, "crossOrigin": False}).encode()  # fmt: skip
+        auth = hashlib.sha256(RP_ID.encode()).digest() + bytes([0x05]) + self.count.to_bytes(4)
+        sig = self.key.sign(auth + hashlib.sha256(client).digest(), ec.ECDSA(hashes.SHA256()))
+        return {
+            "credential_id": credential_id,
+            "authenticator_data": bytes_to_base64url(auth),
+            "client_data": bytes_to_base64url(client),
+            "signature": bytes_to_base64url(sig),
+            "origin": ORIGIN,
+            "rp_id": RP_ID,
+        }
+
+
+def _signed_accept(quiet_store: Store, key: SoftKey, cid: str) -> Any:
+    rec = add_upload(quiet_store)
+    nonce = "ab" * 16
+    challenge = accept_challenge(
+        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
+    )
+    passkey = {**key.assert_(challenge, cid), "nonce": nonce}
+    quiet_store.accept(
+        rec.id, now=T0, detail={"request_hash": rec.request_hash, "via": "web", "passkey": passkey}
+    )
+    return rec
+
+
+def test_audit_verify_re_verifies_signatures_against_the_stored_key(quiet_store: Store) -> None:
+    key, cid = SoftKey(), "c29mdC1rZXk"
+    quiet_store.register_passkey(
+        quiet_store.create_pairing(),
+        credential_id=cid,
+        public_key=key.cose(),
+        sign_count=0,
+        name="soft",
+    )
+    rec = _signed_accept(quiet_store, key, cid)
+    v = quiet_store.verify_audit()
+    assert v.ok and "1 passkey-signed approval(s) re-verified" in v.message, v.message
+    approval = [
+        e for e in quiet_store.audit_events(proposal_id=rec.id) if e.to_status == "approved"
+    ]
+
+    con = sqlite3.connect(quiet_store.db_path)
+    con.execute("UPDATE web_passkey SET public_key = ?", (SoftKey().cose(),))
+    con.commit()
+    v = quiet_store.verify_audit()
+    assert not v.ok and v.first_bad_event_id == approval[0].id
+    assert "does not verify" in v.message
+
+    con.execute("DELETE FROM web_passkey")
+    con.commit()
+    con.close()
+    v = quiet_store.verify_audit()
+    assert not v.ok and "a passkey this database does not hold" in v.message
+
+
+def test_an_approval_signed_for_another_request_fails_verification(quiet_store: Store) -> None:
+    key, cid = SoftKey(), "c29mdC1rZXk"
+    quiet_store.register_passkey(
+        quiet_store.create_pairing(),
+        credential_id=cid,
+        public_key=key.cose(),
+        sign_count=0,
+        name="soft",
+    )
+    other = add_upload(quiet_store, local_path="other.txt")
+    rec = add_upload(quiet_store, local_path="this.txt")
+    nonce = "cd" * 16
+    wrong = accept_challenge(
+        proposal_id=other.id, request_hash=other.request_hash, skip_ops=[], nonce=nonce
+    )  # a signature made for the other proposal, recorded on this one
+    passkey = {**key.assert_(wrong, cid), "nonce": nonce}
+    quiet_store.accept(
+        rec.id, now=T0, detail={"request_hash": rec.request_hash, "via": "web", "passkey": passkey}
+    )
+    v = quiet_store.verify_audit()
+    assert not v.ok and f"approval of proposal {rec.id}" in v.message
+
+
+def test_unsigned_approvals_after_signed_mode_was_used_are_reported(settings: Settings) -> None:
+    key, cid = SoftKey(), "c29mdC1rZXk"
+    with open_store(quiet(settings, approvals="signed")) as signed:
+        signed.register_passkey(
+            signed.create_pairing(), credential_id=cid, public_key=key.cose(), sign_count=0,
+            name="soft",
+        )  # fmt: skip
+        rec = _signed_accept(signed, key, cid)
+        approval = [e for e in signed.audit_events(proposal_id=rec.id) if e.to_status == "approved"]
+        assert approval[0].detail["approvals"] == "signed"
+        assert "note" not in signed.verify_audit().message
+    with open_store(quiet(settings)) as terminal:  # the owner (or not) turned signed mode off
+        later = add_upload(terminal, local_path="later.txt")
+        terminal.accept(later.id, now=T0, detail={"request_hash": later.request_hash})
+        event = terminal.audit_events(proposal_id=later.id)[-1].id
+        v = terminal.verify_audit()
+    assert v.ok
+    assert "1 approval(s) without a passkey signature were made after signed mode" in v.message
+    assert f"events {event} " in v.message

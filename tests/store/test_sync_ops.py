@@ -1,0 +1,157 @@
+"""A sync proposal's ops stored by reference (docs/decisions.md, "A sync proposal's ops
+are stored by reference"): one `proposal_op` row per op, the request carrying counts,
+bytes by kind and a digest that binds every op into the request hash. Read only through
+`Store.op_count` / `Store.ops` / `Store.iter_ops` / `Store.checked_ops`; an op row edited
+in the database makes the executor and `placet accept` refuse; a proposal stored inline
+by an older placet still reads, accepts and runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+import pytest
+
+from placet.errors import PolicyRefused
+from placet.executor import execute, load_plan
+from placet.schema import (
+    LocalFileEvidence,
+    Op,
+    RemoteEvidence,
+    canonical_json,
+    ops_digest,
+    request_hash,
+)
+from placet.store import ProposalRecord
+from placet.store.db import dt_text, utcnow
+from tests.support.rig import Rig, mkdir_ops, placet_cli, write_config
+
+
+def _mkdirs(n: int) -> list[Op]:
+    return mkdir_ops(f"d{i:03d}" for i in range(n))
+
+
+def _sync(rig: Rig, ops: list[Op]) -> ProposalRecord:
+    rec, created = rig.propose_ops(ops)
+    assert created
+    return rec
+
+
+def _sql(rig: Rig, statement: str, *args: object) -> None:
+    con = sqlite3.connect(rig.settings.db_path)
+    try:
+        con.execute(statement, args)
+        con.commit()
+    finally:
+        con.close()
+
+
+def test_ops_are_rows_and_the_request_carries_counts_bytes_and_digest(rig: Rig) -> None:
+    local = LocalFileEvidence(size=7, mtime_ns=1, sha256="ab" * 32)
+    upload = Op(index=3, kind="upload", local_path="a", remote_path="a", size=7,
+                expected_local=local, expected_remote=RemoteEvidence(exists=False))  # fmt: skip
+    ops = [*_mkdirs(3), upload]
+    rec = _sync(rig, ops)
+    dumped = [op.model_dump(mode="json") for op in ops]
+    assert "ops" not in rec.request
+    assert rec.request["op_count"] == 4
+    assert rec.request["op_kinds"] == {
+        "mkdir": {"count": 3, "bytes": 0},
+        "upload": {"count": 1, "bytes": 7},
+    }
+    assert rec.request["ops_digest"] == ops_digest(canonical_json(o) for o in dumped)
+    assert rec.request_hash == request_hash("sync", rec.request, rec.evidence)
+    assert rig.store.get(rec.id).request == rec.request  # a get never reads the ops
+
+    store = rig.store
+    assert store.op_count(rec.id) == 4
+    assert store.ops(rec.id) == dumped
+    assert store.ops(rec.id, start=1, limit=2) == dumped[1:3]
+    assert store.ops(rec.id, start=4) == []
+    assert list(store.iter_ops(rec.id, page=3)) == dumped
+    assert store.checked_ops(rec.id, rec.request) == dumped
+    # The same ops again are the same pending proposal (the digest is in the hash).
+    again, created = rig.propose_ops(ops, "again")
+    assert (again.id, created) == (rec.id, False)
+
+
+def test_an_edited_op_row_makes_the_executor_and_accept_refuse(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    rec = _sync(rig, _mkdirs(5))
+    changed = rig.store.ops(rec.id, start=2, limit=1)[0] | {"remote_path": "elsewhere"}
+    _sql(rig, "UPDATE proposal_op SET op = ? WHERE proposal_id = ? AND op_index = 2",
+         canonical_json(changed), rec.id)  # fmt: skip
+    assert rig.store.ops(rec.id, start=2, limit=1)[0]["remote_path"] == "elsewhere"
+    with pytest.raises(PolicyRefused) as refused:
+        rig.store.checked_ops(rec.id, rec.request)
+    assert refused.value.error_code == "request_altered"
+
+    # `placet accept` refuses before it asks for anything, and leaves it pending.
+    write_config(rig.settings, drive=rig.drive.spec, allow_yes=True)
+    r = placet_cli("accept", str(rec.id), "--yes", env=dict(os.environ))
+    assert r.returncode != 0 and "request_altered" in r.stderr, r.stderr
+    assert rig.store.get(rec.id).status == "pending"
+
+    # Approved anyway (e.g. directly in the store): the executor refuses to run it.
+    rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "skip_ops": []})
+    with pytest.raises(PolicyRefused) as at_run:
+        execute(rig.store, rig.settings, rec.id, drive=rig.drive)
+    assert at_run.value.error_code == "request_altered"
+    assert os.listdir(rig.remote_dir) == []
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "DELETE FROM proposal_op WHERE proposal_id = :pid AND op_index = 4",
+        "UPDATE proposal_op SET op_index = op_index + 10 WHERE proposal_id = :pid AND op_index = 4",
+    ],
+    ids=["row_deleted", "row_renumbered"],
+)
+def test_a_missing_or_renumbered_op_row_is_refused(rig: Rig, tamper: str) -> None:
+    rec = _sync(rig, _mkdirs(5))
+    con = sqlite3.connect(rig.settings.db_path)
+    con.execute(tamper, {"pid": rec.id})
+    con.commit()
+    con.close()
+    with pytest.raises(PolicyRefused):
+        load_plan(rig.store, rec)
+
+
+def test_skip_ops_are_checked_against_the_stored_op_indexes(rig: Rig) -> None:
+    from placet.errors import UsageError
+
+    rec = _sync(rig, _mkdirs(3))
+    with pytest.raises(UsageError) as unknown:
+        rig.store.accept(rec.id, detail={"skip_ops": [7]})
+    assert unknown.value.error_code == "skip_invalid"
+    with pytest.raises(UsageError) as everything:
+        rig.store.accept(rec.id, detail={"skip_ops": [0, 1, 2]})
+    assert everything.value.error_code == "nothing_selected"
+    ok = rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "skip_ops": [1]})
+    assert ok.status == "approved"
+
+
+def test_a_proposal_stored_inline_by_an_older_placet_still_reads_and_runs(rig: Rig) -> None:
+    """A row as placet stored syncs before `proposal_ops_by_reference`: every op inline in
+    the request, the hash over it. The reader takes both forms; nothing is migrated."""
+    assert rig.remote_dir is not None
+    ops = _mkdirs(3)
+    request = rig.sync_request(ops)
+    rh = request_hash("sync", request, {})
+    now = utcnow()
+    _sql(rig, "INSERT INTO proposal (kind, status, request, evidence, request_hash, reason, "
+         "drive_spec, run_id, host, created_at, expires_at, attempt) VALUES "
+         "('sync', 'pending', ?, '{}', ?, 'old', ?, 'run-old', 'h', ?, ?, 0)",
+         canonical_json(request), rh, rig.drive.spec, dt_text(now),
+         dt_text(now.replace(year=now.year + 1)))  # fmt: skip
+    rec = rig.store.list(["pending"])[-1]
+    assert rec.request["ops"] == json.loads(canonical_json(request["ops"]))
+    assert rig.store.op_count(rec.id) == 3
+    assert rig.store.ops(rec.id, start=1, limit=1) == [request["ops"][1]]
+    assert [o.index for o in load_plan(rig.store, rec).ops] == [0, 1, 2]
+    rig.store.accept(rec.id, detail={"request_hash": rh, "skip_ops": []})
+    final = execute(rig.store, rig.settings, rec.id, drive=rig.drive)
+    assert final.status == "succeeded"
+    assert sorted(os.listdir(rig.remote_dir)) == ["d000", "d001", "d002"]

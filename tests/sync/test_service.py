@@ -1,0 +1,239 @@
+"""The sync service end to end in one process: real store, real rclone `local` remote,
+real indexer and executor. Plans are stored and reused, warm re-plans hash nothing (the
+counters are the proof), baselines turn a conflict into a fast-forward, and the plan's
+edges (missing remote folder, empty side, decisions) behave as docs/design.md section 7 says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from placet.errors import NotFound, UsageError
+from placet.sync.model import EmptySideRefused
+from placet.sync.propose import propose_sync
+from placet.sync.service import SyncService, root_key
+from placet.sync.tables import Pair
+from tests.support.rig import Rig
+
+
+def settle() -> None:
+    """Files younger than the racily-clean window (2 s) are hashed again on purpose; let
+    the test's files age past it so a warm plan may trust the cache."""
+    time.sleep(2.1)
+
+
+def sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def plan(svc: SyncService, rig: Rig, local: str = "", remote: str = "", **kw: bool):  # type: ignore[no-untyped-def]
+    folder = svc.folder(rig.ctx, local, None)
+    return svc.make_plan(
+        rig.ctx,
+        folder,
+        remote,
+        include_hidden=kw.get("include_hidden", False),
+        allow_empty_side=kw.get("allow_empty_side", False),
+    )
+
+
+def kinds(sp) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    return {k: v for k, v in sp.summary.items() if v and not k.endswith("_bytes")}
+
+
+def test_first_sync_then_warm_replan_hashes_nothing(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    for i in range(20):
+        rig.write(f"a/f{i}.txt", f"file {i}\n".encode())
+    rig.write("top.txt", b"top\n")
+    rig.write(".hidden", b"not synced unless asked\n")
+    (rig.remote_dir / "only-remote.txt").write_bytes(b"from the drive\n")
+    settle()
+    svc = SyncService(rig.store, rig.settings)
+
+    first = plan(svc, rig)
+    assert kinds(first) == {"upload": 21, "mkdir": 1, "download": 1}
+    assert svc.local_files_hashed == 21  # .hidden left out
+    assert svc.remote_files_hashed == 1
+
+    rec, created = propose_sync(svc, rig.ctx, plan_id=first.id, decisions={}, reason="first")
+    assert created and rec.kind == "sync"
+    final = rig.run(rec)
+    assert final.status == "succeeded", rig.store.op_results(rec.id)
+    assert sha(rig.remote_dir / "a/f7.txt") == sha(rig.local("a/f7.txt"))
+    assert rig.local("only-remote.txt").read_bytes() == b"from the drive\n"
+    assert not (rig.remote_dir / ".hidden").exists()
+
+    settle()
+    hashed = svc.local_files_hashed, svc.remote_files_hashed
+    second = plan(svc, rig)
+    assert kinds(second) == {"skip": 23}  # 22 files and the folder a/
+    # Only the files the sync itself wrote were new to the caches.
+    fresh_local, fresh_remote = (
+        svc.local_files_hashed - hashed[0],
+        svc.remote_files_hashed - hashed[1],
+    )
+    assert (fresh_local, fresh_remote) == (1, 21)
+
+    hashed = svc.local_files_hashed, svc.remote_files_hashed
+    third = plan(svc, rig)
+    assert (svc.local_files_hashed, svc.remote_files_hashed) == hashed  # warm: nothing read
+    assert third.id == second.id and third.reused  # same inputs, same stored plan
+
+    # A new process (fresh service, same database): the persistent caches are warm too.
+    other = SyncService(rig.store, rig.settings)
+    again = plan(other, rig)
+    assert (other.local_files_hashed, other.remote_files_hashed) == (0, 0)
+    assert again.id == second.id
+
+
+def test_conflict_then_fast_forward_once_a_baseline_exists(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    rig.write("notes.md", b"v1\n")
+    rig.write("same.txt", b"same\n")
+    (rig.remote_dir / "notes.md").write_bytes(b"remote v1\n")
+    (rig.remote_dir / "same.txt").write_bytes(b"same\n")
+    svc = SyncService(rig.store, rig.settings)
+
+    sp = plan(svc, rig)
+    assert kinds(sp) == {"conflict": 1, "skip": 1}
+    (c,) = sp.plan.conflicts
+    assert c.path == "notes.md" and c.conflict_kind == "content_differs"
+    with pytest.raises(UsageError) as e:
+        propose_sync(svc, rig.ctx, plan_id=sp.id, decisions={}, reason="undecided")
+    assert e.value.error_code == "undecided_conflict"
+    with pytest.raises(UsageError) as e:
+        both = {"notes.md": "keep_local", "same.txt": "skip"}
+        propose_sync(svc, rig.ctx, plan_id=sp.id, decisions=both, reason="x")
+    assert e.value.error_code == "decision_not_conflict"
+    assert rig.store.list() == []  # refused as a whole: nothing stored
+
+    rec, _ = propose_sync(svc, rig.ctx, plan_id=sp.id, decisions={"notes.md": "keep_local"},
+                          reason="mine wins")  # fmt: skip
+    assert rig.run(rec).status == "succeeded"
+    assert (rig.remote_dir / "notes.md").read_bytes() == b"v1\n"
+    base, generation = svc.data.baseline(Pair(str(rig.root.path), "", rig.drive.spec, ""))
+    assert generation >= 1 and set(base) == {"notes.md", "same.txt"}  # op + verified skip
+    assert base["notes.md"].sha256 == hashlib.sha256(b"v1\n").hexdigest()
+
+    rig.write("notes.md", b"v2, edited here\n")
+    sp2 = plan(svc, rig)
+    assert kinds(sp2) == {"upload_revision": 1, "skip": 1}
+    (rig.remote_dir / "same.txt").write_bytes(b"changed on the drive\n")
+    sp3 = plan(svc, rig)
+    assert kinds(sp3) == {"upload_revision": 1, "download": 1}
+
+
+def test_missing_remote_folder_is_created_first(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    rig.write("src/a.txt", b"a\n")
+    rig.write("src/sub/b.txt", b"b\n")
+    svc = SyncService(rig.store, rig.settings)
+    sp = plan(svc, rig, "src", "backup/src")
+    assert sp.meta["remote_folder_missing"] is True
+    rec, _ = propose_sync(svc, rig.ctx, plan_id=sp.id, decisions={}, reason="back up")
+    kinds_in_order = [(o["kind"], o["remote_path"]) for o in rig.store.ops(rec.id)]
+    assert kinds_in_order[0] == ("mkdir", "backup/src")
+    assert rig.run(rec).status == "succeeded"
+    assert (rig.remote_dir / "backup/src/sub/b.txt").read_bytes() == b"b\n"
+
+
+def test_empty_side_with_a_baseline_is_refused(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    rig.write("d/a.txt", b"a\n")
+    svc = SyncService(rig.store, rig.settings)
+    sp = plan(svc, rig, "d", "d")
+    rec, _ = propose_sync(svc, rig.ctx, plan_id=sp.id, decisions={}, reason="sync")
+    assert rig.run(rec).status == "succeeded"
+    for p in (rig.remote_dir / "d").iterdir():
+        p.unlink()
+    with pytest.raises(EmptySideRefused) as e:
+        plan(svc, rig, "d", "d")
+    assert e.value.error_code == "empty_side"
+    allowed = plan(svc, rig, "d", "d", allow_empty_side=True)
+    assert kinds(allowed) == {"deleted_remote": 1}  # reported, never re-uploaded
+
+
+def test_pruned_or_unknown_plan_is_not_found(rig: Rig) -> None:
+    svc = SyncService(rig.store, rig.settings)
+    with pytest.raises(NotFound):
+        propose_sync(svc, rig.ctx, plan_id=999, decisions={}, reason="gone")
+
+
+def test_nothing_to_do_is_refused(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    rig.write("x.txt", b"x\n")
+    (rig.remote_dir / "x.txt").write_bytes(b"x\n")
+    svc = SyncService(rig.store, rig.settings)
+    sp = plan(svc, rig)
+    rec, _ = propose_sync(svc, rig.ctx, plan_id=sp.id, decisions={}, reason="record")
+    assert rec.evidence["verified_skips"] == 1  # the first time it records the baseline
+    assert rig.run(rec).status == "succeeded"
+    again = plan(svc, rig)
+    with pytest.raises(UsageError) as e:
+        propose_sync(svc, rig.ctx, plan_id=again.id, decisions={}, reason="again")
+    assert e.value.error_code == "nothing_to_do"
+    assert os.listdir(rig.remote_dir) == ["x.txt"]
+
+
+def test_cold_remote_listing_by_subfolders_matches_one_hashed_listing(rig: Rig) -> None:
+    assert rig.remote_dir is not None
+    for d in ("one", "two", "three/deep"):
+        for i in range(3):
+            p = rig.remote_dir / "pair" / d / f"f{i}.txt"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(f"{d} {i}\n")
+    (rig.remote_dir / "pair" / "top.txt").write_text("top\n")
+    svc = SyncService(rig.store, rig.settings)
+    got, missing = svc.remote_listing(rig.drive, "pair")
+    assert not missing and svc.remote_files_hashed == 10
+    want = {e.path: e for e in rig.drive.list_tree("pair", include_digest=True)}
+    assert {e.path for e in got} == {p.removeprefix("pair/") for p in want}
+    for e in got:
+        w = want["pair/" + e.path]
+        assert (e.kind == "dir") == w.is_dir
+        if not w.is_dir:
+            assert dict(e.digests) == w.digests and w.digests  # every file hashed, alike
+    again, _ = svc.remote_listing(rig.drive, "pair")  # warm: from the remote digest cache
+    assert svc.remote_files_hashed == 10
+    assert sorted((e.path, dict(e.digests)) for e in again) == sorted(
+        (e.path, dict(e.digests)) for e in got
+    )
+
+
+def test_digest_cache_drops_rows_of_deleted_files(rig: Rig) -> None:
+    for i in range(5):
+        rig.write(f"g/f{i}.txt", f"{i}\n".encode())
+    settle()
+    svc = SyncService(rig.store, rig.settings)
+    folder = svc.folder(rig.ctx, "g", None)
+    svc.index(folder, digest_type="sha256", include_hidden=False)
+    svc.index(folder, digest_type="sha256", include_hidden=False)  # warm: layer loaded
+    rig.local("g/f3.txt").unlink()
+    svc.index(folder, digest_type="sha256", include_hidden=False)
+    fresh = SyncService(rig.store, rig.settings)  # read back from the database
+    rows = fresh.data.get_under(root_key(folder.root), "g")
+    assert sorted(rows) == ["g/f0.txt", "g/f1.txt", "g/f2.txt", "g/f4.txt"]
+
+
+def test_the_drive_shares_the_persistent_remote_digest_cache(rig: Rig) -> None:
+    """After a plan, the drive's own listings with digests read the remote digest cache
+    the plan filled (one cache per process), so they hash nothing already known."""
+    assert rig.remote_dir is not None
+    for i in range(3):
+        (rig.remote_dir / f"r{i}.txt").write_bytes(f"remote {i}\n".encode())
+    svc = SyncService(rig.store, rig.settings)
+    plan(svc, rig)
+    assert svc.remote_files_hashed == 3
+    spec = rig.drive.spec
+    size, mtime, digest = svc.data.remote_digests(spec, "sha256")["r1.txt"]
+    assert digest == hashlib.sha256(b"remote 1\n").hexdigest()
+    # A digest only the cache could know: the drive's listing must take it from there.
+    svc.data.put_remote_digests(spec, "sha256", [("r1.txt", size, mtime, "e" * 64)])
+    entries, _ = rig.drive.list_folder("", include_digest=True)
+    assert {e.name: e.digests["sha256"] for e in entries}["r1.txt"] == "e" * 64

@@ -1,0 +1,74 @@
+"""Screenshots of the review UI at a fixed size, clock and data (pytest-textual-snapshot).
+
+Sync tests: `snap_compare` runs the app's own event loop. The data is fixed (ids, times,
+request hashes, the host name) so the screens are the same on every machine. Refresh
+after an intended change with `pytest tests/tui/test_snapshots.py --snapshot-update`
+and look at the new SVGs before committing them.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from textual.widgets import Input
+
+from placet.config import Settings
+from placet.store import Store, open_store
+from placet.tui import make_app
+from tests.support.review import Clock, add_download, add_mkdir, add_upload, quiet, settle
+
+SIZE = (130, 44)
+
+
+@pytest.fixture
+def snapshot_store(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    monkeypatch.setattr(socket, "gethostname", lambda: "workstation")
+    s = open_store(quiet(settings))
+    add_upload(s, reason="publish the weekly report")
+    add_mkdir(s, ttl=100)  # about to expire at the fixed clock
+    add_download(s, reason="fetch the shared test config [red]trust me[/]")
+    yield s
+    s.close()
+
+
+def test_queue_with_detail(snap_compare: Any, settings: Settings, snapshot_store: Store) -> None:
+    app = make_app(quiet(settings), snapshot_store, clock=Clock())
+
+    async def select_flagged(pilot: Any) -> None:
+        await settle(pilot)
+        await pilot.press("down", "down")
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=select_flagged)
+
+
+def test_accept_confirmation_with_typed_id(
+    snap_compare: Any, settings: Settings, snapshot_store: Store
+) -> None:
+    app = make_app(quiet(settings), snapshot_store, clock=Clock(), confirm_guard_seconds=0)
+
+    async def open_confirmation(pilot: Any) -> None:
+        await settle(pilot)
+        await pilot.press("down", "down", "a")
+        await pilot.pause()
+        pilot.app.screen.query_one(Input).cursor_blink = False
+        await pilot.press("3")
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=open_confirmation)
+
+
+def test_history(snap_compare: Any, settings: Settings, snapshot_store: Store) -> None:
+    clock = Clock()
+    snapshot_store.discard(1, actor="owner", reason="not this week", now=clock())
+    snapshot_store.sweep(now=clock.now.replace(hour=13))  # the other two expire
+    app = make_app(quiet(settings), snapshot_store, clock=clock)
+
+    async def open_history(pilot: Any) -> None:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=open_history)
