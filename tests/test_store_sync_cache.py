@@ -47,7 +47,7 @@ def test_bulk_local_write_keeps_the_loaded_copy_and_reads_back_equal(settings: S
     _wipe(settings, "sync_digest_cache")
     kept = data.get_under("root", "")  # the copy the bulk write updated: no table read
     assert len(kept) == N and kept["d14/f1499.bin"] == entries[-1]
-    assert sorted(data.loaded_local_paths("root") or []) == sorted(c.path for c in entries)
+    assert sorted(data.loaded_local("root") or []) == sorted(c.path for c in entries)
     assert SyncData(store).get_under("root", "") == {}
 
 
@@ -77,7 +77,7 @@ def test_a_write_before_the_copy_is_loaded_does_not_make_a_partial_copy(
     SyncData(store).put_many("root", entries[:10])
     data = SyncData(store)
     data.put_many("root", entries[10:20])  # nothing loaded in this one yet
-    assert data.loaded_local_paths("root") is None
+    assert data.loaded_local("root") is None
     assert len(data.get_under("root", "")) == 20  # the first read loads the whole table
 
 

@@ -113,11 +113,11 @@ class DigestCaches:
         with self._lock:
             return self._local.setdefault(root_key, loaded)
 
-    def loaded_local_paths(self, root_key: str) -> list[str] | None:
-        """The paths of a root's digest cache when it is in memory, else None."""
+    def loaded_local(self, root_key: str) -> Mapping[str, CachedDigest] | None:
+        """A root's digest cache when it is in memory (by path; read with `in`, `len`
+        and `get` only, or copied, since a write may update it meanwhile), else None."""
         with self._lock:
-            mem = self._local.get(root_key)
-            return None if mem is None else list(mem)
+            return self._local.get(root_key)
 
     def get(self, root_key: str, path: str) -> CachedDigest | None:
         return self._local_rows(root_key).get(path)
@@ -219,3 +219,22 @@ class DigestCaches:
         with self._lock:  # a copy not loaded yet is read whole when first needed
             if (mem := self._remote.get(key)) is not None:
                 mem.update((path, (size, mtime, digest)) for path, size, mtime, digest in rows)
+
+    def share_remote_digests(
+        self, drive_spec: str, digest_type: str, rows: Iterable[tuple[str, str]]
+    ) -> None:
+        """Point the in-memory rows of `drive_spec`'s `digest_type` cache at the given
+        (path, digest) objects where they hold an equal digest: the same values, one
+        string object shared with the entries (`placet.sync.sharing`). Writes nothing
+        to the database; without an in-memory copy, `rows` is still drained."""
+        with self._lock:
+            mem = self._remote.get(f"{drive_spec}\0{digest_type}")
+            if mem is None:
+                for _ in rows:
+                    pass
+                return
+            get = mem.get
+            for path, digest in rows:
+                c = get(path)
+                if c is not None and c[2] is not digest and c[2] == digest:
+                    mem[path] = (c[0], c[1], digest)

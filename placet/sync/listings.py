@@ -19,7 +19,7 @@ What it decides, and why:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -175,6 +175,14 @@ class Listings:
     _ldups: dict[str, list[LocalEntry]]
     _rem: dict[str, RemoteEntry]
     _rdups: dict[str, list[RemoteEntry]]
+
+    def both_files(self) -> Iterator[tuple[LocalEntry, RemoteEntry]]:
+        """The (local, remote) entries of every key that is a file on both sides."""
+        get = self._rem.get
+        for k, lo in self._loc.items():
+            r = get(k)
+            if r is not None and lo.kind == "file" and r.kind == "file":
+                yield lo, r
 
 
 @gc_paused()

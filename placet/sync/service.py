@@ -55,6 +55,7 @@ from placet.sync.jobs import LongReads, Progress
 from placet.sync.model import BaselineEntry, OneDigest, RemoteEntry, SyncPlan, gc_paused
 from placet.sync.planner import plan_listings, read_listings
 from placet.sync.remote import RemoteLister, SyncDigestStore
+from placet.sync.sharing import share_equal_strings
 from placet.text import inert
 
 log = logging.getLogger(__name__)
@@ -90,9 +91,14 @@ class _DeferredWrites:
         self.batches.append((root_key, list(entries)))
 
     def flush(self) -> None:
+        # The batches go as they are written: the cached digests of a cold index of
+        # 1,000,000 files are ~150 MB the plan's peak (later) need not hold.
+        batches, self.batches = self.batches, []
         try:
-            for key, batch in self.batches:
+            while batches:
+                key, batch = batches.pop()
                 self.data.put_many(key, batch)
+                del batch
         except Exception:  # a cache that was not written only costs hashing again
             log.exception("writing the digest cache failed; the next index hashes again")
 
@@ -214,10 +220,19 @@ class SyncService:
         # Rows of files that are gone are dropped when the cache is in memory anyway (a
         # warm index); right after a cold one it was just rewritten, and the next plan
         # does it without reading the table back now.
-        cached = self.data.loaded_local_paths(key)
-        if cached is not None and not folder.rel and res.cache_hits == len(cached):
-            pass  # every cached path was a hit just now (a warm index): none is gone
-        elif cached is not None:
+        loaded = self.data.loaded_local(key)
+        if loaded is None or (
+            not folder.rel
+            and (
+                res.cache_hits == len(loaded)
+                or sum(1 for e in res.entries if e.raw_path in loaded) == len(loaded)
+            )
+        ):
+            pass  # not in memory, or every cached path is listed now: none is gone
+        else:
+            # Rare (files were deleted, or a subfolder was indexed): the paths and a set
+            # of what was listed, which a plain re-plan does not build.
+            cached = list(loaded)
             prefix = folder.rel + "/" if folder.rel else ""
             seen = {prefix + e.raw_path for e in res.entries}
             below = folder.rel + "/"
@@ -372,6 +387,13 @@ class SyncService:
             idx.entries, remote_entries, caps, include_hidden=include_hidden, entry_cap=cap
         )
         del idx, remote_entries  # the listings hold what the plan needs
+        # One object for each path and digest both sides hold alike (`placet.sync.sharing`).
+        shared = share_equal_strings(listings.both_files(), f"{remote}/" if remote else "")
+        if dtype is not None:
+            self.data.share_remote_digests(drive.spec, dtype, shared)
+        else:
+            for _ in shared:
+                pass
         options = {"include_hidden": include_hidden, "allow_empty_side": allow_empty_side}
         meta = {"digest_type": dtype, "remote_folder_missing": missing}
         fps = (listings.local_fingerprint, listings.remote_fingerprint)
