@@ -11,8 +11,12 @@ What is kept, and why (docs/design.md sections 7-9):
   rclone computes by reading the data (local folders, sftp), the last digest of each
   path with the size and mtime it was computed for; it is reused only while both match.
 
-Each cache keeps a process-local copy of what it read: a long-lived `placet serve`
-then plans warm without reading 100,000 rows again (about 0.9 s for both caches). That
+Each cache keeps a process-local copy of what it read, up to `MEMORY_ROWS` rows: a
+long-lived `placet serve` then plans warm without reading 100,000 rows again (about
+0.9 s for both caches). A bigger cache (a tree of up to 1,000,000 files) is not kept:
+its copy (~300 bytes a file beside the entries a plan builds) would put a plan of
+1,000,000 files over 1 GiB (issue 11 item 6), so each read loads it again as
+`OwnedRows`, which the index and the listing consume row by row. That
 copy can only be stale in ways the keys catch (a cached digest is reused only if size,
 mtime, inode and ctime still match). Every cache write, bulk or not, updates the copy
 with the values it wrote (the objects the indexer and the listing made, already in
@@ -30,15 +34,21 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 from placet.store.db import is_busy
 from placet.store.store import Store
-from placet.sync.cache import DIGEST_CACHE_VERSION, NO_DIGESTS, CachedDigest
+from placet.sync.cache import DIGEST_CACHE_VERSION, NO_DIGESTS, CachedDigest, OwnedRows
 
 T = TypeVar("T")
 _RETRIES = 3
+_WRITE_PART = 65_536
+"""Rows per transaction when a consumed batch is written in parts."""
+
+MEMORY_ROWS = 250_000
+"""Most rows of one cache (a root's local digests, a drive's remote digests of one type)
+kept in memory between plans; a bigger cache is read from the database by each plan."""
 
 
 class DigestCaches:
@@ -48,8 +58,9 @@ class DigestCaches:
     Raises `StoreError` (retryable when the database stayed locked) from any method.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, memory_rows: int = MEMORY_ROWS) -> None:
         self.store = store
+        self.memory_rows = memory_rows
         self._lock = threading.Lock()
         self._local: dict[str, dict[str, CachedDigest]] = {}
         self._remote: dict[str, dict[str, tuple[int, str, str]]] = {}
@@ -92,7 +103,7 @@ class DigestCaches:
                 (root_key, DIGEST_CACHE_VERSION),
             )
             new, empty = tuple.__new__, NO_DIGESTS
-            out: dict[str, CachedDigest] = {}
+            out: dict[str, CachedDigest] = OwnedRows()
             for path, size, mtime, ino, ctime, sha256, sha1, md5, verified in cur:
                 if sha1 is None and md5 is None:
                     digests = empty  # most rows: one shared empty mapping, not 100,000
@@ -110,8 +121,10 @@ class DigestCaches:
             return out
 
         loaded = self._read("reading the digest cache", rd)
+        if len(loaded) > self.memory_rows:
+            return loaded  # the caller's alone (module docstring)
         with self._lock:
-            return self._local.setdefault(root_key, loaded)
+            return self._local.setdefault(root_key, dict(loaded))
 
     def loaded_local(self, root_key: str) -> Mapping[str, CachedDigest] | None:
         """A root's digest cache when it is in memory (by path; read with `in`, `len`
@@ -129,34 +142,56 @@ class DigestCaches:
             return rows  # read with .get() only, which a concurrent update cannot upset
         below = prefix + "/"
         with self._lock:  # iterating while another thread updates would raise
-            return {p: c for p, c in rows.items() if p == prefix or p.startswith(below)}
+            return OwnedRows((p, c) for p, c in rows.items() if p == prefix or p.startswith(below))
 
-    def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
-        batch = list(entries)
+    def put_many(
+        self, root_key: str, entries: Iterable[CachedDigest], *, consume: bool = False
+    ) -> None:
+        """Write `entries` to the cache of `root_key` (and to its in-memory copy while
+        that stays within `memory_rows`). `consume`: `entries` is a list the caller
+        gives away, emptied as it is written when no copy keeps its rows."""
+        batch = entries if consume and type(entries) is list else list(entries)
         if not batch:
             return
+        with self._lock:  # a copy not loaded yet is read whole when first needed
+            mem = self._local.get(root_key)
+            keep = mem is not None and len(mem) + len(batch) <= self.memory_rows
+            if mem is not None and not keep:
+                del self._local[root_key]  # too big to keep (module docstring)
 
-        def rows() -> Iterator[tuple[object, ...]]:
+        def rows(part: list[CachedDigest]) -> Iterator[tuple[object, ...]]:
             # A generator made afresh by each attempt (a retried write starts over), not
             # a list: executemany takes one row at a time, and a list of 1,000,000
             # eleven-field rows is ~140 MB beside everything a plan holds.
-            for c in batch:
+            for c in part:
                 yield (root_key, c.path, c.size, c.mtime_ns, c.inode, c.ctime_ns, c.sha256,
                        c.digests.get("sha1"), c.digests.get("md5"), int(c.verified),
                        DIGEST_CACHE_VERSION)  # fmt: skip
 
-        self._write(
-            "writing the digest cache",
-            lambda db: db.executemany(
-                "INSERT OR REPLACE INTO sync_digest_cache (root_key, path, size, mtime_ns, "
-                "inode, ctime_ns, sha256, sha1, md5, verified, version) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows(),
-            ),
-        )
-        with self._lock:  # a copy not loaded yet is read whole when first needed
-            if (mem := self._local.get(root_key)) is not None:
-                mem.update((c.path, c) for c in batch)
+        def write(part: list[CachedDigest]) -> None:
+            self._write(
+                "writing the digest cache",
+                lambda db: db.executemany(
+                    "INSERT OR REPLACE INTO sync_digest_cache (root_key, path, size, "
+                    "mtime_ns, inode, ctime_ns, sha256, sha1, md5, verified, version) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows(part),
+                ),
+            )
+
+        if keep or not consume:
+            write(batch)
+        else:
+            # Rows no copy keeps, in a list given away: written in parts, each let go
+            # once committed (a cold index of 1,000,000 files holds ~170 MB of them).
+            while batch:
+                part = batch[-_WRITE_PART:]
+                write(part)
+                del batch[-_WRITE_PART:], part
+        if keep:
+            with self._lock:
+                if (mem := self._local.get(root_key)) is not None:
+                    mem.update((c.path, c) for c in batch)
 
     def forget_local(self, root_key: str, paths: Collection[str]) -> None:
         """Drop cached digests of files that are gone."""
@@ -195,16 +230,20 @@ class DigestCaches:
                 "WHERE drive_spec = ? AND digest_type = ?",
                 (drive_spec, digest_type),
             )
-            return {path: (size, mtime, digest) for path, size, mtime, digest in cur}
+            return OwnedRows((path, (size, mtime, digest)) for path, size, mtime, digest in cur)
 
         loaded = self._read("reading the remote digest cache", rd)
+        if len(loaded) > self.memory_rows:
+            return loaded  # the caller's alone (module docstring)
         with self._lock:
-            return self._remote.setdefault(key, loaded)
+            return self._remote.setdefault(key, dict(loaded))
 
     def put_remote_digests(
-        self, drive_spec: str, digest_type: str, rows: Sequence[tuple[str, int, str, str]]
+        self, drive_spec: str, digest_type: str, rows: Collection[tuple[str, int, str, str]]
     ) -> None:
-        """Remember (path, size, mtime, digest) rows of `drive_spec` for `digest_type`."""
+        """Remember (path, size, mtime, digest) rows of `drive_spec` for `digest_type`
+        (`rows` is iterated once per write attempt, and once more for the in-memory copy
+        while that stays within `memory_rows`)."""
         if not rows:
             return
         self._write(
@@ -217,7 +256,11 @@ class DigestCaches:
         )
         key = f"{drive_spec}\0{digest_type}"
         with self._lock:  # a copy not loaded yet is read whole when first needed
-            if (mem := self._remote.get(key)) is not None:
+            if (mem := self._remote.get(key)) is None:
+                pass
+            elif len(mem) + len(rows) > self.memory_rows:
+                del self._remote[key]  # too big to keep (module docstring)
+            else:
                 mem.update((path, (size, mtime, digest)) for path, size, mtime, digest in rows)
 
     def share_remote_digests(

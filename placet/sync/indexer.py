@@ -40,6 +40,7 @@ from placet.sync.cache import (
     CachedDigest,
     DigestCache,
     MemoryDigestCache,
+    OwnedRows,
 )
 from placet.sync.digests import normalise_types
 from placet.sync.index_file import (
@@ -77,7 +78,9 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
         items = sorted(it, key=_NAME)
     hidden = w.include_hidden
     same = prefix == raw_prefix
-    get = w.cached.get
+    # Rows loaded for this walk alone are taken as they are read (freed as the entries
+    # are built); a shared copy is only read.
+    get = w.cached.pop if type(w.cached) is OwnedRows else w.cached.get
     rel_prefix = w.rel_prefix
     need, primary = w.need, w.primary
     entries = w.entries
@@ -112,7 +115,7 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
             continue
         mode = st.st_mode
         if mode & _S_IFMT == _S_IFREG and st.st_nlink == 1:
-            c = get(rel_prefix + raw)
+            c = get(rel_prefix + raw, None)
             if (
                 c is not None
                 and c.verified

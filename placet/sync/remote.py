@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any
@@ -43,6 +43,7 @@ from typing import Any
 from placet.drive.base import DigestRow, Drive, ListRow, preferred_digest
 from placet.errors import NotFound, PathRefused
 from placet.store.sync_data import SyncData
+from placet.sync.cache import OwnedRows
 from placet.sync.jobs import Progress
 from placet.sync.model import OneDigest, RemoteEntry, new_remote_entry
 from placet.text import inert
@@ -163,8 +164,7 @@ class PendingListing:
         self.cut = len(self.prefix)
         self.entries: list[RemoteEntry] = []
         self.misses: list[ListRow] = []
-        self.fresh: list[DigestRow] = []
-        self.cache: Mapping[str, tuple[int, str, str]] = {}
+        self.cache: Mapping[str, tuple[int, str, str]] | OwnedRows[tuple[int, str, str]] = {}
         self.cold = False
         self.ready = False  # the cache is loaded and the mode known
         self.failed: BaseException | None = None
@@ -204,7 +204,6 @@ class PendingListing:
             _stored_digests(item, self.cut, self.dtype, self.entries)
         elif self.cold:
             _stored_digests(item, self.cut, self.dtype, self.entries)
-            self.fresh += [(p, s, m, d) for p, _, s, m, d in item if d and m and s >= 0]
             self.lister.files_hashed += sum(1 for r in item if not r[1])
         else:
             self._warm(item)
@@ -226,7 +225,7 @@ class PendingListing:
     def abandon(self) -> None:
         """Wait for the fetching thread and drop what it listed (the caller failed)."""
         self.worker.join()
-        self.entries, self.misses, self.fresh = [], [], []
+        self.entries, self.misses = [], []
 
     def finish(self) -> tuple[list[RemoteEntry], bool]:
         """Wait for the rest and return the listing and whether the folder is missing.
@@ -243,7 +242,10 @@ class PendingListing:
         dtype = self.dtype
         if self.on_demand and self.cold:
             assert dtype is not None
-            self.lister.data.put_remote_digests(self.drive.spec, dtype, self.fresh)
+            # Written from the entries (no row tuples held while listing: ~80 bytes a file).
+            cold_rows = _EntryRows(self.prefix, self.entries)
+            self.lister.data.put_remote_digests(self.drive.spec, dtype, cold_rows)
+            del cold_rows
         elif self.misses:
             assert dtype is not None
             self._hash_misses(dtype)
@@ -251,13 +253,17 @@ class PendingListing:
             self.progress.remote_entries = len(self.entries)
         # Only the entries leave; the rows gathered on the way are dropped now, not when
         # the caller lets go of this object (at 1,000,000 files they are ~90 MB).
-        entries, self.entries, self.misses, self.fresh = self.entries, [], [], []
+        entries, self.entries, self.misses = self.entries, [], []
+        self.cache = {}
         return entries, False
 
     def _warm(self, rows: list[ListRow]) -> None:
         """Digests from the remote digest cache while size and mtime match; the rest
         are misses, hashed by `finish`."""
-        dtype, cut, get = self.dtype, self.cut, self.cache.get
+        cache = self.cache
+        # Rows loaded for this listing alone are taken as they are read (see `OwnedRows`).
+        get = cache.pop if type(cache) is OwnedRows else cache.get
+        dtype, cut = self.dtype, self.cut
         assert dtype is not None
         append, miss = self.entries.append, self.misses.append
         for row in rows:
@@ -268,7 +274,7 @@ class PendingListing:
             if is_dir:
                 append(new_remote_entry(rel, "dir", 0, mtime, _NONE))
                 continue
-            c = get(p)
+            c = get(p, None)
             if c is not None and c[0] == size and c[1] == mtime:
                 # The cache's mtime string, not the listing's: one copy kept.
                 append(new_remote_entry(rel, "file", size, c[1], OneDigest(dtype, c[2])))
@@ -291,6 +297,29 @@ class PendingListing:
             out.append(new_remote_entry(p[self.cut :], "file", size, mtime, digests))
         self.lister.files_hashed += len(misses)
         self.lister.data.put_remote_digests(self.drive.spec, dtype, fresh)
+
+
+class _EntryRows(Collection[DigestRow]):
+    """The digest rows of a cold listing's entries, (path under the drive, size, mtime,
+    digest) for each file listed with a digest, size and mtime; iterable again (a
+    retried write starts over)."""
+
+    def __init__(self, prefix: str, entries: list[RemoteEntry]) -> None:
+        self.prefix, self.entries = prefix, entries
+        self.count = sum(1 for _ in self)
+
+    def __iter__(self) -> Iterator[DigestRow]:
+        prefix, one = self.prefix, OneDigest
+        for e in self.entries:
+            d, m = e.digests, e.mtime
+            if type(d) is one and m and e.size >= 0:
+                yield prefix + e.path, e.size, m, d.value
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __contains__(self, row: object) -> bool:
+        return any(r == row for r in self)
 
 
 def _stored_digests(

@@ -48,7 +48,7 @@ from placet.proposing import ProposeContext
 from placet.store import Store
 from placet.store.db import utcnow
 from placet.store.sync_data import Pair, SkipRow, StoredPlan, SyncData
-from placet.sync.cache import CachedDigest
+from placet.sync.cache import CachedDigest, OwnedRows
 from placet.sync.digests import DIGEST_ORDER
 from placet.sync.indexer import IndexResult, index_local
 from placet.sync.jobs import LongReads, Progress
@@ -80,12 +80,16 @@ class _DeferredWrites:
     def __init__(self, data: SyncData) -> None:
         self.data = data
         self.batches: list[tuple[str, list[CachedDigest]]] = []
+        self.owned: OwnedRows[CachedDigest] | None = None  # what the index did not take
 
     def get(self, root_key: str, path: str) -> CachedDigest | None:
         return self.data.get(root_key, path)
 
     def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
-        return self.data.get_under(root_key, prefix)
+        rows = self.data.get_under(root_key, prefix)
+        if type(rows) is OwnedRows:
+            self.owned = rows
+        return rows
 
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
         self.batches.append((root_key, list(entries)))
@@ -97,7 +101,7 @@ class _DeferredWrites:
         try:
             while batches:
                 key, batch = batches.pop()
-                self.data.put_many(key, batch)
+                self.data.put_many(key, batch, consume=True)
                 del batch
         except Exception:  # a cache that was not written only costs hashing again
             log.exception("writing the digest cache failed; the next index hashes again")
@@ -221,7 +225,15 @@ class SyncService:
         # warm index); right after a cold one it was just rewritten, and the next plan
         # does it without reading the table back now.
         loaded = self.data.loaded_local(key)
-        if loaded is None or (
+        if cache.owned is not None:
+            # Rows loaded for this index alone: the walk took every path it listed, so
+            # what is left are files gone since (hidden ones only when they were listed).
+            prefix = folder.rel + "/" if folder.rel else ""
+            left, cache.owned = cache.owned, None
+            gone = [p for p in left if include_hidden or not _hidden(p[len(prefix) :])]
+            del left
+            self.data.forget_local(key, gone)
+        elif loaded is None or (
             not folder.rel
             and (
                 res.cache_hits == len(loaded)
