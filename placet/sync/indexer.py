@@ -304,6 +304,7 @@ def index_local(
         entry_cap=entry_cap,
         max_depth=max_depth,
         progress=progress,
+        write_part=lambda part: cache.put_many(root_key, part),
         pool=pool,
         slots=threading.BoundedSemaphore(4 * max(workers, 1)),
     )

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import secrets
 import stat
 import threading
@@ -74,12 +75,16 @@ def _hidden(path: str) -> bool:
 
 
 class _DeferredWrites:
-    """The digest cache as `index_local` sees it: reads go to `SyncData`, writes are
-    kept for `flush`, which `SyncService.index` runs in a thread."""
+    """The digest cache as `index_local` sees it: reads go to `SyncData`; writes (parts
+    of fresh digests, handed over while the walk goes on) are written in the calling
+    thread, or with `background` by a thread of their own, started with the first
+    part, that `close` hands back for the caller to wait for. A write that fails is
+    logged: a cache that was not written only costs hashing again."""
 
-    def __init__(self, data: SyncData) -> None:
-        self.data = data
-        self.batches: list[tuple[str, list[CachedDigest]]] = []
+    def __init__(self, data: SyncData, *, background: bool) -> None:
+        self.data, self.background = data, background
+        self.queue: queue.SimpleQueue[tuple[str, list[CachedDigest]] | None] = queue.SimpleQueue()
+        self.writer: threading.Thread | None = None
         self.owned: OwnedRows[CachedDigest] | None = None  # what the index did not take
 
     def get(self, root_key: str, path: str) -> CachedDigest | None:
@@ -92,19 +97,34 @@ class _DeferredWrites:
         return rows
 
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
-        self.batches.append((root_key, list(entries)))
+        batch = list(entries)
+        if not self.background:
+            self._write(root_key, batch)
+            return
+        self.queue.put((root_key, batch))
+        del batch
+        if self.writer is None:
+            self.writer = threading.Thread(target=self._run, name="placet-cache-write", daemon=True)
+            self.writer.start()
 
-    def flush(self) -> None:
-        # The batches go as they are written: the cached digests of a cold index of
-        # 1,000,000 files are ~150 MB the plan's peak (later) need not hold.
-        batches, self.batches = self.batches, []
+    def _write(self, root_key: str, batch: list[CachedDigest]) -> None:
         try:
-            while batches:
-                key, batch = batches.pop()
-                self.data.put_many(key, batch, consume=True)
-                del batch
-        except Exception:  # a cache that was not written only costs hashing again
+            # Consumed: the rows go as they are written (~170 bytes a file).
+            self.data.put_many(root_key, batch, consume=True)
+        except Exception:
             log.exception("writing the digest cache failed; the next index hashes again")
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            self._write(*item)
+            del item
+
+    def close(self) -> threading.Thread | None:
+        """No more parts: the writing thread (None if none was started), which ends
+        once every part is written."""
+        if self.writer is not None:
+            self.queue.put(None)
+        return self.writer
 
 
 @dataclass(frozen=True)
@@ -207,17 +227,26 @@ class SyncService:
 
         if progress is not None:
             progress.phase = "indexing local files"
-        cache = _DeferredWrites(self.data)
-        res = index_local(
-            folder.root.path,
-            folder.rel,
-            digest_types=[digest_type] if digest_type else [],
-            cache=cache,
-            root_key=key,
-            include_hidden=include_hidden,
-            entry_cap=self.settings.plan_entry_cap,
-            progress=tick,
-        )
+        cache = _DeferredWrites(self.data, background=defer_writes)
+        try:
+            res = index_local(
+                folder.root.path,
+                folder.rel,
+                digest_types=[digest_type] if digest_type else [],
+                cache=cache,
+                root_key=key,
+                include_hidden=include_hidden,
+                entry_cap=self.settings.plan_entry_cap,
+                progress=tick,
+            )
+        finally:
+            # With `defer_writes`, the fresh digests (about a second of SQLite work per
+            # 100,000, which releases the GIL) are written beside the walk, the listing
+            # and the planning; the caller waits for them (`wait_for_writes`).
+            writer = cache.close()
+            if writer is not None:
+                with self._lock:
+                    self._writers.append(writer)
         self.local_files_hashed += res.hashed_count
         if progress is not None:
             progress.files, progress.bytes_hashed = len(res.entries), res.bytes_hashed
@@ -256,16 +285,6 @@ class SyncService:
                 and (include_hidden or not _hidden(p[len(prefix) :]))
             ]
             self.data.forget_local(key, gone)
-        if cache.batches and not defer_writes:
-            cache.flush()
-        elif cache.batches:
-            # Writing 100,000 fresh digests takes about a second of SQLite work, which
-            # releases the GIL: it runs beside the listing and the planning, and the
-            # caller waits for it (`wait_for_writes`) before answering.
-            writer = threading.Thread(target=cache.flush, name="placet-cache-write", daemon=True)
-            writer.start()
-            with self._lock:
-                self._writers.append(writer)
         return res
 
     def wait_for_writes(self) -> None:
