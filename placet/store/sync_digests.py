@@ -51,6 +51,14 @@ MEMORY_ROWS = 250_000
 kept in memory between plans; a bigger cache is read from the database by each plan."""
 
 
+def _under(folder: str) -> tuple[str, str | None, str | None]:
+    """Bounds of the paths beneath `folder` ("" = all), as SQL arguments (low, high,
+    high): "folder/" <= path < "folder0" ("0" follows "/"), a range on the primary key."""
+    if not folder:
+        return "", None, None
+    return f"{folder}/", f"{folder}0", f"{folder}0"
+
+
 class DigestCaches:
     """The local and remote digest caches over an open `Store` (thread-safe; one per
     process, as part of `SyncData`).
@@ -237,6 +245,64 @@ class DigestCaches:
             return loaded  # the caller's alone (module docstring)
         with self._lock:
             return self._remote.setdefault(key, dict(loaded))
+
+    def remote_digest_copy(
+        self, drive_spec: str, digest_type: str
+    ) -> Mapping[str, tuple[int, str, str]] | None:
+        """The in-memory copy of `drive_spec`'s `digest_type` digests (loaded now when
+        the table holds at most `memory_rows` of them), or None when the cache is too
+        big to keep: read it by folder then (`remote_digests_under`)."""
+        with self._lock:
+            mem = self._remote.get(f"{drive_spec}\0{digest_type}")
+        if mem is not None:
+            return mem
+        count = self._read(
+            "counting the remote digest cache",
+            lambda db: int(
+                db.execute(
+                    "SELECT count(*) FROM sync_remote_digest WHERE drive_spec = ? "
+                    "AND digest_type = ?",
+                    (drive_spec, digest_type),
+                ).fetchone()[0]
+            ),
+        )
+        return None if count > self.memory_rows else self._remote_rows(drive_spec, digest_type)
+
+    def has_remote_digests_under(self, drive_spec: str, digest_type: str, folder: str) -> bool:
+        """Whether any `digest_type` digest of `drive_spec` is cached beneath `folder`
+        ("" = anywhere)."""
+        return self._read(
+            "reading the remote digest cache",
+            lambda db: (
+                db.execute(
+                    "SELECT 1 FROM sync_remote_digest WHERE drive_spec = ? AND digest_type = ? "
+                    "AND path >= ? AND (? IS NULL OR path < ?) LIMIT 1",
+                    (drive_spec, digest_type, *_under(folder)),
+                ).fetchone()
+                is not None
+            ),
+        )
+
+    def remote_digests_under(
+        self, drive_spec: str, digest_type: str, folder: str, *, recursive: bool
+    ) -> OwnedRows[tuple[int, str, str]]:
+        """Cached `digest_type` digests of `drive_spec` beneath `folder` ("" = the
+        drive), path -> (size, mtime, digest), read from the database for the caller
+        alone; with `recursive=False` only those of `folder`'s own files."""
+        low, high, _ = _under(folder)
+        # substr() counts characters from 1: what follows "folder/" must hold no "/".
+        own = 0 if recursive else len(low) + 1
+
+        def rd(db: sqlite3.Connection) -> OwnedRows[tuple[int, str, str]]:
+            cur = db.execute(
+                "SELECT path, size, mtime, digest FROM sync_remote_digest "
+                "WHERE drive_spec = ? AND digest_type = ? AND path >= ? "
+                "AND (? IS NULL OR path < ?) AND (? = 0 OR instr(substr(path, ?), '/') = 0)",
+                (drive_spec, digest_type, low, high, high, own, own),
+            )
+            return OwnedRows((path, (size, mtime, digest)) for path, size, mtime, digest in cur)
+
+        return self._read("reading the remote digest cache", rd)
 
     def put_remote_digests(
         self, drive_spec: str, digest_type: str, rows: Collection[tuple[str, int, str, str]]

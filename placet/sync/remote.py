@@ -33,6 +33,7 @@ listed in pieces with digests, and nothing is cached.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -53,6 +54,8 @@ BULK_MISSES = 256
 _NONE: Mapping[str, str] = MappingProxyType({})
 """The digests of a folder or an undigested file: one shared empty mapping."""
 _THREADS = 4
+_QUEUED = 2
+"""Listed pieces (each a top-level subfolder's tree) waiting to be decoded, at most."""
 """Concurrent listings when rclone hashes (cold); warm listings run 2 at a time."""
 
 
@@ -112,7 +115,7 @@ class RemoteLister:
         out: dict[str, str] = {}
         if len(misses) > BULK_MISSES and len(misses) > total // 10:
             want = {r[0]: r for r in misses}
-            for rows in _pieces(drive, folder, dtype, _THREADS):
+            for _, _, rows in _pieces(drive, folder, dtype, _THREADS):
                 for p, _, size, mtime, d in rows:
                     r = want.get(p)
                     if r is not None and d and (r[2], r[3]) == (size, mtime):
@@ -164,11 +167,13 @@ class PendingListing:
         self.cut = len(self.prefix)
         self.entries: list[RemoteEntry] = []
         self.misses: list[ListRow] = []
-        self.cache: Mapping[str, tuple[int, str, str]] | OwnedRows[tuple[int, str, str]] = {}
+        self.cache: Mapping[str, tuple[int, str, str]] | None = {}
         self.cold = False
         self.ready = False  # the cache is loaded and the mode known
         self.failed: BaseException | None = None
-        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # Bounded: a warm listing outruns the index, and pieces waiting undecoded cost
+        # ~250 bytes a file (50 MB at 200,000 files); rclone waits instead.
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=_QUEUED)
         if progress is not None:
             progress.phase = "listing the remote"
         self.worker = threading.Thread(target=self._fetch, name="placet-list", daemon=True)
@@ -177,15 +182,29 @@ class PendingListing:
     def _fetch(self) -> None:
         try:
             dtype, cold = self.dtype, False
-            cache: Mapping[str, tuple[int, str, str]] = {}
+            data, spec = self.lister.data, self.drive.spec
+            cache: Mapping[str, tuple[int, str, str]] | None = {}
             if self.on_demand:
                 assert dtype is not None
-                cache = self.lister.data.remote_digests(self.drive.spec, dtype)
-                cold = not any(p.startswith(self.prefix) for p in cache)
+                # The in-memory copy, or None when the cache is too big to keep: then
+                # each piece reads the rows beneath it (`remote_digests_under`), so the
+                # rows of the pieces not yet listed are not held meanwhile.
+                cache = data.remote_digest_copy(spec, dtype)
+                if cache is not None:
+                    cold = not any(p.startswith(self.prefix) for p in cache)
+                else:
+                    cold = not data.has_remote_digests_under(spec, dtype, self.folder)
             self.queue.put((cache, cold))
+            lazy = self.on_demand and not cold and cache is None
             listed = dtype if not self.on_demand or cold else None
-            for rows in _pieces(self.drive, self.folder, listed, _THREADS if cold else 2):
-                self.queue.put(rows)
+            pieces = _pieces(self.drive, self.folder, listed, _THREADS if cold else 2)
+            for where, recursive, rows in pieces:
+                part = None
+                if lazy:
+                    assert dtype is not None
+                    part = data.remote_digests_under(spec, dtype, where, recursive=recursive)
+                self.queue.put((rows, part))
+                del rows, part
             self.queue.put(_DONE)
         except BaseException as e:  # handed to `finish`
             self.queue.put(e)
@@ -200,13 +219,15 @@ class PendingListing:
         if not self.ready:
             self.cache, self.cold = item
             self.ready = True
-        elif not self.on_demand:
-            _stored_digests(item, self.cut, self.dtype, self.entries)
+            return True
+        rows, part = item
+        if not self.on_demand:
+            _stored_digests(rows, self.cut, self.dtype, self.entries)
         elif self.cold:
-            _stored_digests(item, self.cut, self.dtype, self.entries)
-            self.lister.files_hashed += sum(1 for r in item if not r[1])
+            _stored_digests(rows, self.cut, self.dtype, self.entries)
+            self.lister.files_hashed += sum(1 for r in rows if not r[1])
         else:
-            self._warm(item)
+            self._warm(rows, part if part is not None else self.cache or {})
         return True
 
     def pump(self) -> None:
@@ -224,6 +245,9 @@ class PendingListing:
 
     def abandon(self) -> None:
         """Wait for the fetching thread and drop what it listed (the caller failed)."""
+        while self.worker.is_alive():  # it may wait to queue a piece: take them
+            with contextlib.suppress(queue.Empty):
+                self.queue.get(timeout=0.05)
         self.worker.join()
         self.entries, self.misses = [], []
 
@@ -257,10 +281,9 @@ class PendingListing:
         self.cache = {}
         return entries, False
 
-    def _warm(self, rows: list[ListRow]) -> None:
-        """Digests from the remote digest cache while size and mtime match; the rest
-        are misses, hashed by `finish`."""
-        cache = self.cache
+    def _warm(self, rows: list[ListRow], cache: Mapping[str, tuple[int, str, str]]) -> None:
+        """Digests from the remote digest cache (`cache`: its rows for these `rows`, or
+        all of it) while size and mtime match; the rest are misses, hashed by `finish`."""
         # Rows loaded for this listing alone are taken as they are read (see `OwnedRows`).
         get = cache.pop if type(cache) is OwnedRows else cache.get
         dtype, cut = self.dtype, self.cut
@@ -339,15 +362,18 @@ def _stored_digests(
             append(new_remote_entry(rel, "file", size, mtime, digests))
 
 
-def _pieces(drive: Drive, folder: str, dtype: str | None, threads: int) -> Iterator[list[ListRow]]:
-    """The recursive listing of `folder` in pieces (see the module docstring): first
-    its own entries, then each top-level subfolder's tree, listed `threads` at a time
-    and yielded in order. A subfolder gone meanwhile yields nothing; the trees of
-    subfolders whose names the drive refuses on their own come last, cut from one
+def _pieces(
+    drive: Drive, folder: str, dtype: str | None, threads: int
+) -> Iterator[tuple[str, bool, list[ListRow]]]:
+    """The recursive listing of `folder` in pieces (see the module docstring), each as
+    (the folder it lists, whether beneath it all or only its own entries, the rows):
+    first `folder`'s own entries, then each top-level subfolder's tree, listed `threads`
+    at a time and yielded in order. A subfolder gone meanwhile yields nothing; the trees
+    of subfolders whose names the drive refuses on their own come last, cut from one
     recursive listing of `folder`."""
     top = drive.list_rows(folder, recurse=False, digest_type=dtype)
     subs = [r[0] for r in top if r[1]]
-    yield top
+    yield folder, False, top
     if not subs:
         return
 
@@ -368,7 +394,7 @@ def _pieces(drive: Drive, folder: str, dtype: str | None, threads: int) -> Itera
                 if rows is None:
                     refused.append(d)
                 else:
-                    yield rows
+                    yield d, True, rows
                 del rows
         finally:
             for f in pending:
@@ -376,4 +402,4 @@ def _pieces(drive: Drive, folder: str, dtype: str | None, threads: int) -> Itera
     if refused:
         below = tuple(f"{d}/" for d in refused)
         rest = drive.list_rows(folder, recurse=True, digest_type=dtype)
-        yield [r for r in rest if r[0].startswith(below)]
+        yield folder, True, [r for r in rest if r[0].startswith(below)]
