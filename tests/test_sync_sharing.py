@@ -52,3 +52,15 @@ def test_equal_paths_and_digests_become_the_local_objects(settings: Settings) ->
     cache = data.remote_digests("spec:", "sha256")
     assert cache["up/d/a.txt"] == (3, "m", sha_a) and cache["up/d/a.txt"][2] is sha_a
     assert cache["up/d/b.txt"][2] == sha_b.upper()
+
+
+def test_read_listings_with_share_points_remote_entries_at_local_strings() -> None:
+    sha = "c" * 64
+    local = [LocalEntry("x.txt", "x.txt", "file", 3, 1, sha, "sha256", sha, True)]
+    remote = [RemoteEntry(_fresh("x.txt"), "file", 3, "m", OneDigest("sha256", _fresh(sha)))]
+    caps = PlanCapabilities(hash_types=("sha256",))
+    plain = read_listings(local, remote, caps, entry_cap=10)
+    assert remote[0].path is not local[0].raw_path
+    shared = read_listings(local, remote, caps, entry_cap=10, share=True)
+    assert remote[0].path is local[0].raw_path and remote[0].digests["sha256"] is sha
+    assert shared.remote_fingerprint == plain.remote_fingerprint

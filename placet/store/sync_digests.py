@@ -335,12 +335,10 @@ class DigestCaches:
         """Point the in-memory rows of `drive_spec`'s `digest_type` cache at the given
         (path, digest) objects where they hold an equal digest: the same values, one
         string object shared with the entries (`placet.sync.sharing`). Writes nothing
-        to the database; without an in-memory copy, `rows` is still drained."""
+        to the database; without an in-memory copy, `rows` is not read."""
         with self._lock:
             mem = self._remote.get(f"{drive_spec}\0{digest_type}")
             if mem is None:
-                for _ in rows:
-                    pass
                 return
             get = mem.get
             for path, digest in rows:

@@ -34,13 +34,19 @@ from placet.sync.model import (
     gc_paused,
     nfc,
 )
+from placet.sync.sharing import share_pair
 
 _E = TypeVar("_E", LocalEntry, RemoteEntry)
 """A listing's entry type: `_read` serves both sides."""
 
 
 def _read(
-    entries: Iterable[_E], include_hidden: bool, cap: int, ci: bool, side: str
+    entries: Iterable[_E],
+    include_hidden: bool,
+    cap: int,
+    ci: bool,
+    side: str,
+    share_with: dict[str, LocalEntry] | None = None,
 ) -> tuple[dict[str, _E], dict[str, list[_E]], list[_E]]:
     """One side's entries keyed (NFC, case-folded if `ci`), with implied folders added;
     names that meet under one key go to the duplicates; also the entries kept.
@@ -77,6 +83,10 @@ def _read(
             dups.setdefault(k, [by_key[k]]).append(e)
         else:
             by_key[k] = e
+        if share_with is not None and e.kind == "file":
+            lo = share_with.get(k)
+            if lo is not None and lo.kind == "file" and isinstance(e, RemoteEntry):
+                share_pair(lo, e)
     for k in [k for k in by_key if "/" in k and k.rpartition("/")[0] not in by_key]:
         if k.rpartition("/")[0] not in by_key:  # a sibling may have implied it since
             e = by_key[k]
@@ -100,10 +110,16 @@ def read_local(
 
 
 def read_remote(
-    entries: Iterable[RemoteEntry], include_hidden: bool, cap: int, ci: bool
+    entries: Iterable[RemoteEntry],
+    include_hidden: bool,
+    cap: int,
+    ci: bool,
+    share_with: dict[str, LocalEntry] | None = None,
 ) -> tuple[dict[str, RemoteEntry], dict[str, list[RemoteEntry]], str]:
-    """The remote listing keyed (`_read`), and its fingerprint (by listed name)."""
-    by_key, dups, kept = _read(entries, include_hidden, cap, ci, "remote")
+    """The remote listing keyed (`_read`), and its fingerprint (by listed name). With
+    `share_with` (the local listing keyed), each file on both sides takes the local
+    entry's equal strings (`placet.sync.sharing.share_pair`)."""
+    by_key, dups, kept = _read(entries, include_hidden, cap, ci, "remote", share_with)
     kept.sort(key=attrgetter("path"))
     one = OneDigest
     lines = (
@@ -193,14 +209,16 @@ def read_listings(
     *,
     include_hidden: bool = False,
     entry_cap: int = DEFAULT_ENTRY_CAP,
+    share: bool = False,
 ) -> Listings:
     """The first half of `plan`: NFC (and case-fold) keys, implied folders, duplicate
-    names, the entry cap and the fingerprints.
+    names, the entry cap and the fingerprints. `share`: remote entries take their local
+    entry's equal path and digest strings (`placet.sync.sharing`; the same values).
 
     Raises:
         LimitExceeded: a side has more than `entry_cap` files (or folders).
     """
     ci = bool(capabilities.case_insensitive)
     loc, ldups, lfp = read_local(local, include_hidden, entry_cap, ci)
-    rem, rdups, rfp = read_remote(remote, include_hidden, entry_cap, ci)
+    rem, rdups, rfp = read_remote(remote, include_hidden, entry_cap, ci, loc if share else None)
     return Listings(capabilities, lfp, rfp, loc, ldups, rem, rdups)

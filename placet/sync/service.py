@@ -415,16 +415,19 @@ class SyncService:
             progress.phase = "planning"
         cap = self.settings.plan_entry_cap
         listings = read_listings(
-            idx.entries, remote_entries, caps, include_hidden=include_hidden, entry_cap=cap
+            idx.entries,
+            remote_entries,
+            caps,
+            include_hidden=include_hidden,
+            entry_cap=cap,
+            share=True,  # one object for equal strings of both sides (placet.sync.sharing)
         )
         del idx, remote_entries  # the listings hold what the plan needs
-        # One object for each path and digest both sides hold alike (`placet.sync.sharing`).
-        shared = share_equal_strings(listings.both_files(), f"{remote}/" if remote else "")
-        if dtype is not None:
+        if dtype is not None:  # a kept copy of the remote digest cache shares them too
+            prefix = f"{remote}/" if remote else ""
+            shared = share_equal_strings(listings.both_files(), prefix)
             self.data.share_remote_digests(drive.spec, dtype, shared)
-        else:
-            for _ in shared:
-                pass
+            del shared  # an unread generator would keep the listings alive
         options = {"include_hidden": include_hidden, "allow_empty_side": allow_empty_side}
         meta = {"digest_type": dtype, "remote_folder_missing": missing}
         fps = (listings.local_fingerprint, listings.remote_fingerprint)
