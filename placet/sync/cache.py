@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
+
+_V = TypeVar("_V")
 
 DIGEST_CACHE_VERSION = 1
 """Version of `CachedDigest`'s meaning; a persistent cache keyed by another is discarded."""
@@ -57,6 +59,15 @@ class CachedDigest(NamedTuple):
         )
 
 
+class OwnedRows(dict[str, _V]):
+    """Cache rows loaded for one reader alone (nothing else holds this mapping): the
+    reader may `pop` each row as it uses it, so a warm index or listing of 1,000,000
+    files frees the cache as it builds its entries instead of holding both. What is
+    left at the end are the rows nobody asked for (files gone since)."""
+
+    __slots__ = ()
+
+
 class DigestCache(Protocol):
     """Where digests persist between indexes; the store implements it with SQLite.
 
@@ -67,7 +78,8 @@ class DigestCache(Protocol):
     def get(self, root_key: str, path: str) -> CachedDigest | None: ...
 
     def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
-        """Entries whose path is `prefix` or lies beneath it ("" = all), by path."""
+        """Entries whose path is `prefix` or lies beneath it ("" = all), by path (an
+        `OwnedRows` when the caller may consume it)."""
         ...
 
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None: ...

@@ -11,8 +11,12 @@ What is kept, and why (docs/design.md sections 7-9):
   rclone computes by reading the data (local folders, sftp), the last digest of each
   path with the size and mtime it was computed for; it is reused only while both match.
 
-Each cache keeps a process-local copy of what it read: a long-lived `placet serve`
-then plans warm without reading 100,000 rows again (about 0.9 s for both caches). That
+Each cache keeps a process-local copy of what it read, up to `MEMORY_ROWS` rows: a
+long-lived `placet serve` then plans warm without reading 100,000 rows again (about
+0.9 s for both caches). A bigger cache (a tree of up to 1,000,000 files) is not kept:
+its copy (~300 bytes a file beside the entries a plan builds) would put a plan of
+1,000,000 files over 1 GiB (issue 11 item 6), so each read loads it again as
+`OwnedRows`, which the index and the listing consume row by row. That
 copy can only be stale in ways the keys catch (a cached digest is reused only if size,
 mtime, inode and ctime still match). Every cache write, bulk or not, updates the copy
 with the values it wrote (the objects the indexer and the listing made, already in
@@ -30,15 +34,29 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 from placet.store.db import is_busy
 from placet.store.store import Store
-from placet.sync.cache import DIGEST_CACHE_VERSION, NO_DIGESTS, CachedDigest
+from placet.sync.cache import DIGEST_CACHE_VERSION, NO_DIGESTS, CachedDigest, OwnedRows
 
 T = TypeVar("T")
 _RETRIES = 3
+_WRITE_PART = 65_536
+"""Rows per transaction when a consumed batch is written in parts."""
+
+MEMORY_ROWS = 250_000
+"""Most rows of one cache (a root's local digests, a drive's remote digests of one type)
+kept in memory between plans; a bigger cache is read from the database by each plan."""
+
+
+def _under(folder: str) -> tuple[str, str | None, str | None]:
+    """Bounds of the paths beneath `folder` ("" = all), as SQL arguments (low, high,
+    high): "folder/" <= path < "folder0" ("0" follows "/"), a range on the primary key."""
+    if not folder:
+        return "", None, None
+    return f"{folder}/", f"{folder}0", f"{folder}0"
 
 
 class DigestCaches:
@@ -48,8 +66,9 @@ class DigestCaches:
     Raises `StoreError` (retryable when the database stayed locked) from any method.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, memory_rows: int = MEMORY_ROWS) -> None:
         self.store = store
+        self.memory_rows = memory_rows
         self._lock = threading.Lock()
         self._local: dict[str, dict[str, CachedDigest]] = {}
         self._remote: dict[str, dict[str, tuple[int, str, str]]] = {}
@@ -92,7 +111,7 @@ class DigestCaches:
                 (root_key, DIGEST_CACHE_VERSION),
             )
             new, empty = tuple.__new__, NO_DIGESTS
-            out: dict[str, CachedDigest] = {}
+            out: dict[str, CachedDigest] = OwnedRows()
             for path, size, mtime, ino, ctime, sha256, sha1, md5, verified in cur:
                 if sha1 is None and md5 is None:
                     digests = empty  # most rows: one shared empty mapping, not 100,000
@@ -110,14 +129,16 @@ class DigestCaches:
             return out
 
         loaded = self._read("reading the digest cache", rd)
+        if len(loaded) > self.memory_rows:
+            return loaded  # the caller's alone (module docstring)
         with self._lock:
-            return self._local.setdefault(root_key, loaded)
+            return self._local.setdefault(root_key, dict(loaded))
 
-    def loaded_local_paths(self, root_key: str) -> list[str] | None:
-        """The paths of a root's digest cache when it is in memory, else None."""
+    def loaded_local(self, root_key: str) -> Mapping[str, CachedDigest] | None:
+        """A root's digest cache when it is in memory (by path; read with `in`, `len`
+        and `get` only, or copied, since a write may update it meanwhile), else None."""
         with self._lock:
-            mem = self._local.get(root_key)
-            return None if mem is None else list(mem)
+            return self._local.get(root_key)
 
     def get(self, root_key: str, path: str) -> CachedDigest | None:
         return self._local_rows(root_key).get(path)
@@ -129,34 +150,56 @@ class DigestCaches:
             return rows  # read with .get() only, which a concurrent update cannot upset
         below = prefix + "/"
         with self._lock:  # iterating while another thread updates would raise
-            return {p: c for p, c in rows.items() if p == prefix or p.startswith(below)}
+            return OwnedRows((p, c) for p, c in rows.items() if p == prefix or p.startswith(below))
 
-    def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
-        batch = list(entries)
+    def put_many(
+        self, root_key: str, entries: Iterable[CachedDigest], *, consume: bool = False
+    ) -> None:
+        """Write `entries` to the cache of `root_key` (and to its in-memory copy while
+        that stays within `memory_rows`). `consume`: `entries` is a list the caller
+        gives away, emptied as it is written when no copy keeps its rows."""
+        batch = entries if consume and type(entries) is list else list(entries)
         if not batch:
             return
+        with self._lock:  # a copy not loaded yet is read whole when first needed
+            mem = self._local.get(root_key)
+            keep = mem is not None and len(mem) + len(batch) <= self.memory_rows
+            if mem is not None and not keep:
+                del self._local[root_key]  # too big to keep (module docstring)
 
-        def rows() -> Iterator[tuple[object, ...]]:
+        def rows(part: list[CachedDigest]) -> Iterator[tuple[object, ...]]:
             # A generator made afresh by each attempt (a retried write starts over), not
             # a list: executemany takes one row at a time, and a list of 1,000,000
             # eleven-field rows is ~140 MB beside everything a plan holds.
-            for c in batch:
+            for c in part:
                 yield (root_key, c.path, c.size, c.mtime_ns, c.inode, c.ctime_ns, c.sha256,
                        c.digests.get("sha1"), c.digests.get("md5"), int(c.verified),
                        DIGEST_CACHE_VERSION)  # fmt: skip
 
-        self._write(
-            "writing the digest cache",
-            lambda db: db.executemany(
-                "INSERT OR REPLACE INTO sync_digest_cache (root_key, path, size, mtime_ns, "
-                "inode, ctime_ns, sha256, sha1, md5, verified, version) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows(),
-            ),
-        )
-        with self._lock:  # a copy not loaded yet is read whole when first needed
-            if (mem := self._local.get(root_key)) is not None:
-                mem.update((c.path, c) for c in batch)
+        def write(part: list[CachedDigest]) -> None:
+            self._write(
+                "writing the digest cache",
+                lambda db: db.executemany(
+                    "INSERT OR REPLACE INTO sync_digest_cache (root_key, path, size, "
+                    "mtime_ns, inode, ctime_ns, sha256, sha1, md5, verified, version) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows(part),
+                ),
+            )
+
+        if keep or not consume:
+            write(batch)
+        else:
+            # Rows no copy keeps, in a list given away: written in parts, each let go
+            # once committed (a cold index of 1,000,000 files holds ~170 MB of them).
+            while batch:
+                part = batch[-_WRITE_PART:]
+                write(part)
+                del batch[-_WRITE_PART:], part
+        if keep:
+            with self._lock:
+                if (mem := self._local.get(root_key)) is not None:
+                    mem.update((c.path, c) for c in batch)
 
     def forget_local(self, root_key: str, paths: Collection[str]) -> None:
         """Drop cached digests of files that are gone."""
@@ -195,16 +238,78 @@ class DigestCaches:
                 "WHERE drive_spec = ? AND digest_type = ?",
                 (drive_spec, digest_type),
             )
-            return {path: (size, mtime, digest) for path, size, mtime, digest in cur}
+            return OwnedRows((path, (size, mtime, digest)) for path, size, mtime, digest in cur)
 
         loaded = self._read("reading the remote digest cache", rd)
+        if len(loaded) > self.memory_rows:
+            return loaded  # the caller's alone (module docstring)
         with self._lock:
-            return self._remote.setdefault(key, loaded)
+            return self._remote.setdefault(key, dict(loaded))
+
+    def remote_digest_copy(
+        self, drive_spec: str, digest_type: str
+    ) -> Mapping[str, tuple[int, str, str]] | None:
+        """The in-memory copy of `drive_spec`'s `digest_type` digests (loaded now when
+        the table holds at most `memory_rows` of them), or None when the cache is too
+        big to keep: read it by folder then (`remote_digests_under`)."""
+        with self._lock:
+            mem = self._remote.get(f"{drive_spec}\0{digest_type}")
+        if mem is not None:
+            return mem
+        count = self._read(
+            "counting the remote digest cache",
+            lambda db: int(
+                db.execute(
+                    "SELECT count(*) FROM sync_remote_digest WHERE drive_spec = ? "
+                    "AND digest_type = ?",
+                    (drive_spec, digest_type),
+                ).fetchone()[0]
+            ),
+        )
+        return None if count > self.memory_rows else self._remote_rows(drive_spec, digest_type)
+
+    def has_remote_digests_under(self, drive_spec: str, digest_type: str, folder: str) -> bool:
+        """Whether any `digest_type` digest of `drive_spec` is cached beneath `folder`
+        ("" = anywhere)."""
+        return self._read(
+            "reading the remote digest cache",
+            lambda db: (
+                db.execute(
+                    "SELECT 1 FROM sync_remote_digest WHERE drive_spec = ? AND digest_type = ? "
+                    "AND path >= ? AND (? IS NULL OR path < ?) LIMIT 1",
+                    (drive_spec, digest_type, *_under(folder)),
+                ).fetchone()
+                is not None
+            ),
+        )
+
+    def remote_digests_under(
+        self, drive_spec: str, digest_type: str, folder: str, *, recursive: bool
+    ) -> OwnedRows[tuple[int, str, str]]:
+        """Cached `digest_type` digests of `drive_spec` beneath `folder` ("" = the
+        drive), path -> (size, mtime, digest), read from the database for the caller
+        alone; with `recursive=False` only those of `folder`'s own files."""
+        low, high, _ = _under(folder)
+        # substr() counts characters from 1: what follows "folder/" must hold no "/".
+        own = 0 if recursive else len(low) + 1
+
+        def rd(db: sqlite3.Connection) -> OwnedRows[tuple[int, str, str]]:
+            cur = db.execute(
+                "SELECT path, size, mtime, digest FROM sync_remote_digest "
+                "WHERE drive_spec = ? AND digest_type = ? AND path >= ? "
+                "AND (? IS NULL OR path < ?) AND (? = 0 OR instr(substr(path, ?), '/') = 0)",
+                (drive_spec, digest_type, low, high, high, own, own),
+            )
+            return OwnedRows((path, (size, mtime, digest)) for path, size, mtime, digest in cur)
+
+        return self._read("reading the remote digest cache", rd)
 
     def put_remote_digests(
-        self, drive_spec: str, digest_type: str, rows: Sequence[tuple[str, int, str, str]]
+        self, drive_spec: str, digest_type: str, rows: Collection[tuple[str, int, str, str]]
     ) -> None:
-        """Remember (path, size, mtime, digest) rows of `drive_spec` for `digest_type`."""
+        """Remember (path, size, mtime, digest) rows of `drive_spec` for `digest_type`
+        (`rows` is iterated once per write attempt, and once more for the in-memory copy
+        while that stays within `memory_rows`)."""
         if not rows:
             return
         self._write(
@@ -217,5 +322,26 @@ class DigestCaches:
         )
         key = f"{drive_spec}\0{digest_type}"
         with self._lock:  # a copy not loaded yet is read whole when first needed
-            if (mem := self._remote.get(key)) is not None:
+            if (mem := self._remote.get(key)) is None:
+                pass
+            elif len(mem) + len(rows) > self.memory_rows:
+                del self._remote[key]  # too big to keep (module docstring)
+            else:
                 mem.update((path, (size, mtime, digest)) for path, size, mtime, digest in rows)
+
+    def share_remote_digests(
+        self, drive_spec: str, digest_type: str, rows: Iterable[tuple[str, str]]
+    ) -> None:
+        """Point the in-memory rows of `drive_spec`'s `digest_type` cache at the given
+        (path, digest) objects where they hold an equal digest: the same values, one
+        string object shared with the entries (`placet.sync.sharing`). Writes nothing
+        to the database; without an in-memory copy, `rows` is not read."""
+        with self._lock:
+            mem = self._remote.get(f"{drive_spec}\0{digest_type}")
+            if mem is None:
+                return
+            get = mem.get
+            for path, digest in rows:
+                c = get(path)
+                if c is not None and c[2] is not digest and c[2] == digest:
+                    mem[path] = (c[0], c[1], digest)

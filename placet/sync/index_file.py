@@ -43,6 +43,9 @@ mtime), SMB and every finer filesystem, conservatively."""
 POOL_MIN_BYTES = 256 * 1024
 """Files at least this large are hashed by the thread pool; smaller ones inline."""
 
+FRESH_PART = 65_536
+"""Fresh digests handed to the cache at a time while the walk goes on (`spill`)."""
+
 _PATH = attrgetter("path")
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -90,6 +93,8 @@ class Walk:
     dirs: int = 0
     specials: int = 0  # skipped or error entries added
     progress: Callable[[int, int], None] | None = None
+    write_part: Callable[[list[CachedDigest]], None] | None = None  # see `spill`
+    fresh_written: int = 0  # fresh digests handed to `write_part` so far
 
 
 _buffers = threading.local()
@@ -227,7 +232,18 @@ def add_file(w: Walk, dir_fd: int, name: str, path: str, raw: str, st: os.stat_r
     if cached is not None:
         w.fresh.append(cached)
         w.bytes_hashed += n
+        if len(w.fresh) >= FRESH_PART:
+            spill(w)
     add_entry(w, entry)
+
+
+def spill(w: Walk) -> None:
+    """Hand the fresh digests so far to the cache (`cache.put_many`), so a cold index of
+    1,000,000 files does not hold them all until it ends (~170 bytes a file)."""
+    if w.write_part is not None and w.fresh:
+        part, w.fresh = w.fresh, []
+        w.fresh_written += len(part)
+        w.write_part(part)
 
 
 def collect(w: Walk, cache: DigestCache, root_key: str, start: int) -> IndexResult:
@@ -245,11 +261,12 @@ def collect(w: Walk, cache: DigestCache, root_key: str, start: int) -> IndexResu
         entries = [pooled.get(e.raw_path, e) if e.sha256 is None else e for e in entries]
     entries.sort(key=_PATH)
     scan = bool(w.specials or pooled)
+    hashed = w.fresh_written + len(w.fresh)
     if w.fresh:
         cache.put_many(root_key, w.fresh)
     return IndexResult(
         entries=tuple(entries),
-        hashed_count=len(w.fresh),
+        hashed_count=hashed,
         cache_hits=w.cache_hits,
         # Most trees have neither: no scan of 100,000 entries for nothing.
         skipped=tuple(e for e in entries if e.kind == "skipped") if scan else (),

@@ -38,6 +38,7 @@ from placet.local.walk import DIR_FLAGS
 from placet.paths.local import MAX_LOCAL_DEPTH
 from placet.sync.cache import (
     DigestCache,
+    OwnedRows,
 )
 from placet.sync.digests import normalise_types
 from placet.sync.entries import LocalEntry, gc_paused, new_local_entry, nfc
@@ -73,7 +74,9 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
         items = sorted(it, key=_NAME)
     hidden = w.include_hidden
     same = prefix == raw_prefix
-    get = w.cached.get
+    # Rows loaded for this walk alone are taken as they are read (freed as the entries
+    # are built); a shared copy is only read.
+    get = w.cached.pop if type(w.cached) is OwnedRows else w.cached.get
     rel_prefix = w.rel_prefix
     need, primary = w.need, w.primary
     entries = w.entries
@@ -108,7 +111,7 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
             continue
         mode = st.st_mode
         if mode & _S_IFMT == _S_IFREG and st.st_nlink == 1:
-            c = get(rel_prefix + raw)
+            c = get(rel_prefix + raw, None)
             if c is not None and c.holds_for(st, need):
                 # Cached digests still hold: what `add_file` + `add_entry` do for a hit, inline.
                 w.cache_hits += 1
@@ -289,6 +292,7 @@ def index_local(
         entry_cap=entry_cap,
         max_depth=max_depth,
         progress=progress,
+        write_part=lambda part: cache.put_many(root_key, part),
         pool=pool,
         slots=threading.BoundedSemaphore(4 * max(workers, 1)),
     )

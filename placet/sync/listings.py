@@ -19,7 +19,7 @@ What it decides, and why:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -27,13 +27,19 @@ from typing import Any, TypeVar
 from placet.errors import LimitExceeded
 from placet.sync.entries import CapabilityFlags, LocalEntry, OneDigest, RemoteEntry, gc_paused, nfc
 from placet.sync.model import DEFAULT_ENTRY_CAP
+from placet.sync.sharing import share_pair
 
 _E = TypeVar("_E", LocalEntry, RemoteEntry)
 """A listing's entry type: `_read` serves both sides."""
 
 
 def _read(
-    entries: Iterable[_E], include_hidden: bool, cap: int, ci: bool, side: str
+    entries: Iterable[_E],
+    include_hidden: bool,
+    cap: int,
+    ci: bool,
+    side: str,
+    share_with: dict[str, LocalEntry] | None = None,
 ) -> tuple[dict[str, _E], dict[str, list[_E]], list[_E]]:
     """One side's entries keyed (NFC, case-folded if `ci`), with implied folders added;
     names that meet under one key go to the duplicates; also the entries kept.
@@ -70,6 +76,10 @@ def _read(
             dups.setdefault(k, [by_key[k]]).append(e)
         else:
             by_key[k] = e
+        if share_with is not None and e.kind == "file":
+            lo = share_with.get(k)
+            if lo is not None and lo.kind == "file" and isinstance(e, RemoteEntry):
+                share_pair(lo, e)
     for k in [k for k in by_key if "/" in k and k.rpartition("/")[0] not in by_key]:
         if k.rpartition("/")[0] not in by_key:  # a sibling may have implied it since
             e = by_key[k]
@@ -93,10 +103,16 @@ def read_local(
 
 
 def read_remote(
-    entries: Iterable[RemoteEntry], include_hidden: bool, cap: int, ci: bool
+    entries: Iterable[RemoteEntry],
+    include_hidden: bool,
+    cap: int,
+    ci: bool,
+    share_with: dict[str, LocalEntry] | None = None,
 ) -> tuple[dict[str, RemoteEntry], dict[str, list[RemoteEntry]], str]:
-    """The remote listing keyed (`_read`), and its fingerprint (by listed name)."""
-    by_key, dups, kept = _read(entries, include_hidden, cap, ci, "remote")
+    """The remote listing keyed (`_read`), and its fingerprint (by listed name). With
+    `share_with` (the local listing keyed), each file on both sides takes the local
+    entry's equal strings (`placet.sync.sharing.share_pair`)."""
+    by_key, dups, kept = _read(entries, include_hidden, cap, ci, "remote", share_with)
     kept.sort(key=attrgetter("path"))
     one = OneDigest
     lines = (
@@ -169,6 +185,14 @@ class Listings:
     _rem: dict[str, RemoteEntry]
     _rdups: dict[str, list[RemoteEntry]]
 
+    def both_files(self) -> Iterator[tuple[LocalEntry, RemoteEntry]]:
+        """The (local, remote) entries of every key that is a file on both sides."""
+        get = self._rem.get
+        for k, lo in self._loc.items():
+            r = get(k)
+            if r is not None and lo.kind == "file" and r.kind == "file":
+                yield lo, r
+
 
 @gc_paused()
 def read_listings(
@@ -178,14 +202,16 @@ def read_listings(
     *,
     include_hidden: bool = False,
     entry_cap: int = DEFAULT_ENTRY_CAP,
+    share: bool = False,
 ) -> Listings:
     """The first half of `plan`: NFC (and case-fold) keys, implied folders, duplicate
-    names, the entry cap and the fingerprints.
+    names, the entry cap and the fingerprints. `share`: remote entries take their local
+    entry's equal path and digest strings (`placet.sync.sharing`; the same values).
 
     Raises:
         LimitExceeded: a side has more than `entry_cap` files (or folders).
     """
     ci = bool(capabilities.case_insensitive)
     loc, ldups, lfp = read_local(local, include_hidden, entry_cap, ci)
-    rem, rdups, rfp = read_remote(remote, include_hidden, entry_cap, ci)
+    rem, rdups, rfp = read_remote(remote, include_hidden, entry_cap, ci, loc if share else None)
     return Listings(capabilities, lfp, rfp, loc, ldups, rem, rdups)

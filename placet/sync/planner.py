@@ -118,7 +118,13 @@ def plan_listings(
         )
     pl.base = base = {pl.key(nfc(k)): v for k, v in baseline.items()}
     loc, rem, blocked, dups = pl.loc, pl.rem, pl.blocked, pl.ldups.keys() | pl.rdups.keys()
-    for key in sorted(loc.keys() | rem.keys()):
+    # The keys as one list, not a set union then a sorted list: a set of 1,000,000 keys
+    # is ~32 MiB more at the plan's peak (the local keys come in path order, so the
+    # sort is mostly a merge).
+    keys = list(loc)
+    keys += [k for k in rem if k not in loc]
+    keys.sort()
+    for key in keys:
         lo, r = loc.get(key), rem.get(key)
         # Fast path for the bulk of a tree: a file on both sides, nothing unusual above it.
         if (

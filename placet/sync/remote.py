@@ -33,15 +33,16 @@ listed in pieces with digests, and nothing is cached.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from placet.drive.base import DigestRow, Drive, ListRow, preferred_digest
 from placet.errors import NotFound, PathRefused
-from placet.sync.cache import NO_DIGESTS
+from placet.sync.cache import NO_DIGESTS, OwnedRows
 from placet.sync.entries import OneDigest, RemoteEntry, new_remote_entry
 from placet.sync.jobs import Progress
 from placet.sync.stored import SyncData
@@ -50,6 +51,8 @@ from placet.text import inert
 BULK_MISSES = 256
 """More remote digest misses than this (and a tenth of the files): one hashed listing."""
 _THREADS = 4
+_QUEUED = 2
+"""Listed pieces (each a top-level subfolder's tree) waiting to be decoded, at most."""
 """Concurrent listings when rclone hashes (cold); warm listings run 2 at a time."""
 
 
@@ -109,7 +112,7 @@ class RemoteLister:
         out: dict[str, str] = {}
         if len(misses) > BULK_MISSES and len(misses) > total // 10:
             want = {r[0]: r for r in misses}
-            for rows in _pieces(drive, folder, dtype, _THREADS):
+            for _, _, rows in _pieces(drive, folder, dtype, _THREADS):
                 for p, _, size, mtime, d in rows:
                     r = want.get(p)
                     if r is not None and d and (r[2], r[3]) == (size, mtime):
@@ -161,12 +164,13 @@ class PendingListing:
         self.cut = len(self.prefix)
         self.entries: list[RemoteEntry] = []
         self.misses: list[ListRow] = []
-        self.fresh: list[DigestRow] = []
-        self.cache: Mapping[str, tuple[int, str, str]] = {}
+        self.cache: Mapping[str, tuple[int, str, str]] | None = {}
         self.cold = False
         self.ready = False  # the cache is loaded and the mode known
         self.failed: BaseException | None = None
-        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # Bounded: a warm listing outruns the index, and pieces waiting undecoded cost
+        # ~250 bytes a file (50 MB at 200,000 files); rclone waits instead.
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=_QUEUED)
         if progress is not None:
             progress.phase = "listing the remote"
         self.worker = threading.Thread(target=self._fetch, name="placet-list", daemon=True)
@@ -175,15 +179,29 @@ class PendingListing:
     def _fetch(self) -> None:
         try:
             dtype, cold = self.dtype, False
-            cache: Mapping[str, tuple[int, str, str]] = {}
+            data, spec = self.lister.data, self.drive.spec
+            cache: Mapping[str, tuple[int, str, str]] | None = {}
             if self.on_demand:
                 assert dtype is not None
-                cache = self.lister.data.remote_digests(self.drive.spec, dtype)
-                cold = not any(p.startswith(self.prefix) for p in cache)
+                # The in-memory copy, or None when the cache is too big to keep: then
+                # each piece reads the rows beneath it (`remote_digests_under`), so the
+                # rows of the pieces not yet listed are not held meanwhile.
+                cache = data.remote_digest_copy(spec, dtype)
+                if cache is not None:
+                    cold = not any(p.startswith(self.prefix) for p in cache)
+                else:
+                    cold = not data.has_remote_digests_under(spec, dtype, self.folder)
             self.queue.put((cache, cold))
+            lazy = self.on_demand and not cold and cache is None
             listed = dtype if not self.on_demand or cold else None
-            for rows in _pieces(self.drive, self.folder, listed, _THREADS if cold else 2):
-                self.queue.put(rows)
+            pieces = _pieces(self.drive, self.folder, listed, _THREADS if cold else 2)
+            for where, recursive, rows in pieces:
+                part = None
+                if lazy:
+                    assert dtype is not None
+                    part = data.remote_digests_under(spec, dtype, where, recursive=recursive)
+                self.queue.put((rows, part))
+                del rows, part
             self.queue.put(_DONE)
         except BaseException as e:  # handed to `finish`
             self.queue.put(e)
@@ -198,14 +216,15 @@ class PendingListing:
         if not self.ready:
             self.cache, self.cold = item
             self.ready = True
-        elif not self.on_demand:
-            _stored_digests(item, self.cut, self.dtype, self.entries)
+            return True
+        rows, part = item
+        if not self.on_demand:
+            _stored_digests(rows, self.cut, self.dtype, self.entries)
         elif self.cold:
-            _stored_digests(item, self.cut, self.dtype, self.entries)
-            self.fresh += [(p, s, m, d) for p, _, s, m, d in item if d and m and s >= 0]
-            self.lister.files_hashed += sum(1 for r in item if not r[1])
+            _stored_digests(rows, self.cut, self.dtype, self.entries)
+            self.lister.files_hashed += sum(1 for r in rows if not r[1])
         else:
-            self._warm(item)
+            self._warm(rows, part if part is not None else self.cache or {})
         return True
 
     def pump(self) -> None:
@@ -223,8 +242,11 @@ class PendingListing:
 
     def abandon(self) -> None:
         """Wait for the fetching thread and drop what it listed (the caller failed)."""
+        while self.worker.is_alive():  # it may wait to queue a piece: take them
+            with contextlib.suppress(queue.Empty):
+                self.queue.get(timeout=0.05)
         self.worker.join()
-        self.entries, self.misses, self.fresh = [], [], []
+        self.entries, self.misses = [], []
 
     def finish(self) -> tuple[list[RemoteEntry], bool]:
         """Wait for the rest and return the listing and whether the folder is missing.
@@ -241,7 +263,10 @@ class PendingListing:
         dtype = self.dtype
         if self.on_demand and self.cold:
             assert dtype is not None
-            self.lister.data.put_remote_digests(self.drive.spec, dtype, self.fresh)
+            # Written from the entries (no row tuples held while listing: ~80 bytes a file).
+            cold_rows = _EntryRows(self.prefix, self.entries)
+            self.lister.data.put_remote_digests(self.drive.spec, dtype, cold_rows)
+            del cold_rows
         elif self.misses:
             assert dtype is not None
             self._hash_misses(dtype)
@@ -249,13 +274,16 @@ class PendingListing:
             self.progress.remote_entries = len(self.entries)
         # Only the entries leave; the rows gathered on the way are dropped now, not when
         # the caller lets go of this object (at 1,000,000 files they are ~90 MB).
-        entries, self.entries, self.misses, self.fresh = self.entries, [], [], []
+        entries, self.entries, self.misses = self.entries, [], []
+        self.cache = {}
         return entries, False
 
-    def _warm(self, rows: list[ListRow]) -> None:
-        """Digests from the remote digest cache while size and mtime match; the rest
-        are misses, hashed by `finish`."""
-        dtype, cut, get = self.dtype, self.cut, self.cache.get
+    def _warm(self, rows: list[ListRow], cache: Mapping[str, tuple[int, str, str]]) -> None:
+        """Digests from the remote digest cache (`cache`: its rows for these `rows`, or
+        all of it) while size and mtime match; the rest are misses, hashed by `finish`."""
+        # Rows loaded for this listing alone are taken as they are read (see `OwnedRows`).
+        get = cache.pop if type(cache) is OwnedRows else cache.get
+        dtype, cut = self.dtype, self.cut
         assert dtype is not None
         append, miss = self.entries.append, self.misses.append
         for row in rows:
@@ -266,7 +294,7 @@ class PendingListing:
             if is_dir:
                 append(new_remote_entry(rel, "dir", 0, mtime, NO_DIGESTS))
                 continue
-            c = get(p)
+            c = get(p, None)
             if c is not None and c[0] == size and c[1] == mtime:
                 # The cache's mtime string, not the listing's: one copy kept.
                 append(new_remote_entry(rel, "file", size, c[1], OneDigest(dtype, c[2])))
@@ -291,6 +319,29 @@ class PendingListing:
         self.lister.data.put_remote_digests(self.drive.spec, dtype, fresh)
 
 
+class _EntryRows(Collection[DigestRow]):
+    """The digest rows of a cold listing's entries, (path under the drive, size, mtime,
+    digest) for each file listed with a digest, size and mtime; iterable again (a
+    retried write starts over)."""
+
+    def __init__(self, prefix: str, entries: list[RemoteEntry]) -> None:
+        self.prefix, self.entries = prefix, entries
+        self.count = sum(1 for _ in self)
+
+    def __iter__(self) -> Iterator[DigestRow]:
+        prefix, one = self.prefix, OneDigest
+        for e in self.entries:
+            d, m = e.digests, e.mtime
+            if type(d) is one and m and e.size >= 0:
+                yield prefix + e.path, e.size, m, d.value
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __contains__(self, row: object) -> bool:
+        return any(r == row for r in self)
+
+
 def _stored_digests(
     rows: Sequence[ListRow], cut: int, dtype: str | None, out: list[RemoteEntry]
 ) -> None:
@@ -308,15 +359,18 @@ def _stored_digests(
             append(new_remote_entry(rel, "file", size, mtime, digests))
 
 
-def _pieces(drive: Drive, folder: str, dtype: str | None, threads: int) -> Iterator[list[ListRow]]:
-    """The recursive listing of `folder` in pieces (see the module docstring): first
-    its own entries, then each top-level subfolder's tree, listed `threads` at a time
-    and yielded in order. A subfolder gone meanwhile yields nothing; the trees of
-    subfolders whose names the drive refuses on their own come last, cut from one
+def _pieces(
+    drive: Drive, folder: str, dtype: str | None, threads: int
+) -> Iterator[tuple[str, bool, list[ListRow]]]:
+    """The recursive listing of `folder` in pieces (see the module docstring), each as
+    (the folder it lists, whether beneath it all or only its own entries, the rows):
+    first `folder`'s own entries, then each top-level subfolder's tree, listed `threads`
+    at a time and yielded in order. A subfolder gone meanwhile yields nothing; the trees
+    of subfolders whose names the drive refuses on their own come last, cut from one
     recursive listing of `folder`."""
     top = drive.list_rows(folder, recurse=False, digest_type=dtype)
     subs = [r[0] for r in top if r[1]]
-    yield top
+    yield folder, False, top
     if not subs:
         return
 
@@ -337,7 +391,7 @@ def _pieces(drive: Drive, folder: str, dtype: str | None, threads: int) -> Itera
                 if rows is None:
                     refused.append(d)
                 else:
-                    yield rows
+                    yield d, True, rows
                 del rows
         finally:
             for f in pending:
@@ -345,4 +399,4 @@ def _pieces(drive: Drive, folder: str, dtype: str | None, threads: int) -> Itera
     if refused:
         below = tuple(f"{d}/" for d in refused)
         rest = drive.list_rows(folder, recurse=True, digest_type=dtype)
-        yield [r for r in rest if r[0].startswith(below)]
+        yield folder, True, [r for r in rest if r[0].startswith(below)]

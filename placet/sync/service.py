@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import secrets
 import stat
 import threading
@@ -50,7 +51,7 @@ from placet.proposals.context import ProposeContext
 from placet.schema import DIGEST_PREFERENCE
 from placet.store import Store
 from placet.store.db import utcnow
-from placet.sync.cache import CachedDigest
+from placet.sync.cache import CachedDigest, OwnedRows
 from placet.sync.entries import BaselineEntry, OneDigest, RemoteEntry, gc_paused
 from placet.sync.index_file import IndexResult
 from placet.sync.indexer import index_local
@@ -59,6 +60,7 @@ from placet.sync.listings import read_listings
 from placet.sync.model import SyncPlan
 from placet.sync.planner import plan_listings
 from placet.sync.remote import RemoteLister, SyncDigestStore
+from placet.sync.sharing import share_equal_strings
 from placet.sync.stored import SyncData
 from placet.sync.tables import Pair, SkipRow, StoredPlan
 from placet.text import inert
@@ -79,28 +81,56 @@ def _hidden(path: str) -> bool:
 
 
 class _DeferredWrites:
-    """The digest cache as `index_local` sees it: reads go to `SyncData`, writes are
-    kept for `flush`, which `SyncService.index` runs in a thread."""
+    """The digest cache as `index_local` sees it: reads go to `SyncData`; writes (parts
+    of fresh digests, handed over while the walk goes on) are written in the calling
+    thread, or with `background` by a thread of their own, started with the first
+    part, that `close` hands back for the caller to wait for. A write that fails is
+    logged: a cache that was not written only costs hashing again."""
 
-    def __init__(self, data: SyncData) -> None:
-        self.data = data
-        self.batches: list[tuple[str, list[CachedDigest]]] = []
+    def __init__(self, data: SyncData, *, background: bool) -> None:
+        self.data, self.background = data, background
+        self.queue: queue.SimpleQueue[tuple[str, list[CachedDigest]] | None] = queue.SimpleQueue()
+        self.writer: threading.Thread | None = None
+        self.owned: OwnedRows[CachedDigest] | None = None  # what the index did not take
 
     def get(self, root_key: str, path: str) -> CachedDigest | None:
         return self.data.get(root_key, path)
 
     def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
-        return self.data.get_under(root_key, prefix)
+        rows = self.data.get_under(root_key, prefix)
+        if type(rows) is OwnedRows:
+            self.owned = rows
+        return rows
 
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
-        self.batches.append((root_key, list(entries)))
+        batch = list(entries)
+        if not self.background:
+            self._write(root_key, batch)
+            return
+        self.queue.put((root_key, batch))
+        del batch
+        if self.writer is None:
+            self.writer = threading.Thread(target=self._run, name="placet-cache-write", daemon=True)
+            self.writer.start()
 
-    def flush(self) -> None:
+    def _write(self, root_key: str, batch: list[CachedDigest]) -> None:
         try:
-            for key, batch in self.batches:
-                self.data.put_many(key, batch)
-        except Exception:  # a cache that was not written only costs hashing again
+            # Consumed: the rows go as they are written (~170 bytes a file).
+            self.data.put_many(root_key, batch, consume=True)
+        except Exception:
             log.exception("writing the digest cache failed; the next index hashes again")
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            self._write(*item)
+            del item
+
+    def close(self) -> threading.Thread | None:
+        """No more parts: the writing thread (None if none was started), which ends
+        once every part is written."""
+        if self.writer is not None:
+            self.queue.put(None)
+        return self.writer
 
 
 @dataclass(frozen=True)
@@ -203,27 +233,53 @@ class SyncService:
 
         if progress is not None:
             progress.phase = "indexing local files"
-        cache = _DeferredWrites(self.data)
-        res = index_local(
-            folder.root.path,
-            folder.rel,
-            digest_types=[digest_type] if digest_type else [],
-            cache=cache,
-            root_key=key,
-            include_hidden=include_hidden,
-            entry_cap=self.settings.plan_entry_cap,
-            progress=tick,
-        )
+        cache = _DeferredWrites(self.data, background=defer_writes)
+        try:
+            res = index_local(
+                folder.root.path,
+                folder.rel,
+                digest_types=[digest_type] if digest_type else [],
+                cache=cache,
+                root_key=key,
+                include_hidden=include_hidden,
+                entry_cap=self.settings.plan_entry_cap,
+                progress=tick,
+            )
+        finally:
+            # With `defer_writes`, the fresh digests (about a second of SQLite work per
+            # 100,000, which releases the GIL) are written beside the walk, the listing
+            # and the planning; the caller waits for them (`wait_for_writes`).
+            writer = cache.close()
+            if writer is not None:
+                with self._lock:
+                    self._writers.append(writer)
         self.local_files_hashed += res.hashed_count
         if progress is not None:
             progress.files, progress.bytes_hashed = len(res.entries), res.bytes_hashed
         # Rows of files that are gone are dropped when the cache is in memory anyway (a
         # warm index); right after a cold one it was just rewritten, and the next plan
         # does it without reading the table back now.
-        cached = self.data.loaded_local_paths(key)
-        if cached is not None and not folder.rel and res.cache_hits == len(cached):
-            pass  # every cached path was a hit just now (a warm index): none is gone
-        elif cached is not None:
+        loaded = self.data.loaded_local(key)
+        if cache.owned is not None:
+            # Rows loaded for this index alone: the walk took every path it listed, so
+            # what is left are files gone since (hidden ones only when they were listed).
+            prefix = folder.rel + "/" if folder.rel else ""
+            left, cache.owned = cache.owned, None
+            gone = [p for p in left if include_hidden or not _hidden(p[len(prefix) :])]
+            del left
+            self.data.forget_local(key, gone)
+        elif loaded is None or (
+            not folder.rel
+            and (
+                res.cache_hits == len(loaded)
+                or sum(1 for e in res.entries if e.raw_path in loaded) == len(loaded)
+            )
+        ):
+            pass  # not in memory, or every cached path is listed now: none is gone
+        else:
+            # Rare (files were deleted, or a subfolder was indexed): the paths and a set
+            # of what was listed, which a plain re-plan does not build.
+            cached = list(loaded)
             prefix = folder.rel + "/" if folder.rel else ""
             seen = {prefix + e.raw_path for e in res.entries}
             below = folder.rel + "/"
@@ -235,16 +291,6 @@ class SyncService:
                 and (include_hidden or not _hidden(p[len(prefix) :]))
             ]
             self.data.forget_local(key, gone)
-        if cache.batches and not defer_writes:
-            cache.flush()
-        elif cache.batches:
-            # Writing 100,000 fresh digests takes about a second of SQLite work, which
-            # releases the GIL: it runs beside the listing and the planning, and the
-            # caller waits for it (`wait_for_writes`) before answering.
-            writer = threading.Thread(target=cache.flush, name="placet-cache-write", daemon=True)
-            writer.start()
-            with self._lock:
-                self._writers.append(writer)
         return res
 
     def wait_for_writes(self) -> None:
@@ -375,9 +421,19 @@ class SyncService:
             progress.phase = "planning"
         cap = self.settings.plan_entry_cap
         listings = read_listings(
-            idx.entries, remote_entries, caps, include_hidden=include_hidden, entry_cap=cap
+            idx.entries,
+            remote_entries,
+            caps,
+            include_hidden=include_hidden,
+            entry_cap=cap,
+            share=True,  # one object for equal strings of both sides (placet.sync.sharing)
         )
         del idx, remote_entries  # the listings hold what the plan needs
+        if dtype is not None:  # a kept copy of the remote digest cache shares them too
+            prefix = f"{remote}/" if remote else ""
+            shared = share_equal_strings(listings.both_files(), prefix)
+            self.data.share_remote_digests(drive.spec, dtype, shared)
+            del shared  # an unread generator would keep the listings alive
         options = {"include_hidden": include_hidden, "allow_empty_side": allow_empty_side}
         meta = {"digest_type": dtype, "remote_folder_missing": missing}
         fps = (listings.local_fingerprint, listings.remote_fingerprint)

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from placet.errors import NotFound
 from placet.store.db import dt_text, utcnow
 from placet.store.store import Store
-from placet.sync.digest_store import DigestCaches
+from placet.sync.digest_store import MEMORY_ROWS, DigestCaches
 from placet.sync.entries import BaselineEntry
 from placet.sync.model import SyncPlan
 from placet.sync.tables import (
@@ -94,8 +94,8 @@ class SyncData(DigestCaches):
     Raises `StoreError` (retryable when the database stayed locked) from any method.
     """
 
-    def __init__(self, store: Store) -> None:
-        super().__init__(store)
+    def __init__(self, store: Store, *, memory_rows: int = MEMORY_ROWS) -> None:
+        super().__init__(store, memory_rows=memory_rows)
         self._baselines: dict[str, tuple[int, dict[str, BaselineEntry]]] = {}
         self._mine: dict[str, list[int]] = {"sync_plan": [], "drive_snapshot": []}
 

@@ -247,21 +247,23 @@ def pack(value: Any) -> bytes:
     return zlib.compress(json.dumps(value, separators=(",", ":")).encode("ascii"), 1)
 
 
-def pack_rows(rows: Iterable[Any]) -> bytes:
+def pack_rows(rows: Iterable[Any]) -> bytearray:
     """`pack(list(rows))`, encoded and compressed 4,096 rows at a time, so 100,000 rows
-    never exist as one JSON string (nor, from an iterator, as one list)."""
+    never exist as one JSON string (nor, from an iterator, as one list). Grown in one
+    `bytearray` (which SQLite stores as a BLOB), not joined from parts: the skips of
+    1,000,000 files are ~60 MB compressed, and a join would hold them twice."""
     z = zlib.compressobj(1)
-    parts = [z.compress(b"[")]
+    out = bytearray(z.compress(b"["))
     it = iter(rows)
     first = True
     while chunk_rows := list(islice(it, 4096)):
         chunk = json.dumps(chunk_rows, separators=(",", ":"))[1:-1]
-        parts.append(z.compress((b"" if first else b",") + chunk.encode("ascii")))
+        out += z.compress((b"" if first else b",") + chunk.encode("ascii"))
         first = False
-    parts.append(z.compress(b"]"))
-    parts.append(z.flush())
-    return b"".join(parts)
+    out += z.compress(b"]")
+    out += z.flush()
+    return out
 
 
-def unpack(blob: bytes) -> Any:
+def unpack(blob: bytes | bytearray) -> Any:
     return json.loads(zlib.decompress(blob))

@@ -9,7 +9,7 @@ from typing import Any
 
 from placet.config import Settings
 from placet.store import open_store
-from placet.sync.cache import NO_DIGESTS, CachedDigest
+from placet.sync.cache import NO_DIGESTS, CachedDigest, OwnedRows
 from placet.sync.stored import SyncData
 
 N = 1500  # more than the 1,000 rows past which a write used to drop the copy
@@ -47,7 +47,7 @@ def test_bulk_local_write_keeps_the_loaded_copy_and_reads_back_equal(settings: S
     _wipe(settings, "sync_digest_cache")
     kept = data.get_under("root", "")  # the copy the bulk write updated: no table read
     assert len(kept) == N and kept["d14/f1499.bin"] == entries[-1]
-    assert sorted(data.loaded_local_paths("root") or []) == sorted(c.path for c in entries)
+    assert sorted(data.loaded_local("root") or []) == sorted(c.path for c in entries)
     assert SyncData(store).get_under("root", "") == {}
 
 
@@ -77,7 +77,7 @@ def test_a_write_before_the_copy_is_loaded_does_not_make_a_partial_copy(
     SyncData(store).put_many("root", entries[:10])
     data = SyncData(store)
     data.put_many("root", entries[10:20])  # nothing loaded in this one yet
-    assert data.loaded_local_paths("root") is None
+    assert data.loaded_local("root") is None
     assert len(data.get_under("root", "")) == 20  # the first read loads the whole table
 
 
@@ -119,4 +119,26 @@ def test_a_retried_bulk_write_writes_every_row(settings: Settings) -> None:
     with sqlite3.connect(settings.db_path) as db:
         (count,) = db.execute("SELECT count(*) FROM sync_digest_cache").fetchone()
     assert count == len(entries)
+    store.close()
+
+
+def test_caches_above_memory_rows_are_not_kept_and_read_back_as_owned_rows(
+    settings: Settings,
+) -> None:
+    store = open_store(settings)
+    data = SyncData(store, memory_rows=100)
+    assert dict(data.get_under("root", "")) == {}  # loaded (empty) and kept
+    entries = _entries()
+    data.put_many("root", list(entries), consume=True)  # written in parts, copy dropped
+    assert data.loaded_local("root") is None
+    rows = data.get_under("root", "")
+    assert type(rows) is OwnedRows and rows == {c.path: c for c in entries}
+    rows.pop("d0/f1.bin")  # the reader's own: another read is whole again
+    assert len(data.get_under("root", "")) == N
+
+    assert dict(data.remote_digests("spec:", "sha256")) == {}
+    remote = [(f"d/f{i}.bin", i, "2026-11-30T09:00:00Z", f"{i:064x}") for i in range(N)]
+    data.put_remote_digests("spec:", "sha256", remote)
+    got = data.remote_digests("spec:", "sha256")
+    assert type(got) is OwnedRows and got == {p: (s, m, d) for p, s, m, d in remote}
     store.close()

@@ -237,3 +237,35 @@ def test_the_drive_shares_the_persistent_remote_digest_cache(rig: Rig) -> None:
     svc.data.put_remote_digests(spec, "sha256", [("r1.txt", size, mtime, "e" * 64)])
     entries, _ = rig.drive.list_folder("", include_digest=True)
     assert {e.name: e.digests["sha256"] for e in entries}["r1.txt"] == "e" * 64
+
+
+def test_caches_too_big_to_keep_are_read_by_each_plan_and_consumed(rig: Rig) -> None:
+    """Above `memory_rows` neither digest cache keeps an in-memory copy (issue 11 item
+    6): each plan reads the rows and its index and listing take them as they go; a
+    warm plan still hashes nothing, and the rows of deleted files are dropped, those of
+    hidden files (not listed) kept."""
+    for i in range(12):
+        rig.write(f"b/f{i}.txt", f"file {i}\n".encode())
+    rig.write(".hidden", b"cached only when listed\n")
+    settle()
+    svc = SyncService(rig.store, rig.settings)
+    svc.data.memory_rows = 5
+    key = root_key(svc.folder(rig.ctx, "", None).root)
+    svc.index(svc.folder(rig.ctx, "", None), digest_type="sha256", include_hidden=True)
+    first = plan(svc, rig)
+    assert kinds(first) == {"upload": 12, "mkdir": 1}
+    assert svc.data.loaded_local(key) is None  # too big to keep
+    assert rig.remote_dir is not None
+    (rig.remote_dir / "r").mkdir()
+    for i in range(8):
+        (rig.remote_dir / "r" / f"g{i}.txt").write_bytes(f"remote {i}\n".encode())
+    settle()
+    plan(svc, rig)  # a cold remote listing: 8 digests written, too many to keep
+    hashed = svc.local_files_hashed, svc.remote_files_hashed
+    warm = plan(svc, rig)
+    assert (svc.local_files_hashed, svc.remote_files_hashed) == hashed  # read, not hashed
+    assert warm.reused
+    rig.local("b/f3.txt").unlink()
+    plan(svc, rig)
+    rows = SyncService(rig.store, rig.settings).data.get_under(key, "")
+    assert sorted(rows) == sorted([".hidden"] + [f"b/f{i}.txt" for i in range(12) if i != 3])

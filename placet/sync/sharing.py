@@ -1,0 +1,53 @@
+"""One string object for what both listings say alike (issue 11: a plan of 1,000,000
+files within 1 GiB).
+
+The local index and the remote listing are built apart (the remote in rclone, decoded
+between the index's folders), so a file present on both sides carries two equal path
+strings (66 bytes each for a typical relative path) and, on remotes whose digest is
+the one placet computes locally (local folders, sftp: SHA-256), two equal 64-character
+hex digests (113 bytes each). As the remote listing is keyed (`read_listings` with
+`share=True`, after the local one), `share_pair` points each remote entry at the local
+entry's objects, so the remote's copies are freed before the listings are
+fingerprinted and the plan is classified; `share_equal_strings` does the same for a
+kept in-memory copy of the remote digest cache.
+
+Only equal strings are swapped (`==`, never a case-insensitive match), so every value,
+comparison, fingerprint and stored form stays what it was; a frozen `RemoteEntry`'s
+path is set through its slot descriptor, as `placet.sync.entries.new_remote_entry`
+builds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from placet.sync.entries import LocalEntry, OneDigest, RemoteEntry
+
+_set_path = RemoteEntry.__dict__["path"].__set__
+
+
+def share_pair(lo: LocalEntry, r: RemoteEntry) -> None:
+    """Point remote entry `r` at its local entry `lo`'s path and digest where equal."""
+    raw = lo.raw_path
+    if r.path is not raw and r.path == raw:
+        _set_path(r, raw)
+    d = r.digests
+    if type(d) is not OneDigest:
+        return
+    t = d.digest_type
+    mine = lo.sha256 if t == "sha256" else lo.digest if t == lo.digest_type else None
+    if mine is not None and d.value is not mine and d.value == mine:
+        d.value = mine
+
+
+def share_equal_strings(
+    pairs: Iterable[tuple[LocalEntry, RemoteEntry]], prefix: str
+) -> Iterator[tuple[str, str]]:
+    """`share_pair` for each of `pairs`; yields (remote path under the drive: `prefix`
+    + the entry's path, digest object) for each remote digest now the local one, for
+    the remote digest cache to adopt too (`DigestCaches.share_remote_digests`)."""
+    for lo, r in pairs:
+        share_pair(lo, r)
+        d = r.digests
+        if type(d) is OneDigest and (d.value is lo.sha256 or d.value is lo.digest):
+            yield prefix + r.path, d.value
