@@ -1,0 +1,90 @@
+"""Adversarial probes of `placet web` (issue 15): malformed and oversized bodies from a
+local process that forges any header, and ids out of SQLite's range. Each must get a
+clear refusal (4xx with a placet error code), never a 500, and change nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tui_fixtures import add_upload, quiet
+from web_fixtures import Served, serve
+
+from placet.config import Settings
+from placet.store import Store, open_store
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    s = open_store(quiet(settings))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def served(store: Store) -> Iterator[Served]:
+    with serve(store, store.settings) as s:
+        yield s
+
+
+def raw_post(served: Served, path: str, body: bytes) -> tuple[int, str]:
+    """POST `body` as is (this server's Origin and Host), like a local process can."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(served.url(path), data=body, method="POST")
+    req.add_header("Content-Type", "application/json")
+    req.add_header("Origin", served.origin)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_deeply_nested_json_is_refused_not_a_server_error(served: Served) -> None:
+    status, text = raw_post(served, "/signin", b"[" * 100_000 + b"]" * 100_000)
+    assert status in (400, 403, 413), (status, text)
+    assert "invalid_argument" in text
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(served: Served) -> None:
+    status, text = raw_post(served, "/signin", b'{"nonce": "' + b"a" * 5_000_000 + b'"}')
+    assert status == 413 and "limit_exceeded" in text, (status, text[:200])
+
+
+def session(store: Store) -> str:
+    """A signed-in session's cookie (a passkey registered through the store's own
+    pairing; these probes need no signature)."""
+    token = store.create_pairing()
+    key = store.register_passkey(
+        token, credential_id="c29tZS1rZXk", public_key=b"\x00", sign_count=0, name="probe"
+    )
+    return f"placet_session={store.open_session(key.id)}"
+
+
+def get(served: Served, path: str, cookie: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(served.url(path), headers={"Cookie": cookie})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_an_id_beyond_sqlite_range_is_not_found(store: Store, served: Served) -> None:
+    """`/p/<30 digits>` was a 500 (OverflowError binding the id); `placet show` and
+    `placet accept` printed a traceback for the same id."""
+    add_upload(store)
+    cookie = session(store)
+    big = "9" * 30
+    assert get(served, f"/p/{big}", cookie)[0] == 404
+    assert get(served, f"/p/{big}/status", cookie)[0] == 404
+    for action in ("discard", "extend"):
+        status, text = served.post(f"/p/{big}/{action}", cookie=cookie)
+        assert status == 409 and "not_found" in text, (action, status, text[:200])
+    status, text = served.post(f"/p/{big}/challenge", {"request_hash": "x"}, cookie=cookie)
+    assert status == 409 and "not_found" in text, (status, text[:200])
