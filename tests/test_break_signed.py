@@ -1,0 +1,66 @@
+"""Signed mode (`approvals = "signed"`) against a process that can write placet's
+database but not its config: an owner's passkey signature, once used, must not approve
+the same proposal again. The assertion is made by the software authenticator of
+test_store_signed_audit (an EC P-256 key signing as WebAuthn specifies)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from executor_fixtures import Rig, make_rig, write_config
+from test_store_signed_audit import SoftKey
+
+from placet.config import Settings
+from placet.drive import RcloneDrive
+from placet.errors import PolicyRefused
+from placet.executor import execute
+from placet.store.signatures import accept_challenge
+
+pytest_plugins = ["drive_fixtures"]
+
+
+@pytest.fixture
+def rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
+    remote = tmp_path / "drive"
+    remote.mkdir()
+    r = make_rig(
+        settings.model_copy(update={"approvals": "signed"}), make_drive(str(remote)),
+        tmp_path, remote,
+    )  # fmt: skip
+    write_config(r.settings, drive=r.drive.spec, approvals="signed")
+    return r
+
+
+def test_a_used_signature_does_not_approve_a_retry(rig: Rig) -> None:
+    """The owner signs proposal P once; its run fails. A process that copies that
+    approval's assertion into a new approval (`Store.accept`, or an INSERT) must not get
+    P run again: the nonce was answered once (docs/security.md, "answered twice is
+    refused")."""
+    key, cid = SoftKey(), "c29mdC1rZXk"
+    rig.store.register_passkey(
+        rig.store.create_pairing(), credential_id=cid, public_key=key.cose(), sign_count=0,
+        name="soft",
+    )  # fmt: skip
+    rig.write("a.txt", b"alpha\n")
+    rec = rig.upload("a.txt")
+    nonce = "cd" * 16
+    challenge = accept_challenge(
+        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
+    )
+    signed: dict[str, Any] = {**key.assert_(challenge, cid), "nonce": nonce}
+    detail = {"request_hash": rec.request_hash, "via": "web", "passkey": signed}
+    rig.store.accept(rec.id, detail=detail)
+    rig.write("a.txt", b"changed after the owner signed\n")  # the run fails
+    assert execute(rig.store, rig.settings, rec.id, drive=rig.drive).status == "failed"
+
+    rig.write("a.txt", b"alpha\n")
+    rig.store.accept(rec.id, detail=detail)  # the same assertion, copied
+    with pytest.raises(PolicyRefused) as e:
+        execute(rig.store, rig.settings, rec.id, drive=rig.drive)
+    assert e.value.error_code == "signature_invalid"
+    assert not (rig.remote_dir / "a.txt").exists()  # type: ignore[operator]
+    v = rig.store.verify_audit()
+    assert not v.ok and "repeats the passkey signature" in v.message, v.message
