@@ -137,7 +137,7 @@ def test_a_session_that_never_pauses_is_sent_after_the_window(
 def test_webhook_signature_verifies_with_the_secret(store: Store, listener: Listener) -> None:
     clock = Clock()
     sender = Sender(store.settings, store, channels=_channels(store), clock=clock)
-    _propose(store, "signed")
+    pid = _propose(store, "signed")
     clock.advance(1)
     sender.tick()
     (hook,) = listener.on("/hook")
@@ -150,7 +150,7 @@ def test_webhook_signature_verifies_with_the_secret(store: Store, listener: List
     body = topic.json()
     assert topic.headers["authorization"] == "Bearer tok"
     assert body["topic"] == "placet-topic" and body["priority"] == 4
-    assert body["click"] == "http://127.0.0.1:9/review"
+    assert body["click"] == f"http://127.0.0.1:9/review/p/{pid}"  # the one proposal's page
     assert "drive:signed" in body["message"]
 
 

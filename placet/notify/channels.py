@@ -20,12 +20,16 @@ library (`urllib.request`), with a `TIMEOUT_S` timeout and no redirects followed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import os
+import socket
 import sys
+import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -68,24 +72,71 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+def _opener(sockets: list[socket.socket]) -> urllib.request.OpenerDirector:
+    """An opener that follows no redirect and lists the sockets it connects in
+    `sockets`, so a deadline can cut them off (`post`)."""
+
+    class Plain(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            sockets.append(self.sock)
+
+    class Tls(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            sockets.append(self.sock)
+
+    class PlainHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Plain, req)
+
+    class TlsHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Tls, req)
+
+    return urllib.request.build_opener(_NoRedirect, PlainHandler, TlsHandler)
+
+
+def _cut(sockets: list[socket.socket], expired: threading.Event) -> None:
+    expired.set()
+    for sock in list(sockets):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float = TIMEOUT_S) -> int:
-    """POST `body` to `url`; the HTTP status when 2xx. Raises DeliveryFailed."""
+    """POST `body` to `url`; the HTTP status when 2xx. The whole exchange (connect,
+    send, the answer's first 64 KiB) ends within `timeout` s: a receiver that answers a
+    byte at a time is cut off then. Raises DeliveryFailed (retryable unless the
+    receiver answered a 4xx other than 408, 425, 429)."""
     req = urllib.request.Request(  # noqa: S310 (the scheme is checked by the config)
         url, data=body, method="POST", headers={"User-Agent": USER_AGENT, **headers}
     )
+    sockets: list[socket.socket] = []
+    expired = threading.Event()
+    deadline = threading.Timer(timeout, _cut, (sockets, expired))
+    deadline.daemon = True
+    deadline.start()
     try:
-        with _OPENER.open(req, timeout=timeout) as resp:
+        with _opener(sockets).open(req, timeout=timeout) as resp:
             resp.read(65536)
-            return int(resp.status)
+            status = int(resp.status)
     except urllib.error.HTTPError as e:
         retry = e.code in (408, 425, 429) or e.code >= 500
         raise DeliveryFailed(f"HTTP {e.code} {e.reason} from {_where(url)}", retryable=retry) from e
-    except (urllib.error.URLError, OSError) as e:
-        why = getattr(e, "reason", e)
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+        if expired.is_set():
+            why: object = "timed out"
+        elif isinstance(e, http.client.HTTPException):  # its text is the receiver's bytes
+            why = f"not an HTTP answer ({type(e).__name__})"
+        else:
+            why = getattr(e, "reason", e)
         raise DeliveryFailed(f"cannot reach {_where(url)}: {why}", retryable=True) from e
+    finally:
+        deadline.cancel()
+    if expired.is_set():  # cut off: the answer read may be truncated, not trusted
+        raise DeliveryFailed(f"cannot reach {_where(url)}: timed out", retryable=True)
+    return status
 
 
 def _where(url: str) -> str:

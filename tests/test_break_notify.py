@@ -1,0 +1,136 @@
+"""Adversarial probes of the notification channels (issue 14) with real listeners on
+127.0.0.1: a receiver that answers something other than HTTP, and one that drips its
+answer a byte at a time so that no single read ever times out. A send must end within
+its timeout and the delivery be recorded as an attempt that failed, so the sender's one
+thread (every channel of the process) is never held by one receiver."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from notify_fixtures import Listener, notify_toml
+
+from placet.config import load_settings
+from placet.notify import channels as ch
+from placet.notify.sender import Sender
+from placet.store import Store, open_store
+from placet.store.outbox import Outbox
+
+T0 = datetime(2031, 3, 4, 12, 0, 0, tzinfo=UTC)
+
+
+class RawListener:
+    """A TCP listener that reads a request and answers with `answer(conn)`; records
+    whether the client hung up before the answer was over (`cut_off`)."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.cut_off = threading.Event()
+        self.done = threading.Event()
+        self.stop = threading.Event()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            try:
+                if self.answer == "garbage":
+                    conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+                else:  # drip a header forever (until stopped), a byte per 50 ms
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                    while not self.stop.wait(0.05):
+                        conn.sendall(b"a")
+            except OSError:
+                self.cut_off.set()
+            finally:
+                self.done.set()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    with Listener() as li:
+        yield li
+
+
+@pytest.fixture
+def store(placet_home: Path, listener: Listener) -> Iterator[Store]:
+    placet_home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    (placet_home / "config.toml").write_text(notify_toml(listener, webhook=False))
+    s = open_store(load_settings())
+    yield s
+    s.close()
+
+
+def _propose(store: Store, at: datetime) -> int:
+    rec, _ = store.create_proposal(
+        kind="mkdir",
+        request={"kind": "mkdir", "remote_parent": "", "name": "x"},
+        evidence={"remote": {"exists": False}},
+        reason="make a folder",
+        drive_spec="local:/tmp/x",
+        run_id="run-a",
+        ttl_seconds=1800,
+        now=at,
+    )
+    return rec.id
+
+
+def test_a_receiver_answering_not_http_is_a_failed_attempt(store: Store) -> None:
+    """Before: http.client's BadStatusLine escaped `post` (not an OSError), the sender
+    logged a traceback and the delivery stayed claimed, with no attempt recorded."""
+    raw = RawListener("garbage")
+    try:
+        with pytest.raises(ch.DeliveryFailed) as e:
+            ch.post(raw.url("/topic"), b"{}", {})
+        assert e.value.retryable
+        now = [T0]
+        n = store.settings.notify.ntfy
+        assert n is not None
+        sender = Sender(
+            store.settings, store, channels={"ntfy": ch.Ntfy(raw.url("/topic"), 3, None, None)},
+            clock=lambda: now[0],
+        )  # fmt: skip
+        _propose(store, T0)
+        now[0] = T0 + timedelta(seconds=1)
+        sender.tick()
+        (row,) = Outbox(store.engine).log()
+        assert row.attempts == 1 and row.state != "sending", row
+        assert "127.0.0.1" in (row.last_error or "")
+    finally:
+        raw.close()
+
+
+def test_a_receiver_that_drips_its_answer_is_cut_off_at_the_timeout(store: Store) -> None:
+    """Before: the timeout bounded each read only, so a receiver sending a byte every
+    50 ms held the send (and every channel of the process behind it) for as long as it
+    liked."""
+    raw = RawListener("drip")
+    try:
+        with pytest.raises(ch.DeliveryFailed) as e:
+            ch.post(raw.url("/topic"), b"{}", {}, timeout=0.5)
+        assert e.value.retryable and "timed out" in e.value.message
+        assert raw.done.wait(30) and raw.cut_off.is_set()  # placet hung up, not the receiver
+    finally:
+        raw.close()
