@@ -64,3 +64,41 @@ def test_a_used_signature_does_not_approve_a_retry(rig: Rig) -> None:
     assert not (rig.remote_dir / "a.txt").exists()  # type: ignore[operator]
     v = rig.store.verify_audit()
     assert not v.ok and "repeats the passkey signature" in v.message, v.message
+
+
+def test_audit_verify_reports_a_garbled_signature_or_key(rig: Rig) -> None:
+    """A process that edits the database garbles a signed approval's authenticator data,
+    or the passkey's stored public key: `placet audit --verify` (and the executor) must
+    report it, not stop on py_webauthn's InvalidAuthenticatorDataStructure /
+    InvalidPublicKeyStructure."""
+    import sqlite3
+
+    import cbor2
+
+    key, cid = SoftKey(), "c29mdC1rZXk"
+    rig.store.register_passkey(
+        rig.store.create_pairing(), credential_id=cid, public_key=key.cose(), sign_count=0,
+        name="soft",
+    )  # fmt: skip
+    rig.write("a.txt", b"alpha\n")
+    rec = rig.upload("a.txt")
+    nonce = "ef" * 16
+    challenge = accept_challenge(
+        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
+    )
+    signed: dict[str, Any] = {**key.assert_(challenge, cid), "nonce": nonce}
+    signed["authenticator_data"] = "AAAA"  # 3 bytes: no authenticator data at all
+    rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "passkey": signed})
+    v = rig.store.verify_audit()
+    assert not v.ok and "does not verify" in v.message, v.message
+    with pytest.raises(PolicyRefused) as e:
+        execute(rig.store, rig.settings, rec.id, drive=rig.drive)
+    assert e.value.error_code == "signature_invalid"
+
+    con = sqlite3.connect(rig.settings.db_path)
+    with con:
+        # valid CBOR, an unknown key type (kty 99): UnsupportedPublicKeyType
+        con.execute("UPDATE web_passkey SET public_key = ?", (bytes(cbor2.dumps({1: 99})),))
+    con.close()
+    v = rig.store.verify_audit()
+    assert not v.ok and "does not verify" in v.message, v.message

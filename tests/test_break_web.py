@@ -4,6 +4,7 @@ clear refusal (4xx with a placet error code), never a 500, and change nothing.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -88,3 +89,30 @@ def test_an_id_beyond_sqlite_range_is_not_found(store: Store, served: Served) ->
         assert status == 409 and "not_found" in text, (action, status, text[:200])
     status, text = served.post(f"/p/{big}/challenge", {"request_hash": "x"}, cookie=cookie)
     assert status == 409 and "not_found" in text, (status, text[:200])
+
+
+def test_sign_in_options_flooded_do_not_drop_an_accept_challenge(
+    store: Store, served: Served
+) -> None:
+    """`/signin/options` needs no session; asked 1,001 times (by a local process, which
+    sets any Origin), it pushed the owner's open accept challenge out of the 1,000 kept,
+    and the passkey answer was refused as challenge_invalid."""
+    from placet.web.ceremonies import MAX_OPEN_CHALLENGES
+
+    rec = add_upload(store)
+    cookie = session(store)
+    status, text = served.post(
+        f"/p/{rec.id}/challenge", {"request_hash": rec.request_hash}, cookie=cookie
+    )
+    assert status == 200, text
+    nonce = json.loads(text)["nonce"]
+    for _ in range(MAX_OPEN_CHALLENGES + 1):
+        assert served.post("/signin/options")[0] == 200
+    # the answer is still awaited: a forged credential is refused as a bad signature,
+    # not as an answer to no open request
+    status, text = served.post(
+        f"/p/{rec.id}/accept", {"nonce": nonce, "credential": {"id": "c29tZS1rZXk"}},
+        cookie=cookie,
+    )  # fmt: skip
+    assert status == 409 and "passkey_refused" in text, text
+    assert store.get(rec.id).status == "pending"
