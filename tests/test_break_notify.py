@@ -31,6 +31,7 @@ class RawListener:
     def __init__(self, answer: str) -> None:
         self.answer = answer
         self.cut_off = threading.Event()
+        self.connected = threading.Event()
         self.done = threading.Event()
         self.stop = threading.Event()
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -51,6 +52,7 @@ class RawListener:
     def _answer(self, conn: socket.socket) -> None:
         with conn:
             conn.recv(65536)
+            self.connected.set()
             try:
                 if self.answer == "garbage":
                     conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
@@ -133,4 +135,49 @@ def test_a_receiver_that_drips_its_answer_is_cut_off_at_the_timeout(store: Store
         assert e.value.retryable and "timed out" in e.value.message
         assert raw.done.wait(30) and raw.cut_off.is_set()  # placet hung up, not the receiver
     finally:
+        raw.close()
+
+
+def test_placet_serve_exits_on_stdin_close_while_a_send_hangs(
+    placet_home: Path, tmp_path: Path
+) -> None:
+    """Before: closing `placet serve`'s stdin while its sender waited on a receiver that
+    never answered kept the process alive until the send's own timeout (`TIMEOUT_S`,
+    10 s; measured 6.5 s after a close 3.5 s into the send). Now stopping the sender
+    cuts the send off; the attempt is recorded as failed (retried by the next placet
+    process), and the process exits well inside that timeout."""
+    import os
+    import subprocess
+    import sys
+
+    raw = RawListener("drip")
+    placet_home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    (placet_home / "config.toml").write_text(
+        "[notify]\nburst_quiet_s = 0.1\nburst_window_s = 0.5\n"
+        f'[notify.ntfy]\nurl = "{raw.url("/topic")}"\n'
+    )
+    root, drive = tmp_path / "root", tmp_path / "drive"
+    root.mkdir()
+    drive.mkdir()
+    env = {**os.environ, "PLACET_HOME": str(placet_home), "PLACET_DRIVE": str(drive)}
+    placet = str(Path(sys.executable).parent / "placet")
+    proc = subprocess.Popen(
+        [placet, "serve", "--root", str(root)], env=env, stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        with open_store(load_settings()) as store:
+            _propose(store, datetime.now(UTC))
+        assert raw.connected.wait(60), "placet serve never sent"
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=ch.TIMEOUT_S - 2) == 0
+        assert raw.done.wait(30) and raw.cut_off.is_set()
+        with open_store(load_settings()) as store:
+            (row,) = Outbox(store.engine).log()
+        assert row.attempts == 1 and row.state != "sent", row
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
         raw.close()

@@ -83,11 +83,13 @@ class Sender:
         self.notify = settings.notify
         self.store = store
         self.outbox = Outbox(store.engine, db_label=str(settings.db_path))
-        self.channels = ch.build(self.notify) if channels is None else channels
+        self._stop = threading.Event()
+        # `stop()` cuts off a send in flight (a receiver that hangs does not hold the
+        # process's exit for the send's whole timeout).
+        self.channels = ch.build(self.notify, cancel=self._stop) if channels is None else channels
         self.configured = self.notify.channels()
         self.clock = clock
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_expiry_scan: datetime | None = None
         self._next_prune: datetime | None = None
