@@ -1,13 +1,17 @@
 """Adversarial probes of `placet web` (issue 15): malformed and oversized bodies from a
-local process that forges any header, and ids out of SQLite's range. Each must get a
-clear refusal (4xx with a placet error code), never a 500, and change nothing."""
+local process that forges any header, ids out of SQLite's range, a flood of sign-in
+options, and a newcomer's missing certificate. Each must get a clear refusal (4xx or
+exit 2 with a placet error code), never a 500 or a traceback, and change nothing."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from executor_fixtures import PLACET
 from tui_fixtures import add_upload, quiet
 from web_fixtures import Served, serve
 
@@ -116,3 +120,17 @@ def test_sign_in_options_flooded_do_not_drop_an_accept_challenge(
     )  # fmt: skip
     assert status == 409 and "passkey_refused" in text, text
     assert store.get(rec.id).status == "pending"
+
+
+def test_a_missing_certificate_is_named_before_serving(tmp_path: Path) -> None:
+    """Before: `placet web --cert MISSING --key MISSING` printed the page's https URL as
+    if serving, then `placet: FileNotFoundError: [Errno 2] No such file or directory`
+    (no file named, no placet error code)."""
+    missing = tmp_path / "cert.pem"
+    r = subprocess.run(
+        [PLACET, "web", "--cert", str(missing), "--key", str(missing)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2, r
+    assert "invalid_argument" in r.stderr and str(missing) in r.stderr
+    assert "https://" not in r.stdout
