@@ -102,3 +102,41 @@ def test_audit_verify_reports_a_garbled_signature_or_key(rig: Rig) -> None:
     con.close()
     v = rig.store.verify_audit()
     assert not v.ok and "does not verify" in v.message, v.message
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design: the passkeys that may sign live in the same database an attacker "
+    "writes; a key added there (no pairing link needed: Store.create_pairing + "
+    "register_passkey, or an INSERT) signs approvals the executor and audit --verify "
+    "accept. Closing it needs the registered keys pinned outside the database (e.g. "
+    "their fingerprints in config.toml, which signed mode already assumes the agent "
+    "cannot edit); see the break report",
+)
+def test_a_passkey_added_through_the_database_does_not_approve(rig: Rig) -> None:
+    """docs/security.md: a process "that writes approvals into the database directly
+    (the executor refuses those in signed mode ...)". It need not forge the owner's
+    signature: it registers a key of its own in the same database and signs with it."""
+    owner = SoftKey()
+    rig.store.register_passkey(
+        rig.store.create_pairing(), credential_id="b3duZXI", public_key=owner.cose(),
+        sign_count=0, name="owner's phone",
+    )  # fmt: skip
+    rig.write("a.txt", b"alpha\n")
+    rec = rig.upload("a.txt")
+    mine, cid = SoftKey(), "bWluZQ"
+    rig.store.register_passkey(
+        rig.store.create_pairing(), credential_id=cid, public_key=mine.cose(), sign_count=0,
+        name="owner's phone",
+    )  # fmt: skip
+    nonce = "12" * 16
+    challenge = accept_challenge(
+        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
+    )
+    signed = {**mine.assert_(challenge, cid), "nonce": nonce}
+    rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "passkey": signed})
+    try:
+        execute(rig.store, rig.settings, rec.id, drive=rig.drive)
+    except PolicyRefused:
+        return
+    assert not rig.store.verify_audit().ok, "ran, and the audit verifies"
