@@ -134,3 +134,39 @@ def test_a_missing_certificate_is_named_before_serving(tmp_path: Path) -> None:
     assert r.returncode == 2, r
     assert "invalid_argument" in r.stderr and str(missing) in r.stderr
     assert "https://" not in r.stdout
+
+
+HOSTILE = "</script><img src=x onerror=alert(1)>\u202egnp.exe\u200b\"'&<b>"
+
+
+def test_agent_strings_are_inert_on_every_page(store: Store, served: Served) -> None:
+    """Markup, a `</script>`, a javascript: name and bidi controls from the agent (client
+    name, label, reason, names) and from a discard reason, on the queue, a proposal's
+    page, the history and the audit: shown, never parsed, no raw control character."""
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    pending = add_upload(
+        store, local_path=f"n/{HOSTILE}.md", name="javascript:alert(1)", reason=HOSTILE,
+        client_name=HOSTILE, label=HOSTILE, now=now,
+    )  # fmt: skip
+    decided = add_upload(store, local_path="n/b.md", reason=HOSTILE, client_name=HOSTILE, now=now)
+    cookie = session(store)
+    import urllib.parse
+    import urllib.request
+
+    form = urllib.parse.urlencode({"reason": HOSTILE}).encode()
+    req = urllib.request.Request(served.url(f"/p/{decided.id}/discard"), data=form)
+    req.add_header("Origin", served.origin)
+    req.add_header("Cookie", cookie)
+    req.add_header("Content-Type", "application/x-www-form-urlencoded")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200  # the queue, after the redirect
+    assert store.get(decided.id).status == "discarded"
+    for path in ("/", f"/p/{pending.id}", f"/p/{decided.id}", "/history", "/audit"):
+        code, page = get(served, path, cookie)
+        assert code == 200, (path, code)
+        body = page.split("<main>", 1)[1]
+        assert "<img" not in body and "</script>" not in body and "&<b>" not in body, path
+        assert not any(c in body for c in "\u202e\u200b"), path
+        assert 'href="javascript:' not in body, path
