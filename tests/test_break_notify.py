@@ -19,6 +19,7 @@ from placet.config import load_settings
 from placet.notify import channels as ch
 from placet.notify.sender import Sender
 from placet.store import Store, open_store
+from placet.store.db import dt_text
 from placet.store.outbox import Outbox
 
 T0 = datetime(2031, 3, 4, 12, 0, 0, tzinfo=UTC)
@@ -181,3 +182,63 @@ def test_placet_serve_exits_on_stdin_close_while_a_send_hangs(
             proc.kill()
             proc.wait()
         raw.close()
+
+
+def test_a_sender_never_sends_a_delivery_whose_claim_has_lapsed(store: Store) -> None:
+    """A sender claimed up to 8 deliveries at once for `CLAIM_S` (60 s) and sent them
+    one after another, each allowed `TIMEOUT_S` (10 s): behind a slow receiver the last
+    claims lapsed before their turn, another placet process (a second `placet serve`)
+    could claim and send them, and then this one sent them again, a repeat the outbox
+    documents only for a process that died. The receiver here takes the whole timeout
+    on each request (the injected clock moves on by `TIMEOUT_S` per request) and checks,
+    on each, that no claim of this sender has lapsed."""
+    import sqlite3
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    now = [T0]
+    lapsed: list[int] = []
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            now[0] += timedelta(seconds=ch.TIMEOUT_S)  # this answer took the whole timeout
+            con = sqlite3.connect(store.db_path)
+            try:
+                lapsed.extend(
+                    r[0]
+                    for r in con.execute(
+                        "SELECT id FROM notify_delivery WHERE state = 'sending' "
+                        "AND claim_until <= ?",
+                        (dt_text(now[0]),),
+                    )
+                )
+            finally:
+                con.close()
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/topic"
+        sender = Sender(
+            store.settings, store, channels={"ntfy": ch.Ntfy(url, 3, None, None)},
+            clock=lambda: now[0],
+        )  # fmt: skip
+        for run in range(9):  # nine sessions: nine messages due at once
+            store.create_proposal(
+                kind="mkdir", request={"kind": "mkdir", "remote_parent": "", "name": f"d{run}"},
+                evidence={"remote": {"exists": False}}, reason="r", drive_spec="local:/tmp/x",
+                run_id=f"run-{run}", ttl_seconds=1800, now=T0,
+            )  # fmt: skip
+        now[0] = T0 + timedelta(seconds=5)
+        sender.tick()
+        assert lapsed == [], f"deliveries {lapsed} were still claimed after their claim lapsed"
+        assert all(d.state == "sent" for d in Outbox(store.engine).log())
+    finally:
+        server.shutdown()
+        server.server_close()
