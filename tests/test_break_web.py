@@ -170,3 +170,13 @@ def test_agent_strings_are_inert_on_every_page(store: Store, served: Served) -> 
         assert "<img" not in body and "</script>" not in body and "&<b>" not in body, path
         assert not any(c in body for c in "\u202e\u200b"), path
         assert 'href="javascript:' not in body, path
+
+
+def test_a_cursor_beyond_sqlite_range_is_an_empty_page(store: Store, served: Served) -> None:
+    """`?after=<30 digits>` on the queue, the history and the audit was a 500
+    (OverflowError binding the cursor)."""
+    cookie = session(store)
+    big = "9" * 30
+    for path in (f"/?after={big}", f"/history?after={big}", f"/audit?after={big}"):
+        code, _ = get(served, path, cookie)
+        assert code == 200, (path, code)

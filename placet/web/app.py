@@ -257,8 +257,10 @@ def _skip_ops(value: object) -> list[int]:
 
 
 def _int(value: str | None, default: int = 0) -> int:
+    """A query parameter as a cursor or page number: 0 up to SQLite's largest integer
+    (a larger one would not bind), `default` when it is not a number."""
     try:
-        return max(int(value or default), 0)
+        return min(max(int(value or default), 0), (1 << 63) - 1)
     except ValueError:
         return default
 
