@@ -180,6 +180,19 @@ def yes_rig(rig: Rig) -> Rig:
     return rig
 
 
+@pytest.fixture
+def signed_rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
+    """A rig in signed mode (`approvals = "signed"`, in its settings and config.toml)."""
+    remote = tmp_path / "drive"
+    remote.mkdir()
+    r = make_rig(
+        settings.model_copy(update={"approvals": "signed"}), make_drive(str(remote)),
+        tmp_path, remote,
+    )  # fmt: skip
+    write_config(r.settings, drive=r.drive.spec, approvals="signed")
+    return r
+
+
 # ---- keyring ------------------------------------------------------------------------
 
 

@@ -68,6 +68,8 @@ def cmd_web(args: argparse.Namespace) -> int:
     if tls and (args.cert is None or args.key is None):
         raise UsageError("give both --cert and --key for TLS", code="insecure_listen")
     check_listen(args.host, tls=tls)
+    if tls:
+        _check_certificate(args.cert, args.key)
     config = WebConfig(host=args.host, port=args.port, tls=tls, name=args.name or "localhost")
     settings = load_settings()
     with open_store(settings) as store:
@@ -77,6 +79,22 @@ def cmd_web(args: argparse.Namespace) -> int:
             print("no passkey is registered yet: run `placet web pair` to register one")
         serve(store, settings, config, cert=args.cert, key=args.key)
     return EXIT_OK
+
+
+def _check_certificate(cert: Path, key: Path) -> None:
+    """Load the TLS certificate and key once before serving, so a missing or wrong file
+    is named (UsageError ``invalid_argument``) instead of failing inside the server
+    after the page's URL was printed."""
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise UsageError(
+            f"cannot use --cert {cert} with --key {key} for TLS: "
+            f"{getattr(e, 'strerror', None) or e}",
+            details={"cert": str(cert), "key": str(key)},
+        ) from e
 
 
 def cmd_pair(args: argparse.Namespace) -> int:

@@ -102,7 +102,8 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
         )
     skip = owner_skips(approvals[-1].detail)
     if settings.approvals == "signed":
-        _check_signature(store, record, approvals[-1].detail, skip)
+        earlier = [e.detail.get("passkey") for e in approvals[:-1]]
+        _check_signature(store, record, approvals[-1].detail, skip, earlier)
     _check_drive(settings, record, drive)
     plan = load_plan(store, record)
     unknown = sorted(skip - {op.index for op in plan.ops})
@@ -119,11 +120,17 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
 
 
 def _check_signature(
-    store: Store, record: ProposalRecord, detail: dict[str, Any], skip: frozenset[int]
+    store: Store,
+    record: ProposalRecord,
+    detail: dict[str, Any],
+    skip: frozenset[int],
+    earlier: list[object],
 ) -> None:
     """Signed mode: the approval must carry a passkey assertion that verifies against a
     registered, unrevoked passkey over exactly this proposal, request hash and selection
-    (`placet.store.signatures`)."""
+    (`placet.store.signatures`), and whose nonce no earlier approval of this proposal
+    (`earlier`: their ``passkey`` details) carried: an assertion copied from an approval
+    that was already run does not approve a retry."""
     pid = record.id
     assertion = detail.get("passkey")
     key = (
@@ -135,6 +142,8 @@ def _check_signature(
         why = "carries no passkey signature"
     elif key is None or key.revoked_at is not None:
         why = "was signed by a passkey that is not registered (or was revoked)"
+    elif any(isinstance(e, dict) and e.get("nonce") == assertion.get("nonce") for e in earlier):
+        why = "repeats the passkey signature of an earlier approval (its nonce was used)"
     else:
         problem = check_signed_approval(
             assertion, key.public_key, proposal_id=pid, request_hash=record.request_hash,

@@ -20,12 +20,17 @@ library (`urllib.request`), with a `TIMEOUT_S` timeout and no redirects followed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import os
+import socket
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -68,24 +73,95 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+def _opener(sockets: list[socket.socket]) -> urllib.request.OpenerDirector:
+    """An opener that follows no redirect and lists the sockets it connects in
+    `sockets`, so a deadline can cut them off (`post`)."""
+
+    class Plain(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            sockets.append(self.sock)
+
+    class Tls(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            sockets.append(self.sock)
+
+    class PlainHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Plain, req)
+
+    class TlsHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Tls, req)
+
+    return urllib.request.build_opener(_NoRedirect, PlainHandler, TlsHandler)
 
 
-def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float = TIMEOUT_S) -> int:
-    """POST `body` to `url`; the HTTP status when 2xx. Raises DeliveryFailed."""
+def _cut(sockets: list[socket.socket], expired: threading.Event) -> None:
+    expired.set()
+    for sock in list(sockets):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _watch(
+    sockets: list[socket.socket],
+    expired: threading.Event,
+    finished: threading.Event,
+    cancel: threading.Event | None,
+    timeout: float,
+) -> None:
+    """Cut `sockets` off once `timeout` s pass or `cancel` is set, unless `finished`."""
+    end = time.monotonic() + timeout
+    while not finished.wait(min(0.1, max(0.0, end - time.monotonic()))):
+        if time.monotonic() >= end or (cancel is not None and cancel.is_set()):
+            _cut(sockets, expired)
+            return
+
+
+def post(
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    timeout: float = TIMEOUT_S,
+    cancel: threading.Event | None = None,
+) -> int:
+    """POST `body` to `url`; the HTTP status when 2xx. The whole exchange (connect,
+    send, the answer's first 64 KiB) ends within `timeout` s, or about 0.1 s after
+    `cancel` is set (the process is stopping): a receiver that answers a byte at a time,
+    or not at all, is cut off then. Raises DeliveryFailed (retryable unless the
+    receiver answered a 4xx other than 408, 425, 429)."""
     req = urllib.request.Request(  # noqa: S310 (the scheme is checked by the config)
         url, data=body, method="POST", headers={"User-Agent": USER_AGENT, **headers}
     )
+    sockets: list[socket.socket] = []
+    expired, finished = threading.Event(), threading.Event()
+    watcher = threading.Thread(
+        target=_watch, args=(sockets, expired, finished, cancel, timeout), daemon=True
+    )
+    watcher.start()
     try:
-        with _OPENER.open(req, timeout=timeout) as resp:
+        with _opener(sockets).open(req, timeout=timeout) as resp:
             resp.read(65536)
-            return int(resp.status)
+            status = int(resp.status)
     except urllib.error.HTTPError as e:
         retry = e.code in (408, 425, 429) or e.code >= 500
         raise DeliveryFailed(f"HTTP {e.code} {e.reason} from {_where(url)}", retryable=retry) from e
-    except (urllib.error.URLError, OSError) as e:
-        why = getattr(e, "reason", e)
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+        if expired.is_set():
+            why: object = "timed out"
+        elif isinstance(e, http.client.HTTPException):  # its text is the receiver's bytes
+            why = f"not an HTTP answer ({type(e).__name__})"
+        else:
+            why = getattr(e, "reason", e)
         raise DeliveryFailed(f"cannot reach {_where(url)}: {why}", retryable=True) from e
+    finally:
+        finished.set()
+    if expired.is_set():  # cut off: the answer read may be truncated, not trusted
+        raise DeliveryFailed(f"cannot reach {_where(url)}: timed out", retryable=True)
+    return status
 
 
 def _where(url: str) -> str:
@@ -147,6 +223,8 @@ class Ntfy:
     click: str | None
     token: str | None
     name: str = "ntfy"
+    cancel: threading.Event | None = None
+    """Set when the process stops: a send in flight is cut off (`post`)."""
 
     def send(self, delivery_id: int, content: Rendered) -> None:
         p = urlsplit(self.url)
@@ -165,7 +243,7 @@ class Ntfy:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        post(root, json.dumps(body, ensure_ascii=False).encode(), headers)
+        post(root, json.dumps(body, ensure_ascii=False).encode(), headers, cancel=self.cancel)
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -178,6 +256,8 @@ class Webhook:
     url: str
     secret: str | None
     name: str = "webhook"
+    cancel: threading.Event | None = None
+    """Set when the process stops: a send in flight is cut off (`post`)."""
 
     def send(self, delivery_id: int, content: Rendered) -> None:
         if not self.secret:
@@ -204,6 +284,7 @@ class Webhook:
                 "X-Placet-Signature": signature(self.secret, body),
                 "X-Placet-Delivery": str(delivery_id),
             },
+            cancel=self.cancel,
         )
 
 
@@ -241,13 +322,18 @@ class Desktop:
             ) from e
 
 
-def build(settings: NotifySettings, *, env: dict[str, str] | None = None) -> dict[str, Channel]:
+def build(
+    settings: NotifySettings,
+    *,
+    env: dict[str, str] | None = None,
+    cancel: threading.Event | None = None,
+) -> dict[str, Channel]:
     """The channels this process can send through, by name: the configured ones, with
     their secrets read from the keyring; the webhook only when its secret could be read,
     the desktop only when available here. A channel left out here is not claimed by this
     process: another placet process that can send it will (or, after an hour, the
     delivery is recorded as failed). A keyring that cannot be read leaves the ntfy token
-    unset."""
+    unset. `cancel`: set when the process stops, cutting off the HTTP sends in flight."""
     out: dict[str, Channel] = {}
 
     def secret(user: str) -> str | None:
@@ -260,11 +346,11 @@ def build(settings: NotifySettings, *, env: dict[str, str] | None = None) -> dic
 
     if settings.ntfy is not None:
         n = settings.ntfy
-        out["ntfy"] = Ntfy(n.url, n.priority, n.click, secret(NTFY_TOKEN_USER))
+        out["ntfy"] = Ntfy(n.url, n.priority, n.click, secret(NTFY_TOKEN_USER), cancel=cancel)
     if settings.webhook is not None:
         key = secret(WEBHOOK_SECRET_USER)
         if key:  # a process that cannot sign leaves the webhook to one that can
-            out["webhook"] = Webhook(settings.webhook.url, key)
+            out["webhook"] = Webhook(settings.webhook.url, key, cancel=cancel)
     if settings.desktop is not None and settings.desktop.enabled and desktop_available(env)[0]:
         out["desktop"] = Desktop()
     return out

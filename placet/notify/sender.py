@@ -35,7 +35,7 @@ from placet.errors import NotFound, PlacetError
 from placet.notify import channels as ch
 from placet.notify.content import render
 from placet.store import Store, open_store
-from placet.store.outbox import STALE, Claim, EventRow, Outbox, Rendered
+from placet.store.outbox import CLAIM_S, STALE, Claim, EventRow, Outbox, Rendered
 
 log = logging.getLogger("placet.notify")
 
@@ -51,6 +51,10 @@ MAX_ATTEMPTS = 12
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 60.0
 TIMEOUT_JOIN_S = ch.TIMEOUT_S + 2
+CLAIM_BATCH = max(1, int(CLAIM_S // (ch.TIMEOUT_S + 1)))
+"""Deliveries claimed at once: few enough to send them all, each within the channel's
+`TIMEOUT_S`, before their claim (`CLAIM_S`) lapses and another sender may take them
+over (so none is sent by two live processes)."""
 
 Clock = Callable[[], datetime]
 
@@ -83,11 +87,13 @@ class Sender:
         self.notify = settings.notify
         self.store = store
         self.outbox = Outbox(store.engine, db_label=str(settings.db_path))
-        self.channels = ch.build(self.notify) if channels is None else channels
+        self._stop = threading.Event()
+        # `stop()` cuts off a send in flight (a receiver that hangs does not hold the
+        # process's exit for the send's whole timeout).
+        self.channels = ch.build(self.notify, cancel=self._stop) if channels is None else channels
         self.configured = self.notify.channels()
         self.clock = clock
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_expiry_scan: datetime | None = None
         self._next_prune: datetime | None = None
@@ -167,7 +173,10 @@ class Sender:
         sent = 0
         while not self._stop.is_set():
             claims = self.outbox.claim(
-                holder=self.holder, channels=tuple(self.channels), now=self.clock()
+                holder=self.holder,
+                channels=tuple(self.channels),
+                now=self.clock(),
+                limit=CLAIM_BATCH,
             )
             if not claims:
                 return sent

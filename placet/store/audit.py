@@ -335,11 +335,19 @@ def _signatures_problem(
     """(event id, why) for the first approval whose stored passkey assertion does not
     verify against the stored public key of its credential (revoked keys included), over
     the challenge of that event's proposal, request hash and `skip_ops`
-    (`placet.store.signatures`); None when every one verifies."""
+    (`placet.store.signatures`), or that repeats the nonce of an earlier signed approval
+    (an assertion copied into a second approval); None when every one verifies."""
+    nonces: dict[str, int] = {}
     for eid, pid, rh, detail in signed:
         assertion = detail.get("passkey")
         if not isinstance(assertion, dict):
             return eid, f"event {eid} (approval of proposal {pid}) has a malformed passkey entry"
+        first = nonces.setdefault(str(assertion.get("nonce")), eid)
+        if first != eid:
+            return eid, (
+                f"event {eid} (approval of proposal {pid}) repeats the passkey signature of "
+                f"event {first}: one signature approves once"
+            )
         row = conn.exec_driver_sql(_PUBLIC_KEY_SQL, (str(assertion.get("credential_id")),)).first()
         if row is None:
             return eid, (

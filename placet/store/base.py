@@ -242,7 +242,9 @@ class StoreBase:
 
     @staticmethod
     def _row(conn: Connection, pid: int) -> Row[Any]:
-        row = conn.execute(select(PROPOSAL).where(P.id == pid)).first()
+        # An id beyond SQLite's 64-bit integers names no proposal (and would not bind).
+        in_range = -(1 << 63) <= pid < (1 << 63)
+        row = conn.execute(select(PROPOSAL).where(P.id == pid)).first() if in_range else None
         if row is None:
             raise NotFound(
                 f"proposal {pid} does not exist; `placet list` shows the proposals",

@@ -20,7 +20,7 @@ from typing import Any
 
 import webauthn
 from webauthn.helpers import base64url_to_bytes
-from webauthn.helpers.exceptions import InvalidAuthenticationResponse
+from webauthn.helpers.exceptions import WebAuthnException
 
 from placet.schema import canonical_json
 
@@ -95,7 +95,7 @@ def check_signed_approval(
             credential_current_sign_count=0,
             require_user_verification=True,
         )
-    except (InvalidAuthenticationResponse, ValueError, KeyError, TypeError) as e:
+    except (WebAuthnException, ValueError, KeyError, TypeError, AttributeError) as e:
         return f"the passkey signature does not verify ({e})"
     return None
 

@@ -48,6 +48,9 @@ def serve(
             log_level="warning",
             access_log=False,
             server_header=False,
+            # no proxy sits in front: a local process must not choose the client address
+            # an approval's audit detail records through X-Forwarded-For
+            proxy_headers=False,
         )
     )
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again against the

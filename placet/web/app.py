@@ -44,7 +44,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from placet.config import Settings
-from placet.errors import PlacetError, PolicyRefused, UsageError
+from placet.errors import LimitExceeded, PlacetError, PolicyRefused, UsageError
 from placet.executor import check_before_accept, execute, plan_for
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
@@ -61,6 +61,8 @@ CSP = (
 )
 COOKIE = "placet_session"
 EXTEND_MINUTES = 15
+BODY_MAX = 1 << 20
+"""Most bytes of a JSON request body (an accept lists at most a page of unticked ops)."""
 _STATIC = {"placet.js": "text/javascript", "placet.css": "text/css"}
 _DONE = ("succeeded", "failed", "interrupted", "discarded", "expired", "withdrawn")
 
@@ -209,6 +211,8 @@ def _html(body: str, status: int = 200) -> HTMLResponse:
 
 
 def _refused_json(e: PlacetError, status: int = 409) -> JSONResponse:
+    if isinstance(e, LimitExceeded):
+        status = 413
     return JSONResponse(
         {"ok": False, "code": e.error_code, "message": e.message}, status_code=status
     )
@@ -222,9 +226,20 @@ def _not_signed_in() -> PolicyRefused:
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object, read up to `BODY_MAX` bytes. Raises LimitExceeded (a
+    longer body: HTTP 413), UsageError ``invalid_argument`` (not JSON, nested too deep
+    for the parser, not an object)."""
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > BODY_MAX:
+            raise LimitExceeded(
+                f"the request body is over {BODY_MAX} bytes; nothing was read further",
+                details={"limit_bytes": BODY_MAX},
+            )
     try:
-        body = json.loads(await request.body() or b"{}")
-    except ValueError as e:
+        body = json.loads(bytes(data) or b"{}")
+    except (ValueError, RecursionError) as e:
         raise UsageError("the request body is not JSON", code="invalid_argument") from e
     if not isinstance(body, dict):
         raise UsageError("the request body is not a JSON object", code="invalid_argument")
@@ -242,8 +257,10 @@ def _skip_ops(value: object) -> list[int]:
 
 
 def _int(value: str | None, default: int = 0) -> int:
+    """A query parameter as a cursor or page number: 0 up to SQLite's largest integer
+    (a larger one would not bind), `default` when it is not a number."""
     try:
-        return max(int(value or default), 0)
+        return min(max(int(value or default), 0), (1 << 63) - 1)
     except ValueError:
         return default
 

@@ -26,10 +26,7 @@ from typing import Any
 
 import webauthn
 from webauthn.helpers import bytes_to_base64url, options_to_json
-from webauthn.helpers.exceptions import (
-    InvalidAuthenticationResponse,
-    InvalidRegistrationResponse,
-)
+from webauthn.helpers.exceptions import WebAuthnException
 from webauthn.helpers.structs import (
     AuthenticatorSelectionCriteria,
     PublicKeyCredentialDescriptor,
@@ -47,7 +44,8 @@ __all__ = ["CHALLENGE_SECONDS", "Ceremonies", "Issued"]
 CHALLENGE_SECONDS = 300
 """How long an issued challenge may be answered."""
 MAX_OPEN_CHALLENGES = 1000
-"""Challenges kept open at most (sign-in options can be asked without a session)."""
+"""Challenges of one purpose kept open at most (sign-in options can be asked without a
+session; they never push out an accept's or a pairing's)."""
 _USER_ID = b"placet-owner"
 
 
@@ -80,8 +78,12 @@ class Challenges:
             now = self.clock()
             for k in [k for k, v in self._issued.items() if v.expires_at <= now]:
                 del self._issued[k]
-            while len(self._issued) >= MAX_OPEN_CHALLENGES:  # the oldest go first
-                del self._issued[next(iter(self._issued))]
+            # At most MAX_OPEN_CHALLENGES of each purpose, the oldest of that purpose
+            # dropped first: sign-in options, which anyone may ask for, never push out
+            # the challenge of an accept the owner is answering.
+            same = [k for k, v in self._issued.items() if v.purpose == issued.purpose]
+            for k in same[: max(0, len(same) - MAX_OPEN_CHALLENGES + 1)]:
+                del self._issued[k]
             self._issued[nonce] = issued
         return nonce, issued
 
@@ -166,7 +168,7 @@ class Ceremonies:
                 expected_rp_id=self.rp_id,
                 require_user_verification=True,
             )
-        except (InvalidRegistrationResponse, ValueError, KeyError, TypeError) as e:
+        except (WebAuthnException, ValueError, KeyError, TypeError, AttributeError) as e:
             raise _refused("registering the passkey", e) from e
         name = str(body.get("name") or "passkey")[:60]
         return self.store.register_passkey(
@@ -240,7 +242,7 @@ class Ceremonies:
                 credential_current_sign_count=key.sign_count,
                 require_user_verification=True,
             )
-        except (InvalidAuthenticationResponse, ValueError, KeyError, TypeError) as e:
+        except (WebAuthnException, ValueError, KeyError, TypeError, AttributeError) as e:
             raise _refused(what, e) from e
         if not self.store.use_passkey(
             key.id, seen=key.sign_count, new=auth.new_sign_count, now=self.clock()

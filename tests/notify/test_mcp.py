@@ -100,7 +100,7 @@ async def test_a_proposal_reaches_ntfy_and_the_webhook_and_the_agent_hears_of_it
         assert topic.headers["authorization"] == f"Bearer {TOKEN}"
         assert ntfy["topic"] == "placet-topic" and ntfy["priority"] == 4
         assert ntfy["title"] == body["title"] and ntfy["message"] == body["body"]
-        assert ntfy["click"] == "http://127.0.0.1:9/review"
+        assert ntfy["click"] == f"http://127.0.0.1:9/review/p/{pid}"  # the one proposal's page
 
         # The agent's wait reports who was told and when (once the delivery is recorded).
         async def status() -> dict[str, Any]:

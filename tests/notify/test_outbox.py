@@ -143,7 +143,7 @@ def test_webhook_signature_verifies_with_the_secret(
     sender = Sender(
         outbox_store.settings, outbox_store, channels=_channels(outbox_store), clock=clock
     )
-    _propose(outbox_store, "signed")
+    pid = _propose(outbox_store, "signed")
     clock.advance(1)
     sender.tick()
     (hook,) = listener.on("/hook")
@@ -156,7 +156,7 @@ def test_webhook_signature_verifies_with_the_secret(
     body = topic.json()
     assert topic.headers["authorization"] == "Bearer tok"
     assert body["topic"] == "placet-topic" and body["priority"] == 4
-    assert body["click"] == "http://127.0.0.1:9/review"
+    assert body["click"] == f"http://127.0.0.1:9/review/p/{pid}"  # the one proposal's page
     assert "drive:signed" in body["message"]
 
 

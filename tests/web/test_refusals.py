@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -50,12 +49,6 @@ def sign(tab: Tab, pid: int, request_hash: str, skip: list[int] | None = None) -
 
 def send(tab: Tab, pid: int, body: dict[str, Any]) -> dict[str, Any]:
     return dict(tab.page.evaluate(SEND, [pid, body]))
-
-
-@pytest.fixture
-def served(quiet_store: Store) -> Iterator[Served]:
-    with serve(quiet_store, quiet_store.settings) as s:
-        yield s
 
 
 def approvals(quiet_store: Store, pid: int) -> int:

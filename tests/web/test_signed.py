@@ -7,34 +7,18 @@ signed (what `placet audit --verify` re-verifies)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
-from placet.config import Settings
-from placet.drive import RcloneDrive
 from placet.errors import PolicyRefused
 from placet.executor import bind, execute
 from placet.store import open_store
 from placet.store.signatures import check_signed_approval
-from tests.support.rig import PLACET, Rig, make_rig, write_config
+from tests.support.rig import PLACET, Rig
 from tests.support.terminal import PtyProcess
 from tests.support.web import Tab, browser, pair, serve, tab
 
 __all__ = ["browser", "tab"]
-
-
-@pytest.fixture
-def signed_rig(settings: Settings, tmp_path: Path, make_drive: Callable[..., RcloneDrive]) -> Rig:
-    remote = tmp_path / "drive"
-    remote.mkdir()
-    r = make_rig(
-        settings.model_copy(update={"approvals": "signed"}), make_drive(str(remote)),
-        tmp_path, remote,
-    )  # fmt: skip
-    write_config(r.settings, drive=r.drive.spec, approvals="signed")
-    return r
 
 
 def test_terminal_accept_is_refused_and_the_browser_accept_runs(tab: Tab, signed_rig: Rig) -> None:
