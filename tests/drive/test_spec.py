@@ -148,6 +148,11 @@ def test_preferred_digest_order() -> None:
         (None, 500, "Propfind: i/o timeout", DriveUnavailable),
         (7, None, "account suspended", DriveError),
         (None, 500, "mkdir /x/file: not a directory", AlreadyExists),
+        # a number in a path is no HTTP status (a tmp folder pytest-429 made this retryable)
+        (None, 500, "readdirent /tmp/pytest-429/drive/blocker: not a directory", AlreadyExists),
+        (None, 500, "open /srv/503/x: object not found", NotFound),
+        (None, 500, "HTTP error 429 (429 Too Many Requests)", DriveUnavailable),
+        (None, 500, "HTTP error 503: 503 Service Unavailable", DriveUnavailable),
         (2, None, "something odd", DriveError),
     ],
 )
