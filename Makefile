@@ -31,7 +31,7 @@ test: lint
 # Every test under tests/store and tests/tui belongs here, and so does a new file there.
 CALENDAR_TESTS := tests/project/test_calendar_guard.py tests/store tests/tui \
 	tests/cli/test_proposals.py tests/sync/test_caps.py tests/sync/test_fingerprint.py \
-	tests/sync/test_digest_caches.py
+	tests/sync/test_digest_caches.py tests/notify/test_outbox.py tests/notify/test_content.py
 calendar: $(STAMP)
 	@if ! command -v faketime >/dev/null; then \
 		if [ -n "$$CI" ]; then echo 'faketime is missing (apt-get install faketime)' >&2; exit 1; fi; \
