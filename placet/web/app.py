@@ -232,8 +232,15 @@ def _not_signed_in() -> PolicyRefused:
 
 async def _json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object, read up to `BODY_MAX` bytes. Raises LimitExceeded (a
-    longer body: HTTP 413), UsageError ``invalid_argument`` (not JSON, nested too deep
-    for the parser, not an object)."""
+    longer body, refused before any of it is read when its Content-Length says so, or
+    once the bytes streamed pass the cap: HTTP 413), UsageError ``invalid_argument`` (not
+    JSON, nested too deep for the parser, not an object)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > BODY_MAX:
+        raise LimitExceeded(
+            f"the request body is {declared} bytes, over {BODY_MAX}; none of it was read",
+            details={"limit_bytes": BODY_MAX},
+        )
     data = bytearray()
     async for chunk in request.stream():
         data += chunk
