@@ -85,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_web(args: argparse.Namespace) -> int:
-    from placet.web import WebConfig, check_listen, serve
+    from placet.web import WebConfig, bind_listener, check_listen, serve
 
     tls = args.cert is not None or args.key is not None
     if tls and (args.cert is None or args.key is None):
@@ -97,10 +97,11 @@ def cmd_web(args: argparse.Namespace) -> int:
     settings = load_settings()
     with open_store(settings) as store:
         keys = store.passkeys()
+        listener = bind_listener(config.host, config.port)  # port_in_use before the URL
         print(f"placet web: {config.origin}/", flush=True)
         if not keys:
             print("no passkey is registered yet: run `placet web pair` to register one")
-        serve(store, settings, config, cert=args.cert, key=args.key)
+        serve(store, settings, config, cert=args.cert, key=args.key, listener=listener)
     return EXIT_OK
 
 
@@ -260,7 +261,7 @@ def _confirm_pin(tty: int, key: PasskeyRecord, digest: str) -> None:
             f"{key.created_at.isoformat(timespec='seconds')}, used "
             f"{key.sign_count} time(s), credential {key.credential_id[:24]}, public key "
             f"SHA-256 {digest[:16]}...\nPin it only if you registered it: it may then sign "
-            f"in to placet web and approve. Type the code {code} and press Enter (anything "
+            f"in to placet web and approve; type the code {code} and press Enter (anything "
             "else declines): "
         ).encode(),
     )

@@ -26,8 +26,10 @@ from the injected `clock`.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
+import socket
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -58,7 +60,7 @@ from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
 
-__all__ = ["CSP", "Runs", "WebConfig", "check_listen", "create_app"]
+__all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -101,6 +103,40 @@ def check_listen(host: str, *, tls: bool) -> None:
             code="insecure_listen",
             details={"host": host},
         )
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on `host`:`port` (IPv6 for an address with a colon), made
+    before `placet web` prints its URL and handed to uvicorn, so a port in use is told
+    plainly and no other process can take the port between the check and the serving.
+
+    Raises:
+        UsageError (``port_in_use``): another process listens there; (``invalid_argument``)
+            the address cannot be bound (not this machine's, or a port below 1024 without
+            the right to it).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"cannot serve placet web on {host}:{port}: another process is listening "
+                "there (a `placet web` already running?); stop it, or choose another port "
+                "with --port",
+                code="port_in_use",
+                details={"host": host, "port": port},
+            ) from e
+        raise UsageError(
+            f"cannot serve placet web on {host}:{port}: {e.strerror or e}",
+            details={"host": host, "port": port},
+        ) from e
+    sock.set_inheritable(False)
+    return sock
 
 
 @dataclass(frozen=True)
