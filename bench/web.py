@@ -71,6 +71,7 @@ def main() -> None:
     from placet.proposals.context import ProposeContext
     from placet.proposals.making import propose_upload
     from placet.store import open_store
+    from placet.store.passkeys import open_pairing_link
     from placet.web import WebConfig, create_app
     from placet.web.app import Runs
 
@@ -108,7 +109,7 @@ def main() -> None:
         cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
             "protocol": "ctap2", "transport": "internal", "hasResidentKey": True,
             "hasUserVerification": True, "isUserVerified": True}})  # fmt: skip
-        page.goto(f"{config.origin}/pair/{store.create_pairing()}")
+        page.goto(f"{config.origin}/pair/{open_pairing_link(store)}")
         page.click("#pair")
         page.wait_for_url(f"{config.origin}/")
 

@@ -129,7 +129,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         skip = _check_skip(record, plan.ops, args.skip)
         _emit(effect_lines(record, plan.ops, skip))
         if record.status in ACCEPTABLE:
-            with _terminal() as tty:
+            with terminal() as tty:
                 if not args.yes:
                     if tty is None:
                         raise PolicyRefused(
@@ -236,7 +236,7 @@ def _emit(lines: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def _terminal() -> Iterator[int | None]:
+def terminal() -> Iterator[int | None]:
     """The controlling terminal, opened read-write, or None when there is none."""
     try:
         fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
@@ -249,7 +249,8 @@ def _terminal() -> Iterator[int | None]:
         os.close(fd)
 
 
-def _read_line(fd: int, limit: int = 64) -> str:
+def read_line(fd: int, limit: int = 64) -> str:
+    """One line read from `fd` a byte at a time (at most `limit` bytes, no newline)."""
     buf = b""
     while len(buf) < limit:
         ch = os.read(fd, 1)
@@ -288,7 +289,7 @@ def _confirm(
             f"type the code {code} and press Enter (anything else declines): "
         ).encode(),
     )
-    typed = _read_line(tty).strip().upper()
+    typed = read_line(tty).strip().upper()
     if not secrets.compare_digest(typed.encode(), code.encode()):
         raise PolicyRefused(
             f"proposal {record.id} was not accepted: the confirmation code did not match; "

@@ -6,22 +6,34 @@ and the owner's passkeys.
 Any other listen address needs TLS (``--cert`` and ``--key``, and ``--name`` for the
 name the certificate is for), else it is refused (``insecure_listen``). `placet web
 pair` prints a one-time pairing link valid 10 minutes (and its QR code on a terminal);
-opening it registers that device's passkey. `placet keys` lists the passkeys and
-`placet keys revoke ID` revokes one (docs/design.md section 12). Starlette and uvicorn
-are imported only when the page is served.
+opening it registers that device's passkey and pins it in the owner's config folder
+(`placet.config.pins`: the link is recorded there too, so only a link made here
+registers). `placet keys` lists the passkeys and whether each is pinned; `placet keys
+pin ID` pins one registered before keys were pinned, after a code typed at the
+terminal (as `placet accept` asks); `placet keys unpin ID` takes a pin back and
+`placet keys revoke ID` revokes a passkey and unpins it (docs/design.md section 12).
+Starlette and uvicorn are imported only when the page is served.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import secrets
 import sys
+import termios
+from datetime import UTC, datetime
 from pathlib import Path
 
+from placet.cli.accept import CODE_ALPHABET, CODE_LENGTH, read_line, terminal
 from placet.config import load_settings
-from placet.errors import EXIT_OK, UsageError
+from placet.config.pins import Pins, editing_pins, key_sha256, read_pins
+from placet.errors import EXIT_OK, NotFound, PolicyRefused, UsageError
 from placet.store import open_store
-from placet.store.passkeys import PAIRING_MINUTES
+from placet.store.passkeys import PAIRING_MINUTES, PasskeyRecord, open_pairing_link
+from placet.text import quote
 
 DEFAULT_PORT = 8765
 
@@ -51,18 +63,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     pair.add_argument("--https", action="store_true", help="the page is served with TLS")
     pair.set_defaults(func=cmd_pair)
 
-    k = subparsers.add_parser("keys", help="list the passkeys that may approve, or revoke one")
+    k = subparsers.add_parser(
+        "keys", help="list the passkeys that may approve, pin, unpin or revoke one"
+    )
     k.add_argument("--json", action="store_true", help="one JSON object per passkey")
     k.add_argument("--all", action="store_true", help="include revoked passkeys")
     ksub = k.add_subparsers(dest="keys_command", metavar="COMMAND")
     rv = ksub.add_parser("revoke", help="revoke a passkey: it signs in and approves no more")
     rv.add_argument("id", type=int, help="the passkey id (see `placet keys`)")
     rv.set_defaults(func=cmd_revoke)
+    pn = ksub.add_parser(
+        "pin",
+        help="pin a registered passkey so it may sign (a code typed at the terminal confirms)",
+    )
+    pn.add_argument("id", type=int, help="the passkey id (see `placet keys`)")
+    pn.set_defaults(func=cmd_pin)
+    up = ksub.add_parser("unpin", help="unpin a passkey: it signs in and approves no more")
+    up.add_argument("id", type=int, help="the passkey id (see `placet keys`)")
+    up.set_defaults(func=cmd_unpin)
     k.set_defaults(func=cmd_keys)
 
 
 def cmd_web(args: argparse.Namespace) -> int:
-    from placet.web import WebConfig, check_listen, serve
+    from placet.web import WebConfig, bind_listener, check_listen, serve
 
     tls = args.cert is not None or args.key is not None
     if tls and (args.cert is None or args.key is None):
@@ -74,10 +97,11 @@ def cmd_web(args: argparse.Namespace) -> int:
     settings = load_settings()
     with open_store(settings) as store:
         keys = store.passkeys()
+        listener = bind_listener(config.host, config.port)  # port_in_use before the URL
         print(f"placet web: {config.origin}/", flush=True)
         if not keys:
             print("no passkey is registered yet: run `placet web pair` to register one")
-        serve(store, settings, config, cert=args.cert, key=args.key)
+        serve(store, settings, config, cert=args.cert, key=args.key, listener=listener)
     return EXIT_OK
 
 
@@ -100,7 +124,7 @@ def _check_certificate(cert: Path, key: Path) -> None:
 def cmd_pair(args: argparse.Namespace) -> int:
     settings = load_settings()
     with open_store(settings) as store:
-        token = store.create_pairing()
+        token = open_pairing_link(store)
     scheme = "https" if args.https else "http"
     default = 443 if args.https else 80
     port = "" if args.port == default else f":{args.port}"
@@ -117,29 +141,154 @@ def cmd_pair(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _pinned(pins: Pins, k: PasskeyRecord) -> bool:
+    return pins.problem(k.credential_id, k.public_key, active=True) is None
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     settings = load_settings()
     with open_store(settings) as store:
         keys = store.passkeys(include_revoked=args.all)
+    pins = read_pins(settings.config_file)
     if args.json:
         for k in keys:
-            print(json.dumps(k.to_dict(), sort_keys=True))
+            print(json.dumps({**k.to_dict(), "pinned": _pinned(pins, k)}, sort_keys=True))
         return EXIT_OK
     if not keys:
         print("no passkeys: run `placet web pair` to register one")
     for k in keys:
         used = k.last_used_at.isoformat(timespec="seconds") if k.last_used_at else "never"
         revoked = f"  REVOKED {k.revoked_at.isoformat(timespec='seconds')}" if k.revoked_at else ""
+        pinned = "pinned" if _pinned(pins, k) else "NOT PINNED (signs nothing)"
         print(
             f"{k.id}  {json.dumps(k.name)}  added {k.created_at.isoformat(timespec='seconds')}"
-            f"  last used {used}  signatures {k.sign_count}{revoked}"
+            f"  last used {used}  signatures {k.sign_count}  {pinned}{revoked}"
+        )
+    unpinned = [k.id for k in keys if k.revoked_at is None and not _pinned(pins, k)]
+    if unpinned:
+        print(
+            f"passkey(s) {', '.join(map(str, unpinned))} may not sign: if you registered "
+            "them, run `placet keys pin ID` at your terminal; if not, `placet keys revoke ID`"
         )
     return EXIT_OK
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
     settings = load_settings()
+    now = datetime.now(UTC)
     with open_store(settings) as store:
-        k = store.revoke_passkey(args.id)
-    print(f"passkey {k.id} {json.dumps(k.name)} revoked; its sessions ended")
+        k = store.revoke_passkey(args.id, now=now)
+    with editing_pins(settings.config_file) as pins:
+        pins.unpin(k.credential_id, now)
+    print(f"passkey {k.id} {json.dumps(k.name)} revoked and unpinned; its sessions ended")
+    return EXIT_OK
+
+
+def _passkey(passkey_id: int, keys: list[PasskeyRecord]) -> PasskeyRecord:
+    key = next((k for k in keys if k.id == passkey_id), None)
+    if key is None:
+        raise NotFound(
+            f"there is no passkey {passkey_id}; `placet keys --all` lists them",
+            details={"passkey_id": passkey_id},
+        )
+    return key
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    """Pin passkey ID after the owner types a code shown on the controlling terminal
+    (never read from stdin: a command without a terminal cannot pin). A revoked passkey
+    is pinned as unpinned: `placet audit --verify` then checks what it signed, and it
+    signs nothing more.
+
+    Raises:
+        NotFound: no such passkey. PolicyRefused: ``no_terminal``,
+        ``confirmation_mismatch``, ``pin_conflict`` (the credential is pinned with
+        another public key than the database now holds: the database was altered).
+    """
+    settings = load_settings()
+    with open_store(settings) as store:
+        key = _passkey(args.id, store.passkeys(include_revoked=True))
+    digest = key_sha256(key.public_key)
+    pin = read_pins(settings.config_file).pin_of(key.credential_id)
+    if pin is not None and not secrets.compare_digest(pin.key_sha256, digest):
+        raise PolicyRefused(
+            f"refusing to pin passkey {key.id}: its credential is pinned with the public key "
+            f"SHA-256 {pin.key_sha256[:16]}..., but the database now holds {digest[:16]}...: "
+            "the database was altered; revoke it (`placet keys revoke ID`) and pair again",
+            code="pin_conflict",
+            details={"passkey_id": key.id},
+        )
+    if pin is not None and pin.unpinned_at is None:
+        print(f"passkey {key.id} {quote(key.name)} is already pinned")
+        return EXIT_OK
+    with terminal() as tty:
+        if tty is None:
+            raise PolicyRefused(
+                f"refusing to pin passkey {key.id}: there is no terminal to confirm on (the "
+                "code is read from /dev/tty, never from stdin); run `placet keys pin ID` in "
+                "a terminal",
+                code="no_terminal",
+            )
+        _confirm_pin(tty, key, digest)
+    now = datetime.now(UTC)
+    with editing_pins(settings.config_file) as pins:
+        pins.pin(key.credential_id, key.public_key, key.name, now)
+        if key.revoked_at is not None:
+            pins.unpin(key.credential_id, now)
+    if key.revoked_at is not None:
+        print(
+            f"passkey {key.id} {quote(key.name)} is revoked: recorded as pinned before, so "
+            "`placet audit --verify` checks what it signed; it signs nothing more"
+        )
+    else:
+        print(f"passkey {key.id} {quote(key.name)} pinned: it may sign in and approve")
+    return EXIT_OK
+
+
+def _confirm_pin(tty: int, key: PasskeyRecord, digest: str) -> None:
+    """Show the passkey and a fresh code on the terminal, read the code back.
+
+    Raises:
+        PolicyRefused (``confirmation_mismatch``): something else was typed.
+    """
+    code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+    with contextlib.suppress(termios.error):
+        termios.tcflush(tty, termios.TCIFLUSH)  # type-ahead cannot answer a code not yet shown
+    os.write(
+        tty,
+        (
+            f"\nPasskey {key.id} {quote(key.name)}, registered "
+            f"{key.created_at.isoformat(timespec='seconds')}, used "
+            f"{key.sign_count} time(s), credential {key.credential_id[:24]}, public key "
+            f"SHA-256 {digest[:16]}...\nPin it only if you registered it: it may then sign "
+            f"in to placet web and approve; type the code {code} and press Enter (anything "
+            "else declines): "
+        ).encode(),
+    )
+    typed = read_line(tty).strip().upper()
+    if not secrets.compare_digest(typed.encode(), code.encode()):
+        raise PolicyRefused(
+            f"passkey {key.id} was not pinned: the confirmation code did not match",
+            code="confirmation_mismatch",
+            details={"passkey_id": key.id},
+        )
+
+
+def cmd_unpin(args: argparse.Namespace) -> int:
+    """Unpin passkey ID (it stays registered; `placet keys pin ID` pins it again).
+
+    Raises:
+        NotFound: no such passkey, or it is not pinned.
+    """
+    settings = load_settings()
+    with open_store(settings) as store:
+        key = _passkey(args.id, store.passkeys(include_revoked=True))
+    with editing_pins(settings.config_file) as pins:
+        done = pins.unpin(key.credential_id, datetime.now(UTC))
+    if not done:
+        raise NotFound(
+            f"passkey {key.id} is not pinned; `placet keys` lists the pinned ones",
+            details={"passkey_id": key.id},
+        )
+    print(f"passkey {key.id} {quote(key.name)} unpinned: it signs nothing until pinned again")
     return EXIT_OK

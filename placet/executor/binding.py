@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from placet.config import Settings
+from placet.config.pins import read_pins
 from placet.drive import configured_spec
 from placet.drive.base import Drive
 from placet.errors import PlacetError, PolicyRefused
@@ -27,6 +28,7 @@ from placet.schema import is_by_reference, request_hash
 from placet.store import ProposalRecord, Store
 from placet.store.lifecycle import APPROVED, owner_skips
 from placet.store.signatures import check_signed_approval
+from placet.text import quote
 
 
 def check_binding(settings: Settings, record: ProposalRecord, drive: Drive | None = None) -> None:
@@ -83,7 +85,9 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             configured drive, or the drive handed in, is not the one the proposal was
             made against), ``signature_required`` / ``signature_invalid`` (signed
             mode: the approval carries no passkey signature, or one that does not verify
-            for exactly this request), ``placet_own_path`` (an upload, upload_revision
+            for exactly this request), ``passkey_not_pinned`` (signed mode: the signing
+            passkey is not pinned in the owner's config folder with the key the database
+            holds: `placet.config.pins`), ``placet_own_path`` (an upload, upload_revision
             or mkdir, ticked or not, targets a local-folder drive path inside placet's
             data, config or database folder; details ``proposal_id``, ``op_index``).
         PlacetError (``request_invalid``): the stored request does not parse.
@@ -103,7 +107,7 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
     skip = owner_skips(approvals[-1].detail)
     if settings.approvals == "signed":
         earlier = [e.detail.get("passkey") for e in approvals[:-1]]
-        _check_signature(store, record, approvals[-1].detail, skip, earlier)
+        _check_signature(store, settings, record, approvals[-1].detail, skip, earlier)
     _check_drive(settings, record, drive)
     plan = load_plan(store, record)
     unknown = sorted(skip - {op.index for op in plan.ops})
@@ -121,6 +125,7 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
 
 def _check_signature(
     store: Store,
+    settings: Settings,
     record: ProposalRecord,
     detail: dict[str, Any],
     skip: frozenset[int],
@@ -130,7 +135,9 @@ def _check_signature(
     registered, unrevoked passkey over exactly this proposal, request hash and selection
     (`placet.store.signatures`), and whose nonce no earlier approval of this proposal
     (`earlier`: their ``passkey`` details) carried: an assertion copied from an approval
-    that was already run does not approve a retry."""
+    that was already run does not approve a retry. The passkey must also be pinned, with
+    the public key the database holds, in the owner's config folder
+    (`placet.config.pins`): a key added to the database alone approves nothing."""
     pid = record.id
     assertion = detail.get("passkey")
     key = (
@@ -144,6 +151,15 @@ def _check_signature(
         why = "was signed by a passkey that is not registered (or was revoked)"
     elif any(isinstance(e, dict) and e.get("nonce") == assertion.get("nonce") for e in earlier):
         why = "repeats the passkey signature of an earlier approval (its nonce was used)"
+    elif unpinned := read_pins(settings.config_file).problem(
+        key.credential_id, key.public_key, active=True
+    ):
+        raise PolicyRefused(
+            f'refusing to execute proposal {pid}: approvals = "signed" and its approval was '
+            f"signed by passkey {key.id} {quote(key.name)}, which {unpinned}; nothing was run",
+            code="passkey_not_pinned",
+            details={"proposal_id": pid, "passkey_id": key.id},
+        )
     else:
         problem = check_signed_approval(
             assertion, key.public_key, proposal_id=pid, request_hash=record.request_hash,

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import sqlite3
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from placet.config.pins import Pins
 from placet.schema import canonical_json, ops_digest, request_hash
 from placet.store import lifecycle as lc
 from placet.store.db import dt_text, raw
@@ -187,10 +189,15 @@ def _follow_on_problem(eid: int, pid: int, row: Any, before: tuple[int, str] | N
     return None
 
 
-def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
+def verify_chain(
+    conn: Connection, anchor_path: Path, pins: Callable[[], Pins]
+) -> AuditVerification:
     """Walk every event in id order, then the anchor, then each proposal's last event.
 
-    Every approval signed with a passkey is verified again (`_signatures_problem`); the
+    Every approval signed with a passkey is verified again (`_signatures_problem`), and
+    its passkey must have been pinned by the owner with the key the database holds
+    (`pins()`, read only when there is a signed approval: `placet.config.pins`; unpinned
+    since is fine: it signed before); the
     message notes approvals without a signature made after the first approval made in
     signed mode (its detail says ``"approvals": "signed"``), i.e. while the owner had
     turned signed mode off.
@@ -296,7 +303,7 @@ def verify_chain(conn: Connection, anchor_path: Path) -> AuditVerification:
         if altered:
             return AuditVerification(False, count, created[0], altered)
 
-    bad_signature = _signatures_problem(conn, signed)
+    bad_signature = _signatures_problem(conn, signed, pins()) if signed else None
     if bad_signature is not None:
         return AuditVerification(False, count, bad_signature[0], bad_signature[1])
 
@@ -330,13 +337,14 @@ _PUBLIC_KEY_SQL = "SELECT public_key FROM web_passkey WHERE credential_id = ?"
 
 
 def _signatures_problem(
-    conn: Connection, signed: list[tuple[int, int, str, dict[str, Any]]]
+    conn: Connection, signed: list[tuple[int, int, str, dict[str, Any]]], pins: Pins
 ) -> tuple[int, str] | None:
     """(event id, why) for the first approval whose stored passkey assertion does not
     verify against the stored public key of its credential (revoked keys included), over
     the challenge of that event's proposal, request hash and `skip_ops`
-    (`placet.store.signatures`), or that repeats the nonce of an earlier signed approval
-    (an assertion copied into a second approval); None when every one verifies."""
+    (`placet.store.signatures`), that repeats the nonce of an earlier signed approval
+    (an assertion copied into a second approval), or whose passkey the owner never pinned
+    with that key (`pins`); None when every one verifies."""
     nonces: dict[str, int] = {}
     for eid, pid, rh, detail in signed:
         assertion = detail.get("passkey")
@@ -353,6 +361,12 @@ def _signatures_problem(
             return eid, (
                 f"event {eid} (approval of proposal {pid}) was signed by a passkey this "
                 "database does not hold"
+            )
+        cid = str(assertion.get("credential_id"))
+        unpinned = pins.problem(cid, bytes(row[0]), active=False)
+        if unpinned is not None:
+            return eid, (
+                f"event {eid} (approval of proposal {pid}) was signed by a passkey that {unpinned}"
             )
         skip = detail.get("skip_ops") or []
         why = check_signed_approval(

@@ -33,6 +33,7 @@ from sqlalchemy.engine import Connection, Engine, Row, RowMapping
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from placet.config import Settings
+from placet.config.pins import Pins, read_pins
 from placet.errors import (
     NotFound,
     PolicyRefused,
@@ -548,5 +549,16 @@ class StoreBase:
         ]
 
     def verify_audit(self) -> AuditVerification:
-        """Walk the chain and the anchor file (`placet.store.audit.verify_chain`)."""
-        return self._read("verifying the audit log", lambda c: verify_chain(c, self.anchor_path))
+        """Walk the chain and the anchor file (`placet.store.audit.verify_chain`), and check
+        every signed approval's passkey against the owner's pins (`placet.config.pins`).
+
+        Raises:
+            ConfigError: the pins file is malformed (read only if an approval is signed).
+        """
+
+        def pins() -> Pins:
+            return read_pins(self.settings.config_file)
+
+        return self._read(
+            "verifying the audit log", lambda c: verify_chain(c, self.anchor_path, pins)
+        )

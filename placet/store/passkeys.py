@@ -35,6 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
+from placet.config.pins import editing_pins
 from placet.errors import NotFound, PolicyRefused
 from placet.store.base import Heads, StoreBase, now_or_utcnow
 from placet.store.db import UTCDateTime
@@ -45,6 +46,7 @@ __all__ = [
     "SESSION_HOURS",
     "PasskeyRecord",
     "Passkeys",
+    "open_pairing_link",
     "token_hash",
 ]
 
@@ -320,6 +322,23 @@ class Passkeys(StoreBase):
             conn.execute(delete(SESSION).where(SESSION.c.token_hash == token_hash(token)))
 
         self._write("closing a web session", tx)
+
+
+def open_pairing_link(store: Passkeys, *, now: datetime | None = None) -> str:
+    """A new pairing token (`Passkeys.create_pairing`) also recorded in the owner's pins
+    file beside `config.toml` (`placet.config.pins`), where the registration ceremony
+    looks for it: what `placet web pair` makes. A link made in the database alone
+    (`create_pairing`) registers nothing.
+
+    Raises:
+        ConfigError: the pins file cannot be read or written (the database's link is
+            then left unusable).
+    """
+    now = now_or_utcnow(now)
+    with editing_pins(store.settings.config_file) as pins:
+        token = store.create_pairing(now=now)
+        pins.open_pairing(token_hash(token), now + timedelta(minutes=PAIRING_MINUTES), now)
+    return token
 
 
 def _check_pairing_row(row: Any, now: datetime) -> None:

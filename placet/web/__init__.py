@@ -10,6 +10,7 @@ same core as `placet review` and `placet accept`. `serve` runs it under uvicorn.
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 from pathlib import Path
 from types import FrameType
@@ -18,9 +19,9 @@ import uvicorn
 
 from placet.config import Settings
 from placet.store import Store
-from placet.web.app import Runs, WebConfig, check_listen, create_app
+from placet.web.app import Runs, WebConfig, bind_listener, check_listen, create_app
 
-__all__ = ["Runs", "WebConfig", "check_listen", "create_app", "serve"]
+__all__ = ["Runs", "WebConfig", "bind_listener", "check_listen", "create_app", "serve"]
 
 
 def serve(
@@ -30,12 +31,15 @@ def serve(
     *,
     cert: Path | None = None,
     key: Path | None = None,
+    listener: socket.socket | None = None,
 ) -> None:
-    """Serve the page until interrupted (Ctrl-C / SIGTERM). Refuses a non-loopback
-    address without TLS (`check_listen`). Executions still running when it stops are
+    """Serve the page until interrupted (Ctrl-C / SIGTERM) on `listener` (a socket from
+    `bind_listener`; bound here when None). Refuses a non-loopback address without TLS
+    (`check_listen`) and a port in use (``port_in_use``). Executions still running when it stops are
     told to stop and waited for briefly; their threads are daemons and die with the
     process."""
     check_listen(config.host, tls=cert is not None)
+    listener = listener if listener is not None else bind_listener(config.host, config.port)
     runs = Runs(store, settings)
     app = create_app(store, settings, config, runs=runs)
     server = uvicorn.Server(
@@ -59,8 +63,9 @@ def serve(
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _exit_quietly) if main else None
     try:
-        server.run()
+        server.run(sockets=[listener])
     finally:
+        listener.close()
         runs.stop()
         if main:
             signal.signal(signal.SIGTERM, previous)

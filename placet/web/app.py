@@ -13,6 +13,10 @@ Security at the edge (docs/security.md, "placet web"):
 * the Referrer-Policy is ``same-origin``: with ``no-referrer`` Chromium sends
   ``Origin: null`` on a form POST, which the Origin check would refuse.
 
+Every handler runs its store work (and the passkey checks, which read the store and
+the pins file) in Starlette's thread pool (`run_in_threadpool`), never on the event
+loop: a slow `/audit?verify=1` or a busy database stalls that request only.
+
 Deciding calls what the TUI and `placet accept` call: `check_before_accept` (the same
 refusals and messages), `Store.accept` with the request hash shown (``via: "web"``, the
 unticked ops, the passkey assertion) and `placet.executor.execute`, run in a daemon
@@ -22,8 +26,10 @@ from the injected `clock`.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
+import socket
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -32,6 +38,7 @@ from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
@@ -53,7 +60,7 @@ from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
 
-__all__ = ["CSP", "Runs", "WebConfig", "check_listen", "create_app"]
+__all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -96,6 +103,40 @@ def check_listen(host: str, *, tls: bool) -> None:
             code="insecure_listen",
             details={"host": host},
         )
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on `host`:`port` (IPv6 for an address with a colon), made
+    before `placet web` prints its URL and handed to uvicorn, so a port in use is told
+    plainly and no other process can take the port between the check and the serving.
+
+    Raises:
+        UsageError (``port_in_use``): another process listens there; (``invalid_argument``)
+            the address cannot be bound (not this machine's, or a port below 1024 without
+            the right to it).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"cannot serve placet web on {host}:{port}: another process is listening "
+                "there (a `placet web` already running?); stop it, or choose another port "
+                "with --port",
+                code="port_in_use",
+                details={"host": host, "port": port},
+            ) from e
+        raise UsageError(
+            f"cannot serve placet web on {host}:{port}: {e.strerror or e}",
+            details={"host": host, "port": port},
+        ) from e
+    sock.set_inheritable(False)
+    return sock
 
 
 @dataclass(frozen=True)
@@ -227,8 +268,15 @@ def _not_signed_in() -> PolicyRefused:
 
 async def _json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object, read up to `BODY_MAX` bytes. Raises LimitExceeded (a
-    longer body: HTTP 413), UsageError ``invalid_argument`` (not JSON, nested too deep
-    for the parser, not an object)."""
+    longer body, refused before any of it is read when its Content-Length says so, or
+    once the bytes streamed pass the cap: HTTP 413), UsageError ``invalid_argument`` (not
+    JSON, nested too deep for the parser, not an object)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > BODY_MAX:
+        raise LimitExceeded(
+            f"the request body is {declared} bytes, over {BODY_MAX}; none of it was read",
+            details={"limit_bytes": BODY_MAX},
+        )
     data = bytearray()
     async for chunk in request.stream():
         data += chunk
@@ -275,7 +323,7 @@ def create_app(
 ) -> Starlette:
     """The `placet web` ASGI app over `store`. `runs` executes accepted proposals
     (default: `placet.executor.execute` in daemon threads); `app.state.runs` holds it."""
-    ceremonies = Ceremonies(store, config.name, config.origin, clock)
+    ceremonies = Ceremonies(store, settings, config.name, config.origin, clock)
     runs = runs if runs is not None else Runs(store, settings)
 
     def session_of(request: Request) -> tuple[str, PasskeyRecord] | None:
@@ -288,15 +336,18 @@ def create_app(
     Handler = Callable[[Request], Awaitable[Response]]
 
     def page_route(fn: Callable[[Request], Response]) -> Handler:
-        """A page that needs a session: the sign-in page otherwise."""
+        """A page that needs a session: the sign-in page otherwise (in the thread pool)."""
 
-        async def handler(request: Request) -> Response:
+        def page(request: Request) -> Response:
             if session_of(request) is None:
                 return _html(pages.signin_page(bool(store.passkeys())), 200)
             try:
                 return fn(request)
             except PlacetError as e:
                 return _html(pages.refusal_page(e), 404 if e.error_code == "not_found" else 409)
+
+        async def handler(request: Request) -> Response:
+            return await run_in_threadpool(page, request)
 
         return handler
 
@@ -367,7 +418,7 @@ def create_app(
         events = store.audit_events(after_id=after, limit=pages.AUDIT_PAGE)
         return _html(pages.audit_page(events, verification, after=after))
 
-    async def status(request: Request) -> Response:
+    def status_sync(request: Request) -> Response:
         if session_of(request) is None:
             return _refused_json(_not_signed_in(), 403)
         pid = int(request.path_params["pid"])
@@ -385,20 +436,29 @@ def create_app(
             }
         )
 
+    async def status(request: Request) -> Response:
+        return await run_in_threadpool(status_sync, request)
+
     async def form_action(request: Request, action: str) -> Response:
-        if session_of(request) is None:
+        if await run_in_threadpool(session_of, request) is None:
             return _html(pages.refusal_page(_not_signed_in()), 403)
         pid = int(request.path_params["pid"])
-        try:
-            if action == "discard":
-                form = await request.form()
-                reason = str(form.get("reason") or "").strip()[:500] or None
-                store.discard(pid, actor="owner", reason=reason, now=clock())
-                return RedirectResponse("/?done=discarded", status_code=303)
-            store.extend(pid, minutes=EXTEND_MINUTES, actor="owner", now=clock())
-            return RedirectResponse(f"/p/{pid}?done=extended", status_code=303)
-        except PlacetError as e:
-            return _html(pages.refusal_page(e, back=f"/p/{pid}"), 409)
+        reason = None
+        if action == "discard":
+            form = await request.form()
+            reason = str(form.get("reason") or "").strip()[:500] or None
+
+        def decide() -> Response:
+            try:
+                if action == "discard":
+                    store.discard(pid, actor="owner", reason=reason, now=clock())
+                    return RedirectResponse("/?done=discarded", status_code=303)
+                store.extend(pid, minutes=EXTEND_MINUTES, actor="owner", now=clock())
+                return RedirectResponse(f"/p/{pid}?done=extended", status_code=303)
+            except PlacetError as e:
+                return _html(pages.refusal_page(e, back=f"/p/{pid}"), 409)
+
+        return await run_in_threadpool(decide)
 
     async def discard(request: Request) -> Response:
         return await form_action(request, "discard")
@@ -407,12 +467,20 @@ def create_app(
         return await form_action(request, "extend")
 
     async def accept_options(request: Request) -> Response:
-        session = session_of(request)
+        session = await run_in_threadpool(session_of, request)
         if session is None:
             return _refused_json(_not_signed_in(), 403)
-        pid = int(request.path_params["pid"])
         try:
             body = await _json_body(request)
+        except PlacetError as e:
+            return _refused_json(e)
+        return await run_in_threadpool(accept_options_sync, request, session, body)
+
+    def accept_options_sync(
+        request: Request, session: tuple[str, PasskeyRecord], body: dict[str, Any]
+    ) -> Response:
+        pid = int(request.path_params["pid"])
+        try:
             shown = body.get("request_hash")
             record = store.get(pid)
             if shown != record.request_hash:
@@ -433,12 +501,20 @@ def create_app(
         return JSONResponse(options)
 
     async def accept(request: Request) -> Response:
-        session = session_of(request)
+        session = await run_in_threadpool(session_of, request)
         if session is None:
             return _refused_json(_not_signed_in(), 403)
-        pid = int(request.path_params["pid"])
         try:
             body = await _json_body(request)
+        except PlacetError as e:
+            return _refused_json(e)
+        return await run_in_threadpool(accept_sync, request, session, body)
+
+    def accept_sync(
+        request: Request, session: tuple[str, PasskeyRecord], body: dict[str, Any]
+    ) -> Response:
+        pid = int(request.path_params["pid"])
+        try:
             issued = ceremonies.challenges.take(body.get("nonce"), "accept")
             if issued.proposal_id != pid or issued.session != token_hash(session[0]):
                 raise PolicyRefused(
@@ -477,20 +553,27 @@ def create_app(
         return JSONResponse({"ok": True, "status": "approved"})
 
     async def signin_options(request: Request) -> Response:
-        return JSONResponse(ceremonies.signin_options())
+        return JSONResponse(await run_in_threadpool(ceremonies.signin_options))
 
     async def signin(request: Request) -> Response:
         try:
             body = await _json_body(request)
-            issued = ceremonies.challenges.take(body.get("nonce"), "signin")
-            key, _ = ceremonies.verify_assertion(issued, body.get("credential"), "signing in")
         except PlacetError as e:
             return _refused_json(e, 403)
-        response = JSONResponse({"ok": True})
-        _set_session(response, store.open_session(key.id, now=clock()), config)
-        return response
 
-    async def signout(request: Request) -> Response:
+        def sign_in() -> Response:
+            try:
+                issued = ceremonies.challenges.take(body.get("nonce"), "signin")
+                key, _ = ceremonies.verify_assertion(issued, body.get("credential"), "signing in")
+            except PlacetError as e:
+                return _refused_json(e, 403)
+            response = JSONResponse({"ok": True})
+            _set_session(response, store.open_session(key.id, now=clock()), config)
+            return response
+
+        return await run_in_threadpool(sign_in)
+
+    def signout_sync(request: Request) -> Response:
         token = request.cookies.get(COOKIE)
         if token:
             store.close_session(token)
@@ -498,29 +581,45 @@ def create_app(
         response.delete_cookie(COOKIE, path="/")
         return response
 
-    async def pair_page(request: Request) -> Response:
+    async def signout(request: Request) -> Response:
+        return await run_in_threadpool(signout_sync, request)
+
+    def pair_page_sync(request: Request) -> Response:
         token = request.path_params["token"]
         try:
-            store.check_pairing(token, now=clock())
+            ceremonies.check_pairing(token)
         except PlacetError as e:
             return _html(pages.pair_page(token, e), 410)
         return _html(pages.pair_page(token, None))
 
-    async def pair_options(request: Request) -> Response:
+    async def pair_page(request: Request) -> Response:
+        return await run_in_threadpool(pair_page_sync, request)
+
+    def pair_options_sync(request: Request) -> Response:
         try:
             return JSONResponse(ceremonies.registration_options(request.path_params["token"]))
         except PlacetError as e:
             return _refused_json(e, 410)
 
+    async def pair_options(request: Request) -> Response:
+        return await run_in_threadpool(pair_options_sync, request)
+
     async def pair(request: Request) -> Response:
         try:
             body = await _json_body(request)
-            key = ceremonies.register(request.path_params["token"], body)
         except PlacetError as e:
             return _refused_json(e, 410)
-        response = JSONResponse({"ok": True, "passkey_id": key.id})
-        _set_session(response, store.open_session(key.id, now=clock()), config)
-        return response
+
+        def register() -> Response:
+            try:
+                key = ceremonies.register(request.path_params["token"], body)
+            except PlacetError as e:
+                return _refused_json(e, 410)
+            response = JSONResponse({"ok": True, "passkey_id": key.id})
+            _set_session(response, store.open_session(key.id, now=clock()), config)
+            return response
+
+        return await run_in_threadpool(register)
 
     async def static(request: Request) -> Response:
         name = request.path_params["name"]

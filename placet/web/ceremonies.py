@@ -2,8 +2,11 @@
 
 * Registration (a pairing link from `placet web pair`): options with user verification
   required; the passkey is stored only when the link is still unused and unexpired
-  (`Store.register_passkey`, one transaction).
-* Sign-in: an assertion over a random challenge by any registered, unrevoked passkey.
+  (`Store.register_passkey`, one transaction) and was recorded in the owner's pins file
+  by `placet web pair` (a link inserted into the database alone registers nothing); the
+  registered key is pinned there (`placet.config.pins`), under the pins' lock.
+* Sign-in: an assertion over a random challenge by any registered, unrevoked passkey
+  that the owner pinned with the key the database holds (``passkey_not_pinned``).
 * Accept: an assertion over `placet.store.signatures.accept_challenge` of the proposal
   id, the request hash the page showed, the unticked ops and a fresh nonce.
 
@@ -34,10 +37,13 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
+from placet.config import Settings
+from placet.config.pins import editing_pins, read_pins
 from placet.errors import PolicyRefused
 from placet.store import Store
-from placet.store.passkeys import PasskeyRecord
+from placet.store.passkeys import PasskeyRecord, token_hash
 from placet.store.signatures import accept_challenge, credential_bytes
+from placet.text import quote
 
 __all__ = ["CHALLENGE_SECONDS", "Ceremonies", "Issued"]
 
@@ -101,6 +107,15 @@ class Challenges:
         return issued
 
 
+def _unpinned_pairing() -> PolicyRefused:
+    return PolicyRefused(
+        "this pairing link was not made by `placet web pair` for this placet (the owner's "
+        "pins file does not record it, or it lapsed); run `placet web pair` in your "
+        "terminal for a new one",
+        code="pairing_invalid",
+    )
+
+
 def _refused(what: str, e: Exception | str) -> PolicyRefused:
     return PolicyRefused(
         f"{what}: the passkey's answer does not verify ({e})", code="passkey_refused"
@@ -109,9 +124,11 @@ def _refused(what: str, e: Exception | str) -> PolicyRefused:
 
 @dataclass
 class Ceremonies:
-    """Registration, sign-in and accept assertions against one origin and RP ID."""
+    """Registration, sign-in and accept assertions against one origin and RP ID; the
+    pins are those beside `settings.config_file`."""
 
     store: Store
+    settings: Settings
     rp_id: str
     origin: str
     clock: Callable[[], datetime]
@@ -125,10 +142,20 @@ class Ceremonies:
 
     # ---- registration --------------------------------------------------------------
 
+    def check_pairing(self, pairing_token: str) -> None:
+        """Raise PolicyRefused (``pairing_invalid``) unless `pairing_token` is an unused,
+        unexpired link of the database that `placet web pair` also recorded in the pins
+        file (`placet.config.pins`)."""
+        now = self.clock()
+        self.store.check_pairing(pairing_token, now=now)
+        if not read_pins(self.settings.config_file).has_pairing(token_hash(pairing_token), now):
+            raise _unpinned_pairing()
+
     def registration_options(self, pairing_token: str) -> dict[str, Any]:
         """Options for `navigator.credentials.create`, plus ``nonce``. Raises
-        PolicyRefused (``pairing_invalid``) for a used, expired or unknown link."""
-        self.store.check_pairing(pairing_token, now=self.clock())
+        PolicyRefused (``pairing_invalid``) for a used, expired or unknown link
+        (`check_pairing`)."""
+        self.check_pairing(pairing_token)
         existing = [
             PublicKeyCredentialDescriptor(id=credential_bytes(k.credential_id))
             for k in self.store.passkeys()
@@ -153,7 +180,19 @@ class Ceremonies:
         return {"nonce": nonce, "publicKey": json.loads(options_to_json(opts))}
 
     def register(self, pairing_token: str, body: dict[str, Any]) -> PasskeyRecord:
-        """Verify a registration answer and store the passkey (using the link)."""
+        """Verify a registration answer, store the passkey (using the link) and pin it.
+
+        The pins file's record of the link is taken and the key pinned under the pins'
+        lock, around the database's one-transaction use of the link: a refused
+        registration changes neither. Should writing the pins fail after the database
+        committed, the key is registered but unpinned (it signs nothing) until the owner
+        runs `placet keys pin ID`.
+
+        Raises:
+            PolicyRefused: ``challenge_invalid``, ``passkey_refused``, ``pairing_invalid``
+                (see `check_pairing`), ``passkey_exists``.
+            ConfigError: the pins file cannot be read or written.
+        """
         issued = self.challenges.take(body.get("nonce"), "register")
         if issued.session != pairing_token:
             raise PolicyRefused(
@@ -171,19 +210,30 @@ class Ceremonies:
         except (WebAuthnException, ValueError, KeyError, TypeError, AttributeError) as e:
             raise _refused("registering the passkey", e) from e
         name = str(body.get("name") or "passkey")[:60]
-        return self.store.register_passkey(
-            pairing_token,
-            credential_id=bytes_to_base64url(reg.credential_id),
-            public_key=reg.credential_public_key,
-            sign_count=reg.sign_count,
-            name=name,
-            now=self.clock(),
-        )
+        now = self.clock()
+        with editing_pins(self.settings.config_file) as pins:
+            if not pins.take_pairing(token_hash(pairing_token), now):
+                raise _unpinned_pairing()
+            key = self.store.register_passkey(
+                pairing_token,
+                credential_id=bytes_to_base64url(reg.credential_id),
+                public_key=reg.credential_public_key,
+                sign_count=reg.sign_count,
+                name=name,
+                now=now,
+            )
+            pins.pin(key.credential_id, key.public_key, key.name, now)
+        return key
 
     # ---- assertions ----------------------------------------------------------------
 
     def _assertion_options(self, issued: Issued, nonce: str) -> dict[str, Any]:
-        keys = self.store.passkeys()
+        pins = read_pins(self.settings.config_file)
+        keys = [
+            k
+            for k in self.store.passkeys()
+            if pins.problem(k.credential_id, k.public_key, active=True) is None
+        ]
         opts = webauthn.generate_authentication_options(
             rp_id=self.rp_id,
             challenge=issued.challenge,
@@ -231,6 +281,15 @@ class Ceremonies:
                 f"{what}: this passkey is not registered with placet (or was revoked); "
                 "run `placet web pair` to register one",
                 code="passkey_refused",
+            )
+        unpinned = read_pins(self.settings.config_file).problem(
+            key.credential_id, key.public_key, active=True
+        )
+        if unpinned is not None:
+            raise PolicyRefused(
+                f"{what}: passkey {key.id} {quote(key.name)} {unpinned}",
+                code="passkey_not_pinned",
+                details={"passkey_id": key.id},
             )
         try:
             auth = webauthn.verify_authentication_response(

@@ -11,8 +11,9 @@ import pytest
 
 from placet.errors import PolicyRefused
 from placet.executor import execute
-from placet.store.signatures import accept_challenge
+from placet.store.signatures import accept_challenge, check_signed_approval
 from tests.store.test_signed_audit import SoftKey
+from tests.support.pins import register_pinned
 from tests.support.rig import Rig
 
 
@@ -22,10 +23,7 @@ def test_a_used_signature_does_not_approve_a_retry(signed_rig: Rig) -> None:
     P run again: the nonce was answered once (docs/security.md, "answered twice is
     refused")."""
     key, cid = SoftKey(), "c29mdC1rZXk"
-    signed_rig.store.register_passkey(
-        signed_rig.store.create_pairing(), credential_id=cid, public_key=key.cose(), sign_count=0,
-        name="soft",
-    )  # fmt: skip
+    register_pinned(signed_rig.store, cid, key.cose(), "soft")
     signed_rig.write("a.txt", b"alpha\n")
     rec = signed_rig.upload("a.txt")
     nonce = "cd" * 16
@@ -61,10 +59,7 @@ def test_audit_verify_reports_a_garbled_signature_or_key(signed_rig: Rig) -> Non
     import cbor2
 
     key, cid = SoftKey(), "c29mdC1rZXk"
-    signed_rig.store.register_passkey(
-        signed_rig.store.create_pairing(), credential_id=cid, public_key=key.cose(), sign_count=0,
-        name="soft",
-    )  # fmt: skip
+    register_pinned(signed_rig.store, cid, key.cose(), "soft")
     signed_rig.write("a.txt", b"alpha\n")
     rec = signed_rig.upload("a.txt")
     nonce = "ef" * 16
@@ -80,33 +75,30 @@ def test_audit_verify_reports_a_garbled_signature_or_key(signed_rig: Rig) -> Non
         execute(signed_rig.store, signed_rig.settings, rec.id, drive=signed_rig.drive)
     assert e.value.error_code == "signature_invalid"
 
+    # valid CBOR, an unknown key type (kty 99): UnsupportedPublicKeyType, not a crash
+    garbled = bytes(cbor2.dumps({1: 99}))
+    intact = {**key.assert_(challenge, cid), "nonce": nonce}
+    why = check_signed_approval(
+        intact, garbled, proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[]
+    )
+    assert why is not None and "does not verify" in why
     con = sqlite3.connect(signed_rig.settings.db_path)
     with con:
-        # valid CBOR, an unknown key type (kty 99): UnsupportedPublicKeyType
-        con.execute("UPDATE web_passkey SET public_key = ?", (bytes(cbor2.dumps({1: 99})),))
+        con.execute("UPDATE web_passkey SET public_key = ?", (garbled,))
     con.close()
-    v = signed_rig.store.verify_audit()
-    assert not v.ok and "does not verify" in v.message, v.message
+    v = signed_rig.store.verify_audit()  # the pin's digest is checked first
+    assert not v.ok and "other than the one the owner pinned" in v.message, v.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: the passkeys that may sign live in the same database an attacker "
-    "writes; a key added there (no pairing link needed: Store.create_pairing + "
-    "register_passkey, or an INSERT) signs approvals the executor and audit --verify "
-    "accept. Closing it needs the registered keys pinned outside the database (e.g. "
-    "their fingerprints in config.toml, which signed mode already assumes the agent "
-    "cannot edit); see the break report",
-)
 def test_a_passkey_added_through_the_database_does_not_approve(signed_rig: Rig) -> None:
     """docs/security.md: a process "that writes approvals into the database directly
     (the executor refuses those in signed mode ...)". It need not forge the owner's
-    signature: it registers a key of its own in the same database and signs with it."""
+    signature: it registers a key of its own in the same database (a pairing of its own,
+    or an INSERT) and signs with it. The key is not pinned beside config.toml
+    (`placet.config.pins`), so the executor refuses it (``passkey_not_pinned``) and
+    `placet audit --verify` reports the approval."""
     owner = SoftKey()
-    signed_rig.store.register_passkey(
-        signed_rig.store.create_pairing(), credential_id="b3duZXI", public_key=owner.cose(),
-        sign_count=0, name="owner's phone",
-    )  # fmt: skip
+    register_pinned(signed_rig.store, "b3duZXI", owner.cose(), "owner's phone")
     signed_rig.write("a.txt", b"alpha\n")
     rec = signed_rig.upload("a.txt")
     mine, cid = SoftKey(), "bWluZQ"
@@ -120,8 +112,36 @@ def test_a_passkey_added_through_the_database_does_not_approve(signed_rig: Rig) 
     )
     signed = {**mine.assert_(challenge, cid), "nonce": nonce}
     signed_rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "passkey": signed})
-    try:
+    with pytest.raises(PolicyRefused) as e:
         execute(signed_rig.store, signed_rig.settings, rec.id, drive=signed_rig.drive)
-    except PolicyRefused:
-        return
-    assert not signed_rig.store.verify_audit().ok, "ran, and the audit verifies"
+    assert e.value.error_code == "passkey_not_pinned", e.value
+    assert "is not pinned by the owner" in e.value.message and "placet keys pin" in e.value.message
+    assert not (signed_rig.remote_dir / "a.txt").exists()  # type: ignore[operator]
+    assert signed_rig.store.get(rec.id).status == "failed"  # refused before any op
+    v = signed_rig.store.verify_audit()
+    assert not v.ok and "is not pinned by the owner" in v.message, v.message
+
+
+def test_a_pinned_key_swapped_in_the_database_does_not_approve(signed_rig: Rig) -> None:
+    """The process keeps the owner's credential id but puts its own public key under it
+    (an UPDATE): the pin's key digest no longer matches."""
+    import sqlite3
+
+    owner, mine, cid = SoftKey(), SoftKey(), "b3duZXI"
+    register_pinned(signed_rig.store, cid, owner.cose(), "owner's phone")
+    con = sqlite3.connect(signed_rig.settings.db_path)
+    with con:
+        con.execute("UPDATE web_passkey SET public_key = ?", (mine.cose(),))
+    con.close()
+    signed_rig.write("a.txt", b"alpha\n")
+    rec = signed_rig.upload("a.txt")
+    nonce = "34" * 16
+    challenge = accept_challenge(
+        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
+    )
+    signed = {**mine.assert_(challenge, cid), "nonce": nonce}
+    signed_rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "passkey": signed})
+    with pytest.raises(PolicyRefused) as e:
+        execute(signed_rig.store, signed_rig.settings, rec.id, drive=signed_rig.drive)
+    assert e.value.error_code == "passkey_not_pinned" and "database was altered" in e.value.message
+    assert not (signed_rig.remote_dir / "a.txt").exists()  # type: ignore[operator]

@@ -1,6 +1,7 @@
 """`placet audit --verify` re-verifies every passkey-signed approval against the stored
-public key (`placet.store.audit`, `placet.store.signatures`): a key swapped or removed
-in the passkey table, which the hash chain does not cover, is caught at the approval's
+public key (`placet.store.audit`, `placet.store.signatures`) and the owner's pins
+(`placet.config.pins`): a key swapped or removed in the passkey table, which the hash
+chain does not cover, or one the owner never pinned, is caught at the approval's
 event. The assertion is made by a small software authenticator (an EC P-256 key signing
 authenticator data and client data as WebAuthn specifies), so no browser is needed."""
 
@@ -19,6 +20,7 @@ from webauthn.helpers import bytes_to_base64url
 from placet.config import Settings
 from placet.store import Store, open_store
 from placet.store.signatures import accept_challenge
+from tests.support.pins import register_pinned
 from tests.support.review import T0, add_upload, quiet
 
 ORIGIN, RP_ID = "http://localhost:8765", "localhost"
@@ -68,13 +70,7 @@ def _signed_accept(quiet_store: Store, key: SoftKey, cid: str) -> Any:
 
 def test_audit_verify_re_verifies_signatures_against_the_stored_key(quiet_store: Store) -> None:
     key, cid = SoftKey(), "c29mdC1rZXk"
-    quiet_store.register_passkey(
-        quiet_store.create_pairing(),
-        credential_id=cid,
-        public_key=key.cose(),
-        sign_count=0,
-        name="soft",
-    )
+    register_pinned(quiet_store, cid, key.cose(), "soft")
     rec = _signed_accept(quiet_store, key, cid)
     v = quiet_store.verify_audit()
     assert v.ok and "1 passkey-signed approval(s) re-verified" in v.message, v.message
@@ -85,9 +81,9 @@ def test_audit_verify_re_verifies_signatures_against_the_stored_key(quiet_store:
     con = sqlite3.connect(quiet_store.db_path)
     con.execute("UPDATE web_passkey SET public_key = ?", (SoftKey().cose(),))
     con.commit()
-    v = quiet_store.verify_audit()
+    v = quiet_store.verify_audit()  # the swapped key is not the one the owner pinned
     assert not v.ok and v.first_bad_event_id == approval[0].id
-    assert "does not verify" in v.message
+    assert "other than the one the owner pinned" in v.message, v.message
 
     con.execute("DELETE FROM web_passkey")
     con.commit()
@@ -98,13 +94,7 @@ def test_audit_verify_re_verifies_signatures_against_the_stored_key(quiet_store:
 
 def test_an_approval_signed_for_another_request_fails_verification(quiet_store: Store) -> None:
     key, cid = SoftKey(), "c29mdC1rZXk"
-    quiet_store.register_passkey(
-        quiet_store.create_pairing(),
-        credential_id=cid,
-        public_key=key.cose(),
-        sign_count=0,
-        name="soft",
-    )
+    register_pinned(quiet_store, cid, key.cose(), "soft")
     other = add_upload(quiet_store, local_path="other.txt")
     rec = add_upload(quiet_store, local_path="this.txt")
     nonce = "cd" * 16
@@ -122,10 +112,7 @@ def test_an_approval_signed_for_another_request_fails_verification(quiet_store: 
 def test_unsigned_approvals_after_signed_mode_was_used_are_reported(settings: Settings) -> None:
     key, cid = SoftKey(), "c29mdC1rZXk"
     with open_store(quiet(settings, approvals="signed")) as signed:
-        signed.register_passkey(
-            signed.create_pairing(), credential_id=cid, public_key=key.cose(), sign_count=0,
-            name="soft",
-        )  # fmt: skip
+        register_pinned(signed, cid, key.cose(), "soft")
         rec = _signed_accept(signed, key, cid)
         approval = [e for e in signed.audit_events(proposal_id=rec.id) if e.to_status == "approved"]
         assert approval[0].detail["approvals"] == "signed"
@@ -138,3 +125,26 @@ def test_unsigned_approvals_after_signed_mode_was_used_are_reported(settings: Se
     assert v.ok
     assert "1 approval(s) without a passkey signature were made after signed mode" in v.message
     assert f"events {event} " in v.message
+
+
+def test_an_approval_signed_by_a_key_the_owner_never_pinned_fails(quiet_store: Store) -> None:
+    """A valid signature by a key registered in the database alone (no pin beside
+    config.toml) does not verify; pinning it (what `placet keys pin` does) makes it
+    verify, and unpinning it later keeps what it signed verifiable."""
+    from placet.config.pins import editing_pins
+
+    key, cid = SoftKey(), "bm90LXBpbm5lZA"
+    quiet_store.register_passkey(
+        quiet_store.create_pairing(), credential_id=cid, public_key=key.cose(), sign_count=0,
+        name="db only",
+    )  # fmt: skip
+    rec = _signed_accept(quiet_store, key, cid)
+    v = quiet_store.verify_audit()
+    assert not v.ok and f"approval of proposal {rec.id}" in v.message
+    assert "is not pinned by the owner" in v.message, v.message
+    with editing_pins(quiet_store.settings.config_file) as pins:
+        pins.pin(cid, key.cose(), "mine", T0)
+    assert quiet_store.verify_audit().ok
+    with editing_pins(quiet_store.settings.config_file) as pins:
+        assert pins.unpin(cid, T0)
+    assert quiet_store.verify_audit().ok

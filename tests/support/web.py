@@ -28,6 +28,7 @@ import uvicorn
 
 from placet.config import Settings
 from placet.store import Store
+from placet.store.passkeys import open_pairing_link
 from placet.web import WebConfig, create_app
 from placet.web.app import Runs
 
@@ -162,7 +163,7 @@ def tab(browser: Any) -> Iterator[Tab]:
 
 def pair(tab: Tab, served: Served) -> None:
     """Register the tab's passkey through a fresh pairing link (signs the tab in)."""
-    token = served.store.create_pairing(now=served.clock())
+    token = open_pairing_link(served.store, now=served.clock())
     tab.page.goto(served.url(f"/pair/{token}"))
     tab.page.click("#pair")
     tab.page.wait_for_url(served.url("/"))

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from placet.store import Store
+from tests.support.pins import register_pinned
 from tests.support.review import add_upload
 from tests.support.rig import PLACET
 from tests.support.web import Served
@@ -36,18 +37,57 @@ def test_deeply_nested_json_is_refused_not_a_server_error(served: Served) -> Non
     assert "invalid_argument" in text
 
 
+def _exchange(served: Served, head: bytes, body: bytes) -> tuple[int, str]:
+    """Send a request's `head`, then `body`, on one socket, then read the whole answer.
+    What is sent is never more than the server reads before it answers, so it closes
+    with nothing unread and the answer cannot be lost to a reset (docs/decisions.md,
+    "An oversized body is refused from its Content-Length")."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", served.config.port), timeout=30) as s:
+        s.sendall(head + body)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2].decode()
+
+
+def _head(served: Served, extra: str) -> bytes:
+    return (
+        f"POST /signin HTTP/1.1\r\nHost: {served.config.authority}\r\n"
+        f"Origin: {served.origin}\r\nContent-Type: application/json\r\n"
+        f"Connection: close\r\n{extra}\r\n"
+    ).encode()
+
+
 def test_an_oversized_body_is_refused_before_it_is_read(served: Served) -> None:
-    status, text = raw_post(served, "/signin", b'{"nonce": "' + b"a" * 5_000_000 + b'"}')
-    assert status == 413 and "limit_exceeded" in text, (status, text[:200])
+    """A Content-Length over the cap is answered 413 before any of the body is sent."""
+    status, text = _exchange(served, _head(served, "Content-Length: 5000000\r\n"), b"")
+    assert status == 413 and "limit_exceeded" in text and "none of it was read" in text, (
+        status,
+        text[:200],
+    )
+
+
+def test_an_oversized_stream_is_cut_at_the_cap(served: Served) -> None:
+    """A chunked body (no Content-Length) is read only until it passes the cap: one byte
+    over it (the last thing sent: not even its chunk's line end) gets the 413."""
+    from placet.web.app import BODY_MAX
+
+    piece = b"a" * 65536
+    body = b"%x\r\n%s\r\n" % (len(piece), piece) * (BODY_MAX // len(piece)) + b"1\r\na"
+    status, text = _exchange(served, _head(served, "Transfer-Encoding: chunked\r\n"), body)
+    assert status == 413 and "limit_exceeded" in text and "nothing was read" in text, (
+        status,
+        text[:200],
+    )
 
 
 def session(quiet_store: Store) -> str:
     """A signed-in session's cookie (a passkey registered through the quiet_store's own
-    pairing; these probes need no signature)."""
-    token = quiet_store.create_pairing()
-    key = quiet_store.register_passkey(
-        token, credential_id="c29tZS1rZXk", public_key=b"\x00", sign_count=0, name="probe"
-    )
+    pairing, and pinned; these probes need no signature)."""
+    key = register_pinned(quiet_store, "c29tZS1rZXk", b"\x00", "probe")
     return f"placet_session={quiet_store.open_session(key.id)}"
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from placet.errors import UsageError
 from placet.store import Store
+from placet.store.passkeys import open_pairing_link
 from placet.web import check_listen
 from placet.web.app import CSP
 from tests.support.review import add_upload
@@ -184,7 +185,7 @@ def test_no_session_no_page_and_no_change(quiet_store: Store, served: Served) ->
 def test_a_pairing_link_works_once(
     tab: Tab, browser: Any, quiet_store: Store, served: Served
 ) -> None:
-    token = quiet_store.create_pairing(now=served.clock())
+    token = open_pairing_link(quiet_store, now=served.clock())
     tab.page.goto(served.url(f"/pair/{token}"))
     tab.page.click("#pair")
     tab.page.wait_for_url(served.url("/"))
@@ -199,7 +200,7 @@ def test_a_pairing_link_works_once(
 def test_a_pairing_link_lapses_after_ten_minutes(
     tab: Tab, quiet_store: Store, served: Served
 ) -> None:
-    token = quiet_store.create_pairing(now=served.clock())
+    token = open_pairing_link(quiet_store, now=served.clock())
     served.clock.advance(minutes=9, seconds=59)
     assert tab.page.goto(served.url(f"/pair/{token}")).status == 200  # type: ignore[union-attr]
     served.clock.advance(seconds=1)
