@@ -9,7 +9,9 @@ Two questions are asked of every op before it touches anything (docs/design.md s
 2. **stale**: is the source or target still what the proposal saw? A local file is
    compared by size and mtime (its bytes are hashed as they stream, and the drive
    refuses bytes that differ from the approved SHA-256); a remote one by size and digest
-   of the remote's own type, or by size and mtime where the remote offers no digest.
+   of the remote's own type, or, where the remote offers none, by SHA-256 of its bytes
+   against those placet read when proposing or planning (`read_by_placet`; evidence
+   recorded before that: size and mtime).
 
 "Approved content" is decided by the strongest means available: the remote's own digest
 of the approved type when it has one, else SHA-256 of the bytes read back (a remote with
