@@ -9,7 +9,9 @@ Two questions are asked of every op before it touches anything (docs/design.md s
 2. **stale**: is the source or target still what the proposal saw? A local file is
    compared by size and mtime (its bytes are hashed as they stream, and the drive
    refuses bytes that differ from the approved SHA-256); a remote one by size and digest
-   of the remote's own type, or by size and mtime where the remote offers no digest.
+   of the remote's own type, or, where the remote offers none, by SHA-256 of its bytes
+   against those placet read when proposing or planning (`read_by_placet`; evidence
+   recorded before that: size and mtime).
 
 "Approved content" is decided by the strongest means available: the remote's own digest
 of the approved type when it has one, else SHA-256 of the bytes read back (a remote with
@@ -69,13 +71,10 @@ class RemoteProbe:
         return self._digests.get(digest_type.lower()) if digest_type else None
 
     def readback_sha256(self) -> str:
-        """SHA-256 of the object's bytes, read back through rclone into /dev/null."""
+        """SHA-256 of the object's bytes, read back now (`Drive.content_sha256`: one rcd
+        call, no rclone child)."""
         if self._readback is None:
-            fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                self._readback = self.drive.download_to_fd(self.path, fd).sha256.lower()
-            finally:
-                os.close(fd)
+            self._readback = self.drive.content_sha256(self.path).lower()
         return self._readback
 
 
@@ -107,13 +106,15 @@ def remote_holds(
     return False
 
 
-def remote_as_seen(probe: RemoteProbe, ev: RemoteEvidence) -> bool:
+def remote_as_seen(probe: RemoteProbe, ev: RemoteEvidence, *, streamed: bool = False) -> bool:
     """True when the remote path is still what the evidence recorded.
 
     Absent stays absent; a folder stays a folder; a file keeps its size and its digest
     of the recorded type (where the remote reports one now), else its mtime. A file
     bound by content (`RemoteEvidence.read_by_placet`: the remote has no digest) is read
-    back and its SHA-256 compared (issue 12 item 3).
+    back and its SHA-256 compared (issue 12 item 3); with `streamed` (a download, whose
+    own stream is compared with the digest before its bytes take the name) only its
+    size is compared here, so the file is read once, not twice.
     """
     e = probe.entry()
     if not ev.exists:
@@ -125,7 +126,7 @@ def remote_as_seen(probe: RemoteProbe, ev: RemoteEvidence) -> bool:
     if ev.size is not None and e.size is not None and e.size != ev.size:
         return False
     if ev.read_by_placet and ev.digest:  # the remote has no digest: compare the bytes
-        return probe.readback_sha256() == ev.digest.lower()
+        return streamed or probe.readback_sha256() == ev.digest.lower()
     if ev.digest_type and ev.digest:
         got = probe.digest(ev.digest_type)
         if got is not None:

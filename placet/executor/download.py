@@ -233,7 +233,7 @@ def _download_in(
                     "verification": how,
                 },
             )
-    if not remote_as_seen(probe, src):
+    if not remote_as_seen(probe, src, streamed=True):
         return stale(
             "remote",
             op.remote_path,

@@ -16,7 +16,7 @@ capability flags) live in `placet.sync.entries`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from placet.errors import PlacetError
@@ -35,6 +35,7 @@ ReportKind = Literal[
     "collision",
     "skipped_special",
     "error",
+    "unbound",
 ]
 ConflictKind = Literal[
     "content_differs", "edited_here_deleted_there", "deleted_here_edited_there", "type_conflict"
@@ -126,6 +127,11 @@ class SyncPlan:
     `upload_bytes`/`download_bytes`/`conflicts`, and SHA-256 fingerprints of the two
     listings the plan was made from (a later listing with another fingerprint means
     the plan is out of date).
+
+    `content`: NFC path -> SHA-256 of the remote file's bytes as placet read them at
+    plan time, for the ops (and conflicts) whose remote file has no digest of the
+    remote's own (`placet.sync.content`); their evidence is bound to it
+    (`RemoteEvidence.read_by_placet`). Empty on remotes that give digests.
     """
 
     ops: tuple[PlanOp, ...]
@@ -133,6 +139,7 @@ class SyncPlan:
     summary: Mapping[str, int]
     local_fingerprint: str
     remote_fingerprint: str
+    content: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def conflicts(self) -> tuple[PlanReport, ...]:
@@ -147,6 +154,7 @@ class SyncPlan:
             "summary": dict(self.summary),
             "local_fingerprint": self.local_fingerprint,
             "remote_fingerprint": self.remote_fingerprint,
+            "content": dict(self.content),
         }
 
     @classmethod
@@ -164,6 +172,7 @@ class SyncPlan:
             summary=dict(d["summary"]),
             local_fingerprint=d["local_fingerprint"],
             remote_fingerprint=d["remote_fingerprint"],
+            content=dict(d.get("content") or {}),
         )
 
 

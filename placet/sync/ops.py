@@ -225,12 +225,26 @@ def _local_dict(e: LocalEntry) -> dict[str, Any]:
     }
 
 
-def _remote_dict(e: RemoteEntry | None) -> dict[str, Any]:
-    """`remote_evidence(e)` dumped (mode json), built without the model (hot path)."""
+def _remote_dict(e: RemoteEntry | None, read: str | None = None) -> dict[str, Any]:
+    """`remote_evidence(e)` dumped (mode json), built without the model (hot path).
+
+    `read`: SHA-256 of the file's bytes as placet read them at plan time
+    (`SyncPlan.content`), recorded as the evidence's digest with `read_by_placet` when
+    the remote gave no digest of its own for the file."""
     if e is None:
         return dict(_ABSENT_DICT)
     if e.kind == "dir":
         return {**_ABSENT_DICT, "exists": True, "is_dir": True, "mtime": e.mtime}
+    if read is not None and not any(e.digests.get(t) for t in DIGEST_PREFERENCE):
+        return {
+            "exists": True,
+            "is_dir": False,
+            "size": e.size,
+            "mtime": e.mtime,
+            "digest_type": "sha256",
+            "digest": read,
+            "read_by_placet": True,
+        }
     dtype = next((t for t in DIGEST_PREFERENCE if e.digests.get(t)), None)
     return {
         "exists": True,
@@ -270,7 +284,8 @@ def request_op_dicts(
         Ops indexed 0..n-1: every `mkdir` first (parents before children), then file
         ops in path order. Uploads expect the remote target absent (new) or as listed
         (revision); downloads expect the remote source as listed and the local target
-        absent or as indexed.
+        absent or as indexed. A remote file the plan read to bind it (`plan.content`)
+        is expected to hold those bytes (`RemoteEvidence.read_by_placet`).
 
     Raises:
         UsageError: see `check_decisions`.
@@ -292,6 +307,7 @@ def request_op_dicts(
     mkdirs.sort(key=lambda o: o.path)
     files.sort(key=lambda o: o.path)
     out: list[dict[str, Any]] = []
+    content = plan.content
     for i, o in enumerate(mkdirs + files):
         remote = join_remote(remote_prefix, o.remote_path)
         if o.kind == "mkdir":
@@ -306,7 +322,7 @@ def request_op_dicts(
                 "remote_path": remote,
                 "size": o.size,
                 "expected_local": _local_dict(o.local) if o.local is not None else None,
-                "expected_remote": _remote_dict(o.remote),
+                "expected_remote": _remote_dict(o.remote, content.get(o.path)),
                 "replace": (o.remote is not None) if upload else (o.local is not None),
                 "reason": o.reason,
             }

@@ -25,7 +25,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from placet.errors import Expired, PathRefused, PolicyRefused, StaleEvidence, UsageError
+from placet.errors import (
+    Expired,
+    LimitExceeded,
+    PathRefused,
+    PolicyRefused,
+    StaleEvidence,
+    UsageError,
+)
 from placet.proposals.context import ProposeContext, store_proposal, ttl_seconds
 from placet.schema import SyncRequest
 from placet.store.db import utcnow
@@ -58,11 +65,35 @@ def sync_ops(stored: StoredPlan, decisions: Mapping[str, str]) -> list[dict[str,
         local_prefix=stored.pair.local_path,
         remote_prefix=stored.pair.remote_path,
     )
+    for op in ops:
+        _refuse_unbound(stored, op)
     # A missing remote folder is created even when nothing goes into it (an empty local
     # folder): sync_plan counts this mkdir, so the plan and the proposal agree.
     if stored.meta.get("remote_folder_missing") and stored.pair.remote_path:
         ops = _with_folder_mkdir(ops, stored.pair.remote_path)
     return ops
+
+
+def _refuse_unbound(stored: StoredPlan, op: Mapping[str, Any]) -> None:
+    """Refuse an op that would read or replace a remote file known by size and mtime
+    alone (no digest, not read by the plan: a plan stored before placet bound sync
+    transfers to content, `placet.sync.content`); never proposed as verified.
+
+    Raises:
+        LimitExceeded (code ``remote_unverifiable``).
+    """
+    ev = op.get("expected_remote") or {}
+    if op["kind"] == "mkdir" or not ev.get("exists") or ev.get("is_dir") or ev.get("digest"):
+        return
+    path = op["remote_path"]
+    raise LimitExceeded(
+        f"refusing to propose sync plan {stored.id}: its op on remote {inert(path)!r} is "
+        "known by size and mtime alone (the remote gives no digest, and the plan did not "
+        "read the file to bind it to its content); call sync_plan again and propose the "
+        "new plan",
+        code="remote_unverifiable",
+        details={"plan_id": stored.id, "remote_path": path},
+    )
 
 
 def propose_sync(

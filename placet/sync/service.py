@@ -22,6 +22,9 @@ What it decides, and why:
 - **Long reads** (`placet.sync.jobs`): with a `budget`, a plan or index that is not done
   in time raises the retryable `in_progress` and goes on in the background.
 - **Hidden names** (a component starting with ".") are left out unless asked for.
+- **No digest, read once.** A transfer that reads or replaces a remote file listed
+  without a digest is bound to the bytes read while planning (`placet.sync.content`),
+  or reported `unbound`; remotes that give digests read nothing.
 
 The caller's scope is a `placet.proposals.making.ProposeContext` (roots, the MCP client's
 narrowed folders, the drive), so the tools and any CLI resolve paths the same way.
@@ -52,6 +55,7 @@ from placet.schema import DIGEST_PREFERENCE
 from placet.store import Store
 from placet.store.db import utcnow
 from placet.sync.cache import CachedDigest, OwnedRows
+from placet.sync.content import ReadBudget, bind_content
 from placet.sync.entries import BaselineEntry, OneDigest, RemoteEntry, gc_paused
 from placet.sync.index_file import IndexResult
 from placet.sync.indexer import index_local
@@ -169,6 +173,7 @@ class SyncService:
         self.jobs = LongReads()
         self.local_files_hashed = 0
         self.remote = RemoteLister(self.data)
+        self.read_budget = ReadBudget()  # placet.sync.content: what a plan reads to bind
         self._plans: OrderedDict[int, StoredPlan] = OrderedDict()
         self._indexes: OrderedDict[str, IndexedFolder] = OrderedDict()
         self._writers: list[threading.Thread] = []
@@ -446,6 +451,8 @@ class SyncService:
             # The plan holds the entries it needs; the keyed listings (two dicts and two
             # lists of every entry, ~130 bytes a file) go before the skips are packed.
             del listings
+            # Transfers of remote files without digests: bound to the bytes read now.
+            p = bind_content(p, drive, remote, budget=self.read_budget, progress=progress)
             stored = self.data.save_plan(
                 pair=pair,
                 root_name=folder.root.name,

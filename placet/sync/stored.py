@@ -208,6 +208,7 @@ class SyncData(DigestCaches):
             plan.summary,
             plan.local_fingerprint,
             plan.remote_fingerprint,
+            plan.content,
         )
         body, skip_blob = pack(kept.to_dict()), pack_rows(skips)
         summary = json.dumps(dict(plan.summary))

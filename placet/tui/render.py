@@ -193,7 +193,9 @@ def _evidence(label: str, ev: dict[str, Any] | None) -> Text:
     if ev.get("sha256"):
         parts.append(f"sha256 {ev['sha256']}")
     same = ev.get("digest_type") == "sha256" and ev.get("digest") == ev.get("sha256")
-    if ev.get("digest") and not same:
+    if ev.get("read_by_placet") and ev.get("digest"):
+        parts.append(f"sha256 {ev['digest']} (of the bytes placet read; no remote digest)")
+    elif ev.get("digest") and not same:
         parts.append(f"{ev.get('digest_type') or 'digest'} {ev['digest']}")
     elif "digest" in ev and not ev.get("sha256"):
         parts.append("no digest (compared by size: unverified)")

@@ -126,7 +126,10 @@ def _op_html(record: ProposalRecord, op: Op, root_path: str, *, tickable: bool) 
     ev_local, ev_remote = op.expected_local, op.expected_remote
     if op.kind != "download" and ev_local is not None:
         lines.append(f"sha256 <code>{attr(ev_local.sha256)}</code>")
-    if op.kind == "download" and ev_remote is not None:
+    if op.kind == "download" and ev_remote is not None and ev_remote.read_by_placet:
+        digest = f"sha256 {ev_remote.digest}"  # the remote has none (issue 12 item 3)
+        lines.append(f"content read by placet <code>{text(digest)}</code> (no remote digest)")
+    elif op.kind == "download" and ev_remote is not None:
         digest = f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "none"
         lines.append(f"remote digest <code>{text(digest)}</code>")
     if ev_remote is not None and op.kind != "download":
@@ -135,6 +138,7 @@ def _op_html(record: ProposalRecord, op: Op, root_path: str, *, tickable: bool) 
             if not ev_remote.exists
             else f"exists, {size_text(ev_remote.size)}, "
             + (f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "no digest")
+            + (" (of the bytes placet read; no remote digest)" if ev_remote.read_by_placet else "")
         )
         lines.append(f"target on the drive when proposed: {text(seen)}")
     if op.kind == "download":

@@ -191,3 +191,19 @@ def test_s3_replacement_goes_straight_onto_the_target(
     with pytest.raises(StaleEvidence):  # the local file is not what was approved
         drive.upload_from_fd(fd, len(big), "f.txt", expected_sha256="0" * 64, replace=True)
     assert on_disk.read_bytes() == data  # the target never received the unapproved bytes
+
+
+def test_content_sha256_reads_the_bytes_on_a_remote_without_digests(
+    webdav_server: ServedRemote, make_drive: MakeDrive, sub: str
+) -> None:
+    """`content_sha256` hashes the bytes rclone downloads (through rcd), on a remote
+    that stores no digest; a missing file is NotFound, a folder is refused."""
+    drive = make_drive(webdav_server.spec(sub))
+    (webdav_server.root / sub / "d").mkdir(parents=True)
+    data = os.urandom(300_000)
+    (webdav_server.root / sub / "d/f.bin").write_bytes(data)
+    assert drive.content_sha256("d/f.bin") == hashlib.sha256(data).hexdigest()
+    with pytest.raises(NotFound):
+        drive.content_sha256("d/nope.bin")
+    with pytest.raises(PlacetError):
+        drive.content_sha256("d")

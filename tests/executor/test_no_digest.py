@@ -11,43 +11,11 @@ executor compares the bytes it reads with it, and a larger file is refused.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 import pytest
 
-from placet.config import Settings
-from placet.drive import RcloneDrive
 from placet.errors import LimitExceeded
 from placet.proposals.evidence import CONTENT_READ_MAX
-from tests.support.rig import Rig, make_rig, sha256
-
-if TYPE_CHECKING:
-    from tests.support.drives import ServedRemote
-
-
-@pytest.fixture
-def webdav_rig(
-    settings: Settings,
-    tmp_path: Path,
-    make_drive: Callable[..., RcloneDrive],
-    webdav_server: ServedRemote,
-    sub: str,
-) -> Rig:
-    (webdav_server.root / sub).mkdir()
-    r = make_rig(settings, make_drive(webdav_server.spec(sub)), tmp_path, webdav_server.root / sub)
-    assert r.drive.capabilities().hash_types == ()  # the premise: no digest at all
-    return r
-
-
-def _rewrite_same_size(path: Path, data: bytes) -> None:
-    """Replace `path`'s content with `data` (same length) and put its mtime back."""
-    st = path.stat()
-    assert len(data) == st.st_size
-    path.write_bytes(data)
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+from tests.support.rig import Rig, rewrite_same_size, sha256
 
 
 def test_a_download_is_bound_to_the_bytes_it_was_proposed_for(webdav_rig: Rig) -> None:
@@ -57,7 +25,7 @@ def test_a_download_is_bound_to_the_bytes_it_was_proposed_for(webdav_rig: Rig) -
     remote = rec.evidence["remote"]
     assert remote["read_by_placet"] is True
     assert (remote["digest_type"], remote["digest"]) == ("sha256", sha256(b"what the owner saw\n"))
-    _rewrite_same_size(webdav_rig.remote_dir / "r.txt", b"what the owner never\n"[:19])
+    rewrite_same_size(webdav_rig.remote_dir / "r.txt", b"what the owner never\n"[:19])
     done = webdav_rig.run(rec)
     assert done.status == "failed"
     assert webdav_rig.result(rec).outcome == "stale"
@@ -79,7 +47,7 @@ def test_a_replacement_never_overwrites_content_the_owner_did_not_see(webdav_rig
     webdav_rig.write("t.txt", b"the new local version\n")
     rec = webdav_rig.upload("t.txt", "", replace_existing=True)
     assert rec.evidence["remote"]["read_by_placet"] is True
-    _rewrite_same_size(webdav_rig.remote_dir / "t.txt", b"remote rewritten unseen!!\n\n")
+    rewrite_same_size(webdav_rig.remote_dir / "t.txt", b"remote rewritten unseen!!\n\n")
     done = webdav_rig.run(rec)
     assert done.status == "failed" and webdav_rig.result(rec).outcome == "stale"
     assert (webdav_rig.remote_dir / "t.txt").read_bytes() == b"remote rewritten unseen!!\n\n"

@@ -169,10 +169,12 @@ def add_download(
     reason: str = "fetch the shared test config",
     now: datetime = T0,
     ttl: int = 1800,
+    remote: RemoteEvidence | None = None,
 ) -> ProposalRecord:
     req = DownloadRequest(remote_path=remote_path, root=ROOT, local_path=local_path)
     ev = DownloadEvidence(
-        remote=RemoteEvidence(exists=True, size=2048, digest_type="sha1", digest="cd" * 20)
+        remote=remote
+        or RemoteEvidence(exists=True, size=2048, digest_type="sha1", digest="cd" * 20)
     )
     return _add(store, "download", req, ev, reason, now, ttl)
 

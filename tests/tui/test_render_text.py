@@ -8,8 +8,15 @@ import pytest
 from placet.config import Settings
 from placet.display import duration, failure_line, plain_pairs
 from placet.store import LeaseHolder, Store
-from placet.tui.facts import effect_of
-from placet.tui.render import audit_view, flags_block, queue_cells, results_block, trail_block
+from placet.tui.facts import EffectOp, effect_of
+from placet.tui.render import (
+    audit_view,
+    flags_block,
+    op_block,
+    queue_cells,
+    results_block,
+    trail_block,
+)
 from tests.support.review import T0, add_mkdir, add_upload, plain, quiet
 
 
@@ -149,3 +156,13 @@ async def test_transfer_refused_at_bind_says_no_op_ran(
         assert title.startswith(f"#{rec.id} not executed (no op ran): refusing to execute")
         cell = panel.query_one("#transfer-ops").get_cell("0", "outcome")  # type: ignore[attr-defined]
         assert cell.plain == "not run"
+
+
+def test_evidence_read_by_placet_says_so() -> None:
+    """A remote file bound by the bytes placet read (no remote digest) is shown as such,
+    never as a digest of the remote's (issue 12 item 3)."""
+    before = {"exists": True, "is_dir": False, "size": 3, "mtime": None,
+              "digest_type": "sha256", "digest": "ab" * 32, "read_by_placet": True}  # fmt: skip
+    op = EffectOp(index=0, kind="download", remote_path="r.txt", size=3, remote_before=before)
+    text = plain(op_block(op, "webdav:"), width=400)
+    assert f"sha256 {'ab' * 32} (of the bytes placet read; no remote digest)" in text

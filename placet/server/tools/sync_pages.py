@@ -213,10 +213,12 @@ class ReportView(BaseModel):
     path: str
     kind: str = Field(
         description="deleted_remote | deleted_local | unverified | collision | "
-        "skipped_special | error (nothing is done for these). skipped_special: a special "
+        "skipped_special | error | unbound (nothing is done for these). skipped_special: a special "
         "file (symlink, FIFO...) or a name placet cannot use (':', a leading '-', control "
         "characters, the reserved '.placet-tmp-' prefix, too long or too deep); detail "
-        "says which. Rename it to sync it."
+        "says which. Rename it to sync it. unbound: a transfer of a remote file without "
+        "a digest that placet could not read while planning to bind it to its content "
+        "(over 64 MiB, beyond the plan's read budget, or gone); detail says which."
     )
     detail: str
     blocked_by: str | None
@@ -256,7 +258,7 @@ class SyncPlanOut(ToolOutput):
 
     def summary(self) -> str:
         c = self.counts
-        kinds = ("upload", "upload_revision", "download", "mkdir", "conflict", "skip")
+        kinds = ("upload", "upload_revision", "download", "mkdir", "conflict", "skip", "unbound")
         parts = [f"{c[k]} {k}" for k in kinds if c.get(k)]
         more = "; more with next_cursor" if self.next_cursor else ""
         blocked = ""
