@@ -406,73 +406,79 @@ def create_app(
     async def extend(request: Request) -> Response:
         return await form_action(request, "extend")
 
-    async def accept_options(request: Request) -> Response:
-        session = session_of(request)
-        if session is None:
-            return _refused_json(_not_signed_in(), 403)
-        pid = int(request.path_params["pid"])
-        try:
-            body = await _json_body(request)
-            shown = body.get("request_hash")
-            record = store.get(pid)
-            if shown != record.request_hash:
-                raise _changed(pid, record, shown)
-            skip = _skip_ops(body.get("skip_ops"))
-            if skip and record.kind != "sync":
-                raise UsageError(
-                    f"cannot accept proposal {pid} with ops unticked: it is a {record.kind} "
-                    "proposal with a single op; accept or discard it whole",
-                    code="skip_invalid",
-                    details={"proposal_id": pid},
-                )
-            options = ceremonies.accept_options(
-                token_hash(session[0]), pid, record.request_hash, skip
-            )
-        except PlacetError as e:
-            return _refused_json(e)
-        return JSONResponse(options)
+    def proposal_json(
+        answer: Callable[[Request, str, int, dict[str, Any]], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """A JSON endpoint on proposal `pid` for a signed-in owner: 403 without a session,
+        else `answer(request, session token, pid, JSON body)`, a PlacetError as the
+        refusal."""
 
-    async def accept(request: Request) -> Response:
-        session = session_of(request)
-        if session is None:
-            return _refused_json(_not_signed_in(), 403)
-        pid = int(request.path_params["pid"])
-        try:
-            body = await _json_body(request)
-            issued = ceremonies.challenges.take(body.get("nonce"), "accept")
-            if issued.proposal_id != pid or issued.session != token_hash(session[0]):
-                raise PolicyRefused(
-                    f"refusing to accept proposal {pid}: the passkey answer was made for "
-                    f"another request (proposal {issued.proposal_id}); nothing was approved",
-                    code="challenge_invalid",
-                    details={"proposal_id": pid},
-                )
-            record = store.get(pid)
-            if record.request_hash != issued.request_hash:
-                raise _changed(pid, record, issued.request_hash)
-            refusal, _ = check_before_accept(store, settings, record)
-            if refusal is not None:
-                raise refusal
-            key, kept = ceremonies.verify_assertion(
-                issued, body.get("credential"), f"refusing to accept proposal {pid}"
+        async def endpoint(request: Request) -> Response:
+            session = session_of(request)
+            if session is None:
+                return _refused_json(_not_signed_in(), 403)
+            pid = int(request.path_params["pid"])
+            try:
+                return await answer(request, session[0], pid, await _json_body(request))
+            except PlacetError as e:
+                return _refused_json(e)
+
+        return endpoint
+
+    @proposal_json
+    async def accept_options(
+        request: Request, token: str, pid: int, body: dict[str, Any]
+    ) -> Response:
+        shown = body.get("request_hash")
+        record = store.get(pid)
+        if shown != record.request_hash:
+            raise _changed(pid, record, shown)
+        skip = _skip_ops(body.get("skip_ops"))
+        if skip and record.kind != "sync":
+            raise UsageError(
+                f"cannot accept proposal {pid} with ops unticked: it is a {record.kind} "
+                "proposal with a single op; accept or discard it whole",
+                code="skip_invalid",
+                details={"proposal_id": pid},
             )
-            assert issued.request_hash is not None
-            detail: dict[str, Any] = {
-                "request_hash": issued.request_hash,
-                "via": "web",
-                "web": {
-                    "passkey_id": key.id,
-                    "passkey_name": key.name,
-                    "client": request.client.host if request.client else None,
-                    "user_agent": request.headers.get("user-agent", "")[:200],
-                },
-                "passkey": {**kept, "nonce": body["nonce"]},
-            }
-            if record.kind == "sync":
-                detail["skip_ops"] = list(issued.skip_ops)
-            store.accept(pid, actor="owner", now=clock(), detail=detail)
-        except PlacetError as e:
-            return _refused_json(e)
+        return JSONResponse(
+            ceremonies.accept_options(token_hash(token), pid, record.request_hash, skip)
+        )
+
+    @proposal_json
+    async def accept(request: Request, token: str, pid: int, body: dict[str, Any]) -> Response:
+        issued = ceremonies.challenges.take(body.get("nonce"), "accept")
+        if issued.proposal_id != pid or issued.session != token_hash(token):
+            raise PolicyRefused(
+                f"refusing to accept proposal {pid}: the passkey answer was made for "
+                f"another request (proposal {issued.proposal_id}); nothing was approved",
+                code="challenge_invalid",
+                details={"proposal_id": pid},
+            )
+        record = store.get(pid)
+        if record.request_hash != issued.request_hash:
+            raise _changed(pid, record, issued.request_hash)
+        refusal, _ = check_before_accept(store, settings, record)
+        if refusal is not None:
+            raise refusal
+        key, kept = ceremonies.verify_assertion(
+            issued, body.get("credential"), f"refusing to accept proposal {pid}"
+        )
+        assert issued.request_hash is not None
+        detail: dict[str, Any] = {
+            "request_hash": issued.request_hash,
+            "via": "web",
+            "web": {
+                "passkey_id": key.id,
+                "passkey_name": key.name,
+                "client": request.client.host if request.client else None,
+                "user_agent": request.headers.get("user-agent", "")[:200],
+            },
+            "passkey": {**kept, "nonce": body["nonce"]},
+        }
+        if record.kind == "sync":
+            detail["skip_ops"] = list(issued.skip_ops)
+        store.accept(pid, actor="owner", now=clock(), detail=detail)
         runs.start(pid)
         return JSONResponse({"ok": True, "status": "approved"})
 
