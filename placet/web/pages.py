@@ -19,6 +19,7 @@ from typing import Any
 
 from placet.display import duration, plain, size_text
 from placet.errors import PlacetError
+from placet.proposals.facts import proposed_state
 from placet.proposals.risk import RiskFlag, needs_typed_confirmation
 from placet.proposals.vetting import root_path_of
 from placet.schema import Op
@@ -129,19 +130,7 @@ def _op_html(record: ProposalRecord, op: Op, root_path: str, *, tickable: bool) 
     if op.kind == "download" and ev_remote is not None:
         digest = f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "none"
         lines.append(f"remote digest <code>{text(digest)}</code>")
-    if ev_remote is not None and op.kind != "download":
-        seen = (
-            "absent"
-            if not ev_remote.exists
-            else f"exists, {size_text(ev_remote.size)}, "
-            + (f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "no digest")
-        )
-        lines.append(f"target on the drive when proposed: {text(seen)}")
-    if op.kind == "download":
-        seen = "absent" if ev_local is None else f"exists, {size_text(ev_local.size)}"
-        lines.append(f"local target when proposed: {seen}")
-    if op.reason:
-        lines.append(f"planner: {text(op.reason)}")
+    lines += [f"{label}: {text(fact)}" for label, fact in proposed_state(op)]
     return head + "<br>".join(lines) + "</div>"
 
 
