@@ -140,16 +140,14 @@ class Rendered:
 
 @dataclass(frozen=True)
 class Claim:
-    """A delivery this process claimed: send it, then `Outbox.sent` or `Outbox.attempt_failed`."""
+    """A delivery this process claimed, with its message's `content`: send it, then `Outbox.sent`
+    or `Outbox.attempt_failed`."""
 
     delivery_id: int
     message_id: int
     channel: str
     attempt: int
-    title: str
-    body: str
-    payload: dict[str, Any]
-    priority: int
+    content: Rendered
 
 
 @dataclass(frozen=True)
@@ -370,7 +368,8 @@ class Outbox:
                     "WHERE d.id = ?",
                     (did,),
                 ).fetchone()
-                out.append(Claim(did, m[0], m[1], attempts + 1, m[2], m[3], json.loads(m[4]), m[5]))
+                content = Rendered(m[2], m[3], json.loads(m[4]), m[5])
+                out.append(Claim(did, m[0], m[1], attempts + 1, content))
             return out
 
         return self._tx("claiming deliveries", tx, write=True)
