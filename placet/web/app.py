@@ -49,6 +49,7 @@ from placet.executor import check_before_accept, execute, plan_for
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
+from placet.store.decisions import changed_since_shown
 from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
@@ -432,7 +433,7 @@ def create_app(
         shown = body.get("request_hash")
         record = store.get(pid)
         if shown != record.request_hash:
-            raise _changed(pid, record, shown)
+            raise changed_since_shown(pid, record.request_hash, shown)
         skip = _skip_ops(body.get("skip_ops"))
         if skip and record.kind != "sync":
             raise UsageError(
@@ -457,7 +458,7 @@ def create_app(
             )
         record = store.get(pid)
         if record.request_hash != issued.request_hash:
-            raise _changed(pid, record, issued.request_hash)
+            raise changed_since_shown(pid, record.request_hash, issued.request_hash)
         refusal, _ = check_before_accept(store, settings, record)
         if refusal is not None:
             raise refusal
@@ -572,16 +573,6 @@ def _flag_counts(records: list[ProposalRecord]) -> dict[int, int]:
         except PlacetError:
             continue
     return out
-
-
-def _changed(pid: int, record: ProposalRecord, shown: object) -> PolicyRefused:
-    return PolicyRefused(
-        f"refusing to accept proposal {pid}: it changed after it was shown (request hash "
-        f"{record.request_hash[:16]}..., shown {str(shown)[:16]}...); nothing was approved: "
-        "review it again",
-        code="not_approved_as_shown",
-        details={"proposal_id": pid, "shown": shown, "now": record.request_hash},
-    )
 
 
 def _set_session(response: Response, token: str, config: WebConfig) -> None:
