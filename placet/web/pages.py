@@ -85,10 +85,12 @@ def queue_page(
     (absent: not computed, e.g. a sync whose ops are read on its own page)."""
     flags = flags or {}
     rows = [
-        f'<li class="row"><a href="/p/{p.id}"><span class="id">#{p.id}</span> '
-        f'<span class="kind">{text(p.kind)}</span> <span class="target">{path(target(p))}</span>'
-        f'<span class="meta">{text(p.client_name or "?")} · expires in '
-        f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span></a></li>"
+        _row(
+            p,
+            f'<span class="target">{path(target(p))}</span>'
+            f'<span class="meta">{text(p.client_name or "?")} · expires in '
+            f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span>",
+        )
         for p in pending
     ]
     more = f'<p><a href="/?after={next_after}">more pending proposals</a></p>' if next_after else ""
@@ -100,6 +102,15 @@ def queue_page(
         + f'<ul class="queue">{join(rows)}</ul>{more}'
     )
     return page("Queue", body)
+
+
+def _row(p: ProposalRecord, rest: str) -> str:
+    """One proposal in a list (queue, history): its id and kind, then `rest` (HTML, its
+    parts escaped), all one link to its page."""
+    return (
+        f'<li class="row"><a href="/p/{p.id}"><span class="id">#{p.id}</span> '
+        f'<span class="kind">{text(p.kind)}</span> {rest}</a></li>'
+    )
 
 
 def _notice(notice: str) -> str:
@@ -296,9 +307,7 @@ def _event_html(e: AuditRecord) -> str:
 
 def history_page(records: Sequence[ProposalRecord], *, next_after: int | None) -> Html:
     rows = [
-        f'<li class="row"><a href="/p/{p.id}"><span class="id">#{p.id}</span> '
-        f'<span class="kind">{text(p.kind)}</span> <b>{text(p.status)}</b> '
-        f'<span class="target">{path(target(p))}</span></a></li>'
+        _row(p, f'<b>{text(p.status)}</b> <span class="target">{path(target(p))}</span>')
         for p in records
     ]
     more = f'<p><a href="/history?after={next_after}">older</a></p>' if next_after else ""
