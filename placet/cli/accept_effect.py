@@ -13,6 +13,7 @@ for both, show only orders them differently (reason and flags first, then every 
 from __future__ import annotations
 
 from placet.display import already_inert, size_text
+from placet.proposals.facts import proposed_state
 from placet.proposals.risk import RiskFlag
 from placet.proposals.vetting import proposal_flags, root_path_of
 from placet.schema import Op
@@ -67,17 +68,7 @@ def _op_lines(record: ProposalRecord, op: Op, root_path: str) -> list[str]:
     if op.kind == "download" and ev_remote is not None:
         digest = f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "none"
         out.append(f"       remote digest {digest}")
-    if ev_remote is not None and op.kind != "download":
-        seen = "absent" if not ev_remote.exists else (
-            f"exists, {size_text(ev_remote.size)}, "
-            + (f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "no digest")
-        )  # fmt: skip
-        out.append(f"       target on the drive when proposed: {seen}")
-    if op.kind == "download":
-        seen = "absent" if ev_local is None else f"exists, {size_text(ev_local.size)}"
-        out.append(f"       local target when proposed: {seen}")
-    if op.reason:
-        out.append(f"       planner: {inert(op.reason)}")
+    out += [f"       {label}: {inert(fact)}" for label, fact in proposed_state(op)]
     return out
 
 

@@ -140,8 +140,19 @@ class RcloneDrive(RcloneListing):
         types: list[str],
         progress: ProgressFn | None,
         confirm: Callable[[dict[str, str]], None],
+        *,
+        via_rcd: bool,
     ) -> dict[str, str]:
+        """Send `size` bytes of `fd` to `dest`, hashed as `types`; returns {type: hex}.
+
+        Through `rclone rcat`, `confirm(digests)` runs before rclone sees the end of the
+        stream. `via_rcd` (a small new file): read, hash and confirm every byte first
+        (`transfer.read_held`), then send those bytes to rcd as one request."""
         hs = transfer.hashers(types)
+        ticker = transfer.Ticker(progress, size)
+        if via_rcd:
+            self._rc_upload(dest, transfer.read_held(fd, size, hs, ticker, confirm))
+            return {t: h.hexdigest() for t, h in hs.items()}
         argv = self._argv(
             "rcat", "--ignore-checksum", "--size", str(size), "--", self._fs().join(dest)
         )
@@ -149,9 +160,7 @@ class RcloneDrive(RcloneListing):
             assert proc.stdin is not None
             transfer.widen_pipe(proc.stdin.fileno())
             try:
-                transfer.pump_file_to_pipe(
-                    fd, size, proc.stdin.fileno(), hs, transfer.Ticker(progress, size), confirm
-                )
+                transfer.pump_file_to_pipe(fd, size, proc.stdin.fileno(), hs, ticker, confirm)
             except BrokenPipeError:
                 pass  # rclone stopped reading; its exit status says why
             except BaseException:
@@ -159,22 +168,6 @@ class RcloneDrive(RcloneListing):
                 raise
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.close()
-        return {t: h.hexdigest() for t, h in hs.items()}
-
-    def _stream_up_rcd(
-        self,
-        fd: int,
-        size: int,
-        dest: str,
-        types: list[str],
-        progress: ProgressFn | None,
-        confirm: Callable[[dict[str, str]], None],
-    ) -> dict[str, str]:
-        """`_stream_up` for a small new file: read, hash and confirm every byte first
-        (`transfer.read_held`), then send those bytes to rcd as one request."""
-        hs = transfer.hashers(types)
-        chunks = transfer.read_held(fd, size, hs, transfer.Ticker(progress, size), confirm)
-        self._rc_upload(dest, chunks)
         return {t: h.hexdigest() for t, h in hs.items()}
 
     def _stream_down(
@@ -352,7 +345,7 @@ class RcloneDrive(RcloneListing):
         if not direct and journal is not None:
             journal(dest)
         try:
-            streamed = (self._stream_up_rcd if via_rcd else self._stream_up)(
+            streamed = self._stream_up(
                 fd,
                 size,
                 dest,
@@ -361,6 +354,7 @@ class RcloneDrive(RcloneListing):
                 lambda got: self._check_expected(
                     got, expected_sha256, expected_digest, remote_path
                 ),
+                via_rcd=via_rcd,
             )
             verification, remote_digest = self._verify(dest, size, streamed)
             if not direct:

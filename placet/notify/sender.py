@@ -186,9 +186,8 @@ class Sender:
 
     def _send(self, claim: Claim) -> int:
         channel = self.channels[claim.channel]
-        content = Rendered(claim.title, claim.body, claim.payload, claim.priority)
         try:
-            channel.send(claim.delivery_id, content)
+            channel.send(claim.delivery_id, claim.content)
         except ch.DeliveryFailed as e:
             final = not e.retryable or claim.attempt >= MAX_ATTEMPTS
             now = self.clock()

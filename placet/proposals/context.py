@@ -13,7 +13,7 @@ every kind is stored with the same attribution. Used by `placet.proposals.making
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -27,18 +27,20 @@ if TYPE_CHECKING:
     from placet.drive.base import Drive
     from placet.store import ProposalRecord, Store
 
-__all__ = ["ProposeContext", "resolve_in_client_roots", "store_proposal", "ttl_seconds"]
+__all__ = [
+    "OwnerScope",
+    "ProposeContext",
+    "resolve_in_client_roots",
+    "store_proposal",
+    "ttl_seconds",
+]
 
 
 @dataclass(frozen=True)
-class ProposeContext:
-    """Everything a proposal needs besides the agent's arguments.
-
-    `run_id`, `client_name`, `client_version` and `label` are attribution only: they are
-    stored and shown, and grant nothing. `allowed`, when not None, is the set of absolute
-    folders a local path must also lie in (the MCP client's roots intersected with the
-    owner's; an empty tuple allows nothing).
-    """
+class OwnerScope:
+    """What the owner set up for one `placet serve` process (or CLI command): settings,
+    store, drive (and its spec), the nominated roots, and the run id its proposals carry
+    (attribution only: it grants nothing)."""
 
     settings: Settings
     store: Store
@@ -46,6 +48,23 @@ class ProposeContext:
     roots: tuple[Root, ...]
     run_id: str
     drive_spec: str
+
+    def owner_fields(self) -> dict[str, Any]:
+        """The `OwnerScope` fields by name (to build a `ProposeContext` from a subclass)."""
+        return {f.name: getattr(self, f.name) for f in fields(OwnerScope)}
+
+
+@dataclass(frozen=True)
+class ProposeContext(OwnerScope):
+    """Everything a proposal needs besides the agent's arguments: the owner's scope plus
+    the caller's attribution.
+
+    `client_name`, `client_version` and `label` are attribution only: they are stored
+    and shown, and grant nothing. `allowed`, when not None, is the set of absolute
+    folders a local path must also lie in (the MCP client's roots intersected with the
+    owner's; an empty tuple allows nothing).
+    """
+
     client_name: str | None = None
     client_version: str | None = None
     label: str | None = None

@@ -110,17 +110,33 @@ class ToolDef:
         return self.fn.__name__
 
 
-def define_tool(*, title: str, annotations: ToolAnnotations) -> Callable[[ToolFn], ToolDef]:
+WAITS_FOR_OWNER = """\
+It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), then
+    expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
+    it answers timed_out, call it again after poll_after_s seconds and relay its
+    one-line `status` to the user.
+    If the call is cancelled after the proposal was stored, it is in proposal_list.
+    """
+"""The end of every proposing tool's description (`define_tool(doc_tail=...)`): how the
+agent learns the outcome. Indented as the docstring it ends: the text is sent as is."""
+
+
+def define_tool(
+    *, title: str, annotations: ToolAnnotations, doc_tail: str = ""
+) -> Callable[[ToolFn], ToolDef]:
     """Decorator for a tool function: `async def name(ctx: Context, <flat params>) -> Out`.
 
-    The function's name is the tool name, its docstring the description, its parameters
-    (`Annotated[T, Field(description=...)]`) the input schema and its return model (a
-    `ToolOutput`) the output schema.
+    The function's name is the tool name, its docstring the description (followed by
+    `doc_tail`), its parameters (`Annotated[T, Field(description=...)]`) the input schema
+    and its return model (a `ToolOutput`) the output schema.
     """
 
     def wrap(fn: ToolFn) -> ToolDef:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"tool {fn.__name__} must be async (blocking work goes to a thread)")
+        if doc_tail:
+            # as a next line of the docstring, indented as Python keeps a function's
+            fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n    " + doc_tail
         return ToolDef(fn=fn, title=title, annotations=annotations)
 
     return wrap

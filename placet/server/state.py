@@ -37,13 +37,11 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from placet.paths.roots import Root, is_within
-from placet.proposals.context import ProposeContext
+from placet.proposals.context import OwnerScope, ProposeContext
 from placet.text import is_unsafe_char
 
 if TYPE_CHECKING:
-    from placet.config import Settings
-    from placet.drive.base import Drive
-    from placet.store import ProposalRecord, Store
+    from placet.store import ProposalRecord
 
 log = logging.getLogger("placet.server")
 
@@ -78,16 +76,10 @@ class ClientRoots:
         self.dirty = True
 
 
-@dataclass
-class ServerState:
+@dataclass(frozen=True)
+class ServerState(OwnerScope):
     """The lifespan object of `placet serve`: shared, long-lived, one per process."""
 
-    settings: Settings
-    store: Store
-    drive: Drive
-    roots: tuple[Root, ...]
-    run_id: str
-    drive_spec: str
     label: str | None = None
     client_roots: ClientRoots = field(default_factory=ClientRoots)
 
@@ -99,12 +91,7 @@ class ServerState:
         allowed: tuple[Path, ...] | None = None,
     ) -> ProposeContext:
         return ProposeContext(
-            settings=self.settings,
-            store=self.store,
-            drive=self.drive,
-            roots=self.roots,
-            run_id=self.run_id,
-            drive_spec=self.drive_spec,
+            **self.owner_fields(),
             client_name=client_name,
             client_version=client_version,
             label=self.label,

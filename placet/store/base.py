@@ -18,11 +18,9 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import random
 import socket
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -43,7 +41,7 @@ from placet.errors import (
 from placet.schema import is_by_reference, ops_digest
 from placet.store import lifecycle as lc
 from placet.store.audit import append_anchor, append_event, verify_chain
-from placet.store.db import BEGIN_OPTION, as_utc, is_busy, raw, utcnow
+from placet.store.db import BEGIN_OPTION, as_utc, is_busy, raw, raw_transaction, retry_busy, utcnow
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.records import (
     AuditRecord,
@@ -56,9 +54,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Heads = list[tuple[int, str]]
-
-WRITE_RETRIES = 3
-"""Attempts after SQLITE_BUSY outlasted the busy timeout, before StoreError."""
 
 SWEEP_BATCH = 500
 """Proposals expired per write transaction, so a sweep never holds the lock for long."""
@@ -174,20 +169,7 @@ class StoreBase:
 
         def attempt() -> T:
             heads: Heads = []
-            pooled = self.engine.raw_connection()
-            try:
-                db = pooled.driver_connection
-                assert isinstance(db, sqlite3.Connection)
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    result = fn(db, heads)
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
-            finally:
-                pooled.close()
+            result = raw_transaction(self.engine, "BEGIN IMMEDIATE", lambda db: fn(db, heads))
             append_anchor(self.anchor_path, heads)
             return result
 
@@ -207,24 +189,8 @@ class StoreBase:
         busy_type: type[OperationalError | sqlite3.OperationalError],
         error_type: type[SQLAlchemyError | sqlite3.Error],
     ) -> T:
-        """`attempt()`, run again after a jittered back-off (10-50 ms, doubling) while
-        SQLite stays busy past its own busy timeout, at most `WRITE_RETRIES` times.
-
-        Raises:
-            StoreError: `error_type` raised (`store_busy`, retryable, once the retries
-                are spent).
-        """
-        for n in range(WRITE_RETRIES + 1):
-            try:
-                return attempt()
-            except busy_type as e:
-                if is_busy(e) and n < WRITE_RETRIES:
-                    time.sleep(random.uniform(0.01, 0.05) * (2**n))
-                    continue
-                raise self._store_error(what, e) from e
-            except error_type as e:
-                raise self._store_error(what, e) from e
-        raise AssertionError("unreachable")  # pragma: no cover
+        """`attempt()` under `placet.store.db.retry_busy`, its errors as `_store_error`."""
+        return retry_busy(attempt, busy_type, error_type, lambda e: self._store_error(what, e))
 
     def _store_error(self, what: str, e: SQLAlchemyError | sqlite3.Error) -> StoreError:
         orig = getattr(e, "orig", e)

@@ -20,12 +20,14 @@ Decided here, once, so every connection behaves the same (docs/design.md section
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import stat
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import DateTime, TypeDecorator, create_engine, event
 from sqlalchemy.engine import Connection, Dialect, Engine
@@ -35,8 +37,13 @@ from placet.errors import StoreError
 BUSY_TIMEOUT_MS = 5000
 """How long SQLite's own busy handler waits for a lock before a statement fails."""
 
+WRITE_RETRIES = 3
+"""Attempts after SQLITE_BUSY outlasted the busy timeout, before StoreError."""
+
 BEGIN_OPTION = "placet_begin"
 """Connection execution option naming the BEGIN flavour: "IMMEDIATE" or "DEFERRED"."""
+
+T = TypeVar("T")
 
 _NETWORK_FS = frozenset(
     {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "afs", "ceph", "glusterfs", "9p"}
@@ -192,3 +199,50 @@ def is_busy(exc: BaseException) -> bool:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     text = str(orig).lower()
     return "database is locked" in text or "database is busy" in text
+
+
+def retry_busy(
+    attempt: Callable[[], T],
+    busy_type: type[BaseException],
+    error_type: type[BaseException],
+    to_error: Callable[[Any], StoreError],
+) -> T:
+    """`attempt()`, run again after a jittered back-off (10-50 ms, doubling) while SQLite
+    stays busy past its own busy timeout, at most `WRITE_RETRIES` times.
+
+    Raises:
+        StoreError: `to_error(e)` of a `busy_type` error once the retries are spent (or
+            that is not busy at all), or of any `error_type` error.
+    """
+    for n in range(WRITE_RETRIES + 1):
+        try:
+            return attempt()
+        except busy_type as e:
+            if is_busy(e) and n < WRITE_RETRIES:
+                time.sleep(random.uniform(0.01, 0.05) * (2**n))
+                continue
+            raise to_error(e) from e
+        except error_type as e:
+            raise to_error(e) from e
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def raw_transaction(engine: Engine, begin: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """`fn` on a pooled driver connection inside `begin` ("BEGIN IMMEDIATE" for writes,
+    "BEGIN" for reads) and COMMIT; on any exception ROLLBACK and re-raise. For the hot
+    paths that run plain SQL, below SQLAlchemy's per-statement cost."""
+    pooled = engine.raw_connection()
+    try:
+        db = pooled.driver_connection
+        assert isinstance(db, sqlite3.Connection)
+        db.execute(begin)
+        try:
+            result = fn(db)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+    finally:
+        pooled.close()
+    return result

@@ -159,6 +159,19 @@ def signature_required(pid: int, config_file: object) -> PolicyRefused:
     )
 
 
+def changed_since_shown(pid: int, request_hash: str, shown: object) -> PolicyRefused:
+    """The ``not_approved_as_shown`` refusal of accepting proposal `pid` whose request hash
+    is now `request_hash` while the owner was shown `shown` (docs/design.md section 9,
+    "Accept binds to what was shown")."""
+    return PolicyRefused(
+        f"refusing to accept proposal {pid}: it changed after it was shown "
+        f"(request hash {request_hash[:16]}..., shown {str(shown)[:16]}...); "
+        "nothing was approved: review it again",
+        code="not_approved_as_shown",
+        details={"proposal_id": pid, "shown": shown, "now": request_hash},
+    )
+
+
 class Decisions(StoreBase):
     """Creation, accept, discard, withdraw, extend (mixed into `Store`)."""
 
@@ -360,13 +373,7 @@ class Decisions(StoreBase):
             if shown is not None and shown != cur.request_hash:
                 # The decision binds what the owner was shown, never what the row holds
                 # now (docs/design.md section 9, "Accept binds to what was shown").
-                raise PolicyRefused(
-                    f"refusing to accept proposal {pid}: it changed after it was shown "
-                    f"(request hash {cur.request_hash[:16]}..., shown {str(shown)[:16]}...); "
-                    "nothing was approved: review it again",
-                    code="not_approved_as_shown",
-                    details={"proposal_id": pid, "shown": shown, "now": cur.request_hash},
-                )
+                raise changed_since_shown(pid, cur.request_hash, shown)
             guard: tuple[Any, ...] = (P.request_hash == cur.request_hash,)
             if cur.status == lc.PENDING:
                 if cur.expires_at <= now:

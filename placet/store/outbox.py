@@ -24,9 +24,7 @@ was not). Time is injected (`now=`), aware UTC.
 from __future__ import annotations
 
 import json
-import random
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -37,7 +35,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
 from placet.errors import StoreError
-from placet.store.db import UTCDateTime, as_utc, dt_text, is_busy
+from placet.store.db import UTCDateTime, as_utc, dt_text, is_busy, raw_transaction, retry_busy
 
 T = TypeVar("T")
 
@@ -53,8 +51,6 @@ failed): a notification an hour late tells the owner nothing useful."""
 
 EXPIRY_LEAD = timedelta(minutes=5)
 """A pending proposal this close to its expiry gets an `expiring` event."""
-
-WRITE_RETRIES = 3
 
 
 # ---- tables (migration `notify_outbox` builds exactly these) ---------------------------
@@ -144,16 +140,14 @@ class Rendered:
 
 @dataclass(frozen=True)
 class Claim:
-    """A delivery this process claimed: send it, then `Outbox.sent` or `Outbox.attempt_failed`."""
+    """A delivery this process claimed, with its message's `content`: send it, then `Outbox.sent`
+    or `Outbox.attempt_failed`."""
 
     delivery_id: int
     message_id: int
     channel: str
     attempt: int
-    title: str
-    body: str
-    payload: dict[str, Any]
-    priority: int
+    content: Rendered
 
 
 @dataclass(frozen=True)
@@ -201,35 +195,22 @@ class Outbox:
     def _tx(self, what: str, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
         """Run `fn` on a pooled driver connection in one transaction (IMMEDIATE for writes),
         retrying a lock that outlasted the busy timeout. Raises StoreError."""
-        for attempt in range(WRITE_RETRIES + 1):
-            try:
-                pooled = self.engine.raw_connection()
-                try:
-                    db = pooled.driver_connection
-                    assert isinstance(db, sqlite3.Connection)
-                    db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                    try:
-                        result = fn(db)
-                        db.execute("COMMIT")
-                    except BaseException:
-                        if db.in_transaction:
-                            db.execute("ROLLBACK")
-                        raise
-                finally:
-                    pooled.close()
-                return result
-            except sqlite3.OperationalError as e:
-                if is_busy(e) and attempt < WRITE_RETRIES:
-                    time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
-                    continue
-                raise StoreError(
-                    f"{what}: {self.db_label} failed: {e}",
-                    code="store_busy" if is_busy(e) else None,
-                    retryable=is_busy(e),
-                ) from e
-            except sqlite3.Error as e:
-                raise StoreError(f"{what}: {self.db_label} failed: {e}") from e
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def error(e: sqlite3.Error) -> StoreError:
+            busy = is_busy(e)
+            return StoreError(
+                f"{what}: {self.db_label} failed: {e}",
+                code="store_busy" if busy else None,
+                retryable=busy,
+            )
+
+        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+        return retry_busy(
+            lambda: raw_transaction(self.engine, begin, fn),
+            sqlite3.OperationalError,
+            sqlite3.Error,
+            error,
+        )
 
     # ---- events ---------------------------------------------------------------------
 
@@ -387,7 +368,8 @@ class Outbox:
                     "WHERE d.id = ?",
                     (did,),
                 ).fetchone()
-                out.append(Claim(did, m[0], m[1], attempts + 1, m[2], m[3], json.loads(m[4]), m[5]))
+                content = Rendered(m[2], m[3], json.loads(m[4]), m[5])
+                out.append(Claim(did, m[0], m[1], attempts + 1, content))
             return out
 
         return self._tx("claiming deliveries", tx, write=True)

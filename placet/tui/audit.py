@@ -17,12 +17,13 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from placet.store import AuditRecord
+from placet.tui import tables
 from placet.tui.render import audit_cells, audit_view
 
 AUDIT_LIMIT = 500
 """Newest events shown (a rebuild of 500 rows is ~0.2 s)."""
 
-_COLUMNS: tuple[tuple[str, str, int], ...] = (
+_COLUMNS: tables.Columns = (
     ("id", "event", 7),
     ("at", "at", 20),
     ("proposal", "proposal", 9),
@@ -53,22 +54,15 @@ class AuditPane(Vertical):
             yield Static(Text(""), id="audit-detail")
 
     def on_mount(self) -> None:
-        table = self.query_one("#audit-table", DataTable)
-        for key, label, width in _COLUMNS:
-            table.add_column(Text(label), key=key, width=width)
+        tables.add_columns(self.query_one("#audit-table", DataTable), _COLUMNS)
 
     def apply(self, events: list[AuditRecord], total: int) -> None:
         """Show `events` (newest first); `total` is the number of events in the log."""
         table: DataTable[Text] = self.query_one("#audit-table", DataTable)
         if self.events and [e.id for e in events] == list(self.events):
             return  # nothing new since the last load
-        selected = self._selected_id()
         self.events = {e.id: e for e in events}
-        table.clear()
-        for e in events:
-            table.add_row(*audit_cells(e), key=str(e.id))
-        if selected is not None and selected in self.events:
-            table.move_cursor(row=table.get_row_index(str(selected)), animate=False)
+        tables.refill(table, ((e.id, audit_cells(e)) for e in events))
         count = Text(f"{total} audit events", end="")
         if total > len(events):
             count.append(f" (newest {len(events)} shown)", style="dim")
@@ -76,15 +70,8 @@ class AuditPane(Vertical):
         self.query_one("#audit-count", Static).update(count)
         self._show()
 
-    def _selected_id(self) -> int | None:
-        table = self.query_one("#audit-table", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return int(key) if key is not None else None
-
     def _show(self) -> None:
-        pid = self._selected_id()
+        pid = tables.selected_id(self.query_one("#audit-table", DataTable))
         event = self.events.get(pid) if pid is not None else None
         detail = self.query_one("#audit-detail", Static)
         detail.update(audit_view(event) if event is not None else Text(""))

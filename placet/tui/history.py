@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Select, Static
 
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
+from placet.tui import tables
 from placet.tui.detail import DetailPane
 from placet.tui.facts import TERMINAL_STATUSES, agent_of
 from placet.tui.render import history_cells, lit
@@ -27,7 +28,7 @@ from placet.tui.render import history_cells, lit
 HISTORY_LIMIT = 500
 """Newest finished proposals loaded per filter (a rebuild of 500 rows is ~0.2 s)."""
 
-_COLUMNS: tuple[tuple[str, str, int], ...] = (
+_COLUMNS: tables.Columns = (
     ("id", "id", 6),
     ("kind", "kind", 8),
     ("target", "target", 36),
@@ -80,9 +81,7 @@ class HistoryPane(Vertical):
         yield DetailPane(self.clock, placeholder="No finished proposal selected.")
 
     def on_mount(self) -> None:
-        table = self.query_one("#history-table", DataTable)
-        for key, label, width in _COLUMNS:
-            table.add_column(Text(label), key=key, width=width)
+        tables.add_columns(self.query_one("#history-table", DataTable), _COLUMNS)
 
     @property
     def status_filter(self) -> list[str]:
@@ -95,11 +94,7 @@ class HistoryPane(Vertical):
         return value if isinstance(value, str) else None
 
     def selected_id(self) -> int | None:
-        table = self.query_one("#history-table", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return int(key) if key is not None else None
+        return tables.selected_id(self.query_one("#history-table", DataTable))
 
     def selected(self) -> ProposalRecord | None:
         pid = self.selected_id()
@@ -121,15 +116,10 @@ class HistoryPane(Vertical):
 
     def _render_rows(self) -> None:
         table: DataTable[Text] = self.query_one("#history-table", DataTable)
-        selected = self.selected_id()
         agent = self.agent_filter
         rows = [r for r in self.records if agent is None or agent_of(r) == agent]
         self.shown = {r.id: r for r in rows}
-        table.clear()
-        for r in rows:
-            table.add_row(*history_cells(r), key=str(r.id))
-        if selected is not None and selected in self.shown:
-            table.move_cursor(row=table.get_row_index(str(selected)), animate=False)
+        tables.refill(table, ((r.id, history_cells(r)) for r in rows))
         count = Text(f"{len(rows)} finished proposal{'s' if len(rows) != 1 else ''}", end="")
         if len(self.records) >= HISTORY_LIMIT:
             count.append(f" (newest {HISTORY_LIMIT} loaded)", style="dim")

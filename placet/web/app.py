@@ -56,6 +56,7 @@ from placet.executor import check_before_accept, execute, plan_for
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
+from placet.store.decisions import changed_since_shown
 from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
@@ -466,89 +467,85 @@ def create_app(
     async def extend(request: Request) -> Response:
         return await form_action(request, "extend")
 
-    async def accept_options(request: Request) -> Response:
-        session = await run_in_threadpool(session_of, request)
-        if session is None:
-            return _refused_json(_not_signed_in(), 403)
-        try:
-            body = await _json_body(request)
-        except PlacetError as e:
-            return _refused_json(e)
-        return await run_in_threadpool(accept_options_sync, request, session, body)
+    def proposal_json(
+        answer: Callable[[Request, str, int, dict[str, Any]], Response],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """A JSON endpoint on proposal `pid` for a signed-in owner: 403 without a session,
+        else `answer(request, session token, pid, JSON body)` run in the thread pool (it
+        does store work), a PlacetError as the refusal."""
 
-    def accept_options_sync(
-        request: Request, session: tuple[str, PasskeyRecord], body: dict[str, Any]
-    ) -> Response:
-        pid = int(request.path_params["pid"])
-        try:
-            shown = body.get("request_hash")
-            record = store.get(pid)
-            if shown != record.request_hash:
-                raise _changed(pid, record, shown)
-            skip = _skip_ops(body.get("skip_ops"))
-            if skip and record.kind != "sync":
-                raise UsageError(
-                    f"cannot accept proposal {pid} with ops unticked: it is a {record.kind} "
-                    "proposal with a single op; accept or discard it whole",
-                    code="skip_invalid",
-                    details={"proposal_id": pid},
-                )
-            options = ceremonies.accept_options(
-                token_hash(session[0]), pid, record.request_hash, skip
+        async def endpoint(request: Request) -> Response:
+            session = await run_in_threadpool(session_of, request)
+            if session is None:
+                return _refused_json(_not_signed_in(), 403)
+            pid = int(request.path_params["pid"])
+            try:
+                body = await _json_body(request)
+            except PlacetError as e:
+                return _refused_json(e)
+
+            def run() -> Response:
+                try:
+                    return answer(request, session[0], pid, body)
+                except PlacetError as e:
+                    return _refused_json(e)
+
+            return await run_in_threadpool(run)
+
+        return endpoint
+
+    @proposal_json
+    def accept_options(request: Request, token: str, pid: int, body: dict[str, Any]) -> Response:
+        shown = body.get("request_hash")
+        record = store.get(pid)
+        if shown != record.request_hash:
+            raise changed_since_shown(pid, record.request_hash, shown)
+        skip = _skip_ops(body.get("skip_ops"))
+        if skip and record.kind != "sync":
+            raise UsageError(
+                f"cannot accept proposal {pid} with ops unticked: it is a {record.kind} "
+                "proposal with a single op; accept or discard it whole",
+                code="skip_invalid",
+                details={"proposal_id": pid},
             )
-        except PlacetError as e:
-            return _refused_json(e)
-        return JSONResponse(options)
+        return JSONResponse(
+            ceremonies.accept_options(token_hash(token), pid, record.request_hash, skip)
+        )
 
-    async def accept(request: Request) -> Response:
-        session = await run_in_threadpool(session_of, request)
-        if session is None:
-            return _refused_json(_not_signed_in(), 403)
-        try:
-            body = await _json_body(request)
-        except PlacetError as e:
-            return _refused_json(e)
-        return await run_in_threadpool(accept_sync, request, session, body)
-
-    def accept_sync(
-        request: Request, session: tuple[str, PasskeyRecord], body: dict[str, Any]
-    ) -> Response:
-        pid = int(request.path_params["pid"])
-        try:
-            issued = ceremonies.challenges.take(body.get("nonce"), "accept")
-            if issued.proposal_id != pid or issued.session != token_hash(session[0]):
-                raise PolicyRefused(
-                    f"refusing to accept proposal {pid}: the passkey answer was made for "
-                    f"another request (proposal {issued.proposal_id}); nothing was approved",
-                    code="challenge_invalid",
-                    details={"proposal_id": pid},
-                )
-            record = store.get(pid)
-            if record.request_hash != issued.request_hash:
-                raise _changed(pid, record, issued.request_hash)
-            refusal, _ = check_before_accept(store, settings, record)
-            if refusal is not None:
-                raise refusal
-            key, kept = ceremonies.verify_assertion(
-                issued, body.get("credential"), f"refusing to accept proposal {pid}"
+    @proposal_json
+    def accept(request: Request, token: str, pid: int, body: dict[str, Any]) -> Response:
+        issued = ceremonies.challenges.take(body.get("nonce"), "accept")
+        if issued.proposal_id != pid or issued.session != token_hash(token):
+            raise PolicyRefused(
+                f"refusing to accept proposal {pid}: the passkey answer was made for "
+                f"another request (proposal {issued.proposal_id}); nothing was approved",
+                code="challenge_invalid",
+                details={"proposal_id": pid},
             )
-            assert issued.request_hash is not None
-            detail: dict[str, Any] = {
-                "request_hash": issued.request_hash,
-                "via": "web",
-                "web": {
-                    "passkey_id": key.id,
-                    "passkey_name": key.name,
-                    "client": request.client.host if request.client else None,
-                    "user_agent": request.headers.get("user-agent", "")[:200],
-                },
-                "passkey": {**kept, "nonce": body["nonce"]},
-            }
-            if record.kind == "sync":
-                detail["skip_ops"] = list(issued.skip_ops)
-            store.accept(pid, actor="owner", now=clock(), detail=detail)
-        except PlacetError as e:
-            return _refused_json(e)
+        record = store.get(pid)
+        if record.request_hash != issued.request_hash:
+            raise changed_since_shown(pid, record.request_hash, issued.request_hash)
+        refusal, _ = check_before_accept(store, settings, record)
+        if refusal is not None:
+            raise refusal
+        key, kept = ceremonies.verify_assertion(
+            issued, body.get("credential"), f"refusing to accept proposal {pid}"
+        )
+        assert issued.request_hash is not None
+        detail: dict[str, Any] = {
+            "request_hash": issued.request_hash,
+            "via": "web",
+            "web": {
+                "passkey_id": key.id,
+                "passkey_name": key.name,
+                "client": request.client.host if request.client else None,
+                "user_agent": request.headers.get("user-agent", "")[:200],
+            },
+            "passkey": {**kept, "nonce": body["nonce"]},
+        }
+        if record.kind == "sync":
+            detail["skip_ops"] = list(issued.skip_ops)
+        store.accept(pid, actor="owner", now=clock(), detail=detail)
         runs.start(pid)
         return JSONResponse({"ok": True, "status": "approved"})
 
@@ -665,16 +662,6 @@ def _flag_counts(records: list[ProposalRecord]) -> dict[int, int]:
         except PlacetError:
             continue
     return out
-
-
-def _changed(pid: int, record: ProposalRecord, shown: object) -> PolicyRefused:
-    return PolicyRefused(
-        f"refusing to accept proposal {pid}: it changed after it was shown (request hash "
-        f"{record.request_hash[:16]}..., shown {str(shown)[:16]}...); nothing was approved: "
-        "review it again",
-        code="not_approved_as_shown",
-        details={"proposal_id": pid, "shown": shown, "now": record.request_hash},
-    )
 
 
 def _set_session(response: Response, token: str, config: WebConfig) -> None:

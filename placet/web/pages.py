@@ -19,6 +19,7 @@ from typing import Any
 
 from placet.display import duration, plain, size_text
 from placet.errors import PlacetError
+from placet.proposals.facts import proposed_state
 from placet.proposals.risk import RiskFlag, needs_typed_confirmation
 from placet.proposals.vetting import root_path_of
 from placet.schema import Op
@@ -84,10 +85,12 @@ def queue_page(
     (absent: not computed, e.g. a sync whose ops are read on its own page)."""
     flags = flags or {}
     rows = [
-        f'<li class="row"><a href="/p/{p.id}"><span class="id">#{p.id}</span> '
-        f'<span class="kind">{text(p.kind)}</span> <span class="target">{path(target(p))}</span>'
-        f'<span class="meta">{text(p.client_name or "?")} · expires in '
-        f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span></a></li>"
+        _row(
+            p,
+            f'<span class="target">{path(target(p))}</span>'
+            f'<span class="meta">{text(p.client_name or "?")} · expires in '
+            f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span>",
+        )
         for p in pending
     ]
     more = f'<p><a href="/?after={next_after}">more pending proposals</a></p>' if next_after else ""
@@ -99,6 +102,15 @@ def queue_page(
         + f'<ul class="queue">{join(rows)}</ul>{more}'
     )
     return page("Queue", body)
+
+
+def _row(p: ProposalRecord, rest: str) -> str:
+    """One proposal in a list (queue, history): its id and kind, then `rest` (HTML, its
+    parts escaped), all one link to its page."""
+    return (
+        f'<li class="row"><a href="/p/{p.id}"><span class="id">#{p.id}</span> '
+        f'<span class="kind">{text(p.kind)}</span> {rest}</a></li>'
+    )
 
 
 def _notice(notice: str) -> str:
@@ -132,20 +144,7 @@ def _op_html(record: ProposalRecord, op: Op, root_path: str, *, tickable: bool) 
     elif op.kind == "download" and ev_remote is not None:
         digest = f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "none"
         lines.append(f"remote digest <code>{text(digest)}</code>")
-    if ev_remote is not None and op.kind != "download":
-        seen = (
-            "absent"
-            if not ev_remote.exists
-            else f"exists, {size_text(ev_remote.size)}, "
-            + (f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "no digest")
-            + (" (of the bytes placet read; no remote digest)" if ev_remote.read_by_placet else "")
-        )
-        lines.append(f"target on the drive when proposed: {text(seen)}")
-    if op.kind == "download":
-        seen = "absent" if ev_local is None else f"exists, {size_text(ev_local.size)}"
-        lines.append(f"local target when proposed: {seen}")
-    if op.reason:
-        lines.append(f"planner: {text(op.reason)}")
+    lines += [f"{label}: {text(fact)}" for label, fact in proposed_state(op)]
     return head + "<br>".join(lines) + "</div>"
 
 
@@ -311,9 +310,7 @@ def _event_html(e: AuditRecord) -> str:
 
 def history_page(records: Sequence[ProposalRecord], *, next_after: int | None) -> Html:
     rows = [
-        f'<li class="row"><a href="/p/{p.id}"><span class="id">#{p.id}</span> '
-        f'<span class="kind">{text(p.kind)}</span> <b>{text(p.status)}</b> '
-        f'<span class="target">{path(target(p))}</span></a></li>'
+        _row(p, f'<b>{text(p.status)}</b> <span class="target">{path(target(p))}</span>')
         for p in records
     ]
     more = f'<p><a href="/history?after={next_after}">older</a></p>' if next_after else ""

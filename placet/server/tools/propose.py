@@ -16,7 +16,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from placet.proposals import making
-from placet.server.framework import PROPOSE, define_tool
+from placet.server.framework import PROPOSE, WAITS_FOR_OWNER, define_tool
 from placet.server.models import ProposalView, ProposeOut
 from placet.server.state import caller
 from placet.store import ProposalRecord
@@ -53,7 +53,7 @@ async def _propose(
     return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
 
 
-@define_tool(title="Propose an upload", annotations=PROPOSE)
+@define_tool(title="Propose an upload", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
 async def propose_upload(
     ctx: Context[Any, Any],
     *,
@@ -81,11 +81,6 @@ async def propose_upload(
 
     placet records the file's size, mtime and digests and the remote target's state, and
     queues the proposal for the owner.
-    It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), then
-    expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
-    it answers timed_out, call it again after poll_after_s seconds and relay its
-    one-line `status` to the user.
-    If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
     return await _propose(
         ctx,
@@ -100,7 +95,7 @@ async def propose_upload(
     )
 
 
-@define_tool(title="Propose a remote folder", annotations=PROPOSE)
+@define_tool(title="Propose a remote folder", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
 async def propose_mkdir(
     ctx: Context[Any, Any],
     *,
@@ -112,13 +107,7 @@ async def propose_mkdir(
     reason: Reason,
     ttl_minutes: TtlMinutes = None,
 ) -> ProposeOut:
-    """Propose creating one folder on the drive. Nothing is created now.
-    It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), then
-    expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
-    it answers timed_out, call it again after poll_after_s seconds and relay its
-    one-line `status` to the user.
-    If the call is cancelled after the proposal was stored, it is in proposal_list.
-    """
+    """Propose creating one folder on the drive. Nothing is created now."""
     return await _propose(
         ctx,
         making.propose_mkdir,
@@ -129,7 +118,7 @@ async def propose_mkdir(
     )
 
 
-@define_tool(title="Propose a download", annotations=PROPOSE)
+@define_tool(title="Propose a download", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
 async def propose_download(
     ctx: Context[Any, Any],
     *,
@@ -152,13 +141,7 @@ async def propose_download(
     ttl_minutes: TtlMinutes = None,
     root: RootName = None,
 ) -> ProposeOut:
-    """Propose downloading one remote file into a local root. Nothing is downloaded now.
-    It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), then
-    expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
-    it answers timed_out, call it again after poll_after_s seconds and relay its
-    one-line `status` to the user.
-    If the call is cancelled after the proposal was stored, it is in proposal_list.
-    """
+    """Propose downloading one remote file into a local root. Nothing is downloaded now."""
     return await _propose(
         ctx,
         making.propose_download,

@@ -26,7 +26,14 @@ from pydantic import Field
 from placet.errors import UsageError
 from placet.paths.remote import check_remote_path
 from placet.server.budget import fit, room_for
-from placet.server.framework import MAX_ID, PROPOSE, READ_DRIVE, READ_LOCAL, define_tool
+from placet.server.framework import (
+    MAX_ID,
+    PROPOSE,
+    READ_DRIVE,
+    READ_LOCAL,
+    WAITS_FOR_OWNER,
+    define_tool,
+)
 from placet.server.models import ProposeOut
 from placet.server.state import ServerState, caller
 from placet.server.sync_proposals import proposal_view
@@ -274,7 +281,7 @@ async def drive_changes(
 # ---- propose_sync ---------------------------------------------------------------------
 
 
-@define_tool(title="Propose applying a sync plan", annotations=PROPOSE)
+@define_tool(title="Propose applying a sync plan", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
 async def propose_sync(
     ctx: Context[Any, Any],
     *,
@@ -308,11 +315,6 @@ async def propose_sync(
     Each op re-checks what the plan saw when it runs; a file changed since is reported
     stale and left alone. The reply shows the proposal in brief (`proposal.sync`); page
     through its ops with proposal_ops(id).
-    It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), then
-    expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
-    it answers timed_out, call it again after poll_after_s seconds and relay its
-    one-line `status` to the user.
-    If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
     who = await caller(ctx)
     svc = service_of(who.state)

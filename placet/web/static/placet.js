@@ -52,31 +52,30 @@ function creationOptions(opts) {
   return { publicKey: pk };
 }
 
-function assertionJSON(cred) {
-  const r = cred.response;
+// A credential as JSON: its id and type, and its response's clientDataJSON plus `fields`.
+function credentialJSON(cred, fields) {
   return {
     id: cred.id, rawId: bytesToB64u(cred.rawId), type: cred.type,
-    response: {
-      clientDataJSON: bytesToB64u(r.clientDataJSON),
-      authenticatorData: bytesToB64u(r.authenticatorData),
-      signature: bytesToB64u(r.signature),
-      userHandle: r.userHandle ? bytesToB64u(r.userHandle) : null,
-    },
+    response: { clientDataJSON: bytesToB64u(cred.response.clientDataJSON), ...fields },
     clientExtensionResults: {},
   };
 }
 
+function assertionJSON(cred) {
+  const r = cred.response;
+  return credentialJSON(cred, {
+    authenticatorData: bytesToB64u(r.authenticatorData),
+    signature: bytesToB64u(r.signature),
+    userHandle: r.userHandle ? bytesToB64u(r.userHandle) : null,
+  });
+}
+
 function attestationJSON(cred) {
   const r = cred.response;
-  return {
-    id: cred.id, rawId: bytesToB64u(cred.rawId), type: cred.type,
-    response: {
-      clientDataJSON: bytesToB64u(r.clientDataJSON),
-      attestationObject: bytesToB64u(r.attestationObject),
-      transports: r.getTransports ? r.getTransports() : [],
-    },
-    clientExtensionResults: {},
-  };
+  return credentialJSON(cred, {
+    attestationObject: bytesToB64u(r.attestationObject),
+    transports: r.getTransports ? r.getTransports() : [],
+  });
 }
 
 async function signIn() {

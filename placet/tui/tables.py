@@ -1,0 +1,43 @@
+"""The keyed tables of the history and audit panes: columns, the selected row, a refill.
+
+Each row's key is its id (a proposal's or an audit event's) as text; a refill keeps the
+cursor on the row it was on when that row is still there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+Columns = tuple[tuple[str, str, int], ...]
+"""(key, label, width) of each column, left to right."""
+
+
+def add_columns(table: DataTable[Any], columns: Columns) -> None:
+    """Add `columns` to `table`, each keyed by its key."""
+    for key, label, width in columns:
+        table.add_column(Text(label), key=key, width=width)
+
+
+def selected_id(table: DataTable[Any]) -> int | None:
+    """The id of the row under the cursor; None in an empty table."""
+    if not table.row_count:
+        return None
+    key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+    return int(key) if key is not None else None
+
+
+def refill(table: DataTable[Text], rows: Iterable[tuple[int, Sequence[Text]]]) -> None:
+    """Replace every row with `rows` ((id, cells) each), the cursor kept on the row it
+    was on when that id is among them."""
+    selected = selected_id(table)
+    table.clear()
+    ids: set[int] = set()
+    for rid, cells in rows:
+        table.add_row(*cells, key=str(rid))
+        ids.add(rid)
+    if selected is not None and selected in ids:
+        table.move_cursor(row=table.get_row_index(str(selected)), animate=False)
