@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from placet.config import Settings
-from placet.config.pins import read_pins
+from placet.config.pins import read_pins, spend_signature
 from placet.drive import configured_spec
 from placet.drive.base import Drive
 from placet.errors import PlacetError, PolicyRefused
@@ -137,7 +137,12 @@ def _check_signature(
     (`earlier`: their ``passkey`` details) carried: an assertion copied from an approval
     that was already run does not approve a retry. The passkey must also be pinned, with
     the public key the database holds, in the owner's config folder
-    (`placet.config.pins`): a key added to the database alone approves nothing."""
+    (`placet.config.pins`): a key added to the database alone approves nothing. A
+    signature that verifies is then spent there (`spend_signature`): one already spent
+    is refused even when the approval that ran it was edited out of the database.
+
+    Raises:
+        PolicyRefused: see `bind`. ConfigError: the spent signatures cannot be recorded."""
     pid = record.id
     assertion = detail.get("passkey")
     key = (
@@ -166,6 +171,12 @@ def _check_signature(
             skip_ops=skip,
         )  # fmt: skip
         why = "" if problem is None else f"has a passkey signature that fails: {problem}"
+        if not why and not spend_signature(settings.config_file, str(assertion["nonce"])):
+            why = (
+                "carries a passkey signature that already approved a run (its nonce is "
+                "recorded as spent beside config.toml; the earlier approval was hidden in "
+                "the database): one signature approves once"
+            )
     if why:
         raise PolicyRefused(
             f'refusing to execute proposal {pid}: approvals = "signed" and its approval '

@@ -89,9 +89,9 @@ def test_the_executor_refuses_an_unsigned_or_revoked_approval(tab: Tab, signed_r
         tab.page.click("#accept")
         tab.page.wait_for_selector("#proposal-status:has-text('succeeded')")
     record = signed_rig.store.get(signed.id)
-    bind(
-        signed_rig.store, signed_rig.settings, record, signed_rig.drive
-    )  # the binding the executor checked
+    with pytest.raises(PolicyRefused) as e:  # its signature approved that run, no other
+        bind(signed_rig.store, signed_rig.settings, record, signed_rig.drive)
+    assert e.value.error_code == "signature_invalid" and "already approved a run" in str(e.value)
     signed_rig.store.revoke_passkey(signed_rig.store.passkeys()[0].id)
     with pytest.raises(PolicyRefused) as e:  # run again now: its signer is revoked
         bind(signed_rig.store, signed_rig.settings, record, signed_rig.drive)
