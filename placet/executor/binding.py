@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from placet.config import Settings
+from placet.config import Settings, approvals_mode
 from placet.config.pins import read_pins, spend_signature
 from placet.drive import configured_spec
 from placet.drive.base import Drive
@@ -105,7 +105,7 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             details={"proposal_id": pid, "approved": bound, "proposal": record.request_hash},
         )
     skip = owner_skips(approvals[-1].detail)
-    if settings.approvals == "signed":
+    if approvals_mode(settings) == "signed":  # config.toml as it is now
         earlier = [e.detail.get("passkey") for e in approvals[:-1]]
         _check_signature(store, settings, record, approvals[-1].detail, skip, earlier)
     _check_drive(settings, record, drive)

@@ -229,3 +229,33 @@ def test_a_hostile_stored_assertion_reaches_no_terminal_raw(signed_rig: Rig) -> 
     with pytest.raises(PolicyRefused) as e:
         execute(signed_rig.store, signed_rig.settings, rec.id, drive=signed_rig.drive)
     assert not any(is_unsafe_char(c) for c in e.value.message), repr(e.value.message)
+
+
+def test_signed_mode_turned_on_binds_a_process_started_before(signed_rig: Rig) -> None:
+    """The owner turns on `approvals = "signed"` in config.toml while a `placet review`
+    (or `placet web`) started earlier is still running, with the settings it read at
+    start. A process driving that review's terminal (tmux send-keys: what signed mode
+    is there to stop) approves; the store and the executor must read the mode the
+    owner's config.toml says now, not the one in memory."""
+    from placet.errors import PlacetError
+    from placet.store import open_store
+
+    signed_rig.write("a.txt", b"alpha\n")
+    rec = signed_rig.upload("a.txt")
+    before = signed_rig.settings.model_copy(update={"approvals": "terminal"})
+    # config.toml (written by the fixture) says "signed"; this process read "terminal"
+    with open_store(before) as store, pytest.raises(PlacetError) as e:
+        store.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "tui"})
+    assert e.value.error_code == "signature_required", e.value
+
+    # ...and an executor started before runs no unsigned approval (one made while
+    # the mode was still off, here) once config.toml says "signed"
+    config = signed_rig.settings.config_file.read_text()
+    signed_rig.settings.config_file.write_text(config.replace('"signed"', '"terminal"'))
+    with open_store(before) as store:
+        store.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "tui"})
+    signed_rig.settings.config_file.write_text(config)
+    with open_store(before) as store, pytest.raises(PolicyRefused) as e:
+        execute(store, before, rec.id, drive=signed_rig.drive)
+    assert e.value.error_code == "signature_required", e.value
+    assert not (signed_rig.remote_dir / "a.txt").exists()  # type: ignore[operator]

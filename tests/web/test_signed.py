@@ -76,8 +76,11 @@ def test_the_executor_refuses_an_unsigned_or_revoked_approval(tab: Tab, signed_r
     signed_rig.write("c.txt", b"gamma\n")
     unsigned = signed_rig.upload("b.txt")
     terminal = signed_rig.settings.model_copy(update={"approvals": "terminal"})
+    config = signed_rig.settings.config_file.read_text()
+    signed_rig.settings.config_file.write_text(config.replace('"signed"', '"terminal"'))
     with open_store(terminal) as store:  # approved while the mode was off
         store.accept(unsigned.id, detail={"request_hash": unsigned.request_hash, "via": "cli"})
+    signed_rig.settings.config_file.write_text(config)  # and turned on since
     with pytest.raises(PolicyRefused) as e:
         execute(signed_rig.store, signed_rig.settings, unsigned.id, drive=signed_rig.drive)
     assert e.value.error_code == "signature_required"
