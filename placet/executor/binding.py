@@ -85,12 +85,16 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             configured drive, or the drive handed in, is not the one the proposal was
             made against), ``signature_required`` / ``signature_invalid`` (signed
             mode: the approval carries no passkey signature, or one that does not verify
-            for exactly this request), ``passkey_not_pinned`` (signed mode: the signing
+            for exactly this request, or one that already approved a run: spent beside
+            config.toml, `placet.config.pins.spend_signature`), ``passkey_not_pinned``
+            (signed mode: the signing
             passkey is not pinned in the owner's config folder with the key the database
             holds: `placet.config.pins`), ``placet_own_path`` (an upload, upload_revision
             or mkdir, ticked or not, targets a local-folder drive path inside placet's
             data, config or database folder; details ``proposal_id``, ``op_index``).
         PlacetError (``request_invalid``): the stored request does not parse.
+        ConfigError: `config.toml` cannot be read to tell the approval mode
+            (`placet.config.approvals_mode`), or a spent signature cannot be recorded.
     """
     pid = record.id
     _check_hash(record)
@@ -173,9 +177,8 @@ def _check_signature(
         why = "" if problem is None else f"has a passkey signature that fails: {problem}"
         if not why and not spend_signature(settings.config_file, str(assertion["nonce"])):
             why = (
-                "carries a passkey signature that already approved a run (its nonce is "
-                "recorded as spent beside config.toml; the earlier approval was hidden in "
-                "the database): one signature approves once"
+                "carries a passkey signature that already approved a run (recorded as "
+                "spent beside config.toml): one signature approves once"
             )
     if why:
         raise PolicyRefused(
