@@ -54,7 +54,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from placet.cli.accept_effect import effect_lines, flag_counts
-from placet.config import Settings, load_settings
+from placet.config import Settings, approvals_mode, load_settings
 from placet.display import human_bytes
 from placet.errors import (
     EXIT_DRIVE_UNAVAILABLE,
@@ -119,7 +119,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         store.sweep()
         record = store.get(args.id)
         _check_state(record)
-        if settings.approvals == "signed" and record.status in ACCEPTABLE:
+        if approvals_mode(settings) == "signed" and record.status in ACCEPTABLE:
             raise signature_required(record.id, settings.config_file)
         # Refuse a proposal that could never run (altered request, another drive) before
         # the owner types a code, leaving it as it is.

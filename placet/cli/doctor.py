@@ -7,7 +7,8 @@ binary and its version (an absolute path, never a PATH lookup); the rclone confi
 whether the remote answers a listing; the remote's capabilities (digest types placet will
 compare, case folding, server-side replacement); the database (path, mode 0600, schema
 version against this placet's, WAL journal, `-wal`/`-shm` modes, docs/design.md section 9
-"Files").
+"Files"); with `approvals = "signed"`, that a registered passkey is pinned to sign with
+and that the pins are not kept in the database's folder (docs/design.md section 12).
 
 Nothing is changed, and the database is opened read-only (one that does not exist yet is
 reported as such). Asking the remote needs a run folder for rclone's socket: the data
@@ -31,7 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from placet.config import Settings, data_dir_from_env, load_settings
+from placet.config import Settings, approvals_mode, data_dir_from_env, load_settings
+from placet.config.pins import pins_path, read_pins
 from placet.errors import EXIT_OK, EXIT_OP_FAILED, ConfigError, PlacetError
 from placet.text import inert
 
@@ -80,7 +82,52 @@ def run_checks(environ: dict[str, str] | None = None) -> list[Check]:
     if rclone is not None:
         _drive(out, settings, env)
     out += _database(settings)
+    out += _approvals(settings)
     out += _notify(settings, env)
+    return out
+
+
+_KEYS_SQL = "SELECT credential_id, public_key FROM web_passkey WHERE revoked_at IS NULL"
+
+
+def _approvals(settings: Settings) -> list[Check]:
+    """Signed mode only: a registered, unrevoked passkey pinned with the key the database
+    holds (else nothing can be approved), and pins outside the database's folder (else a
+    process that writes the database can write them too: docs/security.md)."""
+    try:
+        if approvals_mode(settings) != "signed":
+            return []
+        pins = read_pins(settings.config_file)
+    except ConfigError as e:
+        return [Check("approvals", "FAIL", e.message, "correct or remove the file named above")]
+    keys: list[tuple[str, bytes]] = []
+    if settings.db_path.exists():
+        try:
+            con = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
+            try:
+                keys = [(str(c), bytes(k)) for c, k in con.execute(_KEYS_SQL)]
+            finally:
+                con.close()
+        except sqlite3.Error:
+            keys = []  # no passkey table yet (or the database check above failed)
+    pinned = sum(1 for c, k in keys if pins.problem(c, k, active=True) is None)
+    if not pinned:
+        out = [Check("approvals", "FAIL",
+                     'approvals = "signed", but no registered passkey is pinned: nothing can '
+                     "be approved",
+                     "run `placet web`, then `placet web pair` in another terminal and open "
+                     "its link (or `placet keys pin ID` for a passkey `placet keys` lists "
+                     "NOT PINNED)")]  # fmt: skip
+    else:
+        out = [Check("approvals", "ok", f"signed, {pinned} pinned passkey(s)")]
+    folder = pins_path(settings.config_file).parent
+    if folder.resolve() == settings.db_path.parent.resolve():
+        out.append(Check("pins", "warn",
+                         f"{inert(str(folder))} holds both the pinned passkeys and the "
+                         "database: a process that can write the database can pin a key of "
+                         "its own",
+                         "unset PLACET_HOME (config.toml and the pins then live in your "
+                         "config folder), or move the database with PLACET_DB"))  # fmt: skip
     return out
 
 

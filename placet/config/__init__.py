@@ -233,6 +233,33 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         ) from e
 
 
+def approvals_mode(settings: Settings) -> Literal["terminal", "signed"]:
+    """The approval mode in force: ``"signed"`` when `settings` say so, or when the
+    owner's `config.toml` says so now. A `placet review` or `placet web` started before
+    the owner turned signed mode on holds settings read at its start; the store's
+    accept and the executor ask this, so such a process neither approves nor runs an
+    unsigned approval after the switch (docs/security.md, "Signed mode"). Turning the
+    mode off takes effect at the next start.
+
+    Raises:
+        ConfigError: settings say ``"terminal"`` and `config.toml` cannot be read or is
+            not TOML (whether it turned signed mode on cannot be told).
+    """
+    if settings.approvals == "signed":
+        return "signed"
+    path = settings.config_file
+    try:
+        values = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return settings.approvals
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(
+            f"cannot read {path} to tell whether approvals must be signed: {e}; fix the file",
+            details={"path": str(path)},
+        ) from e
+    return "signed" if values.get("approvals") == "signed" else settings.approvals
+
+
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 

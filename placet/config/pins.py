@@ -19,6 +19,11 @@ fsynced, renamed over it, the folder fsynced) under an exclusive `flock` on
 `pinned-passkeys.lock`, so the web process and the CLI never lose each other's change.
 A missing file is no pins; a malformed one is a ConfigError. Times are aware UTC and
 injected (`now`). POSIX only.
+
+Beside the pins, `spent-signatures` lists the signed approvals the executor has run (the
+SHA-256 of each one's nonce, `spend_signature`): a process that writes the database can
+copy an assertion into a new approval and hide the earlier one there, but it cannot
+make a signature approve a second run.
 """
 
 from __future__ import annotations
@@ -46,10 +51,13 @@ __all__ = [
     "key_sha256",
     "pins_path",
     "read_pins",
+    "spend_signature",
 ]
 
 PINS_FILE = "pinned-passkeys.json"
 """The pins' file name, in the folder of `config.toml`."""
+SPENT_FILE = "spent-signatures"
+"""The signed approvals already run: one SHA-256 hex of a nonce a line, beside the pins."""
 _LOCK_FILE = "pinned-passkeys.lock"
 _FORMAT = 1
 
@@ -230,14 +238,12 @@ def read_pins(config_file: Path) -> Pins:
 
 
 @contextlib.contextmanager
-def editing_pins(config_file: Path) -> Iterator[Pins]:
-    """The pins beside `config_file`, locked against other writers; written back
-    atomically when the block ends without an exception (nothing is written otherwise).
+def _locked(folder: Path) -> Iterator[None]:
+    """The exclusive lock of the pins' folder (created 0700 if missing), held in the block.
 
     Raises:
-        ConfigError: the folder cannot be created or written, or see `read_pins`.
+        ConfigError: the folder or its lock file cannot be created.
     """
-    folder = config_file.parent
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         lock = os.open(folder / _LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -248,11 +254,61 @@ def editing_pins(config_file: Path) -> Iterator[Pins]:
         ) from e
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(lock)  # closing releases the lock
+
+
+def spend_signature(config_file: Path, nonce: str) -> bool:
+    """Record that the signed approval whose challenge carried `nonce` is being run, in
+    `spent-signatures` beside `config_file` (under the pins' lock; appended, fsynced);
+    False, and nothing written, when it was recorded before: that signature already
+    approved a run, and approves no other.
+
+    Raises:
+        ConfigError: the file cannot be read or written.
+    """
+    line = hashlib.sha256(nonce.encode("utf-8")).hexdigest()
+    path = config_file.parent / SPENT_FILE
+    with _locked(config_file.parent):
+        try:
+            fd = os.open(
+                path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+            )
+        except OSError as e:
+            raise ConfigError(
+                f"cannot record the signed approvals run in {path}: {e.strerror or e}",
+                details={"path": str(path)},
+            ) from e
+        try:
+            with os.fdopen(os.dup(fd), "rb") as f:
+                if any(seen.strip() == line.encode() for seen in f):
+                    return False
+            data = (line + "\n").encode("ascii")
+            os.write(fd, data)
+            os.fsync(fd)
+        except OSError as e:
+            raise ConfigError(
+                f"cannot record the signed approvals run in {path}: {e.strerror or e}",
+                details={"path": str(path)},
+            ) from e
+        finally:
+            os.close(fd)
+    return True
+
+
+@contextlib.contextmanager
+def editing_pins(config_file: Path) -> Iterator[Pins]:
+    """The pins beside `config_file`, locked against other writers; written back
+    atomically when the block ends without an exception (nothing is written otherwise).
+
+    Raises:
+        ConfigError: the folder cannot be created or written, or see `read_pins`.
+    """
+    with _locked(config_file.parent):
         pins = read_pins(config_file)
         yield pins
         _write(pins_path(config_file), json.dumps(pins.to_json(), indent=2) + "\n")
-    finally:
-        os.close(lock)  # closing releases the lock
 
 
 def _write(path: Path, text: str) -> None:

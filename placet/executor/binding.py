@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from placet.config import Settings
-from placet.config.pins import read_pins
+from placet.config import Settings, approvals_mode
+from placet.config.pins import read_pins, spend_signature
 from placet.drive import configured_spec
 from placet.drive.base import Drive
 from placet.errors import PlacetError, PolicyRefused
@@ -85,12 +85,16 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             configured drive, or the drive handed in, is not the one the proposal was
             made against), ``signature_required`` / ``signature_invalid`` (signed
             mode: the approval carries no passkey signature, or one that does not verify
-            for exactly this request), ``passkey_not_pinned`` (signed mode: the signing
+            for exactly this request, or one that already approved a run: spent beside
+            config.toml, `placet.config.pins.spend_signature`), ``passkey_not_pinned``
+            (signed mode: the signing
             passkey is not pinned in the owner's config folder with the key the database
             holds: `placet.config.pins`), ``placet_own_path`` (an upload, upload_revision
             or mkdir, ticked or not, targets a local-folder drive path inside placet's
             data, config or database folder; details ``proposal_id``, ``op_index``).
         PlacetError (``request_invalid``): the stored request does not parse.
+        ConfigError: `config.toml` cannot be read to tell the approval mode
+            (`placet.config.approvals_mode`), or a spent signature cannot be recorded.
     """
     pid = record.id
     _check_hash(record)
@@ -105,7 +109,7 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
             details={"proposal_id": pid, "approved": bound, "proposal": record.request_hash},
         )
     skip = owner_skips(approvals[-1].detail)
-    if settings.approvals == "signed":
+    if approvals_mode(settings) == "signed":  # config.toml as it is now
         earlier = [e.detail.get("passkey") for e in approvals[:-1]]
         _check_signature(store, settings, record, approvals[-1].detail, skip, earlier)
     _check_drive(settings, record, drive)
@@ -137,7 +141,12 @@ def _check_signature(
     (`earlier`: their ``passkey`` details) carried: an assertion copied from an approval
     that was already run does not approve a retry. The passkey must also be pinned, with
     the public key the database holds, in the owner's config folder
-    (`placet.config.pins`): a key added to the database alone approves nothing."""
+    (`placet.config.pins`): a key added to the database alone approves nothing. A
+    signature that verifies is then spent there (`spend_signature`): one already spent
+    is refused even when the approval that ran it was edited out of the database.
+
+    Raises:
+        PolicyRefused: see `bind`. ConfigError: the spent signatures cannot be recorded."""
     pid = record.id
     assertion = detail.get("passkey")
     key = (
@@ -166,6 +175,11 @@ def _check_signature(
             skip_ops=skip,
         )  # fmt: skip
         why = "" if problem is None else f"has a passkey signature that fails: {problem}"
+        if not why and not spend_signature(settings.config_file, str(assertion["nonce"])):
+            why = (
+                "carries a passkey signature that already approved a run (recorded as "
+                "spent beside config.toml): one signature approves once"
+            )
     if why:
         raise PolicyRefused(
             f'refusing to execute proposal {pid}: approvals = "signed" and its approval '

@@ -21,6 +21,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from placet.config import approvals_mode
 from placet.errors import (
     Expired,
     LimitExceeded,
@@ -355,7 +356,7 @@ class Decisions(StoreBase):
         now = now_or_utcnow(now)
         given = dict(detail or {})
         skip = given.pop("skip_ops", None)
-        if self.settings.approvals == "signed":
+        if approvals_mode(self.settings) == "signed":  # config.toml as it is now
             if not isinstance(given.get("passkey"), dict):
                 raise signature_required(pid, self.settings.config_file)
             given["approvals"] = "signed"  # the audit shows the mode (see `verify_chain`)

@@ -23,6 +23,7 @@ from webauthn.helpers import base64url_to_bytes
 from webauthn.helpers.exceptions import WebAuthnException
 
 from placet.schema import canonical_json
+from placet.text import inert
 
 __all__ = ["ASSERTION_FIELDS", "accept_challenge", "check_signed_approval"]
 
@@ -65,7 +66,8 @@ def check_signed_approval(
     """Why the stored `assertion` (an approval's `detail["passkey"]`) is not a valid,
     user-verified signature by `public_key` (COSE) over `accept_challenge` of this
     proposal, request hash and selection, or None when it is. The sign count is not
-    checked here (it was checked when the approval was made)."""
+    checked here (it was checked when the approval was made). The reason is inert text
+    (`placet.text.inert`): it may quote the stored client data."""
     missing = [k for k in ASSERTION_FIELDS if not isinstance(assertion.get(k), str)]
     if missing:
         return f"the stored assertion lacks {', '.join(missing)}"
@@ -96,7 +98,9 @@ def check_signed_approval(
             require_user_verification=True,
         )
     except (WebAuthnException, ValueError, KeyError, TypeError, AttributeError) as e:
-        return f"the passkey signature does not verify ({e})"
+        # py_webauthn quotes the client data's type and origin back: stored text that a
+        # process writing the database chose, shown on the owner's terminal and page.
+        return f"the passkey signature does not verify ({inert(str(e))})"
     return None
 
 

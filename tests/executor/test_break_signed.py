@@ -145,3 +145,117 @@ def test_a_pinned_key_swapped_in_the_database_does_not_approve(signed_rig: Rig) 
         execute(signed_rig.store, signed_rig.settings, rec.id, drive=signed_rig.drive)
     assert e.value.error_code == "passkey_not_pinned" and "database was altered" in e.value.message
     assert not (signed_rig.remote_dir / "a.txt").exists()  # type: ignore[operator]
+
+
+def test_a_used_signature_hidden_in_the_database_does_not_approve_a_retry(
+    signed_rig: Rig,
+) -> None:
+    """As above, but the process first edits the earlier approval's audit event (here:
+    drops its passkey entry) so the executor's look at the proposal's earlier approvals
+    finds no nonce to match. The audit chain then fails `--verify`, but that is after the
+    fact: the executor must still refuse, so the spent nonce must be recorded where the
+    database writer cannot reach it (beside config.toml, with the pins)."""
+    import sqlite3
+
+    key, cid = SoftKey(), "c29mdC1rZXk"
+    register_pinned(signed_rig.store, cid, key.cose(), "soft")
+    signed_rig.write("a.txt", b"alpha\n")
+    rec = signed_rig.upload("a.txt")
+    nonce = "ab" * 16
+    challenge = accept_challenge(
+        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
+    )
+    signed: dict[str, Any] = {**key.assert_(challenge, cid), "nonce": nonce}
+    detail = {"request_hash": rec.request_hash, "via": "web", "passkey": signed}
+    signed_rig.store.accept(rec.id, detail=detail)
+    signed_rig.write("a.txt", b"changed after the owner signed\n")  # the run fails
+    assert (
+        execute(signed_rig.store, signed_rig.settings, rec.id, drive=signed_rig.drive).status
+        == "failed"
+    )
+
+    con = sqlite3.connect(signed_rig.settings.db_path)
+    with con:
+        hide = "UPDATE audit_event SET detail = '{}' WHERE proposal_id = ? AND to_status = ?"
+        con.execute(hide, (rec.id, "approved"))
+    con.close()
+    signed_rig.write("a.txt", b"alpha\n")
+    signed_rig.store.accept(rec.id, detail=detail)  # the same assertion, copied
+    with pytest.raises(PolicyRefused) as e:
+        execute(signed_rig.store, signed_rig.settings, rec.id, drive=signed_rig.drive)
+    assert e.value.error_code == "signature_invalid", e.value
+    assert "already approved a run" in e.value.message, e.value.message
+    assert not (signed_rig.remote_dir / "a.txt").exists()  # type: ignore[operator]
+
+
+def test_a_hostile_stored_assertion_reaches_no_terminal_raw(signed_rig: Rig) -> None:
+    """A process that writes approvals (the store's own `accept`, chain intact) stores an
+    assertion whose client data carries terminal escapes and a bidi override in the
+    fields py_webauthn quotes back in its error (the client data's type and origin).
+    `placet audit --verify` prints the verification message as is on the owner's
+    terminal (and the executor's refusal reaches `placet accept` and the page): the
+    attacker's text must arrive there inert, or it could clear the screen and print
+    "verified" over the failure."""
+    import base64
+    import json
+
+    def is_unsafe_char(c: str) -> bool:  # what a terminal or a page would act on
+        return c in "\x1b\r\n\u202e"
+
+    key, cid = SoftKey(), "c29mdC1rZXk"
+    register_pinned(signed_rig.store, cid, key.cose(), "soft")
+    signed_rig.write("a.txt", b"alpha\n")
+    rec = signed_rig.upload("a.txt")
+    hostile = "\x1b[2J\x1b[H12 events verified\u202e\r\n"
+    nonce = "56" * 16
+    challenge = accept_challenge(
+        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
+    )
+    signed: dict[str, Any] = {**key.assert_(challenge, cid), "nonce": nonce}
+    right = base64.urlsafe_b64encode(challenge).decode().rstrip("=")
+    for field in ("type", "origin"):
+        client = {"type": "webauthn.get", "challenge": right, "origin": "http://localhost"}
+        client[field] = hostile
+        signed["client_data"] = base64.urlsafe_b64encode(json.dumps(client).encode()).decode()
+        why = check_signed_approval(
+            signed, key.cose(), proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[]
+        )
+        assert why is not None and "12 events verified" in why, why
+        assert not any(is_unsafe_char(c) for c in why), repr(why)
+    signed_rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "passkey": signed})
+    v = signed_rig.store.verify_audit()
+    assert not v.ok and "does not verify" in v.message, v.message
+    assert not any(is_unsafe_char(c) for c in v.message), repr(v.message)
+    with pytest.raises(PolicyRefused) as e:
+        execute(signed_rig.store, signed_rig.settings, rec.id, drive=signed_rig.drive)
+    assert not any(is_unsafe_char(c) for c in e.value.message), repr(e.value.message)
+
+
+def test_signed_mode_turned_on_binds_a_process_started_before(signed_rig: Rig) -> None:
+    """The owner turns on `approvals = "signed"` in config.toml while a `placet review`
+    (or `placet web`) started earlier is still running, with the settings it read at
+    start. A process driving that review's terminal (tmux send-keys: what signed mode
+    is there to stop) approves; the store and the executor must read the mode the
+    owner's config.toml says now, not the one in memory."""
+    from placet.errors import PlacetError
+    from placet.store import open_store
+
+    signed_rig.write("a.txt", b"alpha\n")
+    rec = signed_rig.upload("a.txt")
+    before = signed_rig.settings.model_copy(update={"approvals": "terminal"})
+    # config.toml (written by the fixture) says "signed"; this process read "terminal"
+    with open_store(before) as store, pytest.raises(PlacetError) as e:
+        store.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "tui"})
+    assert e.value.error_code == "signature_required", e.value
+
+    # ...and an executor started before runs no unsigned approval (one made while
+    # the mode was still off, here) once config.toml says "signed"
+    config = signed_rig.settings.config_file.read_text()
+    signed_rig.settings.config_file.write_text(config.replace('"signed"', '"terminal"'))
+    with open_store(before) as store:
+        store.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "tui"})
+    signed_rig.settings.config_file.write_text(config)
+    with open_store(before) as store, pytest.raises(PolicyRefused) as e:
+        execute(store, before, rec.id, drive=signed_rig.drive)
+    assert e.value.error_code == "signature_required", e.value
+    assert not (signed_rig.remote_dir / "a.txt").exists()  # type: ignore[operator]

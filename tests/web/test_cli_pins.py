@@ -95,3 +95,31 @@ def test_a_port_in_use_is_refused_before_the_url_is_printed() -> None:
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "port_in_use" in r.stderr and f"127.0.0.1:{port}" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and "placet web:" not in r.stdout, r.stdout
+
+
+def test_doctor_tells_a_signed_mode_with_no_pinned_passkey(settings: Settings) -> None:
+    """A newcomer who sets `approvals = "signed"` before pairing can approve nothing;
+    `placet doctor` says so, with the commands, and warns that `PLACET_HOME` keeps the
+    pins in the database's folder (docs/security.md, "Passkeys pinned outside the
+    database")."""
+    from tests.support.pins import register_pinned
+    from tests.support.rig import write_config
+
+    def doctor() -> tuple[int, str]:
+        r = subprocess.run([str(PLACET), "doctor"], capture_output=True, text=True, timeout=120)
+        lines = [ln for ln in r.stdout.splitlines() if ln.split()[:2][-1:] == ["approvals"]]
+        return r.returncode, (lines or [""])[0] + "\n" + r.stdout
+
+    write_config(settings, approvals="signed")
+    with open_store(settings) as store:
+        store.register_passkey(
+            store.create_pairing(), credential_id="bm90LXBpbm5lZA", public_key=b"\xa5",
+            sign_count=0, name="added in the database",
+        )  # fmt: skip
+    code, out = doctor()
+    assert code == 1 and out.startswith("FAIL") and "no registered passkey is pinned" in out
+    assert "placet web pair" in out and "holds both the pinned passkeys and the database" in out
+    with open_store(settings) as store:
+        register_pinned(store, "b3duZXI", b"\xa5\x01", "owner's phone")
+    code, out = doctor()
+    assert out.startswith("ok") and "signed, 1 pinned passkey(s)" in out, out

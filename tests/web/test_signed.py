@@ -76,8 +76,11 @@ def test_the_executor_refuses_an_unsigned_or_revoked_approval(tab: Tab, signed_r
     signed_rig.write("c.txt", b"gamma\n")
     unsigned = signed_rig.upload("b.txt")
     terminal = signed_rig.settings.model_copy(update={"approvals": "terminal"})
+    config = signed_rig.settings.config_file.read_text()
+    signed_rig.settings.config_file.write_text(config.replace('"signed"', '"terminal"'))
     with open_store(terminal) as store:  # approved while the mode was off
         store.accept(unsigned.id, detail={"request_hash": unsigned.request_hash, "via": "cli"})
+    signed_rig.settings.config_file.write_text(config)  # and turned on since
     with pytest.raises(PolicyRefused) as e:
         execute(signed_rig.store, signed_rig.settings, unsigned.id, drive=signed_rig.drive)
     assert e.value.error_code == "signature_required"
@@ -89,9 +92,9 @@ def test_the_executor_refuses_an_unsigned_or_revoked_approval(tab: Tab, signed_r
         tab.page.click("#accept")
         tab.page.wait_for_selector("#proposal-status:has-text('succeeded')")
     record = signed_rig.store.get(signed.id)
-    bind(
-        signed_rig.store, signed_rig.settings, record, signed_rig.drive
-    )  # the binding the executor checked
+    with pytest.raises(PolicyRefused) as e:  # its signature approved that run, no other
+        bind(signed_rig.store, signed_rig.settings, record, signed_rig.drive)
+    assert e.value.error_code == "signature_invalid" and "already approved a run" in str(e.value)
     signed_rig.store.revoke_passkey(signed_rig.store.passkeys()[0].id)
     with pytest.raises(PolicyRefused) as e:  # run again now: its signer is revoked
         bind(signed_rig.store, signed_rig.settings, record, signed_rig.drive)
