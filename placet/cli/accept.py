@@ -49,7 +49,7 @@ import termios
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import FrameType
 from typing import Any, TextIO
 
@@ -65,8 +65,9 @@ from placet.errors import (
     UsageError,
     WrongState,
 )
-from placet.executor import ProgressEvent, check_binding, execute, load_plan
+from placet.executor import Plan, ProgressEvent, check_binding, execute, load_plan
 from placet.proposals.approval import origin
+from placet.proposals.risk import RiskFlag
 from placet.proposals.vetting import proposal_flags, refuse_own_paths
 from placet.schema import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
@@ -124,10 +125,17 @@ def cmd_accept(args: argparse.Namespace) -> int:
         # Refuse a proposal that could never run (altered request, another drive) before
         # the owner types a code, leaving it as it is.
         check_binding(settings, record)
-        plan = load_plan(store, record)  # a sync's ops verified against its digest
+        # a sync's ops read a page at a time, verified against its digest, held once:
+        # the executor runs this same plan (`execute(shown=...)`)
+        reading = _Phase("reading the ops")
+        plan = load_plan(store, record, on_page=reading)
+        reading.done(len(plan.ops))
         refuse_own_paths(settings, record, plan.ops)
         skip = _check_skip(record, plan.ops, args.skip)
-        _emit(effect_lines(record, plan.ops, skip))
+        flagging = _Phase("checking the ops for risk flags")
+        flags = proposal_flags(record, plan.ops)
+        flagging.done(len(plan.ops))
+        _emit(effect_lines(record, plan.ops, skip, flags=flags))
         if record.status in ACCEPTABLE:
             with _terminal() as tty:
                 if not args.yes:
@@ -140,7 +148,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
                             code="no_terminal",
                             details={"proposal_id": record.id},
                         )
-                    _confirm(tty, record, skip, covers=_covers(record, plan.ops))
+                    _confirm(tty, record, skip, covers=_covers(plan.ops, flags))
                 detail: dict[str, Any] = {
                     "request_hash": record.request_hash,
                     "via": "cli",
@@ -161,7 +169,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
                     )
         else:
             _emit([f"proposal {record.id} was already approved; executing it now"])
-        return _run(store, settings, record, plan.ops)
+        return _run(store, settings, record, plan)
 
 
 def _check_skip(record: ProposalRecord, ops: list[Op], skip: list[int]) -> list[int]:
@@ -259,9 +267,8 @@ def _read_line(fd: int, limit: int = 64) -> str:
     return buf.decode("utf-8", "replace")
 
 
-def _covers(record: ProposalRecord, ops: list[Op]) -> str:
+def _covers(ops: list[Op], flags: list[RiskFlag]) -> str:
     """What the code accepts, said in the prompt: the op count and every risk flag by kind."""
-    flags = proposal_flags(record, ops)
     said = f"{len(flags)} risk flag(s): {flag_counts(flags)}" if flags else "no risk flags"
     return f"{len(ops)} op(s), {said}, all listed above"
 
@@ -304,6 +311,7 @@ _TTY_EVERY = 0.1  # seconds between redraws of the terminal line (at most 10 a s
 _LOG_EVERY = 5.0  # seconds between status lines when stderr is not a terminal
 _RATE_WINDOW = 5.0  # seconds of byte counts the current rate is measured over
 _LOG_COLS = 160  # width of a status line written to a file or pipe
+_PHASE_QUIET = 1.0  # seconds a step before the transfers runs before its progress is shown
 
 
 def _fit(s: str, cols: int) -> str:
@@ -344,6 +352,39 @@ def status_line(
     return _fit(prefix + ", ".join(shown) + (f", +{hidden} more" if hidden else ""), cols)
 
 
+class _Phase:
+    """Progress of a long step before the transfers (reading a big sync's ops, checking
+    them for risk flags) on stderr: silent for a step that ends within `_PHASE_QUIET`
+    seconds; after that ``what: N/M ops`` redrawn in place on a terminal (at most every
+    `_TTY_EVERY` s) or a plain line every `_LOG_EVERY` s elsewhere, and a last line with
+    the time taken. Call it with (done, total) as the step goes; `done(total)` ends it."""
+
+    def __init__(self, what: str, out: TextIO | None = None) -> None:
+        self.what, self.out = what, out or sys.stderr
+        self.tty = self.out.isatty()
+        self._start = self._last = time.monotonic()
+        self._shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self._start < _PHASE_QUIET:
+            return
+        if self._shown and now - self._last < (_TTY_EVERY if self.tty else _LOG_EVERY):
+            return
+        self._line(f"{self.what}: {done:,}/{total:,} ops", end="\r" if self.tty else "\n")
+        self._last, self._shown = now, True
+
+    def done(self, total: int) -> None:
+        """End the step: one line with its time, if it took long enough to be shown."""
+        took = time.monotonic() - self._start
+        if took >= _PHASE_QUIET:
+            self._line(f"{self.what}: {total:,} ops in {took:.1f} s", end="\n")
+
+    def _line(self, text: str, end: str) -> None:
+        self.out.write(("\r\x1b[K" if self.tty else "") + text + (end if self.tty else "\n"))
+        self.out.flush()
+
+
 class _Progress:
     """Execution progress on stderr. Every op result is one line, numbered by ops ended
     (``[3/20]``) when there is more than one op. The status line (`status_line`) is
@@ -354,7 +395,7 @@ class _Progress:
     def __init__(self, ops: list[Op], out: TextIO | None = None) -> None:
         self.out = out or sys.stderr
         self.tty = self.out.isatty()
-        self.names = {op.index: inert(op.remote_path or op.local_path or "") for op in ops}
+        self._ops = {op.index: op for op in ops}  # names made only for the ops shown
         self._start = self._last = time.monotonic()
         self._samples: deque[tuple[float, int]] = deque()
         self._first: int | None = None
@@ -394,13 +435,19 @@ class _Progress:
         if self.tty:
             with contextlib.suppress(OSError, ValueError):
                 cols = os.get_terminal_size(self.out.fileno()).columns
-        line = status_line(self._ev, self.names, self._rate(now, final), cols - 1, bar=self.tty)
+        ev = self._ev
+        names = {i: self._name(i) for i in (*ev.in_flight, ev.op_index)}
+        line = status_line(ev, names, self._rate(now, final), cols - 1, bar=self.tty)
         if self.tty:
             self.out.write("\r" + line + "\x1b[K" + ("\n" if final else ""))
             self._drawn = not final
         else:
             self.out.write(line + "\n")
         self._last = now
+
+    def _name(self, index: int) -> str:
+        op = self._ops.get(index)
+        return f"#{index}" if op is None else inert(op.remote_path or op.local_path or "")
 
     def _clear(self) -> None:
         if self._drawn:
@@ -418,7 +465,7 @@ def _result_line(r: OpResultRecord) -> str:
     return f"#{r.op_index} {r.outcome}: {what}: {inert(str(d.get('message', '')))}"
 
 
-def _run(store: Store, settings: Settings, record: ProposalRecord, ops: list[Op]) -> int:
+def _run(store: Store, settings: Settings, record: ProposalRecord, plan: Plan) -> int:
     cancel = threading.Event()
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
@@ -428,22 +475,26 @@ def _run(store: Store, settings: Settings, record: ProposalRecord, ops: list[Op]
         sys.stderr.write("\nstopping after cleaning up (Ctrl-C again to quit at once)\n")
 
     previous: Any = signal.signal(signal.SIGINT, on_sigint)
-    shown = _Progress(ops)
+    shown = _Progress(plan.ops)
     try:
-        final = execute(store, settings, record.id, progress=shown, cancel=cancel)
+        final = execute(store, settings, record.id, progress=shown, cancel=cancel, shown=plan)
     finally:
         signal.signal(signal.SIGINT, previous)
         shown.finish()
-    results = store.op_results(final.id)
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    del plan, shown  # the ops are not needed to count the journal
+    counts = store.outcome_counts(final.id)
     said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no ops journaled"
     _emit([f"proposal {final.id} {final.status}: {said}"])
-    return exit_code(final, results)
+    if final.status == "succeeded":
+        return EXIT_OK
+    return exit_code(final, store.op_results(final.id, outcomes=_BAD))
 
 
-def exit_code(final: ProposalRecord, results: list[OpResultRecord]) -> int:
+_BAD = ("stale", "failed")
+"""Outcomes of an op that did not end as selected (not done, already_done or skipped)."""
+
+
+def exit_code(final: ProposalRecord, results: Iterable[OpResultRecord]) -> int:
     """0 succeeded; 5 when every failed op could not reach the drive; else 1."""
     if final.status == "succeeded":
         return EXIT_OK

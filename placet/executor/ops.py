@@ -10,8 +10,8 @@ stored request that no longer parses is refused before anything is touched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -30,6 +30,7 @@ from placet.schema import (
     UploadEvidence,
     UploadRequest,
     is_by_reference,
+    request_hash,
 )
 
 if TYPE_CHECKING:
@@ -48,12 +49,16 @@ class Plan:
         ops: in execution order (mkdir ops first); each op's `index` is its journal key.
         skip: indexes of the ops the owner unticked when accepting (a sync's approval
             `skip_ops`): journaled `skipped`, never run. Set by the executor's binding.
+        request_hash: what the request and evidence the ops were read from hash to
+            (`placet.schema.request_hash`), set by `load_plan`: the executor reuses a
+            plan loaded for display only when it equals the approved proposal's hash.
     """
 
     kind: str
     root: RootRef | None
     ops: list[Op]
     skip: frozenset[int] = frozenset()
+    request_hash: str = ""
 
     @property
     def bytes_total(self) -> int:
@@ -72,10 +77,15 @@ def _bad(kind: str, e: Exception) -> PlacetError:
     )
 
 
-def load_plan(store: Store, record: ProposalRecord) -> Plan:
-    """The `Plan` of a stored proposal, its sync ops read through `Store.checked_ops`
-    (verified against the request's `ops_digest`): what the executor runs and what
-    `placet accept` and the review UI's confirmation show.
+def load_plan(
+    store: Store, record: ProposalRecord, *, on_page: Callable[[int, int], None] | None = None
+) -> Plan:
+    """The `Plan` of a stored proposal, its sync ops read through `Store.checked_parsed`
+    (paged, verified against the request's `ops_digest`, each op parsed as it is read,
+    so only the parsed ops are held): what the executor runs and what `placet accept`
+    and the review UI's confirmation show. `on_page(ops read, op count)`: progress of a
+    by-reference sync's read. The plan's `request_hash` is computed from the request and
+    evidence its ops were read from.
 
     Raises:
         PolicyRefused (``request_altered``): a by-reference sync's stored ops no longer
@@ -83,10 +93,25 @@ def load_plan(store: Store, record: ProposalRecord) -> Plan:
         PlacetError (``request_invalid``): see `plan_for`.
         NotFound.
     """
+    digest = request_hash(record.kind, record.request, record.evidence)
     if not is_by_reference(record.kind, record.request):
-        return plan_for(record.kind, record.request, record.evidence)
-    ops = store.checked_ops(record.id, record.request)  # the request `bind` hash-checked
-    return plan_for(record.kind, record.request, record.evidence, ops)
+        plan = plan_for(record.kind, record.request, record.evidence)
+        return replace(plan, request_hash=digest)
+    try:
+        stored = StoredSyncRequest.model_validate(record.request)
+        # the request `bind` hash-checked; each op parsed as its page is read
+        ops = store.checked_parsed(record.id, record.request, Op.model_validate, on_page=on_page)
+        plan = _by_reference(stored, ops)
+    except (ValidationError, ValueError) as e:
+        raise _bad(record.kind, e) from e
+    return replace(plan, request_hash=digest)
+
+
+def _by_reference(stored: StoredSyncRequest, ops: list[Op]) -> Plan:
+    """The plan of a by-reference sync from its parsed ops. Raises ValueError."""
+    if len(ops) != stored.op_count:
+        raise ValueError(f"a sync of {stored.op_count} ops given {len(ops)} ops")
+    return Plan("sync", stored.root, sync_order(ops))
 
 
 def plan_for(
@@ -109,11 +134,9 @@ def plan_for(
     try:
         if is_by_reference(kind, request):
             stored = StoredSyncRequest.model_validate(request)
-            if ops is None or len(ops) != stored.op_count:
-                got = "none" if ops is None else len(ops)
-                raise ValueError(f"a sync of {stored.op_count} ops given {got} ops")
-            parsed = [Op.model_validate(o) for o in ops]
-            return Plan(kind, stored.root, sync_order(parsed))
+            if ops is None:
+                raise ValueError(f"a sync of {stored.op_count} ops given none")
+            return _by_reference(stored, [Op.model_validate(o) for o in ops])
         req = _REQUEST.validate_python(request)
         if req.kind != kind:
             raise ValueError(f"request kind {req.kind!r} under a {kind!r} proposal")
