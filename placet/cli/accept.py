@@ -390,17 +390,20 @@ class _Progress:
     (``[3/20]``) when there is more than one op. The status line (`status_line`) is
     redrawn in place on a terminal at most every `_TTY_EVERY` s, cut to its width;
     elsewhere it is a plain line at most every `_LOG_EVERY` s, never a control
-    sequence. `finish` writes the last status once, whatever the timing."""
+    sequence, and lines are written in one go at most every `_TTY_EVERY` s (a
+    100,000-op sync is not 100,000 writes). `finish` writes the last status once,
+    whatever the timing, and everything held."""
 
     def __init__(self, ops: list[Op], out: TextIO | None = None) -> None:
         self.out = out or sys.stderr
         self.tty = self.out.isatty()
         self._ops = {op.index: op for op in ops}  # names made only for the ops shown
-        self._start = self._last = time.monotonic()
+        self._start = self._last = self._flushed = time.monotonic()
         self._samples: deque[tuple[float, int]] = deque()
         self._first: int | None = None
         self._ev: ProgressEvent | None = None
         self._drawn = False
+        self._held: list[str] = []  # lines not yet written (not a terminal)
 
     def __call__(self, ev: ProgressEvent) -> None:
         now = time.monotonic()
@@ -412,16 +415,30 @@ class _Progress:
         if ev.op_result is not None:
             self._clear()
             count = f"[{ev.ops_done}/{ev.op_count}] " if ev.op_count > 1 else ""
-            self.out.write(f"  {count}{_result_line(ev.op_result)}\n")
+            self._write(f"  {count}{_result_line(ev.op_result)}\n")
         if now - self._last >= (_TTY_EVERY if self.tty else _LOG_EVERY):
             self._draw(now)
-        self.out.flush()
+        if self.tty or now - self._flushed >= _TTY_EVERY:
+            self._flush(now)
 
     def finish(self) -> None:
         """Write the final status line (also after a failure: the line is ended)."""
         if self._ev is not None:
             self._draw(time.monotonic(), final=True)
-            self.out.flush()
+        self._flush(time.monotonic())
+
+    def _write(self, text: str) -> None:
+        if self.tty:
+            self.out.write(text)
+        else:
+            self._held.append(text)
+
+    def _flush(self, now: float) -> None:
+        if self._held:
+            self.out.write("".join(self._held))
+            self._held.clear()
+        self.out.flush()
+        self._flushed = now
 
     def _rate(self, now: float, final: bool) -> float | None:
         (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
@@ -442,7 +459,7 @@ class _Progress:
             self.out.write("\r" + line + "\x1b[K" + ("\n" if final else ""))
             self._drawn = not final
         else:
-            self.out.write(line + "\n")
+            self._write(line + "\n")
         self._last = now
 
     def _name(self, index: int) -> str:
