@@ -6,7 +6,10 @@ fresh data directory with a local-folder drive and ``allow_yes = true``. Then
 `placet accept ID --yes` runs as a child process (stderr a pipe: one line per op
 result). Printed: seconds from the start of the child to its first op result line
 (a folder), to the first file op's result line (the first transfer), to exit; and the
-child's peak RSS (ru_maxrss of the waited child, MiB). With `--peer DIR`, the same is
+child's peak RSS (ru_maxrss of the waited child, MiB: the largest of placet and the
+rclone processes it waited for), placet's own peak RSS (VmRSS sampled every 50 ms) and
+that peak by the first file's result, and placet's CPU seconds by then (the wall
+times depend on the load of the box; the CPU seconds much less). With `--peer DIR`, the same is
 run again with the placet package found in DIR (e.g. an exported tree of the base
 commit: `git archive BASE | tar -x -C DIR`), on a copy of the same database, in the
 same run.
@@ -23,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -68,6 +72,15 @@ def propose(home: Path, drive_dir: Path, tree: Path) -> int:
         store.close()
 
 
+def _cpu_of(pid: int) -> float:
+    """CPU seconds of process `pid` so far (its own, not its children's)."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def accept(home: Path, pid: int, pythonpath: str | None) -> dict[str, Any]:
     """Run `placet accept PID --yes` in `home`; times and the child's peak RSS."""
     env = {**os.environ, "PLACET_HOME": str(home)}
@@ -80,6 +93,22 @@ def accept(home: Path, pid: int, pythonpath: str | None) -> dict[str, Any]:
                             cwd=home if pythonpath else None)  # fmt: skip
     first_op = first_file = None
     lines = 0
+    rss = {"now": 0.0, "peak": 0.0, "at_first_file": 0.0, "cpu_first_file": 0.0}
+    stop = threading.Event()
+
+    def sample() -> None:  # the placet process's own RSS (rcd and rclone children apart)
+        while not stop.wait(0.05):
+            try:
+                status = Path(f"/proc/{proc.pid}/status").read_text()
+            except OSError:
+                return
+            for row in status.splitlines():
+                if row.startswith("VmRSS:"):
+                    rss["now"] = int(row.split()[1]) / 1024
+                    rss["peak"] = max(rss["peak"], rss["now"])
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     assert proc.stderr is not None
     for raw in proc.stderr:
         line = raw.decode("utf-8", "replace")
@@ -91,12 +120,16 @@ def accept(home: Path, pid: int, pythonpath: str | None) -> dict[str, Any]:
             first_op = now
         if first_file is None and ".txt" in line:
             first_file = now
+            rss["at_first_file"] = rss["peak"]
+            rss["cpu_first_file"] = _cpu_of(proc.pid)
+    stop.set()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     return {"rc": proc.returncode, "first_op": first_op, "first_file": first_file,
             "wall": wall, "rss_mib": usage.ru_maxrss / 1024, "results": lines,
-            "cpu": usage.ru_utime + usage.ru_stime}  # fmt: skip
+            "cpu": usage.ru_utime + usage.ru_stime, "rss_first": rss["at_first_file"],
+            "rss_own": rss["peak"], "cpu_first": rss["cpu_first_file"]}  # fmt: skip
 
 
 def main() -> int:
@@ -115,8 +148,9 @@ def main() -> int:
     load = Path("/proc/loadavg").read_text().split()[:3]
     print(f"load average before: {' '.join(load)}; {os.cpu_count()} CPUs")
     runs = [("this tree", None)] + ([("peer", str(args.peer.resolve()))] if args.peer else [])
-    print(f"{'code':<10} {'rc':>3} {'first op':>9} {'first file':>11} {'wall':>9} {'CPU':>9}"
-          f" {'peak RSS':>10} {'results':>8}")  # fmt: skip
+    print(f"{'code':<10} {'rc':>3} {'first op':>9} {'first file':>11} {'its CPU':>9}"
+          f" {'wall':>9} {'CPU':>9}"
+          f" {'peak RSS':>10} {'own peak':>10} {'by 1st file':>11} {'results':>8}")  # fmt: skip
     for label, path in runs:
         work = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
         home = work / "home"
@@ -130,7 +164,9 @@ def main() -> int:
             return "-" if v is None else f"{v:.2f} s"
 
         print(f"{label:<10} {got['rc']:>3} {s(got['first_op']):>9} {s(got['first_file']):>11}"
+              f" {s(got['cpu_first']):>9}"
               f" {s(got['wall']):>9} {s(got['cpu']):>9} {got['rss_mib']:>6.0f} MiB"
+              f" {got['rss_own']:>6.0f} MiB {got['rss_first']:>7.0f} MiB"
               f" {got['results']:>8}", flush=True)  # fmt: skip
         shutil.rmtree(work, ignore_errors=True)
     load = Path("/proc/loadavg").read_text().split()[:3]

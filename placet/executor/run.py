@@ -197,7 +197,7 @@ class _Run:
         self._halted: str | None = None
         self._shown = (-1, 0.0)  # (flight version, monotonic time) of the last tick event
         self._last_index = 0  # the op journaled last (named when none is in flight)
-        self.temps: dict[int, list[Temp]] = {}  # journaled temps per op index
+        self.temps: dict[int, list[Temp]] = {}  # journaled temps per running op index
         self._pending: list[tuple[Op, OpOutcome, dict[str, Any], dict[str, Any]]] = []
         self._pending_since = 0.0  # monotonic time of the oldest unjournaled result
         self._op_json: dict[int, dict[str, Any]] = {}  # ops dumped, until journaled
@@ -505,6 +505,8 @@ class _Run:
             rows = [(op.index, op_json, out.outcome, d) for op, out, op_json, d in batch]
             with self._journal_lock:
                 self.store.record_op_results(self.pid, rows, holder=self.holder)
+                for op, *_ in batch:  # ended and journaled: its temps are in its result
+                    self.temps.pop(op.index, None)
         except WrongState:  # recovery took the proposal: another process may own it
             return False
         now = datetime.now(UTC)
