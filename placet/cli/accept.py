@@ -24,7 +24,9 @@ recorded in the approval event as `skip_ops`, and journaled `skipped` by the exe
 (docs/design.md section 9, "Op results").
 
 Sequence: sweep (expire due, recover interrupted: a dead holder on this host is
-recovered at once), show, confirm, accept (pending, failed or interrupted -> approved),
+recovered at once), read the ops (a sync's a page at a time, held once: the executor
+runs this same plan) and flag them, with progress on stderr when that takes more than
+`PHASE_QUIET` seconds (`StepProgress`), show, confirm, accept (pending, failed or interrupted -> approved),
 execute with progress on stderr: one line per op result, numbered by ops ended
 (``[3/20]``), and a status line (ops ended of total, bytes of total, rate, the files in
 flight while a sync's transfers run several at a time) redrawn in place at most 10
@@ -127,12 +129,12 @@ def cmd_accept(args: argparse.Namespace) -> int:
         check_binding(settings, record)
         # a sync's ops read a page at a time, verified against its digest, held once:
         # the executor runs this same plan (`execute(shown=...)`)
-        reading = _Phase("reading the ops")
+        reading = StepProgress("reading the ops")
         plan = load_plan(store, record, on_page=reading)
         reading.done(len(plan.ops))
         refuse_own_paths(settings, record, plan.ops)
         skip = _check_skip(record, plan.ops, args.skip)
-        flagging = _Phase("checking the ops for risk flags")
+        flagging = StepProgress("checking the ops for risk flags")
         flags = proposal_flags(record, plan.ops)
         flagging.done(len(plan.ops))
         _emit(effect_lines(record, plan.ops, skip, flags=flags))
@@ -311,7 +313,8 @@ _TTY_EVERY = 0.1  # seconds between redraws of the terminal line (at most 10 a s
 _LOG_EVERY = 5.0  # seconds between status lines when stderr is not a terminal
 _RATE_WINDOW = 5.0  # seconds of byte counts the current rate is measured over
 _LOG_COLS = 160  # width of a status line written to a file or pipe
-_PHASE_QUIET = 1.0  # seconds a step before the transfers runs before its progress is shown
+PHASE_QUIET = 1.0
+"""Seconds a step before the transfers (`StepProgress`) runs before its progress is shown."""
 
 
 def _fit(s: str, cols: int) -> str:
@@ -352,9 +355,9 @@ def status_line(
     return _fit(prefix + ", ".join(shown) + (f", +{hidden} more" if hidden else ""), cols)
 
 
-class _Phase:
+class StepProgress:
     """Progress of a long step before the transfers (reading a big sync's ops, checking
-    them for risk flags) on stderr: silent for a step that ends within `_PHASE_QUIET`
+    them for risk flags) on stderr: silent for a step that ends within `PHASE_QUIET`
     seconds; after that ``what: N/M ops`` redrawn in place on a terminal (at most every
     `_TTY_EVERY` s) or a plain line every `_LOG_EVERY` s elsewhere, and a last line with
     the time taken. Call it with (done, total) as the step goes; `done(total)` ends it."""
@@ -367,7 +370,7 @@ class _Phase:
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
-        if now - self._start < _PHASE_QUIET:
+        if now - self._start < PHASE_QUIET:
             return
         if self._shown and now - self._last < (_TTY_EVERY if self.tty else _LOG_EVERY):
             return
@@ -377,7 +380,7 @@ class _Phase:
     def done(self, total: int) -> None:
         """End the step: one line with its time, if it took long enough to be shown."""
         took = time.monotonic() - self._start
-        if took >= _PHASE_QUIET:
+        if took >= PHASE_QUIET:
             self._line(f"{self.what}: {total:,} ops in {took:.1f} s", end="\n")
 
     def _line(self, text: str, end: str) -> None:
@@ -521,4 +524,12 @@ def exit_code(final: ProposalRecord, results: Iterable[OpResultRecord]) -> int:
     return EXIT_OP_FAILED
 
 
-__all__ = ["cmd_accept", "effect_lines", "exit_code", "flag_counts", "register"]
+__all__ = [
+    "PHASE_QUIET",
+    "StepProgress",
+    "cmd_accept",
+    "effect_lines",
+    "exit_code",
+    "flag_counts",
+    "register",
+]
