@@ -26,8 +26,8 @@ recorded in the approval event as `skip_ops`, and journaled `skipped` by the exe
 Sequence: sweep (expire due, recover interrupted: a dead holder on this host is
 recovered at once), read the ops (a sync's a page at a time, held once: the executor
 runs this same plan) and flag them, with progress on stderr when that takes more than
-`PHASE_QUIET` seconds (`StepProgress`), show, confirm, accept (pending, failed or interrupted -> approved),
-execute with progress on stderr: one line per op result, numbered by ops ended
+`PHASE_QUIET` seconds (`StepProgress`), show, confirm, accept (pending, failed or
+interrupted -> approved), execute with progress on stderr: one line per op result, numbered by ops ended
 (``[3/20]``), and a status line (ops ended of total, bytes of total, rate, the files in
 flight while a sync's transfers run several at a time) redrawn in place at most 10
 times a second on a terminal, or written as a plain line every few seconds elsewhere
