@@ -27,16 +27,16 @@ Sequence: sweep (expire due, recover interrupted: a dead holder on this host is
 recovered at once), read the ops (a sync's a page at a time, held once: the executor
 runs this same plan) and flag them, with progress on stderr when that takes more than
 `PHASE_QUIET` seconds (`StepProgress`), show, confirm, accept (pending, failed or
-interrupted -> approved), execute with progress on stderr: one line per op result, numbered by ops ended
-(``[3/20]``), and a status line (ops ended of total, bytes of total, rate, the files in
-flight while a sync's transfers run several at a time) redrawn in place at most 10
-times a second on a terminal, or written as a plain line every few seconds elsewhere
-(never a control sequence then). A proposal already
-`approved` (accepted elsewhere, never claimed) is executed without asking again.
-Ctrl-C stops the transfer cleanly (the proposal becomes `interrupted`); a second Ctrl-C
-quits at once. Exit codes (`placet.errors`): 0 succeeded; 1 an op failed; 3 no such
-proposal; 4 refused (expired, wrong state, no terminal, `--yes` not allowed, binding);
-5 every failed op could not reach the drive (retryable: accept again later); 6 store.
+interrupted -> approved), execute with progress on stderr: one line per op result,
+numbered by ops ended (``[3/20]``), and a status line (ops ended of total, bytes of
+total, rate, the files in flight while a sync's transfers run several at a time) redrawn
+in place at most 10 times a second on a terminal, or written as a plain line every few
+seconds elsewhere (never a control sequence then). A proposal already `approved`
+(accepted elsewhere, never claimed) is executed without asking again. Ctrl-C stops the
+transfer cleanly (the proposal becomes `interrupted`); a second Ctrl-C quits at once.
+Exit codes (`placet.errors`): 0 succeeded; 1 an op failed; 3 no such proposal; 4 refused
+(expired, wrong state, no terminal, `--yes` not allowed, binding); 5 every failed op
+could not reach the drive (retryable: accept again later); 6 store.
 """
 
 from __future__ import annotations
