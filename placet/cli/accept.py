@@ -24,17 +24,19 @@ recorded in the approval event as `skip_ops`, and journaled `skipped` by the exe
 (docs/design.md section 9, "Op results").
 
 Sequence: sweep (expire due, recover interrupted: a dead holder on this host is
-recovered at once), show, confirm, accept (pending, failed or interrupted -> approved),
-execute with progress on stderr: one line per op result, numbered by ops ended
-(``[3/20]``), and a status line (ops ended of total, bytes of total, rate, the files in
-flight while a sync's transfers run several at a time) redrawn in place at most 10
-times a second on a terminal, or written as a plain line every few seconds elsewhere
-(never a control sequence then). A proposal already
-`approved` (accepted elsewhere, never claimed) is executed without asking again.
-Ctrl-C stops the transfer cleanly (the proposal becomes `interrupted`); a second Ctrl-C
-quits at once. Exit codes (`placet.errors`): 0 succeeded; 1 an op failed; 3 no such
-proposal; 4 refused (expired, wrong state, no terminal, `--yes` not allowed, binding);
-5 every failed op could not reach the drive (retryable: accept again later); 6 store.
+recovered at once), read the ops (a sync's a page at a time, held once: the executor
+runs this same plan) and flag them, with progress on stderr when that takes more than
+`PHASE_QUIET` seconds (`StepProgress`), show, confirm, accept (pending, failed or
+interrupted -> approved), execute with progress on stderr: one line per op result,
+numbered by ops ended (``[3/20]``), and a status line (ops ended of total, bytes of
+total, rate, the files in flight while a sync's transfers run several at a time) redrawn
+in place at most 10 times a second on a terminal, or written as a plain line every few
+seconds elsewhere (never a control sequence then). A proposal already `approved`
+(accepted elsewhere, never claimed) is executed without asking again. Ctrl-C stops the
+transfer cleanly (the proposal becomes `interrupted`); a second Ctrl-C quits at once.
+Exit codes (`placet.errors`): 0 succeeded; 1 an op failed; 3 no such proposal; 4 refused
+(expired, wrong state, no terminal, `--yes` not allowed, binding); 5 every failed op
+could not reach the drive (retryable: accept again later); 6 store.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ import termios
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import FrameType
 from typing import Any, TextIO
 
@@ -65,8 +67,9 @@ from placet.errors import (
     UsageError,
     WrongState,
 )
-from placet.executor import ProgressEvent, check_binding, execute, load_plan
+from placet.executor import Plan, ProgressEvent, check_binding, execute, load_plan
 from placet.proposals.approval import origin
+from placet.proposals.risk import RiskFlag
 from placet.proposals.vetting import proposal_flags, refuse_own_paths
 from placet.schema import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
@@ -124,10 +127,17 @@ def cmd_accept(args: argparse.Namespace) -> int:
         # Refuse a proposal that could never run (altered request, another drive) before
         # the owner types a code, leaving it as it is.
         check_binding(settings, record)
-        plan = load_plan(store, record)  # a sync's ops verified against its digest
+        # a sync's ops read a page at a time, verified against its digest, held once:
+        # the executor runs this same plan (`execute(shown=...)`)
+        reading = StepProgress("reading the ops")
+        plan = load_plan(store, record, on_page=reading)
+        reading.done(len(plan.ops))
         refuse_own_paths(settings, record, plan.ops)
         skip = _check_skip(record, plan.ops, args.skip)
-        _emit(effect_lines(record, plan.ops, skip))
+        flagging = StepProgress("checking the ops for risk flags")
+        flags = proposal_flags(record, plan.ops)
+        flagging.done(len(plan.ops))
+        _emit(effect_lines(record, plan.ops, skip, flags=flags))
         if record.status in ACCEPTABLE:
             with terminal() as tty:
                 if not args.yes:
@@ -140,7 +150,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
                             code="no_terminal",
                             details={"proposal_id": record.id},
                         )
-                    _confirm(tty, record, skip, covers=_covers(record, plan.ops))
+                    _confirm(tty, record, skip, covers=_covers(plan.ops, flags))
                 detail: dict[str, Any] = {
                     "request_hash": record.request_hash,
                     "via": "cli",
@@ -161,7 +171,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
                     )
         else:
             _emit([f"proposal {record.id} was already approved; executing it now"])
-        return _run(store, settings, record, plan.ops)
+        return _run(store, settings, record, plan)
 
 
 def _check_skip(record: ProposalRecord, ops: list[Op], skip: list[int]) -> list[int]:
@@ -260,9 +270,8 @@ def read_line(fd: int, limit: int = 64) -> str:
     return buf.decode("utf-8", "replace")
 
 
-def _covers(record: ProposalRecord, ops: list[Op]) -> str:
+def _covers(ops: list[Op], flags: list[RiskFlag]) -> str:
     """What the code accepts, said in the prompt: the op count and every risk flag by kind."""
-    flags = proposal_flags(record, ops)
     said = f"{len(flags)} risk flag(s): {flag_counts(flags)}" if flags else "no risk flags"
     return f"{len(ops)} op(s), {said}, all listed above"
 
@@ -305,6 +314,8 @@ _TTY_EVERY = 0.1  # seconds between redraws of the terminal line (at most 10 a s
 _LOG_EVERY = 5.0  # seconds between status lines when stderr is not a terminal
 _RATE_WINDOW = 5.0  # seconds of byte counts the current rate is measured over
 _LOG_COLS = 160  # width of a status line written to a file or pipe
+PHASE_QUIET = 1.0
+"""Seconds a step before the transfers (`StepProgress`) runs before its progress is shown."""
 
 
 def _fit(s: str, cols: int) -> str:
@@ -345,22 +356,58 @@ def status_line(
     return _fit(prefix + ", ".join(shown) + (f", +{hidden} more" if hidden else ""), cols)
 
 
+class StepProgress:
+    """Progress of a long step before the transfers (reading a big sync's ops, checking
+    them for risk flags) on stderr: silent for a step that ends within `PHASE_QUIET`
+    seconds; after that ``what: N/M ops`` redrawn in place on a terminal (at most every
+    `_TTY_EVERY` s) or a plain line every `_LOG_EVERY` s elsewhere, and a last line with
+    the time taken. Call it with (done, total) as the step goes; `done(total)` ends it."""
+
+    def __init__(self, what: str, out: TextIO | None = None) -> None:
+        self.what, self.out = what, out or sys.stderr
+        self.tty = self.out.isatty()
+        self._start = self._last = time.monotonic()
+        self._shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self._start < PHASE_QUIET:
+            return
+        if self._shown and now - self._last < (_TTY_EVERY if self.tty else _LOG_EVERY):
+            return
+        self._line(f"{self.what}: {done:,}/{total:,} ops", end="\r" if self.tty else "\n")
+        self._last, self._shown = now, True
+
+    def done(self, total: int) -> None:
+        """End the step: one line with its time, if it took long enough to be shown."""
+        took = time.monotonic() - self._start
+        if took >= PHASE_QUIET:
+            self._line(f"{self.what}: {total:,} ops in {took:.1f} s", end="\n")
+
+    def _line(self, text: str, end: str) -> None:
+        self.out.write(("\r\x1b[K" if self.tty else "") + text + (end if self.tty else "\n"))
+        self.out.flush()
+
+
 class _Progress:
     """Execution progress on stderr. Every op result is one line, numbered by ops ended
     (``[3/20]``) when there is more than one op. The status line (`status_line`) is
     redrawn in place on a terminal at most every `_TTY_EVERY` s, cut to its width;
     elsewhere it is a plain line at most every `_LOG_EVERY` s, never a control
-    sequence. `finish` writes the last status once, whatever the timing."""
+    sequence, and lines are written in one go at most every `_TTY_EVERY` s (a
+    100,000-op sync is not 100,000 writes). `finish` writes the last status once,
+    whatever the timing, and everything held."""
 
     def __init__(self, ops: list[Op], out: TextIO | None = None) -> None:
         self.out = out or sys.stderr
         self.tty = self.out.isatty()
-        self.names = {op.index: inert(op.remote_path or op.local_path or "") for op in ops}
-        self._start = self._last = time.monotonic()
+        self._ops = {op.index: op for op in ops}  # names made only for the ops shown
+        self._start = self._last = self._flushed = time.monotonic()
         self._samples: deque[tuple[float, int]] = deque()
         self._first: int | None = None
         self._ev: ProgressEvent | None = None
         self._drawn = False
+        self._held: list[str] = []  # lines not yet written (not a terminal)
 
     def __call__(self, ev: ProgressEvent) -> None:
         now = time.monotonic()
@@ -372,16 +419,30 @@ class _Progress:
         if ev.op_result is not None:
             self._clear()
             count = f"[{ev.ops_done}/{ev.op_count}] " if ev.op_count > 1 else ""
-            self.out.write(f"  {count}{_result_line(ev.op_result)}\n")
+            self._write(f"  {count}{_result_line(ev.op_result)}\n")
         if now - self._last >= (_TTY_EVERY if self.tty else _LOG_EVERY):
             self._draw(now)
-        self.out.flush()
+        if self.tty or now - self._flushed >= _TTY_EVERY:
+            self._flush(now)
 
     def finish(self) -> None:
         """Write the final status line (also after a failure: the line is ended)."""
         if self._ev is not None:
             self._draw(time.monotonic(), final=True)
-            self.out.flush()
+        self._flush(time.monotonic())
+
+    def _write(self, text: str) -> None:
+        if self.tty:
+            self.out.write(text)
+        else:
+            self._held.append(text)
+
+    def _flush(self, now: float) -> None:
+        if self._held:
+            self.out.write("".join(self._held))
+            self._held.clear()
+        self.out.flush()
+        self._flushed = now
 
     def _rate(self, now: float, final: bool) -> float | None:
         (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
@@ -395,13 +456,19 @@ class _Progress:
         if self.tty:
             with contextlib.suppress(OSError, ValueError):
                 cols = os.get_terminal_size(self.out.fileno()).columns
-        line = status_line(self._ev, self.names, self._rate(now, final), cols - 1, bar=self.tty)
+        ev = self._ev
+        names = {i: self._name(i) for i in (*ev.in_flight, ev.op_index)}
+        line = status_line(ev, names, self._rate(now, final), cols - 1, bar=self.tty)
         if self.tty:
             self.out.write("\r" + line + "\x1b[K" + ("\n" if final else ""))
             self._drawn = not final
         else:
-            self.out.write(line + "\n")
+            self._write(line + "\n")
         self._last = now
+
+    def _name(self, index: int) -> str:
+        op = self._ops.get(index)
+        return f"#{index}" if op is None else inert(op.remote_path or op.local_path or "")
 
     def _clear(self) -> None:
         if self._drawn:
@@ -419,7 +486,7 @@ def _result_line(r: OpResultRecord) -> str:
     return f"#{r.op_index} {r.outcome}: {what}: {inert(str(d.get('message', '')))}"
 
 
-def _run(store: Store, settings: Settings, record: ProposalRecord, ops: list[Op]) -> int:
+def _run(store: Store, settings: Settings, record: ProposalRecord, plan: Plan) -> int:
     cancel = threading.Event()
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
@@ -429,22 +496,26 @@ def _run(store: Store, settings: Settings, record: ProposalRecord, ops: list[Op]
         sys.stderr.write("\nstopping after cleaning up (Ctrl-C again to quit at once)\n")
 
     previous: Any = signal.signal(signal.SIGINT, on_sigint)
-    shown = _Progress(ops)
+    shown = _Progress(plan.ops)
     try:
-        final = execute(store, settings, record.id, progress=shown, cancel=cancel)
+        final = execute(store, settings, record.id, progress=shown, cancel=cancel, shown=plan)
     finally:
         signal.signal(signal.SIGINT, previous)
         shown.finish()
-    results = store.op_results(final.id)
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    del plan, shown  # the ops are not needed to count the journal
+    counts = store.outcome_counts(final.id)
     said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no ops journaled"
     _emit([f"proposal {final.id} {final.status}: {said}"])
-    return exit_code(final, results)
+    if final.status == "succeeded":
+        return EXIT_OK
+    return exit_code(final, store.op_results(final.id, outcomes=_BAD))
 
 
-def exit_code(final: ProposalRecord, results: list[OpResultRecord]) -> int:
+_BAD = ("stale", "failed")
+"""Outcomes of an op that did not end as selected (not done, already_done or skipped)."""
+
+
+def exit_code(final: ProposalRecord, results: Iterable[OpResultRecord]) -> int:
     """0 succeeded; 5 when every failed op could not reach the drive; else 1."""
     if final.status == "succeeded":
         return EXIT_OK
@@ -454,4 +525,12 @@ def exit_code(final: ProposalRecord, results: list[OpResultRecord]) -> int:
     return EXIT_OP_FAILED
 
 
-__all__ = ["cmd_accept", "effect_lines", "exit_code", "flag_counts", "register"]
+__all__ = [
+    "PHASE_QUIET",
+    "StepProgress",
+    "cmd_accept",
+    "effect_lines",
+    "exit_code",
+    "flag_counts",
+    "register",
+]

@@ -108,10 +108,13 @@ def ops_lines(
     return out
 
 
-def flag_lines(record: ProposalRecord, ops: list[Op]) -> list[str]:
+def flag_lines(
+    record: ProposalRecord, ops: list[Op], flags: list[RiskFlag] | None = None
+) -> list[str]:
     """Every risk flag of `record`'s ops, however many (a padded sync must not push one
-    out of sight), counted by code and listed most severe first."""
-    flags = proposal_flags(record, ops)
+    out of sight), counted by code and listed most severe first. `flags`: the ops' flags
+    when the caller has them already (`proposal_flags(record, ops)`)."""
+    flags = proposal_flags(record, ops) if flags is None else flags
     if not flags:
         return ["  placet found no risk flags."]
     ranked = sorted(flags, key=lambda f: _SEVERITY.index(f.code) if f.code in _SEVERITY else 0)
@@ -131,10 +134,16 @@ def reason_lines(record: ProposalRecord) -> list[str]:
     ]
 
 
-def effect_lines(record: ProposalRecord, ops: list[Op], skip: list[int] | None = None) -> list[str]:
+def effect_lines(
+    record: ProposalRecord,
+    ops: list[Op],
+    skip: list[int] | None = None,
+    *,
+    flags: list[RiskFlag] | None = None,
+) -> list[str]:
     """What accepting `record` would do, as terminal-safe lines (placet's facts first,
     then its risk flags, then the agent's reason boxed as its claim). Ops in `skip`
-    (`--skip`) are listed, marked as skipped."""
+    (`--skip`) are listed, marked as skipped. `flags`: as `flag_lines`."""
     out = [
         f"proposal {record.id}  {inert(record.kind)}  {record.status.upper()}",
         f"  drive         {inert(record.drive_spec)}",
@@ -143,6 +152,6 @@ def effect_lines(record: ProposalRecord, ops: list[Op], skip: list[int] | None =
         ops_summary(ops, skip),
     ]
     out += ops_lines(record, ops, skip)
-    out += flag_lines(record, ops)
+    out += flag_lines(record, ops, flags)
     out.append(f"  request hash  {record.request_hash}")
     return out + reason_lines(record)

@@ -71,9 +71,20 @@ def _check_drive(settings: Settings, record: ProposalRecord, drive: Drive | None
         )  # fmt: skip
 
 
-def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive | None) -> Plan:
+def bind(
+    store: Store,
+    settings: Settings,
+    record: ProposalRecord,
+    drive: Drive | None,
+    shown: Plan | None = None,
+) -> Plan:
     """The binding checks of docs/design.md section 9; returns the parsed plan, with the ops
-    the owner unticked (the approval event's `skip_ops`) as its `skip`.
+    the owner unticked (the approval event's `skip_ops`) as its `skip`. `shown`: the plan
+    `load_plan` read when the proposal was shown (`placet accept`), used instead of
+    reading every op again when its `request_hash` is the proposal's (checked here against
+    the stored request and the approval): the ops it holds were verified against the
+    `ops_digest` of exactly that request, and the stored rows are hashed again
+    (`Store.check_ops`, nothing parsed); any other plan is ignored and the ops are read.
 
     Raises:
         PolicyRefused: ``request_altered`` (the stored request + evidence no longer hash
@@ -113,7 +124,11 @@ def bind(store: Store, settings: Settings, record: ProposalRecord, drive: Drive 
         earlier = [e.detail.get("passkey") for e in approvals[:-1]]
         _check_signature(store, settings, record, approvals[-1].detail, skip, earlier)
     _check_drive(settings, record, drive)
-    plan = load_plan(store, record)
+    if shown is not None and shown.request_hash == record.request_hash:
+        store.check_ops(pid, record.request)  # the rows still the ones shown: hashed only
+        plan = shown
+    else:
+        plan = load_plan(store, record)
     unknown = sorted(skip - {op.index for op in plan.ops})
     if skip and (record.kind != "sync" or unknown or len(skip) >= len(plan.ops)):
         raise PolicyRefused(

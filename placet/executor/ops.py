@@ -10,11 +10,12 @@ stored request that no longer parses is refused before anything is touched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from placet.errors import PlacetError
 from placet.schema import (
@@ -30,6 +31,7 @@ from placet.schema import (
     UploadEvidence,
     UploadRequest,
     is_by_reference,
+    request_hash,
 )
 
 if TYPE_CHECKING:
@@ -48,12 +50,16 @@ class Plan:
         ops: in execution order (mkdir ops first); each op's `index` is its journal key.
         skip: indexes of the ops the owner unticked when accepting (a sync's approval
             `skip_ops`): journaled `skipped`, never run. Set by the executor's binding.
+        request_hash: what the request and evidence the ops were read from hash to
+            (`placet.schema.request_hash`), set by `load_plan`: the executor reuses a
+            plan loaded for display only when it equals the approved proposal's hash.
     """
 
     kind: str
     root: RootRef | None
     ops: list[Op]
     skip: frozenset[int] = frozenset()
+    request_hash: str = ""
 
     @property
     def bytes_total(self) -> int:
@@ -72,10 +78,15 @@ def _bad(kind: str, e: Exception) -> PlacetError:
     )
 
 
-def load_plan(store: Store, record: ProposalRecord) -> Plan:
-    """The `Plan` of a stored proposal, its sync ops read through `Store.checked_ops`
-    (verified against the request's `ops_digest`): what the executor runs and what
-    `placet accept` and the review UI's confirmation show.
+def load_plan(
+    store: Store, record: ProposalRecord, *, on_page: Callable[[int, int], None] | None = None
+) -> Plan:
+    """The `Plan` of a stored proposal, its sync ops read through `Store.checked_parsed`
+    (paged, verified against the request's `ops_digest`, each op parsed as it is read,
+    so only the parsed ops are held): what the executor runs and what `placet accept`
+    and the review UI's confirmation show. `on_page(ops read, op count)`: progress of a
+    by-reference sync's read. The plan's `request_hash` is computed from the request and
+    evidence its ops were read from.
 
     Raises:
         PolicyRefused (``request_altered``): a by-reference sync's stored ops no longer
@@ -83,10 +94,61 @@ def load_plan(store: Store, record: ProposalRecord) -> Plan:
         PlacetError (``request_invalid``): see `plan_for`.
         NotFound.
     """
+    digest = request_hash(record.kind, record.request, record.evidence)
     if not is_by_reference(record.kind, record.request):
-        return plan_for(record.kind, record.request, record.evidence)
-    ops = store.checked_ops(record.id, record.request)  # the request `bind` hash-checked
-    return plan_for(record.kind, record.request, record.evidence, ops)
+        plan = plan_for(record.kind, record.request, record.evidence)
+        return replace(plan, request_hash=digest)
+    try:
+        stored = StoredSyncRequest.model_validate(record.request)
+        # the request `bind` hash-checked; each op parsed as its page is read
+        ops = store.checked_parsed(record.id, record.request, _Parser(), on_page=on_page)
+        plan = _by_reference(stored, ops)
+    except (ValidationError, ValueError) as e:
+        raise _bad(record.kind, e) from e
+    return replace(plan, request_hash=digest)
+
+
+class _Parser:
+    """`Op.model_validate` for many ops, with what equal ops repeat held once: pydantic
+    keeps a set of the fields given for every model instance (three per op: the op and
+    its two evidence models, about 2 KiB of a 3.6 KiB op), and a sync's ops give the
+    same few combinations of fields. Each parsed model gets the one set of its
+    combination: equal to its own, never changed (the models are frozen, and
+    `model_copy` copies the set before it adds to it). The op's kind, reason and digest
+    type strings are interned too."""
+
+    def __init__(self) -> None:
+        self._sets: dict[frozenset[str], set[str]] = {}
+
+    def __call__(self, data: dict[str, Any]) -> Op:
+        _intern(data, "kind", "reason")
+        for side in ("expected_local", "expected_remote"):
+            if isinstance(data.get(side), dict):
+                _intern(data[side], "digest_type")
+        op = Op.model_validate(data)
+        for model in (op, op.expected_local, op.expected_remote):
+            if model is not None:
+                self._share(model)
+        return op
+
+    def _share(self, model: BaseModel) -> None:
+        own = model.__pydantic_fields_set__
+        shared = self._sets.setdefault(frozenset(own), own)
+        if shared is not own:
+            object.__setattr__(model, "__pydantic_fields_set__", shared)
+
+
+def _intern(data: dict[str, Any], *keys: str) -> None:
+    for key in keys:
+        if isinstance(data.get(key), str):
+            data[key] = sys.intern(data[key])
+
+
+def _by_reference(stored: StoredSyncRequest, ops: list[Op]) -> Plan:
+    """The plan of a by-reference sync from its parsed ops. Raises ValueError."""
+    if len(ops) != stored.op_count:
+        raise ValueError(f"a sync of {stored.op_count} ops given {len(ops)} ops")
+    return Plan("sync", stored.root, sync_order(ops))
 
 
 def plan_for(
@@ -109,11 +171,9 @@ def plan_for(
     try:
         if is_by_reference(kind, request):
             stored = StoredSyncRequest.model_validate(request)
-            if ops is None or len(ops) != stored.op_count:
-                got = "none" if ops is None else len(ops)
-                raise ValueError(f"a sync of {stored.op_count} ops given {got} ops")
-            parsed = [Op.model_validate(o) for o in ops]
-            return Plan(kind, stored.root, sync_order(parsed))
+            if ops is None:
+                raise ValueError(f"a sync of {stored.op_count} ops given none")
+            return _by_reference(stored, [Op.model_validate(o) for o in ops])
         req = _REQUEST.validate_python(request)
         if req.kind != kind:
             raise ValueError(f"request kind {req.kind!r} under a {kind!r} proposal")

@@ -105,6 +105,7 @@ def execute(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     drive: Drive | None = None,
+    shown: Plan | None = None,
 ) -> ProposalRecord:
     """Execute approved proposal `proposal_id` and return its final record.
 
@@ -120,6 +121,9 @@ def execute(
             temp removed, the proposal marked `interrupted`.
         drive: the drive to use (its spec must be the proposal's); default
             `placet.drive.drive_for(settings)`, opened and closed here.
+        shown: the plan the caller read with `load_plan` to show the owner; reused when
+            it was read for the approved request hash (`bind`), so a 100,000-op sync is
+            not read and parsed a second time.
 
     Returns:
         The proposal as it ended: `succeeded`, `failed`, or `interrupted` (cancelled or
@@ -141,14 +145,14 @@ def execute(
             "accept it first (`placet accept ID`)",
             details={"proposal_id": proposal_id, "status": record.status},
         )
-    prior = store.op_results(proposal_id) if record.attempt else []
+    prior = store.op_results(proposal_id, having="temps") if record.attempt else []
     holder = LeaseHolder.current()
     record = store.claim(proposal_id, holder=holder)
     beat = Heartbeat(store, proposal_id, holder, settings.heartbeat_seconds).start()
     owned: Drive | None = None
     try:
         try:
-            plan = bind(store, settings, record, drive)
+            plan = bind(store, settings, record, drive, shown)
             if drive is None:
                 drive = owned = drive_for(settings)
         except PlacetError as e:
@@ -193,10 +197,10 @@ class _Run:
         self._halted: str | None = None
         self._shown = (-1, 0.0)  # (flight version, monotonic time) of the last tick event
         self._last_index = 0  # the op journaled last (named when none is in flight)
-        self.temps: dict[int, list[Temp]] = {}  # journaled temps per op index
+        self.temps: dict[int, list[Temp]] = {}  # journaled temps per running op index
         self._pending: list[tuple[Op, OpOutcome, dict[str, Any], dict[str, Any]]] = []
         self._pending_since = 0.0  # monotonic time of the oldest unjournaled result
-        self._op_json: dict[int, dict[str, Any]] = {}  # each op dumped once
+        self._op_json: dict[int, dict[str, Any]] = {}  # ops dumped, until journaled
         self._batched: set[int] = set()  # indexes of the ops run in batches
         self.leftover: dict[int, list[Temp]] = {}  # earlier attempts' temps not yet removed
         # A sync's baseline is written with each committed batch of results
@@ -501,10 +505,13 @@ class _Run:
             rows = [(op.index, op_json, out.outcome, d) for op, out, op_json, d in batch]
             with self._journal_lock:
                 self.store.record_op_results(self.pid, rows, holder=self.holder)
+                for op, *_ in batch:  # ended and journaled: its temps are in its result
+                    self.temps.pop(op.index, None)
         except WrongState:  # recovery took the proposal: another process may own it
             return False
         now = datetime.now(UTC)
         for op, out, op_json, detail in batch:
+            self._op_json.pop(op.index, None)  # journaled for good: held no longer
             if self.baseline is not None and out.outcome != "skipped":
                 self.baseline.op_ended(op, out.outcome, out.detail, remote_mtime=out.remote_mtime)
             self.flight.end(op)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from collections.abc import Sequence
 
 from placet.config import Settings
@@ -109,12 +110,13 @@ def refuse_own_paths(settings: Settings, record: ProposalRecord, ops: Sequence[O
     drive_dir = local_drive_dir(record.drive_spec)
     default_drive = os.path.realpath(settings.default_drive_dir)
     own = PlacetDirs.of(settings)
+    folders: dict[str, str] = {}  # realpath of each folder named, resolved once
     for op in ops:
         if op.kind == "download" and op.local_path and root_path:
-            target = os.path.realpath(posixpath.join(root_path, op.local_path))
+            target = _realpath(posixpath.join(root_path, op.local_path), folders)
             fix = "start placet serve with a --root apart from placet's folders"
         elif op.kind != "download" and op.remote_path and drive_dir:
-            target = os.path.realpath(posixpath.join(drive_dir, op.remote_path))
+            target = _realpath(posixpath.join(drive_dir, op.remote_path), folders)
             if os.path.commonpath([target, default_drive]) == default_drive:
                 continue
             fix = "set a drive folder apart from placet's folders (`placet drive set`)"
@@ -129,3 +131,23 @@ def refuse_own_paths(settings: Settings, record: ProposalRecord, ops: Sequence[O
                 code="placet_own_path",
                 details={"proposal_id": record.id, "op_index": op.index},
             )
+
+
+def _realpath(path: str, folders: dict[str, str]) -> str:
+    """`os.path.realpath(path)`, its folder resolved once per `folders` (a sync's targets
+    share folders): the realpath of the folder joined with the last name, which is
+    resolved again only when it is a symlink (or ``.``/``..``). Equal to
+    `os.path.realpath` for the same state of the file system."""
+    folder, name = posixpath.split(path)
+    if not folder or name in ("", ".", ".."):
+        return os.path.realpath(path)
+    real = folders.get(folder)
+    if real is None:
+        real = folders[folder] = os.path.realpath(folder)
+    joined = posixpath.join(real, name)
+    try:
+        if stat.S_ISLNK(os.lstat(joined).st_mode):
+            return os.path.realpath(joined)
+    except OSError:
+        pass  # absent (or unreadable): realpath keeps the name as it is
+    return joined

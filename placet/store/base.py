@@ -16,6 +16,7 @@ Time is injectable (`now=`) everywhere, aware UTC.
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import logging
 import socket
@@ -38,7 +39,7 @@ from placet.errors import (
     StoreError,
     WrongState,
 )
-from placet.schema import is_by_reference, ops_digest
+from placet.schema import is_by_reference
 from placet.store import lifecycle as lc
 from placet.store.audit import append_anchor, append_event, verify_chain
 from placet.store.db import BEGIN_OPTION, as_utc, is_busy, raw, raw_transaction, retry_busy, utcnow
@@ -64,7 +65,10 @@ OPS_PAGE = 1000
 """Ops read per store read when streaming a sync proposal's ops (`Store.iter_ops`)."""
 
 _OPS_SQL = "SELECT op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index LIMIT ? OFFSET ?"
-_OP_ROWS_SQL = "SELECT op_index, op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index"
+_OP_PAGE_SQL = (
+    "SELECT op_index, op FROM proposal_op WHERE proposal_id = ? AND op_index > ? "
+    "ORDER BY op_index LIMIT ?"
+)
 
 
 def proposal_of_row(row: Row[Any]) -> ProposalRecord:
@@ -109,6 +113,10 @@ def _altered(pid: int, what: str, details: dict[str, Any]) -> PolicyRefused:
         code="request_altered",
         details={"proposal_id": pid, **details},
     )
+
+
+def _same(op: dict[str, Any]) -> dict[str, Any]:
+    return op
 
 
 def _op_json(pid: int, text: str) -> dict[str, Any]:
@@ -419,40 +427,134 @@ class StoreBase:
         in the database after that check cannot slip in (docs/design.md section 4). By
         reference, the op rows must be exactly `request["op_count"]`, valid JSON objects
         numbered as stored, and hash to `request["ops_digest"]` (`placet.schema.ops_digest`);
-        inline, the ops are the request's own, which its hash covers. What the executor
-        runs and `placet accept` shows. [] for a request with neither.
+        inline, the ops are the request's own, which its hash covers. What
+        `placet accept` shows and the review UI reads. [] for a request with neither.
+        `checked_parsed` is the same read, each op parsed as it comes.
 
         Raises:
             NotFound.
             PolicyRefused (``request_altered``): the stored ops no longer match `request`.
         """
+        return self.checked_parsed(pid, request, _same)
+
+    def checked_parsed(
+        self,
+        pid: int,
+        request: Mapping[str, Any],
+        parse: Callable[[dict[str, Any]], T],
+        *,
+        page: int = OPS_PAGE,
+        on_page: Callable[[int, int], None] | None = None,
+    ) -> builtins.list[T]:
+        """`checked_ops` streamed: the op rows are read `page` at a time (by index, each
+        row once), hashed and handed to `parse` as they come, and only `parse`'s results
+        are kept, so a 100,000-op sync is never held as rows, JSON objects and parsed ops
+        at once. Nothing is returned before the last row was read and the whole sequence
+        checked against `request` (the digest covers exactly the rows parsed, whichever
+        read transaction each page came from). `on_page(ops read, op count)` is called
+        after each page (progress for a long read). An exception from `parse` is raised
+        after that check (an altered row is reported as altered, not as unparseable).
+
+        Raises:
+            NotFound.
+            PolicyRefused (``request_altered``): as `checked_ops`.
+        """
         if "ops_digest" not in request:
             ops = request.get("ops")
-            return [o for o in ops if isinstance(o, dict)] if isinstance(ops, list) else []
+            inline = [o for o in ops if isinstance(o, dict)] if isinstance(ops, list) else []
+            return [parse(o) for o in inline]
+        parsed: builtins.list[T] = []
+        numbered, failure = True, None
+        for rows in self._op_pages(pid, request, page, on_page):
+            for i, text in rows:
+                op = _op_json(pid, text)
+                numbered = numbered and op.get("index") == i
+                if failure is None:
+                    try:
+                        parsed.append(parse(op))
+                    except Exception as e:  # raised once the digest is known to match
+                        failure, parsed = e, []
+        if not numbered:
+            raise _altered(pid, "its stored ops are not numbered as stored", {})
+        if failure is not None:
+            raise failure
+        return parsed
 
-        def rd(conn: Connection) -> builtins.list[tuple[int, str]]:
-            self._row(conn, pid)  # raises NotFound
-            return [(int(i), str(t)) for i, t in raw(conn).execute(_OP_ROWS_SQL, (pid,))]
+    def check_ops(self, pid: int, request: Mapping[str, Any], *, page: int = OPS_PAGE) -> None:
+        """Check that the op rows of the sync proposal `pid` still hash to `request`'s
+        `ops_digest` and count `op_count`, reading and hashing them a page at a time
+        without parsing any (the executor's check before it runs ops it parsed when
+        they were shown: rows rewritten since are refused). Nothing to check for
+        inline ops (the request's hash covers them).
 
-        rows = self._read(f"reading the ops of proposal {pid}", rd)
-        bound = str(request["ops_digest"])
-        now = ops_digest(t for _, t in rows)
-        ops = [_op_json(pid, t) for _, t in rows]
-        numbered = all(o.get("index") == i for (i, _), o in zip(rows, ops, strict=True))
-        if now != bound or len(rows) != request.get("op_count") or not numbered:
+        Raises:
+            NotFound.
+            PolicyRefused (``request_altered``): as `checked_ops`.
+        """
+        if "ops_digest" in request:
+            for _ in self._op_pages(pid, request, page, None):
+                pass
+
+    def _op_pages(
+        self,
+        pid: int,
+        request: Mapping[str, Any],
+        page: int,
+        on_page: Callable[[int, int], None] | None,
+    ) -> Iterator[builtins.list[tuple[int, str]]]:
+        """The op rows of `pid` as (op_index, canonical JSON), a page at a time, each row
+        once (by index). After the last page, raises PolicyRefused (``request_altered``)
+        unless the rows hash to `request["ops_digest"]` (what `placet.schema.ops_digest`
+        computes) and number `request["op_count"]`: a caller keeps what it made of
+        the pages only when the iteration ends without raising."""
+        bound, count = str(request["ops_digest"]), request.get("op_count")
+        total = count if isinstance(count, int) else 0
+        digest = hashlib.sha256()
+        seen, after = 0, None
+        while True:
+
+            def rd(conn: Connection, after: int | None = after) -> builtins.list[tuple[int, str]]:
+                if after is None:
+                    self._row(conn, pid)  # raises NotFound
+                args = (pid, -1 if after is None else after, page)
+                return [(int(i), str(t)) for i, t in raw(conn).execute(_OP_PAGE_SQL, args)]
+
+            rows = self._read(f"reading the ops of proposal {pid}", rd)
+            for _, text in rows:
+                digest.update(text.encode("utf-8"))
+                digest.update(b"\n")
+            seen += len(rows)
+            yield rows
+            if on_page is not None:
+                on_page(seen, total)
+            if len(rows) < page:
+                break
+            after = rows[-1][0]
+        now = digest.hexdigest()
+        if now != bound or seen != count:
             raise _altered(
                 pid,
-                f"its {len(rows)} stored ops hash to {now[:16]}..., not to the {bound[:16]}... "
-                "its request binds (or are not numbered as stored)",
+                f"its {seen} stored ops hash to {now[:16]}..., not to the {bound[:16]}... "
+                "its request binds",
                 {"stored": bound, "now": now},
             )
-        return ops
 
     def op_results(
-        self, pid: int, *, start: int = 0, stop: int | None = None
+        self,
+        pid: int,
+        *,
+        start: int = 0,
+        stop: int | None = None,
+        having: str | None = None,
+        outcomes: Collection[str] | None = None,
     ) -> builtins.list[OpResultRecord]:
         """The journal of the proposal's latest attempt, by op index; only ops with
-        `start <= op_index < stop` when given (one page of ops). Raises NotFound."""
+        `start <= op_index < stop` when given (one page of ops), only results whose
+        detail has the key `having` (e.g. ``"temps"``: the few a crashed run left, not
+        the whole journal of a 100,000-op sync), only results with an outcome in
+        `outcomes`. Raises NotFound; ValueError: `having` is not a plain name."""
+        if having is not None and not having.isidentifier():
+            raise ValueError(f"not a detail key: {having!r}")
 
         def rd(conn: Connection) -> builtins.list[Row[Any]]:
             cur = self._row(conn, pid)
@@ -463,6 +565,10 @@ class StoreBase:
                 q = q.where(OP_RESULT.c.op_index >= start)
             if stop is not None:
                 q = q.where(OP_RESULT.c.op_index < stop)
+            if having is not None:
+                q = q.where(func.json_extract(OP_RESULT.c.detail, f"$.{having}").isnot(None))
+            if outcomes is not None:
+                q = q.where(OP_RESULT.c.outcome.in_(sorted(outcomes)))
             return list(conn.execute(q.order_by(OP_RESULT.c.op_index)).all())
 
         return [
@@ -477,6 +583,22 @@ class StoreBase:
             )
             for r in self._read(f"reading op results of proposal {pid}", rd)
         ]
+
+    def outcome_counts(self, pid: int) -> dict[str, int]:
+        """How many ops of the proposal's latest attempt ended with each outcome (its
+        journal counted in SQL, never read whole). Raises NotFound."""
+
+        def rd(conn: Connection) -> dict[str, int]:
+            cur = self._row(conn, pid)
+            R = OP_RESULT.c
+            q = (
+                select(R.outcome, func.count())
+                .where(R.proposal_id == pid, R.attempt == cur.attempt)
+                .group_by(R.outcome)
+            )
+            return {str(o): int(n) for o, n in conn.execute(q).all()}
+
+        return self._read(f"counting op results of proposal {pid}", rd)
 
     def audit_events(
         self,

@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import pytest
 
-from placet.cli.accept import _Progress, status_line
+from placet.cli import accept as accept_cli
+from placet.cli.accept import StepProgress, _Progress, status_line
 from placet.executor import ProgressEvent
 from placet.schema import Op
 from placet.store import ProposalRecord
@@ -141,3 +142,27 @@ def test_terminal_redraws_are_rate_limited_and_the_log_gets_no_control_sequence(
     assert "\x1b" not in plain and "\r" not in plain
     assert plain.count("\n") <= elapsed / 5.0 + 2
     assert plain.splitlines()[-1].startswith("0/4 ops ended, 40 B/40 B (100%)")
+
+
+def test_a_long_step_before_the_transfers_shows_its_progress(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading and flagging a big sync's ops: nothing for a quick step; past the quiet
+    time, `done/total ops` (a plain line at most every few seconds without a terminal)
+    and a last line with the time taken."""
+    quick = io.StringIO()
+    step = StepProgress("reading the ops", quick)
+    step(1000, 100_000)
+    step.done(100_000)
+    assert quick.getvalue() == ""  # ended within the quiet time: silent
+
+    monkeypatch.setattr(accept_cli, "PHASE_QUIET", 0.0)
+    out = io.StringIO()
+    step = StepProgress("reading the ops", out)
+    for n in range(1000, 100_001, 1000):
+        step(n, 100_000)
+    step.done(100_000)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "reading the ops: 1,000/100,000 ops"
+    assert len(lines) == 2 and re.fullmatch(r"reading the ops: 100,000 ops in \d+\.\d s", lines[1])
+    assert "\x1b" not in out.getvalue()

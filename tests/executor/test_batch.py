@@ -27,6 +27,7 @@ import pytest
 from placet.executor.ops import load_plan
 from placet.schema import Op
 from placet.store import ProposalRecord
+from placet.store.base import OPS_PAGE
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
 from tests.support.rig import (
@@ -37,7 +38,7 @@ from tests.support.rig import (
     write_config,
 )
 
-FOLDERS, PER_FOLDER = 5, 100
+FOLDERS, PER_FOLDER = 11, 100  # 1,111 ops: more than one page of the store's op reads
 
 
 @pytest.fixture
@@ -132,7 +133,12 @@ def test_kill_mid_batch_then_accept_again_reports_lost_ops_already_done(serial_r
     second = {r.op_index: r for r in serial_rig.store.op_results(rec.id)}
     assert {second[i].outcome for i in lost} == {"already_done"}
     assert {r.outcome for r in second.values()} <= {"done", "already_done"}
-    assert len(second) == len(_ops(serial_rig, rec.id))
+    # The ops read a page at a time (placet accept, then the executor on the same plan)
+    # all ran, each once: the journal holds each op, as stored, exactly once.
+    ops = _ops(serial_rig, rec.id)
+    assert len(ops) > OPS_PAGE
+    assert len(second) == len(ops) == len({op.index for op in ops})
+    assert all(second[op.index].op == op.model_dump(mode="json") for op in ops)
     for rel in names:
         assert _sha(serial_rig.remote_dir / rel) == _sha(serial_rig.local(rel)), rel
     assert temp_names(serial_rig.remote_dir) == []

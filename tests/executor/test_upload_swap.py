@@ -197,3 +197,82 @@ def test_a_backup_is_journaled_to_be_put_back_not_deleted() -> None:
         recorded_at=datetime.now(UTC),
     )
     assert journaled_temps([row]) == {3: entries}
+
+
+class CorruptingDrive(RcloneDrive):
+    """A real `RcloneDrive` over a local folder that counts the stats asking the remote
+    for a digest (each reads the whole object on a local folder or sftp) and, when
+    `corrupt` is set, flips a byte of the temporary object before it is moved: bytes
+    stored wrong, of the right size."""
+
+    digest_stats: list[str]
+    corrupt = False
+
+    def _rc(self, method: str, params: dict[str, Any], **kw: Any) -> Any:
+        if method == "operations/stat" and params.get("opt", {}).get("hashTypes"):
+            self.digest_stats.append(str(params.get("remote")))
+        src = params.get("srcRemote")
+        if self.corrupt and isinstance(src, str) and is_placet_temp(src.rsplit("/", 1)[-1]):
+            p = Path(self.spec) / src
+            data = bytearray(p.read_bytes())
+            data[-1] ^= 0xFF
+            p.write_bytes(bytes(data))
+        return super()._rc(method, params, **kw)
+
+
+@pytest.fixture
+def counting(tmp_path: Path, rclone_home: Path) -> Any:
+    root = tmp_path / "drive"
+    root.mkdir()
+    d = CorruptingDrive(
+        str(root), rclone_path=RCLONE, env={"RCLONE_CONFIG": "/dev/null"}, run_dir=tmp_path / "r"
+    )
+    d.digest_stats = []
+    yield d
+    d.close()
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_big_upload_is_hashed_by_the_remote_once_after_the_move(
+    counting: CorruptingDrive, tmp_path: Path, replace: bool
+) -> None:
+    """The rcat path to a remote that hashes by reading (a local folder): one digest of
+    the object, taken under the target name after the move (docs/decisions.md, "A big
+    upload is hashed by the remote once, after the move"); a small one through rcd is
+    still checked before and after."""
+    root = Path(counting.spec)
+    if replace:
+        (root / "big.bin").write_bytes(b"previous content")
+    data = os.urandom(counting.rcd_upload_max + 1)
+    fd, sha = _fd(tmp_path, data)
+    got = counting.upload_from_fd(fd, len(data), "big.bin", expected_sha256=sha, replace=replace)
+    assert counting.digest_stats == ["big.bin"]
+    assert got.verification == f"digest:{got.digest_type}" and got.digest
+    assert (root / "big.bin").read_bytes() == data and _left(root) == []
+    counting.digest_stats.clear()
+    fd, sha = _fd(tmp_path, b"small\n")
+    counting.upload_from_fd(fd, 6, "small.txt", expected_sha256=sha)
+    assert len(counting.digest_stats) == 2  # before the move and after it
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_big_upload_stored_wrong_never_stays_under_the_name(
+    counting: CorruptingDrive, tmp_path: Path, replace: bool
+) -> None:
+    """Checked by size only before the move, a big upload stored wrong (right size,
+    other bytes) is caught by the digest after the move: the new name is removed, or the
+    previous content put back; nothing is left under a temporary or backup name."""
+    root = Path(counting.spec)
+    if replace:
+        (root / "big.bin").write_bytes(b"previous content")
+    counting.corrupt = True
+    data = os.urandom(counting.rcd_upload_max + 1)
+    fd, sha = _fd(tmp_path, data)
+    with pytest.raises(DriveError) as e:
+        counting.upload_from_fd(fd, len(data), "big.bin", expected_sha256=sha, replace=replace)
+    assert e.value.error_code == "verify_failed" and e.value.details["restored"] is replace
+    if replace:
+        assert (root / "big.bin").read_bytes() == b"previous content"
+    else:
+        assert not (root / "big.bin").exists()
+    assert sorted(os.listdir(root)) == (["big.bin"] if replace else [])

@@ -155,3 +155,43 @@ def test_a_proposal_stored_inline_by_an_older_placet_still_reads_and_runs(rig: R
     final = execute(rig.store, rig.settings, rec.id, drive=rig.drive)
     assert final.status == "succeeded"
     assert sorted(os.listdir(rig.remote_dir)) == ["d000", "d001", "d002"]
+
+
+def test_checked_parsed_reads_every_op_exactly_once_a_page_at_a_time(rig: Rig) -> None:
+    """The executor's read (`Store.checked_parsed`): pages by index, each op parsed once,
+    in index order, progress after each page; the same ops as the whole-list read."""
+    rec = _sync(rig, _mkdirs(23))
+    seen: list[int] = []
+    pages: list[tuple[int, int]] = []
+
+    def parse(op: dict[str, object]) -> int:
+        seen.append(int(op["index"]))  # type: ignore[call-overload]
+        return int(op["index"])  # type: ignore[call-overload]
+
+    got = rig.store.checked_parsed(
+        rec.id, rec.request, parse, page=5, on_page=lambda n, t: pages.append((n, t))
+    )
+    assert got == seen == list(range(23))
+    assert pages == [(5, 23), (10, 23), (15, 23), (20, 23), (23, 23)]
+    assert rig.store.checked_parsed(rec.id, rec.request, dict, page=5) == rig.store.checked_ops(
+        rec.id, rec.request
+    )
+    assert rig.store.checked_parsed(rec.id, rec.request, dict, page=23) == rig.store.ops(rec.id)
+    rig.store.check_ops(rec.id, rec.request, page=4)  # the rows still hash as bound
+
+
+@pytest.mark.parametrize("where", [0, 7, 22])
+def test_a_row_edited_on_any_page_is_refused_by_the_paged_reads(rig: Rig, where: int) -> None:
+    """An op row edited on the first, a middle or the last page: the paged read refuses
+    as altered (not as unparseable, even when the edit breaks the op's shape), and the
+    hash-only check the executor runs before reusing a shown plan refuses too."""
+    rec = _sync(rig, _mkdirs(23))
+    bad = rig.store.ops(rec.id, start=where, limit=1)[0] | {"kind": "no_such_kind"}
+    _sql(rig, "UPDATE proposal_op SET op = ? WHERE proposal_id = ? AND op_index = ?",
+         canonical_json(bad), rec.id, where)  # fmt: skip
+    with pytest.raises(PolicyRefused) as parsed:
+        rig.store.checked_parsed(rec.id, rec.request, Op.model_validate, page=5)
+    assert parsed.value.error_code == "request_altered"
+    with pytest.raises(PolicyRefused) as hashed:
+        rig.store.check_ops(rec.id, rec.request, page=5)
+    assert hashed.value.error_code == "request_altered"
