@@ -12,13 +12,10 @@ bytes placet reads from its descriptor into memory and sends to rcd's
 `operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
 to start (docs/performance.md "Sync apply").
 
-An upload never leaves unapproved bytes under the target name (docs/design.md sections 3-4):
+An upload never shows unapproved bytes under the target name (docs/design.md sections 3-4):
 it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus
 the remote's type), checks size and the remote's digest of the temporary object (or
-reads it back when the remote has no digest), and only then moves it into place; a
-big upload (the rcat path) to a remote that computes digests by reading the whole
-object (sftp, a local folder) is checked by size only before the move, so that the
-remote reads it once. A move
+reads it back when the remote has no digest), and only then moves it into place. A move
 takes whatever sits under the temporary name at that moment, so the object under the
 target name is checked again after the move (issue 12 item 2): a replaced object waits
 under a backup name (`placet.names.BACKUP_PREFIX`) until that check holds and is moved
@@ -186,13 +183,6 @@ class RcloneDrive(RcloneListing):
             )
         return n, {t: h.hexdigest() for t, h in hs.items()}
 
-    def _check_size(self, dest: str, size: int) -> None:
-        """The stored object at `dest` is a file of `size` bytes (one stat, no digest).
-        Raises DriveError (``verify_failed``)."""
-        found = self._stat(check_drive_path(dest), ())
-        if found is None or found.is_dir or (found.size is not None and found.size != size):
-            raise size_mismatch(dest, size, found)
-
     def _verify(self, dest: str, size: int, streamed: dict[str, str]) -> tuple[str, str | None]:
         """Check the stored object at `dest`; returns (verification, remote digest).
 
@@ -228,14 +218,14 @@ class RcloneDrive(RcloneListing):
         *,
         replace: bool,
         journal: JournalFn | None,
-    ) -> tuple[str, str | None]:
-        """Move checked temporary object `temp` onto `target`, then prove that what now
+    ) -> None:
+        """Move verified temporary object `temp` onto `target`, then prove that what now
         sits under `target` is the approved bytes (issue 12 item 2: the temporary object
         can be swapped between its check and the move, and a move takes whatever is
-        there); returns that proof as `_verify` gives it. A replaced object is first
-        moved aside to a backup name (journaled like a temp, `placet.names.BACKUP_PREFIX`);
-        when the proof fails it is moved back, a new target is deleted, and
-        `verify_failed` is raised. The backup is deleted once the proof holds.
+        there). A replaced object is first moved aside to a backup name (journaled like
+        a temp, `placet.names.BACKUP_PREFIX`); when the proof fails it is moved back, a
+        new target is deleted, and `verify_failed` is raised. The backup is deleted once
+        the proof holds.
 
         Raises:
             AlreadyExists: not `replace` and something appeared at `target`.
@@ -267,7 +257,7 @@ class RcloneDrive(RcloneListing):
                 self._undo_place(target, backup)
             raise
         try:
-            proof = self._verify(target, size, streamed)
+            self._verify(target, size, streamed)
         except DriveError as e:
             if e.error_code != "verify_failed":
                 if backup is not None:
@@ -276,7 +266,7 @@ class RcloneDrive(RcloneListing):
             self._undo_place(target, backup)
             raise DriveError(
                 f"after the move, {target!r} did not hold the approved bytes (the temporary "
-                "object was changed after it was checked, or stored wrong); "
+                "object was changed after it was verified); "
                 + ("its previous content was put back" if backup else "it was removed")
                 + "; accept the proposal again to retry",
                 code="verify_failed",
@@ -285,7 +275,6 @@ class RcloneDrive(RcloneListing):
         if backup is not None:
             with contextlib.suppress(PlacetError):
                 self._delete(backup, "delete backup")
-        return proof
 
     def _undo_place(self, target: str, backup: str | None) -> None:
         """Undo a move onto `target`: its previous content moved back from `backup`, or
@@ -353,11 +342,6 @@ class RcloneDrive(RcloneListing):
             *([expected_digest[0].lower()] if expected_digest else []),
         ]
         via_rcd = not direct and size <= self.rcd_upload_max
-        # A remote that hashes by reading the whole object (sftp, local) would read a big
-        # one twice: before the move and after it. Only the check after the move proves
-        # what the name holds, so before it only the size is checked (docs/decisions.md,
-        # "A big upload is hashed by the remote once, after the move").
-        once = not direct and not via_rcd and vtype is not None and caps.hashes_on_demand
         if not direct and journal is not None:
             journal(dest)
         try:
@@ -372,14 +356,9 @@ class RcloneDrive(RcloneListing):
                 ),
                 via_rcd=via_rcd,
             )
-            if once:
-                self._check_size(dest, size)
-            else:
-                verification, remote_digest = self._verify(dest, size, streamed)
+            verification, remote_digest = self._verify(dest, size, streamed)
             if not direct:
-                verification, remote_digest = self._place(
-                    dest, remote_path, size, streamed, replace=replace, journal=journal
-                )
+                self._place(dest, remote_path, size, streamed, replace=replace, journal=journal)
         except BaseException:
             if not direct:
                 self.remove_temp(dest, quiet=True)
