@@ -11,10 +11,29 @@ import pytest
 
 from placet.errors import PolicyRefused
 from placet.executor import execute
+from placet.store import ProposalRecord
 from placet.store.signatures import accept_challenge, check_signed_approval
 from tests.store.test_signed_audit import SoftKey
 from tests.support.pins import register_pinned
 from tests.support.rig import Rig
+
+
+def _signed_run_that_failed(rig: Rig, nonce: str) -> tuple[ProposalRecord, dict[str, Any]]:
+    """An upload the owner approved with a pinned passkey, whose run then failed (the file
+    changed after signing); returns it and the approval's detail, ready to be copied."""
+    key, cid = SoftKey(), "c29mdC1rZXk"
+    register_pinned(rig.store, cid, key.cose(), "soft")
+    rig.write("a.txt", b"alpha\n")
+    rec = rig.upload("a.txt")
+    challenge = accept_challenge(
+        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
+    )
+    signed: dict[str, Any] = {**key.assert_(challenge, cid), "nonce": nonce}
+    detail = {"request_hash": rec.request_hash, "via": "web", "passkey": signed}
+    rig.store.accept(rec.id, detail=detail)
+    rig.write("a.txt", b"changed after the owner signed\n")  # the run fails
+    assert execute(rig.store, rig.settings, rec.id, drive=rig.drive).status == "failed"
+    return rec, detail
 
 
 def test_a_used_signature_does_not_approve_a_retry(signed_rig: Rig) -> None:
@@ -22,22 +41,7 @@ def test_a_used_signature_does_not_approve_a_retry(signed_rig: Rig) -> None:
     approval's assertion into a new approval (`Store.accept`, or an INSERT) must not get
     P run again: the nonce was answered once (docs/security.md, "answered twice is
     refused")."""
-    key, cid = SoftKey(), "c29mdC1rZXk"
-    register_pinned(signed_rig.store, cid, key.cose(), "soft")
-    signed_rig.write("a.txt", b"alpha\n")
-    rec = signed_rig.upload("a.txt")
-    nonce = "cd" * 16
-    challenge = accept_challenge(
-        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
-    )
-    signed: dict[str, Any] = {**key.assert_(challenge, cid), "nonce": nonce}
-    detail = {"request_hash": rec.request_hash, "via": "web", "passkey": signed}
-    signed_rig.store.accept(rec.id, detail=detail)
-    signed_rig.write("a.txt", b"changed after the owner signed\n")  # the run fails
-    assert (
-        execute(signed_rig.store, signed_rig.settings, rec.id, drive=signed_rig.drive).status
-        == "failed"
-    )
+    rec, detail = _signed_run_that_failed(signed_rig, "cd" * 16)
 
     signed_rig.write("a.txt", b"alpha\n")
     signed_rig.store.accept(rec.id, detail=detail)  # the same assertion, copied
@@ -157,22 +161,7 @@ def test_a_used_signature_hidden_in_the_database_does_not_approve_a_retry(
     database writer cannot reach it (beside config.toml, with the pins)."""
     import sqlite3
 
-    key, cid = SoftKey(), "c29mdC1rZXk"
-    register_pinned(signed_rig.store, cid, key.cose(), "soft")
-    signed_rig.write("a.txt", b"alpha\n")
-    rec = signed_rig.upload("a.txt")
-    nonce = "ab" * 16
-    challenge = accept_challenge(
-        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
-    )
-    signed: dict[str, Any] = {**key.assert_(challenge, cid), "nonce": nonce}
-    detail = {"request_hash": rec.request_hash, "via": "web", "passkey": signed}
-    signed_rig.store.accept(rec.id, detail=detail)
-    signed_rig.write("a.txt", b"changed after the owner signed\n")  # the run fails
-    assert (
-        execute(signed_rig.store, signed_rig.settings, rec.id, drive=signed_rig.drive).status
-        == "failed"
-    )
+    rec, detail = _signed_run_that_failed(signed_rig, "ab" * 16)
 
     con = sqlite3.connect(signed_rig.settings.db_path)
     with con:

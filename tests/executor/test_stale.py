@@ -4,32 +4,17 @@ never overwrite unless the proposal asked and the root's policy allows."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from placet.config import RootPolicy, Settings
-from placet.drive import RcloneDrive
+from placet.config import RootPolicy
 from placet.errors import AlreadyExists, PolicyRefused
-from tests.support.rig import Rig, make_rig, temp_names
+from tests.support.rig import Rig, temp_names
 
 if TYPE_CHECKING:
-    from tests.support.drives import ServedRemote
-
-
-@pytest.fixture
-def dav_rig(
-    settings: Settings,
-    tmp_path: Path,
-    make_drive: Callable[..., RcloneDrive],
-    webdav_server: ServedRemote,
-    sub: str,
-) -> Rig:
-    (webdav_server.root / sub).mkdir()
-    drive = make_drive(webdav_server.spec(sub))
-    return make_rig(settings, drive, tmp_path, webdav_server.root / sub)
+    pass
 
 
 def _stale(rig: Rig, rec_id: int) -> dict[str, object]:
@@ -93,8 +78,8 @@ def test_replaced_target_changed_since_proposal_is_stale(rig: Rig) -> None:
     assert (rig.remote_dir / "t.txt").read_bytes() == b"edited on the drive"
 
 
-def test_webdav_replacement_compares_size_and_mtime(dav_rig: Rig) -> None:
-    rig = dav_rig
+def test_webdav_replacement_compares_size_and_mtime(webdav_rig: Rig) -> None:
+    rig = webdav_rig
     assert rig.remote_dir is not None
     target = rig.remote_dir / "w.txt"
     target.write_bytes(b"1234")
