@@ -30,6 +30,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan import bench_service, make_tree, plan_root, proc_figure
 
 
+def _rss() -> tuple[float, float]:
+    """(VmRSS, VmHWM) of this process, MiB."""
+    got = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            got[line[:5]] = int(line.split()[1]) / 1024
+    return got["VmRSS"], got["VmHWM"]
+
+
+def watch_phases() -> None:
+    """Print RSS and the peak so far after each step of `make_plan` (the service's own
+    functions, wrapped: what they do is unchanged)."""
+    import placet.sync.remote as remote
+    import placet.sync.service as service
+
+    def wrap(owner: Any, name: str) -> None:
+        fn = getattr(owner, name)
+
+        def wrapped(*a: Any, **kw: Any) -> Any:
+            out = fn(*a, **kw)
+            rss, hwm = _rss()
+            print(f"    after {name:<16} RSS {rss:>6.0f}  peak so far {hwm:>6.0f} MiB", flush=True)
+            return out
+
+        setattr(owner, name, wrapped)
+
+    wrap(service.SyncService, "index")
+    wrap(remote.PendingListing, "finish")
+    wrap(service, "read_listings")
+    wrap(service, "plan_listings")
+    wrap(service.SyncData, "save_plan")
+
+
 def _one(svc: Any, ctx: Any, traced: bool) -> tuple[float, float, float]:
     """One plan: (wall s, peak RSS MiB, traced peak MiB or 0)."""
     Path("/proc/self/clear_refs").write_text("5")
@@ -61,8 +94,11 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-200k"))
     ap.add_argument("--memory-rows", type=int, default=1000)
     ap.add_argument("--tracemalloc", action="store_true", help="also the traced peak (slower)")
+    ap.add_argument("--phases", action="store_true", help="RSS after each step of a plan")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.phases:
+        watch_phases()
     if args.child:
         child(*args.child, args.memory_rows, args.tracemalloc)
         return 0
@@ -90,9 +126,10 @@ def main() -> int:
         store.close()
         argv = [sys.executable, __file__, "--child", str(home), str(local), str(remote),
                 "--memory-rows", str(args.memory_rows)]  # fmt: skip
-        if args.tracemalloc:
-            argv.append("--tracemalloc")
+        argv += ["--tracemalloc"] if args.tracemalloc else []
+        argv += ["--phases"] if args.phases else []
         got = subprocess.run(argv, capture_output=True, text=True, check=True)
+        print("".join(ln + "\n" for ln in got.stdout.splitlines()[:-1]), end="")
         c = json.loads(got.stdout.strip().splitlines()[-1])
         print(f"{'new process':<12}{c['wall']:>8.2f} s  peak RSS {c['rss']:>7.0f} MiB  "
               f"traced {c['traced']:>6.0f} MiB")  # fmt: skip

@@ -64,3 +64,16 @@ def test_read_listings_with_share_points_remote_entries_at_local_strings() -> No
     shared = read_listings(local, remote, caps, entry_cap=10, share=True)
     assert remote[0].path is local[0].raw_path and remote[0].digests["sha256"] is sha
     assert shared.remote_fingerprint == plain.remote_fingerprint
+
+
+def test_equal_sizes_become_the_local_int() -> None:
+    sha = "d" * 64
+    size, other = int("100000"), int("100000")  # equal ints, two objects
+    assert size is not other
+    local = [LocalEntry("x.txt", "x.txt", "file", size, 1, sha, "sha256", sha, True),
+             LocalEntry("y.txt", "y.txt", "file", size, 1, sha, "sha256", sha, True)]  # fmt: skip
+    remote = [RemoteEntry("x.txt", "file", other, "m", OneDigest("sha256", sha)),
+              RemoteEntry("y.txt", "file", 99_999, "m", OneDigest("sha256", sha))]  # fmt: skip
+    read_listings(local, remote, PlanCapabilities(hash_types=("sha256",)), share=True)
+    assert remote[0].size is size
+    assert remote[1].size == 99_999  # unequal: kept
