@@ -96,6 +96,8 @@ class Walk:
     write_part: Callable[[list[CachedDigest]], None] | None = None  # see `spill`
     fresh_written: int = 0  # fresh digests handed to `write_part` so far
     pieces: CachePieces | None = None  # `cached` read a top-level folder at a time
+    # Told each top-level folder's on-disk name and entries once the walk is past it.
+    folder_done: Callable[[str, list[LocalEntry]], None] | None = None
 
 
 _buffers = threading.local()

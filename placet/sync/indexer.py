@@ -152,6 +152,7 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
             note = f"{st.st_nlink} hard links: not synced (one may lie outside the root)"
             add_entry(w, LocalEntry(path, raw, "skipped", st.st_size, st.st_mtime_ns, note=note))
         elif stat.S_ISDIR(mode):
+            mark = len(entries)
             if name in subs:
                 assert pieces is not None
                 top, w.cached = w.cached, pieces.piece(rel_prefix + raw)
@@ -159,6 +160,8 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
                 w.cached = top
             else:
                 _dir(w, fd, name, path, raw, st, depth + 1)
+            if depth == 0 and w.folder_done is not None:
+                w.folder_done(raw, entries[mark:])
         else:
             what = next((label for test, label in _SPECIAL if test(mode)), "special file")
             add_entry(w, LocalEntry(path, raw, "skipped", note=f"{what}: not synced"))
@@ -265,6 +268,7 @@ def index_local(
     include_hidden: bool = False,
     entry_cap: int = DEFAULT_ENTRY_CAP,
     progress: Callable[[int, int], None] | None = None,
+    folder_done: Callable[[str, list[LocalEntry]], None] | None = None,
 ) -> IndexResult:
     """Walk `root_path/rel` and return every entry with SHA-256 and `digest_types`.
 
@@ -284,6 +288,9 @@ def index_local(
             cap counts files, so a tree of 100,000 files in 1,000 folders fits).
         progress: called from the walking thread every 1,024 files with (files seen,
             bytes hashed so far in that thread); for a long read's progress figure.
+        folder_done: called from the walking thread once the walk is past a top-level
+            folder, with its on-disk name and its entries (in walk order; a big file
+            hashed by the pool is a placeholder without digests until the end).
 
     Returns:
         `IndexResult`, entries in path order (NFC `path`, on-disk `raw_path`).
@@ -313,6 +320,7 @@ def index_local(
         max_depth=max_depth,
         progress=progress,
         write_part=lambda part: cache.put_many(root_key, part),
+        folder_done=folder_done,
         pool=pool,
         slots=threading.BoundedSemaphore(4 * max(workers, 1)),
     )

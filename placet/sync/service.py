@@ -219,14 +219,15 @@ class SyncService:
         progress: Progress | None = None,
         defer_writes: bool = False,
         between: Callable[[], None] | None = None,
+        folder_done: Callable[[str, list[LocalEntry]], None] | None = None,
     ) -> IndexResult:
         """Index `folder` with SHA-256 and `digest_type`, through the digest cache.
 
         Cache rows of files no longer there are dropped (hidden ones only when they were
         listed). With `defer_writes`, fresh digests are written by a thread the caller
         must wait for (`wait_for_writes`). `between` is called from this thread every
-        1,024 files (the plan decodes the remote listing there). Raises what
-        `index_local` raises.
+        1,024 files (the plan decodes the remote listing there), `folder_done` as each
+        top-level folder is walked (see `index_local`). Raises what `index_local` raises.
         """
         key = root_key(folder.root)
 
@@ -249,6 +250,7 @@ class SyncService:
                 include_hidden=include_hidden,
                 entry_cap=self.settings.plan_entry_cap,
                 progress=tick,
+                folder_done=folder_done,
             )
         finally:
             # With `defer_writes`, the fresh digests (about a second of SQLite work per
@@ -422,6 +424,7 @@ class SyncService:
                 progress=progress,
                 defer_writes=True,
                 between=pending.pump,
+                folder_done=pending.local_done,
             )
         except BaseException:
             pending.abandon()  # the listing thread ends before the error goes up

@@ -5,9 +5,11 @@ The local index and the remote listing are built apart (the remote in rclone, de
 between the index's folders), so a file present on both sides carries two equal path
 strings (66 bytes each for a typical relative path) and, on remotes whose digest is
 the one placet computes locally (local folders, sftp: SHA-256), two equal 64-character
-hex digests (113 bytes each); and two equal size ints. As the remote listing is keyed (`read_listings` with
-`share=True`, after the local one), `share_pair` points each remote entry at the local
-entry's objects, so the remote's copies are freed before the listings are
+hex digests (113 bytes each); and two equal size ints. The remote listing takes the
+local objects as it decodes a top-level folder the walk is past
+(`placet.sync.remote`); for the rest, as the remote listing is keyed (`read_listings`
+with `share=True`, after the local one), `share_pair` points each remote entry at the
+local entry's objects, so the remote's copies are freed before the listings are
 fingerprinted and the plan is classified; `share_equal_strings` does the same for a
 kept in-memory copy of the remote digest cache.
 
