@@ -463,7 +463,11 @@ class SyncService:
             # The skips are packed as they are classified, never held as reports.
             skips = SkipPacker(baseline)
             p = plan_listings(
-                listings, baseline, allow_empty_side=allow_empty_side, on_skip=skips.skip
+                listings,
+                baseline,
+                allow_empty_side=allow_empty_side,
+                on_skip=skips.skip,
+                consume=True,
             )
             # The plan holds the entries it needs; the keyed listings (two dicts of
             # every entry) go before the plan is encoded.
