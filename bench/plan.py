@@ -44,7 +44,7 @@ T = TypeVar("T")
 RCLONE = Path(sys.executable).parent / "rclone"
 
 
-def _proc(pid: int | None, field: str) -> float:
+def proc_figure(pid: int | None, field: str) -> float:
     if pid is None:
         return 0.0
     try:
@@ -68,9 +68,9 @@ def _cpu() -> float:
 
 
 def timed(label: str, fn: Callable[[], T], rcd: Callable[[], int | None]) -> tuple[T, float, float]:
-    t, c, r = time.perf_counter(), _cpu(), _proc(rcd(), "cpu")
+    t, c, r = time.perf_counter(), _cpu(), proc_figure(rcd(), "cpu")
     out = fn()
-    wall, cpu = time.perf_counter() - t, _cpu() - c + _proc(rcd(), "cpu") - r
+    wall, cpu = time.perf_counter() - t, _cpu() - c + proc_figure(rcd(), "cpu") - r
     print(f"{label:<44}{wall:>8.2f} s wall {cpu:>8.2f} s CPU", flush=True)
     return out, wall, cpu
 
@@ -100,7 +100,7 @@ def make_tree(base: Path, files: int, large: int, large_mib: int) -> tuple[Path,
     return local, remote
 
 
-def _service(home: Path, local: Path, remote: Path) -> tuple[Any, Any, Any, Any]:
+def bench_service(home: Path, local: Path, remote: Path) -> tuple[Any, Any, Any, Any]:
     from placet.config import load_settings
     from placet.drive import drive_for
     from placet.paths.roots import parse_root_spec
@@ -124,20 +124,20 @@ def _service(home: Path, local: Path, remote: Path) -> tuple[Any, Any, Any, Any]
     return svc, ctx, drive, store
 
 
-def _plan(svc: Any, ctx: Any) -> Any:
+def plan_root(svc: Any, ctx: Any) -> Any:
     return svc.make_plan(ctx, svc.folder(ctx, "", None), "", include_hidden=False,
                          allow_empty_side=False)  # fmt: skip
 
 
 def child_warm(home: str, local: str, remote: str) -> None:
     """Run in a fresh interpreter: one warm plan from the persistent caches; prints JSON."""
-    svc, ctx, drive, store = _service(Path(home), Path(local), Path(remote))
+    svc, ctx, drive, store = bench_service(Path(home), Path(local), Path(remote))
     drive.capabilities()  # start rcd outside the timing, as a running server has it
-    t, c, r = time.perf_counter(), _cpu(), _proc(drive.rcd_pid, "cpu")
-    _plan(svc, ctx)
-    wall, cpu = time.perf_counter() - t, _cpu() - c + _proc(drive.rcd_pid, "cpu") - r
+    t, c, r = time.perf_counter(), _cpu(), proc_figure(drive.rcd_pid, "cpu")
+    plan_root(svc, ctx)
+    wall, cpu = time.perf_counter() - t, _cpu() - c + proc_figure(drive.rcd_pid, "cpu") - r
     hashed = [svc.local_files_hashed, svc.remote_files_hashed]
-    out = {"wall": wall, "cpu": cpu, "hashed": hashed, "peak_mib": _proc(os.getpid(), "rss")}
+    out = {"wall": wall, "cpu": cpu, "hashed": hashed, "peak_mib": proc_figure(os.getpid(), "rss")}
     print(json.dumps(out))
     drive.close()
     store.close()
@@ -158,7 +158,7 @@ def main() -> int:
     local, remote = make_tree(args.dir, args.files, args.large, args.large_mib)
     home = Path(tempfile.mkdtemp(prefix="placet-bench-home-"))
     try:
-        svc, ctx, drive, store = _service(home, local, remote)
+        svc, ctx, drive, store = bench_service(home, local, remote)
         drive.capabilities()  # rcd up before timing, as in a running server
 
         def rcd() -> int | None:
@@ -167,8 +167,8 @@ def main() -> int:
         def run(label: str) -> tuple[Any, float, float, float]:
             """One timed plan and this process's peak RSS (MiB) during it."""
             Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the RSS now
-            sp, wall, cpu = timed(label, lambda: _plan(svc, ctx), rcd)
-            return sp, wall, cpu, _proc(os.getpid(), "rss")
+            sp, wall, cpu = timed(label, lambda: plan_root(svc, ctx), rcd)
+            return sp, wall, cpu, proc_figure(os.getpid(), "rss")
 
         load = os.getloadavg()[0]
         print(f"{args.files} files + {args.large} x {args.large_mib} MiB; load {load:.1f}")
@@ -208,7 +208,7 @@ def main() -> int:
             f"  hashed since cold: {svc.local_files_hashed - h[0]} local, "
             f"{svc.remote_files_hashed - h[1]} remote files"
         )
-        rcd_rss = _proc(drive.rcd_pid, "rss")
+        rcd_rss = proc_figure(drive.rcd_pid, "rss")
         drive.close()
         store.close()
         child_argv = [sys.executable, __file__, "--child", str(home), str(local), str(remote)]

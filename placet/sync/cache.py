@@ -10,7 +10,7 @@ the store provides a SQLite one keyed by `(root_key, path)` that discards entrie
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 from typing import NamedTuple, Protocol, TypeVar
 
@@ -68,11 +68,34 @@ class OwnedRows(dict[str, _V]):
     __slots__ = ()
 
 
+class CachePieces(Protocol):
+    """A digest cache too big to hold at once, read a top-level folder at a time as a
+    walk enters it (`DigestCache.pieces`): the index of 1,000,000 files then holds one
+    folder's rows, not the whole cache, beside the entries it builds. Every row handed
+    out is the reader's own (`OwnedRows`): the walk takes (pops) what it uses."""
+
+    def rest(self, skip: Collection[str]) -> OwnedRows[CachedDigest]:
+        """The rows beneath the indexed folder except those beneath each folder of
+        `skip` (root-relative paths): its own files, and whatever lies beneath
+        folders that are not there now. Called once, before any `piece`."""
+        ...
+
+    def piece(self, folder: str) -> OwnedRows[CachedDigest]:
+        """The rows beneath `folder` (root-relative), one of `rest`'s `skip`."""
+        ...
+
+    def left(self) -> list[str]:
+        """The paths of every row handed out and not taken (files gone since): called
+        once the walk is done."""
+        ...
+
+
 class DigestCache(Protocol):
     """Where digests persist between indexes; the store implements it with SQLite.
 
     `get_under` loads a folder's entries in one call (the indexer's only read), so a
-    warm index of 100,000 files costs one query, not 100,000.
+    warm index of 100,000 files costs one query, not 100,000; `pieces` offers the
+    same rows a top-level folder at a time when they are too many to hold.
     """
 
     def get(self, root_key: str, path: str) -> CachedDigest | None: ...
@@ -83,6 +106,11 @@ class DigestCache(Protocol):
         ...
 
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None: ...
+
+    def pieces(self, root_key: str, prefix: str) -> CachePieces | None:
+        """The rows at or under `prefix` to be read folder by folder (see
+        `CachePieces`), or None: read them whole with `get_under`."""
+        ...
 
 
 class MemoryDigestCache:
@@ -103,3 +131,6 @@ class MemoryDigestCache:
 
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
         self._roots.setdefault(root_key, {}).update((c.path, c) for c in entries)
+
+    def pieces(self, root_key: str, prefix: str) -> CachePieces | None:
+        return None  # in memory already

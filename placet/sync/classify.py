@@ -29,6 +29,8 @@ why:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from placet.errors import PathRefused
 from placet.paths.local import check_local_shape
 from placet.paths.remote import check_name, check_remote_path
@@ -51,6 +53,10 @@ from placet.sync.model import (
     ReportKind,
     new_report,
 )
+
+SkipSink = Callable[[str, LocalEntry, RemoteEntry, str | None], None]
+"""Takes a skip of a path on both sides instead of a `PlanReport`: (path, local entry,
+remote entry, the digest type they were found equal by; None for two folders)."""
 
 MAX_PLAN_PATH_CHARS = 255
 """Paths longer than this (characters) get the whole-path checks too (see `unusable`)."""
@@ -82,6 +88,10 @@ class Classifier:
         self.rdups: dict[str, list[RemoteEntry]] = {}
         self.base: dict[str, BaselineEntry] = {}
         self._names: dict[str, str] = {}  # segment -> refusal ("" = usable), memoised
+        # Where skips of a path on both sides go instead of `reports` (see
+        # `placet.sync.planner.plan_listings`), and how many went there.
+        self.on_skip: SkipSink | None = None
+        self.skips_sunk = 0
 
     def unusable(self, local_path: str, remote_path: str) -> str | None:
         """Why the executor would refuse an op on these names, or None if it would not
@@ -222,6 +232,10 @@ class Classifier:
         self, path: str, lo: LocalEntry, r: RemoteEntry, b: BaselineEntry | None
     ) -> None:
         dtype, equal = compare(lo, r)
+        if equal and self.on_skip is not None:
+            self.on_skip(path, lo, r, dtype)
+            self.skips_sunk += 1
+            return
         if equal:  # the common case, kept free of keyword-argument overhead
             self.reports.append(
                 new_report(
@@ -315,7 +329,11 @@ class Classifier:
         elif lo is None:
             self.remote_only(path, r, b)
         elif lo.kind == "dir" and r.kind == "dir":
-            self.report(path, "skip", "folder on both sides", local=lo, remote=r)
+            if self.on_skip is not None:
+                self.on_skip(path, lo, r, None)
+                self.skips_sunk += 1
+            else:
+                self.report(path, "skip", "folder on both sides", local=lo, remote=r)
         elif lo.kind == "dir" or r.kind == "dir":
             what = "a folder here and a file" if lo.kind == "dir" else "a file here and a folder"
             self.conflict(path, "type_conflict", f"{what} on the remote", lo, r)

@@ -32,7 +32,7 @@ from operator import attrgetter
 
 from placet.errors import LimitExceeded
 from placet.local.hashing import CHUNK
-from placet.sync.cache import NO_DIGESTS, CachedDigest, DigestCache
+from placet.sync.cache import NO_DIGESTS, CachedDigest, CachePieces, DigestCache
 from placet.sync.digests import hash_fd
 from placet.sync.entries import LocalEntry
 
@@ -95,6 +95,9 @@ class Walk:
     progress: Callable[[int, int], None] | None = None
     write_part: Callable[[list[CachedDigest]], None] | None = None  # see `spill`
     fresh_written: int = 0  # fresh digests handed to `write_part` so far
+    pieces: CachePieces | None = None  # `cached` read a top-level folder at a time
+    # Told each top-level folder's on-disk name and entries once the walk is past it.
+    folder_done: Callable[[str, list[LocalEntry]], None] | None = None
 
 
 _buffers = threading.local()

@@ -73,6 +73,18 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
     with os.scandir(fd) as it:
         items = sorted(it, key=_NAME)
     hidden = w.include_hidden
+    pieces = w.pieces if depth == 0 else None
+    subs: frozenset[str] = frozenset()
+    if pieces is not None:
+        # A cache too big to hold is read a top-level folder at a time: here the rows
+        # outside these folders (this folder's own files, folders gone since), then each
+        # folder's rows as the walk enters it (`placet.sync.cache.CachePieces`).
+        subs = frozenset(
+            d.name
+            for d in items
+            if (hidden or d.name[:1] != ".") and d.is_dir(follow_symlinks=False)
+        )
+        w.cached = pieces.rest([w.rel_prefix + n for n in subs])
     same = prefix == raw_prefix
     # Rows loaded for this walk alone are taken as they are read (freed as the entries
     # are built); a shared copy is only read.
@@ -140,7 +152,16 @@ def _walk_dir(w: Walk, fd: int, prefix: str, raw_prefix: str, depth: int) -> Non
             note = f"{st.st_nlink} hard links: not synced (one may lie outside the root)"
             add_entry(w, LocalEntry(path, raw, "skipped", st.st_size, st.st_mtime_ns, note=note))
         elif stat.S_ISDIR(mode):
-            _dir(w, fd, name, path, raw, st, depth + 1)
+            mark = len(entries)
+            if name in subs:
+                assert pieces is not None
+                top, w.cached = w.cached, pieces.piece(rel_prefix + raw)
+                _dir(w, fd, name, path, raw, st, depth + 1)
+                w.cached = top
+            else:
+                _dir(w, fd, name, path, raw, st, depth + 1)
+            if depth == 0 and w.folder_done is not None:
+                w.folder_done(raw, entries[mark:])
         else:
             what = next((label for test, label in _SPECIAL if test(mode)), "special file")
             add_entry(w, LocalEntry(path, raw, "skipped", note=f"{what}: not synced"))
@@ -247,6 +268,7 @@ def index_local(
     include_hidden: bool = False,
     entry_cap: int = DEFAULT_ENTRY_CAP,
     progress: Callable[[int, int], None] | None = None,
+    folder_done: Callable[[str, list[LocalEntry]], None] | None = None,
 ) -> IndexResult:
     """Walk `root_path/rel` and return every entry with SHA-256 and `digest_types`.
 
@@ -266,6 +288,9 @@ def index_local(
             cap counts files, so a tree of 100,000 files in 1,000 folders fits).
         progress: called from the walking thread every 1,024 files with (files seen,
             bytes hashed so far in that thread); for a long read's progress figure.
+        folder_done: called from the walking thread once the walk is past a top-level
+            folder, with its on-disk name and its entries (in walk order; a big file
+            hashed by the pool is a placeholder without digests until the end).
 
     Returns:
         `IndexResult`, entries in path order (NFC `path`, on-disk `raw_path`).
@@ -281,22 +306,27 @@ def index_local(
     rel_prefix = "/".join(parts) + "/" if parts else ""
     max_depth = MAX_LOCAL_DEPTH - len(parts)
     pool = ThreadPoolExecutor(workers, thread_name_prefix="placet-hash") if workers > 1 else None
+    pieces = cache.pieces(root_key, "/".join(parts))
     w = Walk(
         types=("sha256", *(t for t in requested if t != "sha256")),
         primary=requested[0] if requested else None,
         need=frozenset(t for t in requested if t != "sha256"),
         start_ns=start,
-        cached=cache.get_under(root_key, "/".join(parts)),
+        cached={},
+        pieces=pieces,
         rel_prefix=rel_prefix,
         include_hidden=include_hidden,
         entry_cap=entry_cap,
         max_depth=max_depth,
         progress=progress,
         write_part=lambda part: cache.put_many(root_key, part),
+        folder_done=folder_done,
         pool=pool,
         slots=threading.BoundedSemaphore(4 * max(workers, 1)),
     )
     fd = _open_folder(root_path, parts)
+    if pieces is None:
+        w.cached = cache.get_under(root_key, "/".join(parts))
     try:
         with gc_paused():
             _walk_dir(w, fd, "", "", 0)

@@ -54,9 +54,9 @@ from placet.proposals.context import ProposeContext
 from placet.schema import DIGEST_PREFERENCE
 from placet.store import Store
 from placet.store.db import utcnow
-from placet.sync.cache import CachedDigest, OwnedRows
+from placet.sync.cache import CachedDigest, CachePieces, OwnedRows
 from placet.sync.content import ReadBudget, bind_content
-from placet.sync.entries import BaselineEntry, OneDigest, RemoteEntry, gc_paused
+from placet.sync.entries import BaselineEntry, LocalEntry, OneDigest, RemoteEntry, gc_paused
 from placet.sync.index_file import IndexResult
 from placet.sync.indexer import index_local
 from placet.sync.jobs import LongReads, Progress
@@ -66,13 +66,16 @@ from placet.sync.planner import plan_listings
 from placet.sync.remote import RemoteLister, SyncDigestStore
 from placet.sync.sharing import share_equal_strings
 from placet.sync.stored import SyncData
-from placet.sync.tables import Pair, SkipRow, StoredPlan
+from placet.sync.tables import Pair, RowPacker, SkipRow, StoredPlan
 from placet.text import inert
 
 log = logging.getLogger(__name__)
 
 KEEP_IN_MEMORY = 8
 """Plans and indexes kept in memory for their next pages."""
+
+WRITES_QUEUED = 2
+"""Parts of fresh digests (65,536 each) waiting for the cache writer, at most."""
 
 
 def root_key(root: Root) -> str:
@@ -93,9 +96,15 @@ class _DeferredWrites:
 
     def __init__(self, data: SyncData, *, background: bool) -> None:
         self.data, self.background = data, background
-        self.queue: queue.SimpleQueue[tuple[str, list[CachedDigest]] | None] = queue.SimpleQueue()
+        # Bounded: on a loaded box the writer falls behind a cold walk, and parts
+        # waiting unwritten cost ~170 bytes a file (at 1,000,000 files, up to 170 MB);
+        # the walk waits for the writer instead.
+        self.queue: queue.Queue[tuple[str, list[CachedDigest]] | None] = queue.Queue(
+            maxsize=WRITES_QUEUED
+        )
         self.writer: threading.Thread | None = None
         self.owned: OwnedRows[CachedDigest] | None = None  # what the index did not take
+        self.read_by_piece: CachePieces | None = None  # the rows, a folder at a time
 
     def get(self, root_key: str, path: str) -> CachedDigest | None:
         return self.data.get(root_key, path)
@@ -105,6 +114,10 @@ class _DeferredWrites:
         if type(rows) is OwnedRows:
             self.owned = rows
         return rows
+
+    def pieces(self, root_key: str, prefix: str) -> CachePieces | None:
+        self.read_by_piece = self.data.pieces(root_key, prefix)
+        return self.read_by_piece
 
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
         batch = list(entries)
@@ -219,14 +232,15 @@ class SyncService:
         progress: Progress | None = None,
         defer_writes: bool = False,
         between: Callable[[], None] | None = None,
+        folder_done: Callable[[str, list[LocalEntry]], None] | None = None,
     ) -> IndexResult:
         """Index `folder` with SHA-256 and `digest_type`, through the digest cache.
 
         Cache rows of files no longer there are dropped (hidden ones only when they were
         listed). With `defer_writes`, fresh digests are written by a thread the caller
         must wait for (`wait_for_writes`). `between` is called from this thread every
-        1,024 files (the plan decodes the remote listing there). Raises what
-        `index_local` raises.
+        1,024 files (the plan decodes the remote listing there), `folder_done` as each
+        top-level folder is walked (see `index_local`). Raises what `index_local` raises.
         """
         key = root_key(folder.root)
 
@@ -249,6 +263,7 @@ class SyncService:
                 include_hidden=include_hidden,
                 entry_cap=self.settings.plan_entry_cap,
                 progress=tick,
+                folder_done=folder_done,
             )
         finally:
             # With `defer_writes`, the fresh digests (about a second of SQLite work per
@@ -265,7 +280,17 @@ class SyncService:
         # warm index); right after a cold one it was just rewritten, and the next plan
         # does it without reading the table back now.
         loaded = self.data.loaded_local(key)
-        if cache.owned is not None:
+        if cache.read_by_piece is not None:
+            # Read a top-level folder at a time: what no folder's walk took are files
+            # gone since (hidden ones only when they were listed).
+            prefix = folder.rel + "/" if folder.rel else ""
+            gone = [
+                p
+                for p in cache.read_by_piece.left()
+                if include_hidden or not _hidden(p[len(prefix) :])
+            ]
+            self.data.forget_local(key, gone)
+        elif cache.owned is not None:
             # Rows loaded for this index alone: the walk took every path it listed, so
             # what is left are files gone since (hidden ones only when they were listed).
             prefix = folder.rel + "/" if folder.rel else ""
@@ -412,6 +437,7 @@ class SyncService:
                 progress=progress,
                 defer_writes=True,
                 between=pending.pump,
+                folder_done=pending.local_done,
             )
         except BaseException:
             pending.abandon()  # the listing thread ends before the error goes up
@@ -447,9 +473,17 @@ class SyncService:
             meta=meta,
         )  # fmt: skip
         if stored is None:
-            p = plan_listings(listings, baseline, allow_empty_side=allow_empty_side)
-            # The plan holds the entries it needs; the keyed listings (two dicts and two
-            # lists of every entry, ~130 bytes a file) go before the skips are packed.
+            # The skips are packed as they are classified, never held as reports.
+            skips = SkipPacker(baseline)
+            p = plan_listings(
+                listings,
+                baseline,
+                allow_empty_side=allow_empty_side,
+                on_skip=skips.skip,
+                consume=True,
+            )
+            # The plan holds the entries it needs; the keyed listings (two dicts of
+            # every entry) go before the plan is encoded.
             del listings
             # Transfers of remote files without digests: bound to the bytes read now.
             p = bind_content(p, drive, remote, budget=self.read_budget, progress=progress)
@@ -460,7 +494,7 @@ class SyncService:
                 plan=p,
                 baseline_generation=generation,
                 meta=meta,
-                skips=verified_skips(p, baseline),
+                skips=skips,
             )
         self._remember(stored)
         return stored
@@ -525,42 +559,62 @@ class SyncService:
             return self._indexes.get(token)
 
 
-def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> Iterator[SkipRow]:
-    """Baseline rows (path, sha256, remote digest type, remote digest, size, mtime) the
-    plan's verified skips would record, where they differ from the baseline now: files
-    equal by digest, folders on both sides (docs/design.md section 7).
+def skip_row(path: str, lo: LocalEntry, rem: RemoteEntry, dtype: str | None) -> SkipRow | None:
+    """The baseline row (path, sha256, remote digest type, remote digest, size, mtime) a
+    skip of `path` verifies (docs/design.md section 7): two folders, or two files found
+    equal by `dtype`; None for anything else (equal by size only, a folder and a file).
 
-    Builds what `placet.sync.ops.baseline_for` builds, as plain tuples and without its
-    pydantic evidence model: this runs once per equal path, 100,000 times for a tree.
-    Yielded, not listed: `SyncData.save_plan` packs them as they come, so a plan of
-    1,000,000 equal files never holds 1,000,000 rows at once (about 100 MB).
+    Builds what `placet.sync.ops.baseline_for` builds, as a plain tuple and without its
+    pydantic evidence model: this runs once per equal path, 1,000,000 times for a tree.
     """
+    if lo.kind == "dir":
+        return (path, None, None, None, None, rem.mtime) if rem.kind == "dir" else None
+    if dtype is None:
+        return None
+    d = rem.digests
+    rtype: str | None
+    digest: str | None
+    if type(d) is OneDigest and d.digest_type in DIGEST_PREFERENCE and d.value:
+        rtype, digest = d.digest_type, d.value  # the usual listing: one digest
+    else:
+        rtype = next((t for t in DIGEST_PREFERENCE if d.get(t)), None)
+        digest = d[rtype] if rtype else None
+    if digest is not None and not digest.islower():
+        digest = digest.lower()  # (lower() would copy even a lower-case string)
+    return (path, lo.sha256, rtype, digest, rem.size, rem.mtime)
+
+
+def _changes_baseline(row: SkipRow, b: BaselineEntry | None) -> bool:
+    return (
+        b is None or (b.sha256, b.remote_digest_type, b.remote_digest, b.size, b.mtime) != row[1:]
+    )
+
+
+class SkipPacker(RowPacker):
+    """The plan's verified skips packed as it classifies (`plan_listings`' `on_skip`):
+    the rows `skip_row` gives where they differ from `baseline`, so a plan of
+    1,000,000 equal files holds neither a report nor a row per file, only the packed
+    blob (`SyncData.save_plan` stores it as is)."""
+
+    def __init__(self, baseline: Mapping[str, BaselineEntry]) -> None:
+        super().__init__()
+        self.get = baseline.get
+
+    def skip(self, path: str, lo: LocalEntry, rem: RemoteEntry, dtype: str | None) -> None:
+        row = skip_row(path, lo, rem, dtype)
+        if row is not None and _changes_baseline(row, self.get(path)):
+            self.add(row)
+
+
+def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> Iterator[SkipRow]:
+    """The rows `skip_row` gives for the skips among the plan's reports (not blocked,
+    on both sides), where they differ from the baseline now. Yielded, not listed
+    (`SyncData.save_plan` packs them as they come)."""
     get = baseline.get
     for r in p.reports:
         lo, rem = r.local, r.remote
         if r.kind != "skip" or lo is None or rem is None or r.blocked_by:
             continue
-        if lo.kind == "dir":
-            if rem.kind != "dir":
-                continue
-            row: SkipRow = (r.path, None, None, None, None, rem.mtime)
-        else:
-            if r.digest_type is None:
-                continue
-            d = rem.digests
-            dtype: str | None
-            digest: str | None
-            if type(d) is OneDigest and d.digest_type in DIGEST_PREFERENCE and d.value:
-                dtype, digest = d.digest_type, d.value  # the usual listing: one digest
-            else:
-                dtype = next((t for t in DIGEST_PREFERENCE if d.get(t)), None)
-                digest = d[dtype] if dtype else None
-            if digest is not None and not digest.islower():
-                digest = digest.lower()  # (lower() would copy even a lower-case string)
-            row = (r.path, lo.sha256, dtype, digest, rem.size, rem.mtime)
-        b = get(r.path)
-        if (
-            b is None
-            or (b.sha256, b.remote_digest_type, b.remote_digest, b.size, b.mtime) != row[1:]
-        ):
+        row = skip_row(r.path, lo, rem, r.digest_type)
+        if row is not None and _changes_baseline(row, get(r.path)):
             yield row

@@ -5,9 +5,11 @@ The local index and the remote listing are built apart (the remote in rclone, de
 between the index's folders), so a file present on both sides carries two equal path
 strings (66 bytes each for a typical relative path) and, on remotes whose digest is
 the one placet computes locally (local folders, sftp: SHA-256), two equal 64-character
-hex digests (113 bytes each). As the remote listing is keyed (`read_listings` with
-`share=True`, after the local one), `share_pair` points each remote entry at the local
-entry's objects, so the remote's copies are freed before the listings are
+hex digests (113 bytes each); and two equal size ints. The remote listing takes the
+local objects as it decodes a top-level folder the walk is past
+(`placet.sync.remote`); for the rest, as the remote listing is keyed (`read_listings`
+with `share=True`, after the local one), `share_pair` points each remote entry at the
+local entry's objects, so the remote's copies are freed before the listings are
 fingerprinted and the plan is classified; `share_equal_strings` does the same for a
 kept in-memory copy of the remote digest cache.
 
@@ -24,13 +26,17 @@ from collections.abc import Iterable, Iterator
 from placet.sync.entries import LocalEntry, OneDigest, RemoteEntry
 
 _set_path = RemoteEntry.__dict__["path"].__set__
+_set_size = RemoteEntry.__dict__["size"].__set__
 
 
 def share_pair(lo: LocalEntry, r: RemoteEntry) -> None:
-    """Point remote entry `r` at its local entry `lo`'s path and digest where equal."""
+    """Point remote entry `r` at its local entry `lo`'s path, size and digest where
+    equal (a size of 256 bytes or more is an int object of its own: 28 bytes)."""
     raw = lo.raw_path
     if r.path is not raw and r.path == raw:
         _set_path(r, raw)
+    if r.size is not lo.size and r.size == lo.size:
+        _set_size(r, lo.size)
     d = r.digests
     if type(d) is not OneDigest:
         return

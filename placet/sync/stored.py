@@ -40,6 +40,7 @@ from placet.sync.model import SyncPlan
 from placet.sync.tables import (
     RETENTION,
     Pair,
+    RowPacker,
     SkipRow,
     Snapshot,
     StoredCaps,
@@ -190,13 +191,14 @@ class SyncData(DigestCaches):
         plan: SyncPlan,
         baseline_generation: int,
         meta: Mapping[str, Any],
-        skips: Iterable[SkipRow],
+        skips: Iterable[SkipRow] | RowPacker,
         now: datetime | None = None,
     ) -> StoredPlan:
         """Store `plan` as a new immutable row (callers try `find_plan` first).
 
         `skips`: baseline rows to record if the plan is applied (skips verified by
-        digest whose baseline would change); an iterator is packed as it goes. Prunes
+        digest whose baseline would change); an iterator is packed as it goes, a
+        `RowPacker` is finished (its rows packed while the plan was classified). Prunes
         plans and snapshots past `RETENTION`, and plans beyond the caps (module
         docstring), in the same transaction.
         """
@@ -210,7 +212,8 @@ class SyncData(DigestCaches):
             plan.remote_fingerprint,
             plan.content,
         )
-        body, skip_blob = pack(kept.to_dict()), pack_rows(skips)
+        skip_blob = skips.finish() if isinstance(skips, RowPacker) else pack_rows(skips)
+        body = pack(kept.to_dict())
         summary = json.dumps(dict(plan.summary))
 
         def tx(db: sqlite3.Connection) -> int:

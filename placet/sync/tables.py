@@ -14,7 +14,6 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import islice
 from typing import Any
 
 from sqlalchemy import Index, Integer, LargeBinary, Text
@@ -247,22 +246,48 @@ def pack(value: Any) -> bytes:
     return zlib.compress(json.dumps(value, separators=(",", ":")).encode("ascii"), 1)
 
 
+class RowPacker:
+    """Rows packed as they come (`add`), into what `pack(list(rows))` would give
+    (`finish`): encoded and compressed 4,096 rows at a time, so 100,000 rows never exist
+    as one JSON string nor as one list. Grown in one `bytearray` (which SQLite stores
+    as a BLOB), not joined from parts: the skips of 1,000,000 files are ~60 MB
+    compressed, and a join would hold them twice."""
+
+    def __init__(self) -> None:
+        self.z = zlib.compressobj(1)
+        self.out = bytearray(self.z.compress(b"["))
+        self.batch: list[Any] = []
+        self.first = True
+        self.count = 0
+
+    def add(self, row: Any) -> None:
+        self.batch.append(row)
+        if len(self.batch) == 4096:
+            self._flush()
+
+    def _flush(self) -> None:
+        chunk = json.dumps(self.batch, separators=(",", ":"))[1:-1]
+        self.out += self.z.compress((b"" if self.first else b",") + chunk.encode("ascii"))
+        self.count += len(self.batch)
+        self.batch, self.first = [], False
+
+    def finish(self) -> bytearray:
+        """The packed rows (call once; nothing may be added after)."""
+        if self.batch:
+            self._flush()
+        out, self.out = self.out, bytearray()
+        out += self.z.compress(b"]")
+        out += self.z.flush()
+        return out
+
+
 def pack_rows(rows: Iterable[Any]) -> bytearray:
-    """`pack(list(rows))`, encoded and compressed 4,096 rows at a time, so 100,000 rows
-    never exist as one JSON string (nor, from an iterator, as one list). Grown in one
-    `bytearray` (which SQLite stores as a BLOB), not joined from parts: the skips of
-    1,000,000 files are ~60 MB compressed, and a join would hold them twice."""
-    z = zlib.compressobj(1)
-    out = bytearray(z.compress(b"["))
-    it = iter(rows)
-    first = True
-    while chunk_rows := list(islice(it, 4096)):
-        chunk = json.dumps(chunk_rows, separators=(",", ":"))[1:-1]
-        out += z.compress((b"" if first else b",") + chunk.encode("ascii"))
-        first = False
-    out += z.compress(b"]")
-    out += z.flush()
-    return out
+    """`pack(list(rows))` through a `RowPacker` (an iterator is never listed)."""
+    packer = RowPacker()
+    add = packer.add
+    for row in rows:
+        add(row)
+    return packer.finish()
 
 
 def unpack(blob: bytes | bytearray) -> Any:

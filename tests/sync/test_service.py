@@ -269,3 +269,34 @@ def test_caches_too_big_to_keep_are_read_by_each_plan_and_consumed(rig: Rig) -> 
     plan(svc, rig)
     rows = SyncService(rig.store, rig.settings).data.get_under(key, "")
     assert sorted(rows) == sorted([".hidden"] + [f"b/f{i}.txt" for i in range(12) if i != 3])
+
+
+def test_a_cache_too_big_to_keep_is_read_a_top_level_folder_at_a_time(rig: Rig) -> None:
+    """Above `memory_rows` a warm index reads the local digest cache one top-level
+    folder at a time as it enters it (issue 11 item 6): it still hashes nothing, and
+    the rows of files gone since (in a folder, a whole folder, at the top) are dropped,
+    those of hidden folders (not entered) kept; "a-b" sorts before "a/" in SQLite and
+    before "a" in the walk, and neither read takes the other's rows."""
+    names = ["a/f0.txt", "a/f1.txt", "a-b/f.txt", "b/c/f0.txt", "b/c/f1.txt", "top.txt",
+             "z/f.txt", ".hid/x.txt", "a0.txt"]  # fmt: skip
+    for n in names:
+        rig.write(n, n.encode())
+    settle()
+    svc = SyncService(rig.store, rig.settings)
+    svc.data.memory_rows = 3
+    folder = svc.folder(rig.ctx, "", None)
+    key = root_key(folder.root)
+    svc.index(folder, digest_type="sha256", include_hidden=True)
+    assert svc.local_files_hashed == len(names)
+    assert svc.data.pieces(key, "") is not None  # too big to keep: read by folder
+    warm = svc.index(folder, digest_type="sha256", include_hidden=False)
+    assert svc.local_files_hashed == len(names) and warm.cache_hits == len(names) - 1
+    for gone in ("a/f1.txt", "z/f.txt", "top.txt"):
+        rig.local(gone).unlink()
+    rig.local("z").rmdir()
+    again = svc.index(folder, digest_type="sha256", include_hidden=False)
+    assert svc.local_files_hashed == len(names) and again.cache_hits == len(names) - 4
+    rows = SyncService(rig.store, rig.settings).data.get_under(key, "")
+    assert sorted(rows) == sorted(set(names) - {"a/f1.txt", "z/f.txt", "top.txt"})
+    sub = svc.index(svc.folder(rig.ctx, "b", None), digest_type="sha256", include_hidden=False)
+    assert sub.cache_hits == 2 and svc.local_files_hashed == len(names)

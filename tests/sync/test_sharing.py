@@ -11,6 +11,7 @@ from placet.sync.entries import LocalEntry, OneDigest, PlanCapabilities, RemoteE
 from placet.sync.listings import read_listings
 from placet.sync.sharing import share_equal_strings
 from placet.sync.stored import SyncData
+from tests.support.rig import Rig
 
 
 def _fresh(s: str) -> str:
@@ -64,3 +65,62 @@ def test_read_listings_with_share_points_remote_entries_at_local_strings() -> No
     shared = read_listings(local, remote, caps, entry_cap=10, share=True)
     assert remote[0].path is local[0].raw_path and remote[0].digests["sha256"] is sha
     assert shared.remote_fingerprint == plain.remote_fingerprint
+
+
+def test_equal_sizes_become_the_local_int() -> None:
+    sha = "d" * 64
+    size, other = int("100000"), int("100000")  # equal ints, two objects
+    assert size is not other
+    local = [LocalEntry("x.txt", "x.txt", "file", size, 1, sha, "sha256", sha, True),
+             LocalEntry("y.txt", "y.txt", "file", size, 1, sha, "sha256", sha, True)]  # fmt: skip
+    remote = [RemoteEntry("x.txt", "file", other, "m", OneDigest("sha256", sha)),
+              RemoteEntry("y.txt", "file", 99_999, "m", OneDigest("sha256", sha))]  # fmt: skip
+    read_listings(local, remote, PlanCapabilities(hash_types=("sha256",)), share=True)
+    assert remote[0].size is size
+    assert remote[1].size == 99_999  # unequal: kept
+
+
+def test_the_remote_listing_takes_local_strings_as_it_decodes(rig: Rig) -> None:
+    """A piece of the remote listing (a top-level folder's tree) is decoded once the
+    local walk is past that folder, and each of its files takes the local entry's equal
+    path, size and digest objects there and then (cold: digests from rclone; warm: from
+    the remote digest cache); the values are those of a listing made alone."""
+    import shutil
+    import time
+
+    from placet.sync.service import SyncService
+
+    assert rig.remote_dir is not None
+    for d in ("a", "b", "c/deep", "only-here"):
+        for i in range(3):
+            rig.write(f"{d}/f{i}.txt", f"{d} {i} ".encode() * 40)
+    rig.write("top.txt", b"top\n")
+    for d in ("a", "b", "c"):
+        shutil.copytree(rig.local(d), rig.remote_dir / d)
+    (rig.remote_dir / "b" / "f1.txt").write_bytes(b"changed there\n")
+    (rig.remote_dir / "only-there").mkdir()
+    (rig.remote_dir / "only-there" / "g.txt").write_bytes(b"g\n")
+    time.sleep(2.1)  # past the racily-clean window
+    svc = SyncService(rig.store, rig.settings)
+    folder = svc.folder(rig.ctx, "", None)
+    for run in ("cold", "warm"):
+        pending = svc.remote.begin(rig.drive, "")
+        idx = svc.index(folder, digest_type="sha256", include_hidden=False,
+                        between=pending.pump, folder_done=pending.local_done)  # fmt: skip
+        got, _ = pending.finish()
+        local = {e.raw_path: e for e in idx.entries}
+        alone, _ = svc.remote_listing(rig.drive, "")
+        assert sorted(e.to_dict()["path"] for e in got) == sorted(e.path for e in alone)
+        assert {e.path: e.to_dict() for e in got} == {e.path: e.to_dict() for e in alone}, run
+        shared = 0
+        for r in got:
+            lo = local.get(r.path)
+            if r.kind != "file" or lo is None or "/" not in r.path:
+                continue
+            assert r.path is lo.raw_path, (run, r.path)
+            if r.path != "b/f1.txt":
+                assert r.size is lo.size and r.digests["sha256"] is lo.sha256, (run, r.path)
+                shared += 1
+            else:
+                assert r.digests["sha256"] != lo.sha256 and r.size != lo.size
+        assert shared == 8, run

@@ -1,0 +1,48 @@
+"""Skips packed while classifying (`plan_listings`' `on_skip`, the service's
+`SkipPacker`): for every row of the planner's tables, the plan without the skip
+reports is the plan with them minus those reports (same ops, other reports and
+summary), and the packed rows are exactly the rows `verified_skips` gives from the
+reports (issue 11 item 6: no `PlanReport` per equal file)."""
+
+from __future__ import annotations
+
+import pytest
+
+from placet.sync.planner import Listings, plan_listings, read_listings
+from placet.sync.service import SkipPacker, verified_skips
+from placet.sync.tables import pack_rows, unpack
+from tests.support.listings import B, L, R
+from tests.sync.test_planner import DESIGN_TABLE, EDGE_CASES, Row
+
+EXTRA = Row(
+    "equal-files-and-folders",
+    [L("d", kind="dir"), L("d/a", "a"), L("d/b", "b"), L("c", "new"), L("same", "s")],
+    [R("d", kind="dir"), R("d/a", "a"), R("d/b", "B!"), R("same", "s")],
+    {},
+    [B("same", "s")],  # recorded already: its skip adds no baseline row
+)
+
+
+@pytest.mark.parametrize("row", [*DESIGN_TABLE, *EDGE_CASES, EXTRA], ids=lambda r: r.id)
+def test_packed_skips_match_the_reports_they_replace(row: Row) -> None:
+    baseline = {b.path: b for b in row.baseline}
+
+    def listings() -> Listings:
+        return read_listings(row.local, row.remote, row.caps, include_hidden=row.include_hidden)
+
+    try:
+        whole = plan_listings(listings(), baseline)
+    except Exception as e:  # the same refusal either way
+        with pytest.raises(type(e)):
+            plan_listings(listings(), baseline, on_skip=SkipPacker(baseline).skip)
+        return
+    packer = SkipPacker(baseline)
+    sunk = plan_listings(listings(), baseline, on_skip=packer.skip, consume=True)
+    assert sunk.summary == whole.summary
+    assert sunk.ops == whole.ops
+    sunk_skips = [r for r in whole.reports if r.kind == "skip" and r.local and r.remote
+                  and not r.blocked_by]  # fmt: skip
+    assert sunk.reports == tuple(r for r in whole.reports if r not in sunk_skips)
+    assert unpack(packer.finish()) == unpack(pack_rows(verified_skips(whole, baseline)))
+    if row is EXTRA:
+        assert [r[0] for r in unpack(pack_rows(verified_skips(whole, baseline)))] == ["d", "d/a"]
