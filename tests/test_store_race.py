@@ -20,6 +20,8 @@ import pytest
 from placet.config import load_settings
 from placet.store import open_store
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 N = 500
 PROCS = 4
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

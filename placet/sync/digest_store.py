@@ -75,7 +75,7 @@ class DigestCaches:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _write(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return self.store._write_raw(what, lambda db, _heads: fn(db))
+        return self.store._write_raw(what, lambda db, _heads: fn(db.driver))
 
     # ---- local digest cache (placet.sync.cache.DigestCache) -------------------------
 
