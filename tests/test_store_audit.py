@@ -158,7 +158,7 @@ def test_events_that_do_not_follow_on_are_detected(
     from placet.store.audit import append_anchor, append_event
 
     n = _populate(settings)
-    with raw_db(settings) as con:
+    with raw_db(settings, autocommit=False) as con:
         if con.postgres:  # a forger with the server's rights skips the foreign key checks
             con.execute("SET session_replication_role = replica")
         con.begin(write=True)

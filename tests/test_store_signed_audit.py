@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,12 +15,15 @@ import cbor2
 import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
+from db_helpers import sql
 from tui_fixtures import T0, add_upload, quiet
 from webauthn.helpers import bytes_to_base64url
 
 from placet.config import Settings
 from placet.store import Store, open_store
 from placet.store.signatures import accept_challenge
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 ORIGIN, RP_ID = "http://localhost:8765", "localhost"
 
@@ -85,16 +87,12 @@ def test_audit_verify_re_verifies_signatures_against_the_stored_key(store: Store
     assert v.ok and "1 passkey-signed approval(s) re-verified" in v.message, v.message
     approval = [e for e in store.audit_events(proposal_id=rec.id) if e.to_status == "approved"]
 
-    con = sqlite3.connect(store.db_path)
-    con.execute("UPDATE web_passkey SET public_key = ?", (SoftKey().cose(),))
-    con.commit()
+    sql(store.settings, "UPDATE web_passkey SET public_key = ?", SoftKey().cose())
     v = store.verify_audit()
     assert not v.ok and v.first_bad_event_id == approval[0].id
     assert "does not verify" in v.message
 
-    con.execute("DELETE FROM web_passkey")
-    con.commit()
-    con.close()
+    sql(store.settings, "DELETE FROM web_passkey")
     v = store.verify_audit()
     assert not v.ok and "a passkey this database does not hold" in v.message
 
