@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from db_helpers import raw_db
 from notify_fixtures import Listener, notify_toml
 
 from placet.config import Settings, load_settings
@@ -22,6 +22,8 @@ from placet.notify import channels as ch
 from placet.notify.sender import MAX_ATTEMPTS, Sender, backoff
 from placet.store import Store, open_store
 from placet.store.outbox import Outbox
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 T0 = datetime(2031, 3, 4, 12, 0, 0, tzinfo=UTC)
 SECRET = "s3cret-for-tests"
@@ -82,13 +84,9 @@ def _propose(store: Store, name: str, run: str = "run-a", at: datetime = T0, **k
 
 
 def _events(store: Store) -> list[tuple[str, int, str]]:
-    con = sqlite3.connect(store.db_path)
-    try:
-        return con.execute(
-            "SELECT kind, proposal_id, state FROM notify_event ORDER BY id"
-        ).fetchall()
-    finally:
-        con.close()
+    with raw_db(store.settings) as con:
+        rows = con.execute("SELECT kind, proposal_id, state FROM notify_event ORDER BY id")
+        return [tuple(r) for r in rows.fetchall()]
 
 
 def test_an_event_commits_with_its_audit_event_and_only_then(store: Store) -> None:

@@ -29,11 +29,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from sqlalchemy import DateTime, Table, TypeDecorator, create_engine, event
@@ -91,6 +91,19 @@ def _pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+class Cursor(Protocol):
+    """What `RawDB.execute` returns, the part of a DB-API cursor both drivers share."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
 class RawDB:
     """A driver connection (sqlite3 or psycopg) for plain SQL written with `?` markers.
 
@@ -102,10 +115,9 @@ class RawDB:
         self.driver = driver
         self.postgres = not isinstance(driver, sqlite3.Connection)
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        if self.postgres:
-            return self.driver.execute(_pg_sql(sql), params)
-        return self.driver.execute(sql, params)
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        cur: Cursor = self.driver.execute(_pg_sql(sql) if self.postgres else sql, params)
+        return cur
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         if self.postgres:
