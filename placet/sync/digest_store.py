@@ -27,13 +27,12 @@ SQL, `executemany`) because SQLAlchemy's per-row cost dominated at 100,000 rows.
 from __future__ import annotations
 
 import random
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
-from placet.store.db import is_busy
+from placet.store.db import DRIVER_ERRORS, RawDB, is_busy
 from placet.store.store import Store
 from placet.sync.cache import DIGEST_CACHE_VERSION, NO_DIGESTS, CachedDigest
 
@@ -56,26 +55,22 @@ class DigestCaches:
 
     # ---- plumbing -------------------------------------------------------------------
 
-    def _read(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _read(self, what: str, fn: Callable[[RawDB], T]) -> T:
         for attempt in range(_RETRIES + 1):
             pooled = self.store.engine.raw_connection()
             try:
-                db = pooled.driver_connection
-                assert isinstance(db, sqlite3.Connection)
-                return fn(db)
-            except sqlite3.OperationalError as e:
+                return fn(RawDB(pooled.driver_connection))
+            except DRIVER_ERRORS as e:
                 if is_busy(e) and attempt < _RETRIES:
                     time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
                     continue
-                raise self.store._store_error(what, e) from e
-            except sqlite3.Error as e:
                 raise self.store._store_error(what, e) from e
             finally:
                 pooled.close()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _write(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return self.store._write_raw(what, lambda db, _heads: fn(db.driver))
+    def _write(self, what: str, fn: Callable[[RawDB], T]) -> T:
+        return self.store._write_raw(what, lambda db, _heads: fn(db))
 
     # ---- local digest cache (placet.sync.cache.DigestCache) -------------------------
 
@@ -85,7 +80,7 @@ class DigestCaches:
         if mem is not None:
             return mem
 
-        def rd(db: sqlite3.Connection) -> dict[str, CachedDigest]:
+        def rd(db: RawDB) -> dict[str, CachedDigest]:
             cur = db.execute(
                 "SELECT path, size, mtime_ns, inode, ctime_ns, sha256, sha1, md5, verified "
                 "FROM sync_digest_cache WHERE root_key = ? AND version = ?",
@@ -148,9 +143,13 @@ class DigestCaches:
         self._write(
             "writing the digest cache",
             lambda db: db.executemany(
-                "INSERT OR REPLACE INTO sync_digest_cache (root_key, path, size, mtime_ns, "
+                "INSERT INTO sync_digest_cache (root_key, path, size, mtime_ns, "
                 "inode, ctime_ns, sha256, sha1, md5, verified, version) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (root_key, path) DO "
+                "UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+                "inode = excluded.inode, ctime_ns = excluded.ctime_ns, "
+                "sha256 = excluded.sha256, sha1 = excluded.sha1, md5 = excluded.md5, "
+                "verified = excluded.verified, version = excluded.version",
                 rows(),
             ),
         )
@@ -189,7 +188,7 @@ class DigestCaches:
         if mem is not None:
             return mem
 
-        def rd(db: sqlite3.Connection) -> dict[str, tuple[int, str, str]]:
+        def rd(db: RawDB) -> dict[str, tuple[int, str, str]]:
             cur = db.execute(
                 "SELECT path, size, mtime, digest FROM sync_remote_digest "
                 "WHERE drive_spec = ? AND digest_type = ?",
@@ -210,8 +209,10 @@ class DigestCaches:
         self._write(
             "writing the remote digest cache",
             lambda db: db.executemany(
-                "INSERT OR REPLACE INTO sync_remote_digest (drive_spec, path, size, mtime, "
-                "digest_type, digest) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO sync_remote_digest (drive_spec, path, size, mtime, "
+                "digest_type, digest) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (drive_spec, path) "
+                "DO UPDATE SET size = excluded.size, mtime = excluded.mtime, "
+                "digest_type = excluded.digest_type, digest = excluded.digest",
                 ((drive_spec, p, size, mtime, digest_type, d) for p, size, mtime, d in rows),
             ),
         )
