@@ -13,8 +13,11 @@ from db_helpers import make_test_engine, raw_db
 
 from placet.config import Settings, ensure_data_dir
 from placet.errors import SchemaTooNew
+from placet.schema import canonical_json, request_hash
 from placet.store import ProposalRecord, Store, open_store
-from placet.store.db import DRIVER_INTEGRITY_ERRORS, utcnow
+from placet.store.audit import append_anchor, append_event
+from placet.store.db import DRIVER_INTEGRITY_ERRORS, dt_text, utcnow
+from placet.store.lifecycle import agent_actor
 from placet.store.migrations import MIGRATIONS, migrate, schema_version
 
 pytestmark = pytest.mark.usefixtures("store_backend")
@@ -40,6 +43,39 @@ def _propose(
         ttl_seconds=ttl,
         **kw,  # type: ignore[arg-type]
     )
+
+
+def _propose_on_the_previous_schema(settings: Settings) -> int:
+    """`_propose(store, DRIVE_A)` as the placet of that schema wrote it (its columns
+    only, with the creation's audit event); returns the proposal id."""
+    now = utcnow()
+    expires = now + timedelta(seconds=600)
+    rh = request_hash("upload", REQUEST, EVIDENCE)
+    with raw_db(settings, autocommit=False) as db:
+        db.begin(write=True)
+        (pid,) = db.execute(
+            "INSERT INTO proposal (kind, status, request, evidence, request_hash, reason, "
+            "drive_spec, run_id, host, created_at, expires_at, attempt) "
+            "VALUES ('upload', 'pending', ?, ?, ?, ?, ?, 'run-a', 'old-host', ?, ?, 0) "
+            "RETURNING id",
+            (canonical_json(REQUEST), canonical_json(EVIDENCE), rh, "upload the report",
+             DRIVE_A, dt_text(now), dt_text(expires)),
+        ).fetchone()  # fmt: skip
+        detail = {"kind": "upload", "expires_at": expires.isoformat(), "client_name": None,
+                  "client_version": None}  # fmt: skip
+        head = append_event(
+            db,
+            proposal_id=pid,
+            request_hash=rh,
+            actor=agent_actor("run-a"),
+            from_status=None,
+            to_status="pending",
+            at=now,
+            detail=detail,
+        )
+        db.commit()
+    append_anchor(settings.audit_anchor_path, [head])
+    return int(pid)
 
 
 def _index(settings: Settings) -> tuple[list[str], str]:
@@ -107,21 +143,22 @@ def test_previous_schema_is_migrated_in_place(settings: Settings) -> None:
     ensure_data_dir(settings)
     engine = make_test_engine(settings)
     assert migrate(engine, db_label="old", migrations=MIGRATIONS[:PREVIOUS]) == PREVIOUS
-    old = Store(engine, settings)
-    try:
-        p, created = _propose(old, DRIVE_A)
-        assert created
-        assert _index(settings)[0] == ["kind", "request_hash"]
-        assert old.verify_audit().ok
-    finally:
-        old.close()
+    engine.dispose()
+    pid = _propose_on_the_previous_schema(settings)
+    assert _index(settings)[0] == ["kind", "request_hash"]
 
     with open_store(settings) as store:
         assert schema_version(store.engine) == len(MIGRATIONS)
         cols, sql = _index(settings)
         assert cols == ["kind", "request_hash", "drive_spec"]
         assert "WHERE status = 'pending'" in sql
-        assert store.get(p.id) == p  # the pending proposal is intact
+        p = store.get(pid)  # the pending proposal is intact
+        assert (p.status, p.drive_spec, p.request, p.host_id) == (
+            "pending",
+            DRIVE_A,
+            REQUEST,
+            None,  # made before host ids were recorded
+        )
         v = store.verify_audit()
         assert v.ok and v.count == 1, v.message
         assert _propose(store, DRIVE_A, run_id="run-b") == (p, False)

@@ -45,7 +45,10 @@ def open_store(settings: Settings, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) ->
     Raises:
         ConfigError: the data directory is not private to this user.
         SchemaTooNew: the database was written by a newer placet (both versions named).
-        StoreError: the file is unusable (not a regular file, network filesystem, corrupt).
+        StoreError: the file is unusable (not a regular file, network filesystem, corrupt),
+            or the server refused (unreachable, no password in PGPASSWORD or ~/.pgpass).
+        ConfigError: the data directory's host id file is unreadable or edited
+            (`placet.store.host`).
     """
     ensure_data_dir(settings)
     if settings.database is not None:
@@ -57,7 +60,7 @@ def open_store(settings: Settings, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) ->
         label = str(settings.db_path)
     try:
         migrate(engine, db_label=label)
+        return Store(engine, settings)
     except BaseException:
         engine.dispose()
         raise
-    return Store(engine, settings)

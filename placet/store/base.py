@@ -53,6 +53,7 @@ from placet.store.db import (
     raw,
     utcnow,
 )
+from placet.store.host import host_id
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.records import (
     AuditRecord,
@@ -114,6 +115,7 @@ def proposal_of_values(m: RowMapping | Mapping[str, Any]) -> ProposalRecord:
         lease_holder=m["lease_holder"],
         lease_expires_at=m["lease_expires_at"],
         summary=None if m["summary"] is None else json.loads(m["summary"]),
+        host_id=m.get("host_id"),
     )
 
 
@@ -153,6 +155,7 @@ class StoreBase:
         )
         self.anchor_path: Path = settings.audit_anchor_path
         self._host = socket.gethostname()
+        self.host_id = host_id(settings.data_dir)
         self._dv_lock = threading.Lock()
         self._dv_conn: sqlite3.Connection | None = None
 

@@ -57,11 +57,12 @@ _SAME_PENDING = select(PROPOSAL).where(
 _COLUMNS = (
     "kind", "status", "request", "evidence", "request_hash", "reason", "drive_spec", "run_id",
     "client_name", "client_version", "label", "host", "created_at", "expires_at", "attempt",
+    "host_id",
 )  # fmt: skip
 _INSERT_SQL = (
     "INSERT INTO proposal (kind, status, request, evidence, request_hash, reason, drive_spec, "
-    "run_id, client_name, client_version, label, host, created_at, expires_at, attempt) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    "run_id, client_name, client_version, label, host, created_at, expires_at, attempt, "
+    "host_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
 _SAME_SQL = (
     "SELECT id FROM proposal WHERE kind = ? AND request_hash = ? AND drive_spec = ? "
@@ -215,6 +216,7 @@ class Decisions(StoreBase):
             "client_version": client_version,
             "label": label,
             "host": self._host,
+            "host_id": self.host_id,
             "created_at": now,
             "expires_at": expires_at,
             "attempt": 0,

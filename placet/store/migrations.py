@@ -415,6 +415,13 @@ _WEB = (
 )""",
 )
 
+# One queue for several machines (issue 16): the stable id of the host a proposal was made
+# on (`placet.store.host`), so only that host's executor runs it; NULL for older rows.
+_PROPOSAL_HOST_ID = (
+    "ALTER TABLE proposal ADD COLUMN host_id TEXT",
+    "CREATE INDEX ix_proposal_host_status ON proposal (host_id, status)",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -423,6 +430,7 @@ MIGRATIONS: list[Migration] = [
     Migration("proposal_ops_by_reference", _PROPOSAL_OPS),
     Migration("notify_outbox", _NOTIFY_OUTBOX, postgresql=_NOTIFY_OUTBOX_PG),
     Migration("web_passkeys_sessions_pairings", _WEB),
+    Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 
