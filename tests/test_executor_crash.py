@@ -23,6 +23,8 @@ from placet.drive import RcloneDrive
 
 pytest_plugins = ["drive_fixtures"]
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 SIZE = 200 * 1024 * 1024
 
 

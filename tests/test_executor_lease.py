@@ -17,6 +17,8 @@ from placet.config import Settings
 from placet.drive import RcloneDrive
 from placet.executor import ProgressEvent, execute
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 pytest_plugins = ["drive_fixtures"]
 
 

@@ -14,6 +14,8 @@ from executor_fixtures import Rig, make_rig, sha256, temp_names
 from placet.config import Settings
 from placet.drive import RcloneDrive
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 if TYPE_CHECKING:
     from drive_fixtures import ServedRemote
 

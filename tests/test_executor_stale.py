@@ -15,6 +15,8 @@ from placet.config import RootPolicy, Settings
 from placet.drive import RcloneDrive
 from placet.errors import AlreadyExists, PolicyRefused
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 if TYPE_CHECKING:
     from drive_fixtures import ServedRemote
 
