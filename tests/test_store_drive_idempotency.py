@@ -16,7 +16,7 @@ from placet.errors import SchemaTooNew
 from placet.schema import canonical_json, request_hash
 from placet.store import ProposalRecord, Store, open_store
 from placet.store.audit import append_anchor, append_event
-from placet.store.db import DRIVER_INTEGRITY_ERRORS, dt_text, utcnow
+from placet.store.db import driver_integrity_errors, dt_text, utcnow
 from placet.store.lifecycle import agent_actor
 from placet.store.migrations import MIGRATIONS, migrate, schema_version
 
@@ -126,7 +126,7 @@ def test_the_index_is_the_backstop_per_drive(store: Store) -> None:
         )  # fmt: skip
         copy = f"INSERT INTO proposal ({cols}) SELECT {cols.replace('drive_spec', '?')} "
         copy += "FROM proposal WHERE id = ?"
-        with pytest.raises(DRIVER_INTEGRITY_ERRORS):
+        with pytest.raises(driver_integrity_errors()):
             con.execute(copy, (DRIVE_A, a.id))
         con.execute(copy, (DRIVE_B, a.id))  # another drive: allowed
 

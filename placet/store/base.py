@@ -44,9 +44,9 @@ from placet.store import lifecycle as lc
 from placet.store.audit import append_anchor, append_event, verify_chain
 from placet.store.db import (
     BEGIN_OPTION,
-    DRIVER_ERRORS,
     RawDB,
     as_utc,
+    driver_errors,
     is_busy,
     is_postgres,
     qmark,
@@ -209,7 +209,7 @@ class StoreBase:
             append_anchor(self.anchor_path, heads)
             return result
 
-        return self._retrying(what, attempt, DRIVER_ERRORS, DRIVER_ERRORS)
+        return self._retrying(what, attempt, driver_errors(), driver_errors())
 
     def _read(self, what: str, fn: Callable[[Connection], T]) -> T:
         def attempt() -> T:

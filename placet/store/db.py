@@ -29,15 +29,14 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
-import psycopg
 from sqlalchemy import DateTime, Table, TypeDecorator, create_engine, event
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Dialect, Engine, make_url
 
@@ -75,12 +74,20 @@ def dt_text(value: datetime) -> str:
 WRITE_LOCK_KEY = 0x706C61636574
 """PostgreSQL advisory lock key ("placet" in ASCII) every write transaction takes first."""
 
-DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, psycopg.Error)
-"""What the two drivers raise (the store's raw paths catch these)."""
-DRIVER_INTEGRITY_ERRORS: tuple[type[Exception], ...] = (
-    sqlite3.IntegrityError,
-    psycopg.IntegrityError,
-)
+
+def driver_errors() -> tuple[type[Exception], ...]:
+    """What the two drivers raise (the store's raw paths catch these). psycopg counts
+    only once loaded, by a PostgreSQL engine: importing it costs ~90 ms at every start,
+    and without it no psycopg error can occur."""
+    pg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if pg is None else (sqlite3.Error, pg.Error)
+
+
+def driver_integrity_errors() -> tuple[type[Exception], ...]:
+    """A constraint refused the write, on either driver (see `driver_errors`)."""
+    pg = sys.modules.get("psycopg")
+    return (sqlite3.IntegrityError,) if pg is None else (sqlite3.IntegrityError, pg.IntegrityError)
+
 
 _PG_BUSY_STATES = frozenset({"55P03", "40001", "40P01"})
 """lock_not_available, serialization_failure, deadlock_detected: retryable."""
@@ -161,7 +168,11 @@ def qmark(conn: Connection, sql: str) -> str:
 def upsert(conn: Connection, table: Table) -> Any:
     """`INSERT` on `table` for `conn`'s dialect, with `on_conflict_do_update` and
     `excluded` (SQLite's and PostgreSQL's spell them alike)."""
-    return pg_insert(table) if is_postgres(conn) else sqlite_insert(table)
+    if is_postgres(conn):
+        from sqlalchemy.dialects.postgresql import insert as pg_insert  # only when in use
+
+        return pg_insert(table)
+    return sqlite_insert(table)
 
 
 def is_postgres(engine: Engine | Connection) -> bool:

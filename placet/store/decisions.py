@@ -38,7 +38,7 @@ from placet.store.base import (
     proposal_of_row,
     proposal_of_values,
 )
-from placet.store.db import DRIVER_INTEGRITY_ERRORS, RawDB, dt_text, raw
+from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
 from placet.store.models import PROPOSAL
 from placet.store.records import ProposalRecord
 
@@ -270,7 +270,7 @@ class Decisions(StoreBase):
         except StoreError as e:
             # The partial unique index is the backstop; with BEGIN IMMEDIATE the SELECT
             # above already serialises creators, so this is belt and braces.
-            if isinstance(e.__cause__, (*DRIVER_INTEGRITY_ERRORS, IntegrityError)):
+            if isinstance(e.__cause__, (*driver_integrity_errors(), IntegrityError)):
                 found = self._read(
                     "reading a proposal",
                     lambda c: c.execute(_SAME_PENDING, same_key).first(),

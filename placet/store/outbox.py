@@ -36,7 +36,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
 from placet.errors import StoreError
-from placet.store.db import DRIVER_ERRORS, RawDB, UTCDateTime, as_utc, dt_text, is_busy, is_postgres
+from placet.store.db import RawDB, UTCDateTime, as_utc, driver_errors, dt_text, is_busy, is_postgres
 
 T = TypeVar("T")
 
@@ -237,7 +237,7 @@ class Outbox:
                 finally:
                     pooled.close()
                 return result
-            except DRIVER_ERRORS as e:
+            except driver_errors() as e:
                 if is_busy(e) and attempt < WRITE_RETRIES:
                     time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
                     continue

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
-from placet.store.db import DRIVER_ERRORS, RawDB, is_busy
+from placet.store.db import RawDB, driver_errors, is_busy
 from placet.store.store import Store
 from placet.sync.cache import DIGEST_CACHE_VERSION, NO_DIGESTS, CachedDigest
 
@@ -60,7 +60,7 @@ class DigestCaches:
             pooled = self.store.engine.raw_connection()
             try:
                 return fn(RawDB(pooled.driver_connection))
-            except DRIVER_ERRORS as e:
+            except driver_errors() as e:
                 if is_busy(e) and attempt < _RETRIES:
                     time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
                     continue
