@@ -30,7 +30,7 @@ from mcp_fixtures import (
 from placet.config import load_settings
 from placet.store import open_store
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 @pytest.fixture
