@@ -42,7 +42,18 @@ from placet.errors import (
 from placet.schema import is_by_reference, ops_digest
 from placet.store import lifecycle as lc
 from placet.store.audit import append_anchor, append_event, verify_chain
-from placet.store.db import BEGIN_OPTION, as_utc, is_busy, raw, utcnow
+from placet.store.db import (
+    BEGIN_OPTION,
+    RawDB,
+    as_utc,
+    driver_errors,
+    is_busy,
+    is_postgres,
+    qmark,
+    raw,
+    utcnow,
+)
+from placet.store.host import host_id
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.records import (
     AuditRecord,
@@ -64,10 +75,14 @@ SWEEP_BATCH = 500
 
 P = PROPOSAL.c
 
+NO_LIMIT = 2**62
+"""A LIMIT that limits nothing (SQLite has no OFFSET without LIMIT; PostgreSQL no -1)."""
+
 OPS_PAGE = 1000
 """Ops read per store read when streaming a sync proposal's ops (`Store.iter_ops`)."""
 
 _OPS_SQL = "SELECT op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index LIMIT ? OFFSET ?"
+_PG_VERSION_SQL = "SELECT coalesce(max(id), 0) FROM audit_event"
 _OP_ROWS_SQL = "SELECT op_index, op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index"
 
 
@@ -100,6 +115,7 @@ def proposal_of_values(m: RowMapping | Mapping[str, Any]) -> ProposalRecord:
         lease_holder=m["lease_holder"],
         lease_expires_at=m["lease_expires_at"],
         summary=None if m["summary"] is None else json.loads(m["summary"]),
+        host_id=m.get("host_id"),
     )
 
 
@@ -133,8 +149,13 @@ class StoreBase:
         self.engine = engine
         self.settings = settings
         self.db_path: Path = settings.db_path
+        self.postgres = is_postgres(engine)
+        self.db_label = (
+            engine.url.render_as_string(hide_password=True) if self.postgres else str(self.db_path)
+        )
         self.anchor_path: Path = settings.audit_anchor_path
         self._host = socket.gethostname()
+        self.host_id = host_id(settings.data_dir)
         self._dv_lock = threading.Lock()
         self._dv_conn: sqlite3.Connection | None = None
 
@@ -168,29 +189,27 @@ class StoreBase:
 
         return self._retrying(what, attempt, OperationalError, SQLAlchemyError)
 
-    def _write_raw(self, what: str, fn: Callable[[sqlite3.Connection, Heads], T]) -> T:
+    def _write_raw(self, what: str, fn: Callable[[RawDB, Heads], T]) -> T:
         """`_write` on a pooled driver connection, for the hot path (plain SQL only)."""
 
         def attempt() -> T:
             heads: Heads = []
             pooled = self.engine.raw_connection()
             try:
-                db = pooled.driver_connection
-                assert isinstance(db, sqlite3.Connection)
-                db.execute("BEGIN IMMEDIATE")
+                db = RawDB(pooled.driver_connection)
+                db.begin(write=True)
                 try:
                     result = fn(db, heads)
-                    db.execute("COMMIT")
+                    db.commit()
                 except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
+                    db.rollback()
                     raise
             finally:
                 pooled.close()
             append_anchor(self.anchor_path, heads)
             return result
 
-        return self._retrying(what, attempt, sqlite3.OperationalError, sqlite3.Error)
+        return self._retrying(what, attempt, driver_errors(), driver_errors())
 
     def _read(self, what: str, fn: Callable[[Connection], T]) -> T:
         def attempt() -> T:
@@ -203,8 +222,8 @@ class StoreBase:
         self,
         what: str,
         attempt: Callable[[], T],
-        busy_type: type[OperationalError | sqlite3.OperationalError],
-        error_type: type[SQLAlchemyError | sqlite3.Error],
+        busy_type: type[Exception] | tuple[type[Exception], ...],
+        error_type: type[Exception] | tuple[type[Exception], ...],
     ) -> T:
         """`attempt()`, run again after a jittered back-off (10-50 ms, doubling) while
         SQLite stays busy past its own busy timeout, at most `WRITE_RETRIES` times.
@@ -225,19 +244,19 @@ class StoreBase:
                 raise self._store_error(what, e) from e
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _store_error(self, what: str, e: SQLAlchemyError | sqlite3.Error) -> StoreError:
+    def _store_error(self, what: str, e: Exception) -> StoreError:
         orig = getattr(e, "orig", e)
         if is_busy(e):
             return StoreError(
-                f"{what}: the database {self.db_path} stayed locked by another placet "
+                f"{what}: the database {self.db_label} stayed locked by another placet "
                 "process; try again in a moment",
                 code="store_busy",
                 retryable=True,
-                details={"path": str(self.db_path)},
+                details={"path": self.db_label},
             )
         return StoreError(
-            f"{what}: the database {self.db_path} failed: {orig}; `placet doctor` checks it",
-            details={"path": str(self.db_path)},
+            f"{what}: the database {self.db_label} failed: {orig}; `placet doctor` checks it",
+            details={"path": self.db_label},
         )
 
     @staticmethod
@@ -370,7 +389,14 @@ class StoreBase:
 
     def data_version(self) -> int:
         """SQLite's `PRAGMA data_version` on a private connection that never writes: it
-        changes whenever any connection or process commits. For cheap change polling."""
+        changes whenever any connection or process commits. For cheap change polling.
+        On PostgreSQL: the audit chain's head id, which moves with every transition (a
+        lease renewal, which changes no status, does not move it)."""
+        if self.postgres:
+            return self._read(
+                "reading the data version",
+                lambda c: int(c.exec_driver_sql(_PG_VERSION_SQL).scalar_one()),
+            )
         with self._dv_lock:
             if self._dv_conn is None:
                 self._dv_conn = sqlite3.connect(
@@ -387,7 +413,7 @@ class StoreBase:
         # Through SQLAlchemy, so the read transaction (one snapshot) begins here and the
         # op rows read next on the same driver connection belong to it.
         found = conn.exec_driver_sql(
-            "SELECT kind, request FROM proposal WHERE id = ?", (pid,)
+            qmark(conn, "SELECT kind, request FROM proposal WHERE id = ?"), (pid,)
         ).fetchone()
         if found is None:
             self._row(conn, pid)  # raises NotFound
@@ -426,7 +452,9 @@ class StoreBase:
         def rd(conn: Connection) -> builtins.list[dict[str, Any]]:
             kind, request = self._request(conn, pid)
             if is_by_reference(kind, request):
-                rows = raw(conn).execute(_OPS_SQL, (pid, -1 if limit is None else limit, start))
+                rows = raw(conn).execute(
+                    _OPS_SQL, (pid, NO_LIMIT if limit is None else limit, start)
+                )
                 return [_op_json(pid, t) for (t,) in rows]
             ops = request.get("ops") if kind == "sync" else None
             inline = [o for o in (ops if isinstance(ops, list) else []) if isinstance(o, dict)]

@@ -18,13 +18,13 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Row
 
 from placet.errors import PolicyRefused, UsageError, WrongState
 from placet.schema import canonical_json
 from placet.store import lifecycle as lc
 from placet.store.base import SWEEP_BATCH, Heads, P, now_or_utcnow
+from placet.store.db import upsert
 from placet.store.decisions import Decisions
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.passkeys import Passkeys
@@ -145,7 +145,7 @@ class Store(Decisions, Passkeys):
                 "recorded_at": now,
             }
             conn.execute(
-                sqlite_insert(OP_RESULT)
+                upsert(conn, OP_RESULT)
                 .values(proposal_id=pid, attempt=cur.attempt, op_index=op_index, **values)
                 .on_conflict_do_update(
                     index_elements=["proposal_id", "attempt", "op_index"], set_=values
@@ -179,7 +179,7 @@ class Store(Decisions, Passkeys):
 
         def tx(conn: Connection, heads: Heads) -> None:
             cur = self._held(conn, pid, holder, f"record {len(rows)} ops", lean=True)
-            stmt = sqlite_insert(OP_RESULT)
+            stmt = upsert(conn, OP_RESULT)
             conn.execute(
                 stmt.on_conflict_do_update(
                     index_elements=["proposal_id", "attempt", "op_index"],

@@ -14,6 +14,8 @@ from placet.config import Settings
 from placet.drive import RcloneDrive
 from tests.support.rig import Rig, make_rig, sha256, temp_names
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 if TYPE_CHECKING:
     from tests.support.drives import ServedRemote
 

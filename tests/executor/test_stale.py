@@ -15,6 +15,8 @@ from placet.drive import RcloneDrive
 from placet.errors import AlreadyExists, PolicyRefused
 from tests.support.rig import Rig, make_rig, temp_names
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 if TYPE_CHECKING:
     from tests.support.drives import ServedRemote
 

@@ -30,7 +30,7 @@ from tests.support.mcp import (
 )
 from tests.support.proposals import ABSENT_REMOTE
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 # docs/design.md section 5, argument names exactly.

@@ -12,19 +12,30 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import sqlite3
 import tempfile
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from placet.config import load_settings
 from placet.errors import Expired, LimitExceeded, PolicyRefused, WrongState
 from placet.store import LeaseHolder, ProposalRecord, open_store
+from tests.support.db import raw_db
+from tests.support.postgres import PgServer, create_database
 from tests.support.proposals import propose_folder
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 # docs/design.md section 4, transcribed by hand. (None, pending) is creation; (pending, pending)
 # is the owner extending the TTL (audited, no status change).
@@ -58,10 +69,16 @@ def _any(m: Lifecycle) -> bool:
 
 
 class Lifecycle(RuleBasedStateMachine):
+    server: PgServer | None = None
+    """When set, each example runs on a fresh database of this PostgreSQL server."""
+
     def __init__(self) -> None:
         super().__init__()
         self.home = tempfile.mkdtemp(prefix="placet-lifecycle-")
-        s = load_settings({"PLACET_HOME": self.home})
+        env = {"PLACET_HOME": self.home}
+        if self.server is not None:
+            env["PLACET_DB"] = create_database(self.server)
+        s = load_settings(env)
         s = s.model_copy(update={"pending_per_session": 3, "pending_total": 5})
         self.store = open_store(s)
         self.now = T0
@@ -236,8 +253,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     @invariant()
     def pending_tally_matches_the_rows(self) -> None:
-        con = sqlite3.connect(self.store.db_path)
-        try:
+        with raw_db(self.store.settings) as con:
             tally = {k: n for k, n in con.execute("SELECT scope, n FROM pending_tally") if n}
             real = dict(
                 con.execute(
@@ -245,17 +261,23 @@ class Lifecycle(RuleBasedStateMachine):
                     "WHERE status = 'pending' GROUP BY run_id"
                 ).fetchall()
             )
-        finally:
-            con.close()
         if real:
             real["total"] = sum(real.values())
         assert tally == real
 
 
-Lifecycle.TestCase.settings = settings(
+_HYPOTHESIS = settings(
     max_examples=60,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-TestLifecycle = Lifecycle.TestCase
+
+
+def test_lifecycle(store_backend: str, request: pytest.FixtureRequest) -> None:
+    """The state machine above, on each backend (PGPASSWORD set by `store_backend`)."""
+
+    class OnBackend(Lifecycle):
+        server = request.getfixturevalue("pg_server") if store_backend == "postgresql" else None
+
+    run_state_machine_as_test(OnBackend, settings=_HYPOTHESIS)

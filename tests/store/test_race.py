@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import random
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,8 @@ from placet.config import load_settings
 from placet.store import open_store
 from tests.support.proposals import propose_folder
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 N = 500
 PROCS = 4
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -29,10 +32,17 @@ BEFORE = T0 + timedelta(seconds=TTL - 1)  # accept/discard are valid at this tim
 AFTER = T0 + timedelta(seconds=TTL + 1)  # expire is valid at this time
 
 
+def _env(home: str) -> dict[str, str]:
+    """The settings' environment: the home, and the backend `store_backend` chose (the
+    workers inherit `PGPASSWORD`)."""
+    db = os.environ.get("PLACET_DB")
+    return {"PLACET_HOME": home, **({"PLACET_DB": db} if db else {})}
+
+
 def _worker(home: str, who: int, barrier: object, out: str) -> None:
     from placet.errors import WrongState
 
-    store = open_store(load_settings({"PLACET_HOME": home}))
+    store = open_store(load_settings(_env(home)))
     ids = [p.id for p in store.list(["pending"], limit=N)]
     rng = random.Random(who)
     wins: list[tuple[int, str]] = []
@@ -62,7 +72,8 @@ def test_four_processes_race_on_the_same_500_proposals(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     (home / "config.toml").write_text("pending_per_session = 1000\n")
-    settings = load_settings({"PLACET_HOME": str(home)})
+    settings = load_settings(_env(str(home)))
+    assert (settings.database is not None) == ("PLACET_DB" in os.environ)
     with open_store(settings) as store:
         for i in range(N):
             propose_folder(
