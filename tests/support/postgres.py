@@ -81,6 +81,15 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGQUIT, 0, 0, 0)
 
 
+def _real_clock_env() -> dict[str, str]:
+    """This environment without libfaketime (`LD_PRELOAD`, `FAKETIME*`): the server keeps
+    the real clock, as a server on another machine would, when the calendar guard runs the
+    tests 5 years ahead; under libfaketime its `lock_timeout` never fires."""
+    return {
+        k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("FAKETIME")
+    }
+
+
 def _wait_ready(bindir: Path, port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -138,6 +147,7 @@ def start_pg_server() -> Iterator[PgServer]:
         check=True,
         capture_output=True,
         cwd=top,
+        env=_real_clock_env(),
         **run_as,  # type: ignore[arg-type]
     )
     port = _free_port()
@@ -161,6 +171,7 @@ def start_pg_server() -> Iterator[PgServer]:
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=top,
+            env=_real_clock_env(),
             preexec_fn=_die_with_parent,
             **run_as,  # type: ignore[arg-type]
         )
