@@ -17,7 +17,13 @@ from placet.drive import RcloneDrive
 from placet.store import Store, open_store
 from tests.support.drives import RCLONE, ServedRemote, serve, unique_sub
 from tests.support.keyring_backend import FileKeyring, file_keyring_env
-from tests.support.postgres import PgServer, create_database, start_pg_server
+from tests.support.postgres import (
+    PgServer,
+    create_database,
+    drop_database,
+    migrated_database,
+    start_pg_server,
+)
 from tests.support.review import quiet
 from tests.support.rig import Rig, make_rig, write_config
 
@@ -222,13 +228,20 @@ def pg_server() -> Iterator[PgServer]:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_backend(
     request: pytest.FixtureRequest, placet_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> str:
+) -> Iterator[str]:
     """Run the test once per store backend: SQLite (the default file) and PostgreSQL (a
-    fresh database on the session's server, chosen by `PLACET_DB`, its password from
-    `PGPASSWORD`). Name it in `pytestmark = pytest.mark.usefixtures("store_backend")` so
-    it runs before `settings` reads the environment."""
-    if request.param == "postgresql":
-        server: PgServer = request.getfixturevalue("pg_server")
-        monkeypatch.setenv("PLACET_DB", create_database(server))
-        monkeypatch.setenv("PGPASSWORD", server.password)
-    return str(request.param)
+    fresh, migrated database on the session's server, or an empty one for a test marked
+    `blank_database`, chosen by `PLACET_DB`, its password from `PGPASSWORD`, dropped when
+    the test ends). Name it in
+    `pytestmark = pytest.mark.usefixtures("store_backend")` so it runs before `settings`
+    reads the environment."""
+    if request.param != "postgresql":
+        yield str(request.param)
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    blank = request.node.get_closest_marker("blank_database") is not None
+    url = create_database(server) if blank else migrated_database(server)
+    monkeypatch.setenv("PLACET_DB", url)
+    monkeypatch.setenv("PGPASSWORD", server.password)
+    yield str(request.param)
+    drop_database(server, url)

@@ -131,6 +131,7 @@ def test_an_expired_duplicate_on_another_drive_is_left_alone(store: Store) -> No
     assert store.get(a.id).status == "pending"  # only the sweeper (or drive A) expires it
 
 
+@pytest.mark.blank_database
 def test_previous_schema_is_migrated_in_place(settings: Settings) -> None:
     ensure_data_dir(settings)
     engine = make_test_engine(settings)
