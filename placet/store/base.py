@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.engine import Connection, Engine, Row, RowMapping
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -42,6 +42,7 @@ from placet.errors import (
 from placet.schema import is_by_reference, ops_digest
 from placet.store import lifecycle as lc
 from placet.store.audit import append_anchor, append_event, verify_chain
+from placet.store.changes import CHANNEL, NOTIFY_SQL, ChangeWaiter
 from placet.store.db import (
     BEGIN_OPTION,
     RawDB,
@@ -184,6 +185,8 @@ class StoreBase:
                 conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
                 with conn.begin():
                     result = fn(conn, heads)
+                    if heads and self.postgres:  # delivered at commit (`placet.store.changes`)
+                        conn.exec_driver_sql(NOTIFY_SQL)
             append_anchor(self.anchor_path, heads)
             return result
 
@@ -200,6 +203,8 @@ class StoreBase:
                 db.begin(write=True)
                 try:
                     result = fn(db, heads)
+                    if heads and db.postgres:
+                        db.execute(NOTIFY_SQL)
                     db.commit()
                 except BaseException:
                     db.rollback()
@@ -379,6 +384,20 @@ class StoreBase:
         rows = self._read("listing proposals", lambda c: c.execute(q).all())
         return [proposal_of_row(r) for r in rows]
 
+    def approved_here(self, *, limit: int = 100) -> builtins.list[int]:
+        """Ids of the approved proposals this host runs (its own, and any made before host
+        ids were recorded), oldest first, at most `limit` (`placet.store.host`)."""
+        q = (
+            select(P.id)
+            .where(P.status == "approved", or_(P.host_id == self.host_id, P.host_id.is_(None)))
+            .order_by(P.id)
+            .limit(limit)
+        )
+        return [
+            int(r[0])
+            for r in self._read("listing approved proposals", lambda c: c.execute(q).all())
+        ]
+
     def counts(self) -> dict[str, int]:
         """Number of proposals per status (statuses with none are 0)."""
         q = select(P.status, func.count()).group_by(P.status)
@@ -386,6 +405,24 @@ class StoreBase:
         out = dict.fromkeys(lc.STATUSES, 0)
         out.update({str(s): int(n) for s, n in rows})
         return out
+
+    def change_waiter(self) -> ChangeWaiter:
+        """A `ChangeWaiter` on this store: LISTEN on its own connection on PostgreSQL,
+        the data version polled on SQLite (`placet.store.changes`). Close it."""
+        if not self.postgres:
+            return ChangeWaiter(version=self.data_version)
+
+        def listen() -> Any:
+            pooled = self.engine.raw_connection()
+            conn: Any = pooled.driver_connection
+            pooled.detach()  # its own session for as long as the waiter lives
+            conn.commit()
+            conn.autocommit = True
+            conn.execute(f"LISTEN {CHANNEL}")
+            return conn
+
+        conn = self._retrying("listening for changes", listen, driver_errors(), driver_errors())
+        return ChangeWaiter(listener=conn, close=conn.close)
 
     def data_version(self) -> int:
         """SQLite's `PRAGMA data_version` on a private connection that never writes: it

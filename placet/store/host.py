@@ -57,3 +57,24 @@ def host_id(data_dir: Path) -> str:
             "(proposals made under the old id then wait for a host that no longer exists)",
             details={"path": str(path)},
         ) from None
+
+
+def runs_elsewhere(proposal_host_id: str | None, here: str) -> bool:
+    """True when a proposal made on host `proposal_host_id` must not run on host `here`:
+    its files live on the host it was made on (issue 16). A proposal made before placet
+    recorded host ids (None) runs wherever it is accepted, as it always did."""
+    return proposal_host_id is not None and proposal_host_id != here
+
+
+def host_label(hostname: str, proposal_host_id: str | None) -> str:
+    """How views name a host: its hostname and the first 8 characters of its id
+    (hostnames repeat across containers; the id does not), e.g. ``laptop (3f2a9c1e)``."""
+    return f"{hostname} ({proposal_host_id[:8]})" if proposal_host_id else hostname
+
+
+def waiting_note(status: str, hostname: str, proposal_host_id: str | None, here: str) -> str | None:
+    """The line every view shows for an approved proposal another host must run
+    (``waiting for host laptop (3f2a9c1e)``), else None."""
+    if status != "approved" or not runs_elsewhere(proposal_host_id, here):
+        return None
+    return f"waiting for host {host_label(hostname, proposal_host_id)}"
