@@ -49,6 +49,7 @@ from placet.executor import check_before_accept, execute, plan_for
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
+from placet.store.host import waiting_note
 from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
@@ -341,6 +342,7 @@ def create_app(
             page=page_no,
             running=runs.running(record.id),
             run_error=runs.errors.get(record.id),
+            waiting=waiting_note(record.status, record.host, record.host_id, store.host_id),
         )
 
     def proposal(request: Request) -> Response:
@@ -470,11 +472,13 @@ def create_app(
             }
             if record.kind == "sync":
                 detail["skip_ops"] = list(issued.skip_ops)
-            store.accept(pid, actor="owner", now=clock(), detail=detail)
+            accepted = store.accept(pid, actor="owner", now=clock(), detail=detail)
         except PlacetError as e:
             return _refused_json(e)
-        runs.start(pid)
-        return JSONResponse({"ok": True, "status": "approved"})
+        waiting = waiting_note(accepted.status, accepted.host, accepted.host_id, store.host_id)
+        if waiting is None:
+            runs.start(pid)  # else its own host's placet runs it (`placet.store.host`)
+        return JSONResponse({"ok": True, "status": "approved", "waiting": waiting})
 
     async def signin_options(request: Request) -> Response:
         return JSONResponse(ceremonies.signin_options())
