@@ -3,7 +3,8 @@
 A proposal's files live on the host it was made on, so only that host runs it (issue 16;
 `placet.store.host`); the owner may accept it from any host sharing the database. This
 loop is what `placet executor` runs on a host where no other placet process is running:
-it recovers this host's interrupted executions whose holder died (`Store.sweep`), claims
+it recovers this host's interrupted executions whose holder died (`Store.sweep`, at
+start and then at most every `idle_seconds`), claims
 each approved proposal of this host in id order (`Store.approved_here`, then `execute`,
 whose claim is a compare-and-set: two executors on one host never run one proposal
 twice), then sleeps until the store changes (`Store.change_waiter`: LISTEN/NOTIFY on
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,9 +64,12 @@ def run_host_executor(
     own reads propagates (the database is gone: the caller decides).
     """
     ran: list[Ran] = []
+    swept = -idle_seconds
     with store.change_waiter() as waiter:
         while not stop.is_set():
-            store.sweep()
+            if time.monotonic() - swept >= idle_seconds:  # not at every wake-up: its writes
+                store.sweep()  # would delay the claim the wake-up is for
+                swept = time.monotonic()
             for pid in store.approved_here():
                 if stop.is_set():
                     break
