@@ -172,8 +172,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
             _emit(
                 [
                     f"proposal {record.id} is approved; it was made on host {where}, where "
-                    "its files are, and that host runs it (its `placet executor`, or any "
-                    "placet serve, review or web running there)"
+                    "its files are, and that host runs it: `placet executor` there runs it "
+                    f"now, or `placet accept {record.id}` there"
                 ]
             )
             return EXIT_OK

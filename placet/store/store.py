@@ -70,7 +70,7 @@ class Store(Decisions, Passkeys):
                 raise PolicyRefused(
                     f"cannot run proposal {pid} here: it was made on host "
                     f"{host_label(cur.host, cur.host_id)}, where its files are; that host's "
-                    "placet (`placet executor`, serve, review or web) runs it",
+                    f"placet runs it (`placet executor`, or `placet accept {pid}` there)",
                     code="other_host",
                     details={"proposal_id": pid, "host_id": cur.host_id, "host": cur.host},
                 )
