@@ -9,7 +9,14 @@ from placet.config import Settings
 from placet.display import duration, failure_line, plain_pairs
 from placet.store import LeaseHolder, Store
 from placet.tui.facts import effect_of
-from placet.tui.render import audit_view, flags_block, queue_cells, results_block, trail_block
+from placet.tui.render import (
+    audit_view,
+    flags_block,
+    header_line,
+    queue_cells,
+    results_block,
+    trail_block,
+)
 from tests.support.review import T0, add_mkdir, add_upload, plain, quiet
 
 
@@ -149,3 +156,16 @@ async def test_transfer_refused_at_bind_says_no_op_ran(
         assert title.startswith(f"#{rec.id} not executed (no op ran): refusing to execute")
         cell = panel.query_one("#transfer-ops").get_cell("0", "outcome")  # type: ignore[attr-defined]
         assert cell.plain == "not run"
+
+
+def test_the_detail_head_names_the_host_an_approved_proposal_waits_for(
+    quiet_store: Store,
+) -> None:
+    """Issue 16: approved, made on another host (another host id) -> the head says
+    which host runs it; on its own host, or still pending, nothing is added."""
+    rec = quiet_store.accept(add_mkdir(quiet_store).id, now=T0)
+    assert rec.host_id is not None
+    mine = plain(header_line(rec, T0, quiet_store.host_id))
+    assert "waiting" not in mine
+    elsewhere = plain(header_line(rec, T0, "00000000-0000-4000-8000-000000000000"))
+    assert elsewhere.rstrip().endswith(f"waiting for host {rec.host} ({rec.host_id[:8]})")
