@@ -84,11 +84,13 @@ def test_accepted_on_host_b_runs_only_on_host_a(configured_rig: Rig, tmp_path: P
     assert rig.store.verify_audit().ok
 
 
+@pytest.mark.parametrize("store_backend", ["postgresql"], indirect=True)
 def test_executor_wakes_on_an_accept_and_stops_cleanly_on_ctrl_c(
-    configured_rig: Rig, tmp_path: Path
+    store_backend: str, configured_rig: Rig, tmp_path: Path
 ) -> None:
     """`placet executor` (host A) sleeps until the owner accepts on host B, then runs the
-    proposal; SIGINT ends it with exit 0."""
+    proposal; SIGINT ends it with exit 0. PostgreSQL only, where the accept's NOTIFY
+    wakes it (SQLite's polling waiter: tests/store/test_changes.py)."""
     rig = configured_rig
     rig.write("late.txt", b"accepted later\n")
     rec = rig.upload("late.txt")
