@@ -10,7 +10,11 @@ The pending caps (100 per bridge, 1,000 in total by default) would stop the run 
 second, so this benchmark raises them (`pending_per_session` and `pending_total` to
 10,000,000) in the run's own `config.toml`, and says so in its output.
 
+`--database postgresql://user@host/db` runs it on a PostgreSQL server instead of the
+SQLite file (the password from PGPASSWORD or ~/.pgpass; the database should be empty).
+
 Usage: .venv/bin/python bench/ingest.py [--procs 4] [--seconds 10] [--home DIR]
+       [--database URL]
 """
 
 from __future__ import annotations
@@ -51,12 +55,18 @@ def _request(proc: int, i: int) -> tuple[dict[str, object], dict[str, object]]:
     return request, evidence
 
 
-def _worker(home: str, proc: int, seconds: float, barrier: object, out: str) -> None:
+def _env(home: str, database: str | None) -> dict[str, str]:
+    return {"PLACET_HOME": home, **({"PLACET_DB": database} if database else {})}
+
+
+def _worker(
+    home: str, database: str | None, proc: int, seconds: float, barrier: object, out: str
+) -> None:
     from placet.config import load_settings
     from placet.errors import PlacetError
     from placet.store import open_store
 
-    store = open_store(load_settings({"PLACET_HOME": home}))
+    store = open_store(load_settings(_env(home, database)))
     created, errors = 0, []
     barrier.wait(timeout=120)  # type: ignore[attr-defined]
     start = time.perf_counter()
@@ -104,6 +114,7 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--home", help="data directory to use (default: a fresh temp dir)")
+    ap.add_argument("--database", help="a PostgreSQL URL (default: SQLite in the home)")
     args = ap.parse_args()
 
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="placet-ingest-"))
@@ -114,14 +125,18 @@ def main() -> int:
     from placet.config import load_settings
     from placet.store import open_store
 
-    open_store(load_settings({"PLACET_HOME": str(home)})).close()  # migrate once, up front
+    env = _env(str(home), args.database)
+    open_store(load_settings(env)).close()  # migrate once, up front
 
     load_before = os.getloadavg()[0]
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(args.procs)
     outs = [home / f"worker{p}.json" for p in range(args.procs)]
     procs = [
-        ctx.Process(target=_worker, args=(str(home), p, args.seconds, barrier, str(outs[p])))
+        ctx.Process(
+            target=_worker,
+            args=(str(home), args.database, p, args.seconds, barrier, str(outs[p])),
+        )
         for p in range(args.procs)
     ]
     for p in procs:
@@ -133,11 +148,12 @@ def main() -> int:
     elapsed = max(r["elapsed"] for r in results)
     errors = [e for r in results for e in r["errors"]]
 
-    with open_store(load_settings({"PLACET_HOME": str(home)})) as store:
+    with open_store(load_settings(env)) as store:
         found = store.counts()["pending"]
         verification = store.verify_audit()
 
     rate = created / elapsed
+    print(f"store: {'PostgreSQL' if args.database else 'SQLite'}")
     print(f"machine: {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}")
     print(f"load average (1 min) before/after: {load_before:.2f} / {os.getloadavg()[0]:.2f}")
     print(f"caps raised for this run: pending_per_session = pending_total = {RAISED_CAP}")

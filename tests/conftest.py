@@ -17,6 +17,13 @@ from placet.drive import RcloneDrive
 from placet.store import Store, open_store
 from tests.support.drives import RCLONE, ServedRemote, serve, unique_sub
 from tests.support.keyring_backend import FileKeyring, file_keyring_env
+from tests.support.postgres import (
+    PgServer,
+    create_database,
+    drop_database,
+    migrated_database,
+    start_pg_server,
+)
 from tests.support.review import quiet
 from tests.support.rig import Rig, make_rig, write_config
 
@@ -207,3 +214,34 @@ def file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     keyring.set_keyring(FileKeyring())
     yield path
     keyring.set_keyring(prev)
+
+
+# ---- store backends: SQLite and a real PostgreSQL (tests.support.postgres) -------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A real PostgreSQL server for the session (`tests.support.postgres`)."""
+    yield from start_pg_server()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_backend(
+    request: pytest.FixtureRequest, placet_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Run the test once per store backend: SQLite (the default file) and PostgreSQL (a
+    fresh, migrated database on the session's server, or an empty one for a test marked
+    `blank_database`, chosen by `PLACET_DB`, its password from `PGPASSWORD`, dropped when
+    the test ends). Name it in
+    `pytestmark = pytest.mark.usefixtures("store_backend")` so it runs before `settings`
+    reads the environment."""
+    if request.param != "postgresql":
+        yield str(request.param)
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    blank = request.node.get_closest_marker("blank_database") is not None
+    url = create_database(server) if blank else migrated_database(server)
+    monkeypatch.setenv("PLACET_DB", url)
+    monkeypatch.setenv("PGPASSWORD", server.password)
+    yield str(request.param)
+    drop_database(server, url)

@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "placet.cli.serve",
     "placet.cli.review",
     "placet.cli.accept",
+    "placet.cli.executor",
     "placet.cli.doctor",
     "placet.cli.drive",
     "placet.cli.notify",

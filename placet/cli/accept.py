@@ -32,8 +32,10 @@ numbered by ops ended (``[3/20]``), and a status line (ops ended of total, bytes
 total, rate, the files in flight while a sync's transfers run several at a time) redrawn
 in place at most 10 times a second on a terminal, or written as a plain line every few
 seconds elsewhere (never a control sequence then). A proposal already `approved`
-(accepted elsewhere, never claimed) is executed without asking again. Ctrl-C stops the
-transfer cleanly (the proposal becomes `interrupted`); a second Ctrl-C quits at once.
+(accepted elsewhere, never claimed) is executed without asking again. A proposal made on
+another host (one database for several machines) is only approved here: the command
+says which host runs it and exits 0 (`placet.store.host`). Ctrl-C stops the transfer
+cleanly (the proposal becomes `interrupted`); a second Ctrl-C quits at once.
 Exit codes (`placet.errors`): 0 succeeded; 1 an op failed; 3 no such proposal; 4 refused
 (expired, wrong state, no terminal, `--yes` not allowed, binding); 5 every failed op
 could not reach the drive (retryable: accept again later); 6 store.
@@ -74,6 +76,7 @@ from placet.proposals.vetting import proposal_flags, refuse_own_paths
 from placet.schema import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
 from placet.store.decisions import signature_required
+from placet.store.host import host_label, runs_elsewhere
 from placet.store.lifecycle import ACCEPTABLE
 from placet.text import cell_width as _width
 from placet.text import fit_cells, inert
@@ -125,14 +128,17 @@ def cmd_accept(args: argparse.Namespace) -> int:
         if approvals_mode(settings) == "signed" and record.status in ACCEPTABLE:
             raise signature_required(record.id, settings.config_file)
         # Refuse a proposal that could never run (altered request, another drive) before
-        # the owner types a code, leaving it as it is.
-        check_binding(settings, record)
+        # the owner types a code, leaving it as it is. Made on another host: that host's
+        # drive and folders are its executor's to check.
+        elsewhere = runs_elsewhere(record.host_id, store.host_id)
+        check_binding(settings, record, elsewhere=elsewhere)
         # a sync's ops read a page at a time, verified against its digest, held once:
         # the executor runs this same plan (`execute(shown=...)`)
         reading = StepProgress("reading the ops")
         plan = load_plan(store, record, on_page=reading)
         reading.done(len(plan.ops))
-        refuse_own_paths(settings, record, plan.ops)
+        if not elsewhere:
+            refuse_own_paths(settings, record, plan.ops)
         skip = _check_skip(record, plan.ops, args.skip)
         flagging = StepProgress("checking the ops for risk flags")
         flags = proposal_flags(record, plan.ops)
@@ -169,8 +175,18 @@ def cmd_accept(args: argparse.Namespace) -> int:
                         code="not_approved_as_shown",
                         details={"shown": record.request_hash, "now": accepted.request_hash},
                     )
-        else:
+        elif not elsewhere:
             _emit([f"proposal {record.id} was already approved; executing it now"])
+        if elsewhere:
+            where = host_label(record.host, record.host_id)
+            _emit(
+                [
+                    f"proposal {record.id} is approved; it was made on host {where}, where "
+                    "its files are, and that host runs it: `placet executor` there runs it "
+                    f"now, or `placet accept {record.id}` there"
+                ]
+            )
+            return EXIT_OK
         return _run(store, settings, record, plan)
 
 

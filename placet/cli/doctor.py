@@ -289,9 +289,88 @@ def _ask_drive(out: list[Check], settings: Settings, spec: str, env: dict[str, s
         drive.close()
 
 
+def _server_database(url: str) -> list[Check]:
+    """The PostgreSQL server `database` names (issue 16): it answers with the password
+    libpq finds; the schema version; this session's time zone is UTC and its lock
+    timeout placet's, as placet's connection options ask (a pooler that drops startup
+    options breaks both); the default isolation; a read-only server (a standby)."""
+    from sqlalchemy import text
+
+    from placet.store.db import BUSY_TIMEOUT_MS, make_server_engine
+    from placet.store.migrations import code_version
+
+    engine = make_server_engine(url)
+    shown = engine.url.render_as_string(hide_password=True)
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(
+                text(
+                    "SELECT current_setting('server_version'), current_user, "
+                    "current_setting('TimeZone'), current_setting('lock_timeout'), "
+                    "current_setting('default_transaction_isolation'), "
+                    "current_setting('default_transaction_read_only'), pg_is_in_recovery(), "
+                    "to_regclass('schema_migration') IS NOT NULL, "
+                    "(SELECT reset_val FROM pg_settings WHERE name = 'TimeZone')"
+                )
+            ).one()
+            version = (
+                int(conn.execute(text("SELECT max(version) FROM schema_migration")).scalar() or 0)
+                if row[7]
+                else 0
+            )
+    except Exception as e:  # any failure to connect is the finding (driver or SQLAlchemy)
+        reason = str(getattr(e, "orig", e)).strip().splitlines()[0][:300]
+        return [
+            Check(
+                "database",
+                "FAIL",
+                f"{shown}: cannot connect: {reason}",
+                "check the URL, that the server runs and accepts you, and the password in "
+                "PGPASSWORD, PGPASSFILE or ~/.pgpass (never in the URL)",
+            )
+        ]
+    finally:
+        engine.dispose()
+    server_version, user, tz, lock_timeout, isolation, read_only, standby, _, server_tz = row
+    out = [Check("database", "ok", f"{shown} (PostgreSQL {server_version}, as {user})")]
+    if standby or read_only == "on":
+        out.append(Check("database", "FAIL", "the server is read-only (a standby, or "
+                         "default_transaction_read_only = on)",
+                         "point `database` at the primary"))  # fmt: skip
+    want = code_version()
+    if version != want:
+        fix = "upgrade placet" if version > want else "run any placet command to migrate it"
+        out.append(Check("schema", "FAIL" if version > want else "warn",
+                         f"version {version}, this placet uses {want}", fix))  # fmt: skip
+    else:
+        out.append(Check("schema", "ok", f"version {version}"))
+    if tz != "UTC":
+        out.append(Check("timezone", "FAIL", f"placet's sessions run in {tz}, not UTC: the "
+                         "connection options placet sends were dropped (a pooler?)",
+                         "connect to the server directly, or make the pooler pass "
+                         "startup options"))  # fmt: skip
+    else:
+        out.append(Check("timezone", "ok", f"sessions in UTC (the server's default: {server_tz})"))
+    if lock_timeout != f"{BUSY_TIMEOUT_MS}ms" and lock_timeout != f"{BUSY_TIMEOUT_MS // 1000}s":
+        out.append(Check("lock_timeout", "warn", f"{lock_timeout}, not placet's "
+                         f"{BUSY_TIMEOUT_MS} ms: the connection options were dropped",
+                         "connect to the server directly"))  # fmt: skip
+    if isolation == "serializable":
+        out.append(Check("isolation", "warn", "default serializable: placet's writes take one "
+                         "advisory lock and its reads ask repeatable read, so this only adds "
+                         "retried serialization failures", "the default read committed "
+                         "is enough"))  # fmt: skip
+    else:
+        out.append(Check("isolation", "ok", f"default {isolation}; placet's writes take one "
+                         "advisory lock, its reads run at repeatable read"))  # fmt: skip
+    return out
+
+
 def _database(settings: Settings) -> list[Check]:
     from placet.store.migrations import code_version
 
+    if settings.database is not None:
+        return _server_database(settings.database)
     db = settings.db_path
     if not db.exists():
         return [Check("database", "ok", f"{db} (not created yet; made on first use)")]

@@ -227,7 +227,7 @@ def _local_folder(spec: DriveSpec, create: bool) -> None:
 def _open_on_other_drives(settings: Settings, spec: str) -> int:
     """How many proposals that could still run were made against another drive (0 when
     there is no database yet: a first `drive set` creates none)."""
-    if not settings.db_path.exists():
+    if settings.database is None and not settings.db_path.exists():
         return 0
     with open_store(settings) as store:
         live = store.list(["pending", "approved", "failed", "interrupted"], limit=10_000)

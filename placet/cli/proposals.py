@@ -42,6 +42,7 @@ from placet.display import (
 from placet.errors import EXIT_OK, PlacetError, StoreError, UsageError
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord, Store, open_store
 from placet.store.db import utcnow
+from placet.store.host import waiting_note
 from placet.store.lifecycle import STATUSES
 from placet.text import cell_width, fit_cells, inert, inert_with_ascii
 
@@ -115,6 +116,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     with _open() as store:
         limit = args.limit or 2**62
         rows = list(reversed(store.list(statuses, limit=limit, newest_first=True)))
+        here = store.host_id
     if args.json:  # one JSON array, a proposal per line; `[]` when there is none
         body = [json.dumps(p.to_dict(), sort_keys=True, ensure_ascii=True) for p in rows]
         return _emit(["[" + ",\n".join(body) + "]"])
@@ -127,7 +129,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"{p.id:>6}  {p.status:<11} {inert(p.kind):<8} {_when(p, now):<18} "
             f"{target}{' ' * (TARGET_WIDTH - cell_width(target))} "
         )
-        lines.append(head + inert(p.reason))
+        note = waiting_note(p.status, inert(p.host), p.host_id, here)
+        lines.append(head + (f"[{note}] " if note else "") + inert(p.reason))
     if not rows:
         lines = ["no proposals" + (f" with status {', '.join(statuses)}" if statuses else "")]
     return _emit([fit_cells(line, cols) for line in lines])
@@ -160,6 +163,9 @@ def _show_lines(
     now = utcnow()
     agent = f"{inert(p.client_name or '?')} {inert(p.client_version or '')}".rstrip()
     yield f"proposal {p.id}  {inert(p.kind)}  {p.status.upper()}"
+    note = waiting_note(p.status, inert(p.host), p.host_id, store.host_id)
+    if note:
+        yield f"  {note}: its files are there, and that host's placet runs it"
     yield f"  agent         {agent}, run {inert(p.run_id)} on host {inert(p.host)}"
     yield f"  created       {_ts(p.created_at)}"
     yield f"  expires       {_ts(p.expires_at)} ({_rel(p.expires_at, now)})"

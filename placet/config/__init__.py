@@ -20,6 +20,7 @@ import stat
 import tomllib
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import platformdirs
 from pydantic import (
@@ -58,6 +59,11 @@ class Settings(BaseModel):
     data_dir: Path
     db_path: Path
     config_file: Path
+    database: str | None = None
+    """A PostgreSQL URL (`postgresql://user@host:port/dbname`) for one store shared by the
+    owner's machines; None: the SQLite file `db_path`. Set in config.toml or by a
+    `PLACET_DB` that starts with `postgresql://`. Never holds a password
+    (`check_database_url`): libpq reads it from `PGPASSWORD` or `~/.pgpass`."""
     drive: str | None = None
     """rclone path of the drive root; None means the embedded default `<data_dir>/drive`."""
     rclone_path: Path | None = None
@@ -179,6 +185,41 @@ def _renamed_keys(values: dict[str, object], config_file: Path) -> dict[str, obj
     return out
 
 
+DATABASE_SCHEMES = ("postgresql", "postgresql+psycopg")
+"""URL schemes `database` accepts (psycopg 3 is the driver either way)."""
+
+
+def is_database_url(value: str) -> bool:
+    """True when `value` (a `PLACET_DB` or `database`) names a server, not a file."""
+    return value.split("://", 1)[0].lower() in DATABASE_SCHEMES and "://" in value
+
+
+def check_database_url(url: str, source: str) -> str:
+    """`url` when it is a PostgreSQL URL without a password, else ConfigError.
+
+    The password never sits in config.toml, the environment's `PLACET_DB` or argv, where
+    other tools and logs see it: libpq reads it from `PGPASSWORD`, `PGPASSFILE` or
+    `~/.pgpass` (docs/decisions.md, "PostgreSQL: the password never in the URL"). The
+    error never repeats the URL, which may hold the password.
+    """
+    parts = urlsplit(url)
+    if not is_database_url(url) or (not parts.hostname and "host=" not in parts.query):
+        raise ConfigError(
+            f"{source}: database must be a PostgreSQL URL such as "
+            "postgresql://user@host:5432/placet (or a SQLite path in PLACET_DB)",
+            details={"source": source},
+        )
+    if parts.password is not None or "password=" in parts.query.lower():
+        raise ConfigError(
+            f"{source}: the database URL holds a password; remove it and give it to libpq "
+            "instead, in PGPASSWORD or ~/.pgpass (chmod 0600), so it never sits in a file "
+            "or on a command line",
+            code="database_password_in_url",
+            details={"source": source},
+        )
+    return url
+
+
 def load_settings(env: dict[str, str] | None = None) -> Settings:
     """Read locations from the environment and settings from `config.toml`.
 
@@ -196,9 +237,10 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     else:
         data_dir = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
         config_file = Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / "config.toml"
+    env_db = env.get("PLACET_DB") or ""
     db_path = (
-        Path(env["PLACET_DB"]).expanduser().absolute()
-        if env.get("PLACET_DB")
+        Path(env_db).expanduser().absolute()
+        if env_db and not is_database_url(env_db)
         else data_dir / "placet.db"
     )
     values: dict[str, object] = {}
@@ -220,6 +262,10 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
             )
     if env.get("PLACET_DRIVE"):
         values["drive"] = env["PLACET_DRIVE"]
+    if isinstance(values.get("database"), str):
+        check_database_url(str(values["database"]), str(config_file))
+    if env_db and is_database_url(env_db):
+        values["database"] = check_database_url(env_db, "PLACET_DB")
     try:
         return Settings.model_validate(
             {**values, "data_dir": data_dir, "db_path": db_path, "config_file": config_file}

@@ -26,21 +26,32 @@ from placet.executor.ops import Plan, load_plan, plan_for
 from placet.proposals.vetting import refuse_own_paths
 from placet.schema import is_by_reference, request_hash
 from placet.store import ProposalRecord, Store
+from placet.store.host import runs_elsewhere
 from placet.store.lifecycle import APPROVED, owner_skips
 from placet.store.signatures import check_signed_approval
 from placet.text import quote
 
 
-def check_binding(settings: Settings, record: ProposalRecord, drive: Drive | None = None) -> None:
+def check_binding(
+    settings: Settings,
+    record: ProposalRecord,
+    drive: Drive | None = None,
+    *,
+    elsewhere: bool = False,
+) -> None:
     """The checks of `bind` that need no approval yet: the stored request still hashes to
     the proposal's hash, and the configured drive (and `drive`, if given) is the one it
     was made against. `placet accept` runs them before asking for the code.
+    `elsewhere`: the proposal runs on another host (`placet.store.host.runs_elsewhere`),
+    whose drive this host's settings do not name; only the hash is checked here, and that
+    host's executor binds the rest before it runs anything.
 
     Raises:
         PolicyRefused: ``request_altered`` or ``drive_changed`` (see `bind`).
     """
     _check_hash(record)
-    _check_drive(settings, record, drive)
+    if not elsewhere:
+        _check_drive(settings, record, drive)
 
 
 def _check_hash(record: ProposalRecord) -> None:
@@ -214,7 +225,11 @@ def _check_own_paths(settings: Settings, record: ProposalRecord, plan: Plan) -> 
 
 
 def refusal_before_accept(
-    settings: Settings, record: ProposalRecord, ops: list[dict[str, Any]] | None = None
+    settings: Settings,
+    record: ProposalRecord,
+    ops: list[dict[str, Any]] | None = None,
+    *,
+    elsewhere: bool = False,
 ) -> PlacetError | None:
     """Why `record` must not be accepted whatever the owner types, or None: the checks
     `placet accept` makes before its code, with the same functions and messages.
@@ -227,13 +242,15 @@ def refusal_before_accept(
         configured one: `check_binding`), PlacetError ``request_invalid``
         (the stored request does not parse, `plan_for`) or PolicyRefused
         ``placet_own_path`` (an op would write inside placet's own folders,
-        `placet.proposals.vetting.refuse_own_paths`).
+        `placet.proposals.vetting.refuse_own_paths`). `elsewhere`: made on another host;
+        the drive and placet's own folders are that host's, which its executor checks
+        (`check_binding`).
     """
     try:
-        check_binding(settings, record)
-        refuse_own_paths(
-            settings, record, plan_for(record.kind, record.request, record.evidence, ops).ops
-        )
+        check_binding(settings, record, elsewhere=elsewhere)
+        plan = plan_for(record.kind, record.request, record.evidence, ops)
+        if not elsewhere:
+            refuse_own_paths(settings, record, plan.ops)
     except PlacetError as e:
         return e
     return None
@@ -243,7 +260,8 @@ def check_before_accept(
     store: Store, settings: Settings, record: ProposalRecord
 ) -> tuple[PlacetError | None, list[dict[str, Any]] | None]:
     """`refusal_before_accept`, a by-reference sync's ops read and verified first
-    (`Store.checked_ops`: ``request_altered`` when they no longer match its digest).
+    (`Store.checked_ops`: ``request_altered`` when they no longer match its digest); a
+    proposal made on another host is checked as `elsewhere`.
 
     Returns:
         (the refusal or None, the sync's ops or None for the other kinds and inline ops).
@@ -254,4 +272,5 @@ def check_before_accept(
             ops = store.checked_ops(record.id, record.request)
         except PlacetError as e:
             return e, None
-    return refusal_before_accept(settings, record, ops), ops
+    elsewhere = runs_elsewhere(record.host_id, store.host_id)
+    return refusal_before_accept(settings, record, ops, elsewhere=elsewhere), ops

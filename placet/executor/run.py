@@ -131,8 +131,10 @@ def execute(
 
     Raises:
         NotFound: no such proposal. WrongState: it is not approved (or another executor
-        claimed it first). PolicyRefused (codes ``request_altered``, ``drive_changed``,
-        ``not_approved_as_shown``, ``placet_own_path``) and PlacetError
+        claimed it first). PolicyRefused ``other_host``: it was made on another host,
+        which runs it (`Store.claim`); nothing was written. PolicyRefused (codes
+        ``request_altered``, ``drive_changed``, ``not_approved_as_shown``,
+        ``placet_own_path``) and PlacetError
         (``request_invalid``): the binding checks refused; nothing was executed and the
         proposal was ended `failed`. ConfigError: the drive could not
         be set up (also ends the proposal `failed`). StoreError: the database failed

@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -34,7 +33,7 @@ from sqlalchemy.engine import Connection
 from placet.config.pins import Pins
 from placet.schema import canonical_json, ops_digest, request_hash
 from placet.store import lifecycle as lc
-from placet.store.db import dt_text, raw
+from placet.store.db import RawDB, dt_text, qmark, raw
 from placet.store.models import AUDIT_EVENT, PROPOSAL
 from placet.store.records import AuditVerification
 from placet.store.signatures import check_signed_approval
@@ -82,7 +81,7 @@ def chain_hash(prev_hash: str, content: str) -> str:
 
 
 def append_event(
-    conn: Connection | sqlite3.Connection,
+    conn: Connection | RawDB,
     *,
     proposal_id: int,
     request_hash: str,
@@ -97,7 +96,7 @@ def append_event(
     Must run inside a `BEGIN IMMEDIATE` transaction (the head must not move under us).
     """
     # Hot path: every transition appends, so this runs on the driver connection directly.
-    db = conn if isinstance(conn, sqlite3.Connection) else raw(conn)
+    db = conn if isinstance(conn, RawDB) else raw(conn)
     head = db.execute(_HEAD_SQL).fetchone()
     prev_id, prev_hash = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
     event_id = prev_id + 1
@@ -356,7 +355,9 @@ def _signatures_problem(
                 f"event {eid} (approval of proposal {pid}) repeats the passkey signature of "
                 f"event {first}: one signature approves once"
             )
-        row = conn.exec_driver_sql(_PUBLIC_KEY_SQL, (str(assertion.get("credential_id")),)).first()
+        row = conn.exec_driver_sql(
+            qmark(conn, _PUBLIC_KEY_SQL), (str(assertion.get("credential_id")),)
+        ).first()
         if row is None:
             return eid, (
                 f"event {eid} (approval of proposal {pid}) was signed by a passkey this "
@@ -388,7 +389,7 @@ def _ops_altered(conn: Connection, pid: int, request: dict[str, Any]) -> str | N
     if not isinstance(bound, str):
         return None
     rows = conn.exec_driver_sql(
-        "SELECT op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index", (pid,)
+        qmark(conn, "SELECT op FROM proposal_op WHERE proposal_id = ? ORDER BY op_index"), (pid,)
     ).all()
     if len(rows) != request.get("op_count") or ops_digest(str(t) for (t,) in rows) != bound:
         return (

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.engine import Connection, Engine, Row, RowMapping
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -42,7 +42,21 @@ from placet.errors import (
 from placet.schema import is_by_reference
 from placet.store import lifecycle as lc
 from placet.store.audit import append_anchor, append_event, verify_chain
-from placet.store.db import BEGIN_OPTION, as_utc, is_busy, raw, raw_transaction, retry_busy, utcnow
+from placet.store.changes import CHANNEL, NOTIFY_SQL, ChangeWaiter
+from placet.store.db import (
+    BEGIN_OPTION,
+    RawDB,
+    as_utc,
+    driver_errors,
+    is_busy,
+    is_postgres,
+    qmark,
+    raw,
+    raw_transaction,
+    retry_busy,
+    utcnow,
+)
+from placet.store.host import host_id
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.records import (
     AuditRecord,
@@ -61,6 +75,9 @@ SWEEP_BATCH = 500
 
 P = PROPOSAL.c
 
+NO_LIMIT = 2**62
+"""A LIMIT that limits nothing (SQLite has no OFFSET without LIMIT; PostgreSQL no -1)."""
+
 OPS_PAGE = 1000
 """Ops read per store read when streaming a sync proposal's ops (`Store.iter_ops`)."""
 
@@ -69,6 +86,7 @@ _OP_PAGE_SQL = (
     "SELECT op_index, op FROM proposal_op WHERE proposal_id = ? AND op_index > ? "
     "ORDER BY op_index LIMIT ?"
 )
+_PG_VERSION_SQL = "SELECT coalesce(max(id), 0) FROM audit_event"
 
 
 def proposal_of_row(row: Row[Any]) -> ProposalRecord:
@@ -100,6 +118,7 @@ def proposal_of_values(m: RowMapping | Mapping[str, Any]) -> ProposalRecord:
         lease_holder=m["lease_holder"],
         lease_expires_at=m["lease_expires_at"],
         summary=None if m["summary"] is None else json.loads(m["summary"]),
+        host_id=m.get("host_id"),
     )
 
 
@@ -137,8 +156,13 @@ class StoreBase:
         self.engine = engine
         self.settings = settings
         self.db_path: Path = settings.db_path
+        self.postgres = is_postgres(engine)
+        self.db_label = (
+            engine.url.render_as_string(hide_password=True) if self.postgres else str(self.db_path)
+        )
         self.anchor_path: Path = settings.audit_anchor_path
         self._host = socket.gethostname()
+        self.host_id = host_id(settings.data_dir)
         self._dv_lock = threading.Lock()
         self._dv_conn: sqlite3.Connection | None = None
 
@@ -167,21 +191,30 @@ class StoreBase:
                 conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
                 with conn.begin():
                     result = fn(conn, heads)
+                    if heads and self.postgres:  # delivered at commit (`placet.store.changes`)
+                        conn.exec_driver_sql(NOTIFY_SQL)
             append_anchor(self.anchor_path, heads)
             return result
 
         return self._retrying(what, attempt, OperationalError, SQLAlchemyError)
 
-    def _write_raw(self, what: str, fn: Callable[[sqlite3.Connection, Heads], T]) -> T:
+    def _write_raw(self, what: str, fn: Callable[[RawDB, Heads], T]) -> T:
         """`_write` on a pooled driver connection, for the hot path (plain SQL only)."""
 
         def attempt() -> T:
             heads: Heads = []
-            result = raw_transaction(self.engine, "BEGIN IMMEDIATE", lambda db: fn(db, heads))
+
+            def body(db: RawDB) -> T:
+                result = fn(db, heads)
+                if heads and db.postgres:  # delivered at commit (`placet.store.changes`)
+                    db.execute(NOTIFY_SQL)
+                return result
+
+            result = raw_transaction(self.engine, body, write=True)
             append_anchor(self.anchor_path, heads)
             return result
 
-        return self._retrying(what, attempt, sqlite3.OperationalError, sqlite3.Error)
+        return self._retrying(what, attempt, driver_errors(), driver_errors())
 
     def _read(self, what: str, fn: Callable[[Connection], T]) -> T:
         def attempt() -> T:
@@ -194,25 +227,25 @@ class StoreBase:
         self,
         what: str,
         attempt: Callable[[], T],
-        busy_type: type[OperationalError | sqlite3.OperationalError],
-        error_type: type[SQLAlchemyError | sqlite3.Error],
+        busy_type: type[Exception] | tuple[type[Exception], ...],
+        error_type: type[Exception] | tuple[type[Exception], ...],
     ) -> T:
         """`attempt()` under `placet.store.db.retry_busy`, its errors as `_store_error`."""
         return retry_busy(attempt, busy_type, error_type, lambda e: self._store_error(what, e))
 
-    def _store_error(self, what: str, e: SQLAlchemyError | sqlite3.Error) -> StoreError:
+    def _store_error(self, what: str, e: Exception) -> StoreError:
         orig = getattr(e, "orig", e)
         if is_busy(e):
             return StoreError(
-                f"{what}: the database {self.db_path} stayed locked by another placet "
+                f"{what}: the database {self.db_label} stayed locked by another placet "
                 "process; try again in a moment",
                 code="store_busy",
                 retryable=True,
-                details={"path": str(self.db_path)},
+                details={"path": self.db_label},
             )
         return StoreError(
-            f"{what}: the database {self.db_path} failed: {orig}; `placet doctor` checks it",
-            details={"path": str(self.db_path)},
+            f"{what}: the database {self.db_label} failed: {orig}; `placet doctor` checks it",
+            details={"path": self.db_label},
         )
 
     @staticmethod
@@ -335,6 +368,20 @@ class StoreBase:
         rows = self._read("listing proposals", lambda c: c.execute(q).all())
         return [proposal_of_row(r) for r in rows]
 
+    def approved_here(self, *, limit: int = 100) -> builtins.list[int]:
+        """Ids of the approved proposals this host runs (its own, and any made before host
+        ids were recorded), oldest first, at most `limit` (`placet.store.host`)."""
+        q = (
+            select(P.id)
+            .where(P.status == "approved", or_(P.host_id == self.host_id, P.host_id.is_(None)))
+            .order_by(P.id)
+            .limit(limit)
+        )
+        return [
+            int(r[0])
+            for r in self._read("listing approved proposals", lambda c: c.execute(q).all())
+        ]
+
     def counts(self) -> dict[str, int]:
         """Number of proposals per status (statuses with none are 0)."""
         q = select(P.status, func.count()).group_by(P.status)
@@ -343,9 +390,34 @@ class StoreBase:
         out.update({str(s): int(n) for s, n in rows})
         return out
 
+    def change_waiter(self) -> ChangeWaiter:
+        """A `ChangeWaiter` on this store: LISTEN on its own connection on PostgreSQL,
+        the data version polled on SQLite (`placet.store.changes`). Close it."""
+        if not self.postgres:
+            return ChangeWaiter(version=self.data_version)
+
+        def listen() -> Any:
+            pooled = self.engine.raw_connection()
+            conn: Any = pooled.driver_connection
+            pooled.detach()  # its own session for as long as the waiter lives
+            conn.commit()
+            conn.autocommit = True
+            conn.execute(f"LISTEN {CHANNEL}")
+            return conn
+
+        conn = self._retrying("listening for changes", listen, driver_errors(), driver_errors())
+        return ChangeWaiter(listener=conn, close=conn.close)
+
     def data_version(self) -> int:
         """SQLite's `PRAGMA data_version` on a private connection that never writes: it
-        changes whenever any connection or process commits. For cheap change polling."""
+        changes whenever any connection or process commits. For cheap change polling.
+        On PostgreSQL: the audit chain's head id, which moves with every transition (a
+        lease renewal, which changes no status, does not move it)."""
+        if self.postgres:
+            return self._read(
+                "reading the data version",
+                lambda c: int(c.exec_driver_sql(_PG_VERSION_SQL).scalar_one()),
+            )
         with self._dv_lock:
             if self._dv_conn is None:
                 self._dv_conn = sqlite3.connect(
@@ -362,7 +434,7 @@ class StoreBase:
         # Through SQLAlchemy, so the read transaction (one snapshot) begins here and the
         # op rows read next on the same driver connection belong to it.
         found = conn.exec_driver_sql(
-            "SELECT kind, request FROM proposal WHERE id = ?", (pid,)
+            qmark(conn, "SELECT kind, request FROM proposal WHERE id = ?"), (pid,)
         ).fetchone()
         if found is None:
             self._row(conn, pid)  # raises NotFound
@@ -401,7 +473,9 @@ class StoreBase:
         def rd(conn: Connection) -> builtins.list[dict[str, Any]]:
             kind, request = self._request(conn, pid)
             if is_by_reference(kind, request):
-                rows = raw(conn).execute(_OPS_SQL, (pid, -1 if limit is None else limit, start))
+                rows = raw(conn).execute(
+                    _OPS_SQL, (pid, NO_LIMIT if limit is None else limit, start)
+                )
                 return [_op_json(pid, t) for (t,) in rows]
             ops = request.get("ops") if kind == "sync" else None
             inline = [o for o in (ops if isinstance(ops, list) else []) if isinstance(o, dict)]

@@ -12,6 +12,13 @@ Decided here, once, so every connection behaves the same (docs/design.md section
   placet emits `BEGIN` itself: `BEGIN IMMEDIATE` for write transactions, so a writer
   takes the write lock before reading what it will change and never fails a lock
   upgrade half way; plain deferred `BEGIN` for reads, which in WAL never block writers.
+- PostgreSQL (`database = "postgresql://..."`, `make_server_engine`) keeps the same
+  guarantees: a write transaction first takes one transaction-scoped advisory lock
+  (`WRITE_LOCK_KEY`), so writers run one at a time exactly as under SQLite's
+  `BEGIN IMMEDIATE` (the audit chain's head, the caps and idempotent proposing need
+  nothing more); reads run at REPEATABLE READ (one snapshot, like a WAL read). A lock
+  wait past `lock_timeout`, a serialization failure or a deadlock counts as busy.
+  Raw hot-path SQL is written once with `?` markers; `RawDB` runs it on either driver.
 - Datetimes are stored naive UTC (SQLite has no zone type; `DateTime(timezone=True)`
   silently drops the offset) and come back aware UTC
   (`UTCDateTime`). Naive input is refused rather than guessed.
@@ -23,14 +30,17 @@ import os
 import random
 import sqlite3
 import stat
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import DateTime, TypeDecorator, create_engine, event
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy import DateTime, Table, TypeDecorator, create_engine, event
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Dialect, Engine, make_url
 
 from placet.errors import StoreError
 
@@ -68,11 +78,113 @@ def dt_text(value: datetime) -> str:
     return as_utc(value).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-def raw(conn: Connection) -> sqlite3.Connection:
+WRITE_LOCK_KEY = 0x706C61636574
+"""PostgreSQL advisory lock key ("placet" in ASCII) every write transaction takes first."""
+
+
+def driver_errors() -> tuple[type[Exception], ...]:
+    """What the two drivers raise (the store's raw paths catch these). psycopg counts
+    only once loaded, by a PostgreSQL engine: importing it costs ~90 ms at every start,
+    and without it no psycopg error can occur."""
+    pg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if pg is None else (sqlite3.Error, pg.Error)
+
+
+def driver_integrity_errors() -> tuple[type[Exception], ...]:
+    """A constraint refused the write, on either driver (see `driver_errors`)."""
+    pg = sys.modules.get("psycopg")
+    return (sqlite3.IntegrityError,) if pg is None else (sqlite3.IntegrityError, pg.IntegrityError)
+
+
+_PG_BUSY_STATES = frozenset({"55P03", "40001", "40P01"})
+"""lock_not_available, serialization_failure, deadlock_detected: retryable."""
+
+
+@lru_cache(maxsize=256)
+def _pg_sql(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class Cursor(Protocol):
+    """What `RawDB.execute` returns, the part of a DB-API cursor both drivers share."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class RawDB:
+    """A driver connection (sqlite3 or psycopg) for plain SQL written with `?` markers.
+
+    `execute` returns the driver's cursor (fetchone, fetchall, iteration, rowcount); use
+    `RETURNING` rather than `lastrowid`, which psycopg lacks.
+    """
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+        self.postgres = not isinstance(driver, sqlite3.Connection)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        cur: Cursor = self.driver.execute(_pg_sql(sql) if self.postgres else sql, params)
+        return cur
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        if self.postgres:
+            with self.driver.cursor() as cur:
+                cur.executemany(_pg_sql(sql), rows)
+        else:
+            self.driver.executemany(sql, rows)
+
+    def begin(self, *, write: bool) -> None:
+        """Begin a transaction: the write lock first for a write (module docstring)."""
+        if not self.postgres:
+            self.driver.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        elif write:
+            self.driver.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+        else:
+            self.driver.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+    def commit(self) -> None:
+        if self.postgres:
+            self.driver.commit()
+        else:
+            self.driver.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.postgres:
+            self.driver.rollback()
+        elif self.driver.in_transaction:
+            self.driver.execute("ROLLBACK")
+
+
+def raw(conn: Connection) -> RawDB:
     """The driver connection under a SQLAlchemy connection (same transaction)."""
-    driver = conn.connection.driver_connection
-    assert isinstance(driver, sqlite3.Connection)
-    return driver
+    return RawDB(conn.connection.driver_connection)
+
+
+def qmark(conn: Connection, sql: str) -> str:
+    """`sql` written with `?` markers, as `conn.exec_driver_sql` takes it on its dialect."""
+    return _pg_sql(sql) if is_postgres(conn) else sql
+
+
+def upsert(conn: Connection, table: Table) -> Any:
+    """`INSERT` on `table` for `conn`'s dialect, with `on_conflict_do_update` and
+    `excluded` (SQLite's and PostgreSQL's spell them alike)."""
+    if is_postgres(conn):
+        from sqlalchemy.dialects.postgresql import insert as pg_insert  # only when in use
+
+        return pg_insert(table)
+    return sqlite_insert(table)
+
+
+def is_postgres(engine: Engine | Connection) -> bool:
+    """True when `engine` talks to PostgreSQL (else SQLite)."""
+    return engine.dialect.name == "postgresql"
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -191,9 +303,39 @@ def make_engine(db_path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Eng
     return engine
 
 
+def _on_begin_pg(conn: Connection) -> None:
+    if conn.get_execution_options().get(BEGIN_OPTION, "DEFERRED") == "IMMEDIATE":
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(k)s)", {"k": WRITE_LOCK_KEY})
+    else:
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+def make_server_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine:
+    """An engine on the PostgreSQL server at `url` (psycopg 3), with the same BEGIN
+    handling as `make_engine` (module docstring). The URL holds no password
+    (`placet.config.check_database_url`): libpq reads `PGPASSWORD` or `~/.pgpass`.
+    Sessions run in UTC with `lock_timeout` = `busy_timeout_ms`.
+    """
+    engine = create_engine(
+        make_url(url).set(drivername="postgresql+psycopg"),
+        connect_args={
+            "application_name": "placet",
+            "options": f"-c timezone=UTC -c lock_timeout={int(busy_timeout_ms)}",
+        },
+        pool_size=8,
+        max_overflow=8,
+        pool_pre_ping=True,
+    )
+    event.listen(engine, "begin", _on_begin_pg)
+    return engine
+
+
 def is_busy(exc: BaseException) -> bool:
-    """True for SQLITE_BUSY / SQLITE_LOCKED (and their extended codes) from the driver."""
+    """True for SQLITE_BUSY / SQLITE_LOCKED (and their extended codes) from the driver, or
+    PostgreSQL's lock timeout, serialization failure and deadlock (`_PG_BUSY_STATES`)."""
     orig = getattr(exc, "orig", exc)
+    if getattr(orig, "sqlstate", None) in _PG_BUSY_STATES:
+        return True
     code = getattr(orig, "sqlite_errorcode", None)
     if isinstance(code, int):
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -203,12 +345,12 @@ def is_busy(exc: BaseException) -> bool:
 
 def retry_busy(
     attempt: Callable[[], T],
-    busy_type: type[BaseException],
-    error_type: type[BaseException],
+    busy_type: type[BaseException] | tuple[type[BaseException], ...],
+    error_type: type[BaseException] | tuple[type[BaseException], ...],
     to_error: Callable[[Any], StoreError],
 ) -> T:
-    """`attempt()`, run again after a jittered back-off (10-50 ms, doubling) while SQLite
-    stays busy past its own busy timeout, at most `WRITE_RETRIES` times.
+    """`attempt()`, run again after a jittered back-off (10-50 ms, doubling) while the
+    database stays busy past its own lock timeout, at most `WRITE_RETRIES` times.
 
     Raises:
         StoreError: `to_error(e)` of a `busy_type` error once the retries are spent (or
@@ -227,21 +369,19 @@ def retry_busy(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def raw_transaction(engine: Engine, begin: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """`fn` on a pooled driver connection inside `begin` ("BEGIN IMMEDIATE" for writes,
-    "BEGIN" for reads) and COMMIT; on any exception ROLLBACK and re-raise. For the hot
-    paths that run plain SQL, below SQLAlchemy's per-statement cost."""
+def raw_transaction(engine: Engine, fn: Callable[[RawDB], T], *, write: bool) -> T:
+    """`fn` on a pooled driver connection in one transaction (`RawDB.begin`: the write
+    lock first for a write) and COMMIT; on any exception ROLLBACK and re-raise. For the
+    hot paths that run plain SQL, below SQLAlchemy's per-statement cost."""
     pooled = engine.raw_connection()
     try:
-        db = pooled.driver_connection
-        assert isinstance(db, sqlite3.Connection)
-        db.execute(begin)
+        db = RawDB(pooled.driver_connection)
+        db.begin(write=write)
         try:
             result = fn(db)
-            db.execute("COMMIT")
+            db.commit()
         except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
+            db.rollback()
             raise
     finally:
         pooled.close()

@@ -12,7 +12,6 @@ interrupted -> approved without an expiry check, docs/design.md section 9), disc
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,7 +39,7 @@ from placet.store.base import (
     proposal_of_row,
     proposal_of_values,
 )
-from placet.store.db import dt_text, raw
+from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
 from placet.store.models import PROPOSAL
 from placet.store.records import ProposalRecord
 
@@ -59,11 +58,12 @@ _SAME_PENDING = select(PROPOSAL).where(
 _COLUMNS = (
     "kind", "status", "request", "evidence", "request_hash", "reason", "drive_spec", "run_id",
     "client_name", "client_version", "label", "host", "created_at", "expires_at", "attempt",
+    "host_id",
 )  # fmt: skip
 _INSERT_SQL = (
     "INSERT INTO proposal (kind, status, request, evidence, request_hash, reason, drive_spec, "
-    "run_id, client_name, client_version, label, host, created_at, expires_at, attempt) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "run_id, client_name, client_version, label, host, created_at, expires_at, attempt, "
+    "host_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
 _SAME_SQL = (
     "SELECT id FROM proposal WHERE kind = ? AND request_hash = ? AND drive_spec = ? "
@@ -74,11 +74,11 @@ _OP_INDEXES_SQL = "SELECT op_index FROM proposal_op WHERE proposal_id = ? ORDER 
 _TALLY_SQL = "SELECT scope, n FROM pending_tally WHERE scope IN (?, ?)"
 _COUNT_RUN_SQL = (
     "SELECT count(*) FROM (SELECT 1 FROM proposal WHERE run_id = ? AND status = 'pending' "
-    "AND expires_at > ? LIMIT ?)"
+    "AND expires_at > ? LIMIT ?) AS live"
 )
 _COUNT_ALL_SQL = (
     "SELECT count(*) FROM (SELECT 1 FROM proposal WHERE status = 'pending' "
-    "AND expires_at > ? LIMIT ?)"
+    "AND expires_at > ? LIMIT ?) AS live"
 )
 
 
@@ -230,6 +230,7 @@ class Decisions(StoreBase):
             "client_version": client_version,
             "label": label,
             "host": self._host,
+            "host_id": self.host_id,
             "created_at": now,
             "expires_at": expires_at,
             "attempt": 0,
@@ -244,10 +245,11 @@ class Decisions(StoreBase):
             "client_version": client_version,
         }
 
-        def insert(db: sqlite3.Connection, heads: Heads) -> tuple[ProposalRecord, bool]:
+        def insert(db: RawDB, heads: Heads) -> tuple[ProposalRecord, bool]:
             self._check_caps(db, run_id, now)
-            new_id = db.execute(_INSERT_SQL, [_sql_value(values[c]) for c in _COLUMNS]).lastrowid
-            assert new_id is not None
+            new_id = int(
+                db.execute(_INSERT_SQL, [_sql_value(values[c]) for c in _COLUMNS]).fetchone()[0]
+            )
             if op_rows:  # one statement for every op, in the proposal's transaction
                 db.executemany(_OP_INSERT_SQL, ((new_id, i, t) for i, t in op_rows))
             heads.append(
@@ -257,7 +259,7 @@ class Decisions(StoreBase):
             )  # fmt: skip
             return proposal_of_values({**values, **_NEW_UNRESOLVED, "id": new_id}), True
 
-        def fast(db: sqlite3.Connection, heads: Heads) -> tuple[ProposalRecord, bool] | None:
+        def fast(db: RawDB, heads: Heads) -> tuple[ProposalRecord, bool] | None:
             if db.execute(_SAME_SQL, (kind, rh, drive_spec)).fetchone() is not None:
                 return None  # a pending duplicate: the general path below decides
             return insert(db, heads)
@@ -282,7 +284,7 @@ class Decisions(StoreBase):
         except StoreError as e:
             # The partial unique index is the backstop; with BEGIN IMMEDIATE the SELECT
             # above already serialises creators, so this is belt and braces.
-            if isinstance(e.__cause__, sqlite3.IntegrityError | IntegrityError):
+            if isinstance(e.__cause__, (*driver_integrity_errors(), IntegrityError)):
                 found = self._read(
                     "reading a proposal",
                     lambda c: c.execute(_SAME_PENDING, same_key).first(),
@@ -291,7 +293,7 @@ class Decisions(StoreBase):
                     return proposal_of_row(found), False
             raise
 
-    def _check_caps(self, db: sqlite3.Connection, run_id: str, now: datetime) -> None:
+    def _check_caps(self, db: RawDB, run_id: str, now: datetime) -> None:
         caps = {
             "pending_per_session": self.settings.pending_per_session,
             "pending_total": self.settings.pending_total,

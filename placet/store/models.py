@@ -39,6 +39,7 @@ class Proposal(SQLModel, table=True):
         ),
         Index("ix_proposal_status_expires", "status", "expires_at"),
         Index("ix_proposal_run_status", "run_id", "status", "expires_at"),
+        Index("ix_proposal_host_status", "host_id", "status"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -62,6 +63,9 @@ class Proposal(SQLModel, table=True):
     lease_holder: str | None = Field(default=None, sa_type=Text)
     lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     summary: str | None = Field(default=None, sa_type=Text)
+    host_id: str | None = Field(default=None, sa_type=Text)
+    """The stable id of the host it was made on (`placet.store.host`); None for a
+    proposal made before placet recorded it (migration `proposal_host_id`)."""
 
 
 class OpResult(SQLModel, table=True):

@@ -24,10 +24,9 @@ was not). Time is injected (`now=`), aware UTC.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Index, Integer, Text, UniqueConstraint
@@ -35,7 +34,17 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
 from placet.errors import StoreError
-from placet.store.db import UTCDateTime, as_utc, dt_text, is_busy, raw_transaction, retry_busy
+from placet.store.db import (
+    RawDB,
+    UTCDateTime,
+    as_utc,
+    driver_errors,
+    dt_text,
+    is_busy,
+    is_postgres,
+    raw_transaction,
+    retry_busy,
+)
 
 T = TypeVar("T")
 
@@ -166,17 +175,38 @@ class DeliveryLog:
     last_error: str | None
 
 
-def _parse(text: str | None) -> datetime | None:
+def _parse(text: str | datetime | None) -> datetime | None:
+    """A naive-UTC column as read raw (text on SQLite, a datetime on PostgreSQL)."""
     if text is None:
         return None
+    if isinstance(text, datetime):
+        return text.replace(tzinfo=UTC)
     return as_utc(datetime.fromisoformat(text + "+00:00"))
+
+
+_EXPIRING = (
+    "SELECT p.id, p.run_id, p.expires_at FROM proposal p "
+    "WHERE p.status = 'pending' AND p.expires_at > ? AND p.expires_at <= ? "
+)
+_EXPIRING_SQLITE = (
+    _EXPIRING + "AND julianday(p.expires_at) - julianday(p.created_at) > ? "  # noqa: S608
+    "AND NOT EXISTS (SELECT 1 FROM notify_event e WHERE e.dedupe = "
+    "'expiring:' || p.id || ':' || p.expires_at)"
+)
+_EXPIRING_PG = (
+    _EXPIRING + "AND EXTRACT(EPOCH FROM (p.expires_at - p.created_at)) / 86400 > ? "  # noqa: S608
+    "AND NOT EXISTS (SELECT 1 FROM notify_event e WHERE e.dedupe = 'expiring:' || p.id || "
+    "':' || to_char(p.expires_at, 'YYYY-MM-DD HH24:MI:SS.US'))"
+)
+"""Pending proposals near expiry not announced yet; the dedupe key holds `expires_at` in
+`dt_text`'s form on both backends (SQLite stores that text; PostgreSQL formats it)."""
 
 
 class _Lost(Exception):
     """A compare-and-set matched fewer rows than it must: undo the transaction."""
 
 
-def _at(text: str) -> datetime:
+def _at(text: str | datetime) -> datetime:
     at = _parse(text)
     assert at is not None
     return at
@@ -192,11 +222,12 @@ class Outbox:
         self.engine = engine
         self.db_label = db_label
 
-    def _tx(self, what: str, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
-        """Run `fn` on a pooled driver connection in one transaction (IMMEDIATE for writes),
-        retrying a lock that outlasted the busy timeout. Raises StoreError."""
+    def _tx(self, what: str, fn: Callable[[RawDB], T], *, write: bool) -> T:
+        """Run `fn` on a pooled driver connection in one transaction (the write lock first
+        for writes, `RawDB.begin`), retrying a lock that outlasted the busy timeout.
+        Raises StoreError."""
 
-        def error(e: sqlite3.Error) -> StoreError:
+        def error(e: Exception) -> StoreError:
             busy = is_busy(e)
             return StoreError(
                 f"{what}: {self.db_label} failed: {e}",
@@ -204,12 +235,9 @@ class Outbox:
                 retryable=busy,
             )
 
-        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+        errors = driver_errors()
         return retry_busy(
-            lambda: raw_transaction(self.engine, begin, fn),
-            sqlite3.OperationalError,
-            sqlite3.Error,
-            error,
+            lambda: raw_transaction(self.engine, fn, write=write), errors, errors, error
         )
 
     # ---- events ---------------------------------------------------------------------
@@ -220,13 +248,7 @@ class Outbox:
         with a shorter TTL was just announced); once per proposal and expiry time.
         Returns how many were inserted. A read first, so no work takes no write lock."""
         n, soon = dt_text(now), dt_text(now + lead)
-        find = (
-            "SELECT p.id, p.run_id, p.expires_at FROM proposal p "
-            "WHERE p.status = 'pending' AND p.expires_at > ? AND p.expires_at <= ? "
-            "AND julianday(p.expires_at) - julianday(p.created_at) > ? "
-            "AND NOT EXISTS (SELECT 1 FROM notify_event e WHERE e.dedupe = "
-            "'expiring:' || p.id || ':' || p.expires_at)"
-        )
+        find = _EXPIRING_PG if is_postgres(self.engine) else _EXPIRING_SQLITE
         args = (n, soon, lead.total_seconds() / 86400)
         due = self._tx(
             "finding proposals near expiry",
@@ -236,13 +258,15 @@ class Outbox:
         if not due:
             return 0
 
-        def tx(db: sqlite3.Connection) -> int:
+        def tx(db: RawDB) -> int:
             added = 0
             for pid, run_id, expires in db.execute(find, args).fetchall():
+                at = expires if isinstance(expires, str) else dt_text(expires.replace(tzinfo=UTC))
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO notify_event (kind, proposal_id, run_id, dedupe, "
-                    "state, created_at) VALUES ('expiring', ?, ?, ?, 'new', ?)",
-                    (pid, run_id, f"expiring:{pid}:{expires}", n),
+                    "INSERT INTO notify_event (kind, proposal_id, run_id, dedupe, "
+                    "state, created_at) VALUES ('expiring', ?, ?, ?, 'new', ?) "
+                    "ON CONFLICT DO NOTHING",
+                    (pid, run_id, f"expiring:{pid}:{at}", n),
                 )
                 added += cur.rowcount
             return added
@@ -269,7 +293,7 @@ class Outbox:
             return 0
         marks = ",".join("?" * len(event_ids))
 
-        def tx(db: sqlite3.Connection) -> int:
+        def tx(db: RawDB) -> int:
             return db.execute(
                 f"UPDATE notify_event SET state = 'skipped' WHERE state = 'new' "  # noqa: S608
                 f"AND id IN ({marks})",
@@ -294,10 +318,10 @@ class Outbox:
         marks = ",".join("?" * len(event_ids))
         n = dt_text(now)
 
-        def tx(db: sqlite3.Connection) -> int | None:
+        def tx(db: RawDB) -> int | None:
             cur = db.execute(
                 "INSERT INTO notify_message (kind, run_id, title, body, payload, priority, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     kind,
                     run_id,
@@ -308,7 +332,7 @@ class Outbox:
                     n,
                 ),
             )
-            mid = int(cur.lastrowid or 0)
+            mid = int(cur.fetchone()[0])
             grouped = db.execute(
                 f"UPDATE notify_event SET state = 'grouped', message_id = ? "  # noqa: S608
                 f"WHERE state = 'new' AND id IN ({marks})",
@@ -352,7 +376,7 @@ class Outbox:
             return []
         until = dt_text(now + timedelta(seconds=CLAIM_S))
 
-        def tx(db: sqlite3.Connection) -> list[Claim]:
+        def tx(db: RawDB) -> list[Claim]:
             out: list[Claim] = []
             for did, state, attempts in db.execute(due_sql, args).fetchall():
                 won = db.execute(
@@ -377,7 +401,7 @@ class Outbox:
     def sent(self, claim: Claim, *, holder: str, now: datetime) -> bool:
         """Record `claim` as sent; False when the claim was lost meanwhile."""
 
-        def tx(db: sqlite3.Connection) -> bool:
+        def tx(db: RawDB) -> bool:
             return bool(
                 db.execute(
                     "UPDATE notify_delivery SET state = 'sent', sent_at = ?, last_error = NULL, "
@@ -401,7 +425,7 @@ class Outbox:
         """Record a failed attempt: pending again from `retry_at`, or `failed` for good
         when `retry_at` is None. False when the claim was lost meanwhile."""
 
-        def tx(db: sqlite3.Connection) -> bool:
+        def tx(db: RawDB) -> bool:
             state = "failed" if retry_at is None else "pending"
             return bool(
                 db.execute(
@@ -426,7 +450,7 @@ class Outbox:
         send them: e.g. a desktop channel and no process with a desktop session)."""
         cutoff = dt_text(now - stale)
 
-        def tx(db: sqlite3.Connection) -> int:
+        def tx(db: RawDB) -> int:
             return db.execute(
                 "UPDATE notify_delivery SET state = 'failed', last_error = coalesce("
                 "last_error, '') || ' (not sent within the hour; given up)' "
@@ -440,7 +464,7 @@ class Outbox:
         """Delete events, messages and finished deliveries older than `keep`."""
         cutoff = dt_text(now - keep)
 
-        def tx(db: sqlite3.Connection) -> int:
+        def tx(db: RawDB) -> int:
             gone = db.execute(
                 "DELETE FROM notify_delivery WHERE created_at < ? AND state IN ('sent', 'failed')",
                 (cutoff,),

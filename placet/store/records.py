@@ -55,6 +55,9 @@ class ProposalRecord(_Record):
     lease_holder: str | None
     lease_expires_at: datetime | None
     summary: dict[str, Any] | None
+    host_id: str | None = None
+    """The stable id of the host it was made on (`placet.store.host`); None when made
+    before placet recorded it."""
 
     def is_expired(self, now: datetime) -> bool:
         """True when a pending proposal's TTL has passed at `now` (swept or not)."""

@@ -18,14 +18,15 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Row
 
 from placet.errors import PolicyRefused, UsageError, WrongState
 from placet.schema import canonical_json
 from placet.store import lifecycle as lc
 from placet.store.base import SWEEP_BATCH, Heads, P, now_or_utcnow
+from placet.store.db import upsert
 from placet.store.decisions import Decisions
+from placet.store.host import host_label, runs_elsewhere
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.passkeys import Passkeys
 from placet.store.records import (
@@ -52,15 +53,27 @@ class Store(Decisions, Passkeys):
         Only a proposal whose last audit event is its approval is claimed; nothing is
         written otherwise.
 
+        Only this host's proposals are claimed (`placet.store.host.runs_elsewhere`): a
+        proposal's files live on the host it was made on.
+
         Raises NotFound, WrongState (not approved, e.g. another executor claimed it),
         PolicyRefused (``not_approved_as_shown``: approved, but its last audit event is
-        no approval, so the status was set outside the store).
+        no approval, so the status was set outside the store; ``other_host``: made on
+        another host, which runs it).
         """
         now = now_or_utcnow(now)
         lease = now + timedelta(seconds=self.settings.lease_seconds)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._row(conn, pid)
+            if runs_elsewhere(cur.host_id, self.host_id):
+                raise PolicyRefused(
+                    f"cannot run proposal {pid} here: it was made on host "
+                    f"{host_label(cur.host, cur.host_id)}, where its files are; that host's "
+                    f"placet runs it (`placet executor`, or `placet accept {pid}` there)",
+                    code="other_host",
+                    details={"proposal_id": pid, "host_id": cur.host_id, "host": cur.host},
+                )
             if cur.status == lc.APPROVED:
                 _require_approval_event(conn, pid)
             return self._cas(
@@ -145,7 +158,7 @@ class Store(Decisions, Passkeys):
                 "recorded_at": now,
             }
             conn.execute(
-                sqlite_insert(OP_RESULT)
+                upsert(conn, OP_RESULT)
                 .values(proposal_id=pid, attempt=cur.attempt, op_index=op_index, **values)
                 .on_conflict_do_update(
                     index_elements=["proposal_id", "attempt", "op_index"], set_=values
@@ -179,7 +192,7 @@ class Store(Decisions, Passkeys):
 
         def tx(conn: Connection, heads: Heads) -> None:
             cur = self._held(conn, pid, holder, f"record {len(rows)} ops", lean=True)
-            stmt = sqlite_insert(OP_RESULT)
+            stmt = upsert(conn, OP_RESULT)
             conn.execute(
                 stmt.on_conflict_do_update(
                     index_elements=["proposal_id", "attempt", "op_index"],

@@ -31,13 +31,12 @@ SQL, `executemany`) because SQLAlchemy's per-row cost dominated at 100,000 rows.
 from __future__ import annotations
 
 import random
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TypeVar
 
-from placet.store.db import is_busy
+from placet.store.db import RawDB, driver_errors, is_busy
 from placet.store.store import Store
 from placet.sync.cache import DIGEST_CACHE_VERSION, NO_DIGESTS, CachedDigest, OwnedRows
 
@@ -61,20 +60,24 @@ def _under(folder: str) -> tuple[str, str | None, str | None]:
 
 _LOCAL_ROWS = (
     "SELECT path, size, mtime_ns, inode, ctime_ns, sha256, sha1, md5, verified "
-    "FROM sync_digest_cache WHERE root_key = ? AND version = ? AND path >= ? "
-    "AND (? IS NULL OR path < ?)"
+    "FROM sync_digest_cache WHERE root_key = ? AND version = ? AND path >= ?"
 )
+_LOCAL_ROWS_BELOW = _LOCAL_ROWS + " AND path < ?"  # no `? IS NULL`: PostgreSQL cannot type it
 
 
 def _digest_rows(
-    db: sqlite3.Connection, root_key: str, ranges: Iterable[tuple[str, str | None]]
+    db: RawDB, root_key: str, ranges: Iterable[tuple[str, str | None]]
 ) -> OwnedRows[CachedDigest]:
     """The local digest cache rows of `root_key` whose path lies in one of `ranges`
     ((low, high) bounds, high None = no bound), by path, for the caller alone."""
     new, empty = tuple.__new__, NO_DIGESTS
     out: OwnedRows[CachedDigest] = OwnedRows()
     for low, high in ranges:
-        cur = db.execute(_LOCAL_ROWS, (root_key, DIGEST_CACHE_VERSION, low, high, high))
+        cur = (
+            db.execute(_LOCAL_ROWS, (root_key, DIGEST_CACHE_VERSION, low))
+            if high is None
+            else db.execute(_LOCAL_ROWS_BELOW, (root_key, DIGEST_CACHE_VERSION, low, high))
+        )
         for path, size, mtime, ino, ctime, sha256, sha1, md5, verified in cur:
             if sha1 is None and md5 is None:
                 digests = empty  # most rows: one shared empty mapping, not 100,000
@@ -159,25 +162,21 @@ class DigestCaches:
 
     # ---- plumbing -------------------------------------------------------------------
 
-    def _read(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _read(self, what: str, fn: Callable[[RawDB], T]) -> T:
         for attempt in range(_RETRIES + 1):
             pooled = self.store.engine.raw_connection()
             try:
-                db = pooled.driver_connection
-                assert isinstance(db, sqlite3.Connection)
-                return fn(db)
-            except sqlite3.OperationalError as e:
+                return fn(RawDB(pooled.driver_connection))
+            except driver_errors() as e:
                 if is_busy(e) and attempt < _RETRIES:
                     time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
                     continue
-                raise self.store._store_error(what, e) from e
-            except sqlite3.Error as e:
                 raise self.store._store_error(what, e) from e
             finally:
                 pooled.close()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _write(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _write(self, what: str, fn: Callable[[RawDB], T]) -> T:
         return self.store._write_raw(what, lambda db, _heads: fn(db))
 
     # ---- local digest cache (placet.sync.cache.DigestCache) -------------------------
@@ -188,7 +187,7 @@ class DigestCaches:
         if mem is not None:
             return mem
 
-        def rd(db: sqlite3.Connection) -> dict[str, CachedDigest]:
+        def rd(db: RawDB) -> dict[str, CachedDigest]:
             return _digest_rows(db, root_key, [("", None)])
 
         loaded = self._read("reading the digest cache", rd)
@@ -261,9 +260,13 @@ class DigestCaches:
             self._write(
                 "writing the digest cache",
                 lambda db: db.executemany(
-                    "INSERT OR REPLACE INTO sync_digest_cache (root_key, path, size, "
-                    "mtime_ns, inode, ctime_ns, sha256, sha1, md5, verified, version) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO sync_digest_cache (root_key, path, size, mtime_ns, "
+                    "inode, ctime_ns, sha256, sha1, md5, verified, version) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (root_key, path) DO "
+                    "UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+                    "inode = excluded.inode, ctime_ns = excluded.ctime_ns, "
+                    "sha256 = excluded.sha256, sha1 = excluded.sha1, md5 = excluded.md5, "
+                    "verified = excluded.verified, version = excluded.version",
                     rows(part),
                 ),
             )
@@ -313,7 +316,7 @@ class DigestCaches:
         if mem is not None:
             return mem
 
-        def rd(db: sqlite3.Connection) -> dict[str, tuple[int, str, str]]:
+        def rd(db: RawDB) -> dict[str, tuple[int, str, str]]:
             cur = db.execute(
                 "SELECT path, size, mtime, digest FROM sync_remote_digest "
                 "WHERE drive_spec = ? AND digest_type = ?",
@@ -357,7 +360,7 @@ class DigestCaches:
             lambda db: (
                 db.execute(
                     "SELECT 1 FROM sync_remote_digest WHERE drive_spec = ? AND digest_type = ? "
-                    "AND path >= ? AND (? IS NULL OR path < ?) LIMIT 1",
+                    "AND path >= ? AND (CAST(? AS TEXT) IS NULL OR path < ?) LIMIT 1",
                     (drive_spec, digest_type, *_under(folder)),
                 ).fetchone()
                 is not None
@@ -371,14 +374,17 @@ class DigestCaches:
         drive), path -> (size, mtime, digest), read from the database for the caller
         alone; with `recursive=False` only those of `folder`'s own files."""
         low, high, _ = _under(folder)
-        # substr() counts characters from 1: what follows "folder/" must hold no "/".
+        # substr() counts characters from 1: what follows "folder/" must hold no "/"
+        # (LIKE, as PostgreSQL has no instr). CAST: PostgreSQL cannot infer the type of a
+        # parameter that is only tested for NULL.
         own = 0 if recursive else len(low) + 1
 
-        def rd(db: sqlite3.Connection) -> OwnedRows[tuple[int, str, str]]:
+        def rd(db: RawDB) -> OwnedRows[tuple[int, str, str]]:
             cur = db.execute(
                 "SELECT path, size, mtime, digest FROM sync_remote_digest "
                 "WHERE drive_spec = ? AND digest_type = ? AND path >= ? "
-                "AND (? IS NULL OR path < ?) AND (? = 0 OR instr(substr(path, ?), '/') = 0)",
+                "AND (CAST(? AS TEXT) IS NULL OR path < ?) "
+                "AND (? = 0 OR substr(path, ?) NOT LIKE '%/%')",
                 (drive_spec, digest_type, low, high, high, own, own),
             )
             return OwnedRows((path, (size, mtime, digest)) for path, size, mtime, digest in cur)
@@ -396,8 +402,10 @@ class DigestCaches:
         self._write(
             "writing the remote digest cache",
             lambda db: db.executemany(
-                "INSERT OR REPLACE INTO sync_remote_digest (drive_spec, path, size, mtime, "
-                "digest_type, digest) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO sync_remote_digest (drive_spec, path, size, mtime, "
+                "digest_type, digest) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (drive_spec, path) "
+                "DO UPDATE SET size = excluded.size, mtime = excluded.mtime, "
+                "digest_type = excluded.digest_type, digest = excluded.digest",
                 ((drive_spec, p, size, mtime, digest_type, d) for p, size, mtime, d in rows),
             ),
         )

@@ -26,13 +26,12 @@ What is kept, and why (docs/design.md sections 7-9):
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from placet.errors import NotFound
-from placet.store.db import dt_text, utcnow
+from placet.store.db import RawDB, dt_text, utcnow
 from placet.store.store import Store
 from placet.sync.digest_store import MEMORY_ROWS, DigestCaches
 from placet.sync.entries import BaselineEntry
@@ -59,14 +58,40 @@ _ROWS_OF = {  # table -> (its rows as `StoredRow`s, delete one)
         "DELETE FROM sync_plan WHERE id = ?",
     ),
     "drive_snapshot": (
-        "SELECT id, drive_spec || char(0) || path, length(body) FROM drive_snapshot",
+        "SELECT id, drive_spec || ? || path, length(body) FROM drive_snapshot",
         "DELETE FROM drive_snapshot WHERE id = ?",
     ),
 }
 _LIVE_PLANS = (
-    "SELECT DISTINCT json_extract(request, '$.plan_id') FROM proposal WHERE kind = 'sync' "
+    "SELECT DISTINCT {plan_id} FROM proposal WHERE kind = 'sync' "
     "AND status IN ('pending', 'approved', 'executing')"
 )
+_PLAN_ID = {
+    False: "json_extract(request, '$.plan_id')",
+    True: "(request::jsonb ->> 'plan_id')",
+}
+"""A sync proposal's `plan_id` (SQLite: an integer; PostgreSQL: its text), per
+`RawDB.postgres`."""
+_SAME_PLAN = {
+    pg: "SELECT id FROM sync_plan WHERE id = (SELECT max(id) FROM sync_plan WHERE "  # noqa: S608
+    "pair_key = ?) AND options = ? AND local_fingerprint = ? AND "
+    "remote_fingerprint = ? AND baseline_generation = ? AND meta = ? AND "
+    "created_at > ? AND NOT EXISTS (SELECT 1 FROM proposal WHERE kind = 'sync' "
+    f"AND status = 'succeeded' AND {_PLAN_ID[pg]} = "
+    f"{'CAST(sync_plan.id AS TEXT)' if pg else 'sync_plan.id'})"
+    for pg in (False, True)
+}
+"""The pair's newest plan when identical and never applied (`find_plan`), per backend."""
+_KEY_SEP = {False: "\0", True: "\x01"}
+"""Between a snapshot's drive and path in its cap key (PostgreSQL text holds no NUL)."""
+
+
+def _int(value: object) -> int | None:
+    """A plan id as `_PLAN_ID` reads it, or None (not an integer)."""
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
 
 REUSE_WITHIN = timedelta(hours=1)
 """A new plan identical to one stored this recently reuses its id instead of a new row."""
@@ -110,12 +135,13 @@ class SyncData(DigestCaches):
             s.stored_per_session, s.stored_bytes_per_session, s.stored_total, s.stored_bytes_total
         )
 
-    def _enforce_caps(self, db: sqlite3.Connection, table: str, new_id: int) -> None:
+    def _enforce_caps(self, db: RawDB, table: str, new_id: int) -> None:
         """Delete rows of `table` ("sync_plan" or "drive_snapshot") beyond the caps, in
         the caller's transaction, after it stored `new_id` (module docstring)."""
         caps = self.caps
         select, delete = _ROWS_OF[table]
-        rows: list[StoredRow] = [(int(i), str(k), int(n)) for i, k, n in db.execute(select)]
+        args = (_KEY_SEP[db.postgres],) if "?" in select else ()
+        rows: list[StoredRow] = [(int(i), str(k), int(n)) for i, k, n in db.execute(select, args)]
         with self._lock:
             mine = {*self._mine[table], new_id}
         own = [r for r in rows if r[0] in mine]
@@ -130,7 +156,8 @@ class SyncData(DigestCaches):
             return
         keep = {new_id}
         if table == "sync_plan":
-            keep |= {int(r[0]) for r in db.execute(_LIVE_PLANS) if isinstance(r[0], int)}
+            live = db.execute(_LIVE_PLANS.format(plan_id=_PLAN_ID[db.postgres]))
+            keep |= {i for (v,) in live if (i := _int(v)) is not None}
         frozen = frozenset(keep)
         gone: set[int] = set()
         if over_own:
@@ -168,11 +195,7 @@ class SyncData(DigestCaches):
         found = self._read(
             "looking for an identical sync plan",
             lambda db: db.execute(
-                "SELECT id FROM sync_plan WHERE id = (SELECT max(id) FROM sync_plan WHERE "
-                "pair_key = ?) AND options = ? AND local_fingerprint = ? AND "
-                "remote_fingerprint = ? AND baseline_generation = ? AND meta = ? AND "
-                "created_at > ? AND NOT EXISTS (SELECT 1 FROM proposal WHERE kind = 'sync' "
-                "AND status = 'succeeded' AND json_extract(request, '$.plan_id') = sync_plan.id)",
+                _SAME_PLAN[db.postgres],
                 (pair.key, opts, *fingerprints, baseline_generation, meta_text,
                  dt_text(now - REUSE_WITHIN)),
             ).fetchone(),
@@ -216,20 +239,20 @@ class SyncData(DigestCaches):
         body = pack(kept.to_dict())
         summary = json.dumps(dict(plan.summary))
 
-        def tx(db: sqlite3.Connection) -> int:
+        def tx(db: RawDB) -> int:
             self._prune(db, now)
             cur = db.execute(
                 "INSERT INTO sync_plan (pair_key, root_name, root_path, local_path, drive_spec, "
                 "remote_path, options, local_fingerprint, remote_fingerprint, "
                 "baseline_generation, summary, meta, body, skips, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (pair.key, root_name, pair.root_path, pair.local_path, pair.drive_spec,
                  pair.remote_path, opts, plan.local_fingerprint, plan.remote_fingerprint,
                  baseline_generation, summary, meta_text, body, skip_blob, dt_text(now)),
             )  # fmt: skip
-            assert cur.lastrowid is not None
-            self._enforce_caps(db, "sync_plan", cur.lastrowid)
-            return cur.lastrowid
+            new_id = int(cur.fetchone()[0])
+            self._enforce_caps(db, "sync_plan", new_id)
+            return new_id
 
         pid = self._write("storing a sync plan", tx)
         return StoredPlan(
@@ -272,7 +295,7 @@ class SyncData(DigestCaches):
         such a plan (docs/decisions.md, "A sync plan is proposed only while current").
         """
 
-        def rd(db: sqlite3.Connection) -> PlanStanding | None:
+        def rd(db: RawDB) -> PlanStanding | None:
             row = db.execute(
                 "SELECT p.drive_spec, p.created_at, (SELECT max(n.id) FROM sync_plan n "
                 "WHERE n.pair_key = p.pair_key AND n.id > p.id) FROM sync_plan p WHERE p.id = ?",
@@ -301,7 +324,7 @@ class SyncData(DigestCaches):
         return [] if row is None else [BaselineEntry(*r) for r in unpack(row[0])]
 
     @staticmethod
-    def _prune(db: sqlite3.Connection, now: datetime) -> None:
+    def _prune(db: RawDB, now: datetime) -> None:
         cutoff = dt_text(now - RETENTION)
         db.execute("DELETE FROM sync_plan WHERE created_at < ?", (cutoff,))
         db.execute("DELETE FROM drive_snapshot WHERE created_at < ?", (cutoff,))
@@ -317,7 +340,7 @@ class SyncData(DigestCaches):
         """The pair's baseline (NFC path -> entry) and its generation (0: none yet)."""
         key = pair.key
 
-        def gen(db: sqlite3.Connection) -> int:
+        def gen(db: RawDB) -> int:
             row = db.execute(
                 "SELECT generation FROM sync_pair WHERE pair_key = ?", (key,)
             ).fetchone()
@@ -329,8 +352,8 @@ class SyncData(DigestCaches):
         if cached is not None and cached[0] == generation:
             return cached[1], generation
 
-        def rd(db: sqlite3.Connection) -> tuple[int, list[Any]]:
-            db.execute("BEGIN")
+        def rd(db: RawDB) -> tuple[int, list[Any]]:
+            db.begin(write=False)  # one snapshot for the generation and its rows
             try:
                 g = gen(db)
                 rows = db.execute(
@@ -339,7 +362,7 @@ class SyncData(DigestCaches):
                     (key,),
                 ).fetchall()
             finally:
-                db.execute("COMMIT")
+                db.commit()
             return g, rows
 
         generation, rows = self._read("reading a sync baseline", rd)
@@ -357,19 +380,22 @@ class SyncData(DigestCaches):
         now_text = dt_text(utcnow() if now is None else now)
         key = pair.key
 
-        def tx(db: sqlite3.Connection) -> int:
+        def tx(db: RawDB) -> int:
             db.execute(
                 "INSERT INTO sync_pair (pair_key, root_path, local_path, drive_spec, "
                 "remote_path, generation, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?) "
-                "ON CONFLICT (pair_key) DO UPDATE SET generation = generation + 1, "
+                "ON CONFLICT (pair_key) DO UPDATE SET generation = sync_pair.generation + 1, "
                 "updated_at = excluded.updated_at",
                 (key, pair.root_path, pair.local_path, pair.drive_spec, pair.remote_path,
                  now_text),
             )  # fmt: skip
             db.executemany(
-                "INSERT OR REPLACE INTO sync_baseline (pair_key, path, sha256, "
+                "INSERT INTO sync_baseline (pair_key, path, sha256, "
                 "remote_digest_type, remote_digest, size, mtime, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pair_key, path) DO UPDATE SET "
+                "sha256 = excluded.sha256, remote_digest_type = excluded.remote_digest_type, "
+                "remote_digest = excluded.remote_digest, size = excluded.size, "
+                "mtime = excluded.mtime, updated_at = excluded.updated_at",
                 [(key, *_baseline_row(b), now_text) for b in entries],
             )
             row = db.execute(
@@ -393,16 +419,16 @@ class SyncData(DigestCaches):
         now = utcnow() if now is None else now
         body = pack(entries)
 
-        def tx(db: sqlite3.Connection) -> int:
+        def tx(db: RawDB) -> int:
             self._prune(db, now)
             cur = db.execute(
                 "INSERT INTO drive_snapshot (drive_spec, path, entry_count, body, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?) RETURNING id",
                 (drive_spec, path, len(entries), body, dt_text(now)),
             )
-            assert cur.lastrowid is not None
-            self._enforce_caps(db, "drive_snapshot", cur.lastrowid)
-            return cur.lastrowid
+            new_id = int(cur.fetchone()[0])
+            self._enforce_caps(db, "drive_snapshot", new_id)
+            return new_id
 
         sid = self._write("storing a drive snapshot", tx)
         return Snapshot(sid, drive_spec, path, parse_dt(dt_text(now)), dict(entries))

@@ -236,8 +236,10 @@ class Snapshot:
     entries: dict[str, list[Any]]
 
 
-def parse_dt(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+def parse_dt(text: str | datetime) -> datetime:
+    """A naive-UTC column as read raw: text on SQLite, a datetime on PostgreSQL."""
+    value = text if isinstance(text, datetime) else datetime.fromisoformat(text)
+    return value.replace(tzinfo=UTC)
 
 
 def pack(value: Any) -> bytes:

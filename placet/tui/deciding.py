@@ -44,6 +44,7 @@ from placet.proposals.approval import origin
 from placet.schema import is_by_reference
 from placet.store import OpResultRecord, ProposalRecord, Store
 from placet.store.decisions import signature_required
+from placet.store.host import runs_elsewhere, waiting_note
 from placet.text import inert
 from placet.tui.facts import Effect, countdown, effect_of
 from placet.tui.messages import (
@@ -298,6 +299,10 @@ class DecidingApp(App[None]):
             accepted = self.store.accept(
                 proposal_id, actor="owner", now=self.clock(), detail=detail
             )
+            if runs_elsewhere(accepted.host_id, self.store.host_id):
+                # Its files are on the host it was made on: that host's placet runs it.
+                self.post_message(TransferFinished(proposal_id, accepted, []))
+                return
             self.post_message(TransferStarted(accepted))
             execute = self._resolve_executor()
             final = execute(
@@ -332,7 +337,15 @@ class DecidingApp(App[None]):
         self.transfer = None
         self.retrying = None
         self.query_one(TransferPanel).finish(msg.record, msg.results, msg.error)
-        if msg.record is not None:
+        if msg.record is not None and msg.record.status == "approved":
+            note = waiting_note("approved", msg.record.host, msg.record.host_id, "")
+            self.notify(
+                f"#{msg.proposal_id} approved; {inert(note or 'waiting for its host')}, "
+                "which runs it",
+                title="Approved",
+                markup=False,
+            )
+        elif msg.record is not None:
             ok = msg.record.status == "succeeded"
             done = sum(1 for r in msg.results if r.outcome in ("done", "already_done"))
             skipped = sum(1 for r in msg.results if r.outcome == "skipped")

@@ -38,6 +38,7 @@ from placet.errors import PlacetError
 from placet.executor import check_before_accept, refusal_before_accept
 from placet.proposals.risk import RiskFlag
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
+from placet.store.host import runs_elsewhere
 from placet.store.lifecycle import ACCEPTABLE
 from placet.text import inert
 from placet.tui.facts import Effect, effect_of, flags_of
@@ -195,11 +196,14 @@ class DetailPane(VerticalScroll):
         settings = getattr(self.app, "settings", None)
         if record.status not in ACCEPTABLE or settings is None:
             return None
-        return refusal_before_accept(settings, record)
+        here = getattr(getattr(self.app, "store", None), "host_id", None)
+        elsewhere = here is not None and runs_elsewhere(record.host_id, here)
+        return refusal_before_accept(settings, record, elsewhere=elsewhere)
 
     def refresh_head(self) -> None:
         head = self.query_one(".detail-head", Static)
         if self.record is None:
             head.update(Text(self.placeholder, style="dim"))
         else:
-            head.update(header_line(self.record, self.clock()))
+            here = getattr(getattr(self.app, "store", None), "host_id", None)
+            head.update(header_line(self.record, self.clock(), here))

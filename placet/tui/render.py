@@ -27,6 +27,7 @@ from rich.text import Text
 from placet.display import already_inert, failure_line, human_bytes, plain
 from placet.proposals.risk import RiskFlag
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
+from placet.store.host import waiting_note
 from placet.text import inert, inert_with_ascii
 from placet.tui.facts import (
     Effect,
@@ -329,9 +330,15 @@ def reason_box(reason: str) -> Panel:
     )
 
 
-def header_line(record: ProposalRecord, now: datetime) -> Text:
+def header_line(record: ProposalRecord, now: datetime, here: str | None = None) -> Text:
+    """Id, kind, status, time to expiry; `here` (this host's id): an approved proposal
+    another host runs says so (`placet.store.host.waiting_note`)."""
     out = Text(f"#{record.id} {record.kind} ", style="bold", end="")
     out.append(record.status, style="bold cyan")
+    note = waiting_note(record.status, record.host, record.host_id, here) if here else None
+    if note:
+        out.append("   ")
+        out.append_text(lit(note))
     if record.status == "pending":
         left = countdown(record.expires_at, now)
         out.append(

@@ -57,6 +57,7 @@ from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
 from placet.store.decisions import changed_since_shown
+from placet.store.host import waiting_note
 from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
@@ -393,6 +394,7 @@ def create_app(
             page=page_no,
             running=runs.running(record.id),
             run_error=runs.errors.get(record.id),
+            waiting=waiting_note(record.status, record.host, record.host_id, store.host_id),
         )
 
     def proposal(request: Request) -> Response:
@@ -545,9 +547,11 @@ def create_app(
         }
         if record.kind == "sync":
             detail["skip_ops"] = list(issued.skip_ops)
-        store.accept(pid, actor="owner", now=clock(), detail=detail)
-        runs.start(pid)
-        return JSONResponse({"ok": True, "status": "approved"})
+        accepted = store.accept(pid, actor="owner", now=clock(), detail=detail)
+        waiting = waiting_note(accepted.status, accepted.host, accepted.host_id, store.host_id)
+        if waiting is None:
+            runs.start(pid)  # else its own host's placet runs it (`placet.store.host`)
+        return JSONResponse({"ok": True, "status": "approved", "waiting": waiting})
 
     async def signin_options(request: Request) -> Response:
         return JSONResponse(await run_in_threadpool(ceremonies.signin_options))

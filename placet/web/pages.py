@@ -186,6 +186,8 @@ class ProposalView:
     running: bool = False
     run_error: PlacetError | None = None
     """Why the execution started from this page stopped before it ran, if it did."""
+    waiting: str | None = None
+    """``waiting for host X`` when another host runs this approved proposal."""
 
 
 def proposal_page(v: ProposalView, notice: str = "") -> Html:
@@ -213,7 +215,9 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
     )
     facts = (
         '<dl class="facts">'
-        f'<dt>status</dt><dd id="proposal-status">{text(r.status)} · {when}</dd>'
+        f'<dt>status</dt><dd id="proposal-status">{text(r.status)} · {when}'
+        + (f' · <span id="waiting">{text(v.waiting)}</span>' if v.waiting else "")
+        + "</dd>"
         f"<dt>drive</dt><dd><code>{text(r.drive_spec)}</code></dd>"
         f"<dt>proposed by</dt><dd>{text(r.client_name or '?')} {text(r.client_version or '')}"
         f" · run {text(r.run_id)} · host {text(r.host)}</dd>"

@@ -10,12 +10,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from placet.cli.doctor import run_checks
 from placet.config import Settings
 from placet.store import open_store
+from tests.support.postgres import PgServer, create_database, drop_database, migrated_database
 from tests.support.rig import placet_cli, write_config
 
 if TYPE_CHECKING:
     from tests.support.drives import ServedRemote
+
+
+SERVER_CHECKS = ("database", "schema", "timezone", "isolation")
 
 
 def _doctor(env: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
@@ -143,3 +148,35 @@ def test_missing_local_drive_folder_fails_and_nothing_is_created(
     code, lines, out = _doctor(env)
     assert code == 0 and lines["drive"] == "ok" and "the default; not created yet" in out, out
     assert not home.exists()
+
+
+def test_postgresql_connection_schema_time_zone_and_isolation(
+    settings: Settings, pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL (issue 16): the server answers with the password from PGPASSWORD,
+    the schema is current, placet's sessions run in UTC, the default isolation is named;
+    a blank database is a schema warning; a wrong password fails with the fix. (libpq
+    reads PGPASSWORD from this process's environment.)"""
+    monkeypatch.setenv("PGPASSWORD", pg_server.password)
+    url = migrated_database(pg_server)
+    env = {
+        "PLACET_HOME": str(settings.data_dir),
+        "PLACET_DB": url,
+        "PGPASSWORD": pg_server.password,
+    }
+    found = {c.name: c for c in run_checks(env) if c.name in SERVER_CHECKS}
+    assert {n: c.status for n, c in found.items()} == dict.fromkeys(SERVER_CHECKS, "ok")
+    assert (
+        "PostgreSQL" in found["database"].text and pg_server.password not in found["database"].text
+    )
+    assert found["timezone"].text.startswith("sessions in UTC")
+    assert found["isolation"].text.startswith("default read committed")
+
+    blank = {**env, "PLACET_DB": create_database(pg_server)}
+    schema = next(c for c in run_checks(blank) if c.name == "schema")
+    assert (schema.status, schema.text.split(",")[0]) == ("warn", "version 0")
+
+    monkeypatch.setenv("PGPASSWORD", "not-the-password")
+    db = next(c for c in run_checks(env) if c.name == "database")
+    assert db.status == "FAIL" and "PGPASSWORD" in db.fix and "not-the-password" not in db.text
+    drop_database(pg_server, url)

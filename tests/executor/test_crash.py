@@ -18,6 +18,8 @@ import pytest
 
 from tests.support.rig import Rig, placet_cli, sha256, start_accept_yes
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 SIZE = 200 * 1024 * 1024
 
 

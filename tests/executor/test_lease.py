@@ -14,6 +14,8 @@ import pytest
 from placet.executor import ProgressEvent, execute
 from tests.support.rig import Rig, temp_names
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 
 @pytest.fixture
 def short_lease_rig(local_rig: Callable[..., Rig]) -> Rig:

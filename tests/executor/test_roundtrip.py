@@ -14,6 +14,8 @@ from placet.config import Settings
 from placet.drive import RcloneDrive
 from tests.support.rig import Rig, make_rig, sha256, temp_names
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 if TYPE_CHECKING:
     from tests.support.drives import ServedRemote
 
@@ -27,7 +29,10 @@ def remote_rig(
     local_rig: Callable[..., Rig],
     sub: str,
 ) -> Rig:
-    """A rig over each kind of remote: a local folder, WebDAV, SFTP."""
+    """A rig over each kind of remote: a local folder, WebDAV, SFTP (on PostgreSQL the local
+    folder only: the remote's kind and the store's backend never meet in the executor)."""
+    if request.param != "local" and os.environ.get("PLACET_DB", "").startswith("postgresql"):
+        pytest.skip("on PostgreSQL the round trip runs on the local folder only")
     if request.param == "local":
         return local_rig()
     served: ServedRemote = request.getfixturevalue(f"{request.param}_server")

@@ -13,6 +13,8 @@ from placet.config import RootPolicy
 from placet.errors import AlreadyExists, PolicyRefused
 from tests.support.rig import Rig, temp_names
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 if TYPE_CHECKING:
     pass
 

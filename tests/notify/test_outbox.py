@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,7 +20,10 @@ from placet.notify import channels as ch
 from placet.notify.sender import MAX_ATTEMPTS, Sender, backoff
 from placet.store import Store, open_store
 from placet.store.outbox import Outbox
+from tests.support.db import raw_db
 from tests.support.notify import Listener, notify_toml
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 T0 = datetime(2031, 3, 4, 12, 0, 0, tzinfo=UTC)
 SECRET = "s3cret-for-tests"
@@ -78,13 +80,9 @@ def _propose(
 
 
 def _events(outbox_store: Store) -> list[tuple[str, int, str]]:
-    con = sqlite3.connect(outbox_store.db_path)
-    try:
-        return con.execute(
-            "SELECT kind, proposal_id, state FROM notify_event ORDER BY id"
-        ).fetchall()
-    finally:
-        con.close()
+    with raw_db(outbox_store.settings) as con:
+        rows = con.execute("SELECT kind, proposal_id, state FROM notify_event ORDER BY id")
+        return [tuple(r) for r in rows.fetchall()]
 
 
 def test_an_event_commits_with_its_audit_event_and_only_then(outbox_store: Store) -> None:

@@ -3,6 +3,11 @@
 Every test starts the installed `placet serve` as a child process and speaks to it with
 the official MCP client (`mcp.Client(StdioServerParameters)`); the drive is a real rclone
 `local` remote, the store a real SQLite file read back from the test process.
+
+Two tests also run on PostgreSQL (`ON_BOTH_BACKENDS`: proposing, reproposing and reading
+back what was stored go through every store path a tool takes); the rest stay on SQLite,
+since the tools' code above the store is the same on both and each server start on
+PostgreSQL costs seconds of the suite (docs/decisions.md, "PostgreSQL in the suite").
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from tests.support.mcp import (
 from tests.support.proposals import ABSENT_REMOTE
 
 pytestmark = pytest.mark.anyio
+ON_BOTH_BACKENDS = pytest.mark.usefixtures("store_backend")
 
 
 # docs/design.md section 5, argument names exactly.
@@ -232,6 +238,7 @@ async def test_propose_tools_leave_drive_and_local_root_byte_for_byte_unchanged(
     assert (snapshot(ws.root), snapshot(ws.drive)) == before
 
 
+@ON_BOTH_BACKENDS
 async def test_stored_proposal_holds_the_evidence_the_tool_reported(ws: Workspace) -> None:
     async with connect(ws, "--label", "ci bot") as client:
         up = ok(await client.call_tool("propose_upload", VALID_CALLS["propose_upload"]))
@@ -311,6 +318,7 @@ async def test_owner_ttl_cap_below_30_is_a_domain_error(ws: Workspace) -> None:
         )
 
 
+@ON_BOTH_BACKENDS
 async def test_reproposing_returns_created_false_until_the_evidence_changes(
     ws: Workspace,
 ) -> None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +16,10 @@ from placet.config import Settings
 from placet.store import LeaseHolder, Store, open_store
 from placet.store.audit import GENESIS_HASH, chain_hash, event_content
 from placet.store.db import UTCDateTime
+from tests.support.db import raw_db, sql, stored_datetime
 from tests.support.proposals import propose_folder
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 PLACET = str(Path(sys.executable).with_name("placet"))
 
@@ -44,10 +46,7 @@ def _populate(settings: Settings) -> int:
 
 
 def _sql(settings: Settings, statement: str, *params: object) -> None:
-    con = sqlite3.connect(settings.db_path)
-    con.execute(statement, params)
-    con.commit()
-    con.close()
+    sql(settings, statement, *params)
 
 
 def _verify_cli(*extra: str) -> subprocess.CompletedProcess[str]:
@@ -91,36 +90,34 @@ def test_a_rewritten_consistent_chain_is_caught_by_the_anchor(settings: Settings
     """Edit event 4 and recompute every hash after it: the chain is self-consistent, but
     the anchor file outside the database still holds the original hashes."""
     n = _populate(settings)
-    con = sqlite3.connect(settings.db_path)
-    rows = con.execute(
-        "SELECT id, proposal_id, request_hash, actor, from_status, to_status, at, detail "
-        "FROM audit_event ORDER BY id"
-    ).fetchall()
-    prev = GENESIS_HASH
-    to_utc = UTCDateTime()
-    for eid, pid, rh, actor, frm, to, at, detail in rows:
-        if eid == 4:
-            actor = "sweeper"  # pretend the sweeper, not the owner, did it
-        at_dt = to_utc.process_result_value(datetime.fromisoformat(at), None)  # type: ignore[arg-type]
-        assert at_dt is not None
-        content = event_content(
-            event_id=eid,
-            proposal_id=pid,
-            request_hash=rh,
-            actor=actor,
-            from_status=frm,
-            to_status=to,
-            at=at_dt,
-            detail_json=detail,
-        )
-        digest = chain_hash(prev, content)
-        con.execute(
-            "UPDATE audit_event SET actor = ?, prev_hash = ?, hash = ? WHERE id = ?",
-            (actor, prev, digest, eid),
-        )
-        prev = digest
-    con.commit()
-    con.close()
+    with raw_db(settings) as con:
+        rows = con.execute(
+            "SELECT id, proposal_id, request_hash, actor, from_status, to_status, at, detail "
+            "FROM audit_event ORDER BY id"
+        ).fetchall()
+        prev = GENESIS_HASH
+        to_utc = UTCDateTime()
+        for eid, pid, rh, actor, frm, to, at, detail in rows:
+            if eid == 4:
+                actor = "sweeper"  # pretend the sweeper, not the owner, did it
+            at_dt = to_utc.process_result_value(stored_datetime(at), None)  # type: ignore[arg-type]
+            assert at_dt is not None
+            content = event_content(
+                event_id=eid,
+                proposal_id=pid,
+                request_hash=rh,
+                actor=actor,
+                from_status=frm,
+                to_status=to,
+                at=at_dt,
+                detail_json=detail,
+            )
+            digest = chain_hash(prev, content)
+            con.execute(
+                "UPDATE audit_event SET actor = ?, prev_hash = ?, hash = ? WHERE id = ?",
+                (actor, prev, digest, eid),
+            )
+            prev = digest
     with open_store(settings) as store:
         v = store.verify_audit()
     assert not v.ok and v.first_bad_event_id == 4, v.message
@@ -154,14 +151,15 @@ def test_events_that_do_not_follow_on_are_detected(
     from placet.store.audit import append_anchor, append_event
 
     n = _populate(settings)
-    con = sqlite3.connect(settings.db_path)
-    con.execute("BEGIN IMMEDIATE")
-    head = append_event(con, proposal_id=pid, request_hash="0" * 64, actor="executor",
+    with raw_db(settings, autocommit=False) as con:
+        if con.postgres:  # a forger with the server's rights skips the foreign key checks
+            con.execute("SET session_replication_role = replica")
+        con.begin(write=True)
+        head = append_event(con, proposal_id=pid, request_hash="0" * 64, actor="executor",
                         from_status=frm, to_status=to, at=datetime(2030, 1, 1, tzinfo=UTC),
-                        detail={})  # fmt: skip
-    con.execute("UPDATE proposal SET status = ? WHERE id = ?", (to, pid))
-    con.commit()
-    con.close()
+                            detail={})  # fmt: skip
+        con.execute("UPDATE proposal SET status = ? WHERE id = ?", (to, pid))
+        con.commit()
     append_anchor(settings.audit_anchor_path, [head])
     r = _verify_cli("--json")
     assert r.returncode == 6, r.stdout

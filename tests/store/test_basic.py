@@ -13,6 +13,8 @@ from placet.store import Store, open_store
 from placet.store.db import utcnow
 from tests.support.proposals import propose_folder
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 
 def _create(store: Store, n: int = 0, run_id: str = "run-a", ttl: int = 600, **kw: object):
     return propose_folder(
@@ -92,12 +94,15 @@ def test_pending_caps(settings: Settings) -> None:
         assert e.value.details["cap"] == "pending_total"
 
 
-def test_file_modes(settings: Settings) -> None:
+def test_file_modes(settings: Settings, store_backend: str) -> None:
     with open_store(settings) as store:
         _create(store, 1)
         assert stat.S_IMODE(settings.data_dir.stat().st_mode) == 0o700
-        assert stat.S_IMODE(settings.db_path.stat().st_mode) == 0o600
         assert stat.S_IMODE(settings.audit_anchor_path.stat().st_mode) == 0o600
+        if store_backend == "postgresql":
+            assert not settings.db_path.exists()  # no SQLite file beside the server
+            return
+        assert stat.S_IMODE(settings.db_path.stat().st_mode) == 0o600
         for side in ("-wal", "-shm"):
             p = settings.db_path.with_name(settings.db_path.name + side)
             assert stat.S_IMODE(p.stat().st_mode) == 0o600

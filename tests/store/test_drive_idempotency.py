@@ -5,17 +5,21 @@ audit chain intact."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from placet.config import Settings, ensure_data_dir
 from placet.errors import SchemaTooNew
+from placet.schema import canonical_json, request_hash
 from placet.store import ProposalRecord, Store, open_store
-from placet.store.db import make_engine, prepare_db_file, utcnow
+from placet.store.audit import append_anchor, append_event
+from placet.store.db import driver_integrity_errors, dt_text, utcnow
+from placet.store.lifecycle import agent_actor
 from placet.store.migrations import MIGRATIONS, migrate, schema_version
+from tests.support.db import make_test_engine, raw_db
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 DRIVE_A = "local:/tmp/nc-drive"
 DRIVE_B = "local:/tmp/nope"
@@ -40,16 +44,53 @@ def _propose(
     )
 
 
-def _index(db: Path) -> tuple[list[str], str]:
-    con = sqlite3.connect(db)
-    try:
+def _propose_on_the_previous_schema(settings: Settings) -> int:
+    """`_propose(store, DRIVE_A)` as the placet of that schema wrote it (its columns
+    only, with the creation's audit event); returns the proposal id."""
+    now = utcnow()
+    expires = now + timedelta(seconds=600)
+    rh = request_hash("upload", REQUEST, EVIDENCE)
+    with raw_db(settings, autocommit=False) as db:
+        db.begin(write=True)
+        (pid,) = db.execute(
+            "INSERT INTO proposal (kind, status, request, evidence, request_hash, reason, "
+            "drive_spec, run_id, host, created_at, expires_at, attempt) "
+            "VALUES ('upload', 'pending', ?, ?, ?, ?, ?, 'run-a', 'old-host', ?, ?, 0) "
+            "RETURNING id",
+            (canonical_json(REQUEST), canonical_json(EVIDENCE), rh, "upload the report",
+             DRIVE_A, dt_text(now), dt_text(expires)),
+        ).fetchone()  # fmt: skip
+        detail = {"kind": "upload", "expires_at": expires.isoformat(), "client_name": None,
+                  "client_version": None}  # fmt: skip
+        head = append_event(
+            db,
+            proposal_id=pid,
+            request_hash=rh,
+            actor=agent_actor("run-a"),
+            from_status=None,
+            to_status="pending",
+            at=now,
+            detail=detail,
+        )
+        db.commit()
+    append_anchor(settings.audit_anchor_path, [head])
+    return int(pid)
+
+
+def _index(settings: Settings) -> tuple[list[str], str]:
+    """The columns and the definition of the pending-request unique index."""
+    with raw_db(settings) as con:
+        if con.postgres:
+            (sql,) = con.execute(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ux_proposal_pending_request'"
+            ).fetchone()
+            cols = [c.strip() for c in sql.split("(", 1)[1].split(")", 1)[0].split(",")]
+            return cols, sql.replace("(status = 'pending'::text)", "status = 'pending'")
         cols = [r[2] for r in con.execute("PRAGMA index_info(ux_proposal_pending_request)")]
         sql = con.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'ux_proposal_pending_request'"
         ).fetchone()[0]
         return cols, sql
-    finally:
-        con.close()
 
 
 def test_same_request_on_two_drives_is_two_proposals(store: Store) -> None:
@@ -70,20 +111,16 @@ def test_same_request_on_two_drives_is_two_proposals(store: Store) -> None:
 
 def test_the_index_is_the_backstop_per_drive(store: Store) -> None:
     a, _ = _propose(store, DRIVE_A)
-    con = sqlite3.connect(store.db_path)
-    try:
+    with raw_db(store.settings) as con:
         cols = ", ".join(
             c for c in ("kind", "status", "request", "evidence", "request_hash", "reason",
                         "drive_spec", "run_id", "host", "created_at", "expires_at", "attempt")
         )  # fmt: skip
         copy = f"INSERT INTO proposal ({cols}) SELECT {cols.replace('drive_spec', '?')} "
         copy += "FROM proposal WHERE id = ?"
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(driver_integrity_errors()):
             con.execute(copy, (DRIVE_A, a.id))
         con.execute(copy, (DRIVE_B, a.id))  # another drive: allowed
-        con.commit()
-    finally:
-        con.close()
 
 
 def test_an_expired_duplicate_on_another_drive_is_left_alone(store: Store) -> None:
@@ -94,26 +131,27 @@ def test_an_expired_duplicate_on_another_drive_is_left_alone(store: Store) -> No
     assert store.get(a.id).status == "pending"  # only the sweeper (or drive A) expires it
 
 
+@pytest.mark.blank_database
 def test_previous_schema_is_migrated_in_place(settings: Settings) -> None:
     ensure_data_dir(settings)
-    prepare_db_file(settings.db_path)
-    engine = make_engine(settings.db_path)
+    engine = make_test_engine(settings)
     assert migrate(engine, db_label="old", migrations=MIGRATIONS[:PREVIOUS]) == PREVIOUS
-    old = Store(engine, settings)
-    try:
-        p, created = _propose(old, DRIVE_A)
-        assert created
-        assert _index(settings.db_path)[0] == ["kind", "request_hash"]
-        assert old.verify_audit().ok
-    finally:
-        old.close()
+    engine.dispose()
+    pid = _propose_on_the_previous_schema(settings)
+    assert _index(settings)[0] == ["kind", "request_hash"]
 
     with open_store(settings) as store:
         assert schema_version(store.engine) == len(MIGRATIONS)
-        cols, sql = _index(settings.db_path)
+        cols, sql = _index(settings)
         assert cols == ["kind", "request_hash", "drive_spec"]
         assert "WHERE status = 'pending'" in sql
-        assert store.get(p.id) == p  # the pending proposal is intact
+        p = store.get(pid)  # the pending proposal is intact
+        assert (p.status, p.drive_spec, p.request, p.host_id) == (
+            "pending",
+            DRIVE_A,
+            REQUEST,
+            None,  # made before host ids were recorded
+        )
         v = store.verify_audit()
         assert v.ok and v.count == 1, v.message
         assert _propose(store, DRIVE_A, run_id="run-b") == (p, False)
@@ -122,7 +160,7 @@ def test_previous_schema_is_migrated_in_place(settings: Settings) -> None:
         assert store.verify_audit().ok
 
     # The previous placet now sees a newer database and refuses it.
-    engine = make_engine(settings.db_path)
+    engine = make_test_engine(settings)
     try:
         with pytest.raises(SchemaTooNew) as e:
             migrate(engine, db_label="old", migrations=MIGRATIONS[:PREVIOUS])

@@ -3,7 +3,6 @@ real processes."""
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -17,7 +16,10 @@ from placet.config import Settings
 from placet.errors import Expired, LimitExceeded, PolicyRefused, StoreError, WrongState
 from placet.store import LeaseHolder, ProposalRecord, Store, open_store
 from placet.store.base import SWEEP_BATCH
+from tests.support.db import raw_db
 from tests.support.proposals import propose_folder
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 ME = LeaseHolder.current()
@@ -195,19 +197,18 @@ def test_data_version_moves_when_another_process_commits(settings: Settings, sto
 def test_a_lock_held_too_long_is_a_retryable_store_error(settings: Settings) -> None:
     with open_store(settings) as s:
         p = _make(s)
-    blocker = sqlite3.connect(settings.db_path, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")
-    try:
-        with open_store(settings, busy_timeout_ms=20) as store:
-            with pytest.raises(StoreError) as e:
-                store.discard(p.id)
-            assert e.value.error_code == "store_busy" and e.value.retryable
-            assert "database is locked" not in e.value.message
-            # Reads are not blocked by a writer in WAL mode.
-            assert store.get(p.id).status == "pending"
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
+    with raw_db(settings, autocommit=False) as blocker:
+        blocker.begin(write=True)  # the write lock, held past the busy timeout
+        try:
+            with open_store(settings, busy_timeout_ms=20) as store:
+                with pytest.raises(StoreError) as e:
+                    store.discard(p.id)
+                assert e.value.error_code == "store_busy" and e.value.retryable
+                assert "database is locked" not in e.value.message
+                # Reads are not blocked by a writer (WAL; PostgreSQL's MVCC).
+                assert store.get(p.id).status == "pending"
+        finally:
+            blocker.rollback()
 
 
 def test_threads_share_one_store(store: Store) -> None:

@@ -12,19 +12,29 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import sqlite3
 import tempfile
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from placet.config import load_settings
 from placet.errors import Expired, LimitExceeded, PolicyRefused, WrongState
 from placet.store import LeaseHolder, ProposalRecord, open_store
+from tests.support.postgres import PgServer, drop_database, migrated_database
 from tests.support.proposals import propose_folder
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 # docs/design.md section 4, transcribed by hand. (None, pending) is creation; (pending, pending)
 # is the owner extending the TTL (audited, no status change).
@@ -58,10 +68,17 @@ def _any(m: Lifecycle) -> bool:
 
 
 class Lifecycle(RuleBasedStateMachine):
+    server: PgServer | None = None
+    """When set, each example runs on a fresh database of this PostgreSQL server."""
+
     def __init__(self) -> None:
         super().__init__()
         self.home = tempfile.mkdtemp(prefix="placet-lifecycle-")
-        s = load_settings({"PLACET_HOME": self.home})
+        env = {"PLACET_HOME": self.home}
+        self.url: str | None = None
+        if self.server is not None:
+            env["PLACET_DB"] = self.url = migrated_database(self.server)
+        s = load_settings(env)
         s = s.model_copy(update={"pending_per_session": 3, "pending_total": 5})
         self.store = open_store(s)
         self.now = T0
@@ -72,6 +89,8 @@ class Lifecycle(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.store.close()
         shutil.rmtree(self.home, ignore_errors=True)
+        if self.server is not None and self.url is not None:
+            drop_database(self.server, self.url)
 
     def _get(self, pid: int) -> ProposalRecord:
         return self.store.get(pid)
@@ -236,26 +255,40 @@ class Lifecycle(RuleBasedStateMachine):
 
     @invariant()
     def pending_tally_matches_the_rows(self) -> None:
-        con = sqlite3.connect(self.store.db_path)
-        try:
-            tally = {k: n for k, n in con.execute("SELECT scope, n FROM pending_tally") if n}
+        # Through the store's own pool: a new connection per step costs PostgreSQL's
+        # password exchange each time.
+        with self.store.engine.connect() as con:
+            rows = con.exec_driver_sql("SELECT scope, n FROM pending_tally").all()
+            tally = {k: n for k, n in rows if n}
             real = dict(
-                con.execute(
+                con.exec_driver_sql(
                     "SELECT 'run:' || run_id, count(*) FROM proposal "
                     "WHERE status = 'pending' GROUP BY run_id"
-                ).fetchall()
+                ).all()
             )
-        finally:
-            con.close()
         if real:
             real["total"] = sum(real.values())
         assert tally == real
 
 
-Lifecycle.TestCase.settings = settings(
+_HYPOTHESIS = settings(
     max_examples=60,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-TestLifecycle = Lifecycle.TestCase
+PG_EXAMPLES = 15
+"""Examples on PostgreSQL: the store's code is the same on both backends (what differs is
+the SQL each driver runs, which every rule reaches within a few examples), and each step
+there costs round trips to a server, so 60 would add over a minute to the suite."""
+
+
+def test_lifecycle(store_backend: str, request: pytest.FixtureRequest) -> None:
+    """The state machine above, on each backend (PGPASSWORD set by `store_backend`)."""
+    on_pg = store_backend == "postgresql"
+
+    class OnBackend(Lifecycle):
+        server = request.getfixturevalue("pg_server") if on_pg else None
+
+    examples = PG_EXAMPLES if on_pg else _HYPOTHESIS.max_examples
+    run_state_machine_as_test(OnBackend, settings=settings(_HYPOTHESIS, max_examples=examples))

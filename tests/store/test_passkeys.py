@@ -5,7 +5,6 @@ stored. Times are injected."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,6 +12,9 @@ import pytest
 from placet.errors import NotFound, PolicyRefused
 from placet.store import Store
 from placet.store.passkeys import PAIRING_MINUTES, SESSION_HOURS, token_hash
+from tests.support.db import dump
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
@@ -86,8 +88,6 @@ def test_a_sign_count_is_used_once(store: Store) -> None:
 def test_only_hashes_of_tokens_are_stored(store: Store) -> None:
     token = store.create_pairing(now=T0)
     session = store.open_session(_register(store, token), now=T0)
-    con = sqlite3.connect(store.db_path)
-    dump = "\n".join(con.iterdump())
-    con.close()
-    assert token not in dump and session not in dump
-    assert token_hash(token) in dump and token_hash(session) in dump
+    text = dump(store.settings)
+    assert token not in text and session not in text
+    assert token_hash(token) in text and token_hash(session) in text

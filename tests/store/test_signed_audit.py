@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from typing import Any
 
 import cbor2
+import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from webauthn.helpers import bytes_to_base64url
@@ -20,8 +20,11 @@ from webauthn.helpers import bytes_to_base64url
 from placet.config import Settings
 from placet.store import Store, open_store
 from placet.store.signatures import accept_challenge
+from tests.support.db import sql
 from tests.support.pins import register_pinned
 from tests.support.review import T0, add_upload, quiet
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 ORIGIN, RP_ID = "http://localhost:8765", "localhost"
 
@@ -78,16 +81,12 @@ def test_audit_verify_re_verifies_signatures_against_the_stored_key(quiet_store:
         e for e in quiet_store.audit_events(proposal_id=rec.id) if e.to_status == "approved"
     ]
 
-    con = sqlite3.connect(quiet_store.db_path)
-    con.execute("UPDATE web_passkey SET public_key = ?", (SoftKey().cose(),))
-    con.commit()
+    sql(quiet_store.settings, "UPDATE web_passkey SET public_key = ?", SoftKey().cose())
     v = quiet_store.verify_audit()  # the swapped key is not the one the owner pinned
     assert not v.ok and v.first_bad_event_id == approval[0].id
     assert "other than the one the owner pinned" in v.message, v.message
 
-    con.execute("DELETE FROM web_passkey")
-    con.commit()
-    con.close()
+    sql(quiet_store.settings, "DELETE FROM web_passkey")
     v = quiet_store.verify_audit()
     assert not v.ok and "a passkey this database does not hold" in v.message
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 
 import pytest
 
@@ -25,7 +24,10 @@ from placet.schema import (
 )
 from placet.store import ProposalRecord
 from placet.store.db import dt_text, utcnow
+from tests.support.db import sql
 from tests.support.rig import Rig, mkdir_ops, placet_cli, write_config
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 
 def _mkdirs(n: int) -> list[Op]:
@@ -39,12 +41,7 @@ def _sync(rig: Rig, ops: list[Op]) -> ProposalRecord:
 
 
 def _sql(rig: Rig, statement: str, *args: object) -> None:
-    con = sqlite3.connect(rig.settings.db_path)
-    try:
-        con.execute(statement, args)
-        con.commit()
-    finally:
-        con.close()
+    sql(rig.settings, statement, *args)
 
 
 def test_ops_are_rows_and_the_request_carries_counts_bytes_and_digest(rig: Rig) -> None:
@@ -104,17 +101,14 @@ def test_an_edited_op_row_makes_the_executor_and_accept_refuse(rig: Rig) -> None
 @pytest.mark.parametrize(
     "tamper",
     [
-        "DELETE FROM proposal_op WHERE proposal_id = :pid AND op_index = 4",
-        "UPDATE proposal_op SET op_index = op_index + 10 WHERE proposal_id = :pid AND op_index = 4",
+        "DELETE FROM proposal_op WHERE proposal_id = ? AND op_index = 4",
+        "UPDATE proposal_op SET op_index = op_index + 10 WHERE proposal_id = ? AND op_index = 4",
     ],
     ids=["row_deleted", "row_renumbered"],
 )
 def test_a_missing_or_renumbered_op_row_is_refused(rig: Rig, tamper: str) -> None:
     rec = _sync(rig, _mkdirs(5))
-    con = sqlite3.connect(rig.settings.db_path)
-    con.execute(tamper, {"pid": rec.id})
-    con.commit()
-    con.close()
+    sql(rig.settings, tamper, rec.id)
     with pytest.raises(PolicyRefused):
         load_plan(rig.store, rec)
 

@@ -44,7 +44,14 @@ class Workspace:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"PLACET_HOME": str(self.home), "PLACET_DRIVE": str(self.drive), **self.extra_env}
+        # The store backend `store_backend` chose (PostgreSQL: its URL and password).
+        backend = {k: os.environ[k] for k in ("PLACET_DB", "PGPASSWORD") if os.environ.get(k)}
+        return {
+            "PLACET_HOME": str(self.home),
+            "PLACET_DRIVE": str(self.drive),
+            **backend,
+            **self.extra_env,
+        }
 
     def params(self, *args: str, roots: list[str] | None = None) -> StdioServerParameters:
         root_args: list[str] = []

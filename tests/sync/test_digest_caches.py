@@ -7,10 +7,15 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+import pytest
+
 from placet.config import Settings
 from placet.store import open_store
 from placet.sync.cache import NO_DIGESTS, CachedDigest, OwnedRows
 from placet.sync.stored import SyncData
+from tests.support.db import raw_db, sql
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 N = 1500  # more than the 1,000 rows past which a write used to drop the copy
 
@@ -28,8 +33,7 @@ def _entries() -> list[CachedDigest]:
 
 def _wipe(settings: Settings, table: str) -> None:
     """Delete a table's rows behind `SyncData`'s back (another connection)."""
-    with sqlite3.connect(settings.db_path) as db:
-        db.execute(f"DELETE FROM {table}")
+    sql(settings, f"DELETE FROM {table}")
 
 
 def test_bulk_local_write_keeps_the_loaded_copy_and_reads_back_equal(settings: Settings) -> None:
@@ -102,7 +106,7 @@ def test_a_retried_bulk_write_writes_every_row(settings: Settings) -> None:
     calls = []
 
     def flaky(what: str, fn: Any) -> Any:
-        def once(db: sqlite3.Connection, heads: Any) -> Any:
+        def once(db: Any, heads: Any) -> Any:
             calls.append(what)
             if len(calls) == 1:
                 fn(db, heads)  # consumes the rows, then the attempt fails
@@ -116,7 +120,7 @@ def test_a_retried_bulk_write_writes_every_row(settings: Settings) -> None:
     data.put_many("root", entries)
     store._write_raw = real  # type: ignore[method-assign]
     assert len(calls) == 2
-    with sqlite3.connect(settings.db_path) as db:
+    with raw_db(settings) as db:
         (count,) = db.execute("SELECT count(*) FROM sync_digest_cache").fetchone()
     assert count == len(entries)
     store.close()

@@ -12,6 +12,7 @@ from placet.tui.facts import EffectOp, effect_of
 from placet.tui.render import (
     audit_view,
     flags_block,
+    header_line,
     op_block,
     queue_cells,
     results_block,
@@ -166,3 +167,16 @@ def test_evidence_read_by_placet_says_so() -> None:
     op = EffectOp(index=0, kind="download", remote_path="r.txt", size=3, remote_before=before)
     text = plain(op_block(op, "webdav:"), width=400)
     assert f"sha256 {'ab' * 32} (of the bytes placet read; no remote digest)" in text
+
+
+def test_the_detail_head_names_the_host_an_approved_proposal_waits_for(
+    quiet_store: Store,
+) -> None:
+    """Issue 16: approved, made on another host (another host id) -> the head says
+    which host runs it; on its own host, or still pending, nothing is added."""
+    rec = quiet_store.accept(add_mkdir(quiet_store).id, now=T0)
+    assert rec.host_id is not None
+    mine = plain(header_line(rec, T0, quiet_store.host_id))
+    assert "waiting" not in mine
+    elsewhere = plain(header_line(rec, T0, "00000000-0000-4000-8000-000000000000"))
+    assert elsewhere.rstrip().endswith(f"waiting for host {rec.host} ({rec.host_id[:8]})")

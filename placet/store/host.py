@@ -1,0 +1,80 @@
+"""This host's stable id, recorded with each proposal (issue 16: one queue for several
+machines; only the host a proposal was made on may run it, since its files live there).
+
+A host is a placet data directory on a machine: a random UUID made on first use and kept
+in `<data_dir>/host-id` (0600). Not the hostname, which owners rename and containers
+repeat; not `/etc/machine-id` alone, which two data directories on one machine (two
+"hosts" sharing one database) would share and a cloned VM image copies. Stable across
+restarts, renames and upgrades; a new data directory is a new host.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from placet.errors import ConfigError
+
+HOST_ID_FILE = "host-id"
+
+
+def host_id(data_dir: Path) -> str:
+    """The id kept in `data_dir` (created there on first use; concurrent first calls
+    agree: the file is created exclusively and the loser reads the winner's).
+
+    Raises:
+        ConfigError: the file exists but holds no UUID (someone edited it), or cannot be
+            read or written.
+    """
+    path = data_dir / HOST_ID_FILE
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise ConfigError(
+            f"cannot create {path}: {e}; check the data directory's permissions",
+            details={"path": str(path)},
+        ) from e
+    else:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(str(uuid.uuid4()) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    for _ in range(100):  # the creator may not have written it yet
+        try:
+            text = path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read {path}: {e}", details={"path": str(path)}) from e
+        if text:
+            break
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        raise ConfigError(
+            f"{path} does not hold a host id (a UUID); remove it and placet makes a new one "
+            "(proposals made under the old id then wait for a host that no longer exists)",
+            details={"path": str(path)},
+        ) from None
+
+
+def runs_elsewhere(proposal_host_id: str | None, here: str) -> bool:
+    """True when a proposal made on host `proposal_host_id` must not run on host `here`:
+    its files live on the host it was made on (issue 16). A proposal made before placet
+    recorded host ids (None) runs wherever it is accepted, as it always did."""
+    return proposal_host_id is not None and proposal_host_id != here
+
+
+def host_label(hostname: str, proposal_host_id: str | None) -> str:
+    """How views name a host: its hostname and the first 8 characters of its id
+    (hostnames repeat across containers; the id does not), e.g. ``laptop (3f2a9c1e)``."""
+    return f"{hostname} ({proposal_host_id[:8]})" if proposal_host_id else hostname
+
+
+def waiting_note(status: str, hostname: str, proposal_host_id: str | None, here: str) -> str | None:
+    """The line every view shows for an approved proposal another host must run
+    (``waiting for host laptop (3f2a9c1e)``), else None."""
+    if status != "approved" or not runs_elsewhere(proposal_host_id, here):
+        return None
+    return f"waiting for host {host_label(hostname, proposal_host_id)}"
