@@ -14,6 +14,11 @@ process. Every `TICK_S` it
    failed attempt is retried after `backoff(attempt)` (1 s doubling to 60 s, jittered),
    and recorded as failed for good after `MAX_ATTEMPTS` or a non-retryable error.
 
+Between rounds it sleeps `TICK_S` on SQLite. On PostgreSQL it sleeps in
+`Store.change_waiter()` (LISTEN/NOTIFY: a transition that makes an event wakes it at
+commit, on any host) for as long as nothing else is due: `TICK_S` while a burst is held
+back, until the earliest retry it scheduled, else `EXPIRY_SCAN_S` (`next_wait`).
+
 Several processes may run a sender on one database: the outbox's compare-and-set writes
 make each event grouped once and each delivery claimed by one sender at a time. A
 sender's failure is logged and retried on the next tick; it never reaches proposing.
@@ -97,12 +102,17 @@ class Sender:
         self._thread: threading.Thread | None = None
         self._next_expiry_scan: datetime | None = None
         self._next_prune: datetime | None = None
+        self._held = False  # the last round held a burst back (quiet or window not reached)
+        self._retry_at: datetime | None = None  # the earliest retry this sender scheduled
 
     # ---- one round --------------------------------------------------------------------
 
     def tick(self) -> int:
         """One round: expiry scan (when due), grouping, sending. Returns deliveries sent."""
         now = self.clock()
+        self._held = False
+        if self._retry_at is not None and now >= self._retry_at:
+            self._retry_at = None  # due now: claimed below, or scheduled again if it fails
         if self._next_expiry_scan is None or now >= self._next_expiry_scan:
             self._next_expiry_scan = now + timedelta(seconds=EXPIRY_SCAN_S)
             if self.configured:
@@ -137,6 +147,7 @@ class Sender:
         for (kind, run_id), group in groups.items():
             first, last = group[0].created_at, max(e.created_at for e in group)
             if now - last < quiet and now - first < window:
+                self._held = True
                 continue
             content = self._render(kind, group, now)
             if content is None:
@@ -192,6 +203,8 @@ class Sender:
             final = not e.retryable or claim.attempt >= MAX_ATTEMPTS
             now = self.clock()
             retry_at = None if final else now + timedelta(seconds=backoff(claim.attempt))
+            if retry_at is not None and (self._retry_at is None or retry_at < self._retry_at):
+                self._retry_at = retry_at
             self.outbox.attempt_failed(
                 claim, holder=self.holder, error=e.message, retry_at=retry_at, now=now
             )
@@ -207,17 +220,53 @@ class Sender:
         self.outbox.sent(claim, holder=self.holder, now=self.clock())
         return 1
 
+    def next_wait(self) -> float:
+        """Seconds a sender woken by changes (PostgreSQL) may sleep after the last round
+        when no change comes: `TICK_S` while a burst is held back, until its earliest
+        scheduled retry, else `EXPIRY_SCAN_S` (the expiry scan, and claims of a dead
+        sender lapsing, happen without a transition)."""
+        if not self.configured:
+            return IDLE_TICK_S
+        if self._held:
+            return TICK_S
+        wait = EXPIRY_SCAN_S
+        if self._retry_at is not None:
+            wait = min(wait, (self._retry_at - self.clock()).total_seconds())
+        return max(TICK_S, wait)
+
     # ---- the thread -------------------------------------------------------------------
 
+    def _round(self) -> None:
+        try:
+            self.tick()
+        except PlacetError as e:
+            log.warning("notify sender: %s: %s (will retry)", e.error_code, e.message)
+        except Exception:
+            log.exception("notify sender failed (will retry)")
+
     def _run(self) -> None:
+        if self.store.postgres and self.configured:
+            self._run_woken()
         while not self._stop.is_set():
-            try:
-                self.tick()
-            except PlacetError as e:
-                log.warning("notify sender: %s: %s (will retry)", e.error_code, e.message)
-            except Exception:
-                log.exception("notify sender failed (will retry)")
+            self._round()
             self._stop.wait(TICK_S if self.configured else IDLE_TICK_S)
+
+    def _run_woken(self) -> None:
+        """PostgreSQL: rounds between waits in the change waiter (module docstring).
+        Returns when stopped, or when no waiter can be made (then the caller ticks)."""
+        try:
+            waiter = self.store.change_waiter()
+        except PlacetError as e:
+            log.warning("notify sender polls: no change waiter: %s", e.message)
+            return
+        with waiter:
+            while not self._stop.is_set():
+                self._round()
+                try:
+                    waiter.wait(self.next_wait(), self._stop)
+                except Exception:  # the LISTEN connection dropped: poll from now on
+                    log.exception("notify sender: the change waiter failed; polling")
+                    return
 
     def start(self) -> Sender:
         self._thread = threading.Thread(target=self._run, name="placet-notify", daemon=True)

@@ -27,7 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import ColumnElement, cast, func, or_, select, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine, Row, RowMapping
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -613,6 +614,14 @@ class StoreBase:
                 {"stored": bound, "now": now},
             )
 
+    def _detail_has(self, key: str) -> ColumnElement[bool]:
+        """An op result's `detail` holds `key` with a non-null value: SQLite's
+        `json_extract`, PostgreSQL's `->>` on the text cast to jsonb (it has no
+        `json_extract`). `key` is a plain name (checked by the caller)."""
+        if self.postgres:
+            return cast(OP_RESULT.c.detail, JSONB).op("->>")(key).isnot(None)
+        return func.json_extract(OP_RESULT.c.detail, f"$.{key}").isnot(None)
+
     def op_results(
         self,
         pid: int,
@@ -640,7 +649,7 @@ class StoreBase:
             if stop is not None:
                 q = q.where(OP_RESULT.c.op_index < stop)
             if having is not None:
-                q = q.where(func.json_extract(OP_RESULT.c.detail, f"$.{having}").isnot(None))
+                q = q.where(self._detail_has(having))
             if outcomes is not None:
                 q = q.where(OP_RESULT.c.outcome.in_(sorted(outcomes)))
             return list(conn.execute(q.order_by(OP_RESULT.c.op_index)).all())

@@ -304,10 +304,10 @@ class SyncData(DigestCaches):
             if row is None:
                 return None
             used = db.execute(
-                "SELECT id, status FROM proposal WHERE kind = 'sync' AND status IN "
-                "('succeeded', 'approved', 'executing') AND "
-                "json_extract(request, '$.plan_id') = ? ORDER BY id DESC LIMIT 1",
-                (plan_id,),
+                "SELECT id, status FROM proposal WHERE kind = 'sync' AND status IN "  # noqa: S608
+                f"('succeeded', 'approved', 'executing') AND {_PLAN_ID[db.postgres]} = ? "
+                "ORDER BY id DESC LIMIT 1",
+                (str(plan_id) if db.postgres else plan_id,),
             ).fetchone()
             return PlanStanding(row[0], parse_dt(row[1]), row[2], *(used or (None, None)))
 

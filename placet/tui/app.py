@@ -6,10 +6,13 @@ dataclass messages (`messages.py`). Three quick reads or writes run on the event
 purpose: the first page before the first paint, the `data_version` poll (one PRAGMA on a
 private connection), and the owner's interrupt when quitting mid-transfer. It decides:
 
-- Live queue: a widget-owned timer polls `store.data_version()` every 0.5 s and reloads
-  when another process changed the database, so a new proposal appears within a second
-  without a key press (with a notification), and `store.sweep()` runs every
-  `settings.sweep_seconds` (expiring due proposals, recovering lapsed executions).
+- Live queue: when another process changed the database the queue reloads, so a new
+  proposal appears within a second without a key press (with a notification). On SQLite
+  a widget-owned timer polls `store.data_version()` every 0.5 s; on PostgreSQL a thread
+  (not a Textual worker) sleeps in `Store.change_waiter()` (LISTEN/NOTIFY) and posts
+  `StoreChanged` when a change commits, on any host (docs/decisions.md, "The review UI
+  waits on the change waiter"). `store.sweep()` runs every `settings.sweep_seconds`
+  (expiring due proposals, recovering lapsed executions).
 - Selection follows the proposal id (placet/tui/queue.py); History and Audit are
   imported and mounted when first opened, so the first frame is the queue's.
 - Decisions and the transfer (accept binds to the shown request hash; one transfer at
@@ -44,6 +47,7 @@ from placet.tui.messages import (
     DetailLoaded,
     HistoryLoaded,
     QueueLoaded,
+    StoreChanged,
     SweepDone,
 )
 from placet.tui.queue import PAGE, QueuePane
@@ -52,6 +56,9 @@ if TYPE_CHECKING:  # imported where used: not needed for the first paint
     from placet.tui.history import HistoryPane
 
 POLL_SECONDS = 0.5
+"""SQLite: how often the queue reads the data version."""
+WATCH_SLICE = 0.5
+"""PostgreSQL: longest the change thread sleeps before looking whether the app ended."""
 
 
 class ReviewApp(DecidingApp):
@@ -86,6 +93,8 @@ class ReviewApp(DecidingApp):
         self.transfer: tuple[int, threading.Event] | None = None
         self.retrying: int | None = None
         self._data_version: int | None = None
+        self._watch_stop = threading.Event()
+        self._watcher: threading.Thread | None = None
         self._max_seen_id: int | None = None
         self._loading_more = False
         self._swept_once = False
@@ -123,9 +132,12 @@ class ReviewApp(DecidingApp):
         pane = self.queue_pane
         # Timers live on a widget: they stop when it is removed, never firing into a
         # half-torn-down app.
-        pane.set_interval(POLL_SECONDS, self.poll_changes)
+        if self.store.postgres:
+            self.start_watching()
+        else:
+            pane.set_interval(POLL_SECONDS, self.poll_changes)
+            self._data_version = self._read_version()
         pane.set_interval(self.settings.sweep_seconds, self.run_sweep)
-        self._data_version = self._read_version()
         # The first page is read here, before the first paint, so the first frame is the
         # queue itself (one indexed read of PAGE rows, ~10 ms for 10,000 pending; a WAL
         # reader never waits for a writer). Every later read runs in a thread worker.
@@ -162,6 +174,47 @@ class ReviewApp(DecidingApp):
         if version is not None and version != self._data_version:
             self._data_version = version
             self.reload_all()
+
+    def start_watching(self) -> None:
+        """PostgreSQL: start the thread that waits for changes (`watch_changes`); the
+        app's unmount stops it. Not a Textual worker: it never completes, and waiting
+        for the app's workers to finish must not wait for it."""
+        self._watcher = threading.Thread(
+            target=self.watch_changes, name="placet-review-changes", daemon=True
+        )
+        self._watcher.start()
+
+    def on_unmount(self) -> None:
+        self._watch_stop.set()
+        if self._watcher is not None:
+            self._watcher.join(WATCH_SLICE * 4)  # closes its LISTEN connection
+
+    def watch_changes(self) -> None:
+        """Wait in `Store.change_waiter()` until a change commits anywhere, then post
+        `StoreChanged`, until the app ends (seen within `WATCH_SLICE` seconds). A lost
+        connection is said once (a toast) and the waiter made again every `WATCH_SLICE`
+        seconds until the server answers; then the queue is read again."""
+        stop = self._watch_stop
+        said = False
+        while not stop.is_set():
+            try:
+                with self.store.change_waiter() as waiter:
+                    if said:  # back: what changed meanwhile was missed
+                        self.post_message(StoreChanged())
+                    said = False
+                    while not stop.is_set():
+                        if waiter.wait(WATCH_SLICE, stop):
+                            self.post_message(StoreChanged())
+            except Exception as e:  # StoreError, or psycopg's from a dropped connection
+                if not said:
+                    code = e.error_code if isinstance(e, PlacetError) else "store_error"
+                    why = e.message if isinstance(e, PlacetError) else f"{type(e).__name__}: {e}"
+                    self.post_message(ActionDone(code, inert(why), "error", reload=False))
+                    said = True
+                stop.wait(WATCH_SLICE)
+
+    def on_store_changed(self, msg: StoreChanged) -> None:
+        self.reload_all()
 
     def reload_all(self) -> None:
         self.reload_queue()

@@ -35,6 +35,12 @@ class QueueLoaded(Message):
 
 
 @dataclass
+class StoreChanged(Message):
+    """Another connection, process or host committed a change (PostgreSQL's NOTIFY,
+    through `Store.change_waiter`): read again."""
+
+
+@dataclass
 class HistoryLoaded(Message):
     records: list[ProposalRecord]
 

@@ -17,7 +17,7 @@ import pytest
 
 from placet.config import Settings, load_settings
 from placet.notify import channels as ch
-from placet.notify.sender import MAX_ATTEMPTS, Sender, backoff
+from placet.notify.sender import EXPIRY_SCAN_S, MAX_ATTEMPTS, TICK_S, Sender, backoff
 from placet.store import Store, open_store
 from placet.store.outbox import Outbox
 from tests.support.db import raw_db
@@ -181,6 +181,60 @@ def test_a_channel_down_retries_with_backoff_and_sends_once(
     clock.advance(120)
     assert sender.tick() == 0
     assert {d.state for d in Outbox(outbox_store.engine).log()} == {"sent"}
+
+
+def test_how_long_a_sender_woken_by_changes_may_sleep(
+    outbox_store: Store, listener: Listener
+) -> None:
+    """`next_wait` (what the PostgreSQL sender sleeps in its change waiter when no change
+    comes): the expiry scan's period when idle, a tick while a burst is held back, until
+    its earliest retry after a failed attempt."""
+    clock = Clock()
+    sender = Sender(
+        outbox_store.settings, outbox_store, channels=_channels(outbox_store), clock=clock
+    )
+    sender.tick()
+    assert sender.next_wait() == EXPIRY_SCAN_S
+    _propose(outbox_store, "burst", at=clock())
+    sender.tick()  # quiet not reached: held back
+    assert sender.next_wait() == TICK_S
+    clock.advance(1)
+    listener.down()
+    assert sender.tick() == 0
+    first = backoff(1, rand=lambda: 0.0)
+    assert first - 1e-6 <= sender.next_wait() <= backoff(1, rand=lambda: 1.0) + 1e-6
+    clock.advance(0.5)
+    assert sender.next_wait() <= backoff(1, rand=lambda: 1.0) - 0.5 + 1e-6
+    listener.up()
+    clock.advance(2)
+    assert sender.tick() == 2
+    assert sender.next_wait() == EXPIRY_SCAN_S
+
+
+@pytest.mark.parametrize("store_backend", ["postgresql"], indirect=True)
+@pytest.mark.timeout(60)
+def test_a_running_sender_on_postgresql_is_woken_by_a_proposal(
+    store_backend: str, outbox_store: Store, listener: Listener, placet_home: Path
+) -> None:
+    """The sender's thread sleeps in the change waiter; a proposal committed through
+    another connection (another process's, as far as PostgreSQL knows) is sent."""
+    sender = Sender(outbox_store.settings, outbox_store, channels=_channels(outbox_store))
+    sender.start()
+    try:
+        with open_store(load_settings()) as other:
+            rec, _ = other.create_proposal(
+                kind="mkdir",
+                request={"kind": "mkdir", "remote_parent": "", "name": "woken"},
+                evidence={"remote": {"exists": False}},
+                reason="make a folder",
+                drive_spec="local:/tmp/x",
+                run_id="run-other",
+                ttl_seconds=1800,
+            )
+        assert listener.wait_for(lambda: len(listener.on("/hook")) == 1)
+        assert [p["id"] for p in listener.on("/hook")[0].json()["proposals"]] == [rec.id]
+    finally:
+        sender.stop()
 
 
 def test_a_receiver_that_refuses_fails_for_good_and_it_is_recorded(

@@ -68,6 +68,21 @@ def test_claim_journal_finish_and_reaccept(store: Store) -> None:
         store.accept(p.id)  # succeeded is terminal
 
 
+def test_op_results_having_a_detail_key(store: Store) -> None:
+    """`having=` keeps the results whose detail holds the key with a value (the temps a
+    crashed run left): the same on both backends (PostgreSQL has no `json_extract`)."""
+    p = _make(store)
+    store.accept(p.id, now=T0)
+    store.claim(p.id, holder=ME, now=T0)
+    for i, detail in enumerate([{"temps": [".placet-tmp-a"]}, {}, {"temps": None}, {"x": 1}]):
+        store.record_op_result(p.id, op_index=i, op={"i": i}, outcome="failed", detail=detail,
+                               holder=ME)  # fmt: skip
+    assert [r.op_index for r in store.op_results(p.id, having="temps")] == [0]
+    assert [r.op_index for r in store.op_results(p.id, having="x")] == [3]
+    with pytest.raises(ValueError):
+        store.op_results(p.id, having="temps') OR 1=1 --")
+
+
 def test_finish_with_missing_ops_fails(store: Store) -> None:
     p = _make(store)
     store.accept(p.id, now=T0)
