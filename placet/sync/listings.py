@@ -281,10 +281,13 @@ def read_listings(
     include_hidden: bool = False,
     entry_cap: int = DEFAULT_ENTRY_CAP,
     share: bool = False,
+    between_sides: Callable[[], object] | None = None,
 ) -> Listings:
     """The first half of `plan`: NFC (and case-fold) keys, implied folders, duplicate
     names, the entry cap and the fingerprints. `share`: remote entries take their local
     entry's equal path and digest strings (`placet.sync.sharing`; the same values).
+    `between_sides`: called once the local listing is keyed, before the remote one (the
+    service returns the heap's free pages there: `placet.sync.heap`).
 
     Raises:
         LimitExceeded: a side has more than `entry_cap` files (or folders).
@@ -297,5 +300,7 @@ def read_listings(
     lfp = local_fingerprint(lo_all, include_hidden, entry_cap)
     rfp = remote_fingerprint(re_all, include_hidden, entry_cap)
     loc, ldups = _read(lo_all, include_hidden, ci, True)
+    if between_sides is not None:
+        between_sides()
     rem, rdups = _read(re_all, include_hidden, ci, False, loc, share)
     return Listings(capabilities, lfp, rfp, loc, ldups, rem, rdups)

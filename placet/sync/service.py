@@ -57,6 +57,7 @@ from placet.store.db import utcnow
 from placet.sync.cache import CachedDigest, CachePieces, OwnedRows
 from placet.sync.content import ReadBudget, bind_content
 from placet.sync.entries import BaselineEntry, LocalEntry, OneDigest, RemoteEntry, gc_paused
+from placet.sync.heap import release_free_heap
 from placet.sync.index_file import IndexResult
 from placet.sync.indexer import index_local
 from placet.sync.jobs import LongReads, Progress
@@ -458,6 +459,9 @@ class SyncService:
             include_hidden=include_hidden,
             entry_cap=cap,
             share=True,  # one object for equal strings of both sides (placet.sync.sharing)
+            # The local dict's outgrown tables go back to the system before the remote
+            # dict is built beside it (the plan's peak; placet.sync.heap).
+            between_sides=release_free_heap,
         )
         del idx, remote_entries  # the listings hold what the plan needs
         if dtype is not None:  # a kept copy of the remote digest cache shares them too
