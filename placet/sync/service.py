@@ -445,6 +445,7 @@ class SyncService:
             raise
         if progress is not None:
             progress.phase = "listing the remote"
+        release_free_heap()  # what the walk freed, before the listing's rest is decoded
         remote_entries, missing = pending.finish()
         del pending  # what it gathered on the way (digest rows, misses) goes now
         pair = Pair(str(folder.root.path), folder.rel, ctx.drive_spec, remote)
@@ -477,6 +478,7 @@ class SyncService:
             meta=meta,
         )  # fmt: skip
         if stored is None:
+            release_free_heap()  # before classifying grows the ops, reports and skips
             # The skips are packed as they are classified, never held as reports.
             skips = SkipPacker(baseline)
             p = plan_listings(
