@@ -10,16 +10,18 @@ What it decides, and why:
 - Folders a listing implies but did not list (bucket remotes, partial local listings)
   are added, so parent checks see them.
 - Each side holds at most `entry_cap` files and as many folders (docs/design.md section 9),
-  counted as the listing is read, so an oversized tree stops early.
+  counted before anything is keyed, so an oversized tree stops early.
 - Each listing is fingerprinted (SHA-256 of its sorted entries): equal fingerprints,
   equal options and an equal baseline give an equal plan, so a caller may reuse a
-  stored plan instead of classifying again.
+  stored plan instead of classifying again. Both are hashed before either listing is
+  keyed, and a listing already in order (the local index's, as a rule) is hashed as
+  it is: no sorted copy sits beside the two keyed dicts, the plan's high-water mark.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -31,38 +33,40 @@ from placet.sync.sharing import share_pair
 
 _E = TypeVar("_E", LocalEntry, RemoteEntry)
 """A listing's entry type: `_read` serves both sides."""
+_RAW_PATH: Callable[[LocalEntry], str] = attrgetter("raw_path")
+_PATH: Callable[[RemoteEntry], str] = attrgetter("path")
+PRESIZE_SHARE = 0.5
+"""The remote dict starts as the local keys (`_read`) when the remote lists at least this
+share of the local entries (fewer: most of those keys would be dropped again)."""
 
 
-def _read(
-    entries: Iterable[_E],
-    include_hidden: bool,
-    cap: int,
-    ci: bool,
-    side: str,
-    share_with: dict[str, LocalEntry] | None = None,
-) -> tuple[dict[str, _E], dict[str, list[_E]], list[_E]]:
-    """One side's entries keyed (NFC, case-folded if `ci`), with implied folders added;
-    names that meet under one key go to the duplicates; also the entries kept.
+def _shown(e: LocalEntry | RemoteEntry, include_hidden: bool) -> bool:
+    """Whether `e` is planned: no component of its NFC path starts with "." unless
+    `include_hidden`."""
+    if include_hidden:
+        return True
+    p = e.path if e.path.isascii() else nfc(e.path)
+    return not (p[:1] == "." or "/." in p)
 
-    A local entry whose path is not NFC is replaced by one whose `path` is (its
-    `raw_path` keeps the on-disk name); a remote entry keeps its listed `path`, the name
-    ops address on the remote.
+
+def _check(
+    entries: Sequence[_E], include_hidden: bool, cap: int, side: str, order: Callable[[_E], str]
+) -> tuple[bool, bool]:
+    """Count the planned entries against `cap`; (whether they come in `order`'s order,
+    non-decreasing, so the fingerprint can hash them as they are; whether every entry
+    is planned, none hidden).
 
     Raises:
         LimitExceeded: more than `cap` files (or folders) on `side`.
     """
-    local = side == "local"
-    by_key: dict[str, _E] = {}
-    dups: dict[str, list[_E]] = {}
-    kept: list[_E] = []
     files = dirs = 0
+    ordered, last, every = True, "", True
     for e in entries:
-        p = e.path if e.path.isascii() else nfc(e.path)
-        if not include_hidden and (p[:1] == "." or "/." in p):  # a component starts with "."
-            continue
-        if local and p != e.path:
-            e = replace(e, path=p)
-        kept.append(e)
+        if not include_hidden:
+            p = e.path if e.path.isascii() else nfc(e.path)
+            if p[:1] == "." or "/." in p:  # a component starts with "."
+                every = False
+                continue
         if e.kind == "dir":
             dirs += 1
             if dirs > cap:
@@ -71,58 +75,132 @@ def _read(
             files += 1
             if files > cap:
                 raise _cap_error(side, cap, "files")
+        if ordered:
+            k = order(e)
+            ordered, last = k >= last, k
+    return ordered, every
+
+
+def _in_order(
+    entries: Sequence[_E], include_hidden: bool, order: Callable[[_E], str], side: str, cap: int
+) -> Iterable[_E]:
+    """The planned entries sorted by `order` (a stable sort: equal names keep their
+    listed order), after the entry cap is checked (`_check`). Entries already in order
+    are read as they are, not copied: a sorted copy of 1,000,000 entries and its sort
+    keys are ~20 MiB.
+
+    Raises:
+        LimitExceeded: more than `cap` files (or folders) on `side`.
+    """
+    ordered, every = _check(entries, include_hidden, cap, side, order)
+    shown = entries if every else (e for e in entries if _shown(e, include_hidden))
+    return shown if ordered else sorted(shown, key=order)
+
+
+def _read(
+    entries: Sequence[_E],
+    include_hidden: bool,
+    ci: bool,
+    local: bool,
+    keyed_local: dict[str, LocalEntry] | None = None,
+    share: bool = False,
+) -> tuple[dict[str, _E], dict[str, list[_E]]]:
+    """One side's planned entries keyed (NFC, case-folded if `ci`), with implied folders
+    added; names that meet under one key go to the duplicates.
+
+    A local entry whose path is not NFC is replaced by one whose `path` is (its
+    `raw_path` keeps the on-disk name); a remote entry keeps its listed `path`, the name
+    ops address on the remote.
+
+    `keyed_local` (the local listing keyed, for the remote side): when the remote lists
+    at least `PRESIZE_SHARE` of the local entries, its dict starts as the local keys
+    (`_presized`), so it is never resized beside the local dict: a resize holds the old
+    and the new table at once (~15 MiB more at 1,000,000 entries, the plan's peak).
+    With `share`, each remote file on both sides takes the local entry's equal strings
+    (`placet.sync.sharing.share_pair`).
+    """
+    by_key: dict[str, _E] = {}
+    share_with = keyed_local if share else None
+    presized = keyed_local is not None and len(entries) >= len(keyed_local) * PRESIZE_SHARE
+    if presized and keyed_local is not None:
+        by_key = _presized(keyed_local)
+    dups: dict[str, list[_E]] = {}
+    find = by_key.get
+    for e in entries:
+        p = e.path if e.path.isascii() else nfc(e.path)
+        if not include_hidden and (p[:1] == "." or "/." in p):  # a component starts with "."
+            continue
+        if local and p != e.path:
+            e = replace(e, path=p)
         k = p.casefold() if ci else p
-        if k in by_key:
-            dups.setdefault(k, [by_key[k]]).append(e)
+        first = find(k)
+        if first is not None:
+            dups.setdefault(k, [first]).append(e)
         else:
             by_key[k] = e
         if share_with is not None and e.kind == "file":
             lo = share_with.get(k)
             if lo is not None and lo.kind == "file" and isinstance(e, RemoteEntry):
                 share_pair(lo, e)
-    for k in [k for k in by_key if "/" in k and k.rpartition("/")[0] not in by_key]:
+    if presized:
+        for k in [k for k, v in by_key.items() if v is None]:  # local keys not listed here
+            del by_key[k]
+    orphans = [k for k in by_key if "/" in k and k.rpartition("/")[0] not in by_key]
+    if presized and len(orphans) > 1:
+        # In listing order, as an unsized dict holds them: the first orphan beneath a
+        # folder names the folder it implies.
+        firsts = {id(by_key[k]): k for k in orphans}
+        orphans = [firsts[id(e)] for e in entries if id(e) in firsts]
+    for k in orphans:
         if k.rpartition("/")[0] not in by_key:  # a sibling may have implied it since
             e = by_key[k]
             if isinstance(e, LocalEntry):
                 _imply_parents(by_key, e.path, e.raw_path, ci, local=True)
             else:
                 _imply_parents(by_key, nfc(e.path), e.path, ci, local=False)
-    return by_key, dups, kept
+    return by_key, dups
 
 
-def read_local(
-    entries: Iterable[LocalEntry], include_hidden: bool, cap: int, ci: bool
-) -> tuple[dict[str, LocalEntry], dict[str, list[LocalEntry]], str]:
-    """The local listing keyed (`_read`), and its fingerprint (by on-disk name)."""
-    by_key, dups, kept = _read(entries, include_hidden, cap, ci, "local")
-    kept.sort(key=attrgetter("raw_path"))
+def _presized(keys: dict[str, LocalEntry]) -> dict[str, Any]:
+    """A dict of `keys`' keys, each None: sized for them at once (`dict.fromkeys` of a
+    dict allocates its table in one step)."""
+    return dict.fromkeys(keys)
+
+
+def local_fingerprint(
+    entries: Sequence[LocalEntry], include_hidden: bool, cap: int = DEFAULT_ENTRY_CAP
+) -> str:
+    """The local listing's fingerprint: SHA-256 of its planned entries sorted by on-disk
+    name (`_fingerprint`).
+
+    Raises:
+        LimitExceeded: more than `cap` files (or folders).
+    """
     lines = (
-        f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}" for e in kept
+        f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}"
+        for e in _in_order(entries, include_hidden, _RAW_PATH, "local", cap)
     )
-    return by_key, dups, _fingerprint(lines)
+    return _fingerprint(lines)
 
 
-def read_remote(
-    entries: Iterable[RemoteEntry],
-    include_hidden: bool,
-    cap: int,
-    ci: bool,
-    share_with: dict[str, LocalEntry] | None = None,
-) -> tuple[dict[str, RemoteEntry], dict[str, list[RemoteEntry]], str]:
-    """The remote listing keyed (`_read`), and its fingerprint (by listed name). With
-    `share_with` (the local listing keyed), each file on both sides takes the local
-    entry's equal strings (`placet.sync.sharing.share_pair`)."""
-    by_key, dups, kept = _read(entries, include_hidden, cap, ci, "remote", share_with)
-    kept.sort(key=attrgetter("path"))
+def remote_fingerprint(
+    entries: Sequence[RemoteEntry], include_hidden: bool, cap: int = DEFAULT_ENTRY_CAP
+) -> str:
+    """The remote listing's fingerprint: SHA-256 of its planned entries sorted by listed
+    name (`_fingerprint`).
+
+    Raises:
+        LimitExceeded: more than `cap` files (or folders).
+    """
     one = OneDigest
     lines = (
         f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0"
         # One digest (the usual listing): its value, without two method calls.
         f"{d.value if type(d) is one else chr(0).join(d.values())}"
-        for e in kept
+        for e in _in_order(entries, include_hidden, _PATH, "remote", cap)
         for d in (e.digests,)
     )
-    return by_key, dups, _fingerprint(lines)
+    return _fingerprint(lines)
 
 
 def _imply_parents(by_key: dict[str, Any], path: str, raw: str, ci: bool, *, local: bool) -> None:
@@ -203,15 +281,26 @@ def read_listings(
     include_hidden: bool = False,
     entry_cap: int = DEFAULT_ENTRY_CAP,
     share: bool = False,
+    between_sides: Callable[[], object] | None = None,
 ) -> Listings:
     """The first half of `plan`: NFC (and case-fold) keys, implied folders, duplicate
     names, the entry cap and the fingerprints. `share`: remote entries take their local
     entry's equal path and digest strings (`placet.sync.sharing`; the same values).
+    `between_sides`: called once the local listing is keyed, before the remote one (the
+    service returns the heap's free pages there: `placet.sync.heap`).
 
     Raises:
         LimitExceeded: a side has more than `entry_cap` files (or folders).
     """
     ci = bool(capabilities.case_insensitive)
-    loc, ldups, lfp = read_local(local, include_hidden, entry_cap, ci)
-    rem, rdups, rfp = read_remote(remote, include_hidden, entry_cap, ci, loc if share else None)
+    # Both fingerprints first, then the dicts: a sorted copy of a listing (when it does
+    # not come in order) never coexists with the keyed listings, the plan's peak.
+    lo_all = local if isinstance(local, (list, tuple)) else list(local)
+    re_all = remote if isinstance(remote, (list, tuple)) else list(remote)
+    lfp = local_fingerprint(lo_all, include_hidden, entry_cap)
+    rfp = remote_fingerprint(re_all, include_hidden, entry_cap)
+    loc, ldups = _read(lo_all, include_hidden, ci, True)
+    if between_sides is not None:
+        between_sides()
+    rem, rdups = _read(re_all, include_hidden, ci, False, loc, share)
     return Listings(capabilities, lfp, rfp, loc, ldups, rem, rdups)

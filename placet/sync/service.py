@@ -57,6 +57,7 @@ from placet.store.db import utcnow
 from placet.sync.cache import CachedDigest, CachePieces, OwnedRows
 from placet.sync.content import ReadBudget, bind_content
 from placet.sync.entries import BaselineEntry, LocalEntry, OneDigest, RemoteEntry, gc_paused
+from placet.sync.heap import release_free_heap
 from placet.sync.index_file import IndexResult
 from placet.sync.indexer import index_local
 from placet.sync.jobs import LongReads, Progress
@@ -444,6 +445,7 @@ class SyncService:
             raise
         if progress is not None:
             progress.phase = "listing the remote"
+        release_free_heap()  # what the walk freed, before the listing's rest is decoded
         remote_entries, missing = pending.finish()
         del pending  # what it gathered on the way (digest rows, misses) goes now
         pair = Pair(str(folder.root.path), folder.rel, ctx.drive_spec, remote)
@@ -458,6 +460,9 @@ class SyncService:
             include_hidden=include_hidden,
             entry_cap=cap,
             share=True,  # one object for equal strings of both sides (placet.sync.sharing)
+            # The local dict's outgrown tables go back to the system before the remote
+            # dict is built beside it (the plan's peak; placet.sync.heap).
+            between_sides=release_free_heap,
         )
         del idx, remote_entries  # the listings hold what the plan needs
         if dtype is not None:  # a kept copy of the remote digest cache shares them too
@@ -473,6 +478,7 @@ class SyncService:
             meta=meta,
         )  # fmt: skip
         if stored is None:
+            release_free_heap()  # before classifying grows the ops, reports and skips
             # The skips are packed as they are classified, never held as reports.
             skips = SkipPacker(baseline)
             p = plan_listings(

@@ -500,3 +500,21 @@ def test_planning_leaves_the_garbage_collector_as_it_was() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_an_implied_remote_folder_is_named_by_the_first_listed_file_beneath_it() -> None:
+    # The remote dict starts as the local keys (their order, b/y first); the folder a
+    # bucket remote implies still takes its name from the remote's first listed file.
+    p = plan([L("b/y", "1"), L("b/x", "2")], [R("B/x", "2"), R("b/y", "1")], {}, CI_SHA1)
+    assert [(r.path, r.remote.path if r.remote else None) for r in p.reports] == [
+        ("b", "B"),
+        ("b/x", "B/x"),
+        ("b/y", "b/y"),
+    ]
+    assert p.ops == ()
+
+
+def test_local_keys_the_remote_does_not_list_stay_off_the_remote() -> None:
+    # The remote dict starts as the local keys: the ones it does not list are dropped.
+    p = plan([L("a.txt", "1"), L("d/b.txt", "2")], [R("a.txt", "1")], {}, SHA1)
+    assert classify(p) == {"a.txt": "skip", "d": "mkdir", "d/b.txt": "upload"}
