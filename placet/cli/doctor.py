@@ -297,7 +297,6 @@ def _server_database(url: str) -> list[Check]:
     from sqlalchemy import text
 
     from placet.store.db import BUSY_TIMEOUT_MS, make_server_engine
-    from placet.store.migrations import code_version
 
     engine = make_server_engine(url)
     shown = engine.url.render_as_string(hide_password=True)
@@ -337,13 +336,7 @@ def _server_database(url: str) -> list[Check]:
         out.append(Check("database", "FAIL", "the server is read-only (a standby, or "
                          "default_transaction_read_only = on)",
                          "point `database` at the primary"))  # fmt: skip
-    want = code_version()
-    if version != want:
-        fix = "upgrade placet" if version > want else "run any placet command to migrate it"
-        out.append(Check("schema", "FAIL" if version > want else "warn",
-                         f"version {version}, this placet uses {want}", fix))  # fmt: skip
-    else:
-        out.append(Check("schema", "ok", f"version {version}"))
+    out.append(_schema_check(version))
     if tz != "UTC":
         out.append(Check("timezone", "FAIL", f"placet's sessions run in {tz}, not UTC: the "
                          "connection options placet sends were dropped (a pooler?)",
@@ -367,7 +360,6 @@ def _server_database(url: str) -> list[Check]:
 
 
 def _database(settings: Settings) -> list[Check]:
-    from placet.store.migrations import code_version
 
     if settings.database is not None:
         return _server_database(settings.database)
@@ -402,13 +394,7 @@ def _database(settings: Settings) -> list[Check]:
     except sqlite3.Error as e:
         return [*out, Check("database", "FAIL", f"{db} cannot be read: {e}",
                             "restore it from a backup or move it away")]  # fmt: skip
-    want = code_version()
-    if version != want:
-        fix = "upgrade placet" if version > want else "run any placet command to migrate it"
-        out.append(Check("schema", "FAIL" if version > want else "warn",
-                         f"version {version}, this placet uses {want}", fix))  # fmt: skip
-    else:
-        out.append(Check("schema", "ok", f"version {version}"))
+    out.append(_schema_check(version))
     if journal.lower() != "wal":
         fix = "run any placet command to set it (WAL is refused on network filesystems)"
         out.append(Check("journal", "FAIL", f"journal_mode is {journal}, not wal", fix))
@@ -417,3 +403,15 @@ def _database(settings: Settings) -> list[Check]:
     if not any(c.name == "database" for c in out):
         out.insert(0, Check("database", "ok", f"{db} (mode 600)"))
     return out
+
+
+def _schema_check(version: int) -> Check:
+    """The database's schema version against this placet's (the same on both backends)."""
+    from placet.store.migrations import code_version
+
+    want = code_version()
+    if version == want:
+        return Check("schema", "ok", f"version {version}")
+    fix = "upgrade placet" if version > want else "run any placet command to migrate it"
+    return Check("schema", "FAIL" if version > want else "warn",
+                 f"version {version}, this placet uses {want}", fix)  # fmt: skip
