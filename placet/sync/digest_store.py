@@ -60,9 +60,9 @@ def _under(folder: str) -> tuple[str, str | None, str | None]:
 
 _LOCAL_ROWS = (
     "SELECT path, size, mtime_ns, inode, ctime_ns, sha256, sha1, md5, verified "
-    "FROM sync_digest_cache WHERE root_key = ? AND version = ? AND path >= ?"
+    "FROM sync_digest_cache WHERE root_key = ? AND version = ? AND path >= ? "
+    "AND (CAST(? AS TEXT) IS NULL OR path < ?)"  # CAST: as in `remote_digests_under`
 )
-_LOCAL_ROWS_BELOW = _LOCAL_ROWS + " AND path < ?"  # no `? IS NULL`: PostgreSQL cannot type it
 
 
 def _digest_rows(
@@ -73,11 +73,7 @@ def _digest_rows(
     new, empty = tuple.__new__, NO_DIGESTS
     out: OwnedRows[CachedDigest] = OwnedRows()
     for low, high in ranges:
-        cur = (
-            db.execute(_LOCAL_ROWS, (root_key, DIGEST_CACHE_VERSION, low))
-            if high is None
-            else db.execute(_LOCAL_ROWS_BELOW, (root_key, DIGEST_CACHE_VERSION, low, high))
-        )
+        cur = db.execute(_LOCAL_ROWS, (root_key, DIGEST_CACHE_VERSION, low, high, high))
         for path, size, mtime, ino, ctime, sha256, sha1, md5, verified in cur:
             if sha1 is None and md5 is None:
                 digests = empty  # most rows: one shared empty mapping, not 100,000
