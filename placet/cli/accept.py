@@ -178,7 +178,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         elif not elsewhere:
             _emit([f"proposal {record.id} was already approved; executing it now"])
         if elsewhere:
-            where = host_label(record.host, record.host_id)
+            where = host_label(inert(record.host), record.host_id)  # a database value: inert
             _emit(
                 [
                     f"proposal {record.id} is approved; it was made on host {where}, where "
