@@ -326,7 +326,9 @@ class RcloneDrive(RcloneListing):
         place; `journal(temp_path)` is called before any byte is sent. Other
         replacements upload straight onto the target and are verified afterwards.
         Up to `rcd_upload_max` bytes, a temporary object is written through rcd (the
-        bytes read and confirmed before any is sent), else through `rclone rcat`.
+        bytes read and confirmed before any is sent); a larger one on a backend of
+        `rcd_stream_backends` streams to rcd as it is read, else through `rclone rcat`
+        (both get the last chunk only after the digests are confirmed).
 
         Raises:
             AlreadyExists: the target exists (or is a folder) and `replace` is False.
