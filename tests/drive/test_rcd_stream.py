@@ -22,7 +22,7 @@ import pytest
 from placet.drive import RcloneDrive
 from placet.drive.proc import Children
 from placet.drive.rclone_core import RCD_UPLOAD_MAX
-from placet.errors import DriveError, StaleEvidence
+from placet.errors import DriveError, DriveUnavailable, StaleEvidence
 
 if TYPE_CHECKING:
     from tests.support.drives import ServedRemote
@@ -166,3 +166,29 @@ def test_kill_all_stops_a_stream_leaving_no_target_and_no_temp(
     assert failure[0].error_code == "cancelled", failure[0]
     assert len(journaled) == 1
     assert _files(sftp_server.root / sub) == {}  # nothing under the real name, no temp
+
+
+@pytest.mark.timeout(120)
+def test_a_server_gone_mid_stream_is_retryable_and_leaves_nothing(
+    start_server: Callable[[str], ServedRemote], make_drive: MakeDrive, tmp_path: Path
+) -> None:
+    served = start_server("sftp")
+    drive = make_drive(served.spec())
+    assert drive.list_folder("")[0] == []
+    data = os.urandom(6 << 20)
+    fd, sha = _fd(tmp_path, data)
+    temps: list[str] = []
+
+    def journal_then_vanish(temp: str) -> None:  # the server dies as the transfer starts
+        temps.append(temp)
+        served.stop()
+
+    try:
+        with pytest.raises(DriveUnavailable) as ei:
+            drive.upload_from_fd(
+                fd, len(data), "a.bin", expected_sha256=sha, journal=journal_then_vanish
+            )
+    finally:
+        os.close(fd)
+    assert ei.value.retryable and "http_status" in ei.value.details, ei.value  # rcd answered
+    assert temps and _files(served.root) == {}
