@@ -11,9 +11,10 @@ files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX` bytes
 bytes placet reads from its descriptor into memory and sends to rcd's
 `operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
 to start (docs/performance.md "Sync apply"); and, on the backends of
-`RCD_STREAM_BACKENDS` (sftp), a larger upload to a temporary object, sent to rcd as placet
-reads it (`Rcd.upload_stream`), sparing an rcat process and an SSH handshake per file
-(docs/performance.md "Big files on sftp, round 2").
+`RCD_STREAM_BACKENDS` (sftp), a larger upload to a temporary object up to
+`RCD_STREAM_MAX` (256 MiB), sent to rcd as placet reads it (`Rcd.upload_stream`),
+sparing an rcat process and an SSH handshake per file (docs/performance.md "Big files
+on sftp, round 2").
 
 An upload never shows unapproved bytes under the target name (docs/design.md sections 3-4):
 it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus
@@ -59,6 +60,7 @@ from placet.drive.proc import spawn, stop
 from placet.drive.rclone_batch import BatchOutcome, NewFile, batch_ok, upload_new_batch
 from placet.drive.rclone_core import (
     RCD_STREAM_BACKENDS,
+    RCD_STREAM_MAX,
     RCD_UPLOAD_MAX,
     backup_name,
     split_path,
@@ -94,11 +96,13 @@ class RcloneDrive(RcloneListing):
     (default `RCD_UPLOAD_MAX`; -1 sends every upload through rcat, as benchmarks compare).
     `rcd_stream_backends`: on these backends (default `RCD_STREAM_BACKENDS`; empty
     sends them through rcat, as benchmarks compare), larger uploads to a temporary
-    object stream through rcd rather than rcat.
+    object, up to `rcd_stream_max` bytes (default `RCD_STREAM_MAX`), stream through rcd
+    rather than rcat.
     """
 
     rcd_upload_max: int = RCD_UPLOAD_MAX
     rcd_stream_backends: frozenset[str] = RCD_STREAM_BACKENDS
+    rcd_stream_max: int = RCD_STREAM_MAX
 
     def read_head(self, path: str, max_bytes: int) -> bytes:
         """The first `max_bytes` bytes (1-1 MiB) of file `path` (`rclone cat --count`)."""
@@ -327,7 +331,8 @@ class RcloneDrive(RcloneListing):
         replacements upload straight onto the target and are verified afterwards.
         Up to `rcd_upload_max` bytes, a temporary object is written through rcd (the
         bytes read and confirmed before any is sent); a larger one on a backend of
-        `rcd_stream_backends` streams to rcd as it is read, else through `rclone rcat`
+        `rcd_stream_backends`, up to `rcd_stream_max` bytes, streams to rcd as it is
+        read; else it goes through `rclone rcat`
         (both get the last chunk only after the digests are confirmed).
 
         Raises:
@@ -367,7 +372,9 @@ class RcloneDrive(RcloneListing):
         via: Via = "rcat"
         if not direct and size <= self.rcd_upload_max:
             via = "rcd"
-        elif not direct and caps.backend in self.rcd_stream_backends:
+        elif (
+            not direct and size <= self.rcd_stream_max and caps.backend in self.rcd_stream_backends
+        ):
             via = "rcd-stream"
         if not direct and journal is not None:
             journal(dest)

@@ -78,6 +78,12 @@ chunk size x 10,000) or spool a stream to a local temporary file, so they keep `
 rcat --size`; a local folder would gain too, but already runs within 1.0-1.2x of
 `rclone copyto` (docs/performance.md "Big files on sftp, round 2")."""
 
+RCD_STREAM_MAX = 256 << 20
+"""Uploads above this many bytes go through `rclone rcat` even on `RCD_STREAM_BACKENDS`:
+rcd reads a multipart body in 4 KiB pieces (Go's multipart reader), ~0.5 s more CPU per
+GiB than rcat reading its pipe, against ~0.1 s for an rcat process and SSH handshake per
+file (docs/performance.md "Big files on sftp, round 2")."""
+
 
 def temp_name(name: str, prefix: str = TEMP_PREFIX) -> str:
     """A fresh temporary name for `name`: `prefix`, 12 random hex digits, a dash, then

@@ -95,6 +95,25 @@ def test_a_big_replacement_streams_through_rcd(
     assert _files(sftp_server.root / sub) == {"t.bin": data}
 
 
+def test_above_the_stream_max_an_upload_goes_through_rcat(
+    sftp_server: ServedRemote, make_drive: MakeDrive, tmp_path: Path, sub: str
+) -> None:
+    drive = make_drive(sftp_server.spec(sub))
+    drive.rcd_stream_max = 3 << 20
+    results = {}
+    for size in (3 << 20, (3 << 20) + 1):
+        data = os.urandom(size)
+        fd, sha = _fd(tmp_path, data, f"s{size}")
+        try:
+            results[size] = drive.upload_from_fd(fd, size, f"s{size}", expected_sha256=sha)
+        finally:
+            os.close(fd)
+        assert (sftp_server.root / sub / f"s{size}").read_bytes() == data
+    got = _rcd_received(drive)
+    assert results[3 << 20].temp_path in got
+    assert results[(3 << 20) + 1].temp_path not in got  # an rcat child carried it
+
+
 @pytest.mark.parametrize("size", [RCD_UPLOAD_MAX + (512 << 10), 6 << 20])
 def test_a_file_changed_after_approval_stops_the_stream_and_leaves_nothing(
     sftp_server: ServedRemote, make_drive: MakeDrive, tmp_path: Path, sub: str, size: int
