@@ -80,9 +80,9 @@ rcat --size`; a local folder would gain too, but already runs within 1.0-1.2x of
 
 RCD_STREAM_MAX = 256 << 20
 """Uploads above this many bytes go through `rclone rcat` even on `RCD_STREAM_BACKENDS`:
-rcd reads a multipart body in 4 KiB pieces (Go's multipart reader), ~0.5 s more CPU per
-GiB than rcat reading its pipe, against ~0.1 s for an rcat process and SSH handshake per
-file (docs/performance.md "Big files on sftp, round 2")."""
+rcd reads a multipart body in 4 KiB pieces (Go's multipart reader), ~0.35 s more CPU
+per GiB than rcat reading its pipe, against ~0.1 s for an rcat process and SSH handshake
+per file (docs/performance.md "Big files on sftp, round 2")."""
 
 
 def temp_name(name: str, prefix: str = TEMP_PREFIX) -> str:
