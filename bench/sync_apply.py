@@ -19,7 +19,8 @@ per-file rclone process costs.
         [--huge-mib 1024] [--drives local,sftp] [--transfers 1,4] [--floor 200] [--rcat]
         [--dir /tmp/placet-bench-sync-apply]
 
-Small new files go through rcd in batches (`placet.executor.batch`); `--rcat` sends
+Small new files go through rcd in batches (`placet.executor.batch`), larger ones on sftp
+stream through rcd (`RcloneDrive.rcd_stream_backends`); `--rcat` sends
 every upload through `rclone rcat` instead, one at a time, as placet did before issue 6.
 """
 
@@ -156,6 +157,7 @@ def apply_once(
     drive = drive_for(settings)
     if rcat:
         drive.rcd_upload_max = -1
+        drive.rcd_stream_backends = frozenset()
     try:
         root = parse_root_spec(f"bench={tree}", settings.data_dir)
         ctx = ProposeContext(settings=settings, store=store, drive=drive, roots=(root,),

@@ -22,8 +22,11 @@ rclone hygiene (docs/design.md section 9):
 * **Lifetime.** Each child gets `PR_SET_PDEATHSIG=SIGKILL` (Linux), so it dies with the
   thread that started it even if placet is killed with SIGKILL; `rclone rcd` is therefore
   started from a keeper thread that lives as long as the daemon. Children run in their
-  own session, so a Ctrl-C at the terminal reaches placet, which then cleans up (deletes
-  the temp object through the still-running rcd) before it stops them. A thread inside
+  own process group, so a Ctrl-C at the terminal reaches placet, which then cleans up
+  (deletes the temp object through the still-running rcd) before it stops them. They stay
+  in placet's session: Linux schedules each session as one group (autogroup), and an
+  `rclone rcat` in a session of its own made placet's pipe into it 1.7x slower on a busy
+  box (docs/performance.md "Big files on sftp, round 2"). A thread inside
   `Children.adopt` registers the children it spawns, so the executor's transfer pool can
   kill every running transfer at once when the owner cancels or the lease is lost.
 * **Threads.** `spawn` may run on several threads at once (pipes are close-on-exec and
@@ -245,7 +248,7 @@ def spawn(argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> subproc
         list(argv),
         env=dict(env),
         preexec_fn=_die_with_parent(os.getpid()),  # see _die_with_parent
-        start_new_session=True,
+        process_group=0,  # Ctrl-C at the terminal skips it; see the module docstring
         close_fds=True,
         **kwargs,
     )

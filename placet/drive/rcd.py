@@ -14,7 +14,10 @@
 * **Uploads.** `Rcd.upload` sends bytes placet already read from its own descriptor and
   approved as one `operations/uploadfile` request (multipart/form-data) on the same
   authenticated connection; a thread inside `Children.adopt` lets `Children.kill_all`
-  shut that request's socket down, as it kills an `rclone rcat`.
+  shut that request's socket down, as it kills an `rclone rcat`. `Rcd.upload_stream`
+  sends a big file's body while placet reads it (a fresh connection; aborted by closing
+  its sending side, then waiting for rclone's answer, so rclone is done with the object
+  before the caller deletes it).
 """
 
 from __future__ import annotations
@@ -53,6 +56,23 @@ def _contains(chunks: Sequence[bytes], marker: bytes) -> bool:
             return True
         tail = (tail + c[-(len(marker) - 1) :])[-(len(marker) - 1) :]
     return False
+
+
+def _part_head(boundary: str, name: str) -> bytes:
+    """The multipart header of one file part named `name` (RFC 2231 ``filename*``)."""
+    quoted = urllib.parse.quote(name, safe="")
+    return (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+        f"filename*=UTF-8''{quoted}\r\nContent-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+
+
+class _SendFailed(Exception):
+    """The socket refused part of a streamed body (rcd answered early, went away, or
+    `Children.kill_all` closed the sending side)."""
+
+
+_ABORT_WAIT_SECONDS = 60.0
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
@@ -417,12 +437,7 @@ class Rcd:
             boundary = secrets.token_hex(16)
         parts: list[bytes] = []
         for name, chunks in files:
-            quoted = urllib.parse.quote(name, safe="")
-            head = (
-                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
-                f"filename*=UTF-8''{quoted}\r\nContent-Type: application/octet-stream\r\n\r\n"
-            )
-            parts.append(head.encode())
+            parts.append(_part_head(boundary, name))
             parts.extend(chunks)
             parts.append(b"\r\n")
         parts.append(f"--{boundary}--\r\n".encode())
@@ -440,6 +455,152 @@ class Rcd:
             timeout=timeout,
             abortable=True,
         )
+
+    def upload_stream(
+        self,
+        fs: str,
+        folder: str,
+        name: str,
+        size: int,
+        pump: Callable[[Callable[[bytes], None]], object],
+        *,
+        timeout: float,
+    ) -> dict[str, Any]:
+        """`operations/uploadfile` of one file of `size` bytes, sent as `pump(write)`
+        produces it: nothing is held in memory, and the body goes out while placet reads
+        and hashes the file. `pump` must call `write` with exactly `size` bytes in all,
+        and raises to stop (a changed file, a local read error).
+
+        rclone pipes the part through `Rcat`: it buffers the first
+        `--streaming-upload-cutoff` bytes and streams the rest with `PutStream` (size
+        unknown), so callers use this only on backends where an upload of unknown size
+        costs nothing more (`placet.drive.rclone_core.RCD_STREAM_BACKENDS`). rclone's own
+        read-back is skipped (``IgnoreChecksum``): the caller verifies the stored object.
+
+        A stopped body is never an approved upload: when `pump` raises or the socket
+        refuses a write, the sending side is closed, rclone's answer is awaited (up to
+        60 s) so that it is done with the object, and the error is raised. rclone may
+        have stored what it got (a body cut short within the cutoff is stored as a
+        smaller file), so `name` must be a temporary name the caller deletes and never
+        moves unverified. The boundary is 128 random bits, not checked against the
+        content: a boundary inside it would end the part early, and the caller's size
+        and digest check of the stored object refuses the result. The connection is a
+        fresh one (a streamed body cannot be sent twice); `Children.kill_all` of the
+        calling thread's group closes its sending side.
+
+        Raises:
+            whatever `pump` raised (after rclone answered).
+            RcFailure: rclone answered with an error.
+            DriveError: ``cancelled`` when the group was killed; the daemon could not be
+                reached or stopped reading.
+            DriveUnavailable: no progress within `timeout` seconds.
+        """
+        boundary = secrets.token_hex(16)
+        head, tail = _part_head(boundary, name), f"\r\n--{boundary}--\r\n".encode()
+        query = urllib.parse.urlencode(
+            {"fs": fs, "remote": folder, "_config": json.dumps({"IgnoreChecksum": True})},
+            quote_via=urllib.parse.quote,
+        )
+        group = adopted()
+        conn, auth = self._fresh_connection(timeout)
+        try:
+            sock = conn.sock
+            close_sending = functools.partial(sock.shutdown, socket.SHUT_WR)
+
+            def write(data: bytes) -> None:
+                try:
+                    sock.sendall(data)
+                except OSError as e:
+                    raise _SendFailed(str(e)) from e
+
+            with group.abortable(close_sending) if group is not None else contextlib.nullcontext():
+                try:
+                    conn.putrequest(
+                        "POST", "/operations/uploadfile?" + query, skip_accept_encoding=True
+                    )
+                    conn.putheader("Content-Type", f"multipart/form-data; boundary={boundary}")
+                    conn.putheader("Authorization", auth)
+                    conn.putheader("Content-Length", str(len(head) + size + len(tail)))
+                    try:
+                        conn.endheaders()
+                    except OSError as e:
+                        raise _SendFailed(str(e)) from e
+                    write(head)
+                    pump(write)
+                    write(tail)
+                except BaseException as e:
+                    with contextlib.suppress(OSError):
+                        close_sending()
+                    answer = self._answer_after_abort(conn)
+                    if group is not None and group.killed:
+                        raise DriveError(
+                            "operations/uploadfile was stopped: the transfers were cancelled",
+                            code="cancelled",
+                        ) from e
+                    if not isinstance(e, _SendFailed):
+                        raise
+                    if answer is not None and answer[0] != 200:
+                        self._decode(*answer)  # raises rclone's RcFailure
+                    if isinstance(e.__cause__, TimeoutError):
+                        raise DriveUnavailable(
+                            f"rclone did not take the upload within {timeout:.0f} s; "
+                            "try again later",
+                            details={"method": "operations/uploadfile"},
+                        ) from e
+                    raise DriveError(
+                        f"lost contact with rclone rcd during operations/uploadfile: {e}"
+                    ) from e
+                try:
+                    resp = conn.getresponse()
+                    status, raw = resp.status, resp.read()
+                except TimeoutError as e:
+                    raise DriveUnavailable(
+                        f"rclone did not answer operations/uploadfile within {timeout:.0f} s; "
+                        "try again later",
+                        details={"method": "operations/uploadfile"},
+                    ) from e
+                except (OSError, http.client.HTTPException) as e:
+                    raise DriveError(
+                        f"lost contact with rclone rcd during operations/uploadfile: {e}"
+                    ) from e
+        finally:
+            conn.close()
+        return self._decode(status, raw)
+
+    def _fresh_connection(self, timeout: float) -> tuple[_UnixHTTPConnection, str]:
+        """A new connection to the daemon (not this thread's keep-alive one) and the auth
+        header; a daemon that died is replaced once.
+
+        Raises:
+            DriveError: the daemon cannot be started or reached.
+        """
+        proc, path, auth = self._ensure()
+        for attempt in (1, 2):
+            conn = _UnixHTTPConnection(path, timeout)
+            try:
+                conn.connect()
+                return conn, auth
+            except OSError as e:
+                conn.close()
+                if attempt == 2 or not isinstance(e, ConnectionError | FileNotFoundError):
+                    raise DriveError(f"lost contact with rclone rcd: {e}") from e
+                with self._lock:  # the daemon died under us: start a fresh one once
+                    if self._proc is proc:
+                        self._teardown()
+                proc, path, auth = self._ensure()
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _answer_after_abort(conn: _UnixHTTPConnection) -> tuple[int, bytes] | None:
+        """rclone's answer to a request whose body was cut short (status, body), read
+        within `_ABORT_WAIT_SECONDS`; None when none came."""
+        try:
+            if conn.sock is not None:
+                conn.sock.settimeout(_ABORT_WAIT_SECONDS)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        except (OSError, http.client.HTTPException):
+            return None
 
     def close(self) -> None:
         """Stop the daemon and remove its socket directory. Idempotent."""

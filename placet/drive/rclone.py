@@ -10,7 +10,11 @@ into placet's own descriptors (`placet.drive.transfer`), because rcd can only op
 files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX` bytes), whose
 bytes placet reads from its descriptor into memory and sends to rcd's
 `operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
-to start (docs/performance.md "Sync apply").
+to start (docs/performance.md "Sync apply"); and, on the backends of
+`RCD_STREAM_BACKENDS` (sftp), a larger upload to a temporary object up to
+`RCD_STREAM_MAX` (256 MiB), sent to rcd as placet reads it (`Rcd.upload_stream`),
+sparing an rcat process and an SSH handshake per file (docs/performance.md "Big files
+on sftp, round 2").
 
 An upload never shows unapproved bytes under the target name (docs/design.md sections 3-4):
 it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus
@@ -26,7 +30,9 @@ path was taken. Any failure deletes the temporary object. rcat gets all but the 
 chunk before the digest is confirmed; the rcd path holds back every chunk, because rclone
 stores a multipart body cut short below its streaming cutoff as a smaller file (so an
 aborted request is not a refusal), and rcd only ever receives bytes already confirmed,
-for a temporary name.
+for a temporary name. The rcd stream, like rcat, gets all but the last chunk first: a
+stopped stream may leave a short object under the temporary name, which is never moved
+(the error skips the check and the move) and is deleted once rcd has answered.
 
 rclone's caches: `clear_caches` drops rcd's cached backends before an evidence check or
 a plan's listing; for Proton Drive the backend's own metadata cache is turned off and
@@ -39,6 +45,7 @@ import contextlib
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from typing import Literal
 
 from placet.drive import transfer
 from placet.drive.base import (
@@ -52,6 +59,8 @@ from placet.drive.failures import digest_mismatch, size_mismatch
 from placet.drive.proc import spawn, stop
 from placet.drive.rclone_batch import BatchOutcome, NewFile, batch_ok, upload_new_batch
 from placet.drive.rclone_core import (
+    RCD_STREAM_BACKENDS,
+    RCD_STREAM_MAX,
     RCD_UPLOAD_MAX,
     backup_name,
     split_path,
@@ -72,6 +81,9 @@ from placet.schema import DIGEST_PREFERENCE
 
 __all__ = ["RcloneDrive"]
 
+Via = Literal["rcat", "rcd", "rcd-stream"]
+"""How an upload's bytes reach rclone (`RcloneDrive._stream_up`)."""
+
 
 class RcloneDrive(RcloneListing):
     """A `Drive` over rclone: listings with cached digests (`RcloneListing`), paged
@@ -82,9 +94,15 @@ class RcloneDrive(RcloneListing):
 
     `rcd_upload_max`: new files up to this many bytes go through rcd rather than rcat
     (default `RCD_UPLOAD_MAX`; -1 sends every upload through rcat, as benchmarks compare).
+    `rcd_stream_backends`: on these backends (default `RCD_STREAM_BACKENDS`; empty
+    sends them through rcat, as benchmarks compare), larger uploads to a temporary
+    object, up to `rcd_stream_max` bytes (default `RCD_STREAM_MAX`), stream through rcd
+    rather than rcat.
     """
 
     rcd_upload_max: int = RCD_UPLOAD_MAX
+    rcd_stream_backends: frozenset[str] = RCD_STREAM_BACKENDS
+    rcd_stream_max: int = RCD_STREAM_MAX
 
     def read_head(self, path: str, max_bytes: int) -> bytes:
         """The first `max_bytes` bytes (1-1 MiB) of file `path` (`rclone cat --count`)."""
@@ -141,17 +159,24 @@ class RcloneDrive(RcloneListing):
         progress: ProgressFn | None,
         confirm: Callable[[dict[str, str]], None],
         *,
-        via_rcd: bool,
+        via: Via,
     ) -> dict[str, str]:
         """Send `size` bytes of `fd` to `dest`, hashed as `types`; returns {type: hex}.
 
-        Through `rclone rcat`, `confirm(digests)` runs before rclone sees the end of the
-        stream. `via_rcd` (a small new file): read, hash and confirm every byte first
-        (`transfer.read_held`), then send those bytes to rcd as one request."""
+        `via` ``rcat`` (an `rclone rcat` child's stdin) and ``rcd-stream`` (a request to
+        rcd sent as the file is read, `Rcd.upload_stream`): `confirm(digests)` runs
+        before the last chunk is sent. ``rcd`` (a small new file): read, hash and
+        confirm every byte first (`transfer.read_held`), then send those bytes to rcd as
+        one request."""
         hs = transfer.hashers(types)
         ticker = transfer.Ticker(progress, size)
-        if via_rcd:
+        if via == "rcd":
             self._rc_upload(dest, transfer.read_held(fd, size, hs, ticker, confirm))
+            return {t: h.hexdigest() for t, h in hs.items()}
+        if via == "rcd-stream":
+            self._rc_upload_stream(
+                dest, size, lambda write: transfer.pump_file(fd, size, write, hs, ticker, confirm)
+            )
             return {t: h.hexdigest() for t, h in hs.items()}
         argv = self._argv(
             "rcat", "--ignore-checksum", "--size", str(size), "--", self._fs().join(dest)
@@ -305,7 +330,10 @@ class RcloneDrive(RcloneListing):
         place; `journal(temp_path)` is called before any byte is sent. Other
         replacements upload straight onto the target and are verified afterwards.
         Up to `rcd_upload_max` bytes, a temporary object is written through rcd (the
-        bytes read and confirmed before any is sent), else through `rclone rcat`.
+        bytes read and confirmed before any is sent); a larger one on a backend of
+        `rcd_stream_backends`, up to `rcd_stream_max` bytes, streams to rcd as it is
+        read; else it goes through `rclone rcat`
+        (both get the last chunk only after the digests are confirmed).
 
         Raises:
             AlreadyExists: the target exists (or is a folder) and `replace` is False.
@@ -341,7 +369,13 @@ class RcloneDrive(RcloneListing):
             *([vtype] if vtype else []),
             *([expected_digest[0].lower()] if expected_digest else []),
         ]
-        via_rcd = not direct and size <= self.rcd_upload_max
+        via: Via = "rcat"
+        if not direct and size <= self.rcd_upload_max:
+            via = "rcd"
+        elif (
+            not direct and size <= self.rcd_stream_max and caps.backend in self.rcd_stream_backends
+        ):
+            via = "rcd-stream"
         if not direct and journal is not None:
             journal(dest)
         try:
@@ -354,7 +388,7 @@ class RcloneDrive(RcloneListing):
                 lambda got: self._check_expected(
                     got, expected_sha256, expected_digest, remote_path
                 ),
-                via_rcd=via_rcd,
+                via=via,
             )
             verification, remote_digest = self._verify(dest, size, streamed)
             if not direct:

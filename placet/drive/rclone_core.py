@@ -69,6 +69,22 @@ larger ones and direct replacements through `rclone rcat` (docs/performance.md "
 apply": a small file costs ~70 ms of rcat start-up against a few ms through rcd)."""
 
 
+RCD_STREAM_BACKENDS = frozenset({"sftp"})
+"""Backends whose uploads above `RCD_UPLOAD_MAX` stream through rcd (`Rcd.upload_stream`)
+instead of an `rclone rcat` process (and, on sftp, an SSH handshake) per file: rcd
+stores a streamed body with `PutStream` (size unknown), which sftp writes as it reads
+it. Others size a chunked upload by the known size (S3: an unknown size caps a file at
+chunk size x 10,000) or spool a stream to a local temporary file, so they keep `rclone
+rcat --size`; a local folder would gain too, but already runs within 1.0-1.2x of
+`rclone copyto` (docs/performance.md "Big files on sftp, round 2")."""
+
+RCD_STREAM_MAX = 256 << 20
+"""Uploads above this many bytes go through `rclone rcat` even on `RCD_STREAM_BACKENDS`:
+rcd reads a multipart body in 4 KiB pieces (Go's multipart reader), ~0.35 s more CPU
+per GiB than rcat reading its pipe, against ~0.1 s for an rcat process and SSH handshake
+per file (docs/performance.md "Big files on sftp, round 2")."""
+
+
 def temp_name(name: str, prefix: str = TEMP_PREFIX) -> str:
     """A fresh temporary name for `name`: `prefix`, 12 random hex digits, a dash, then
     as much of `name` as fits in 255 bytes."""
@@ -176,6 +192,22 @@ class RcloneCore:
         fs = self._fs().raw
         self._mapped(
             lambda: self._rcd.upload(fs, folder, name, chunks, timeout=LONG_CALL_SECONDS),
+            action="upload to",
+            target=dest,
+        )
+
+    def _rc_upload_stream(
+        self, dest: str, size: int, pump: Callable[[Callable[[bytes], None]], object]
+    ) -> None:
+        """Store the `size` bytes `pump(write)` produces at temporary object `dest`
+        through rcd, sent as they are read (`Rcd.upload_stream`); errors mapped as for
+        `_rc`, what `pump` raised passes through."""
+        folder, name = split_path(dest)
+        fs = self._fs().raw
+        self._mapped(
+            lambda: self._rcd.upload_stream(
+                fs, folder, name, size, pump, timeout=SHORT_CALL_SECONDS
+            ),
             action="upload to",
             target=dest,
         )

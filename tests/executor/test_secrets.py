@@ -7,7 +7,8 @@ password) and the rclone config password. The rclone children get the config pas
 from placet's hidden `--password-command` (docs/design.md section 9, docs/decisions.md), so
 it is in neither their argv nor their environment: `ps` and `ps eww` (which adds each
 process's environment, and shows it to the same user) are both read as root, the user
-the children run as, while the upload's `rclone rcat` runs.
+the children run as, while the upload runs (through `rclone rcd`, which streams uploads
+to sftp: `placet.drive.rclone_core.RCD_STREAM_BACKENDS`).
 """
 
 from __future__ import annotations
@@ -141,12 +142,12 @@ def test_no_secret_anywhere_after_real_sftp_runs(
     r_up = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     assert r_up.returncode == 0, r_up.stderr
     assert (served.root / "up/big.bin").stat().st_size == 120 * 1024 * 1024
-    rcat_args = [ln for ln in seen["args"] if " rcat " in ln]
-    rcat_eww = [ln for ln in seen["eww"] if " rcat " in ln]
-    assert rcat_args, "the transfer was not observed"
-    assert rcat_eww, "ps eww did not list the transfer"
-    assert all("--password-command" in ln and "password-for-rclone" in ln for ln in rcat_args)
-    assert any(f"RCLONE_CONFIG={conf}" in ln for ln in rcat_eww), "ps eww showed no environment"
+    rcd_args = [ln for ln in seen["args"] if " rcd " in ln]  # the upload streams through rcd
+    rcd_eww = [ln for ln in seen["eww"] if " rcd " in ln]
+    assert rcd_args, "the transfer was not observed"
+    assert rcd_eww, "ps eww did not list the transfer"
+    assert all("--password-command" in ln and "password-for-rclone" in ln for ln in rcd_args)
+    assert any(f"RCLONE_CONFIG={conf}" in ln for ln in rcd_eww), "ps eww showed no environment"
     assert not any("RCLONE_CONFIG_PASS" in ln for ln in seen["eww"])
     r_stale = placet_cli("accept", str(stale.id), "--yes", env=env)
     assert r_stale.returncode == 1 and "stale" in r_stale.stderr
