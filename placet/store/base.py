@@ -48,6 +48,7 @@ from placet.store.db import (
     BEGIN_OPTION,
     RawDB,
     as_utc,
+    call_statement,
     driver_errors,
     is_busy,
     is_postgres,
@@ -56,7 +57,6 @@ from placet.store.db import (
     raw_transaction,
     retry_busy,
     utcnow,
-    write_statement,
 )
 from placet.store.host import host_id
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
@@ -221,12 +221,13 @@ class StoreBase:
     def _write_statement(
         self, what: str, sql: str, params: Sequence[Any], heads: Callable[[Any], Heads]
     ) -> Any:
-        """`placet.store.db.write_statement` (PostgreSQL: one statement, one round trip)
-        with the busy retries; returns its row or None, and anchors `heads(row)` after
-        the commit when there is a row. The statement notifies itself if it appends."""
+        """`placet.store.db.call_statement` (PostgreSQL: one statement, its own
+        transaction, one round trip) with the busy retries; returns its row or None, and
+        anchors `heads(row)` after the commit when there is a row. The statement takes
+        the write lock and notifies itself."""
 
         def attempt() -> Any:
-            row = write_statement(self.engine, sql, params)
+            row = call_statement(self.engine, sql, params)
             if row is not None:
                 append_anchor(self.anchor_path, heads(row))
             return row

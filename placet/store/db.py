@@ -369,37 +369,22 @@ def retry_busy(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-_PG_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
-
-
-def write_statement(engine: Engine, sql: str, params: Sequence[Any]) -> Any:
-    """One write transaction of the single statement `sql` (`?` markers) on PostgreSQL,
-    in one round trip: `BEGIN ISOLATION LEVEL READ COMMITTED`, the write lock
-    (`WRITE_LOCK_KEY`), `sql` and `COMMIT` go to the server together (psycopg's pipeline
-    mode, the connection in autocommit for the while so that psycopg adds no BEGIN of
-    its own and syncs once), so the lock is held while the server runs `sql` and
-    commits, never across a round trip to this process. The lock is a statement of its
-    own before `sql`, and at READ COMMITTED `sql`'s snapshot is taken when it starts,
-    after the lock is granted: it sees every write committed before, whatever the
-    server's default isolation. Returns `sql`'s first row (a tuple) or None. On any
-    error the transaction is rolled back and the error re-raised (the driver's:
-    `is_busy` tells a lock timeout)."""
+def call_statement(engine: Engine, sql: str, params: Sequence[Any]) -> Any:
+    """The single statement `sql` (`?` markers) as a transaction of its own on PostgreSQL
+    (the connection in autocommit for the while): one round trip, nothing held between
+    round trips. For a server-side function that takes the write lock itself
+    (`placet_create_proposal`, `placet.store.migrations`). Returns the first row (a
+    tuple) or None; on an error the server has rolled the statement back and the
+    driver's error is raised (`is_busy` tells a lock timeout)."""
     pooled = engine.raw_connection()
     try:
         conn: Any = pooled.driver_connection
         conn.autocommit = True
         try:
-            with conn.pipeline():
-                conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-                conn.execute(_PG_LOCK_SQL, (WRITE_LOCK_KEY,))
-                cur = conn.execute(_pg_sql(sql), params)
-                conn.execute("COMMIT")
-            return cur.fetchone()
-        except BaseException:
-            conn.rollback()  # ROLLBACK unless the server is already out of the transaction
-            raise
+            return conn.execute(_pg_sql(sql), params).fetchone()
         finally:
-            conn.autocommit = False
+            if not conn.closed:
+                conn.autocommit = False
     finally:
         pooled.close()
 

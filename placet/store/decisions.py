@@ -30,7 +30,7 @@ from placet.errors import (
 )
 from placet.schema import by_reference, canonical_json, is_by_reference, request_hash
 from placet.store import lifecycle as lc
-from placet.store.audit import GENESIS_HASH, append_event, event_content_parts
+from placet.store.audit import append_event, event_content_parts
 from placet.store.base import (
     Heads,
     P,
@@ -39,7 +39,6 @@ from placet.store.base import (
     proposal_of_row,
     proposal_of_values,
 )
-from placet.store.changes import CHANNEL
 from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
 from placet.store.models import PROPOSAL
 from placet.store.records import ProposalRecord
@@ -82,44 +81,16 @@ _COUNT_ALL_SQL = (
     "AND expires_at > ? LIMIT ?) AS live"
 )
 
-# On PostgreSQL a creation with no op rows is this one statement, sent with its lock and
-# COMMIT in one round trip (`placet.store.db.write_statement`): the proposal is inserted
-# only while no identical one is pending and both tallies are under their caps (else no
-# row comes back and the general path below decides, as after `_SAME_SQL`), and its
-# creation event is chained to the head the statement reads under the lock, hashed by the
-# server from the parts of `placet.store.audit.event_content_parts` (sha256 over the same
-# UTF-8 bytes `chain_hash` hashes); `pg_notify` runs only when an event was appended.
-_CREATE_PG_SQL = """WITH made AS (
-    INSERT INTO proposal (kind, status, request, evidence, request_hash, reason, drive_spec,
-        run_id, client_name, client_version, label, host, created_at, expires_at, attempt,
-        host_id)
-    SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT),
-        CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT),
-        CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TIMESTAMP),
-        CAST(? AS TIMESTAMP), CAST(? AS BIGINT), CAST(? AS TEXT)
-    WHERE NOT EXISTS (SELECT 1 FROM proposal WHERE kind = ? AND request_hash = ?
-            AND drive_spec = ? AND status = 'pending')
-        AND coalesce((SELECT n FROM pending_tally WHERE scope = 'total'), 0) < ?
-        AND coalesce((SELECT n FROM pending_tally WHERE scope = ?), 0) < ?
-    RETURNING id
-), head AS (
-    SELECT id, hash FROM audit_event ORDER BY id DESC LIMIT 1
-), chained AS (
-    SELECT made.id AS proposal_id, coalesce(head.id, 0) + 1 AS id,
-        coalesce(head.hash, CAST(? AS TEXT)) AS prev_hash
-    FROM made LEFT JOIN head ON true
-), appended AS (
-    INSERT INTO audit_event (id, proposal_id, request_hash, actor, from_status, to_status,
-        at, detail, prev_hash, hash)
-    SELECT id, proposal_id, CAST(? AS TEXT), CAST(? AS TEXT), NULL, 'pending',
-        CAST(? AS TIMESTAMP), CAST(? AS TEXT), prev_hash,
-        encode(sha256(convert_to(prev_hash, 'UTF8') || CAST(? AS BYTEA)
-            || convert_to(CAST(id AS TEXT), 'UTF8') || CAST(? AS BYTEA)
-            || convert_to(CAST(proposal_id AS TEXT), 'UTF8') || CAST(? AS BYTEA)), 'hex')
-    FROM chained
-    RETURNING proposal_id, id, hash
+# On PostgreSQL a creation with no op rows is one call of the server-side function the
+# migrations create (`placet_create_proposal`, `placet.store.migrations`), its own
+# transaction in one round trip (`placet.store.db.call_statement`): the write lock is held
+# only while the server works. No row back: a pending duplicate, a tally at a cap, or a
+# session not at READ COMMITTED; the general path below then decides, as after
+# `_SAME_SQL`. Its audit event is hashed by the server from `event_content_parts`.
+_CREATE_PG_SQL = (
+    "SELECT made_proposal_id, made_event_id, made_hash FROM placet_create_proposal("
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-SELECT proposal_id, id, hash, pg_notify(CAST(? AS TEXT), '') FROM appended"""
 
 
 def _sql_value(v: object) -> object:
@@ -330,17 +301,14 @@ class Decisions(StoreBase):
             )
             params = [
                 *(_sql_value(values[c]) for c in _COLUMNS),
-                kind, rh, drive_spec,
-                self.settings.pending_total, f"run:{run_id}", self.settings.pending_per_session,
-                GENESIS_HASH,
-                rh, actor, dt_text(now), detail_json, *(p.encode("utf-8") for p in parts),
-                CHANNEL,
+                self.settings.pending_total, self.settings.pending_per_session,
+                actor, detail_json, *(p.encode("utf-8") for p in parts),
             ]  # fmt: skip
             row = self._write_statement(
                 what, _CREATE_PG_SQL, params, lambda r: [(int(r[1]), str(r[2]))]
             )
             if row is None:
-                return None  # a pending duplicate, or a tally at a cap: `general` decides
+                return None  # a pending duplicate or a tally at a cap: `general` decides
             return proposal_of_values({**values, **_NEW_UNRESOLVED, "id": int(row[0])}), True
 
         what = f"creating a {kind} proposal"

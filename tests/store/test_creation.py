@@ -1,9 +1,11 @@
 """Creating a proposal, the ingest hot path, alike on both backends (issue 16): on
-PostgreSQL it is one statement sent with its lock and COMMIT in one round trip, its audit
-event hashed by the server (`placet.store.db.write_statement`); on SQLite plain SQL under
-BEGIN IMMEDIATE. The event must hash exactly as `placet.store.audit` hashes it (any
-text, any character), chain to the head, reach the notification outbox and the anchor,
-and a lock held past the busy timeout must leave the pooled connection fit for reuse."""
+PostgreSQL one call of a server-side function that takes the write lock itself, its own
+transaction in one round trip, its audit event hashed by the server
+(`placet_create_proposal`); on SQLite plain SQL under BEGIN IMMEDIATE. The event must
+hash exactly as `placet.store.audit` hashes it (any text, any character), chain to the
+head, reach the notification outbox and the anchor; a lock held past the busy timeout
+must leave the pooled connection fit for reuse; a server whose default isolation is not
+READ COMMITTED still gets its proposals (by the general path)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from placet.config import Settings
 from placet.errors import StoreError
 from placet.store import open_store
 from placet.store.audit import GENESIS_HASH, chain_hash, event_content, event_content_parts
-from placet.store.db import utcnow
+from placet.store.changes import CHANNEL
+from placet.store.db import WRITE_LOCK_KEY, utcnow
+from placet.store.migrations import MIGRATIONS
 from tests.support.db import raw_db
 from tests.support.proposals import propose_folder
 
@@ -106,3 +110,32 @@ def test_a_creation_behind_a_held_lock_is_busy_and_the_store_recovers(
         assert [p.request["name"] for p in store.list()] == ["before", "after"]
         verification = store.verify_audit()
         assert verification.ok and verification.count == 3
+
+
+def test_the_function_locks_with_placet_s_key_and_starts_at_genesis() -> None:
+    (ddl,) = next(m for m in MIGRATIONS if m.name == "create_proposal_function").ddl(True)
+    assert f"pg_advisory_xact_lock({WRITE_LOCK_KEY})" in ddl
+    assert "repeat('0', 64)" in ddl and GENESIS_HASH == "0" * 64
+    assert f"pg_notify('{CHANNEL}', '')" in ddl
+
+
+@pytest.mark.usefixtures("store_backend")
+def test_a_session_not_at_read_committed_takes_the_general_path(
+    settings: Settings, store_backend: str
+) -> None:
+    """The function's lock must come before its statements' snapshots, which only READ
+    COMMITTED gives; at another default it makes nothing and the client's general path
+    creates (on SQLite there is no such setting: the same creations, the same result)."""
+    if store_backend == "postgresql":
+        with raw_db(settings) as db:
+            db.execute(
+                "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET "
+                "default_transaction_isolation = %L', current_database(), "
+                "'repeatable read'); END $$"
+            )
+    with open_store(settings) as store:
+        made, created = propose_folder(store, "rr", ttl=600)
+        again, created_again = propose_folder(store, "rr", ttl=600)
+        assert created and not created_again and again.id == made.id
+        assert [e.proposal_id for e in store.audit_events()] == [made.id]
+        assert store.verify_audit().ok
