@@ -9,12 +9,14 @@ READ COMMITTED still gets its proposals (by the general path)."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import pytest
 
 from placet.config import Settings
 from placet.errors import StoreError
+from placet.store import db as db_module
 from placet.store import open_store
 from placet.store.audit import GENESIS_HASH, chain_hash, event_content, event_content_parts
 from placet.store.changes import CHANNEL
@@ -138,4 +140,25 @@ def test_a_session_not_at_read_committed_takes_the_general_path(
         again, created_again = propose_folder(store, "rr", ttl=600)
         assert created and not created_again and again.id == made.id
         assert [e.proposal_id for e in store.audit_events()] == [made.id]
+        assert store.verify_audit().ok
+
+
+@pytest.mark.parametrize("store_backend", ["postgresql"], indirect=True)
+def test_a_pooled_connection_the_server_dropped_is_replaced(
+    store_backend: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pooled connections are pinged only after `PING_IDLE_SECONDS` idle, not at every
+    checkout: one the server dropped meanwhile is replaced, and nothing reaches the caller."""
+    with open_store(settings) as store:
+        propose_folder(store, "a", ttl=600)
+        with raw_db(settings) as db:
+            mine = "application_name = 'placet' AND datname = current_database()"
+            db.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {mine}")
+            deadline = time.monotonic() + 30
+            while db.execute(f"SELECT count(*) FROM pg_stat_activity WHERE {mine}").fetchone()[0]:
+                assert time.monotonic() < deadline, "the server did not drop the connection"
+                time.sleep(0.02)
+        monkeypatch.setattr(db_module, "PING_IDLE_SECONDS", 0.0)
+        made, created = propose_folder(store, "b", ttl=600)
+        assert created and store.get(made.id) == made
         assert store.verify_audit().ok
