@@ -18,6 +18,8 @@ Decided here, once, so every connection behaves the same (docs/design.md section
   `BEGIN IMMEDIATE` (the audit chain's head, the caps and idempotent proposing need
   nothing more); reads run at REPEATABLE READ (one snapshot, like a WAL read). A lock
   wait past `lock_timeout`, a serialization failure or a deadlock counts as busy.
+  Creation, the ingest hot path, is one call of a server-side function that takes the
+  lock itself (`call_statement`): one round trip, the lock never held across one.
   Raw hot-path SQL is written once with `?` markers; `RawDB` runs it on either driver.
 - Datetimes are stored naive UTC (SQLite has no zone type; `DateTime(timezone=True)`
   silently drops the offset) and come back aware UTC
