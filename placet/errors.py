@@ -56,6 +56,24 @@ class PlacetError(Exception):
         self.details: dict[str, Any] = details or {}
         self.retryable: bool = self.retryable_default if retryable is None else retryable
 
+    def __init_subclass__(
+        cls,
+        *,
+        code: str,
+        exit_code: int | None = None,
+        retryable: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A subclass names its default code in its class line, `class X(PlacetError,
+        code="x")`, and its exit code and default `retryable` there when they differ
+        from its base's."""
+        super().__init_subclass__(**kwargs)
+        cls.code = code
+        if exit_code is not None:
+            cls.exit_code = exit_code
+        if retryable is not None:
+            cls.retryable_default = retryable
+
     def to_dict(self) -> dict[str, Any]:
         """The wire shape `{code, message, retryable, details}` (docs/design.md section 5)."""
         return {
@@ -66,14 +84,11 @@ class PlacetError(Exception):
         }
 
 
-class UsageError(PlacetError):
+class UsageError(PlacetError, code="invalid_argument", exit_code=EXIT_USAGE):
     """A malformed request: wrong argument, bad value, unknown field."""
 
-    code = "invalid_argument"
-    exit_code = EXIT_USAGE
 
-
-class PathRefused(PlacetError):
+class PathRefused(PlacetError, code="path_outside_root"):
     """A local or remote path broke a rule of docs/design.md section 6.
 
     Codes used: `path_outside_root`, `path_invalid` (shape), `path_reserved`,
@@ -82,83 +97,58 @@ class PathRefused(PlacetError):
     `destination_moved` (docs/errors.md).
     """
 
-    code = "path_outside_root"
+
+class NotFound(PlacetError, code="not_found", exit_code=EXIT_NOT_FOUND):
+    """The named proposal, plan, passkey, local or remote path does not exist."""
 
 
-class NotFound(PlacetError):
-    code = "not_found"
-    exit_code = EXIT_NOT_FOUND
+class AlreadyExists(PlacetError, code="already_exists"):
+    """A write's target exists and replacing it was not asked for."""
 
 
-class AlreadyExists(PlacetError):
-    code = "already_exists"
+class Expired(PlacetError, code="expired"):
+    """A proposal's TTL (or a stored plan's retention) ran out."""
 
 
-class Expired(PlacetError):
-    code = "expired"
-
-
-class WrongState(PlacetError):
+class WrongState(PlacetError, code="wrong_state"):
     """A lifecycle transition the proposal's current status does not allow."""
 
-    code = "wrong_state"
 
-
-class StaleEvidence(PlacetError):
+class StaleEvidence(PlacetError, code="stale"):
     """What a proposal saw no longer holds (local file edited, remote target changed)."""
 
-    code = "stale"
 
-
-class LimitExceeded(PlacetError):
+class LimitExceeded(PlacetError, code="limit_exceeded"):
     """A cap was hit: pending proposals per bridge or in total, read size, plan entries."""
 
-    code = "limit_exceeded"
 
-
-class PolicyRefused(PlacetError):
+class PolicyRefused(PlacetError, code="refused"):
     """The owner's configuration or placet's rules forbid this (download policy, `--yes`
     without opt-in, no terminal, a binding that does not hold, a write into placet's own
     folders); codes in docs/errors.md."""
 
-    code = "refused"
 
-
-class InProgress(PlacetError):
+class InProgress(PlacetError, code="in_progress", retryable=True):
     """A long read continues in the background; call again."""
 
-    code = "in_progress"
-    retryable_default = True
 
-
-class DriveError(PlacetError):
+class DriveError(PlacetError, code="drive_error", exit_code=EXIT_OP_FAILED):
     """The remote (through rclone) failed in a way retrying will not fix."""
 
-    code = "drive_error"
-    exit_code = EXIT_OP_FAILED
 
-
-class DriveUnavailable(DriveError):
+class DriveUnavailable(
+    DriveError, code="drive_unavailable", exit_code=EXIT_DRIVE_UNAVAILABLE, retryable=True
+):
     """The remote could not be reached or timed out; the same call may succeed later."""
 
-    code = "drive_unavailable"
-    retryable_default = True
-    exit_code = EXIT_DRIVE_UNAVAILABLE
 
-
-class StoreError(PlacetError):
+class StoreError(PlacetError, code="store_error", exit_code=EXIT_STORE):
     """The database refused: locked past the busy timeout, unreadable, wrong schema."""
 
-    code = "store_error"
-    exit_code = EXIT_STORE
+
+class SchemaTooNew(StoreError, code="schema_too_new"):
+    """The database has a schema version newer than this placet's."""
 
 
-class SchemaTooNew(StoreError):
-    code = "schema_too_new"
-
-
-class ConfigError(PlacetError):
+class ConfigError(PlacetError, code="config_error", exit_code=EXIT_USAGE):
     """The owner's configuration or the data directory is unusable."""
-
-    code = "config_error"
-    exit_code = EXIT_USAGE

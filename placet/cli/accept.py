@@ -53,7 +53,7 @@ import termios
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 from typing import Any, TextIO
 
@@ -286,6 +286,18 @@ def read_line(fd: int, limit: int = 64) -> str:
     return buf.decode("utf-8", "replace")
 
 
+def code_typed(tty: int, prompt: Callable[[str], str]) -> bool:
+    """Write `prompt(code)` for a fresh confirmation code to the terminal `tty` (its
+    type-ahead flushed first, so it cannot answer a code not yet shown) and read a line
+    back from it: True when the line is the code (case and surrounding blanks aside)."""
+    code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+    with contextlib.suppress(termios.error):
+        termios.tcflush(tty, termios.TCIFLUSH)
+    os.write(tty, prompt(code).encode())
+    typed = read_line(tty).strip().upper()
+    return secrets.compare_digest(typed.encode(), code.encode())
+
+
 def _covers(ops: list[Op], flags: list[RiskFlag]) -> str:
     """What the code accepts, said in the prompt: the op count and every risk flag by kind."""
     said = f"{len(flags)} risk flag(s): {flag_counts(flags)}" if flags else "no risk flags"
@@ -301,21 +313,17 @@ def _confirm(
     Raises:
         PolicyRefused (code ``confirmation_mismatch``): something else was typed.
     """
-    code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
-    with contextlib.suppress(termios.error):
-        termios.tcflush(tty, termios.TCIFLUSH)  # type-ahead cannot answer a code not yet shown
-    os.write(
-        tty,
-        (
+
+    def prompt(code: str) -> str:
+        return (
             f"\nTo accept proposal {record.id} (request hash {record.request_hash[:16]}...)"
             + (f" with {covers}" if covers else "")
             + (f" without op(s) {', '.join(f'#{i}' for i in skip)}" if skip else "")
             + ", "
             f"type the code {code} and press Enter (anything else declines): "
-        ).encode(),
-    )
-    typed = read_line(tty).strip().upper()
-    if not secrets.compare_digest(typed.encode(), code.encode()):
+        )
+
+    if not code_typed(tty, prompt):
         raise PolicyRefused(
             f"proposal {record.id} was not accepted: the confirmation code did not match; "
             "it is unchanged",

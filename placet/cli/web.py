@@ -18,16 +18,13 @@ Starlette and uvicorn are imported only when the page is served.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import secrets
 import sys
-import termios
 from datetime import UTC, datetime
 from pathlib import Path
 
-from placet.cli.accept import CODE_ALPHABET, CODE_LENGTH, read_line, terminal
+from placet.cli.accept import code_typed, terminal
 from placet.config import load_settings
 from placet.config.pins import Pins, editing_pins, key_sha256, read_pins
 from placet.errors import EXIT_OK, NotFound, PolicyRefused, UsageError
@@ -251,22 +248,18 @@ def _confirm_pin(tty: int, key: PasskeyRecord, digest: str) -> None:
     Raises:
         PolicyRefused (``confirmation_mismatch``): something else was typed.
     """
-    code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
-    with contextlib.suppress(termios.error):
-        termios.tcflush(tty, termios.TCIFLUSH)  # type-ahead cannot answer a code not yet shown
-    os.write(
-        tty,
-        (
+
+    def prompt(code: str) -> str:
+        return (
             f"\nPasskey {key.id} {quote(key.name)}, registered "
             f"{key.created_at.isoformat(timespec='seconds')}, used "
             f"{key.sign_count} time(s), credential {key.credential_id[:24]}, public key "
             f"SHA-256 {digest[:16]}...\nPin it only if you registered it: it may then sign "
             f"in to placet web and approve; type the code {code} and press Enter (anything "
             "else declines): "
-        ).encode(),
-    )
-    typed = read_line(tty).strip().upper()
-    if not secrets.compare_digest(typed.encode(), code.encode()):
+        )
+
+    if not code_typed(tty, prompt):
         raise PolicyRefused(
             f"passkey {key.id} was not pinned: the confirmation code did not match",
             code="confirmation_mismatch",

@@ -275,25 +275,19 @@ def spend_signature(config_file: Path, nonce: str) -> bool:
             fd = os.open(
                 path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
             )
+            try:
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    if any(seen.strip() == line.encode() for seen in f):
+                        return False
+                os.write(fd, (line + "\n").encode("ascii"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         except OSError as e:
             raise ConfigError(
                 f"cannot record the signed approvals run in {path}: {e.strerror or e}",
                 details={"path": str(path)},
             ) from e
-        try:
-            with os.fdopen(os.dup(fd), "rb") as f:
-                if any(seen.strip() == line.encode() for seen in f):
-                    return False
-            data = (line + "\n").encode("ascii")
-            os.write(fd, data)
-            os.fsync(fd)
-        except OSError as e:
-            raise ConfigError(
-                f"cannot record the signed approvals run in {path}: {e.strerror or e}",
-                details={"path": str(path)},
-            ) from e
-        finally:
-            os.close(fd)
     return True
 
 

@@ -69,6 +69,34 @@ class Plan:
         )
 
 
+def _transfer_op(req: UploadRequest | DownloadRequest, evidence: dict[str, Any]) -> Op:
+    """The one op of an upload or a download: sized by its source's evidence (the local
+    file, the remote file), bound to both sides' evidence.
+
+    Raises:
+        ValidationError: the evidence does not parse.
+    """
+    ev: UploadEvidence | DownloadEvidence
+    size: int | None
+    if isinstance(req, UploadRequest):
+        ev = up = UploadEvidence.model_validate(evidence)
+        op_kind = "upload_revision" if req.replace_existing else "upload"
+        size, replace = up.local.size, req.replace_existing
+    else:
+        ev = DownloadEvidence.model_validate(evidence)
+        op_kind, size, replace = "download", ev.remote.size, req.overwrite
+    return Op(
+        index=0,
+        kind=op_kind,
+        local_path=req.local_path,
+        remote_path=req.remote_path,
+        size=size,
+        expected_local=ev.local,
+        expected_remote=ev.remote,
+        replace=replace,
+    )
+
+
 def _bad(kind: str, e: Exception) -> PlacetError:
     return PlacetError(
         f"the stored {kind} request does not parse ({e}); it was not written by this "
@@ -177,36 +205,12 @@ def plan_for(
         req = _REQUEST.validate_python(request)
         if req.kind != kind:
             raise ValueError(f"request kind {req.kind!r} under a {kind!r} proposal")
-        if isinstance(req, UploadRequest):
-            ev = UploadEvidence.model_validate(evidence)
-            op = Op(
-                index=0,
-                kind="upload_revision" if req.replace_existing else "upload",
-                local_path=req.local_path,
-                remote_path=req.remote_path,
-                size=ev.local.size,
-                expected_local=ev.local,
-                expected_remote=ev.remote,
-                replace=req.replace_existing,
-            )
-            return Plan(kind, req.root, [op])
+        if isinstance(req, UploadRequest | DownloadRequest):
+            return Plan(kind, req.root, [_transfer_op(req, evidence)])
         if isinstance(req, MkdirRequest):
             mev = MkdirEvidence.model_validate(evidence)
             op = Op(index=0, kind="mkdir", remote_path=req.remote_path, expected_remote=mev.remote)
             return Plan(kind, None, [op])
-        if isinstance(req, DownloadRequest):
-            dev = DownloadEvidence.model_validate(evidence)
-            op = Op(
-                index=0,
-                kind="download",
-                local_path=req.local_path,
-                remote_path=req.remote_path,
-                size=dev.remote.size,
-                expected_local=dev.local,
-                expected_remote=dev.remote,
-                replace=req.overwrite,
-            )
-            return Plan(kind, req.root, [op])
         assert isinstance(req, SyncRequest)
         return Plan(kind, req.root, sync_order(req.ops))
     except (ValidationError, ValueError) as e:

@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
@@ -49,27 +49,30 @@ _INSERT_SQL = (
 )
 
 
-def event_content(
-    *,
-    event_id: int,
-    proposal_id: int,
-    request_hash: str,
-    actor: str,
-    from_status: str | None,
-    to_status: str,
-    at: datetime,
-    detail_json: str,
-) -> str:
-    """The canonical text an event's hash covers (`at` must be aware UTC)."""
+class EventFacts(NamedTuple):
+    """What an audit event records of one transition: the proposal, its request hash,
+    who made it (`lifecycle` actor), from which status (None at creation) to which, and
+    when (aware UTC). The order is the `audit_event` columns' order."""
+
+    proposal_id: int
+    request_hash: str
+    actor: str
+    from_status: str | None
+    to_status: str
+    at: datetime
+
+
+def event_content(*, event_id: int, facts: EventFacts, detail_json: str) -> str:
+    """The canonical text an event's hash covers."""
     return canonical_json(
         {
             "id": event_id,
-            "proposal_id": proposal_id,
-            "request_hash": request_hash,
-            "actor": actor,
-            "from": from_status,
-            "to": to_status,
-            "at": at.isoformat(),
+            "proposal_id": facts.proposal_id,
+            "request_hash": facts.request_hash,
+            "actor": facts.actor,
+            "from": facts.from_status,
+            "to": facts.to_status,
+            "at": facts.at.isoformat(),
             "detail": detail_json,
         }
     )
@@ -102,15 +105,7 @@ def chain_hash(prev_hash: str, content: str) -> str:
 
 
 def append_event(
-    conn: Connection | RawDB,
-    *,
-    proposal_id: int,
-    request_hash: str,
-    actor: str,
-    from_status: str | None,
-    to_status: str,
-    at: datetime,
-    detail: dict[str, Any] | None,
+    conn: Connection | RawDB, facts: EventFacts, *, detail: dict[str, Any] | None
 ) -> tuple[int, str]:
     """Insert the next event of the chain; returns (event id, hash).
 
@@ -122,34 +117,10 @@ def append_event(
     prev_id, prev_hash = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
     event_id = prev_id + 1
     detail_json = canonical_json(detail or {})
-    digest = chain_hash(
-        prev_hash,
-        event_content(
-            event_id=event_id,
-            proposal_id=proposal_id,
-            request_hash=request_hash,
-            actor=actor,
-            from_status=from_status,
-            to_status=to_status,
-            at=at,
-            detail_json=detail_json,
-        ),
-    )
-    db.execute(
-        _INSERT_SQL,
-        (
-            event_id,
-            proposal_id,
-            request_hash,
-            actor,
-            from_status,
-            to_status,
-            dt_text(at),
-            detail_json,
-            prev_hash,
-            digest,
-        ),
-    )
+    content = event_content(event_id=event_id, facts=facts, detail_json=detail_json)
+    digest = chain_hash(prev_hash, content)
+    at = dt_text(facts.at)
+    db.execute(_INSERT_SQL, (event_id, *facts[:-1], at, detail_json, prev_hash, digest))
     return event_id, digest
 
 
@@ -251,16 +222,10 @@ def verify_chain(
             problems.append((expected, f"events {expected}..{eid - 1} are missing"))
         if row.prev_hash != prev:
             problems.append((eid, f"event {eid} does not link to the event before it"))
-        content = event_content(
-            event_id=eid,
-            proposal_id=row.proposal_id,
-            request_hash=row.request_hash,
-            actor=row.actor,
-            from_status=row.from_status,
-            to_status=row.to_status,
-            at=row.at,
-            detail_json=row.detail,
+        facts = EventFacts(
+            row.proposal_id, row.request_hash, row.actor, row.from_status, row.to_status, row.at
         )
+        content = event_content(event_id=eid, facts=facts, detail_json=row.detail)
         if chain_hash(row.prev_hash, content) != row.hash:
             problems.append((eid, f"event {eid} was altered: its content does not match its hash"))
         anchored = anchors.get(eid)

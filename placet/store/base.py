@@ -42,7 +42,7 @@ from placet.errors import (
 )
 from placet.schema import is_by_reference
 from placet.store import lifecycle as lc
-from placet.store.audit import append_anchor, append_event, verify_chain
+from placet.store.audit import EventFacts, append_anchor, append_event, verify_chain
 from placet.store.changes import CHANNEL, NOTIFY_SQL, ChangeWaiter
 from placet.store.db import (
     BEGIN_OPTION,
@@ -285,15 +285,17 @@ class StoreBase:
         cur: Row[Any],
         *,
         transition: str,
-        to: str,
         actor: str,
         now: datetime,
         values: dict[str, Any],
+        to: str | None = None,
         guard: tuple[Any, ...] = (),
         detail: dict[str, Any] | None = None,
     ) -> ProposalRecord:
-        """Compare-and-set `cur` (read in this transaction) to `to`, plus its audit event."""
+        """Compare-and-set `cur` (read in this transaction) to `to` (default: the one
+        status `transition` leads to, `lifecycle.target_of`), plus its audit event."""
         lc.check_actor(transition, actor)
+        to = lc.target_of(transition) if to is None else to
         old = cur.status
         if old not in lc.TRANSITIONS[transition].sources or to not in (
             lc.TRANSITIONS[transition].targets
@@ -309,14 +311,7 @@ class StoreBase:
             raise self._wrong_state(cur.id, transition, old)
         heads.append(
             append_event(
-                conn,
-                proposal_id=cur.id,
-                request_hash=cur.request_hash,
-                actor=actor,
-                from_status=old,
-                to_status=to,
-                at=now,
-                detail=detail,
+                conn, EventFacts(cur.id, cur.request_hash, actor, old, to, now), detail=detail
             )
         )
         return proposal_of_row(row)
@@ -337,7 +332,6 @@ class StoreBase:
             heads,
             cur,
             transition="expire",
-            to=lc.EXPIRED,
             actor=lc.SWEEPER,
             now=now,
             guard=(P.expires_at <= now,),

@@ -30,7 +30,7 @@ from placet.errors import (
 )
 from placet.schema import by_reference, canonical_json, is_by_reference, request_hash
 from placet.store import lifecycle as lc
-from placet.store.audit import append_event, event_content_parts
+from placet.store.audit import EventFacts, append_event, event_content_parts
 from placet.store.base import (
     Heads,
     P,
@@ -264,10 +264,10 @@ class Decisions(StoreBase):
             if op_rows:  # one statement for every op, in the proposal's transaction
                 db.executemany(_OP_INSERT_SQL, ((new_id, i, t) for i, t in op_rows))
             heads.append(
-                append_event(db, proposal_id=new_id, request_hash=rh, actor=actor,
-                             from_status=None, to_status=lc.PENDING, at=now,
-                             detail=event_detail)
-            )  # fmt: skip
+                append_event(
+                    db, EventFacts(new_id, rh, actor, None, lc.PENDING, now), detail=event_detail
+                )
+            )
             return proposal_of_values({**values, **_NEW_UNRESOLVED, "id": new_id}), True
 
         def fast(db: RawDB, heads: Heads) -> tuple[ProposalRecord, bool] | None:
@@ -426,7 +426,6 @@ class Decisions(StoreBase):
                 heads,
                 cur,
                 transition="accept",
-                to=lc.APPROVED,
                 actor=actor,
                 now=now,
                 guard=guard,
@@ -453,7 +452,6 @@ class Decisions(StoreBase):
                 heads,
                 self._row(conn, pid),
                 transition="discard",
-                to=lc.DISCARDED,
                 actor=actor,
                 now=now,
                 values={"resolved_at": now, "resolved_by": actor},
@@ -484,7 +482,6 @@ class Decisions(StoreBase):
                 heads,
                 cur,
                 transition="withdraw",
-                to=lc.WITHDRAWN,
                 actor=actor,
                 now=now,
                 guard=(P.run_id == run_id,),
@@ -532,7 +529,6 @@ class Decisions(StoreBase):
                 heads,
                 cur,
                 transition="extend",
-                to=lc.PENDING,
                 actor=actor,
                 now=now,
                 guard=(P.expires_at == cur.expires_at, P.expires_at > now),

@@ -112,6 +112,16 @@ def check_actor(transition: str, actor: str) -> None:
         raise ValueError(f"actor {actor!r} may not {transition}; allowed: {sorted(t.actors)}")
 
 
+def target_of(transition: str) -> str:
+    """The one status `transition` leads to; ValueError for `finish`, which has two
+    (succeeded or failed: the caller names it)."""
+    targets = TRANSITIONS[transition].targets
+    if len(targets) != 1:
+        raise ValueError(f"{transition} has {len(targets)} targets; name the one it takes")
+    (target,) = targets
+    return target
+
+
 def sources_of(transition: str) -> tuple[str, ...]:
     """The statuses a transition may start from (for the CAS `WHERE status IN`)."""
     return tuple(sorted(s for s in TRANSITIONS[transition].sources if s is not None))

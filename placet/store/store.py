@@ -81,7 +81,6 @@ class Store(Decisions, Passkeys):
                 heads,
                 cur,
                 transition="claim",
-                to=lc.EXECUTING,
                 actor=lc.EXECUTOR,
                 now=now,
                 values={
@@ -294,7 +293,6 @@ class Store(Decisions, Passkeys):
                 heads,
                 cur,
                 transition="interrupt",
-                to=lc.INTERRUPTED,
                 actor=actor,
                 now=now,
                 values={"lease_holder": None, "lease_expires_at": None},
@@ -376,7 +374,6 @@ class Store(Decisions, Passkeys):
                         heads,
                         r,
                         transition="interrupt",
-                        to=lc.INTERRUPTED,
                         actor=lc.SWEEPER,
                         now=now,
                         guard=(P.lease_holder.is_not_distinct_from(r.lease_holder),),

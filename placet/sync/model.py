@@ -62,15 +62,13 @@ PLAN_FORMAT = "placet-plan v1"
 format is versioned so that a change invalidates instead of misreading)."""
 
 
-class EmptySideRefused(PlacetError):
+class EmptySideRefused(PlacetError, code="empty_side"):
     """Planning stopped: one side listed empty while a baseline exists, or a listing failed.
 
     Codes: `empty_side` (a side is empty; perhaps the wrong folder, or an unmounted
     disk), `listing_incomplete` (a listing failed; retryable). The override is
     `allow_empty_side=true` (docs/design.md section 7).
     """
-
-    code = "empty_side"
 
 
 @dataclass(frozen=True, slots=True)

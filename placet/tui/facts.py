@@ -157,46 +157,13 @@ def effect_of(record: ProposalRecord, ops: Sequence[dict[str, Any]] | None = Non
     req, ev, kind = record.request, record.evidence, record.kind
     root = _dict(req, "root")
     root_name = _s(root, "name")
-    if kind == "upload":
-        local_ev, remote_ev = _dict(ev, "local"), _dict(ev, "remote")
-        remote = _join(_s(req, "remote_parent"), _s(req, "name"))
-        local_rel = _s(req, "local_path") or ""
-        replaces = bool(req.get("replace_existing")) or bool(remote_ev and remote_ev.get("exists"))
-        op = EffectOp(
-            index=0,
-            kind="upload_revision" if replaces else "upload",
-            local_path=_local_abs(root, local_rel),
-            remote_path=remote,
-            size=_int(local_ev, "size"),
-            sha256=_s(local_ev, "sha256"),
-            digest_type=_s(local_ev, "digest_type"),
-            digest=_s(local_ev, "digest"),
-            replace=bool(req.get("replace_existing")),
-            local_before=local_ev,
-            remote_before=remote_ev,
-        )
+    if kind in ("upload", "download"):
+        op = _transfer_effect(kind, req, ev, root)
         return Effect(kind, [op], root_name, flags_of(record))
     if kind == "mkdir":
         remote_ev = _dict(ev, "remote")
         remote = _join(_s(req, "remote_parent"), _s(req, "name"))
         op = EffectOp(index=0, kind="mkdir", remote_path=remote, remote_before=remote_ev)
-        return Effect(kind, [op], root_name, flags_of(record))
-    if kind == "download":
-        remote_ev, local_ev = _dict(ev, "remote"), _dict(ev, "local")
-        remote = _s(req, "remote_path") or ""
-        local_rel = _s(req, "local_path") or ""
-        op = EffectOp(
-            index=0,
-            kind="download",
-            local_path=_local_abs(root, local_rel),
-            remote_path=remote,
-            size=_int(remote_ev, "size"),
-            digest_type=_s(remote_ev, "digest_type"),
-            digest=_s(remote_ev, "digest"),
-            replace=bool(req.get("overwrite")),
-            local_before=local_ev,
-            remote_before=remote_ev,
-        )
         return Effect(kind, [op], root_name, flags_of(record))
     if kind == "sync":
         if is_by_reference(kind, req) and ops is None:
@@ -204,6 +171,36 @@ def effect_of(record: ProposalRecord, ops: Sequence[dict[str, Any]] | None = Non
         return _sync_effect(record, root, root_name, ops)
     raw = {"request": req, "evidence": ev}
     return Effect(kind, [], root_name, flags_of(record), raw=raw)
+
+
+def _transfer_effect(
+    kind: str, req: dict[str, Any], ev: dict[str, Any], root: dict[str, Any] | None
+) -> EffectOp:
+    """The one op of an upload or a download, as stored (the values unchecked): sized by
+    its source's evidence (the local file, the remote file)."""
+    local_ev, remote_ev = _dict(ev, "local"), _dict(ev, "remote")
+    if kind == "upload":
+        remote = _join(_s(req, "remote_parent"), _s(req, "name"))
+        replace = bool(req.get("replace_existing"))
+        replaces = replace or bool(remote_ev and remote_ev.get("exists"))
+        op_kind, source = ("upload_revision" if replaces else "upload"), local_ev
+    else:
+        remote = _s(req, "remote_path") or ""
+        replace = bool(req.get("overwrite"))
+        op_kind, source = "download", remote_ev
+    return EffectOp(
+        index=0,
+        kind=op_kind,
+        local_path=_local_abs(root, _s(req, "local_path") or ""),
+        remote_path=remote,
+        size=_int(source, "size"),
+        sha256=_s(source, "sha256"),  # remote evidence has none
+        digest_type=_s(source, "digest_type"),
+        digest=_s(source, "digest"),
+        replace=replace,
+        local_before=local_ev,
+        remote_before=remote_ev,
+    )
 
 
 def _sync_summary(req: dict[str, Any], root_name: str | None) -> Effect:

@@ -23,13 +23,14 @@ from textual.widgets import DataTable
 from placet.display import human_bytes
 from placet.errors import PlacetError
 from placet.store import ProposalRecord, Store
+from placet.tui import tables
 from placet.tui.facts import EffectOp, effect_op
 from placet.tui.render import lit, name
 
 WINDOW = 200
 """Ops in the table at a time (a page read is ~5 ms; adding 200 rows ~0.1 s)."""
 
-COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+COLUMNS: tables.Columns = (
     ("op", "op", 7),
     ("kind", "kind", 15),
     ("remote", "remote path", None),
@@ -85,8 +86,7 @@ class OpsTable(DataTable[Text]):
         self._busy = False
 
     def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
-            self.add_column(Text(label), key=key, width=width or 40)
+        tables.add_columns(self, COLUMNS, 40)
 
     # -- loading ------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from textual.widgets.data_table import ColumnKey
 
 from placet.proposals.risk import RiskFlag
 from placet.store import ProposalRecord
+from placet.tui import tables
 from placet.tui.detail import DetailPane
 from placet.tui.facts import Effect, effect_of
 from placet.tui.render import expires_cell, queue_cells
@@ -49,7 +50,7 @@ MORE_MARGIN = 25
 REBUILD_OVER = 40
 """Removing more rows than this rebuilds the table (DataTable.remove_row is O(rows))."""
 
-COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+COLUMNS: tables.Columns = (
     ("id", "id", 4),
     ("kind", "kind", 10),
     ("target", "target", None),
@@ -90,8 +91,7 @@ class QueueTable(DataTable[Text]):
         self._under_cursor: int | None = None
 
     def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
-            self.add_column(Text(label), key=key, width=width or FLEX_MIN)
+        tables.add_columns(self, COLUMNS, FLEX_MIN)
         self.set_interval(1.0, self.tick)
         self.fit_reason()
 

@@ -1,4 +1,5 @@
-"""The keyed tables of the history and audit panes: columns, the selected row, a refill.
+"""The review UI's keyed tables: their columns (every table's); the selected row and a
+refill (the history and audit panes').
 
 Each row's key is its id (a proposal's or an audit event's) as text; a refill keeps the
 cursor on the row it was on when that row is still there.
@@ -12,14 +13,16 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
-Columns = tuple[tuple[str, str, int], ...]
-"""(key, label, width) of each column, left to right."""
+Columns = tuple[tuple[str, str, int | None], ...]
+"""(key, label, width) of each column, left to right, in cells; None: a flexible column
+(the caller sizes it to the screen)."""
 
 
-def add_columns(table: DataTable[Any], columns: Columns) -> None:
-    """Add `columns` to `table`, each keyed by its key."""
+def add_columns(table: DataTable[Any], columns: Columns, flexible: int | None = None) -> None:
+    """Add `columns` to `table`, each keyed by its key; a flexible one starts `flexible`
+    cells wide (None: as wide as its content)."""
     for key, label, width in columns:
-        table.add_column(Text(label), key=key, width=width)
+        table.add_column(Text(label), key=key, width=width or flexible)
 
 
 def selected_id(table: DataTable[Any]) -> int | None:

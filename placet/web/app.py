@@ -556,23 +556,36 @@ def create_app(
     async def signin_options(request: Request) -> Response:
         return JSONResponse(await run_in_threadpool(ceremonies.signin_options))
 
-    async def signin(request: Request) -> Response:
+    async def session_for(
+        request: Request,
+        refused: int,
+        ceremony: Callable[[dict[str, Any]], tuple[PasskeyRecord, dict[str, Any]]],
+    ) -> Response:
+        """Run `ceremony` on the request's JSON body (in a thread) and sign the browser in
+        as the passkey it proves, answering its JSON; a refusal answers status `refused`."""
         try:
             body = await _json_body(request)
         except PlacetError as e:
-            return _refused_json(e, 403)
+            return _refused_json(e, refused)
 
         def sign_in() -> Response:
             try:
-                issued = ceremonies.challenges.take(body.get("nonce"), "signin")
-                key, _ = ceremonies.verify_assertion(issued, body.get("credential"), "signing in")
+                key, answer = ceremony(body)
             except PlacetError as e:
-                return _refused_json(e, 403)
-            response = JSONResponse({"ok": True})
+                return _refused_json(e, refused)
+            response = JSONResponse(answer)
             _set_session(response, store.open_session(key.id, now=clock()), config)
             return response
 
         return await run_in_threadpool(sign_in)
+
+    async def signin(request: Request) -> Response:
+        def assertion(body: dict[str, Any]) -> tuple[PasskeyRecord, dict[str, Any]]:
+            issued = ceremonies.challenges.take(body.get("nonce"), "signin")
+            key, _ = ceremonies.verify_assertion(issued, body.get("credential"), "signing in")
+            return key, {"ok": True}
+
+        return await session_for(request, 403, assertion)
 
     def signout_sync(request: Request) -> Response:
         token = request.cookies.get(COOKIE)
@@ -606,21 +619,11 @@ def create_app(
         return await run_in_threadpool(pair_options_sync, request)
 
     async def pair(request: Request) -> Response:
-        try:
-            body = await _json_body(request)
-        except PlacetError as e:
-            return _refused_json(e, 410)
+        def registration(body: dict[str, Any]) -> tuple[PasskeyRecord, dict[str, Any]]:
+            key = ceremonies.register(request.path_params["token"], body)
+            return key, {"ok": True, "passkey_id": key.id}
 
-        def register() -> Response:
-            try:
-                key = ceremonies.register(request.path_params["token"], body)
-            except PlacetError as e:
-                return _refused_json(e, 410)
-            response = JSONResponse({"ok": True, "passkey_id": key.id})
-            _set_session(response, store.open_session(key.id, now=clock()), config)
-            return response
-
-        return await run_in_threadpool(register)
+        return await session_for(request, 410, registration)
 
     async def static(request: Request) -> Response:
         name = request.path_params["name"]

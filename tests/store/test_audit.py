@@ -14,7 +14,7 @@ import pytest
 
 from placet.config import Settings
 from placet.store import LeaseHolder, Store, open_store
-from placet.store.audit import GENESIS_HASH, chain_hash, event_content
+from placet.store.audit import GENESIS_HASH, EventFacts, chain_hash, event_content
 from placet.store.db import UTCDateTime
 from tests.support.db import raw_db, sql, stored_datetime
 from tests.support.proposals import propose_folder
@@ -102,16 +102,8 @@ def test_a_rewritten_consistent_chain_is_caught_by_the_anchor(settings: Settings
                 actor = "sweeper"  # pretend the sweeper, not the owner, did it
             at_dt = to_utc.process_result_value(stored_datetime(at), None)  # type: ignore[arg-type]
             assert at_dt is not None
-            content = event_content(
-                event_id=eid,
-                proposal_id=pid,
-                request_hash=rh,
-                actor=actor,
-                from_status=frm,
-                to_status=to,
-                at=at_dt,
-                detail_json=detail,
-            )
+            facts = EventFacts(pid, rh, actor, frm, to, at_dt)
+            content = event_content(event_id=eid, facts=facts, detail_json=detail)
             digest = chain_hash(prev, content)
             con.execute(
                 "UPDATE audit_event SET actor = ?, prev_hash = ?, hash = ? WHERE id = ?",
@@ -148,16 +140,15 @@ FORGED = [
 def test_events_that_do_not_follow_on_are_detected(
     settings: Settings, pid: int, frm: str | None, to: str
 ) -> None:
-    from placet.store.audit import append_anchor, append_event
+    from placet.store.audit import EventFacts, append_anchor, append_event
 
     n = _populate(settings)
     with raw_db(settings, autocommit=False) as con:
         if con.postgres:  # a forger with the server's rights skips the foreign key checks
             con.execute("SET session_replication_role = replica")
         con.begin(write=True)
-        head = append_event(con, proposal_id=pid, request_hash="0" * 64, actor="executor",
-                        from_status=frm, to_status=to, at=datetime(2030, 1, 1, tzinfo=UTC),
-                            detail={})  # fmt: skip
+        at = datetime(2030, 1, 1, tzinfo=UTC)
+        head = append_event(con, EventFacts(pid, "0" * 64, "executor", frm, to, at), detail={})
         con.execute("UPDATE proposal SET status = ? WHERE id = ?", (to, pid))
         con.commit()
     append_anchor(settings.audit_anchor_path, [head])

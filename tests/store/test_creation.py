@@ -18,7 +18,13 @@ from placet.config import Settings
 from placet.errors import StoreError
 from placet.store import db as db_module
 from placet.store import open_store
-from placet.store.audit import GENESIS_HASH, chain_hash, event_content, event_content_parts
+from placet.store.audit import (
+    GENESIS_HASH,
+    EventFacts,
+    chain_hash,
+    event_content,
+    event_content_parts,
+)
 from placet.store.changes import CHANNEL
 from placet.store.db import WRITE_LOCK_KEY, utcnow
 from placet.store.migrations import MIGRATIONS
@@ -38,11 +44,12 @@ def test_the_content_parts_rebuild_the_content(text: str, from_status: str | Non
         "from_status": from_status,
         "to_status": "approved",
         "at": at,
-        "detail_json": f'{{"client_name":"{text}"}}',
+        "detail_json": (detail := f'{{"client_name":"{text}"}}'),
     }
     before_id, before_pid, rest = event_content_parts(**fields)  # type: ignore[arg-type]
     for event_id, pid in [(1, 1), (17, 123456789), (2**62, 9)]:
-        whole = event_content(event_id=event_id, proposal_id=pid, **fields)  # type: ignore[arg-type]
+        facts = EventFacts(pid, "ab" * 32, f"agent:{text}", from_status, "approved", at)
+        whole = event_content(event_id=event_id, facts=facts, detail_json=detail)
         assert before_id + str(event_id) + before_pid + str(pid) + rest == whole
 
 
@@ -59,15 +66,10 @@ def test_a_creation_event_hashes_as_the_chain_does(settings: Settings, text: str
         assert [(e.id, e.proposal_id) for e in events] == [(1, first.id), (2, second.id)]
         prev = GENESIS_HASH
         for e in events:
+            facts = EventFacts(e.proposal_id, e.request_hash, e.actor, e.from_status,
+                               e.to_status, e.at)  # fmt: skip
             content = event_content(
-                event_id=e.id,
-                proposal_id=e.proposal_id,
-                request_hash=e.request_hash,
-                actor=e.actor,
-                from_status=e.from_status,
-                to_status=e.to_status,
-                at=e.at,
-                detail_json=_stored_detail(settings, e.id),
+                event_id=e.id, facts=facts, detail_json=_stored_detail(settings, e.id)
             )
             assert e.prev_hash == prev and e.hash == chain_hash(prev, content)
             prev = e.hash

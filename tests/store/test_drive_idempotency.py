@@ -13,7 +13,7 @@ from placet.config import Settings, ensure_data_dir
 from placet.errors import SchemaTooNew
 from placet.schema import canonical_json, request_hash
 from placet.store import ProposalRecord, Store, open_store
-from placet.store.audit import append_anchor, append_event
+from placet.store.audit import EventFacts, append_anchor, append_event
 from placet.store.db import driver_integrity_errors, dt_text, utcnow
 from placet.store.lifecycle import agent_actor
 from placet.store.migrations import MIGRATIONS, migrate, schema_version
@@ -62,16 +62,8 @@ def _propose_on_the_previous_schema(settings: Settings) -> int:
         ).fetchone()  # fmt: skip
         detail = {"kind": "upload", "expires_at": expires.isoformat(), "client_name": None,
                   "client_version": None}  # fmt: skip
-        head = append_event(
-            db,
-            proposal_id=pid,
-            request_hash=rh,
-            actor=agent_actor("run-a"),
-            from_status=None,
-            to_status="pending",
-            at=now,
-            detail=detail,
-        )
+        facts = EventFacts(pid, rh, agent_actor("run-a"), None, "pending", now)
+        head = append_event(db, facts, detail=detail)
         db.commit()
     append_anchor(settings.audit_anchor_path, [head])
     return int(pid)

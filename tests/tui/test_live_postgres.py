@@ -18,6 +18,7 @@ from placet.config import Settings
 from placet.store import Store
 from placet.tui import app as review_app
 from placet.tui import make_app
+from tests.support.notify import wait_until
 from tests.support.review import Clock, Recorder, quiet, settle, until
 
 pytestmark = [
@@ -86,7 +87,8 @@ async def test_a_proposal_from_another_host_reaches_the_queue_by_notify(
         # A decision made through another connection (the owner on the CLI) leaves the queue.
         quiet_store.discard(pid, reason="decided elsewhere")
         assert await until(pilot, lambda: pid not in app.queue_table.order, 30)
-    assert _listening(quiet_store) == 0  # the waiter's connection closed with the app
+    # The waiter's connection closed with the app (the server ends its session a moment later).
+    assert wait_until(lambda: _listening(quiet_store) == 0, 30)
 
 
 def _listening(store: Store) -> int:
