@@ -59,6 +59,18 @@ def _env(home: str, database: str | None) -> dict[str, str]:
     return {"PLACET_HOME": home, **({"PLACET_DB": database} if database else {})}
 
 
+def _backend_cpu(store: object) -> float | None:
+    """CPU seconds (user + system) used so far by the PostgreSQL backend serving `store`'s
+    pooled connection, read from /proc when the server runs on this machine, else None."""
+    with store.engine.connect() as conn:  # type: ignore[attr-defined]
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _worker(
     home: str, database: str | None, proc: int, seconds: float, barrier: object, out: str
 ) -> None:
@@ -68,6 +80,7 @@ def _worker(
 
     store = open_store(load_settings(_env(home, database)))
     created, errors = 0, []
+    server_start = _backend_cpu(store) if database else None
     barrier.wait(timeout=120)  # type: ignore[attr-defined]
     start = time.perf_counter()
     cpu_start = time.process_time()
@@ -93,10 +106,15 @@ def _worker(
             errors.append(f"{e.error_code}: {e.message}")
     elapsed = time.perf_counter() - start
     cpu = time.process_time() - cpu_start
+    server_end = _backend_cpu(store) if database else None
+    server = None if server_start is None or server_end is None else server_end - server_start
     store.close()
     Path(out).write_text(
-        json.dumps({"created": created, "elapsed": elapsed, "cpu": cpu, "errors": errors})
-    )
+        json.dumps(
+            {"created": created, "elapsed": elapsed, "cpu": cpu, "server_cpu": server,
+             "errors": errors}
+        )
+    )  # fmt: skip
 
 
 def _cpu_model() -> str:
@@ -166,6 +184,12 @@ def main() -> int:
         f"CPU per proposal (all workers): {cpu_ms:.2f} ms, so {os.cpu_count()} idle CPUs "
         f"could sustain ~{1000 * (os.cpu_count() or 1) / cpu_ms:,.0f}/s if the lock allowed"
     )
+    server = [r["server_cpu"] for r in results]
+    if args.database and None not in server:
+        print(
+            "server CPU per proposal (the workers' backends, read from /proc): "
+            f"{1000 * sum(server) / max(created, 1):.2f} ms"
+        )
     print(f"found afterwards: {found} pending proposals; lost: {created - found}")
     print(
         f"errors surfaced to callers: {len(errors)}" + (f" (first: {errors[0]})" if errors else "")

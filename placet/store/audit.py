@@ -78,6 +78,27 @@ def event_content(*, event_id: int, facts: EventFacts, detail_json: str) -> str:
     )
 
 
+def event_content_parts(
+    *,
+    request_hash: str,
+    actor: str,
+    from_status: str | None,
+    to_status: str,
+    at: datetime,
+    detail_json: str,
+) -> tuple[str, str, str]:
+    """`event_content` split around the two numbers a writer learns only under the write
+    lock, for a statement that hashes the event on the server: the content is
+    `before_id + str(event_id) + before_proposal_id + str(proposal_id) + rest`. The keys
+    are sorted (actor, at, detail, from, id, proposal_id, request_hash, to), so the two
+    numbers sit between the first four and the last two."""
+    first = canonical_json(
+        {"actor": actor, "at": at.isoformat(), "detail": detail_json, "from": from_status}
+    )
+    last = canonical_json({"request_hash": request_hash, "to": to_status})
+    return first[:-1] + ',"id":', ',"proposal_id":', "," + last[1:]
+
+
 def chain_hash(prev_hash: str, content: str) -> str:
     """SHA-256 hex of the previous hash followed by this event's content."""
     return hashlib.sha256((prev_hash + content).encode("utf-8")).hexdigest()

@@ -22,7 +22,7 @@ import logging
 import socket
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -48,6 +48,7 @@ from placet.store.db import (
     BEGIN_OPTION,
     RawDB,
     as_utc,
+    call_statement,
     driver_errors,
     is_busy,
     is_postgres,
@@ -214,6 +215,22 @@ class StoreBase:
             result = raw_transaction(self.engine, body, write=True)
             append_anchor(self.anchor_path, heads)
             return result
+
+        return self._retrying(what, attempt, driver_errors(), driver_errors())
+
+    def _write_statement(
+        self, what: str, sql: str, params: Sequence[Any], heads: Callable[[Any], Heads]
+    ) -> Any:
+        """`placet.store.db.call_statement` (PostgreSQL: one statement, its own
+        transaction, one round trip) with the busy retries; returns its row or None, and
+        anchors `heads(row)` after the commit when there is a row. The statement takes
+        the write lock and notifies itself."""
+
+        def attempt() -> Any:
+            row = call_statement(self.engine, sql, params)
+            if row is not None:
+                append_anchor(self.anchor_path, heads(row))
+            return row
 
         return self._retrying(what, attempt, driver_errors(), driver_errors())
 

@@ -18,6 +18,8 @@ Decided here, once, so every connection behaves the same (docs/design.md section
   `BEGIN IMMEDIATE` (the audit chain's head, the caps and idempotent proposing need
   nothing more); reads run at REPEATABLE READ (one snapshot, like a WAL read). A lock
   wait past `lock_timeout`, a serialization failure or a deadlock counts as busy.
+  Creation, the ingest hot path, is one call of a server-side function that takes the
+  lock itself (`call_statement`): one round trip, the lock never held across one.
   Raw hot-path SQL is written once with `?` markers; `RawDB` runs it on either driver.
 - Datetimes are stored naive UTC (SQLite has no zone type; `DateTime(timezone=True)`
   silently drops the offset) and come back aware UTC
@@ -41,6 +43,7 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import DateTime, Table, TypeDecorator, create_engine, event
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Dialect, Engine, make_url
+from sqlalchemy.exc import DisconnectionError
 
 from placet.errors import StoreError
 
@@ -310,11 +313,44 @@ def _on_begin_pg(conn: Connection) -> None:
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
+PING_IDLE_SECONDS = 1.0
+"""A pooled PostgreSQL connection idle longer than this is pinged before it is handed
+out (`_ping_when_idle`); one in use all along is not (a round trip per transaction)."""
+
+_LAST_USED = "placet_last_used"
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Hand out no dead pooled connection: one the driver knows is closed or broken, or
+    one idle past `PING_IDLE_SECONDS` that fails a ping, is replaced by a new one
+    (`DisconnectionError` in the checkout event: the pool reconnects). SQLAlchemy's
+    `pool_pre_ping` pings at every checkout: a round trip per transaction, ~15% of the
+    client's CPU per proposal at ingest (docs/performance.md)."""
+
+    def checkin(_dbapi_conn: Any, record: Any) -> None:
+        record.info[_LAST_USED] = time.monotonic()
+
+    def checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if dbapi_conn.closed or dbapi_conn.broken:
+            raise DisconnectionError("the pooled connection was lost")
+        last = record.info.get(_LAST_USED)
+        if last is None or time.monotonic() - last <= PING_IDLE_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as e:  # any failure: the connection is not fit for use
+            raise DisconnectionError(f"the pooled connection failed a ping: {e}") from e
+
+    event.listen(engine, "checkin", checkin)
+    event.listen(engine, "checkout", checkout)
+
+
 def make_server_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine:
     """An engine on the PostgreSQL server at `url` (psycopg 3), with the same BEGIN
     handling as `make_engine` (module docstring). The URL holds no password
     (`placet.config.check_database_url`): libpq reads `PGPASSWORD` or `~/.pgpass`.
-    Sessions run in UTC with `lock_timeout` = `busy_timeout_ms`.
+    Sessions run in UTC with `lock_timeout` = `busy_timeout_ms`; a pooled connection is
+    pinged only after `PING_IDLE_SECONDS` idle (`_ping_when_idle`).
     """
     engine = create_engine(
         make_url(url).set(drivername="postgresql+psycopg"),
@@ -324,8 +360,8 @@ def make_server_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> E
         },
         pool_size=8,
         max_overflow=8,
-        pool_pre_ping=True,
     )
+    _ping_when_idle(engine)
     event.listen(engine, "begin", _on_begin_pg)
     return engine
 
@@ -367,6 +403,26 @@ def retry_busy(
         except error_type as e:
             raise to_error(e) from e
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def call_statement(engine: Engine, sql: str, params: Sequence[Any]) -> Any:
+    """The single statement `sql` (`?` markers) as a transaction of its own on PostgreSQL
+    (the connection in autocommit for the while): one round trip, nothing held between
+    round trips. For a server-side function that takes the write lock itself
+    (`placet_create_proposal`, `placet.store.migrations`). Returns the first row (a
+    tuple) or None; on an error the server has rolled the statement back and the
+    driver's error is raised (`is_busy` tells a lock timeout)."""
+    pooled = engine.raw_connection()
+    try:
+        conn: Any = pooled.driver_connection
+        conn.autocommit = True
+        try:
+            return conn.execute(_pg_sql(sql), params).fetchone()
+        finally:
+            if not conn.closed:
+                conn.autocommit = False
+    finally:
+        pooled.close()
 
 
 def raw_transaction(engine: Engine, fn: Callable[[RawDB], T], *, write: bool) -> T:

@@ -30,7 +30,7 @@ from placet.errors import (
 )
 from placet.schema import by_reference, canonical_json, is_by_reference, request_hash
 from placet.store import lifecycle as lc
-from placet.store.audit import EventFacts, append_event
+from placet.store.audit import EventFacts, append_event, event_content_parts
 from placet.store.base import (
     Heads,
     P,
@@ -79,6 +79,17 @@ _COUNT_RUN_SQL = (
 _COUNT_ALL_SQL = (
     "SELECT count(*) FROM (SELECT 1 FROM proposal WHERE status = 'pending' "
     "AND expires_at > ? LIMIT ?) AS live"
+)
+
+# On PostgreSQL a creation with no op rows is one call of the server-side function the
+# migrations create (`placet_create_proposal`, `placet.store.migrations`), its own
+# transaction in one round trip (`placet.store.db.call_statement`): the write lock is held
+# only while the server works. No row back: a pending duplicate, a tally at a cap, or a
+# session not at READ COMMITTED; the general path below then decides, as after
+# `_SAME_SQL`. Its audit event is hashed by the server from `event_content_parts`.
+_CREATE_PG_SQL = (
+    "SELECT made_proposal_id, made_event_id, made_hash FROM placet_create_proposal("
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -278,8 +289,32 @@ class Decisions(StoreBase):
                 )
             return insert(raw(conn), heads)
 
+        def one_statement() -> tuple[ProposalRecord, bool] | None:
+            detail_json = canonical_json(event_detail)
+            parts = event_content_parts(
+                request_hash=rh,
+                actor=actor,
+                from_status=None,
+                to_status=lc.PENDING,
+                at=now,
+                detail_json=detail_json,
+            )
+            params = [
+                *(_sql_value(values[c]) for c in _COLUMNS),
+                self.settings.pending_total, self.settings.pending_per_session,
+                actor, detail_json, *(p.encode("utf-8") for p in parts),
+            ]  # fmt: skip
+            row = self._write_statement(
+                what, _CREATE_PG_SQL, params, lambda r: [(int(r[1]), str(r[2]))]
+            )
+            if row is None:
+                return None  # a pending duplicate or a tally at a cap: `general` decides
+            return proposal_of_values({**values, **_NEW_UNRESOLVED, "id": int(row[0])}), True
+
         what = f"creating a {kind} proposal"
         try:
+            if self.postgres and not op_rows:
+                return one_statement() or self._write(what, general)
             return self._write_raw(what, fast) or self._write(what, general)
         except StoreError as e:
             # The partial unique index is the backstop; with BEGIN IMMEDIATE the SELECT

@@ -422,6 +422,66 @@ _PROPOSAL_HOST_ID = (
     "CREATE INDEX ix_proposal_host_status ON proposal (host_id, status)",
 )
 
+# Ingest on PostgreSQL (issue 16): creating a proposal is one call of this function, its
+# own transaction (`placet.store.decisions`, `_CREATE_PG_SQL`), so the write lock is held
+# while the server works and never across a round trip to the client. Under the lock it
+# does what creation does under SQLite's BEGIN IMMEDIATE: no proposal is made (no row)
+# while an identical one is pending or a tally is at its cap (the client's general path
+# then decides), else the proposal and its creation event, chained to the head read under
+# the lock and hashed from the content's parts (`placet.store.audit.event_content_parts`,
+# sha256 over the UTF-8 bytes `chain_hash` hashes), and the NOTIFY. Its statements run at
+# READ COMMITTED, each with a snapshot taken after the lock was granted; at any other
+# isolation it returns no row before locking. The key is `placet.store.db.WRITE_LOCK_KEY`
+# ("placet"); nothing to do on SQLite.
+_CREATE_PROPOSAL_FN_PG = (
+    """CREATE FUNCTION placet_create_proposal(
+    p_kind TEXT, p_status TEXT, p_request TEXT, p_evidence TEXT, p_request_hash TEXT,
+    p_reason TEXT, p_drive_spec TEXT, p_run_id TEXT, p_client_name TEXT,
+    p_client_version TEXT, p_label TEXT, p_host TEXT, p_created_at TIMESTAMP,
+    p_expires_at TIMESTAMP, p_attempt BIGINT, p_host_id TEXT, p_cap_total BIGINT,
+    p_cap_run BIGINT, p_actor TEXT, p_detail TEXT, p_before_id BYTEA,
+    p_before_proposal_id BYTEA, p_rest BYTEA
+) RETURNS TABLE (made_proposal_id BIGINT, made_event_id BIGINT, made_hash TEXT)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_proposal_id BIGINT;
+    v_head_id BIGINT;
+    v_head_hash TEXT;
+    v_hash TEXT;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(123610792682868);
+    IF EXISTS (SELECT 1 FROM proposal WHERE kind = p_kind AND request_hash = p_request_hash
+            AND drive_spec = p_drive_spec AND status = 'pending')
+        OR coalesce((SELECT n FROM pending_tally WHERE scope = 'total'), 0) >= p_cap_total
+        OR coalesce((SELECT n FROM pending_tally WHERE scope = 'run:' || p_run_id), 0)
+            >= p_cap_run THEN
+        RETURN;
+    END IF;
+    INSERT INTO proposal (kind, status, request, evidence, request_hash, reason, drive_spec,
+        run_id, client_name, client_version, label, host, created_at, expires_at, attempt,
+        host_id)
+    VALUES (p_kind, p_status, p_request, p_evidence, p_request_hash, p_reason, p_drive_spec,
+        p_run_id, p_client_name, p_client_version, p_label, p_host, p_created_at,
+        p_expires_at, p_attempt, p_host_id)
+    RETURNING id INTO v_proposal_id;
+    SELECT id, hash INTO v_head_id, v_head_hash FROM audit_event ORDER BY id DESC LIMIT 1;
+    v_head_id := coalesce(v_head_id, 0);
+    v_head_hash := coalesce(v_head_hash, repeat('0', 64));
+    v_hash := encode(sha256(convert_to(v_head_hash, 'UTF8') || p_before_id
+        || convert_to(CAST(v_head_id + 1 AS TEXT), 'UTF8') || p_before_proposal_id
+        || convert_to(CAST(v_proposal_id AS TEXT), 'UTF8') || p_rest), 'hex');
+    INSERT INTO audit_event (id, proposal_id, request_hash, actor, from_status, to_status,
+        at, detail, prev_hash, hash)
+    VALUES (v_head_id + 1, v_proposal_id, p_request_hash, p_actor, NULL, 'pending',
+        p_created_at, p_detail, v_head_hash, v_hash);
+    PERFORM pg_notify('placet_change', '');
+    RETURN QUERY SELECT v_proposal_id, v_head_id + 1, v_hash;
+END $$""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -431,6 +491,7 @@ MIGRATIONS: list[Migration] = [
     Migration("notify_outbox", _NOTIFY_OUTBOX, postgresql=_NOTIFY_OUTBOX_PG),
     Migration("web_passkeys_sessions_pairings", _WEB),
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
+    Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 
