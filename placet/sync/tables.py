@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Index, Integer, LargeBinary, Text
 from sqlmodel import Field, SQLModel
 
+from placet.errors import StoreError
 from placet.store.db import UTCDateTime
 from placet.sync.model import SyncPlan
 
@@ -279,7 +280,11 @@ class RowPacker:
 
     def _flush(self) -> None:
         chunk = json.dumps(self.batch, separators=(",", ":"))[1:-1]
-        self.out.write(self.z.compress((b"" if self.first else b",") + chunk.encode("ascii")))
+        part = self.z.compress((b"" if self.first else b",") + chunk.encode("ascii"))
+        try:
+            self.out.write(part)
+        except OSError as e:
+            raise _spool_error(e) from e
         self.count += len(self.batch)
         self.batch, self.first = [], False
 
@@ -287,20 +292,32 @@ class RowPacker:
         """The packed rows (call once; nothing may be added after).
 
         Raises:
-            OSError: the temporary file could not be written or read back.
+            StoreError (retryable): the temporary file could not be written or read.
         """
         if self.batch:
             self._flush()
-        with self.out as f:
-            f.write(self.z.compress(b"]"))
-            f.write(self.z.flush())
-            blob = bytearray(f.tell())
-            f.seek(0)
-            view, done = memoryview(blob), 0
-            while done < len(blob) and (n := f.readinto(view[done:])):
-                done += n
-            view.release()
+        try:
+            with self.out as f:
+                f.write(self.z.compress(b"]"))
+                f.write(self.z.flush())
+                blob = bytearray(f.tell())
+                f.seek(0)
+                view, done = memoryview(blob), 0
+                while done < len(blob) and (n := f.readinto(view[done:])):
+                    done += n
+                view.release()
+        except OSError as e:
+            raise _spool_error(e) from e
         return blob
+
+
+def _spool_error(e: OSError) -> StoreError:
+    return StoreError(
+        f"could not keep a plan's packed rows in a temporary file ({e.strerror or e}); "
+        "free some space in the temporary folder (TMPDIR) and plan again",
+        retryable=True,
+        details={"temporary_folder": tempfile.gettempdir()},
+    )
 
 
 def pack_rows(rows: Iterable[Any]) -> bytearray:
