@@ -257,6 +257,34 @@ def test_a_remote_listing_holds_a_few_pieces_not_the_tree(rig: Rig, warm: bool) 
     assert 1 < drive.most <= 9
 
 
+def test_many_remote_misses_are_hashed_by_one_listing_in_pieces(rig: Rig) -> None:
+    """More than `BULK_MISSES` changed remote files (and a tenth of them): one hashed
+    listing, piece by piece, gives each its digest of the bytes now."""
+    from placet.sync.remote import BULK_MISSES
+
+    assert rig.remote_dir is not None
+    n = BULK_MISSES + 44
+    for i in range(n):
+        p = rig.remote_dir / "m" / f"d{i % 12:02d}" / f"f{i}.txt"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"old {i}\n")
+    svc = SyncService(rig.store, rig.settings)
+    svc.remote_listing(rig.drive, "m")
+    assert svc.remote_files_hashed == n
+    later = time.time() + 10
+    for i in range(n):
+        p = rig.remote_dir / "m" / f"d{i % 12:02d}" / f"f{i}.txt"
+        p.write_text(f"new {i}!\n")
+        os.utime(p, (later, later))
+    got, _ = svc.remote_listing(rig.drive, "m")
+    assert svc.remote_files_hashed == 2 * n
+    files = {e.path: e.digests["sha256"] for e in got if e.kind == "file"}
+    assert len(files) == n
+    for i in (0, 1, n - 1):
+        want = hashlib.sha256(f"new {i}!\n".encode()).hexdigest()
+        assert files[f"d{i % 12:02d}/f{i}.txt"] == want
+
+
 def test_digest_cache_drops_rows_of_deleted_files(rig: Rig) -> None:
     for i in range(5):
         rig.write(f"g/f{i}.txt", f"{i}\n".encode())
