@@ -16,7 +16,8 @@ What else it decides, and why (docs/performance.md, "Plan"):
   answers a listing only once it is complete, as one JSON document; in pieces, the
   planning thread turns the first pieces into entries while rclone lists the next
   (`PendingListing`), and only the pieces being fetched are alive as decoded JSON,
-  rather than the whole tree's (the rest wait as tuples).
+  rather than the whole tree's; at most a few pieces are listed ahead of the one the
+  planning thread takes (`_pieces`), so the rest of the tree is not held as tuples.
 - **Cold hashing in parallel.** With nothing cached under the folder, the pieces are
   listed with digests, up to `_THREADS` at once, because rclone computes one listing's
   digests one file at a time (measured: 7.1 s for 100,000 files in one listing, 5.3 s
@@ -36,8 +37,10 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+from collections import deque
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
 from typing import Any
 
 from placet.drive.base import DigestRow, Drive, ListRow, preferred_digest
@@ -51,9 +54,9 @@ from placet.text import inert
 BULK_MISSES = 256
 """More remote digest misses than this (and a tenth of the files): one hashed listing."""
 _THREADS = 4
+"""Concurrent listings when rclone hashes (cold); warm listings run 2 at a time."""
 _QUEUED = 2
 """Listed pieces (each a top-level subfolder's tree) waiting to be decoded, at most."""
-"""Concurrent listings when rclone hashes (cold); warm listings run 2 at a time."""
 
 
 class SyncDigestStore:
@@ -447,6 +450,7 @@ def _pieces(
     top = drive.list_rows(folder, recurse=False, digest_type=dtype)
     subs = [r[0] for r in top if r[1]]
     yield folder, False, top
+    del top
     if not subs:
         return
 
@@ -459,18 +463,29 @@ def _pieces(
             return None
 
     refused: list[str] = []
+    todo = iter(subs)
+    # At most `threads` pieces listed ahead of the one yielded, each dropped once taken:
+    # a future keeps its result, so futures of the whole tree held to the end kept every
+    # piece's rows (~250 bytes a file) until the listing was done, and rclone listed on
+    # whatever the consumer's bounded queue said.
+    ahead: deque[tuple[str, Future[list[ListRow] | None]]] = deque()
     with ThreadPoolExecutor(min(threads, len(subs)), thread_name_prefix="placet-rlist") as ex:
-        pending = [ex.submit(tree, d) for d in subs]
         try:
-            for d, fut in zip(subs, pending, strict=True):
+            for d in islice(todo, threads):
+                ahead.append((d, ex.submit(tree, d)))
+            while ahead:
+                d, fut = ahead.popleft()
+                if (nxt := next(todo, None)) is not None:
+                    ahead.append((nxt, ex.submit(tree, nxt)))
                 rows = fut.result()
+                del fut  # its result is `rows`, which the consumer lets go
                 if rows is None:
                     refused.append(d)
                 else:
                     yield d, True, rows
                 del rows
         finally:
-            for f in pending:
+            for _, f in ahead:
                 f.cancel()
     if refused:
         below = tuple(f"{d}/" for d in refused)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 from sqlalchemy import Index, Integer, LargeBinary, Text
 from sqlmodel import Field, SQLModel
 
+from placet.errors import StoreError
 from placet.store.db import UTCDateTime
 from placet.sync.model import SyncPlan
 
@@ -248,16 +250,25 @@ def pack(value: Any) -> bytes:
     return zlib.compress(json.dumps(value, separators=(",", ":")).encode("ascii"), 1)
 
 
+SPOOL_BYTES = 4 << 20
+"""Packed rows a `RowPacker` keeps in memory; beyond this they wait in a temporary file
+until `finish`."""
+
+
 class RowPacker:
     """Rows packed as they come (`add`), into what `pack(list(rows))` would give
     (`finish`): encoded and compressed 4,096 rows at a time, so 100,000 rows never exist
-    as one JSON string nor as one list. Grown in one `bytearray` (which SQLite stores
-    as a BLOB), not joined from parts: the skips of 1,000,000 files are ~60 MB
-    compressed, and a join would hold them twice."""
+    as one JSON string nor as one list. The compressed parts wait in a temporary file
+    once past `SPOOL_BYTES` (in memory below that), and `finish` reads them into one
+    `bytearray` of the exact size (which SQLite stores as a BLOB): the skips of
+    1,000,000 files are ~60 MB compressed, which a plan held in memory while it
+    classified (its high-water mark) and a join would hold twice."""
 
     def __init__(self) -> None:
         self.z = zlib.compressobj(1)
-        self.out = bytearray(self.z.compress(b"["))
+        # Closed by `finish` (or when the packer is dropped; an unnamed file on Linux).
+        self.out = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
+        self.out.write(self.z.compress(b"["))
         self.batch: list[Any] = []
         self.first = True
         self.count = 0
@@ -269,18 +280,44 @@ class RowPacker:
 
     def _flush(self) -> None:
         chunk = json.dumps(self.batch, separators=(",", ":"))[1:-1]
-        self.out += self.z.compress((b"" if self.first else b",") + chunk.encode("ascii"))
+        part = self.z.compress((b"" if self.first else b",") + chunk.encode("ascii"))
+        try:
+            self.out.write(part)
+        except OSError as e:
+            raise _spool_error(e) from e
         self.count += len(self.batch)
         self.batch, self.first = [], False
 
     def finish(self) -> bytearray:
-        """The packed rows (call once; nothing may be added after)."""
+        """The packed rows (call once; nothing may be added after).
+
+        Raises:
+            StoreError (retryable): the temporary file could not be written or read.
+        """
         if self.batch:
             self._flush()
-        out, self.out = self.out, bytearray()
-        out += self.z.compress(b"]")
-        out += self.z.flush()
-        return out
+        try:
+            with self.out as f:
+                f.write(self.z.compress(b"]"))
+                f.write(self.z.flush())
+                blob = bytearray(f.tell())
+                f.seek(0)
+                view, done = memoryview(blob), 0
+                while done < len(blob) and (n := f.readinto(view[done:])):
+                    done += n
+                view.release()
+        except OSError as e:
+            raise _spool_error(e) from e
+        return blob
+
+
+def _spool_error(e: OSError) -> StoreError:
+    return StoreError(
+        f"could not keep a plan's packed rows in a temporary file ({e.strerror or e}); "
+        "free some space in the temporary folder (TMPDIR) and plan again",
+        retryable=True,
+        details={"temporary_folder": tempfile.gettempdir()},
+    )
 
 
 def pack_rows(rows: Iterable[Any]) -> bytearray:

@@ -4,12 +4,15 @@ exactly the values written (one SELECT straight into the compact structure)."""
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from placet.config import Settings
+from placet.errors import StoreError
 from placet.store import open_store
 from placet.sync.cache import NO_DIGESTS, CachedDigest, OwnedRows
 from placet.sync.stored import SyncData
@@ -95,6 +98,37 @@ def test_skip_rows_pack_alike_from_a_list_or_an_iterator() -> None:
         want = [list(r) for r in rows]
         assert unpack(pack_rows(iter(rows))) == want
         assert unpack(pack_rows(rows)) == want
+
+
+def test_skip_rows_past_the_spool_size_pack_to_the_same_bytes() -> None:
+    """Packed rows wait in a temporary file once past `SPOOL_BYTES` (issue 11 item 6:
+    ~60 MB held while a plan of 1,000,000 files classified); `finish` gives exactly the
+    bytes `pack` gives the listed rows, below and above that size."""
+    from placet.sync.tables import SPOOL_BYTES, pack, pack_rows
+
+    rows = [(f"d/f{i}", hashlib.sha256(b"%d" % i).hexdigest(), "sha256", None, i, None)
+            for i in range(150_000)]  # fmt: skip
+    big = pack_rows(iter(rows))
+    assert len(big) > SPOOL_BYTES and bytes(big) == pack([list(r) for r in rows])
+    small = pack_rows(iter(rows[:100]))
+    assert len(small) < SPOOL_BYTES and bytes(small) == pack([list(r) for r in rows[:100]])
+
+
+def test_skip_rows_without_a_temporary_folder_are_a_retryable_store_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Past `SPOOL_BYTES` the packed rows need the temporary folder: when it cannot be
+    written, the plan fails with a typed, retryable error naming it, not an OSError."""
+    import tempfile
+
+    from placet.sync.tables import pack_rows
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    rows = ((f"d/f{i}", hashlib.sha256(b"%d" % i).hexdigest(), None, None, i, None)
+            for i in range(150_000))  # fmt: skip
+    with pytest.raises(StoreError) as e:
+        pack_rows(rows)
+    assert e.value.retryable and e.value.details["temporary_folder"].endswith("missing")
 
 
 def test_a_retried_bulk_write_writes_every_row(settings: Settings) -> None:
