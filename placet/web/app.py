@@ -53,6 +53,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from placet.config import Settings
 from placet.errors import LimitExceeded, PlacetError, PolicyRefused, UsageError
 from placet.executor import check_before_accept, execute, plan_for
+from placet.executor.service import release, reserve
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
@@ -176,11 +177,16 @@ class Runs:
     errors: dict[int, PlacetError] = field(default_factory=dict)
 
     def start(self, pid: int) -> None:
+        """Execute `pid` in a daemon thread; ends its `reserve` (made before the accept,
+        so this process's host loop leaves it to this run) when the run returns."""
+
         def run() -> None:
             try:
                 self.executor(self.store, self.settings, pid, cancel=self._cancel)
             except PlacetError as e:
                 self.errors[pid] = e
+            finally:
+                release(pid)
 
         t = threading.Thread(target=run, name=f"placet-web-run-{pid}", daemon=True)
         self._threads[pid] = t
@@ -547,10 +553,17 @@ def create_app(
         }
         if record.kind == "sync":
             detail["skip_ops"] = list(issued.skip_ops)
-        accepted = store.accept(pid, actor="owner", now=clock(), detail=detail)
+        reserve(pid)  # this process runs it (`runs`): its host loop leaves it alone
+        try:
+            accepted = store.accept(pid, actor="owner", now=clock(), detail=detail)
+        except BaseException:
+            release(pid)
+            raise
         waiting = waiting_note(accepted.status, accepted.host, accepted.host_id, store.host_id)
         if waiting is None:
             runs.start(pid)  # else its own host's placet runs it (`placet.store.host`)
+        else:
+            release(pid)
         return JSONResponse({"ok": True, "status": "approved", "waiting": waiting})
 
     async def signin_options(request: Request) -> Response:
