@@ -26,12 +26,14 @@ from the injected `clock`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import ipaddress
 import json
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -62,6 +64,7 @@ from placet.store.host import waiting_note
 from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
+from placet.web.changes import QueueChanges
 
 __all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
 
@@ -330,9 +333,12 @@ def create_app(
     runs: Runs | None = None,
 ) -> Starlette:
     """The `placet web` ASGI app over `store`. `runs` executes accepted proposals
-    (default: `placet.executor.execute` in daemon threads); `app.state.runs` holds it."""
+    (default: `placet.executor.execute` in daemon threads); `app.state.runs` holds it.
+    `app.state.changes` (`QueueChanges`) starts with the app and feeds the queue page's
+    long-poll (`/changes`); call its `release()` before the server drains its requests."""
     ceremonies = Ceremonies(store, settings, config.name, config.origin, clock)
     runs = runs if runs is not None else Runs(store, settings)
+    changes = QueueChanges(store)
 
     def session_of(request: Request) -> tuple[str, PasskeyRecord] | None:
         token = request.cookies.get(COOKIE)
@@ -360,6 +366,7 @@ def create_app(
         return handler
 
     def queue(request: Request) -> Response:
+        version = changes.token()  # before the reads: a change after them is not missed
         after = _int(request.query_params.get("after")) or None
         pending = store.list(["pending"], limit=pages.QUEUE_PAGE + 1, after_id=after)
         more = pending[pages.QUEUE_PAGE - 1].id if len(pending) > pages.QUEUE_PAGE else None
@@ -376,8 +383,18 @@ def create_app(
                 next_after=more,
                 notice=notice,
                 flags=_flag_counts(shown),
+                live=version,
             )
         )
+
+    async def changes_poll(request: Request) -> Response:
+        """Held open until the store changes (`QueueChanges.wait`): ``{"v": token,
+        "closing": bool}``. Signed-in owners only; the token tells nothing."""
+        if await run_in_threadpool(session_of, request) is None:
+            return _refused_json(_not_signed_in(), 403)
+        seen = request.query_params.get("v", "")[:64]
+        token = await changes.wait(seen)
+        return JSONResponse({"v": token, "closing": changes.closing.is_set()})
 
     def view(record: ProposalRecord, page_no: int = 0) -> pages.ProposalView:
         refusal, raw_ops = check_before_accept(store, settings, record)
@@ -644,6 +661,7 @@ def create_app(
 
     routes = [
         Route("/", page_route(queue)),
+        Route("/changes", changes_poll),
         Route("/p/{pid:int}", page_route(proposal)),
         Route("/p/{pid:int}/status", status),
         Route("/p/{pid:int}/discard", discard, methods=["POST"]),
@@ -660,9 +678,19 @@ def create_app(
         Route("/pair/{token}", pair, methods=["POST"]),
         Route("/static/{name}", static),
     ]
-    app = Starlette(routes=routes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        changes.start(asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            await run_in_threadpool(changes.close)
+
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(Guard, config=config)
     app.state.runs = runs
+    app.state.changes = changes
     app.state.ceremonies = ceremonies
     return app
 
