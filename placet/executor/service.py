@@ -5,7 +5,7 @@ A proposal's files live on the host it was made on, so only that host runs it (i
 loop is what `placet executor` runs on a host where no other placet process is running:
 it recovers this host's interrupted executions whose holder died (`Store.sweep`, at
 start and then at most every `idle_seconds`), claims
-each approved proposal of this host in id order (`Store.approved_here`, then `execute`,
+each approved proposal of this host in id order (`Store.approvals_here`, then `execute`,
 whose claim is a compare-and-set: two executors on one host never run one proposal
 twice), then sleeps until the store changes (`Store.change_waiter`: LISTEN/NOTIFY on
 PostgreSQL, the data version polled on SQLite) or `idle_seconds` pass.
@@ -91,14 +91,6 @@ def running_here(pid: int) -> Iterator[None]:
         release(pid)
 
 
-def _approver(store: Store, pid: int) -> dict[str, Any] | None:
-    """The approving process recorded in proposal `pid`'s last audit event (its approval,
-    for an approved one), or None (approved before placet recorded it)."""
-    events = store.audit_events(proposal_id=pid)
-    process = events[-1].detail.get("process") if events else None
-    return process if isinstance(process, dict) else None
-
-
 def left_to_approver(process: dict[str, Any] | None, here: str) -> bool:
     """True when the approval's `process` (``detail["process"]``) is another live
     process of host `here` (a host id), which runs the proposal itself."""
@@ -145,7 +137,6 @@ def run_host_executor(
     ran: list[Ran] = []
     swept = -idle_seconds
     spec = configured_spec(settings)
-    drives: dict[int, str] = {}  # drive spec per approved proposal seen (never changes)
     waiting_since: dict[int, float] = {}  # proposal -> when first left to its approver
     with store.change_waiter() as waiter:
         while not stop.is_set():
@@ -153,18 +144,15 @@ def run_host_executor(
                 store.sweep()  # would delay the claim the wake-up is for
                 swept = time.monotonic()
             leaving = False
-            approved = store.approved_here()
-            for gone in (drives.keys() | waiting_since.keys()) - set(approved):
-                drives.pop(gone, None)
-                waiting_since.pop(gone, None)
-            for pid in approved:
+            approved = store.approvals_here()
+            for gone in waiting_since.keys() - {pid for pid, _, _ in approved}:
+                del waiting_since[gone]
+            for pid, drive_spec, approver in approved:
                 if stop.is_set():
                     break
-                if pid not in drives:
-                    drives[pid] = store.get(pid).drive_spec
-                if drives[pid] != spec:
+                if drive_spec != spec:
                     continue  # another drive's: the process serving it runs it
-                if _leave(store, pid, waiting_since, handoff_seconds):
+                if _leave(store, pid, approver, waiting_since, handoff_seconds):
                     leaving = True
                     continue
                 if on_start is not None:
@@ -187,13 +175,17 @@ def run_host_executor(
     return ran
 
 
-def _leave(store: Store, pid: int, since: dict[int, float], handoff: float) -> bool:
+def _leave(
+    store: Store, pid: int, approver: dict[str, Any] | None, since: dict[int, float],
+    handoff: float,
+) -> bool:  # fmt: skip
     """True when this loop leaves approved proposal `pid` to a decider: one of this
-    process (`reserved`), or the live process of this host that approved it, for at most
-    `handoff` seconds from when this loop first saw it so (`since`)."""
+    process (`reserved`), or the live process of this host that approved it
+    (`approver`), for at most `handoff` seconds from when this loop first saw it so
+    (`since`)."""
     if reserved(pid):
         return True
-    if not left_to_approver(_approver(store, pid), store.host_id):
+    if not left_to_approver(approver, store.host_id):
         return False
     first = since.setdefault(pid, time.monotonic())
     return time.monotonic() - first < handoff
