@@ -153,7 +153,10 @@ def test_placet_web_runs_its_host_loop_and_stops_at_once_with_a_long_poll_open(
         poll.join(10)
         status, text = answer["reply"]
         assert status == 200 and json.loads(text) == {"v": current, "closing": True}
-        assert took < 5, f"placet web took {took:.1f} s to stop with a long-poll open"
+        # Released by the signal handler, not by uvicorn's 5 s backstop (that would
+        # cancel the request: no answer at all).
+        assert took < 10, f"placet web took {took:.1f} s to stop with a long-poll open"
+        print(f"placet web stopped {took:.3f} s after SIGTERM with a long-poll open")
     finally:
         if proc.poll() is None:
             proc.kill()
