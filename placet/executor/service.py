@@ -58,21 +58,26 @@ RECHECK_SECONDS = 1.0
 """How often a loop looks again while it leaves a proposal to its approver: whether that
 process ended without claiming it."""
 
-_running_here: set[int] = set()
+_running_here: dict[int, int] = {}  # proposal -> reservations held by this process
 _running_lock = threading.Lock()
 
 
 def reserve(pid: int) -> None:
     """Say that a decider of this process runs proposal `pid` itself: this process's host
-    loop leaves it alone until `release(pid)`. Call it before `Store.accept`."""
+    loop leaves it alone until the matching `release(pid)` (two deciders racing for one
+    proposal hold two). Call it before `Store.accept`."""
     with _running_lock:
-        _running_here.add(pid)
+        _running_here[pid] = _running_here.get(pid, 0) + 1
 
 
 def release(pid: int) -> None:
-    """Undo `reserve(pid)` (once the decider's `execute` returned or it gave up)."""
+    """Undo one `reserve(pid)` (once the decider's `execute` returned or it gave up)."""
     with _running_lock:
-        _running_here.discard(pid)
+        left = _running_here.get(pid, 0) - 1
+        if left > 0:
+            _running_here[pid] = left
+        else:
+            _running_here.pop(pid, None)
 
 
 def reserved(pid: int) -> bool:

@@ -23,7 +23,13 @@ from pathlib import Path
 import pytest
 
 from placet.config import Settings, load_settings
-from placet.executor.service import HostLoop, left_to_approver, run_host_executor, running_here
+from placet.executor.service import (
+    HostLoop,
+    left_to_approver,
+    reserved,
+    run_host_executor,
+    running_here,
+)
 from placet.store import ProposalRecord, Store, open_store
 from tests.support.rig import PLACET, Rig
 
@@ -171,6 +177,10 @@ def test_a_decider_of_the_loops_own_process_keeps_what_it_reserved(rig: Rig) -> 
         rig.accept(rec)
         assert run_host_executor(rig.store, rig.settings, stop=stop, once=True) == []
         assert rig.store.get(rec.id).status == "approved"
+        with running_here(rec.id):  # a second decider racing for it holds its own
+            pass
+        assert reserved(rec.id)
+    assert not reserved(rec.id)
     # Approved by this very process without a reservation: nothing waits for it.
     ran = run_host_executor(rig.store, rig.settings, stop=stop, once=True)
     assert [(r.proposal_id, r.final and r.final.status) for r in ran] == [(rec.id, "succeeded")]
