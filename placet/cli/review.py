@@ -3,7 +3,9 @@
 The UI (placet/tui) is imported only when the command runs, so `placet list` and the
 MCP server never pay for, or depend on, Textual. Review needs a terminal on both ends:
 accepting from a pipe would defeat the point of showing the owner the exact effect
-first, so without one it refuses and names the headless commands instead.
+first, so without one it refuses and names the headless commands instead. While it
+runs, this host's executor loop runs too (`placet.executor.service.HostLoop`): what the
+owner approved for this host elsewhere runs here; the UI runs what it accepts itself.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def cmd_review(args: argparse.Namespace) -> int:
             "placet review needs a terminal on stdin and stdout; from a script use "
             "`placet list`, `placet show ID`, `placet accept ID` or `placet discard ID`"
         )
+    from placet.executor.service import HostLoop
     from placet.notify.sender import start_sender
     from placet.store import open_store
     from placet.tui import make_app
@@ -47,9 +50,11 @@ def cmd_review(args: argparse.Namespace) -> int:
     settings = load_settings()
     store = open_store(settings)
     notifier = start_sender(settings)  # the review UI also sends what the outbox holds
+    loop = HostLoop(store, settings).start()  # runs what was approved elsewhere
     try:
         make_app(settings, store).run()
     finally:
+        loop.stop()
         if notifier is not None:
             notifier.close()
         store.close()

@@ -7,6 +7,10 @@ that is `/`, the home directory (or above it), or overlaps placet's data directo
 (`placet.paths.roots.parse_roots`), an invalid label, an unusable config or database. Each exits
 non-zero with one line on stderr saying why, which a host shows in its MCP log.
 
+While it serves, it also runs this host's executor loop (`placet.executor.service.
+HostLoop`): the proposals of this host the owner approved elsewhere (another host, or a
+process that ended before running them) run here, without a word on stdout.
+
 stdout carries only MCP frames; logs go to stderr (`--log-level`, default WARNING).
 The run id is random per process: it ties this server's proposals together for
 attribution and for `proposal_withdraw`, and grants nothing else.
@@ -128,12 +132,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         drive.spec,
         state.run_id,
     )
+    from placet.executor.service import HostLoop
     from placet.notify.sender import start_sender
 
     notifier = start_sender(settings)  # tells the owner proposals wait (placet.notify)
+    loop = HostLoop(store, settings).start()  # this host's approved proposals (quiet)
     try:
         run_stdio(state)
     finally:
+        loop.stop()
         if notifier is not None:
             notifier.close()
     return EXIT_OK

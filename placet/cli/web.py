@@ -12,7 +12,9 @@ registers). `placet keys` lists the passkeys and whether each is pinned; `placet
 pin ID` pins one registered before keys were pinned, after a code typed at the
 terminal (as `placet accept` asks); `placet keys unpin ID` takes a pin back and
 `placet keys revoke ID` revokes a passkey and unpins it (docs/design.md section 12).
-Starlette and uvicorn are imported only when the page is served.
+While the page is served, this host's executor loop runs too
+(`placet.executor.service.HostLoop`). Starlette and uvicorn are imported only when the
+page is served.
 """
 
 from __future__ import annotations
@@ -98,7 +100,10 @@ def cmd_web(args: argparse.Namespace) -> int:
         print(f"placet web: {config.origin}/", flush=True)
         if not keys:
             print("no passkey is registered yet: run `placet web pair` to register one")
-        serve(store, settings, config, cert=args.cert, key=args.key, listener=listener)
+        from placet.executor.service import HostLoop
+
+        with HostLoop(store, settings):  # what was approved elsewhere runs here too
+            serve(store, settings, config, cert=args.cert, key=args.key, listener=listener)
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ A proposal's files live on the host it was made on, so only that host runs it (i
 loop is what `placet executor` runs on a host where no other placet process is running:
 it recovers this host's interrupted executions whose holder died (`Store.sweep`, at
 start and then at most every `idle_seconds`), claims
-each approved proposal of this host in id order (`Store.approved_here`, then `execute`,
+each approved proposal of this host in id order (`Store.approvals_here`, then `execute`,
 whose claim is a compare-and-set: two executors on one host never run one proposal
 twice), then sleeps until the store changes (`Store.change_waiter`: LISTEN/NOTIFY on
 PostgreSQL, the data version polled on SQLite) or `idle_seconds` pass.
@@ -13,26 +13,99 @@ PostgreSQL, the data version polled on SQLite) or `idle_seconds` pass.
 Setting `stop` ends the loop: a running proposal is cancelled through `execute`'s
 `cancel` (its transfer aborted, its temporary object removed, the proposal marked
 `interrupted`; the owner accepts it again to resume).
+
+Every long-running placet process of a host runs this loop too (`HostLoop`: `placet
+serve`, `review` and `web`), so an approval made on any host is run by whichever placet
+process its own host has. Who runs what, with several loops and deciders on one host:
+- a process that approves a proposal of its own host runs it itself (the review UI, the
+  web page and `placet accept` show its progress); the approval event names that process
+  (`Store.accept`, ``detail["process"]``) and the loops leave the proposal to it while
+  it lives, for at most `HANDOFF_SECONDS`; a decider in the loop's own process says so
+  with `running_here` before it approves;
+- a proposal made against another drive than this process's (`placet serve --drive`) is
+  left to a process serving that drive (its binding check would end it `failed` here);
+- otherwise the first loop to claim it runs it: the claim is a compare-and-set, and the
+  other loops skip it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from placet.config import Settings
+from placet.drive import configured_spec
 from placet.errors import PlacetError, WrongState
 from placet.executor.run import ProgressCallback, execute
-from placet.store import ProposalRecord, Store
+from placet.store import LeaseHolder, ProposalRecord, Store
 
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 30.0
 """Longest the loop sleeps without a wake-up before looking again (a missed NOTIFY, a
 lease that lapsed on another host's clock)."""
+HANDOFF_SECONDS = 60.0
+"""Longest the loops leave a proposal to the live process of this host that approved it
+(it claims within milliseconds; only a database failure between its approval and its
+claim leaves it approved), counted from when a loop first saw it waiting."""
+RECHECK_SECONDS = 1.0
+"""How often a loop looks again while it leaves a proposal to its approver: whether that
+process ended without claiming it."""
+
+_running_here: dict[int, int] = {}  # proposal -> reservations held by this process
+_running_lock = threading.Lock()
+
+
+def reserve(pid: int) -> None:
+    """Say that a decider of this process runs proposal `pid` itself: this process's host
+    loop leaves it alone until the matching `release(pid)` (two deciders racing for one
+    proposal hold two). Call it before `Store.accept`."""
+    with _running_lock:
+        _running_here[pid] = _running_here.get(pid, 0) + 1
+
+
+def release(pid: int) -> None:
+    """Undo one `reserve(pid)` (once the decider's `execute` returned or it gave up)."""
+    with _running_lock:
+        left = _running_here.get(pid, 0) - 1
+        if left > 0:
+            _running_here[pid] = left
+        else:
+            _running_here.pop(pid, None)
+
+
+def reserved(pid: int) -> bool:
+    """True while a decider of this process has reserved proposal `pid`."""
+    with _running_lock:
+        return pid in _running_here
+
+
+@contextlib.contextmanager
+def running_here(pid: int) -> Iterator[None]:
+    """`reserve(pid)` for the block: approve and execute inside it."""
+    reserve(pid)
+    try:
+        yield
+    finally:
+        release(pid)
+
+
+def left_to_approver(process: dict[str, Any] | None, here: str) -> bool:
+    """True when the approval's `process` (``detail["process"]``) is another live
+    process of host `here` (a host id), which runs the proposal itself."""
+    if process is None or process.get("host_id") != here:
+        return False
+    try:
+        holder = LeaseHolder(str(process["host"]), int(process["pid"]), int(process["start_time"]))
+    except (KeyError, TypeError, ValueError):
+        return False
+    return holder.pid != os.getpid() and not holder.is_dead_here()
 
 
 @dataclass(frozen=True)
@@ -51,6 +124,7 @@ def run_host_executor(
     stop: threading.Event,
     once: bool = False,
     idle_seconds: float = IDLE_SECONDS,
+    handoff_seconds: float = HANDOFF_SECONDS,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[Ran], None] | None = None,
     progress: ProgressCallback | None = None,
@@ -59,20 +133,33 @@ def run_host_executor(
     none is left). Returns what it ran, in order.
 
     `on_start(pid)` is called just before a proposal is executed, `on_done(ran)` after.
+    A proposal left to its decider (`running_here`, or its approving process, for at most
+    `handoff_seconds`) or made against another drive is skipped (module docstring).
     A proposal another process claimed first is skipped silently; any other domain
     error is reported through `on_done` and the loop goes on. StoreError from the loop's
     own reads propagates (the database is gone: the caller decides).
     """
     ran: list[Ran] = []
     swept = -idle_seconds
+    spec = configured_spec(settings)
+    waiting_since: dict[int, float] = {}  # proposal -> when first left to its approver
     with store.change_waiter() as waiter:
         while not stop.is_set():
             if time.monotonic() - swept >= idle_seconds:  # not at every wake-up: its writes
                 store.sweep()  # would delay the claim the wake-up is for
                 swept = time.monotonic()
-            for pid in store.approved_here():
+            leaving = False
+            approved = store.approvals_here()
+            for gone in waiting_since.keys() - {pid for pid, _, _ in approved}:
+                del waiting_since[gone]
+            for pid, drive_spec, approver in approved:
                 if stop.is_set():
                     break
+                if drive_spec != spec:
+                    continue  # another drive's: the process serving it runs it
+                if _leave(store, pid, approver, waiting_since, handoff_seconds):
+                    leaving = True
+                    continue
                 if on_start is not None:
                     on_start(pid)
                 try:
@@ -89,5 +176,85 @@ def run_host_executor(
                     on_done(done)
             if once:
                 break
-            waiter.wait(idle_seconds, stop)
+            waiter.wait(min(idle_seconds, RECHECK_SECONDS) if leaving else idle_seconds, stop)
     return ran
+
+
+def _leave(
+    store: Store, pid: int, approver: dict[str, Any] | None, since: dict[int, float],
+    handoff: float,
+) -> bool:  # fmt: skip
+    """True when this loop leaves approved proposal `pid` to a decider: one of this
+    process (`reserved`), or the live process of this host that approved it
+    (`approver`), for at most `handoff` seconds from when this loop first saw it so
+    (`since`)."""
+    if reserved(pid):
+        return True
+    if not left_to_approver(approver, store.host_id):
+        return False
+    first = since.setdefault(pid, time.monotonic())
+    return time.monotonic() - first < handoff
+
+
+RETRY_SECONDS = 5.0
+"""How long a `HostLoop` waits before starting its loop again after the database failed."""
+
+
+class HostLoop:
+    """This host's executor loop (`run_host_executor`) in a daemon thread of a placet
+    process that runs for a while (`placet serve`, `review`, `web`), from `start()` (or
+    entering it) until `stop()` (or leaving it).
+
+    Quiet: it writes nothing to stdout (stdout is `placet serve`'s protocol); what it ran
+    is logged at INFO, a refused proposal at WARNING, to the logging setup of the
+    process. A database failure is logged and the loop started again after
+    `RETRY_SECONDS`. `stop()` cancels a running proposal (marked `interrupted`, as
+    `placet executor` does on Ctrl-C) and waits for the thread at most `timeout` seconds,
+    so a process never hangs on exit (a thread still cleaning up then dies with the
+    process, and the lease recovery marks its proposal interrupted).
+    """
+
+    def __init__(self, store: Store, settings: Settings, *, name: str = "placet-host-loop"):
+        self.store = store
+        self.settings = settings
+        self.stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> HostLoop:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                run_host_executor(
+                    self.store,
+                    self.settings,
+                    stop=self.stopping,
+                    on_start=lambda pid: log.info("running proposal %s", pid),
+                    on_done=lambda ran: log.info(
+                        "proposal %s: %s",
+                        ran.proposal_id,
+                        ran.final.status if ran.final is not None else ran.error,
+                    ),
+                )
+            except Exception:  # StoreError, or the driver's own from a dropped connection
+                log.warning("the host's executor loop stopped; again in %ss", RETRY_SECONDS,
+                            exc_info=True)  # fmt: skip
+                self.stopping.wait(RETRY_SECONDS)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop the loop (cancelling what it runs) and wait at most `timeout` seconds."""
+        self.stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def __enter__(self) -> HostLoop:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -394,6 +394,31 @@ class StoreBase:
             for r in self._read("listing approved proposals", lambda c: c.execute(q).all())
         ]
 
+    def approvals_here(
+        self, *, limit: int = 100
+    ) -> builtins.list[tuple[int, str, dict[str, Any] | None]]:
+        """`approved_here` with what a host loop decides on, in one read: each approved
+        proposal's (id, drive spec, the approving process its approval recorded:
+        ``detail["process"]`` of its last audit event, None before placet recorded it)."""
+        A = AUDIT_EVENT.c
+        E = AUDIT_EVENT.alias("latest").c
+        last = (
+            select(func.max(E.id)).where(E.proposal_id == P.id).correlate(PROPOSAL)
+        ).scalar_subquery()
+        q = (
+            select(P.id, P.drive_spec, A.detail)
+            .select_from(PROPOSAL.join(AUDIT_EVENT, A.id == last))
+            .where(P.status == "approved", or_(P.host_id == self.host_id, P.host_id.is_(None)))
+            .order_by(P.id)
+            .limit(limit)
+        )
+        rows = self._read("listing approved proposals", lambda c: c.execute(q).all())
+        out: builtins.list[tuple[int, str, dict[str, Any] | None]] = []
+        for pid, spec, detail in rows:
+            process = json.loads(detail).get("process") if detail else None
+            out.append((int(pid), str(spec), process if isinstance(process, dict) else None))
+        return out
+
     def counts(self) -> dict[str, int]:
         """Number of proposals per status (statuses with none are 0)."""
         q = select(P.status, func.count()).group_by(P.status)

@@ -41,7 +41,7 @@ from placet.store.base import (
 )
 from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
 from placet.store.models import PROPOSAL
-from placet.store.records import ProposalRecord
+from placet.store.records import LeaseHolder, ProposalRecord
 
 # Creation is the hot path (docs/design.md section 8 asks >= 1,000/s from 4 processes): when no
 # duplicate is pending, its whole transaction runs on a pooled driver connection
@@ -379,6 +379,11 @@ class Decisions(StoreBase):
         `detail["request_hash"]`, when given, is the hash the owner was shown: a proposal
         that no longer has it is refused and nothing is approved.
 
+        The event records the approving process as ``detail["process"]`` (host name, pid,
+        start time, as a lease holder, and this store's host id): a process that approves
+        a proposal of its own host runs it itself, and that host's executor loops leave
+        it to that process while it lives (`placet.executor.service`).
+
         With ``approvals = "signed"`` (`Settings.approvals`) an approval without a passkey
         assertion (`detail["passkey"]`, made by `placet web`) is refused
         (``signature_required``); the executor verifies the signature itself. The event
@@ -430,9 +435,15 @@ class Decisions(StoreBase):
                 now=now,
                 guard=guard,
                 values={"resolved_at": now, "resolved_by": actor},
-                detail={**given, **selection, "request_hash": cur.request_hash},
+                detail={
+                    **given,
+                    **selection,
+                    "request_hash": cur.request_hash,
+                    "process": process,
+                },
             )
 
+        process = {**LeaseHolder.current().to_dict(), "host_id": self.host_id}
         return self._write(f"accepting proposal {pid}", tx)
 
     def discard(

@@ -40,6 +40,7 @@ from textual.screen import ModalScreen
 from placet.config import Settings
 from placet.errors import PlacetError, StaleEvidence
 from placet.executor import check_before_accept
+from placet.executor.service import release, reserve
 from placet.proposals.approval import origin
 from placet.schema import is_by_reference
 from placet.store import OpResultRecord, ProposalRecord, Store
@@ -277,6 +278,7 @@ class DecidingApp(App[None]):
                 )
             )
 
+        reserve(proposal_id)  # this process runs it: its host loop leaves it alone
         try:
             current = self.store.get(proposal_id)
             if current.request_hash != shown_hash:
@@ -316,6 +318,8 @@ class DecidingApp(App[None]):
             self.post_message(
                 TransferFinished(proposal_id, None, [], f"{type(e).__name__}: {e}", "error")
             )
+        finally:
+            release(proposal_id)
 
     def on_transfer_started(self, msg: TransferStarted) -> None:
         self.reload_queue()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -42,7 +43,8 @@ def serve(
     listener = listener if listener is not None else bind_listener(config.host, config.port)
     runs = Runs(store, settings)
     app = create_app(store, settings, config, runs=runs)
-    server = uvicorn.Server(
+    server = _Server(
+        app.state.changes.release,
         uvicorn.Config(
             app,
             host=config.host,
@@ -55,7 +57,9 @@ def serve(
             # no proxy sits in front: a local process must not choose the client address
             # an approval's audit detail records through X-Forwarded-For
             proxy_headers=False,
-        )
+            # a backstop: the open long-polls are released by `changes.release` first
+            timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        ),
     )
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again against the
     # handler found before it started: make that an orderly exit (status 0), so the
@@ -69,6 +73,24 @@ def serve(
         runs.stop()
         if main:
             signal.signal(signal.SIGTERM, previous)
+
+
+GRACEFUL_SECONDS = 5
+"""Longest uvicorn waits for open requests after SIGINT/SIGTERM before cancelling them."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server that first releases the queue page's long-polls when a signal
+    asks it to stop (`QueueChanges.release`): uvicorn's graceful shutdown waits for every
+    open request, and an open page holds one."""
+
+    def __init__(self, closing: Callable[[], None], config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._closing = closing
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._closing()
+        super().handle_exit(sig, frame)
 
 
 def _exit_quietly(signum: int, frame: FrameType | None) -> None:

@@ -26,12 +26,14 @@ from the injected `clock`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import ipaddress
 import json
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -53,6 +55,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from placet.config import Settings
 from placet.errors import LimitExceeded, PlacetError, PolicyRefused, UsageError
 from placet.executor import check_before_accept, execute, plan_for
+from placet.executor.service import release, reserve
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
@@ -61,6 +64,7 @@ from placet.store.host import waiting_note
 from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
+from placet.web.changes import QueueChanges
 
 __all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
 
@@ -176,11 +180,16 @@ class Runs:
     errors: dict[int, PlacetError] = field(default_factory=dict)
 
     def start(self, pid: int) -> None:
+        """Execute `pid` in a daemon thread; ends its `reserve` (made before the accept,
+        so this process's host loop leaves it to this run) when the run returns."""
+
         def run() -> None:
             try:
                 self.executor(self.store, self.settings, pid, cancel=self._cancel)
             except PlacetError as e:
                 self.errors[pid] = e
+            finally:
+                release(pid)
 
         t = threading.Thread(target=run, name=f"placet-web-run-{pid}", daemon=True)
         self._threads[pid] = t
@@ -324,9 +333,12 @@ def create_app(
     runs: Runs | None = None,
 ) -> Starlette:
     """The `placet web` ASGI app over `store`. `runs` executes accepted proposals
-    (default: `placet.executor.execute` in daemon threads); `app.state.runs` holds it."""
+    (default: `placet.executor.execute` in daemon threads); `app.state.runs` holds it.
+    `app.state.changes` (`QueueChanges`) starts with the app and feeds the queue page's
+    long-poll (`/changes`); call its `release()` before the server drains its requests."""
     ceremonies = Ceremonies(store, settings, config.name, config.origin, clock)
     runs = runs if runs is not None else Runs(store, settings)
+    changes = QueueChanges(store)
 
     def session_of(request: Request) -> tuple[str, PasskeyRecord] | None:
         token = request.cookies.get(COOKIE)
@@ -354,6 +366,7 @@ def create_app(
         return handler
 
     def queue(request: Request) -> Response:
+        version = changes.token()  # before the reads: a change after them is not missed
         after = _int(request.query_params.get("after")) or None
         pending = store.list(["pending"], limit=pages.QUEUE_PAGE + 1, after_id=after)
         more = pending[pages.QUEUE_PAGE - 1].id if len(pending) > pages.QUEUE_PAGE else None
@@ -370,8 +383,18 @@ def create_app(
                 next_after=more,
                 notice=notice,
                 flags=_flag_counts(shown),
+                live=version,
             )
         )
+
+    async def changes_poll(request: Request) -> Response:
+        """Held open until the store changes (`QueueChanges.wait`): ``{"v": token,
+        "closing": bool}``. Signed-in owners only; the token tells nothing."""
+        if await run_in_threadpool(session_of, request) is None:
+            return _refused_json(_not_signed_in(), 403)
+        seen = request.query_params.get("v", "")[:64]
+        token = await changes.wait(seen)
+        return JSONResponse({"v": token, "closing": changes.closing.is_set()})
 
     def view(record: ProposalRecord, page_no: int = 0) -> pages.ProposalView:
         refusal, raw_ops = check_before_accept(store, settings, record)
@@ -547,10 +570,17 @@ def create_app(
         }
         if record.kind == "sync":
             detail["skip_ops"] = list(issued.skip_ops)
-        accepted = store.accept(pid, actor="owner", now=clock(), detail=detail)
+        reserve(pid)  # this process runs it (`runs`): its host loop leaves it alone
+        try:
+            accepted = store.accept(pid, actor="owner", now=clock(), detail=detail)
+        except BaseException:
+            release(pid)
+            raise
         waiting = waiting_note(accepted.status, accepted.host, accepted.host_id, store.host_id)
         if waiting is None:
             runs.start(pid)  # else its own host's placet runs it (`placet.store.host`)
+        else:
+            release(pid)
         return JSONResponse({"ok": True, "status": "approved", "waiting": waiting})
 
     async def signin_options(request: Request) -> Response:
@@ -634,6 +664,7 @@ def create_app(
 
     routes = [
         Route("/", page_route(queue)),
+        Route("/changes", changes_poll),
         Route("/p/{pid:int}", page_route(proposal)),
         Route("/p/{pid:int}/status", status),
         Route("/p/{pid:int}/discard", discard, methods=["POST"]),
@@ -650,9 +681,19 @@ def create_app(
         Route("/pair/{token}", pair, methods=["POST"]),
         Route("/static/{name}", static),
     ]
-    app = Starlette(routes=routes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        changes.start(asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            await run_in_threadpool(changes.close)
+
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(Guard, config=config)
     app.state.runs = runs
+    app.state.changes = changes
     app.state.ceremonies = ceremonies
     return app
 

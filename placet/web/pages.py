@@ -80,9 +80,12 @@ def _flag_mark(n: int | None) -> str:
 def queue_page(
     pending: Sequence[ProposalRecord], counts: dict[str, int], now: datetime, *,
     next_after: int | None, notice: str = "", flags: dict[int, int] | None = None,
+    live: str | None = None,
 ) -> Html:  # fmt: skip
     """The pending proposals with countdowns; `flags`: risk flags per proposal id
-    (absent: not computed, e.g. a sync whose ops are read on its own page)."""
+    (absent: not computed, e.g. a sync whose ops are read on its own page). `live`: the
+    change token the page was drawn at (`placet.web.changes`); the page's script then
+    keeps the list current (`#live` is read again when `/changes` says it moved)."""
     flags = flags or {}
     rows = [
         _row(
@@ -101,6 +104,8 @@ def queue_page(
         + empty
         + f'<ul class="queue">{join(rows)}</ul>{more}'
     )
+    if live is not None:
+        body = f'<div id="live" data-changes="{attr(live)}">{body}</div>'
     return page("Queue", body)
 
 

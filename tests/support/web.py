@@ -106,6 +106,7 @@ def serve(store: Store, settings: Settings, clock: Clock | None = None) -> Itera
     try:
         yield Served(config.origin, config, clock, store, settings, runs)
     finally:
+        app.state.changes.release()  # as `placet web`'s signal handler: open pages let go
         server.should_exit = True
         thread.join(10)
         runs.stop()

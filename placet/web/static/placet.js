@@ -127,6 +127,43 @@ async function accept(button) {
   } catch (e) { say("Not accepted: " + e.message, true); button.disabled = false; }
 }
 
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// The queue read again (this page's own URL: its notice stays): the new #live in place
+// of the old; its change token, or null when the answer is no queue (signed out).
+async function refreshQueue() {
+  const r = await fetch(location.pathname + location.search, { credentials: "same-origin" });
+  const doc = new DOMParser().parseFromString(await r.text(), "text/html");
+  const next = doc.getElementById("live");
+  const cur = document.getElementById("live");
+  if (!r.ok || !next || !cur) return null;
+  cur.replaceWith(document.adoptNode(next));
+  tick();
+  return next.dataset.changes;
+}
+
+// Keep the queue current: /changes answers when the store changed (any process, any
+// host), or after a while with the same token; the queue is then read again.
+async function live(el) {
+  let v = el.dataset.changes;
+  for (;;) {
+    let data;
+    try {
+      const r = await fetch("/changes?v=" + encodeURIComponent(v), { credentials: "same-origin" });
+      if (r.status === 403) { location.reload(); return; }  // signed out: the sign-in page
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      data = await r.json();
+    } catch (e) { await sleep(2000); continue; }  // the server is away: try again
+    if (data.closing) await sleep(2000);
+    if (data.v === v) continue;
+    try {
+      const fresh = await refreshQueue();
+      if (fresh === null) { location.reload(); return; }
+      v = fresh;
+    } catch (e) { await sleep(2000); }
+  }
+}
+
 function tick() {
   const now = Date.now();
   for (const el of document.querySelectorAll(".countdown")) {
@@ -150,6 +187,8 @@ document.addEventListener("DOMContentLoaded", () => {
   on("accept", accept);
   const st = document.getElementById("status");
   if (st && st.dataset.watch) watch(st.dataset.proposal);
+  const lv = document.getElementById("live");
+  if (lv && lv.dataset.changes) live(lv);
   tick();
   setInterval(tick, 1000);
 });

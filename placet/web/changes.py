@@ -1,0 +1,121 @@
+"""The queue page's live updates: one thread waits for the store to change, long-polls
+wait for the thread (issue 16 item 4, "No polling where the database can tell").
+
+`QueueChanges` runs one daemon thread per app that sleeps in `Store.change_waiter()`
+(LISTEN/NOTIFY on PostgreSQL: woken at the commit of any transition on any host; the
+data version polled every 0.2 s on SQLite, the mechanism the review UI has) and counts
+the changes on the event loop. An open queue page holds one `GET /changes?v=TOKEN`
+(`wait`): it returns as soon as the count moved past the page's token, after
+`LONG_POLL_SECONDS` with the same token, or at once when the server is closing
+(`release`, which `placet web` calls from its signal handler before uvicorn waits for
+the open requests: an open page never delays the exit). The token is this app's random
+epoch and the count: a page drawn by an earlier server is out of date at once.
+
+A token says "read again", never what changed: no proposal, path or agent string is in
+the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import threading
+
+from placet.store import Store
+
+log = logging.getLogger(__name__)
+
+LONG_POLL_SECONDS = 25.0
+"""Longest a `/changes` request is held open without a change (under common proxies'
+and browsers' idle timeouts)."""
+RETRY_SECONDS = 1.0
+"""How long the thread waits before making its waiter again after the database failed."""
+_SLICE = 0.5
+"""Longest the thread sleeps in the waiter before looking whether it should stop."""
+
+
+class QueueChanges:
+    """Counts the store's changes for the queue page's long-polls (module docstring).
+
+    `start(loop)` from the event loop's thread (the app's startup), `close()` from any
+    thread, `token()` from any thread, `wait(token)` on the loop.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.epoch = secrets.token_hex(6)
+        self.count = 0
+        self.closing = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._moved = asyncio.Event()
+        self._thread: threading.Thread | None = None
+
+    def token(self) -> str:
+        """The version a page drawn now shows (read before its store reads)."""
+        return f"{self.epoch}.{self.count}"
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._moved = asyncio.Event()
+        self._thread = threading.Thread(target=self._watch, name="placet-web-changes", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        """Answer every waiting long-poll now, and every later one at once; never blocks
+        (`placet web` calls it from its signal handler)."""
+        self.closing.set()
+        self._wake()
+
+    def close(self, timeout: float = 2.0) -> None:
+        """`release`, then stop the thread: wait at most `timeout` s (idempotent)."""
+        self.release()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    async def wait(self, seen: str, timeout: float = LONG_POLL_SECONDS) -> str:
+        """The current token once it differs from `seen`, or after `timeout` seconds, or
+        at once when closing."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.token() == seen and not self.closing.is_set():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            moved = self._moved
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(moved.wait(), left)
+        return self.token()
+
+    # -- the thread ---------------------------------------------------------------------
+
+    def _wake(self, bump: bool = False) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop already closed
+            loop.call_soon_threadsafe(self._moved_now, bump)
+
+    def _moved_now(self, bump: bool) -> None:
+        if bump:
+            self.count += 1
+        moved, self._moved = self._moved, asyncio.Event()
+        moved.set()
+
+    def _watch(self) -> None:
+        broken = False
+        while not self.closing.is_set():
+            try:
+                with self.store.change_waiter() as waiter:
+                    if broken:  # back: what changed meanwhile was missed
+                        self._wake(bump=True)
+                        broken = False
+                    while not self.closing.is_set():
+                        if waiter.wait(_SLICE, self.closing):
+                            self._wake(bump=True)
+            except Exception:  # StoreError, or the driver's own from a dropped connection
+                if not broken:
+                    log.warning("waiting for queue changes failed; trying again", exc_info=True)
+                broken = True
+                self.closing.wait(RETRY_SECONDS)

@@ -1,0 +1,47 @@
+"""`placet review` runs its host's executor loop (issue 16 item 3): a proposal of this host
+approved on another host runs in the review UI's process while it is open, and quitting
+stops the loop. On both backends."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from placet.config import load_settings
+from placet.store import open_store
+from tests.support.rig import PLACET, Rig
+from tests.support.terminal import PtyProcess
+
+pytestmark = pytest.mark.usefixtures("store_backend")
+
+
+@pytest.mark.timeout(120)
+def test_review_runs_what_another_host_approved_and_quits_cleanly(
+    configured_rig: Rig, tmp_path: Path
+) -> None:
+    rig = configured_rig
+    rig.write("from-review.txt", b"run by placet review's host loop\n")
+    rec = rig.upload("from-review.txt")
+    env = dict(os.environ, TERM="xterm-256color", LANG="C.UTF-8")
+    review = PtyProcess([str(PLACET), "review"], env)
+    try:
+        assert review.wait_for(b"Queue", timeout=30), review.bytes()[-2000:]
+        db = rig.settings.database or str(rig.settings.db_path)
+        host_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+        with open_store(host_b) as store_b:
+            store_b.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "test"})
+        deadline = time.monotonic() + 60
+        while rig.store.get(rec.id).status in ("approved", "executing"):
+            assert time.monotonic() < deadline, "placet review's host loop did not run it"
+            time.sleep(0.05)
+        assert rig.store.get(rec.id).status == "succeeded"
+        claims = [e for e in rig.store.audit_events(proposal_id=rec.id) if e.detail.get("holder")]
+        assert [e.detail["holder"]["pid"] for e in claims] == [review.pid]
+        assert (rig.remote_dir or Path()).joinpath("from-review.txt").exists()
+        review.send("q")
+        assert review.wait_exit(20) == 0
+    finally:
+        review.kill()

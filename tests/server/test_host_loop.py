@@ -1,0 +1,64 @@
+"""`placet serve` runs its host's executor loop (issue 16 item 3): a proposal of this host
+approved on another host runs in the server's process, with nothing on stdout but MCP
+frames, and the server still exits at once when its client closes stdin. On both
+backends."""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+from pathlib import Path
+
+import pytest
+
+from placet.config import load_settings
+from placet.store import open_store
+from tests.support.mcp import Raw, Workspace
+
+pytestmark = pytest.mark.usefixtures("store_backend")
+
+
+@pytest.mark.timeout(120)
+def test_serve_runs_what_another_host_approved_and_says_nothing_on_stdout(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    server = Raw(ws)
+    try:
+        assert "result" in server.init()
+        made = server.call(
+            1, "propose_upload", {"local_path": "hello.txt", "remote_parent": "", "reason": "r"}
+        )
+        pid = made["result"]["structuredContent"]["proposal"]["id"]
+        settings_a = load_settings(ws.env)
+        db = settings_a.database or str(settings_a.db_path)
+        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+        with open_store(settings_b) as store_b:
+            rec = store_b.get(pid)
+            assert rec.host_id != store_b.host_id
+            store_b.accept(pid, detail={"request_hash": rec.request_hash, "via": "test"})
+            deadline = time.monotonic() + 60
+            while store_b.get(pid).status in ("approved", "executing"):
+                assert time.monotonic() < deadline, "placet serve did not run the proposal"
+                time.sleep(0.05)
+            assert store_b.get(pid).status == "succeeded"
+            claims = [e for e in store_b.audit_events(proposal_id=pid) if e.detail.get("holder")]
+            assert [e.detail["holder"]["pid"] for e in claims] == [server.proc.pid]
+        assert (ws.drive / "hello.txt").read_text() == "hello from the agent\n"
+
+        server.ping(2)  # the next frame is the answer: nothing else was written
+        got = server.call(3, "proposal_get", {"id": pid})
+        assert got["result"]["structuredContent"]["proposal"]["status"] == "succeeded"
+        assert server.pending == b""
+
+        server.stdin.close()  # the client leaves: the server and its loop stop
+        started = time.monotonic()
+        assert server.proc.wait(15) == 0
+        assert time.monotonic() - started < 10
+        fd = server.stdout.fileno()
+        assert select.select([fd], [], [], 5)[0]
+        assert os.read(fd, 1 << 16) == b""  # no byte after the last answer
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()

@@ -1,0 +1,163 @@
+"""The web page's queue is live (issue 16 item 4): a proposal made or decided on another
+host reaches an open queue page without a reload (LISTEN/NOTIFY on PostgreSQL, the data
+version on SQLite: `placet.web.changes`), and a real `placet web` process with a long-poll
+open stops at once on SIGTERM, its host loop having run what another host approved. On
+both backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from placet.config import Settings, load_settings
+from placet.store import Store, open_store
+from tests.support.review import add_mkdir
+from tests.support.rig import PLACET, Rig
+from tests.support.web import Served, Tab, browser, free_port, pair, serve, tab
+
+__all__ = ["browser", "tab"]  # fixtures imported for this module
+
+pytestmark = pytest.mark.usefixtures("store_backend")
+
+
+def _host_b(settings: Settings, tmp_path: Path) -> Settings:
+    """Another host: its own data directory on the same database."""
+    db = settings.database or str(settings.db_path)
+    return load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+
+
+@pytest.fixture
+def served(quiet_store: Store) -> Iterator[Served]:
+    with serve(quiet_store, quiet_store.settings) as s:
+        yield s
+
+
+@pytest.mark.timeout(120)
+def test_the_open_queue_shows_another_hosts_proposal_and_its_discard(
+    tab: Tab, served: Served, tmp_path: Path
+) -> None:
+    pair(tab, served)
+    page = tab.page
+    assert "No proposal is waiting" in page.locator("#live").inner_text()
+    page.evaluate("window.stillTheSamePage = true")  # a reload would forget it
+    with open_store(_host_b(served.settings, tmp_path)) as store_b:
+        started = time.monotonic()
+        rec = add_mkdir(store_b, name="from-host-b", now=served.clock())
+        page.wait_for_selector(f"#live a[href='/p/{rec.id}']", timeout=15_000)
+        shown = time.monotonic() - started
+        assert "1 pending" in page.locator("h1").inner_text()
+        store_b.discard(rec.id, now=served.clock())
+        page.wait_for_selector(f"#live a[href='/p/{rec.id}']", state="detached", timeout=15_000)
+        assert "No proposal is waiting" in page.locator("#live").inner_text()
+    assert page.evaluate("window.stillTheSamePage") is True
+    print(f"proposal on the open page {shown:.3f} s after its commit")
+
+
+def test_the_change_stream_needs_a_session_and_says_nothing(served: Served) -> None:
+    req = urllib.request.Request(served.url("/changes?v=x"))
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=10)
+    assert refused.value.code == 403
+    assert json.loads(refused.value.read())["code"] == "not_signed_in"
+
+
+def _session(store: Store) -> str:
+    """A signed-in session for a passkey registered straight in the store."""
+    token = store.create_pairing()
+    key = store.register_passkey(
+        token, credential_id="cred-live", public_key=b"\x01" * 77, sign_count=0, name="test"
+    )
+    return store.open_session(key.id)
+
+
+def _get(url: str, cookie: str, timeout: float = 60) -> tuple[int, str]:
+    req = urllib.request.Request(url, headers={"Cookie": f"placet_session={cookie}"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read().decode()
+
+
+@pytest.mark.timeout(120)
+def test_placet_web_runs_its_host_loop_and_stops_at_once_with_a_long_poll_open(
+    configured_rig: Rig, tmp_path: Path
+) -> None:
+    rig = configured_rig
+    cookie = _session(rig.store)
+    rig.write("note.txt", b"run by placet web's host loop\n")
+    rec = rig.upload("note.txt")
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(PLACET), "web", "--port", str(port)],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    origin = f"http://localhost:{port}"
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == f"placet web: {origin}/"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                status, body = _get(origin + "/", cookie, timeout=5)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "no answer"
+                time.sleep(0.05)
+        found = re.search(r'id="live" data-changes="([0-9a-f]+\.\d+)"', body)
+        assert status == 200 and found, body[:500]
+
+        # Host B approves host A's proposal: placet web's host loop (host A) runs it.
+        with open_store(_host_b(rig.settings, tmp_path)) as store_b:
+            store_b.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "test"})
+        deadline = time.monotonic() + 60
+        while rig.store.get(rec.id).status in ("approved", "executing"):
+            assert time.monotonic() < deadline, "placet web's host loop did not run it"
+            time.sleep(0.05)
+        assert rig.store.get(rec.id).status == "succeeded"
+        assert (rig.remote_dir or Path()).joinpath("note.txt").exists()
+
+        # A long-poll at the current token is held open until SIGTERM lets it go (the
+        # run's last commits may still move the token: poll again until one is held).
+        current = found.group(1)
+        answer: dict[str, Any] = {}
+        for _ in range(20):
+            answer.clear()
+
+            def hold(seen: str = current) -> None:
+                answer["reply"] = _get(f"{origin}/changes?v={seen}", cookie)
+
+            poll = threading.Thread(target=hold, daemon=True)
+            poll.start()
+            poll.join(1.0)
+            if poll.is_alive():
+                break  # held: nothing changes any more
+            current = json.loads(answer["reply"][1])["v"]
+        assert poll.is_alive(), answer
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        took = time.monotonic() - signalled
+        poll.join(10)
+        status, text = answer["reply"]
+        assert status == 200 and json.loads(text) == {"v": current, "closing": True}
+        # Released by the signal handler, not by uvicorn's 5 s backstop (that would
+        # cancel the request: no answer at all).
+        assert took < 10, f"placet web took {took:.1f} s to stop with a long-poll open"
+        print(f"placet web stopped {took:.3f} s after SIGTERM with a long-poll open")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
