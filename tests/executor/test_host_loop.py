@@ -255,3 +255,61 @@ def test_an_approver_killed_and_not_yet_reaped_is_gone(configured_rig: Rig) -> N
         if child.poll() is None:
             child.kill()
         child.wait()
+
+
+@pytest.mark.timeout(60)
+def test_the_handoff_counts_on_the_injected_clock(configured_rig: Rig) -> None:
+    """The loop leaves a live approver's proposal for `handoff_seconds` of its injected
+    monotonic clock, never the wall clock: frozen just short of it, the proposal waits;
+    past it, the running loop takes it at its next look (faketime cannot move it)."""
+    rig = configured_rig
+    rig.write("handoff.txt", b"approver alive, never claims\n")
+    rec = rig.upload("handoff.txt")
+    child = subprocess.Popen(
+        [sys.executable, "-c", APPROVE_AND_WAIT, str(rec.id)],
+        env=dict(os.environ),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    now = 1000.0
+    looks: list[float] = []  # the loop reads its clock once per look at the proposal
+
+    def clock() -> float:
+        looks.append(now)
+        return now
+
+    def looked(times: int) -> None:
+        seen = len(looks)
+        deadline = time.monotonic() + 20
+        while len(looks) < seen + times:
+            assert time.monotonic() < deadline, "the loop did not look again"
+            time.sleep(0.02)
+
+    stop = threading.Event()
+    ran: list[object] = []
+    loop = threading.Thread(
+        target=lambda: ran.extend(
+            run_host_executor(rig.store, rig.settings, stop=stop, handoff_seconds=60, clock=clock)
+        ),
+        daemon=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "approved\n"
+        loop.start()
+        looked(1)  # it first saw the proposal waiting at 1000.0
+        now += 59.9
+        looked(2)  # looks again every RECHECK_SECONDS: still left to the live approver
+        assert rig.store.get(rec.id).status == "approved" and ran == []
+        now += 0.2
+        deadline = time.monotonic() + 30
+        while rig.store.get(rec.id).status != "succeeded":
+            assert time.monotonic() < deadline, "the loop did not take it past the handoff"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        loop.join(20)
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+    assert not loop.is_alive()
