@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -161,3 +163,74 @@ def test_placet_web_runs_its_host_loop_and_stops_at_once_with_a_long_poll_open(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _open_polls(served: Served, cookie: str, token: str, n: int) -> list[socket.socket]:
+    """`n` long-polls at `token`, each on its own connection, as `n` open pages hold."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", served.config.port), timeout=10)
+        s.sendall(
+            f"GET /changes?v={token} HTTP/1.1\r\nHost: {served.config.authority}\r\n"
+            f"Cookie: placet_session={cookie}\r\n\r\n".encode()
+        )
+        socks.append(s)
+    return socks
+
+
+def _fetch(served: Served, path: str, cookie: str) -> tuple[int, str]:
+    try:
+        return _get(served.url(path), cookie, timeout=10)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _until(done: Any, what: str, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+@pytest.mark.timeout(60)
+def test_closed_tabs_end_their_long_polls_and_200_polls_hold_no_thread(
+    quiet_store: Store,
+) -> None:
+    """200 long-polls from one client are coroutines, not threads: the server answers its
+    pages meanwhile; closing the tabs ends their polls at once, not after the 25 s poll."""
+    cookie = _session(quiet_store)  # before the app: its token does not move after
+    with serve(quiet_store, quiet_store.settings) as served:
+        changes = served.changes
+        threads = threading.active_count()
+        socks = _open_polls(served, cookie, changes.token(), 200)
+        try:
+            _until(lambda: changes.waiting == 200, f"{changes.waiting} of 200 polls held")
+            status, body = _fetch(served, "/", cookie)
+            assert status == 200 and "data-changes" in body
+            # anyio's worker pool (at most 40 threads) ran their session checks; the
+            # polls themselves wait as coroutines
+            assert threading.active_count() <= threads + 41
+            ready, _, _ = select.select(socks, [], [], 0)
+            assert ready == []  # every poll still held: none answered early
+        finally:
+            for s in socks:
+                s.close()
+        # A closed tab's poll ends when its connection does (`http.disconnect`).
+        _until(lambda: changes.waiting == 0, f"{changes.waiting} polls outlived their tab", 5)
+
+
+def test_a_forged_or_garbage_token_is_answered_with_the_current_one(quiet_store: Store) -> None:
+    cookie = _session(quiet_store)
+    with serve(quiet_store, quiet_store.settings) as served:
+        current = served.changes.token()
+        for forged in ("x", "0" * 64, "%ff%fe%00", "a" * 5000, f"{current}0", "..", "-1"):
+            status, body = _fetch(served, f"/changes?v={forged}", cookie)
+            assert status == 200, (forged[:20], status, body[:200])
+            assert json.loads(body) == {"v": current, "closing": False}
+        status, body = _fetch(served, "/changes?v=" + "a" * 100_000, cookie)
+        if status == 200:  # httptools reads any length; only 64 characters are compared
+            assert json.loads(body) == {"v": current, "closing": False}
+        else:  # h11 refuses a request line past 16 KiB
+            assert status in (400, 414, 431), status
+        assert _fetch(served, "/", cookie)[0] == 200
+        assert served.changes.waiting == 0
