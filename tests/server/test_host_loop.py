@@ -62,3 +62,98 @@ def test_serve_runs_what_another_host_approved_and_says_nothing_on_stdout(
         if server.proc.poll() is None:
             server.proc.kill()
             server.proc.wait()
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Every live process under `pid` (pid -> command name), from /proc."""
+    parents: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            data = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        name, rest = data[data.index(b"(") + 1 : data.rindex(b")")], data[data.rindex(b")") + 2 :]
+        fields = rest.split()
+        if fields[0] == b"Z":
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+        names[int(entry)] = name.decode(errors="replace")
+    out: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out[child] = names[child]
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return b") Z " not in Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+
+
+def _temps(folder: Path) -> list[Path]:
+    return [folder / n for n in os.listdir(folder) if n.startswith(".placet-tmp-")]
+
+
+def _big(path: Path) -> None:
+    block = os.urandom(1024 * 1024)
+    with path.open("wb") as f:
+        for i in range(300):
+            f.write(block[i:] + block[:i])
+
+
+@pytest.mark.timeout(120)
+def test_closing_stdin_mid_transfer_interrupts_the_loops_run_and_leaves_no_rclone(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """While serve's loop uploads, the agent still gets prompt answers and nothing else on
+    stdout; the host quitting (stdin closed) ends serve promptly, the proposal
+    `interrupted`, its temporary object gone and no rclone left running."""
+    _big(ws.root / "big.bin")
+    server = Raw(ws)
+    try:
+        assert "result" in server.init()
+        made = server.call(
+            1, "propose_upload", {"local_path": "big.bin", "remote_parent": "", "reason": "r"}
+        )
+        pid = made["result"]["structuredContent"]["proposal"]["id"]
+        settings_a = load_settings(ws.env)
+        db = settings_a.database or str(settings_a.db_path)
+        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+        with open_store(settings_b) as store_b:
+            rec = store_b.get(pid)
+            store_b.accept(pid, detail={"request_hash": rec.request_hash, "via": "test"})
+            deadline = time.monotonic() + 60
+            while not any(t.stat().st_size >= 4 << 20 for t in _temps(ws.drive)):
+                assert time.monotonic() < deadline, "the loop did not start the upload"
+                assert store_b.get(pid).status in ("approved", "executing")
+                time.sleep(0.002)
+            children = _descendants(server.proc.pid)
+            assert "rclone" in children.values(), children  # the transfer runs in rclone
+            server.ping(2)  # answered at once mid-transfer, the next frame on stdout
+            got = server.call(3, "proposal_get", {"id": pid})
+            assert got["result"]["structuredContent"]["proposal"]["status"] == "executing"
+            assert server.pending == b""
+
+            server.stdin.close()
+            started = time.monotonic()
+            assert server.proc.wait(25) == 0
+            took = time.monotonic() - started
+            final = store_b.get(pid)
+        assert final.status == "interrupted", final.status
+        assert took < 20, f"serve took {took:.1f} s to stop mid-transfer"
+        assert [c for c in children if _alive(c)] == [], children
+        assert _temps(ws.drive) == [] and not (ws.drive / "big.bin").exists()
+        fd = server.stdout.fileno()
+        assert select.select([fd], [], [], 5)[0]
+        assert os.read(fd, 1 << 16) == b""
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()
