@@ -157,3 +157,63 @@ def test_closing_stdin_mid_transfer_interrupts_the_loops_run_and_leaves_no_rclon
         if server.proc.poll() is None:
             server.proc.kill()
             server.proc.wait()
+
+
+@pytest.mark.timeout(150)
+def test_a_serve_killed_mid_transfer_is_recovered_and_its_proposal_run_again(
+    yes_ws: Workspace, tmp_path: Path
+) -> None:
+    """Two `placet serve` on one host, a proposal approved elsewhere: one loop claims it.
+    kill -9 of that server mid-transfer takes its rclone children with it; the owner's
+    `placet accept` recovers the dead holder's lease at once (`interrupted`) and runs it
+    again; the surviving server's loop leaves it to that live approver: one claim each."""
+    ws = yes_ws
+    _big(ws.root / "big.bin")
+    servers = [Raw(ws), Raw(ws)]
+    try:
+        for s in servers:
+            assert "result" in s.init()
+        made = servers[0].call(
+            1, "propose_upload", {"local_path": "big.bin", "remote_parent": "", "reason": "r"}
+        )
+        pid = made["result"]["structuredContent"]["proposal"]["id"]
+        settings_a = load_settings(ws.env)
+        db = settings_a.database or str(settings_a.db_path)
+        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+        with open_store(settings_b) as store_b:
+            rec = store_b.get(pid)
+            store_b.accept(pid, detail={"request_hash": rec.request_hash, "via": "test"})
+            deadline = time.monotonic() + 60
+            while not any(t.stat().st_size >= 4 << 20 for t in _temps(ws.drive)):
+                assert time.monotonic() < deadline, "no loop started the upload"
+                time.sleep(0.002)
+            claims = [e for e in store_b.audit_events(proposal_id=pid) if e.detail.get("holder")]
+            holder = claims[-1].detail["holder"]["pid"]
+            killed = next(s for s in servers if s.proc.pid == holder)
+            survivor = next(s for s in servers if s is not killed)
+            children = _descendants(holder)
+            assert "rclone" in children.values(), children
+            killed.proc.kill()
+            killed.proc.wait()
+            deadline = time.monotonic() + 10  # PR_SET_PDEATHSIG: they die with it
+            while any(_alive(c) for c in children):
+                assert time.monotonic() < deadline, "rclone outlived its killed server"
+                time.sleep(0.02)
+            survivor.ping(2)
+
+            accepted = ws.placet("accept", str(pid), "--yes")
+            assert accepted.returncode == 0, accepted.stderr
+            final = store_b.get(pid)
+            events = store_b.audit_events(proposal_id=pid)
+        assert final.status == "succeeded", final.status
+        holders = [e.detail["holder"]["pid"] for e in events if e.to_status == "executing"]
+        assert len(holders) == 2 and holders[0] == holder and holders[1] != survivor.proc.pid
+        assert [e.to_status for e in events].count("interrupted") == 1
+        assert (ws.drive / "big.bin").stat().st_size == 300 << 20 and _temps(ws.drive) == []
+        survivor.ping(3)
+        assert survivor.pending == b""
+    finally:
+        for s in servers:
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait()
