@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import select
+import subprocess
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from placet.config import load_settings
 from placet.store import open_store
-from tests.support.mcp import Raw, Workspace
+from tests.support.mcp import PLACET, Raw, Workspace
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -212,6 +213,73 @@ def test_a_serve_killed_mid_transfer_is_recovered_and_its_proposal_run_again(
         assert (ws.drive / "big.bin").stat().st_size == 300 << 20 and _temps(ws.drive) == []
         survivor.ping(3)
         assert survivor.pending == b""
+    finally:
+        for s in servers:
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait()
+
+
+@pytest.mark.timeout(150)
+def test_a_batch_decided_here_and_elsewhere_beside_two_serves_runs_each_once(
+    yes_ws: Workspace, tmp_path: Path
+) -> None:
+    """Two `placet serve` on one host; the owner accepts eight proposals at once, half
+    through parallel `placet accept` on this host (deciders: they run their own), half on
+    another host (the loops run them): every proposal is claimed once, none stays
+    approved, and each deciding `placet accept` ran its own."""
+    ws = yes_ws
+    servers = [Raw(ws), Raw(ws)]
+    try:
+        for s in servers:
+            assert "result" in s.init()
+        pids = []
+        for i in range(8):
+            (ws.root / f"f{i}.txt").write_text(f"file {i}\n")
+            made = servers[i % 2].call(
+                10 + i,
+                "propose_upload",
+                {"local_path": f"f{i}.txt", "remote_parent": "", "reason": "r"},
+            )
+            pids.append(made["result"]["structuredContent"]["proposal"]["id"])
+        here, elsewhere = pids[::2], pids[1::2]
+        settings_a = load_settings(ws.env)
+        db = settings_a.database or str(settings_a.db_path)
+        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+        env = {**os.environ, **ws.env}
+        with open_store(settings_b) as store_b:
+            deciders = {
+                p: subprocess.Popen(
+                    [PLACET, "accept", str(p), "--yes"],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for p in here
+            }
+            for p in elsewhere:
+                rec = store_b.get(p)
+                store_b.accept(p, detail={"request_hash": rec.request_hash, "via": "test"})
+            for p, proc in deciders.items():
+                out, err = proc.communicate(timeout=60)
+                assert proc.returncode == 0, (p, out, err)
+            deadline = time.monotonic() + 60
+            while any(store_b.get(p).status in ("approved", "executing") for p in pids):
+                assert time.monotonic() < deadline, "a proposal stayed approved"
+                time.sleep(0.05)
+            serve_pids = {s.proc.pid for s in servers}
+            for p in pids:
+                assert store_b.get(p).status == "succeeded", p
+                events = store_b.audit_events(proposal_id=p)
+                claims = [e.detail["holder"]["pid"] for e in events if e.to_status == "executing"]
+                assert len(claims) == 1, (p, claims)
+                who = deciders[p].pid if p in deciders else None
+                assert claims[0] == who if who else claims[0] in serve_pids, (p, claims)
+            assert store_b.verify_audit().ok
+        for s in servers:
+            s.ping(99)
+            assert s.pending == b""
     finally:
         for s in servers:
             if s.proc.poll() is None:
