@@ -234,3 +234,69 @@ def test_a_forged_or_garbage_token_is_answered_with_the_current_one(quiet_store:
             assert status in (400, 414, 431), status
         assert _fetch(served, "/", cookie)[0] == 200
         assert served.changes.waiting == 0
+
+
+@pytest.mark.timeout(120)
+def test_placet_web_with_200_long_polls_answers_and_stops_at_once(configured_rig: Rig) -> None:
+    """A real `placet web` holding 200 long-polls from one client still answers its pages,
+    and SIGTERM ends it promptly: every poll is answered `closing` (or, not yet read by
+    the server, its connection closed), none errs."""
+    rig = configured_rig
+    cookie = _session(rig.store)
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(PLACET), "web", "--port", str(port)],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    origin = f"http://localhost:{port}"
+    socks: list[socket.socket] = []
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == f"placet web: {origin}/"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                status, body = _get(origin + "/", cookie, timeout=5)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "no answer"
+                time.sleep(0.05)
+        found = re.search(r'id="live" data-changes="([0-9a-f]+\.\d+)"', body)
+        assert status == 200 and found
+        for _ in range(200):
+            s = socket.create_connection(("127.0.0.1", port), timeout=20)
+            s.sendall(
+                f"GET /changes?v={found.group(1)} HTTP/1.1\r\nHost: localhost:{port}\r\n"
+                f"Cookie: placet_session={cookie}\r\n\r\n".encode()
+            )
+            socks.append(s)
+        started = time.monotonic()
+        assert _get(origin + "/", cookie, timeout=10)[0] == 200
+        print(f"the queue page answered in {time.monotonic() - started:.3f} s beside 200 polls")
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        took = time.monotonic() - signalled
+        answers = []
+        for s in socks:
+            data = b""
+            while chunk := s.recv(1 << 16):
+                data += chunk
+            answers.append(data)
+        closing = [a for a in answers if a]
+        assert closing, "no poll was answered"
+        for a in closing:
+            head, _, text = a.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200"), a[:200]
+            assert json.loads(text)["closing"] is True
+        assert took < 10, f"placet web took {took:.1f} s to stop with 200 long-polls open"
+        print(f"stopped {took:.3f} s after SIGTERM; {len(closing)} of 200 polls answered")
+    finally:
+        for s in socks:
+            s.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
