@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -110,12 +111,13 @@ def _big(path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_closing_stdin_mid_transfer_interrupts_the_loops_run_and_leaves_no_rclone(
-    ws: Workspace, tmp_path: Path
+@pytest.mark.parametrize("leave", ["stdin", "sigterm"])
+def test_the_host_leaving_mid_transfer_interrupts_the_loops_run_and_leaves_no_rclone(
+    ws: Workspace, tmp_path: Path, leave: str
 ) -> None:
     """While serve's loop uploads, the agent still gets prompt answers and nothing else on
-    stdout; the host quitting (stdin closed) ends serve promptly, the proposal
-    `interrupted`, its temporary object gone and no rclone left running."""
+    stdout; the host quitting (stdin closed, or SIGTERM) ends serve promptly, the
+    proposal `interrupted`, its temporary object gone and no rclone left running."""
     _big(ws.root / "big.bin")
     server = Raw(ws)
     try:
@@ -142,7 +144,10 @@ def test_closing_stdin_mid_transfer_interrupts_the_loops_run_and_leaves_no_rclon
             assert got["result"]["structuredContent"]["proposal"]["status"] == "executing"
             assert server.pending == b""
 
-            server.stdin.close()
+            if leave == "stdin":
+                server.stdin.close()
+            else:
+                server.proc.send_signal(signal.SIGTERM)
             started = time.monotonic()
             assert server.proc.wait(25) == 0
             took = time.monotonic() - started
