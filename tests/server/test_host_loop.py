@@ -154,6 +154,7 @@ def test_the_host_leaving_mid_transfer_interrupts_the_loops_run_and_leaves_no_rc
             final = store_b.get(pid)
         assert final.status == "interrupted", final.status
         assert took < 20, f"serve took {took:.1f} s to stop mid-transfer"
+        print(f"serve stopped {took:.3f} s after {leave} mid-transfer")
         assert [c for c in children if _alive(c)] == [], children
         assert _temps(ws.drive) == [] and not (ws.drive / "big.bin").exists()
         fd = server.stdout.fileno()
