@@ -34,7 +34,8 @@ test: lint
 # code under test is the same on both backends; they ran once in `make test`.
 CALENDAR_TESTS := tests/project/test_calendar_guard.py tests/store tests/tui \
 	tests/cli/test_proposals.py tests/sync/test_caps.py tests/sync/test_fingerprint.py \
-	tests/sync/test_digest_caches.py tests/notify/test_outbox.py tests/notify/test_content.py
+	tests/sync/test_digest_caches.py tests/notify/test_outbox.py tests/notify/test_content.py \
+	tests/executor/test_host_loop.py::test_the_handoff_counts_on_the_injected_clock
 calendar: $(STAMP)
 	@if ! command -v faketime >/dev/null; then \
 		if [ -n "$$CI" ]; then echo 'faketime is missing (apt-get install faketime)' >&2; exit 1; fi; \

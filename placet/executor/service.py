@@ -125,6 +125,7 @@ def run_host_executor(
     once: bool = False,
     idle_seconds: float = IDLE_SECONDS,
     handoff_seconds: float = HANDOFF_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[Ran], None] | None = None,
     progress: ProgressCallback | None = None,
@@ -134,7 +135,8 @@ def run_host_executor(
 
     `on_start(pid)` is called just before a proposal is executed, `on_done(ran)` after.
     A proposal left to its decider (`running_here`, or its approving process, for at most
-    `handoff_seconds`) or made against another drive is skipped (module docstring).
+    `handoff_seconds` by `clock`, a monotonic clock in seconds: never the wall clock) or
+    made against another drive is skipped (module docstring).
     A proposal another process claimed first is skipped silently; any other domain
     error is reported through `on_done` and the loop goes on. StoreError from the loop's
     own reads propagates (the database is gone: the caller decides).
@@ -157,7 +159,7 @@ def run_host_executor(
                     break
                 if drive_spec != spec:
                     continue  # another drive's: the process serving it runs it
-                if _leave(store, pid, approver, waiting_since, handoff_seconds):
+                if _leave(store, pid, approver, waiting_since, handoff_seconds, clock):
                     leaving = True
                     continue
                 if on_start is not None:
@@ -182,7 +184,7 @@ def run_host_executor(
 
 def _leave(
     store: Store, pid: int, approver: dict[str, Any] | None, since: dict[int, float],
-    handoff: float,
+    handoff: float, clock: Callable[[], float],
 ) -> bool:  # fmt: skip
     """True when this loop leaves approved proposal `pid` to a decider: one of this
     process (`reserved`), or the live process of this host that approved it
@@ -192,8 +194,9 @@ def _leave(
         return True
     if not left_to_approver(approver, store.host_id):
         return False
-    first = since.setdefault(pid, time.monotonic())
-    return time.monotonic() - first < handoff
+    now = clock()
+    first = since.setdefault(pid, now)
+    return now - first < handoff
 
 
 RETRY_SECONDS = 5.0

@@ -116,7 +116,9 @@ class SweepResult(_Record):
 
 
 def _process_start_time(pid: int) -> int | None:
-    """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22), or None."""
+    """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22), or None
+    when there is no such process or it has ended (a zombie, state ``Z``: killed, its
+    parent not having reaped it yet; its pid is not reused until then)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
@@ -124,6 +126,8 @@ def _process_start_time(pid: int) -> int | None:
         return None
     # The command name (field 2) is in parentheses and may contain spaces or ')'.
     rest = data[data.rfind(b")") + 2 :].split()
+    if rest[:1] == [b"Z"]:  # field 3, the state
+        return None
     try:
         return int(rest[19])  # field 22 overall; rest starts at field 3
     except (IndexError, ValueError):
@@ -162,8 +166,9 @@ class LeaseHolder:
     def is_dead_here(self) -> bool:
         """True only when the holder is on this host and provably gone.
 
-        Gone: no process with that pid, or one that started at a different time (pid
-        reused). A holder on another host is never judged here; its lease must lapse.
+        Gone: no process with that pid, one that ended (a zombie not yet reaped), or one
+        that started at a different time (pid reused). A holder on another host is never
+        judged here; its lease must lapse.
         """
         if self.host != socket.gethostname():
             return False

@@ -393,7 +393,9 @@ def create_app(
         if await run_in_threadpool(session_of, request) is None:
             return _refused_json(_not_signed_in(), 403)
         seen = request.query_params.get("v", "")[:64]
-        token = await changes.wait(seen)
+        token = await changes.wait(seen, gone=request.receive)
+        if token is None:  # the page is gone: nobody reads an answer
+            return Response(status_code=204)
         return JSONResponse({"v": token, "closing": changes.closing.is_set()})
 
     def view(record: ProposalRecord, page_no: int = 0) -> pages.ProposalView:

@@ -8,7 +8,8 @@ the changes on the event loop. An open queue page holds one `GET /changes?v=TOKE
 (`wait`): it returns as soon as the count moved past the page's token, after
 `LONG_POLL_SECONDS` with the same token, or at once when the server is closing
 (`release`, which `placet web` calls from its signal handler before uvicorn waits for
-the open requests: an open page never delays the exit). The token is this app's random
+the open requests: an open page never delays the exit), or as soon as its client
+disconnected (a closed tab: the coroutine ends with its connection). The token is this app's random
 epoch and the count: a page drawn by an earlier server is out of date at once.
 
 A token says "read again", never what changed: no proposal, path or agent string is in
@@ -23,6 +24,8 @@ import logging
 import secrets
 import threading
 
+from starlette.types import Receive
+
 from placet.store import Store
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,12 @@ _SLICE = 0.5
 """Longest the thread sleeps in the waiter before looking whether it should stop."""
 
 
+async def _disconnected(receive: Receive) -> None:
+    """Return once the client's connection closed (ASGI ``http.disconnect``)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 class QueueChanges:
     """Counts the store's changes for the queue page's long-polls (module docstring).
 
@@ -47,6 +56,8 @@ class QueueChanges:
         self.store = store
         self.epoch = secrets.token_hex(6)
         self.count = 0
+        self.waiting = 0
+        """Long-polls held open now (`wait` calls not yet returned)."""
         self.closing = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._moved = asyncio.Event()
@@ -75,18 +86,38 @@ class QueueChanges:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
-    async def wait(self, seen: str, timeout: float = LONG_POLL_SECONDS) -> str:
+    async def wait(
+        self, seen: str, timeout: float = LONG_POLL_SECONDS, *, gone: Receive | None = None
+    ) -> str | None:
         """The current token once it differs from `seen`, or after `timeout` seconds, or
-        at once when closing."""
+        at once when closing; None as soon as the client disconnected, when `gone` is the
+        request's ASGI `receive` (a closed tab's poll ends with its connection, not 25 s
+        later)."""
+        if gone is None:
+            return await self._wait(seen, timeout)
+        waiting = asyncio.ensure_future(self._wait(seen, timeout))
+        left = asyncio.ensure_future(_disconnected(gone))
+        try:
+            await asyncio.wait({waiting, left}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+            left.cancel()
+        return waiting.result() if waiting.done() and not waiting.cancelled() else None
+
+    async def _wait(self, seen: str, timeout: float) -> str:
         deadline = asyncio.get_running_loop().time() + timeout
-        while self.token() == seen and not self.closing.is_set():
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                break
-            moved = self._moved
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(moved.wait(), left)
-        return self.token()
+        self.waiting += 1
+        try:
+            while self.token() == seen and not self.closing.is_set():
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                moved = self._moved
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(moved.wait(), left)
+            return self.token()
+        finally:
+            self.waiting -= 1
 
     # -- the thread ---------------------------------------------------------------------
 

@@ -223,3 +223,93 @@ def test_stopping_the_host_loop_mid_transfer_interrupts_the_run(rig: Rig, tmp_pa
     final = rig.store.get(rec.id)
     assert final.status == "interrupted", final.status
     assert not (rig.remote_dir / "big.bin").exists() and _temps(rig.remote_dir) == []
+
+
+@pytest.mark.timeout(60)
+def test_an_approver_killed_and_not_yet_reaped_is_gone(configured_rig: Rig) -> None:
+    """A decider killed right after its accept whose parent has not reaped it yet (an
+    agent host that waits later) is a zombie: ended, so the loop runs its proposal at once
+    instead of leaving it for the whole handoff."""
+    rig = configured_rig
+    rig.write("zombie.txt", b"approver killed\n")
+    rec = rig.upload("zombie.txt")
+    child = subprocess.Popen(
+        [sys.executable, "-c", APPROVE_AND_WAIT, str(rec.id)],
+        env=dict(os.environ),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "approved\n"
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10  # ended, not reaped: its /proc entry stays
+        while b") Z " not in Path(f"/proc/{child.pid}/stat").read_bytes():
+            assert time.monotonic() < deadline, "the child did not become a zombie"
+            time.sleep(0.01)
+        process = rig.store.audit_events(proposal_id=rec.id)[-1].detail["process"]
+        assert not left_to_approver(process, rig.store.host_id)
+        ran = run_host_executor(rig.store, rig.settings, stop=threading.Event(), once=True)
+        assert [(r.proposal_id, r.final and r.final.status) for r in ran] == [(rec.id, "succeeded")]
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+
+@pytest.mark.timeout(60)
+def test_the_handoff_counts_on_the_injected_clock(configured_rig: Rig) -> None:
+    """The loop leaves a live approver's proposal for `handoff_seconds` of its injected
+    monotonic clock, never the wall clock: frozen just short of it, the proposal waits;
+    past it, the running loop takes it at its next look (faketime cannot move it)."""
+    rig = configured_rig
+    rig.write("handoff.txt", b"approver alive, never claims\n")
+    rec = rig.upload("handoff.txt")
+    child = subprocess.Popen(
+        [sys.executable, "-c", APPROVE_AND_WAIT, str(rec.id)],
+        env=dict(os.environ),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    now = 1000.0
+    looks: list[float] = []  # the loop reads its clock once per look at the proposal
+
+    def clock() -> float:
+        looks.append(now)
+        return now
+
+    def looked(times: int) -> None:
+        seen = len(looks)
+        deadline = time.monotonic() + 20
+        while len(looks) < seen + times:
+            assert time.monotonic() < deadline, "the loop did not look again"
+            time.sleep(0.02)
+
+    stop = threading.Event()
+    ran: list[object] = []
+    loop = threading.Thread(
+        target=lambda: ran.extend(
+            run_host_executor(rig.store, rig.settings, stop=stop, handoff_seconds=60, clock=clock)
+        ),
+        daemon=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "approved\n"
+        loop.start()
+        looked(1)  # it first saw the proposal waiting at 1000.0
+        now += 59.9
+        looked(2)  # looks again every RECHECK_SECONDS: still left to the live approver
+        assert rig.store.get(rec.id).status == "approved" and ran == []
+        now += 0.2
+        deadline = time.monotonic() + 30
+        while rig.store.get(rec.id).status != "succeeded":
+            assert time.monotonic() < deadline, "the loop did not take it past the handoff"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        loop.join(20)
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+    assert not loop.is_alive()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import select
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 
 from placet.config import load_settings
 from placet.store import open_store
-from tests.support.mcp import Raw, Workspace
+from tests.support.mcp import PLACET, Raw, Workspace
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -62,3 +64,230 @@ def test_serve_runs_what_another_host_approved_and_says_nothing_on_stdout(
         if server.proc.poll() is None:
             server.proc.kill()
             server.proc.wait()
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Every live process under `pid` (pid -> command name), from /proc."""
+    parents: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            data = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        name, rest = data[data.index(b"(") + 1 : data.rindex(b")")], data[data.rindex(b")") + 2 :]
+        fields = rest.split()
+        if fields[0] == b"Z":
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+        names[int(entry)] = name.decode(errors="replace")
+    out: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out[child] = names[child]
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return b") Z " not in Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+
+
+def _temps(folder: Path) -> list[Path]:
+    return [folder / n for n in os.listdir(folder) if n.startswith(".placet-tmp-")]
+
+
+def _big(path: Path) -> None:
+    block = os.urandom(1024 * 1024)
+    with path.open("wb") as f:
+        for i in range(300):
+            f.write(block[i:] + block[:i])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("leave", ["stdin", "sigterm"])
+def test_the_host_leaving_mid_transfer_interrupts_the_loops_run_and_leaves_no_rclone(
+    ws: Workspace, tmp_path: Path, leave: str
+) -> None:
+    """While serve's loop uploads, the agent still gets prompt answers and nothing else on
+    stdout; the host quitting (stdin closed, or SIGTERM) ends serve promptly, the
+    proposal `interrupted`, its temporary object gone and no rclone left running."""
+    _big(ws.root / "big.bin")
+    server = Raw(ws)
+    try:
+        assert "result" in server.init()
+        made = server.call(
+            1, "propose_upload", {"local_path": "big.bin", "remote_parent": "", "reason": "r"}
+        )
+        pid = made["result"]["structuredContent"]["proposal"]["id"]
+        settings_a = load_settings(ws.env)
+        db = settings_a.database or str(settings_a.db_path)
+        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+        with open_store(settings_b) as store_b:
+            rec = store_b.get(pid)
+            store_b.accept(pid, detail={"request_hash": rec.request_hash, "via": "test"})
+            deadline = time.monotonic() + 60
+            while not any(t.stat().st_size >= 4 << 20 for t in _temps(ws.drive)):
+                assert time.monotonic() < deadline, "the loop did not start the upload"
+                assert store_b.get(pid).status in ("approved", "executing")
+                time.sleep(0.002)
+            children = _descendants(server.proc.pid)
+            assert "rclone" in children.values(), children  # the transfer runs in rclone
+            server.ping(2)  # answered at once mid-transfer, the next frame on stdout
+            got = server.call(3, "proposal_get", {"id": pid})
+            assert got["result"]["structuredContent"]["proposal"]["status"] == "executing"
+            assert server.pending == b""
+
+            if leave == "stdin":
+                server.stdin.close()
+            else:
+                server.proc.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            assert server.proc.wait(25) == 0
+            took = time.monotonic() - started
+            final = store_b.get(pid)
+        assert final.status == "interrupted", final.status
+        assert took < 20, f"serve took {took:.1f} s to stop mid-transfer"
+        print(f"serve stopped {took:.3f} s after {leave} mid-transfer")
+        assert [c for c in children if _alive(c)] == [], children
+        assert _temps(ws.drive) == [] and not (ws.drive / "big.bin").exists()
+        fd = server.stdout.fileno()
+        assert select.select([fd], [], [], 5)[0]
+        assert os.read(fd, 1 << 16) == b""
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()
+
+
+@pytest.mark.timeout(150)
+def test_a_serve_killed_mid_transfer_is_recovered_and_its_proposal_run_again(
+    yes_ws: Workspace, tmp_path: Path
+) -> None:
+    """Two `placet serve` on one host, a proposal approved elsewhere: one loop claims it.
+    kill -9 of that server mid-transfer takes its rclone children with it; the owner's
+    `placet accept` recovers the dead holder's lease at once (`interrupted`) and runs it
+    again; the surviving server's loop leaves it to that live approver: one claim each."""
+    ws = yes_ws
+    _big(ws.root / "big.bin")
+    servers = [Raw(ws), Raw(ws)]
+    try:
+        for s in servers:
+            assert "result" in s.init()
+        made = servers[0].call(
+            1, "propose_upload", {"local_path": "big.bin", "remote_parent": "", "reason": "r"}
+        )
+        pid = made["result"]["structuredContent"]["proposal"]["id"]
+        settings_a = load_settings(ws.env)
+        db = settings_a.database or str(settings_a.db_path)
+        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+        with open_store(settings_b) as store_b:
+            rec = store_b.get(pid)
+            store_b.accept(pid, detail={"request_hash": rec.request_hash, "via": "test"})
+            deadline = time.monotonic() + 60
+            while not any(t.stat().st_size >= 4 << 20 for t in _temps(ws.drive)):
+                assert time.monotonic() < deadline, "no loop started the upload"
+                time.sleep(0.002)
+            claims = [e for e in store_b.audit_events(proposal_id=pid) if e.detail.get("holder")]
+            holder = claims[-1].detail["holder"]["pid"]
+            killed = next(s for s in servers if s.proc.pid == holder)
+            survivor = next(s for s in servers if s is not killed)
+            children = _descendants(holder)
+            assert "rclone" in children.values(), children
+            killed.proc.kill()
+            killed.proc.wait()
+            deadline = time.monotonic() + 10  # PR_SET_PDEATHSIG: they die with it
+            while any(_alive(c) for c in children):
+                assert time.monotonic() < deadline, "rclone outlived its killed server"
+                time.sleep(0.02)
+            survivor.ping(2)
+
+            accepted = ws.placet("accept", str(pid), "--yes")
+            assert accepted.returncode == 0, accepted.stderr
+            final = store_b.get(pid)
+            events = store_b.audit_events(proposal_id=pid)
+        assert final.status == "succeeded", final.status
+        holders = [e.detail["holder"]["pid"] for e in events if e.to_status == "executing"]
+        assert len(holders) == 2 and holders[0] == holder and holders[1] != survivor.proc.pid
+        assert [e.to_status for e in events].count("interrupted") == 1
+        assert (ws.drive / "big.bin").stat().st_size == 300 << 20 and _temps(ws.drive) == []
+        survivor.ping(3)
+        assert survivor.pending == b""
+    finally:
+        for s in servers:
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait()
+
+
+@pytest.mark.timeout(150)
+def test_a_batch_decided_here_and_elsewhere_beside_two_serves_runs_each_once(
+    yes_ws: Workspace, tmp_path: Path
+) -> None:
+    """Two `placet serve` on one host; the owner accepts eight proposals at once, half
+    through parallel `placet accept` on this host (deciders: they run their own), half on
+    another host (the loops run them): every proposal is claimed once, none stays
+    approved, and each deciding `placet accept` ran its own."""
+    ws = yes_ws
+    servers = [Raw(ws), Raw(ws)]
+    try:
+        for s in servers:
+            assert "result" in s.init()
+        pids = []
+        for i in range(8):
+            (ws.root / f"f{i}.txt").write_text(f"file {i}\n")
+            made = servers[i % 2].call(
+                10 + i,
+                "propose_upload",
+                {"local_path": f"f{i}.txt", "remote_parent": "", "reason": "r"},
+            )
+            pids.append(made["result"]["structuredContent"]["proposal"]["id"])
+        here, elsewhere = pids[::2], pids[1::2]
+        settings_a = load_settings(ws.env)
+        db = settings_a.database or str(settings_a.db_path)
+        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+        env = {**os.environ, **ws.env}
+        with open_store(settings_b) as store_b:
+            deciders = {
+                p: subprocess.Popen(
+                    [PLACET, "accept", str(p), "--yes"],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for p in here
+            }
+            for p in elsewhere:
+                rec = store_b.get(p)
+                store_b.accept(p, detail={"request_hash": rec.request_hash, "via": "test"})
+            for p, proc in deciders.items():
+                out, err = proc.communicate(timeout=60)
+                assert proc.returncode == 0, (p, out, err)
+            deadline = time.monotonic() + 60
+            while any(store_b.get(p).status in ("approved", "executing") for p in pids):
+                assert time.monotonic() < deadline, "a proposal stayed approved"
+                time.sleep(0.05)
+            serve_pids = {s.proc.pid for s in servers}
+            for p in pids:
+                assert store_b.get(p).status == "succeeded", p
+                events = store_b.audit_events(proposal_id=p)
+                claims = [e.detail["holder"]["pid"] for e in events if e.to_status == "executing"]
+                assert len(claims) == 1, (p, claims)
+                who = deciders[p].pid if p in deciders else None
+                assert claims[0] == who if who else claims[0] in serve_pids, (p, claims)
+            assert store_b.verify_audit().ok
+        for s in servers:
+            s.ping(99)
+            assert s.pending == b""
+    finally:
+        for s in servers:
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait()

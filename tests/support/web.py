@@ -31,6 +31,7 @@ from placet.store import Store
 from placet.store.passkeys import open_pairing_link
 from placet.web import WebConfig, create_app
 from placet.web.app import Runs
+from placet.web.changes import QueueChanges
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -56,7 +57,8 @@ def free_port() -> int:
 
 @dataclass
 class Served:
-    """A running `placet web` app: its origin, config, clock, store and executions."""
+    """A running `placet web` app: its origin, config, clock, store, executions and the
+    queue page's change counter (`QueueChanges`)."""
 
     origin: str
     config: WebConfig
@@ -64,6 +66,7 @@ class Served:
     store: Store
     settings: Settings
     runs: Runs
+    changes: QueueChanges
 
     def url(self, path: str) -> str:
         return self.origin + path
@@ -104,7 +107,7 @@ def serve(store: Store, settings: Settings, clock: Clock | None = None) -> Itera
         assert thread.is_alive() and time.monotonic() < deadline, "placet web did not start"
         time.sleep(0.01)
     try:
-        yield Served(config.origin, config, clock, store, settings, runs)
+        yield Served(config.origin, config, clock, store, settings, runs, app.state.changes)
     finally:
         app.state.changes.release()  # as `placet web`'s signal handler: open pages let go
         server.should_exit = True

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -158,6 +160,145 @@ def test_placet_web_runs_its_host_loop_and_stops_at_once_with_a_long_poll_open(
         assert took < 10, f"placet web took {took:.1f} s to stop with a long-poll open"
         print(f"placet web stopped {took:.3f} s after SIGTERM with a long-poll open")
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _open_polls(served: Served, cookie: str, token: str, n: int) -> list[socket.socket]:
+    """`n` long-polls at `token`, each on its own connection, as `n` open pages hold."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", served.config.port), timeout=10)
+        s.sendall(
+            f"GET /changes?v={token} HTTP/1.1\r\nHost: {served.config.authority}\r\n"
+            f"Cookie: placet_session={cookie}\r\n\r\n".encode()
+        )
+        socks.append(s)
+    return socks
+
+
+def _fetch(served: Served, path: str, cookie: str) -> tuple[int, str]:
+    try:
+        return _get(served.url(path), cookie, timeout=10)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _until(done: Any, what: str, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+@pytest.mark.timeout(60)
+def test_closed_tabs_end_their_long_polls_and_200_polls_hold_no_thread(
+    quiet_store: Store,
+) -> None:
+    """200 long-polls from one client are coroutines, not threads: the server answers its
+    pages meanwhile; closing the tabs ends their polls at once, not after the 25 s poll."""
+    cookie = _session(quiet_store)  # before the app: its token does not move after
+    with serve(quiet_store, quiet_store.settings) as served:
+        changes = served.changes
+        threads = threading.active_count()
+        socks = _open_polls(served, cookie, changes.token(), 200)
+        try:
+            _until(lambda: changes.waiting == 200, f"{changes.waiting} of 200 polls held")
+            status, body = _fetch(served, "/", cookie)
+            assert status == 200 and "data-changes" in body
+            # anyio's worker pool (at most 40 threads) ran their session checks; the
+            # polls themselves wait as coroutines
+            assert threading.active_count() <= threads + 41
+            ready, _, _ = select.select(socks, [], [], 0)
+            assert ready == []  # every poll still held: none answered early
+        finally:
+            closed = time.monotonic()
+            for s in socks:
+                s.close()
+        # A closed tab's poll ends when its connection does (`http.disconnect`).
+        _until(lambda: changes.waiting == 0, f"{changes.waiting} polls outlived their tab", 5)
+        print(f"200 closed tabs' polls ended {time.monotonic() - closed:.3f} s after the close")
+
+
+def test_a_forged_or_garbage_token_is_answered_with_the_current_one(quiet_store: Store) -> None:
+    cookie = _session(quiet_store)
+    with serve(quiet_store, quiet_store.settings) as served:
+        current = served.changes.token()
+        for forged in ("x", "0" * 64, "%ff%fe%00", "a" * 5000, f"{current}0", "..", "-1"):
+            status, body = _fetch(served, f"/changes?v={forged}", cookie)
+            assert status == 200, (forged[:20], status, body[:200])
+            assert json.loads(body) == {"v": current, "closing": False}
+        status, body = _fetch(served, "/changes?v=" + "a" * 100_000, cookie)
+        if status == 200:  # httptools reads any length; only 64 characters are compared
+            assert json.loads(body) == {"v": current, "closing": False}
+        else:  # h11 refuses a request line past 16 KiB
+            assert status in (400, 414, 431), status
+        assert _fetch(served, "/", cookie)[0] == 200
+        assert served.changes.waiting == 0
+
+
+@pytest.mark.timeout(120)
+def test_placet_web_with_200_long_polls_answers_and_stops_at_once(configured_rig: Rig) -> None:
+    """A real `placet web` holding 200 long-polls from one client still answers its pages,
+    and SIGTERM ends it promptly: every poll is answered `closing` (or, not yet read by
+    the server, its connection closed), none errs."""
+    rig = configured_rig
+    cookie = _session(rig.store)
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(PLACET), "web", "--port", str(port)],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    origin = f"http://localhost:{port}"
+    socks: list[socket.socket] = []
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == f"placet web: {origin}/"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                status, body = _get(origin + "/", cookie, timeout=5)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "no answer"
+                time.sleep(0.05)
+        found = re.search(r'id="live" data-changes="([0-9a-f]+\.\d+)"', body)
+        assert status == 200 and found
+        for _ in range(200):
+            s = socket.create_connection(("127.0.0.1", port), timeout=20)
+            s.sendall(
+                f"GET /changes?v={found.group(1)} HTTP/1.1\r\nHost: localhost:{port}\r\n"
+                f"Cookie: placet_session={cookie}\r\n\r\n".encode()
+            )
+            socks.append(s)
+        started = time.monotonic()
+        assert _get(origin + "/", cookie, timeout=10)[0] == 200
+        print(f"the queue page answered in {time.monotonic() - started:.3f} s beside 200 polls")
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        took = time.monotonic() - signalled
+        answers = []
+        for s in socks:
+            data = b""
+            while chunk := s.recv(1 << 16):
+                data += chunk
+            answers.append(data)
+        closing = [a for a in answers if a]
+        assert closing, "no poll was answered"
+        for a in closing:
+            head, _, text = a.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200"), a[:200]
+            assert json.loads(text)["closing"] is True
+        assert took < 10, f"placet web took {took:.1f} s to stop with 200 long-polls open"
+        print(f"stopped {took:.3f} s after SIGTERM; {len(closing)} of 200 polls answered")
+    finally:
+        for s in socks:
+            s.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
