@@ -1,0 +1,109 @@
+"""Creation and the write transactions under attack, with a real server and real processes
+(issue 16): a database whose default isolation is REPEATABLE READ, hostile agent strings,
+creators racing for one request or the last slot under a cap, a server that drops its
+connections between two creations, a proposer killed mid-call. Each must end as on
+SQLite: the same records, a chain that verifies, or the same typed refusal."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from placet.config import Settings, load_settings
+from placet.store import open_store
+from tests.support.db import raw_db
+from tests.support.proposals import propose_folder
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+TTL = 600
+BEFORE = T0 + timedelta(seconds=TTL - 1)
+
+
+def _env(home: str) -> dict[str, str]:
+    """The settings' environment for a worker process: the home and `store_backend`'s
+    database (the workers inherit `PGPASSWORD`)."""
+    db = os.environ.get("PLACET_DB")
+    return {"PLACET_HOME": home, **({"PLACET_DB": db} if db else {})}
+
+
+def _default_isolation(settings: Settings, level: str) -> None:
+    """Set the PostgreSQL database's default isolation (new sessions take it)."""
+    with raw_db(settings) as db:
+        db.execute(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET "
+            f"default_transaction_isolation = %L', current_database(), '{level}'); END $$"
+        )
+
+
+def _transition_worker(home: str, who: int, barrier: object, out: str) -> None:
+    from placet.errors import WrongState
+
+    store = open_store(load_settings(_env(home)))
+    ids = [p.id for p in store.list(["pending"], limit=1000)]
+    rng = random.Random(who)
+    wins: list[int] = []
+    errors: list[str] = []
+    barrier.wait(timeout=60)  # type: ignore[attr-defined]
+    for pid in ids:
+        try:
+            if rng.random() < 0.5:
+                store.accept(pid, now=BEFORE)
+            else:
+                store.discard(pid, now=BEFORE, reason=f"worker {who}")
+            wins.append(pid)
+        except WrongState:
+            pass
+        except Exception as e:  # anything else fails the test
+            errors.append(f"{type(e).__name__}: {e}")
+    store.close()
+    Path(out).write_text(json.dumps({"wins": wins, "errors": errors}))
+
+
+def _spawn(target: object, args_of: list[tuple[object, ...]]) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=target, args=a) for a in args_of]  # type: ignore[arg-type]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=80)
+        assert p.exitcode == 0, f"worker exited with {p.exitcode}"
+
+
+@pytest.mark.parametrize("level", ["repeatable read", "serializable"])
+@pytest.mark.parametrize("store_backend", ["postgresql"], indirect=True)
+@pytest.mark.timeout(90)
+def test_transitions_race_on_a_database_whose_default_is_not_read_committed(
+    store_backend: str, settings: Settings, tmp_path: Path, level: str
+) -> None:
+    """Each write transaction's snapshot must be taken after the write lock is granted,
+    which only READ COMMITTED gives; at a REPEATABLE READ or SERIALIZABLE default a
+    transition read the chain head of before the lock (a duplicate audit id, a
+    unique-key error). Reads keep their REPEATABLE READ snapshot."""
+    _default_isolation(settings, level)
+    n, procs = 40, 4
+    with open_store(settings) as store:
+        for i in range(n):
+            propose_folder(store, f"d{i}", run_id="racer", ttl=TTL, now=T0)
+    home = os.environ["PLACET_HOME"]
+    barrier = multiprocessing.get_context("spawn").Barrier(procs)
+    outs = [tmp_path / f"out{w}.json" for w in range(procs)]
+    _spawn(_transition_worker, [(home, w, barrier, str(outs[w])) for w in range(procs)])
+    results = [json.loads(o.read_text()) for o in outs]
+    assert [r["errors"] for r in results] == [[]] * procs
+    assert sorted(pid for r in results for pid in r["wins"]) == list(range(1, n + 1))
+    with open_store(settings) as store:
+        verification = store.verify_audit()
+        assert verification.ok and verification.count == 2 * n, verification.message
+        with store.engine.connect() as conn, conn.begin():
+            (read,) = conn.exec_driver_sql("SHOW transaction_isolation").one()
+        with store.engine.connect() as conn:
+            conn.execution_options(placet_begin="IMMEDIATE")
+            with conn.begin():
+                (write,) = conn.exec_driver_sql("SHOW transaction_isolation").one()
+    assert (read, write) == ("repeatable read", "read committed")
