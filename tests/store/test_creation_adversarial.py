@@ -107,3 +107,109 @@ def test_transitions_race_on_a_database_whose_default_is_not_read_committed(
             with conn.begin():
                 (write,) = conn.exec_driver_sql("SHOW transaction_isolation").one()
     assert (read, write) == ("repeatable read", "read committed")
+
+
+# Text every backend must store and hash alike: line breaks, quotes, backslashes, dollar
+# quoting, control and format characters, separators, non-BMP, and a very long string.
+HOSTILE = {
+    "crlf": "a\r\nb\rc\n",
+    "quotes": "'\"` ''; DROP TABLE proposal; --",
+    "backslashes": "\\ \\\\ \\x00 \\u0000 \\n",
+    "dollars": "$$ $x$ $1 $$; END $$",
+    "controls": "\x01\x1b[2J\x7f\x9b",
+    "format": "\ufeff\u200b\u202e\u2028\u2029",
+    "non-bmp": "🙂𝄞\U0010fffd",
+    "long": "é" * 100_000,
+}
+TEXT_FIELDS = ("reason", "client_name", "client_version", "label", "run_id", "drive_spec")
+
+
+def _expected_first_hash(text: str, fields: dict[str, str]) -> str:
+    """The first creation event's hash as Python's chain computes it (`placet.store.audit`),
+    for `propose_folder(store, text, **fields, ttl=TTL, now=T0)` on an empty store: the same
+    on both backends."""
+    from placet.schema import canonical_json, request_hash
+    from placet.store.audit import GENESIS_HASH, EventFacts, chain_hash, event_content
+
+    evidence = {"remote": {"exists": False}}
+    rh = request_hash("mkdir", {"kind": "mkdir", "remote_parent": "", "name": text}, evidence)
+    detail = {
+        "kind": "mkdir",
+        "expires_at": (T0 + timedelta(seconds=TTL)).isoformat(),
+        "client_name": fields["client_name"],
+        "client_version": fields["client_version"],
+    }
+    facts = EventFacts(1, rh, f"agent:{fields['run_id']}", None, "pending", T0)
+    content = event_content(event_id=1, facts=facts, detail_json=canonical_json(detail))
+    return chain_hash(GENESIS_HASH, content)
+
+
+@pytest.mark.usefixtures("store_backend")
+@pytest.mark.parametrize("what", list(HOSTILE))
+def test_hostile_text_is_stored_and_hashed_alike_on_both_backends(
+    settings: Settings, what: str
+) -> None:
+    text = HOSTILE[what]
+    fields = {f: f"{f}:{text}" for f in TEXT_FIELDS}
+    with open_store(settings) as store:
+        made, created = propose_folder(store, text, ttl=TTL, now=T0, **fields)
+        again, created_again = propose_folder(store, text, ttl=TTL, now=T0, **fields)
+        assert created and not created_again and again.id == made.id
+        stored = store.get(made.id)
+        assert stored == made and stored.request["name"] == text
+        assert {f: getattr(stored, f) for f in TEXT_FIELDS} == fields
+        (event,) = store.audit_events()
+        assert event.hash == _expected_first_hash(text, fields)
+        assert event.detail["client_name"] == fields["client_name"]
+        verification = store.verify_audit()
+        assert verification.ok and verification.count == 1, verification.message
+
+
+UNSTORABLE = {"nul": "a\x00b", "lone surrogate": "a\ud800b"}
+
+
+@pytest.mark.usefixtures("store_backend")
+@pytest.mark.parametrize("field", [*TEXT_FIELDS, "name"])
+@pytest.mark.parametrize("what", list(UNSTORABLE))
+def test_text_a_backend_cannot_store_is_refused_alike(
+    settings: Settings, field: str, what: str
+) -> None:
+    """PostgreSQL's text cannot hold U+0000 and no UTF-8 holds a lone surrogate: such text
+    is refused by a UsageError naming the field, on both backends, and nothing is written.
+    (A NUL inside the request is stored as JSON's `\\u0000` escape: not refused.)"""
+    from placet.errors import UsageError
+
+    text = UNSTORABLE[what]
+    kw = {} if field == "name" else {field: text}
+    with open_store(settings) as store:
+        if field == "name" and what == "nul":
+            made, created = propose_folder(store, text, ttl=TTL, now=T0)
+            assert created and store.get(made.id).request["name"] == text
+            assert store.verify_audit().ok
+            return
+        with pytest.raises(UsageError) as refused:
+            propose_folder(store, text if field == "name" else "n", ttl=TTL, now=T0, **kw)
+        assert refused.value.details["field"] == ("request" if field == "name" else field)
+        assert store.list() == [] and store.audit_events() == []
+        made, created = propose_folder(store, "after", ttl=TTL, now=T0)
+        assert created and store.verify_audit().ok
+
+
+@pytest.mark.usefixtures("store_backend")
+def test_a_lone_surrogate_in_an_op_stored_by_reference_is_refused(settings: Settings) -> None:
+    from placet.errors import UsageError
+
+    request = {"kind": "sync", "ops": [{"index": 0, "kind": "upload", "path": "a\udcffb"}]}
+    with open_store(settings) as store:
+        with pytest.raises(UsageError) as refused:
+            store.create_proposal(
+                kind="sync",
+                request=request,
+                evidence={},
+                reason="r",
+                drive_spec="local:/tmp/x",
+                run_id="run-a",
+                ttl_seconds=TTL,
+            )
+        assert refused.value.details == {"field": "request", "character": "\\udcff"}
+        assert store.list() == [] and store.audit_events() == []
