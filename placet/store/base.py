@@ -51,6 +51,7 @@ from placet.store.db import (
     call_statement,
     driver_errors,
     is_busy,
+    is_disconnect,
     is_postgres,
     qmark,
     raw,
@@ -252,7 +253,19 @@ class StoreBase:
         return retry_busy(attempt, busy_type, error_type, lambda e: self._store_error(what, e))
 
     def _store_error(self, what: str, e: Exception) -> StoreError:
+        """The StoreError for the driver's error `e`: retryable when the database stayed
+        locked, or when the connection to the server was lost (a restart: the pool's
+        other connections, as dead, are dropped too, so one call fails, not one per
+        pooled connection); otherwise not."""
         orig = getattr(e, "orig", e)
+        if self.postgres and is_disconnect(e):
+            self.engine.dispose()  # checked-out connections are dropped when returned
+            return StoreError(
+                f"{what}: the connection to the database server {self.db_label} was lost "
+                f"({str(orig).strip()}); it may have restarted: try again",
+                retryable=True,
+                details={"path": self.db_label},
+            )
         if is_busy(e):
             return StoreError(
                 f"{what}: the database {self.db_label} stayed locked by another placet "

@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from placet.config import Settings, load_settings
+from placet.errors import StoreError
 from placet.store import open_store
 from tests.support.db import raw_db
+from tests.support.postgres import PgServer, restart_pg_server
 from tests.support.proposals import propose_folder
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -298,3 +300,31 @@ def test_eight_processes_race_for_the_last_slot_under_a_cap(
         with raw_db(settings) as db:
             (total,) = db.execute("SELECT n FROM pending_tally WHERE scope = 'total'").fetchone()
         assert total == limit
+
+
+@pytest.mark.parametrize("store_backend", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("then", ["create", "accept"])
+def test_a_server_restart_between_two_writes_fails_retryable_or_succeeds(
+    store_backend: str, settings: Settings, pg_server: PgServer, then: str
+) -> None:
+    """The server restarted (every session ended) within a second of the store's last
+    use, so its pooled connections are not pinged: the next write either succeeds or
+    fails with a retryable StoreError and writes nothing, and the one after succeeds."""
+    with open_store(settings) as store:
+        first, _ = propose_folder(store, "before", ttl=TTL, now=T0)
+        restart_pg_server(pg_server)
+
+        def write() -> object:
+            if then == "accept":
+                return store.accept(first.id, now=T0)
+            return propose_folder(store, "after", ttl=TTL, now=T0)[0]
+
+        try:
+            write()
+        except StoreError as e:
+            assert e.retryable, e
+            write()
+        names = [p.request["name"] for p in store.list()]
+        assert names == (["before"] if then == "accept" else ["before", "after"])
+        verification = store.verify_audit()
+        assert verification.ok and verification.count == 2, verification.message
