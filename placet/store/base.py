@@ -42,7 +42,13 @@ from placet.errors import (
 )
 from placet.schema import is_by_reference
 from placet.store import lifecycle as lc
-from placet.store.audit import EventFacts, append_anchor, append_event, verify_chain
+from placet.store.audit import (
+    EventFacts,
+    append_anchor,
+    append_event,
+    create_anchor,
+    verify_chain,
+)
 from placet.store.changes import CHANNEL, NOTIFY_SQL, ChangeWaiter
 from placet.store.db import (
     BEGIN_OPTION,
@@ -164,6 +170,7 @@ class StoreBase:
             engine.url.render_as_string(hide_password=True) if self.postgres else str(self.db_path)
         )
         self.anchor_path: Path = settings.audit_anchor_path
+        self._anchor_created = False  # by this store, before its first write
         self._host = socket.gethostname()
         self.host_id = host_id(settings.data_dir)
         self._dv_lock = threading.Lock()
@@ -185,8 +192,15 @@ class StoreBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _before_write(self) -> None:
+        """Once per store, before its first write: `placet.store.audit.create_anchor`."""
+        if not self._anchor_created:
+            create_anchor(self.anchor_path)
+            self._anchor_created = True
+
     def _write(self, what: str, fn: Callable[[Connection, Heads], T]) -> T:
         """Run `fn` in one BEGIN IMMEDIATE transaction; anchor its audit heads after commit."""
+        self._before_write()
 
         def attempt() -> T:
             heads: Heads = []
@@ -203,6 +217,7 @@ class StoreBase:
 
     def _write_raw(self, what: str, fn: Callable[[RawDB, Heads], T]) -> T:
         """`_write` on a pooled driver connection, for the hot path (plain SQL only)."""
+        self._before_write()
 
         def attempt() -> T:
             heads: Heads = []
@@ -226,6 +241,7 @@ class StoreBase:
         transaction, one round trip) with the busy retries; returns its row or None, and
         anchors `heads(row)` after the commit when there is a row. The statement takes
         the write lock and notifies itself."""
+        self._before_write()
 
         def attempt() -> Any:
             row = call_statement(self.engine, sql, params)

@@ -6,10 +6,14 @@ SQLite: the same records, a chain that verifies, or the same typed refusal."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
 import random
+import signal
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -328,3 +332,106 @@ def test_a_server_restart_between_two_writes_fails_retryable_or_succeeds(
         assert names == (["before"] if then == "accept" else ["before", "after"])
         verification = store.verify_audit()
         assert verification.ok and verification.count == 2, verification.message
+
+
+def _proposer_loop(home: str, who: int) -> None:
+    """Propose distinct folders until killed."""
+    store = open_store(load_settings(_env(home)))
+    for i in itertools.count():
+        propose_folder(store, f"w{who}-{i}", run_id=f"run-{who}", ttl=TTL, now=T0)
+
+
+def _assert_whole(settings: Settings) -> None:
+    """Nothing half written: every proposal has exactly its creation event, the pending
+    tally counts them, and the chain verifies."""
+    with open_store(settings) as store:
+        proposals = store.list(limit=100_000)
+        events = store.audit_events()
+        assert sorted(e.proposal_id for e in events) == sorted(p.id for p in proposals)
+        assert all(e.from_status is None for e in events)
+        with raw_db(settings) as db:
+            row = db.execute("SELECT n FROM pending_tally WHERE scope = 'total'").fetchone()
+        assert (row[0] if row else 0) == len(proposals)
+        verification = store.verify_audit()
+        assert verification.ok and verification.count == len(events), verification.message
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.usefixtures("store_backend")
+@pytest.mark.timeout(90)
+def test_proposers_killed_mid_call_leave_nothing_half_written(settings: Settings) -> None:
+    with open_store(settings) as store:
+        propose_folder(store, "first", ttl=TTL, now=T0)
+
+    def count() -> int:
+        with raw_db(settings) as db:
+            return int(db.execute("SELECT count(*) FROM proposal").fetchone()[0])
+
+    ctx = multiprocessing.get_context("fork")
+    home = os.environ["PLACET_HOME"]
+    for _ in range(3):
+        procs = [ctx.Process(target=_proposer_loop, args=(home, w)) for w in range(3)]
+        for p in procs:
+            p.start()
+        floor = count() + 15
+        _wait_for(lambda floor=floor: count() >= floor, "proposals")  # type: ignore[misc]
+        for p in procs:
+            os.kill(p.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        for p in procs:
+            p.join(timeout=30)
+            assert p.exitcode == -signal.SIGKILL
+        _assert_whole(settings)
+
+
+def _propose_one(home: str) -> None:
+    store = open_store(load_settings(_env(home)))
+    propose_folder(store, "blocked", ttl=TTL, now=T0)
+
+
+@pytest.mark.parametrize("store_backend", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("first", [True, False], ids=["first-event", "later-event"])
+@pytest.mark.timeout(60)
+def test_a_proposer_killed_while_its_call_waits_for_the_lock(
+    store_backend: str, settings: Settings, first: bool
+) -> None:
+    """Killed while the server runs its creation (waiting for the write lock): the server
+    still completes it once the lock is free, but the proposer never anchors it. The
+    chain must verify (an unanchored tail is no tampering, even of the first event), and
+    proposing the same request again gives that proposal back."""
+    with open_store(settings) as store:
+        if not first:
+            propose_folder(store, "before", ttl=TTL, now=T0)
+    ctx = multiprocessing.get_context("fork")
+    with raw_db(settings, autocommit=False) as blocker:
+        blocker.begin(write=True)
+        try:
+            proc = ctx.Process(target=_propose_one, args=(os.environ["PLACET_HOME"],))
+            proc.start()
+
+            def waiting() -> bool:
+                with raw_db(settings) as db:
+                    return bool(
+                        db.execute(
+                            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                            "AND NOT granted"
+                        ).fetchone()[0]
+                    )
+
+            _wait_for(waiting, "the proposer to wait for the write lock")
+            os.kill(proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            proc.join(timeout=30)
+        finally:
+            blocker.rollback()
+    _wait_for(lambda: not waiting(), "the killed proposer's call to end")
+    _assert_whole(settings)
+    with open_store(settings) as store:
+        names = [p.request["name"] for p in store.list()]
+        again, created = propose_folder(store, "blocked", ttl=TTL, now=T0)
+        assert names[-1:] == ["blocked"] and not created and again.request["name"] == "blocked"
+        assert store.verify_audit().ok
