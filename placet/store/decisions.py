@@ -93,6 +93,11 @@ _CREATE_PG_SQL = (
 )
 
 
+_BIGINT_MAX = (1 << 63) - 1
+"""The largest cap the creation function takes (BIGINT); no tally reaches it, so a
+larger cap (the config bounds caps from below only) is passed as this one."""
+
+
 def _refuse_unstorable(fields: dict[str, str | None]) -> None:
     """Refuse text that a backend cannot store as given: U+0000 (PostgreSQL's text cannot
     hold it; SQLite would) or a lone surrogate (no UTF-8 holds one), so both backends
@@ -341,7 +346,8 @@ class Decisions(StoreBase):
             )
             params = [
                 *(_sql_value(values[c]) for c in _COLUMNS),
-                self.settings.pending_total, self.settings.pending_per_session,
+                min(self.settings.pending_total, _BIGINT_MAX),
+                min(self.settings.pending_per_session, _BIGINT_MAX),
                 actor, detail_json, *(p.encode("utf-8") for p in parts),
             ]  # fmt: skip
             row = self._write_statement(

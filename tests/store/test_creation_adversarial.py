@@ -435,3 +435,19 @@ def test_a_proposer_killed_while_its_call_waits_for_the_lock(
         again, created = propose_folder(store, "blocked", ttl=TTL, now=T0)
         assert names[-1:] == ["blocked"] and not created and again.request["name"] == "blocked"
         assert store.verify_audit().ok
+
+
+@pytest.mark.usefixtures("store_backend")
+@pytest.mark.parametrize(
+    "config", ["pending_total = 100000000000000000000", "pending_per_session = 9223372036854775808"]
+)
+def test_a_cap_beyond_64_bits_is_no_cap(config: str) -> None:
+    """The config bounds the caps from below only; one past PostgreSQL's BIGINT made the
+    creation function's call fail (no such function for a NUMERIC argument) on every
+    proposal, where SQLite creates."""
+    home = Path(os.environ["PLACET_HOME"])
+    home.mkdir(mode=0o700, exist_ok=True)
+    (home / "config.toml").write_text(config + "\n")
+    with open_store(load_settings()) as store:
+        made, created = propose_folder(store, "x", ttl=TTL, now=T0)
+        assert created and store.get(made.id) == made and store.verify_audit().ok
