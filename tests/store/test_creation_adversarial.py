@@ -6,6 +6,7 @@ SQLite: the same records, a chain that verifies, or the same typed refusal."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import multiprocessing
@@ -79,16 +80,23 @@ def _transition_worker(home: str, who: int, barrier: object, out: str) -> None:
     Path(out).write_text(json.dumps({"wins": wins, "errors": errors}))
 
 
-def _spawn(target: object, args_of: list[tuple[object, ...]]) -> None:
-    """`target` in one forked process per argument tuple (fork: no re-import, ~0.1 s a
-    process where spawn took ~1.5 s on a loaded box), each exiting 0."""
+def _spawn(jobs: list[tuple[Callable[..., None], tuple[object, ...]]]) -> None:
+    """Each (target, args) in a forked process (fork: no re-import, ~0.1 s a process
+    where spawn took ~1.5 s on a loaded box); each must exit 0 within 80 s. Any still
+    running after a failure is killed."""
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=target, args=a) for a in args_of]  # type: ignore[arg-type]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=80)
-        assert p.exitcode == 0, f"worker exited with {p.exitcode}"
+    procs = [ctx.Process(target=target, args=args) for target, args in jobs]
+    try:
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=80)
+            assert p.exitcode == 0, f"worker exited with {p.exitcode}"
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
 
 
 @pytest.mark.parametrize("level", ["repeatable read", "serializable"])
@@ -109,7 +117,7 @@ def test_transitions_race_on_a_database_whose_default_is_not_read_committed(
     home = os.environ["PLACET_HOME"]
     barrier = multiprocessing.get_context("fork").Barrier(procs)
     outs = [tmp_path / f"out{w}.json" for w in range(procs)]
-    _spawn(_transition_worker, [(home, w, barrier, str(outs[w])) for w in range(procs)])
+    _spawn([(_transition_worker, (home, w, barrier, str(outs[w]))) for w in range(procs)])
     results = [json.loads(o.read_text()) for o in outs]
     assert [r["errors"] for r in results] == [[]] * procs
     assert sorted(pid for r in results for pid in r["wins"]) == list(range(1, n + 1))
@@ -253,8 +261,10 @@ def _race(tmp_path: Path, args: list[tuple[str, str]]) -> list[dict[str, object]
     barrier = multiprocessing.get_context("fork").Barrier(len(args))
     outs = [tmp_path / f"out{w}.json" for w in range(len(args))]
     _spawn(
-        _propose_worker,
-        [(home, name, run, barrier, str(out)) for (name, run), out in zip(args, outs, strict=True)],
+        [
+            (_propose_worker, (home, name, run, barrier, str(out)))
+            for (name, run), out in zip(args, outs, strict=True)
+        ]
     )
     return [json.loads(o.read_text()) for o in outs]
 
@@ -451,3 +461,84 @@ def test_a_cap_beyond_64_bits_is_no_cap(config: str) -> None:
     with open_store(load_settings()) as store:
         made, created = propose_folder(store, "x", ttl=TTL, now=T0)
         assert created and store.get(made.id) == made and store.verify_audit().ok
+
+
+@pytest.mark.parametrize("store_backend", ["postgresql"], indirect=True)
+def test_a_creation_whose_server_session_is_killed_mid_call_is_retryable(
+    store_backend: str, settings: Settings
+) -> None:
+    """The server session running the creation function is ended while the call waits
+    for the write lock (`pg_terminate_backend`, as an administrator or a crash would):
+    the proposer gets a retryable StoreError, nothing was written, and the next try
+    creates."""
+    import threading
+
+    with open_store(settings) as store:
+        propose_folder(store, "before", ttl=TTL, now=T0)
+        outcome: list[BaseException | None] = []
+
+        def propose() -> None:
+            try:
+                propose_folder(store, "killed", ttl=TTL, now=T0)
+                outcome.append(None)
+            except BaseException as e:  # handed to the test thread
+                outcome.append(e)
+
+        waiter = "FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        with raw_db(settings, autocommit=False) as blocker:
+            blocker.begin(write=True)
+            try:
+                thread = threading.Thread(target=propose)
+                thread.start()
+                with raw_db(settings) as db:
+                    _wait_for(
+                        lambda: bool(db.execute(f"SELECT count(*) {waiter}").fetchone()[0]),
+                        "the creation to wait for the write lock",
+                    )
+                    db.execute(f"SELECT pg_terminate_backend(pid) {waiter}")
+                thread.join(timeout=30)
+            finally:
+                blocker.rollback()
+        (error,) = outcome
+        assert isinstance(error, StoreError) and error.retryable, error
+        assert [p.request["name"] for p in store.list()] == ["before"]
+        _, created = propose_folder(store, "killed", ttl=TTL, now=T0)
+        assert created
+        verification = store.verify_audit()
+        assert verification.ok and verification.count == 2, verification.message
+
+
+def _accept_loop(home: str, total: int) -> None:
+    """Accept pending proposals as they come until `total` are approved."""
+    from placet.errors import WrongState
+
+    store = open_store(load_settings(_env(home)))
+    while len(store.list(["approved"], limit=total + 1)) < total:
+        for p in store.list(["pending"], limit=50):
+            with contextlib.suppress(WrongState):  # the other acceptor was first
+                store.accept(p.id, now=T0)
+
+
+def _propose_n(home: str, who: int, n: int) -> None:
+    store = open_store(load_settings(_env(home)))
+    for i in range(n):
+        propose_folder(store, f"w{who}-{i}", run_id=f"run-{who}", ttl=TTL, now=T0)
+
+
+@pytest.mark.usefixtures("store_backend")
+@pytest.mark.timeout(90)
+def test_creations_and_transitions_interleave_on_one_chain(settings: Settings) -> None:
+    """Two processes create (on PostgreSQL through the server-side function) while two
+    accept (the general write path): one chain, each proposal created then approved."""
+    with open_store(settings):
+        pass
+    home = os.environ["PLACET_HOME"]
+    _spawn(
+        [(_propose_n, (home, w, 60)) for w in range(2)]
+        + [(_accept_loop, (home, 120)) for _ in range(2)]
+    )
+    with open_store(settings) as store:
+        proposals = store.list(limit=1000)
+        assert len(proposals) == 120 and {p.status for p in proposals} == {"approved"}
+        verification = store.verify_audit()
+        assert verification.ok and verification.count == 240, verification.message
