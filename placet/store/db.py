@@ -351,8 +351,9 @@ def make_server_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> E
     """An engine on the PostgreSQL server at `url` (psycopg 3), with the same BEGIN
     handling as `make_engine` (module docstring). The URL holds no password
     (`placet.config.check_database_url`): libpq reads `PGPASSWORD` or `~/.pgpass`.
-    Sessions run in UTC with `lock_timeout` = `busy_timeout_ms` and READ COMMITTED as
-    their default isolation, whatever the server's or the database's (a write
+    Sessions run in UTC with `lock_timeout` = `busy_timeout_ms`, UTF-8 as the client
+    encoding and READ COMMITTED as their default isolation, whatever the server's or the
+    database's defaults (every text placet stores and hashes is UTF-8; a write
     transaction's statements must each take their snapshot after the write lock is
     granted; a read sets REPEATABLE READ itself); a pooled connection is pinged only
     after `PING_IDLE_SECONDS` idle (`_ping_when_idle`).
@@ -363,7 +364,7 @@ def make_server_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> E
             "application_name": "placet",
             "options": (
                 f"-c timezone=UTC -c lock_timeout={int(busy_timeout_ms)} "
-                "-c default_transaction_isolation=read\\ committed"
+                "-c default_transaction_isolation=read\\ committed -c client_encoding=UTF8"
             ),
         },
         pool_size=8,

@@ -542,3 +542,25 @@ def test_creations_and_transitions_interleave_on_one_chain(settings: Settings) -
         assert len(proposals) == 120 and {p.status for p in proposals} == {"approved"}
         verification = store.verify_audit()
         assert verification.ok and verification.count == 240, verification.message
+
+
+@pytest.mark.parametrize("store_backend", ["postgresql"], indirect=True)
+def test_a_database_whose_default_client_encoding_is_not_utf8(
+    store_backend: str, settings: Settings
+) -> None:
+    """`ALTER DATABASE ... SET client_encoding = 'LATIN1'`: psycopg would encode every
+    parameter as Latin-1 and fail (a raw UnicodeEncodeError) on text SQLite stores; placet's
+    sessions ask for UTF-8 whatever the default."""
+    with raw_db(settings) as db:
+        db.execute(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET client_encoding = %L', "
+            "current_database(), 'LATIN1'); END $$"
+        )
+    fields = {f: f"{f}:{HOSTILE['non-bmp']}日本" for f in TEXT_FIELDS}
+    with open_store(settings) as store:
+        made, created = propose_folder(store, "日本🙂", ttl=TTL, now=T0, **fields)
+        assert created and store.get(made.id) == made
+        assert store.accept(made.id, now=T0).status == "approved"
+        (event, _) = store.audit_events()
+        assert event.hash == _expected_first_hash("日本🙂", fields)
+        assert store.verify_audit().ok
