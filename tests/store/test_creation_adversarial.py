@@ -18,13 +18,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from placet.config import Settings, load_settings
 from placet.errors import StoreError
 from placet.store import open_store
 from tests.support.db import raw_db
-from tests.support.postgres import PgServer, restart_pg_server
+from tests.support.postgres import PG_USER, PgServer, drop_database, restart_pg_server
 from tests.support.proposals import propose_folder
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -564,3 +565,27 @@ def test_a_database_whose_default_client_encoding_is_not_utf8(
         (event, _) = store.audit_events()
         assert event.hash == _expected_first_hash("日本🙂", fields)
         assert store.verify_audit().ok
+
+
+@pytest.mark.parametrize("encoding", ["LATIN1", "SQL_ASCII"])
+def test_a_database_not_in_utf8_is_refused_at_open(
+    pg_server: PgServer, monkeypatch: pytest.MonkeyPatch, encoding: str
+) -> None:
+    """A LATIN1 database stored "Zoë" and failed on "日" (some creations only); SQL_ASCII
+    stores bytes unchecked. Either is refused when the store opens, before migrating."""
+    name = f"placet_{encoding.lower()}_{os.getpid()}"
+    with psycopg.connect(
+        host=pg_server.host, port=pg_server.port, user=PG_USER,
+        password=pg_server.password, dbname="postgres", autocommit=True,
+    ) as admin:  # fmt: skip
+        admin.execute(f"CREATE DATABASE {name} ENCODING '{encoding}' TEMPLATE template0 LOCALE 'C'")
+    url = pg_server.url(name)
+    try:
+        monkeypatch.setenv("PLACET_DB", url)
+        monkeypatch.setenv("PGPASSWORD", pg_server.password)
+        with pytest.raises(StoreError) as refused:
+            open_store(load_settings())
+        assert refused.value.details["server_encoding"] == encoding
+        assert "ENCODING 'UTF8'" in str(refused.value)
+    finally:
+        drop_database(pg_server, url)
