@@ -140,6 +140,17 @@ def append_anchor(path: Path, heads: list[tuple[int, str]]) -> None:
         log.warning("could not append to the audit anchor %s: %s", path, e)
 
 
+def create_anchor(path: Path) -> None:
+    """Create the anchor file (empty, 0600) if absent, before a first write: a writer
+    killed after its commit and before `append_anchor` (on PostgreSQL the server finishes
+    a creation whose client died) leaves an unanchored tail, which verifies, not a
+    missing anchor, which does not. A failure is logged, as in `append_anchor`."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+    except OSError as e:
+        log.warning("could not create the audit anchor %s: %s", path, e)
+
+
 def read_anchor(path: Path) -> tuple[dict[int, str], list[str]]:
     """Anchor lines as {event id: hash}, plus the malformed lines (FileNotFoundError passes)."""
     anchors: dict[int, str] = {}

@@ -42,7 +42,13 @@ from placet.errors import (
 )
 from placet.schema import is_by_reference
 from placet.store import lifecycle as lc
-from placet.store.audit import EventFacts, append_anchor, append_event, verify_chain
+from placet.store.audit import (
+    EventFacts,
+    append_anchor,
+    append_event,
+    create_anchor,
+    verify_chain,
+)
 from placet.store.changes import CHANNEL, NOTIFY_SQL, ChangeWaiter
 from placet.store.db import (
     BEGIN_OPTION,
@@ -51,6 +57,7 @@ from placet.store.db import (
     call_statement,
     driver_errors,
     is_busy,
+    is_disconnect,
     is_postgres,
     qmark,
     raw,
@@ -163,6 +170,7 @@ class StoreBase:
             engine.url.render_as_string(hide_password=True) if self.postgres else str(self.db_path)
         )
         self.anchor_path: Path = settings.audit_anchor_path
+        self._anchor_created = False  # by this store, before its first write
         self._host = socket.gethostname()
         self.host_id = host_id(settings.data_dir)
         self._dv_lock = threading.Lock()
@@ -184,8 +192,15 @@ class StoreBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _before_write(self) -> None:
+        """Once per store, before its first write: `placet.store.audit.create_anchor`."""
+        if not self._anchor_created:
+            create_anchor(self.anchor_path)
+            self._anchor_created = True
+
     def _write(self, what: str, fn: Callable[[Connection, Heads], T]) -> T:
         """Run `fn` in one BEGIN IMMEDIATE transaction; anchor its audit heads after commit."""
+        self._before_write()
 
         def attempt() -> T:
             heads: Heads = []
@@ -202,6 +217,7 @@ class StoreBase:
 
     def _write_raw(self, what: str, fn: Callable[[RawDB, Heads], T]) -> T:
         """`_write` on a pooled driver connection, for the hot path (plain SQL only)."""
+        self._before_write()
 
         def attempt() -> T:
             heads: Heads = []
@@ -225,6 +241,7 @@ class StoreBase:
         transaction, one round trip) with the busy retries; returns its row or None, and
         anchors `heads(row)` after the commit when there is a row. The statement takes
         the write lock and notifies itself."""
+        self._before_write()
 
         def attempt() -> Any:
             row = call_statement(self.engine, sql, params)
@@ -252,7 +269,19 @@ class StoreBase:
         return retry_busy(attempt, busy_type, error_type, lambda e: self._store_error(what, e))
 
     def _store_error(self, what: str, e: Exception) -> StoreError:
+        """The StoreError for the driver's error `e`: retryable when the database stayed
+        locked, or when the connection to the server was lost (a restart: the pool's
+        other connections, as dead, are dropped too, so one call fails, not one per
+        pooled connection); otherwise not."""
         orig = getattr(e, "orig", e)
+        if self.postgres and is_disconnect(e):
+            self.engine.dispose()  # checked-out connections are dropped when returned
+            return StoreError(
+                f"{what}: the connection to the database server {self.db_label} was lost "
+                f"({str(orig).strip()}); it may have restarted: try again",
+                retryable=True,
+                details={"path": self.db_label},
+            )
         if is_busy(e):
             return StoreError(
                 f"{what}: the database {self.db_label} stayed locked by another placet "

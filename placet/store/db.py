@@ -16,8 +16,10 @@ Decided here, once, so every connection behaves the same (docs/design.md section
   guarantees: a write transaction first takes one transaction-scoped advisory lock
   (`WRITE_LOCK_KEY`), so writers run one at a time exactly as under SQLite's
   `BEGIN IMMEDIATE` (the audit chain's head, the caps and idempotent proposing need
-  nothing more); reads run at REPEATABLE READ (one snapshot, like a WAL read). A lock
-  wait past `lock_timeout`, a serialization failure or a deadlock counts as busy.
+  nothing more), at READ COMMITTED whatever the server's default (each statement's
+  snapshot is then taken after the lock was granted); reads run at REPEATABLE READ
+  (one snapshot, like a WAL read). A lock wait past `lock_timeout`, a serialization
+  failure or a deadlock counts as busy.
   Creation, the ingest hot path, is one call of a server-side function that takes the
   lock itself (`call_statement`): one round trip, the lock never held across one.
   Raw hot-path SQL is written once with `?` markers; `RawDB` runs it on either driver.
@@ -349,14 +351,21 @@ def make_server_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> E
     """An engine on the PostgreSQL server at `url` (psycopg 3), with the same BEGIN
     handling as `make_engine` (module docstring). The URL holds no password
     (`placet.config.check_database_url`): libpq reads `PGPASSWORD` or `~/.pgpass`.
-    Sessions run in UTC with `lock_timeout` = `busy_timeout_ms`; a pooled connection is
-    pinged only after `PING_IDLE_SECONDS` idle (`_ping_when_idle`).
+    Sessions run in UTC with `lock_timeout` = `busy_timeout_ms`, UTF-8 as the client
+    encoding and READ COMMITTED as their default isolation, whatever the server's or the
+    database's defaults (every text placet stores and hashes is UTF-8; a write
+    transaction's statements must each take their snapshot after the write lock is
+    granted; a read sets REPEATABLE READ itself); a pooled connection is pinged only
+    after `PING_IDLE_SECONDS` idle (`_ping_when_idle`).
     """
     engine = create_engine(
         make_url(url).set(drivername="postgresql+psycopg"),
         connect_args={
             "application_name": "placet",
-            "options": f"-c timezone=UTC -c lock_timeout={int(busy_timeout_ms)}",
+            "options": (
+                f"-c timezone=UTC -c lock_timeout={int(busy_timeout_ms)} "
+                "-c default_transaction_isolation=read\\ committed -c client_encoding=UTF8"
+            ),
         },
         pool_size=8,
         max_overflow=8,
@@ -377,6 +386,27 @@ def is_busy(exc: BaseException) -> bool:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     text = str(orig).lower()
     return "database is locked" in text or "database is busy" in text
+
+
+_PG_GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
+"""admin_shutdown, crash_shutdown, cannot_connect_now: the server ended or refuses the
+session (a restart); with class 08 (connection exception), the connection is lost."""
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """True when `exc` (a driver error, or SQLAlchemy's wrapping one) means the connection
+    to the PostgreSQL server was lost or refused: the server restarted or went away
+    (`_PG_GONE_STATES`, SQLSTATE class 08, or psycopg's OperationalError with no SQLSTATE:
+    "server closed the connection unexpectedly", "the connection is closed"). Never true
+    on SQLite, whose errors carry no SQLSTATE."""
+    if getattr(exc, "connection_invalidated", False):
+        return True
+    orig = getattr(exc, "orig", exc)
+    state = getattr(orig, "sqlstate", None)
+    if state is not None:
+        return state in _PG_GONE_STATES or str(state).startswith("08")
+    pg = sys.modules.get("psycopg")
+    return pg is not None and isinstance(orig, pg.OperationalError)
 
 
 def retry_busy(

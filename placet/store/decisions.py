@@ -93,6 +93,39 @@ _CREATE_PG_SQL = (
 )
 
 
+_BIGINT_MAX = (1 << 63) - 1
+"""The largest cap the creation function takes (BIGINT); no tally reaches it, so a
+larger cap (the config bounds caps from below only) is passed as this one."""
+
+
+def _refuse_unstorable(fields: dict[str, str | None]) -> None:
+    """Refuse text that a backend cannot store as given: U+0000 (PostgreSQL's text cannot
+    hold it; SQLite would) or a lone surrogate (no UTF-8 holds one), so both backends
+    give the same typed refusal and write nothing.
+
+    Raises:
+        UsageError: details `field` (the first offending field) and `character`.
+    """
+    for field, value in fields.items():
+        if value is None:
+            continue
+        if "\x00" in value:
+            raise UsageError(
+                f"cannot create a proposal: its {field} holds a NUL character (U+0000) at "
+                f"{value.index(chr(0))}, which the database cannot store; send it without one",
+                details={"field": field, "character": "\\x00"},
+            )
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise UsageError(
+                f"cannot create a proposal: its {field} holds an unpaired UTF-16 surrogate "
+                f"(\\u{ord(value[e.start]):04x}) at {e.start}, which is not valid Unicode; "
+                "send the text as UTF-8 or as a proper surrogate pair",
+                details={"field": field, "character": f"\\u{ord(value[e.start]):04x}"},
+            ) from None
+
+
 def _sql_value(v: object) -> object:
     return dt_text(v) if isinstance(v, datetime) else v
 
@@ -211,7 +244,8 @@ class Decisions(StoreBase):
         whose TTL passed unswept is expired here first.
 
         Raises:
-            UsageError: ttl_seconds is not in 1..max_ttl_minutes*60.
+            UsageError: ttl_seconds is not in 1..max_ttl_minutes*60, or a text holds
+                what a backend cannot store (U+0000 outside the JSON, a lone surrogate).
             LimitExceeded: `pending_per_session` (per run_id) or `pending_total` reached.
         """
         now = now_or_utcnow(now)
@@ -222,11 +256,22 @@ class Decisions(StoreBase):
                 f"1 s and {max_ttl} s (max_ttl_minutes)",
                 details={"ttl_seconds": ttl_seconds, "max_seconds": max_ttl},
             )
-        split = by_reference(request)
+        _refuse_unstorable(
+            {"kind": kind, "reason": reason, "drive_spec": drive_spec, "run_id": run_id,
+             "client_name": client_name, "client_version": client_version, "label": label}
+        )  # fmt: skip
+        given = request
         op_rows: list[tuple[int, str]] = []
-        if split is not None:
-            request, op_rows = split
-        rh = request_hash(kind, request, evidence)
+        try:  # both encode the texts they hash to UTF-8, which a lone surrogate fails
+            split = by_reference(request)
+            if split is not None:
+                request, op_rows = split
+            rh = request_hash(kind, request, evidence)
+        except UnicodeEncodeError:
+            _refuse_unstorable(
+                {"request": canonical_json(given), "evidence": canonical_json(evidence)}
+            )
+            raise  # pragma: no cover - one of the two was refused above
         expires_at = now + timedelta(seconds=ttl_seconds)
         values: dict[str, Any] = {
             "kind": kind,
@@ -301,7 +346,8 @@ class Decisions(StoreBase):
             )
             params = [
                 *(_sql_value(values[c]) for c in _COLUMNS),
-                self.settings.pending_total, self.settings.pending_per_session,
+                min(self.settings.pending_total, _BIGINT_MAX),
+                min(self.settings.pending_per_session, _BIGINT_MAX),
                 actor, detail_json, *(p.encode("utf-8") for p in parts),
             ]  # fmt: skip
             row = self._write_statement(

@@ -515,6 +515,22 @@ def _applied(conn: Connection) -> dict[int, str]:
     return {int(v): str(n) for v, n in rows}
 
 
+def _check_encoding(conn: Connection, db_label: str) -> None:
+    """Refuse a PostgreSQL database whose server encoding is not UTF-8: text SQLite stores
+    (any Unicode) would fail at some creations only (LATIN1 has no "日"), or be stored
+    unchecked (SQL_ASCII). Nothing to check on SQLite (UTF-8 always)."""
+    if not is_postgres(conn):
+        return
+    encoding = str(conn.exec_driver_sql("SHOW server_encoding").scalar())
+    if encoding.upper() not in ("UTF8", "UTF-8"):
+        raise StoreError(
+            f"refusing to use the database {db_label}: its encoding is {encoding}, and "
+            "placet stores any Unicode text; create it with ENCODING 'UTF8' "
+            "(e.g. CREATE DATABASE placet ENCODING 'UTF8' TEMPLATE template0)",
+            details={"path": db_label, "server_encoding": encoding},
+        )
+
+
 def _check(applied: dict[int, str], migrations: list[Migration], db_label: str) -> None:
     newest = max(applied, default=0)
     if newest > len(migrations):
@@ -560,12 +576,13 @@ def migrate(engine: Engine, *, db_label: str, migrations: list[Migration] | None
     Raises:
         SchemaTooNew: the database records a version newer than the code knows.
         StoreError: the database's migration names disagree with the code's; the database
-            stayed locked; or it is unreadable.
+            stayed locked; it is unreadable; or (PostgreSQL) its encoding is not UTF-8.
     """
     migrations = MIGRATIONS if migrations is None else migrations
     for attempt in range(MIGRATE_RETRIES + 1):
         try:
             with engine.connect() as conn:
+                _check_encoding(conn, db_label)
                 applied = _recorded(conn)
                 if applied is not None:
                     _check(applied, migrations, db_label)

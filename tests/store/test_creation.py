@@ -4,8 +4,8 @@ transaction in one round trip, its audit event hashed by the server
 (`placet_create_proposal`); on SQLite plain SQL under BEGIN IMMEDIATE. The event must
 hash exactly as `placet.store.audit` hashes it (any text, any character), chain to the
 head, reach the notification outbox and the anchor; a lock held past the busy timeout
-must leave the pooled connection fit for reuse; a server whose default isolation is not
-READ COMMITTED still gets its proposals (by the general path)."""
+must leave the pooled connection fit for reuse; a database whose default isolation is not
+READ COMMITTED still gets its proposals (placet's sessions set READ COMMITTED)."""
 
 from __future__ import annotations
 
@@ -128,8 +128,9 @@ def test_a_session_not_at_read_committed_takes_the_general_path(
     settings: Settings, store_backend: str
 ) -> None:
     """The function's lock must come before its statements' snapshots, which only READ
-    COMMITTED gives; at another default it makes nothing and the client's general path
-    creates (on SQLite there is no such setting: the same creations, the same result)."""
+    COMMITTED gives: placet's sessions set it whatever the database's default (were one
+    not at it, the function would make nothing and the client's general path create; on
+    SQLite there is no such setting: the same creations, the same result)."""
     if store_backend == "postgresql":
         with raw_db(settings) as db:
             db.execute(

@@ -14,6 +14,9 @@ loaded box), `create_database` gives a blank one (for the tests of migrating its
 `drop_database` removes one when its test ends, so the server never holds hundreds of
 databases (stopping it and removing its directory then took a minute).
 
+`restart_pg_server` restarts it in place (fast shutdown, as `pg_ctl restart`), for the
+tests of a server that went away between two calls.
+
 Without PostgreSQL the tests that need it fail with a clear message when `CI` is set
 (`.ci/run` installs it) and skip otherwise.
 """
@@ -158,49 +161,82 @@ def start_pg_server() -> Iterator[PgServer]:
         **run_as,  # type: ignore[arg-type]
     )
     port = _free_port()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                str(bindir / "postgres"),
-                "-D",
-                str(data),
-                "-k",
-                str(top),
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-p",
-                str(port),
-                "-c",
-                "fsync=off",
-                "-c",
-                "synchronous_commit=off",
-                "-c",
-                "full_page_writes=off",
-                "-c",
-                "wal_level=minimal",
-                "-c",
-                "max_wal_senders=0",
-                "-c",
-                "max_connections=200",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=top,
-            env=_real_clock_env(),
-            preexec_fn=_die_with_parent,
-            **run_as,  # type: ignore[arg-type]
-        )
-    try:
-        _wait_ready(bindir, port, proc, log)
-        yield PgServer("127.0.0.1", port, PG_PASSWORD)
-    finally:
+    command = [
+        str(bindir / "postgres"),
+        "-D",
+        str(data),
+        "-k",
+        str(top),
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-p",
+        str(port),
+        "-c",
+        "fsync=off",
+        "-c",
+        "synchronous_commit=off",
+        "-c",
+        "full_page_writes=off",
+        "-c",
+        "wal_level=minimal",
+        "-c",
+        "max_wal_senders=0",
+        "-c",
+        "max_connections=200",
+    ]
+
+    def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+    def launch() -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=top,
+                env=_real_clock_env(),
+                preexec_fn=_die_with_parent,
+                **run_as,  # type: ignore[arg-type]
+            )
+        try:
+            _wait_ready(bindir, port, proc, log)
+        except BaseException:
+            stop(proc)
+            raise
+        return proc
+
+    server = PgServer("127.0.0.1", port, PG_PASSWORD)
+    running: list[subprocess.Popen[bytes]] = []
+
+    def restart() -> None:
+        stop(running.pop())
+        running.append(launch())
+
+    try:
+        running.append(launch())
+        _restarts[server] = restart
+        yield server
+    finally:
+        _restarts.pop(server, None)
+        for proc in running:
+            stop(proc)
         shutil.rmtree(top, ignore_errors=True)
+
+
+_restarts: dict[PgServer, Any] = {}
+
+
+def restart_pg_server(server: PgServer) -> None:
+    """Stop `server` as `pg_ctl restart` does by default (fast shutdown: every session is
+    ended, open transactions roll back) and start it again on the same port and data;
+    returns once it accepts connections."""
+    _restarts[server]()
 
 
 def _admin(server: PgServer) -> Any:
