@@ -161,7 +161,9 @@ def test_host_a_killed_mid_transfer_recovers_and_host_b_never_claims(
                 proc.wait()
         killed = proc.pid
         assert not (rig.remote_dir / "big.bin").exists()
-        assert temp.exists() and temp.stat().st_size < SIZE
+        # Killed before the move. Under load the stream may have written every byte to
+        # the temporary name before the kill landed (seen in CI); the recovery is the same.
+        assert temp.exists() and temp.stat().st_size <= SIZE
         held = rig.store.get(rec.id)
         assert held.status == "executing" and _claim_pids(rig.store, rec.id) == [killed]
         assert store_b.approved_here() == []
