@@ -479,7 +479,10 @@ class Rcd:
 
         A stopped body is never an approved upload: when `pump` raises or the socket
         refuses a write, the sending side is closed, rclone's answer is awaited (up to
-        60 s) so that it is done with the object, and the error is raised. rclone may
+        60 s) so that it is done with the object, and the error is raised. A
+        `KeyboardInterrupt` (the owner's second Ctrl-C, "quit at once") is raised at
+        once: a stalled remote can keep rcd from answering, and the temporary object is
+        journaled for the next attempt to remove. rclone may
         have stored what it got (a body cut short within the cutoff is stored as a
         smaller file), so `name` must be a temporary name the caller deletes and never
         moves unverified. The boundary is 128 random bits, not checked against the
@@ -531,6 +534,8 @@ class Rcd:
                 except BaseException as e:
                     with contextlib.suppress(OSError):
                         close_sending()
+                    if not isinstance(e, Exception):  # Ctrl-C twice: quit, never wait on rcd
+                        raise
                     answer = self._answer_after_abort(conn)
                     if group is not None and group.killed:
                         raise DriveError(

@@ -393,6 +393,8 @@ class RcloneDrive(RcloneListing):
             verification, remote_digest = self._verify(dest, size, streamed)
             if not direct:
                 self._place(dest, remote_path, size, streamed, replace=replace, journal=journal)
+        except KeyboardInterrupt:
+            raise  # quit at once: a stalled remote would hold the delete; the journal has it
         except BaseException:
             if not direct:
                 self.remove_temp(dest, quiet=True)
