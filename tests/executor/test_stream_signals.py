@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.timeout(180)
 
-SIZE = 200 << 20  # below RCD_STREAM_MAX: streams through rcd
+SIZE = 48 << 20  # above RCD_UPLOAD_MAX, below RCD_STREAM_MAX: streams through rcd
 
 
 def _descendants(root: int) -> set[int]:
@@ -273,4 +273,36 @@ def test_the_sftp_server_killed_mid_stream_fails_retryably_and_a_new_server_land
     assert _all_gone(kids) == set()
     assert not (rig.remote_dir / "big.bin").exists()
     served.start()  # same port, same folder
+    _accept_again_lands(rig, rec.id, data)
+
+
+def test_the_rcd_child_killed_mid_stream_fails_clearly_and_leaves_no_temp(
+    sftp_rig: tuple[Rig, ServedRemote],
+) -> None:
+    rig, served = sftp_rig
+    assert rig.remote_dir is not None
+    data = _big(rig)
+    rec = rig.upload("big.bin")
+    proc = _start_accept(rec.id)
+    try:
+        kids = _pause_mid_stream(proc, served, rig.remote_dir)
+        rcd = [
+            p
+            for p in kids
+            if b" rcd " in Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ")
+        ]
+        assert len(rcd) == 1
+        os.kill(rcd[0], signal.SIGKILL)
+        _resume(served)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        _resume(served)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0, err
+    assert b"rcd" in err, err
+    assert _all_gone(kids) == set()
+    assert not (rig.remote_dir / "big.bin").exists()
+    assert temp_names(rig.remote_dir) == [], err  # removed through a fresh rcd
     _accept_again_lands(rig, rec.id, data)
