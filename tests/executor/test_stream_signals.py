@@ -29,6 +29,8 @@ import pytest
 
 from placet.config import Settings
 from placet.drive import drive_for
+from placet.sync.propose import propose_sync
+from placet.sync.service import SyncService
 from tests.support.rig import PLACET, Rig, make_rig, placet_cli, sha256, temp_names, write_config
 
 if TYPE_CHECKING:
@@ -306,3 +308,46 @@ def test_the_rcd_child_killed_mid_stream_fails_clearly_and_leaves_no_temp(
     assert not (rig.remote_dir / "big.bin").exists()
     assert temp_names(rig.remote_dir) == [], err  # removed through a fresh rcd
     _accept_again_lands(rig, rec.id, data)
+
+
+def test_ctrl_c_twice_while_the_pool_streams_quits_at_once_and_a_sync_lands_after(
+    sftp_rig: tuple[Rig, ServedRemote],
+) -> None:
+    """A sync of three big files through the transfer pool (4 workers, each streaming
+    through rcd), the server stalled: the second Ctrl-C ends placet within seconds, no
+    rclone child stays, and accepting again syncs the approved bytes."""
+    rig, served = sftp_rig
+    assert rig.remote_dir is not None
+    write_config(rig.settings, drive="box:up", allow_yes=True, transfers=4)
+    block = os.urandom(1 << 20)
+    files = {}
+    for i in range(3):
+        files[f"big{i}.bin"] = b"".join(block[j:] + block[:j] for j in range(i, i + 24))
+        rig.write(f"big{i}.bin", files[f"big{i}.bin"])
+    svc = SyncService(rig.store, rig.settings)
+    plan = svc.make_plan(
+        rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False, allow_empty_side=False
+    )
+    rec, _ = propose_sync(svc, rig.ctx, plan_id=plan.id, decisions={}, reason="pool")
+    proc = _start_accept(rec.id)
+    try:
+        kids = _pause_mid_stream(proc, served, rig.remote_dir)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("placet accept still runs 20 s after the second Ctrl-C")
+        assert _all_gone(kids) == set()
+    finally:
+        _resume(served)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not [n for n in files if (rig.remote_dir / n).exists()]
+    rig.store.sweep()
+    r = placet_cli("accept", str(rec.id), "--yes", env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    assert {n: (rig.remote_dir / n).read_bytes() for n in files} == files
+    assert temp_names(rig.remote_dir) == []
