@@ -47,10 +47,10 @@ from placet.schema import Op
 log = logging.getLogger(__name__)
 
 TICK = 0.1
+"""Seconds between the coordinator's looks at cancel/lease and its progress events."""
 QUIT_JOIN_SECONDS = 2.0
 """After a second Ctrl-C, how long `run_transfers` waits for its workers before it lets
 the `KeyboardInterrupt` end placet (its daemon threads die with the process)."""
-"""Seconds between the coordinator's looks at cancel/lease and its progress events."""
 
 
 class Flight:
