@@ -11,7 +11,7 @@ when the code does not. The mapping:
 * `DriveError` ``drive_locked``: the config is encrypted and rclone got no password
   (from `RCLONE_CONFIG_PASS`, or placet's ``--password-command`` failed).
 * `AlreadyExists`: ``already exists``, ``is a file not a directory``, ``not a directory``.
-* `DriveUnavailable` (retryable): exit 5, connection refused/reset, timeouts, DNS
+* `DriveUnavailable` (retryable): exit 5, connection refused/reset/lost, timeouts, DNS
   failures, HTTP 429/5xx from the provider.
 * `DriveError` (fatal): exit 7 and everything else.
 
@@ -36,7 +36,8 @@ _RETRYABLE = re.compile(
     # HTTP statuses by their reason phrase, never a bare number: rclone's messages carry
     # paths, and a folder named `pytest-429` is no rate limit.
     r"temporary failure|too many requests|rate limit|service unavailable|gateway timeout|"
-    r"bad gateway|unexpected EOF|TLS handshake|connection was closed|server misbehaving",
+    r"bad gateway|unexpected EOF|TLS handshake|connection was closed|server misbehaving|"
+    r"connection lost",  # sftp: its server went away (SSH_FX_CONNECTION_LOST)
     re.I,
 )
 _CONFIG_LOCKED = re.compile(

@@ -482,9 +482,12 @@ class Rcd:
         60 s) so that it is done with the object, and the error is raised. rclone may
         have stored what it got (a body cut short within the cutoff is stored as a
         smaller file), so `name` must be a temporary name the caller deletes and never
-        moves unverified. The boundary is 128 random bits, not checked against the
-        content: a boundary inside it would end the part early, and the caller's size
-        and digest check of the stored object refuses the result. The connection is a
+        moves unverified. A `KeyboardInterrupt` (the owner's second Ctrl-C, "quit at
+        once") is raised without waiting: a stalled remote can keep rcd from answering,
+        and the caller journaled the temporary name for the next attempt to remove.
+        The boundary is 128 random bits, not checked against the content: a boundary
+        inside it would end the part early, and the caller's size and digest check of
+        the stored object refuses the result. The connection is a
         fresh one (a streamed body cannot be sent twice); `Children.kill_all` of the
         calling thread's group closes its sending side.
 
@@ -531,6 +534,8 @@ class Rcd:
                 except BaseException as e:
                     with contextlib.suppress(OSError):
                         close_sending()
+                    if not isinstance(e, Exception):  # Ctrl-C twice: quit, never wait on rcd
+                        raise
                     answer = self._answer_after_abort(conn)
                     if group is not None and group.killed:
                         raise DriveError(

@@ -48,6 +48,9 @@ log = logging.getLogger(__name__)
 
 TICK = 0.1
 """Seconds between the coordinator's looks at cancel/lease and its progress events."""
+QUIT_JOIN_SECONDS = 2.0
+"""After a second Ctrl-C, how long `run_transfers` waits for its workers before it lets
+the `KeyboardInterrupt` end placet (its daemon threads die with the process)."""
 
 
 class Flight:
@@ -163,6 +166,7 @@ def run_transfers(
     results: queue.Queue[tuple[Op, OpOutcome | None, str | None]] = queue.Queue()
     running = 0
     result = PoolResult()
+    quitting = False
 
     def worker() -> None:
         nonlocal running
@@ -230,16 +234,20 @@ def run_transfers(
                 halt("lease lost")
                 stopping("lease lost")
             tick()
-    except BaseException:
+    except BaseException as e:
         # The journal failed (StoreError) or a second Ctrl-C raised KeyboardInterrupt
         # here: no transfer may outlive this call, whatever the caller does next.
         halt("cancelled")
         stop.set()
         children.kill_all()
+        # Ctrl-C twice means quit at once: a worker blocked on a stalled remote (a stat
+        # or an upload's answer through rcd) must not hold placet; rcd dies with it and
+        # the journal has every temporary name.
+        quitting = not isinstance(e, Exception)
         raise
     finally:
         for t in threads:
-            t.join()
+            t.join(QUIT_JOIN_SECONDS if quitting else None)
     return result
 
 

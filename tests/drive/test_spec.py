@@ -153,6 +153,7 @@ def test_preferred_digest_order() -> None:
         (None, 500, "open /srv/503/x: object not found", NotFound),
         (None, 500, "HTTP error 429 (429 Too Many Requests)", DriveUnavailable),
         (None, 500, "HTTP error 503: 503 Service Unavailable", DriveUnavailable),
+        (None, 500, "Update ReadFrom failed: connection lost", DriveUnavailable),  # sftp gone
         (2, None, "something odd", DriveError),
     ],
 )
