@@ -407,10 +407,14 @@ class RcloneCore:
         """Create folder `path` and its parents; an existing folder is fine.
 
         Raises:
-            AlreadyExists: a file occupies `path` or one of its parents.
+            AlreadyExists: a file occupies `path` or one of its parents, or `path`'s
+                name differs only by Unicode normalization from a name in its folder
+                (details ``existing_name``; `placet.drive.twins`).
         """
         path = check_drive_path(path)
         found = self.stat(path) if path else None
+        if path:
+            self._refuse_normalization_twin(path, found, action="create folder")
         if found is not None and not found.is_dir:
             raise AlreadyExists(
                 f"cannot create folder {path!r}: a file has that name; choose another name",
