@@ -428,14 +428,16 @@ class RcloneCore:
     ) -> None:
         """Refuse to write `path` when its folder holds another name equal to its name
         only under Unicode normalization (`placet.drive.twins`): `existing` is the stat
-        of `path` (a remote may answer it with the twin); a non-ASCII name also costs one
+        of `path` (a remote may answer it with the twin); a non-ASCII name costs one
         listing of the folder. Only the last component is checked.
 
         Raises:
             AlreadyExists: such a twin exists (details ``path``, ``existing_name``).
         """
         parent, name = split_path(path)
-        twin = existing.name if existing is not None and existing.name != name else None
+        # the stat's answer under another name: a twin only if the NFC forms match (a
+        # case-folding remote answering ``foo`` for ``Foo`` is not this rule's concern)
+        twin = normalization_twin(name, [existing.name]) if existing is not None else None
         if twin is None and not name.isascii():
             try:
                 rows = self.list_rows(parent, recurse=False)
