@@ -44,14 +44,12 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import tempfile
-import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 from placet.drive import transfer
 from placet.drive.base import (
     DownloadResult,
-    Entry,
     JournalFn,
     ProgressFn,
     UploadResult,
@@ -429,39 +427,6 @@ class RcloneDrive(RcloneListing):
         """Upload new small files of one folder in a few requests, each verified and
         moved into place as `upload_from_fd` does; see `rclone_batch.upload_new_batch`."""
         return upload_new_batch(self, files, journal=journal, ready=ready)
-
-    def _refuse_normalization_twin(self, remote_path: str, existing: Entry | None) -> None:
-        """Refuse `remote_path` when its folder holds another name equal to its name only
-        under Unicode normalization (``café`` NFC beside ``café`` NFD).
-
-        rclone serve sftp (and any remote that matches names by normal form) resolves
-        such a name to either object from one call to the next: the check after the
-        move then hashed the other object and the undo deleted it, a file the owner never
-        approved to touch. ASCII names (their own normal forms) cost no listing.
-
-        Raises:
-            AlreadyExists: such a twin exists (or the stat answered with it).
-        """
-        parent, name = split_path(remote_path)
-        twin = existing.name if existing is not None and existing.name != name else None
-        if twin is None and not name.isascii():
-            key = unicodedata.normalize("NFC", name)
-            try:
-                rows = self.list_rows(parent, recurse=False)
-            except NotFound:
-                rows = []
-            for row in rows:
-                other = split_path(row[0])[1]
-                if other != name and unicodedata.normalize("NFC", other) == key:
-                    twin = other
-                    break
-        if twin is not None:
-            raise AlreadyExists(
-                f"refusing to upload to {remote_path!r}: {twin!r} is there, a name that "
-                "differs only by Unicode normalization, and the remote may take one for "
-                "the other; choose another name or propose the upload under that name",
-                details={"path": remote_path, "existing_name": twin},
-            )
 
     @staticmethod
     def _check_expected(

@@ -8,7 +8,10 @@ checks as two listings of the folder, and the moves and deletes as one `job/batc
 (rclone runs the listed rc calls and answers with one result per call, in order; an
 error is that call's result, not the batch's).
 
-The rules are `RcloneDrive.upload_from_fd`'s for a new file, per file: every byte is
+The rules are `RcloneDrive.upload_from_fd`'s for a new file, per file: a name that
+differs only by Unicode normalization from one in the folder or earlier in the batch is
+that file's `AlreadyExists` (`placet.drive.twins`; one listing of the folder when a name
+is not ASCII), and it sends nothing; every byte is
 read, hashed and matched to the approved digests before any is sent (a file that
 changed is that file's `StaleEvidence`, and it sends nothing); every temporary name is
 journaled before the request that writes it; each temporary object is checked by size
@@ -40,6 +43,7 @@ from placet.drive.base import (
 from placet.drive.failures import digest_mismatch, rclone_failure, size_mismatch
 from placet.drive.rclone_core import LONG_CALL_SECONDS, temp_name
 from placet.drive.spec import check_drive_path
+from placet.drive.twins import normalization_twins, twin_refused
 from placet.errors import AlreadyExists, DriveError, NotFound, PlacetError, UsageError
 from placet.names import TEMP_PREFIX
 from placet.schema import DIGEST_PREFERENCE
@@ -215,8 +219,11 @@ def upload_new_batch(
                 f"expected_digest type {f.expected_digest[0]!r} is not one of {DIGEST_PREFERENCE}"
             )
     out: list[BatchOutcome | None] = [None] * len(files)
+    _refuse_twins(drive, folder, targets, out)
     held: list[tuple[int, str, list[bytes], dict[str, str]]] = []
     for i, (f, target) in enumerate(zip(files, targets, strict=True)):
+        if out[i] is not None:
+            continue
         types = ["sha256", vtype, *([f.expected_digest[0].lower()] if f.expected_digest else [])]
         hs = transfer.hashers(types)
 
@@ -242,13 +249,17 @@ def upload_new_batch(
         drive._rc_upload_many(folder, [(_split(t)[1], chunks) for _, t, chunks, _ in held])
         stored = _listed(drive, folder, vtype)
         fold = str.casefold if drive.capabilities().case_insensitive else str
-        present = {fold(p) for p in _listed(drive, folder, None)}
+        names = [_split(p)[1] for p in _listed(drive, folder, None)]
+        present = {fold(n) for n in names}
+        twins = normalization_twins([_split(targets[h[0]])[1] for h in held], names)
         movable: list[tuple[int, str, Entry, dict[str, str]]] = []
-        for i, temp, _, streamed in held:
-            got, there = stored.get(temp), fold(targets[i]) in present
+        for (i, temp, _, streamed), twin in zip(held, twins, strict=True):
+            got, there = stored.get(temp), fold(_split(targets[i])[1]) in present
             err = _verify_one(temp, files[i].size, streamed, vtype, got)
             if err is not None:
                 out[i] = err
+            elif twin is not None:  # it appeared during the upload
+                out[i] = twin_refused(targets[i], twin, "move the upload onto")
             elif there:
                 out[i] = AlreadyExists(
                     f"refusing to move the upload onto {targets[i]!r}: something appeared "
@@ -302,6 +313,25 @@ def upload_new_batch(
         raise
     _delete_temps(drive, [t for t in temps if t not in keep])
     return _every(out)
+
+
+def _refuse_twins(
+    drive: RcloneDrive, folder: str, targets: Sequence[str], out: list[BatchOutcome | None]
+) -> None:
+    """Set `out[i]` to `AlreadyExists` for each target whose name differs only by
+    Unicode normalization from a name in `folder` or an earlier target's
+    (`placet.drive.twins`), before any byte is read or sent: one listing of the folder,
+    none when every name is ASCII."""
+    names = [_split(t)[1] for t in targets]
+    if all(n.isascii() for n in names):
+        return
+    try:
+        there = [_split(row[0])[1] for row in drive.list_rows(folder, recurse=False)]
+    except NotFound:
+        there = []
+    for i, twin in enumerate(normalization_twins(names, there)):
+        if twin is not None:
+            out[i] = twin_refused(targets[i], twin)
 
 
 def _every(out: list[BatchOutcome | None]) -> list[BatchOutcome]:

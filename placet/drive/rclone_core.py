@@ -33,6 +33,7 @@ from placet.drive.failures import last_message, rclone_failure
 from placet.drive.proc import COMMON_FLAGS, child_env
 from placet.drive.rcd import Rcd, RcFailure
 from placet.drive.spec import DriveSpec, check_drive_path, parse_spec, redact
+from placet.drive.twins import normalization_twin, twin_refused
 from placet.errors import (
     AlreadyExists,
     ConfigError,
@@ -406,10 +407,14 @@ class RcloneCore:
         """Create folder `path` and its parents; an existing folder is fine.
 
         Raises:
-            AlreadyExists: a file occupies `path` or one of its parents.
+            AlreadyExists: a file occupies `path` or one of its parents, or `path`'s
+                name differs only by Unicode normalization from a name in its folder
+                (details ``existing_name``; `placet.drive.twins`).
         """
         path = check_drive_path(path)
         found = self.stat(path) if path else None
+        if path:
+            self._refuse_normalization_twin(path, found, action="create folder")
         if found is not None and not found.is_dir:
             raise AlreadyExists(
                 f"cannot create folder {path!r}: a file has that name; choose another name",
@@ -417,6 +422,30 @@ class RcloneCore:
             )
         params = {"fs": self._fs().raw, "remote": path}
         self._rc("operations/mkdir", params, action="create folder", target=path)
+
+    def _refuse_normalization_twin(
+        self, path: str, existing: Entry | None, *, action: str = "upload to"
+    ) -> None:
+        """Refuse to write `path` when its folder holds another name equal to its name
+        only under Unicode normalization (`placet.drive.twins`): `existing` is the stat
+        of `path` (a remote may answer it with the twin); a non-ASCII name costs one
+        listing of the folder. Only the last component is checked.
+
+        Raises:
+            AlreadyExists: such a twin exists (details ``path``, ``existing_name``).
+        """
+        parent, name = split_path(path)
+        # the stat's answer under another name: a twin only if the NFC forms match (a
+        # case-folding remote answering ``foo`` for ``Foo`` is not this rule's concern)
+        twin = normalization_twin(name, [existing.name]) if existing is not None else None
+        if twin is None and not name.isascii():
+            try:
+                rows = self.list_rows(parent, recurse=False)
+            except NotFound:
+                rows = []
+            twin = normalization_twin(name, (split_path(row[0])[1] for row in rows))
+        if twin is not None:
+            raise twin_refused(path, twin, action)
 
     def digest_of(self, path: str, digest_type: str) -> str | None:
         """The remote's own `digest_type` digest of file `path` (hex, lower-case).

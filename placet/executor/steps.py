@@ -31,6 +31,7 @@ from typing import Any
 
 from placet.config import Settings
 from placet.drive.base import Drive, ProgressFn
+from placet.drive.twins import normalization_twin
 from placet.errors import AlreadyExists, NotFound, PlacetError, StaleEvidence
 from placet.executor.checks import (
     RemoteProbe,
@@ -85,14 +86,17 @@ def failed(e: PlacetError, **extra: Any) -> OpOutcome:
 def run_mkdir(ctx: OpContext, op: Op) -> OpOutcome:
     """Create remote folder `op.remote_path` (and its parents).
 
-    already_done when a folder is there; failed (already_exists) when a file is.
+    already_done when a folder is there; failed (already_exists) when a file is, or
+    when the folder's name differs only by Unicode normalization from a name there
+    (the drive's mkdir refuses it, even when the remote's stat answered with the twin).
     """
     path = op.remote_path or ""
     probe = RemoteProbe(ctx.drive, path)
     found = probe.entry()
-    if found is not None and found.is_dir:
+    twin = found is not None and normalization_twin(path.rpartition("/")[2], [found.name])
+    if found is not None and found.is_dir and not twin:
         return OpOutcome("already_done", {"remote_path": path})
-    if found is not None:
+    if found is not None and not found.is_dir:
         return failed(
             AlreadyExists(
                 f"cannot create folder {quote(path)}: a file has that name on the drive; "

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,6 +18,9 @@ from placet.drive import RcloneDrive, UploadResult
 from placet.drive.rclone_batch import NewFile
 from placet.errors import AlreadyExists, StaleEvidence, UsageError
 from placet.names import TEMP_PREFIX
+
+if TYPE_CHECKING:
+    from tests.support.drives import ServedRemote
 
 NAMES = ["plain.txt", "ünïcödé café.txt", "with spaces #%41.txt", "[br]{ace}*?.txt", "x" * 200]
 
@@ -86,3 +91,50 @@ def test_a_batch_takes_one_folder_of_small_files_only(
     finally:
         os.close(fd)
     assert list(remote.iterdir()) == []
+
+
+@pytest.mark.parametrize("first_form", ["NFC", "NFD"])
+def test_a_batch_refuses_a_name_differing_only_by_normalization_before_any_byte(
+    sftp_server: ServedRemote,
+    make_drive: Callable[..., RcloneDrive],
+    tmp_path: Path,
+    sub: str,
+    first_form: str,
+) -> None:
+    """rclone serve sftp resolves ``café`` NFD to ``café`` NFC on some calls and not on
+    others: a batch's new ``café`` beside its twin was moved onto the twin, failed its
+    check after the move and was removed, taking the owner's file with it (every run,
+    both forms, before this was refused). A file whose name has a twin in the folder or
+    earlier in the batch is refused (`AlreadyExists`, ``existing_name``) before any byte
+    is sent; the rest of the batch lands; the twin stays as it was."""
+    name = "caf\u00e9.bin"
+    one = unicodedata.normalize(first_form, name)
+    other = unicodedata.normalize("NFD" if first_form == "NFC" else "NFC", name)
+    folder = sftp_server.root / sub
+    folder.mkdir(parents=True)
+    (folder / one).write_bytes(b"the owner's own file")
+    drive = make_drive(sftp_server.spec(sub))
+    assert drive.can_batch()
+    new_nfc, new_nfd = "n\u00e9w.bin", unicodedata.normalize("NFD", "n\u00e9w.bin")
+    names = ["plain.txt", other, new_nfc, new_nfd]  # the last a twin of one in the batch
+    datas = [b"plain bytes", b"the twin's new bytes", b"new", b"new twin"]
+    files, fds = [], []
+    for n, data in zip(names, datas, strict=True):
+        fd, sha = _file(tmp_path, n, data)
+        fds.append(fd)
+        files.append(NewFile(fd, len(data), n, sha))
+    journaled: list[list[tuple[int, str]]] = []
+    try:
+        out = drive.upload_new_batch(files, journal=journaled.append)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert [type(o) for o in out] == [UploadResult, AlreadyExists, UploadResult, AlreadyExists]
+    assert out[1].details == {"path": other, "existing_name": one}  # type: ignore[union-attr]
+    assert out[3].details == {"path": new_nfd, "existing_name": new_nfc}  # type: ignore[union-attr]
+    assert [i for i, _ in journaled[0]] == [0, 2]  # the twins' files sent nothing
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == {
+        one: b"the owner's own file",
+        "plain.txt": datas[0],
+        new_nfc: datas[2],
+    }
