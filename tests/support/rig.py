@@ -230,6 +230,28 @@ def start_accept_yes(rec_id: int) -> subprocess.Popen[bytes]:
     )
 
 
+def start_executor(stderr: int = subprocess.PIPE) -> subprocess.Popen[str]:
+    """This host's `placet executor` started in its own session, stdin closed, stdout piped,
+    `stderr` as given; returned running (its first line, "running; Ctrl-C stops", read)."""
+    proc = subprocess.Popen(
+        [str(PLACET), "executor"],
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    assert "running; Ctrl-C stops" in proc.stdout.readline()
+    return proc
+
+
+def temp_files(folder: Path) -> list[Path]:
+    """The transfer temporaries (`.placet-tmp-*` names) directly in `folder`."""
+    return [folder / n for n in os.listdir(folder) if n.startswith(".placet-tmp-")]
+
+
 def propose_hook_download(rig: Rig, gitdir: Path) -> ProposalRecord:
     """A root `git` that is itself a `.git` folder (`gitdir`, made with `hooks/`), and a
     proposed download of the drive file `hook` (a shell script) to `hooks/pre-commit`."""
