@@ -31,7 +31,15 @@ from placet.config import Settings
 from placet.drive import drive_for
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
-from tests.support.rig import PLACET, Rig, make_rig, placet_cli, sha256, temp_names, write_config
+from tests.support.rig import (
+    Rig,
+    make_rig,
+    placet_cli,
+    sha256,
+    start_accept_yes,
+    temp_names,
+    write_config,
+)
 
 if TYPE_CHECKING:
     from tests.support.drives import ServedRemote
@@ -114,19 +122,6 @@ def _big(rig: Rig) -> bytes:
     return data
 
 
-def _start_accept(rec_id: int) -> subprocess.Popen[bytes]:
-    """`placet accept ID --yes` in its own process group (a terminal's foreground job),
-    no controlling terminal, stderr piped."""
-    return subprocess.Popen(
-        [str(PLACET), "accept", str(rec_id), "--yes"],
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        process_group=0,
-    )
-
-
 def _pause_mid_stream(
     proc: subprocess.Popen[bytes], served: ServedRemote, folder: Path
 ) -> set[int]:
@@ -156,6 +151,27 @@ def _resume(served: ServedRemote) -> None:
     os.kill(served.proc.pid, signal.SIGCONT)
 
 
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """Kill `proc` if it still runs; wait for it either way."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def _ctrl_c_twice(proc: subprocess.Popen[bytes]) -> float:
+    """SIGINT to `proc`'s group twice, 0.5 s apart; fails unless it then ends within 20 s.
+    Seconds from the second SIGINT to its end."""
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("placet accept still runs 20 s after the second Ctrl-C")
+    return time.monotonic() - t0
+
+
 def _accept_again_lands(rig: Rig, rec_id: int, data: bytes) -> None:
     assert rig.remote_dir is not None
     r = placet_cli("accept", str(rec_id), "--yes", env=dict(os.environ))
@@ -172,16 +188,14 @@ def test_kill_9_mid_stream_leaves_no_child_and_accepting_again_lands(
     assert rig.remote_dir is not None
     data = _big(rig)
     rec = rig.upload("big.bin")
-    proc = _start_accept(rec.id)
+    proc = start_accept_yes(rec.id, own_session=False)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
         _resume(served)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert _all_gone(kids) == set()
     assert not (rig.remote_dir / "big.bin").exists()
     rig.store.sweep()
@@ -198,7 +212,7 @@ def test_a_signal_to_the_group_mid_stream_stops_every_child_and_leaves_nothing(
     assert rig.remote_dir is not None
     data = _big(rig)
     rec = rig.upload("big.bin")
-    proc = _start_accept(rec.id)
+    proc = start_accept_yes(rec.id, own_session=False)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         os.killpg(proc.pid, sig)
@@ -207,9 +221,7 @@ def test_a_signal_to_the_group_mid_stream_stops_every_child_and_leaves_nothing(
         proc.wait(60)
     finally:
         _resume(served)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     err = proc.stderr.read().decode()  # type: ignore[union-attr]
     assert proc.returncode != 0, err
     assert _all_gone(kids) == set()
@@ -229,24 +241,14 @@ def test_ctrl_c_twice_mid_stream_quits_at_once_and_leaves_no_child(
     assert rig.remote_dir is not None
     data = _big(rig)
     rec = rig.upload("big.bin")
-    proc = _start_accept(rec.id)
+    proc = start_accept_yes(rec.id, own_session=False)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
-        os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)
-        t0 = time.monotonic()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("placet accept still runs 20 s after the second Ctrl-C")
-        quit_after = time.monotonic() - t0
+        quit_after = _ctrl_c_twice(proc)
         assert _all_gone(kids) == set()
     finally:
         _resume(served)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert quit_after < 20
     assert not (rig.remote_dir / "big.bin").exists()
     rig.store.sweep()
@@ -260,7 +262,7 @@ def test_the_sftp_server_killed_mid_stream_fails_retryably_and_a_new_server_land
     assert rig.remote_dir is not None and served.proc is not None
     data = _big(rig)
     rec = rig.upload("big.bin")
-    proc = _start_accept(rec.id)
+    proc = start_accept_yes(rec.id, own_session=False)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         os.kill(served.proc.pid, signal.SIGKILL)
@@ -268,9 +270,7 @@ def test_the_sftp_server_killed_mid_stream_fails_retryably_and_a_new_server_land
         served.proc = None
         _, err = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert proc.returncode == 5, err  # the drive could not be reached: try again
     assert _all_gone(kids) == set()
     assert not (rig.remote_dir / "big.bin").exists()
@@ -285,7 +285,7 @@ def test_the_rcd_child_killed_mid_stream_fails_clearly_and_leaves_no_temp(
     assert rig.remote_dir is not None
     data = _big(rig)
     rec = rig.upload("big.bin")
-    proc = _start_accept(rec.id)
+    proc = start_accept_yes(rec.id, own_session=False)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         rcd = [
@@ -299,9 +299,7 @@ def test_the_rcd_child_killed_mid_stream_fails_clearly_and_leaves_no_temp(
         _, err = proc.communicate(timeout=90)
     finally:
         _resume(served)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert proc.returncode != 0, err
     assert b"rcd" in err, err
     assert _all_gone(kids) == set()
@@ -329,22 +327,14 @@ def test_ctrl_c_twice_while_the_pool_streams_quits_at_once_and_a_sync_lands_afte
         rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False, allow_empty_side=False
     )
     rec, _ = propose_sync(svc, rig.ctx, plan_id=plan.id, decisions={}, reason="pool")
-    proc = _start_accept(rec.id)
+    proc = start_accept_yes(rec.id, own_session=False)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
-        os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("placet accept still runs 20 s after the second Ctrl-C")
+        _ctrl_c_twice(proc)
         assert _all_gone(kids) == set()
     finally:
         _resume(served)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert not [n for n in files if (rig.remote_dir / n).exists()]
     rig.store.sweep()
     r = placet_cli("accept", str(rec.id), "--yes", env=dict(os.environ))

@@ -217,16 +217,18 @@ def propose_config_download(rig: Rig) -> tuple[ProposalRecord, Rig]:
     return top.download("cfg", f"{home.name}/config.toml", overwrite=True), top
 
 
-def start_accept_yes(rec_id: int) -> subprocess.Popen[bytes]:
+def start_accept_yes(rec_id: int, *, own_session: bool = True) -> subprocess.Popen[bytes]:
     """`placet accept ID --yes` started in the background: no controlling terminal, stdin
-    closed, stdout dropped, stderr piped."""
+    closed, stdout dropped, stderr piped. In its own session, or with `own_session=False`
+    in its own process group of the test's session (what a terminal's foreground job is)."""
     return subprocess.Popen(
         [str(PLACET), "accept", str(rec_id), "--yes"],
         env=dict(os.environ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        start_new_session=True,
+        start_new_session=own_session,
+        process_group=None if own_session else 0,
     )
 
 
