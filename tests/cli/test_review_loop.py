@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from placet.config import load_settings
 from placet.store import open_store
-from tests.support.rig import PLACET, Rig
+from tests.support.rig import PLACET, Rig, host_b_settings
 from tests.support.terminal import PtyProcess
 
 pytestmark = pytest.mark.usefixtures("store_backend")
@@ -29,9 +28,7 @@ def test_review_runs_what_another_host_approved_and_quits_cleanly(
     review = PtyProcess([str(PLACET), "review"], env)
     try:
         assert review.wait_for(b"Queue", timeout=30), review.bytes()[-2000:]
-        db = rig.settings.database or str(rig.settings.db_path)
-        host_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
-        with open_store(host_b) as store_b:
+        with open_store(host_b_settings(rig.settings, tmp_path)) as store_b:
             store_b.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "test"})
         deadline = time.monotonic() + 60
         while rig.store.get(rec.id).status in ("approved", "executing"):

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from placet.config import Settings, load_settings
 from placet.executor.service import (
     HostLoop,
     left_to_approver,
@@ -31,7 +30,7 @@ from placet.executor.service import (
     running_here,
 )
 from placet.store import ProposalRecord, Store, open_store
-from tests.support.rig import Rig, start_executor, temp_files
+from tests.support.rig import Rig, host_b_settings, start_executor, temp_files
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -46,12 +45,6 @@ store.accept(pid, detail={"request_hash": rec.request_hash, "via": "test", "tty"
 print("approved", flush=True)
 sys.stdin.read()
 """
-
-
-def _host_b(rig: Rig, tmp_path: Path) -> Settings:
-    """Host B: its own data directory (its own host id) on host A's database."""
-    db = rig.settings.database or str(rig.settings.db_path)
-    return load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
 
 
 def _approve(store: Store, rec: ProposalRecord) -> None:
@@ -87,7 +80,7 @@ def test_two_executors_on_one_host_run_each_proposal_once(
     procs = [start_executor(), start_executor()]
     outs: list[str] = []
     try:
-        with open_store(_host_b(rig, tmp_path)) as store_b:
+        with open_store(host_b_settings(rig.settings, tmp_path)) as store_b:
             for rec in recs:  # all at once: both loops wake to the same approved list
                 _approve(store_b, rec)
         deadline = time.monotonic() + 90
@@ -187,7 +180,7 @@ def test_stopping_the_host_loop_mid_transfer_interrupts_the_run(rig: Rig, tmp_pa
     block = os.urandom(1024 * 1024)
     rig.write("big.bin", b"".join(block[i:] + block[:i] for i in range(300)))
     rec = rig.upload("big.bin")
-    with open_store(_host_b(rig, tmp_path)) as store_b:
+    with open_store(host_b_settings(rig.settings, tmp_path)) as store_b:
         _approve(store_b, rec)
     loop = HostLoop(rig.store, rig.settings).start()
     try:

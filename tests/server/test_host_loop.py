@@ -14,19 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from placet.config import Settings, load_settings
+from placet.config import load_settings
 from placet.store import Store, open_store
 from tests.support.mcp import PLACET, Raw, Workspace
-from tests.support.rig import temp_files
+from tests.support.rig import host_b_settings, temp_files
 
 pytestmark = pytest.mark.usefixtures("store_backend")
-
-
-def _host_b(ws: Workspace, tmp_path: Path) -> Settings:
-    """Host B: its own data directory (its own host id) on the workspace's database."""
-    settings_a = load_settings(ws.env)
-    db = settings_a.database or str(settings_a.db_path)
-    return load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
 
 
 def _propose_upload(server: Raw, call_id: int, local_path: str) -> int:
@@ -58,7 +51,7 @@ def test_serve_runs_what_another_host_approved_and_says_nothing_on_stdout(
     try:
         assert "result" in server.init()
         pid = _propose_upload(server, 1, "hello.txt")
-        with open_store(_host_b(ws, tmp_path)) as store_b:
+        with open_store(host_b_settings(load_settings(ws.env), tmp_path)) as store_b:
             assert store_b.get(pid).host_id != store_b.host_id
             _approve(store_b, pid)
             deadline = time.monotonic() + 60
@@ -139,7 +132,7 @@ def test_the_host_leaving_mid_transfer_interrupts_the_loops_run_and_leaves_no_rc
     try:
         assert "result" in server.init()
         pid = _propose_upload(server, 1, "big.bin")
-        with open_store(_host_b(ws, tmp_path)) as store_b:
+        with open_store(host_b_settings(load_settings(ws.env), tmp_path)) as store_b:
             _approve(store_b, pid)
             deadline = time.monotonic() + 60
             while not any(t.stat().st_size >= 4 << 20 for t in temp_files(ws.drive)):
@@ -188,7 +181,7 @@ def test_a_serve_killed_mid_transfer_is_recovered_and_its_proposal_run_again(
         for s in servers:
             assert "result" in s.init()
         pid = _propose_upload(servers[0], 1, "big.bin")
-        with open_store(_host_b(ws, tmp_path)) as store_b:
+        with open_store(host_b_settings(load_settings(ws.env), tmp_path)) as store_b:
             _approve(store_b, pid)
             deadline = time.monotonic() + 60
             while not any(t.stat().st_size >= 4 << 20 for t in temp_files(ws.drive)):
@@ -242,7 +235,7 @@ def test_a_batch_decided_here_and_elsewhere_beside_two_serves_runs_each_once(
             pids.append(_propose_upload(servers[i % 2], 10 + i, f"f{i}.txt"))
         here, elsewhere = pids[::2], pids[1::2]
         env = {**os.environ, **ws.env}
-        with open_store(_host_b(ws, tmp_path)) as store_b:
+        with open_store(host_b_settings(load_settings(ws.env), tmp_path)) as store_b:
             deciders = {
                 p: subprocess.Popen(
                     [PLACET, "accept", str(p), "--yes"],

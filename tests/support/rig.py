@@ -217,6 +217,13 @@ def propose_config_download(rig: Rig) -> tuple[ProposalRecord, Rig]:
     return top.download("cfg", f"{home.name}/config.toml", overwrite=True), top
 
 
+def host_b_settings(settings: Settings, tmp_path: Path) -> Settings:
+    """Another host on the same database as `settings`: its own data directory
+    (`tmp_path/host-b`, so its own host id)."""
+    db = settings.database or str(settings.db_path)
+    return load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+
+
 def start_accept_yes(rec_id: int, *, own_session: bool = True) -> subprocess.Popen[bytes]:
     """`placet accept ID --yes` started in the background: no controlling terminal, stdin
     closed, stdout dropped, stderr piped. In its own session, or with `own_session=False`
