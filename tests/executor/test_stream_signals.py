@@ -31,6 +31,7 @@ from placet.config import Settings
 from placet.drive import drive_for
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
+from tests.support.processes import alive, descendants
 from tests.support.rig import (
     Rig,
     make_rig,
@@ -49,38 +50,15 @@ pytestmark = pytest.mark.timeout(180)
 SIZE = 48 << 20  # above RCD_UPLOAD_MAX, below RCD_STREAM_MAX: streams through rcd
 
 
-def _descendants(root: int) -> set[int]:
-    ps = subprocess.run(["ps", "-eo", "pid,ppid"], capture_output=True, text=True).stdout
-    children: dict[int, list[int]] = {}
-    for ln in ps.splitlines()[1:]:
-        pid, ppid = (int(x) for x in ln.split())
-        children.setdefault(ppid, []).append(pid)
-    found, todo = set(), [root]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            found.add(c)
-            todo.append(c)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """`pid` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _all_gone(pids: set[int], within: float = 15) -> set[int]:
     """Those of `pids` still alive after waiting up to `within` seconds."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        left = {p for p in pids if _alive(p)}
+        left = {p for p in pids if alive(p)}
         if not left:
             return set()
         time.sleep(0.05)
-    return {p for p in pids if _alive(p)}
+    return {p for p in pids if alive(p)}
 
 
 @pytest.fixture
@@ -134,7 +112,7 @@ def _pause_mid_stream(
             try:
                 if (folder / n).stat().st_size >= 8 << 20:
                     os.kill(served.proc.pid, signal.SIGSTOP)
-                    kids = _descendants(proc.pid)
+                    kids = descendants(proc.pid)
                     assert kids, "placet accept has no rclone child"
                     return kids
             except FileNotFoundError:

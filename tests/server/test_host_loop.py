@@ -17,6 +17,7 @@ import pytest
 from placet.config import load_settings
 from placet.store import Store, open_store
 from tests.support.mcp import PLACET, Raw, Workspace
+from tests.support.processes import alive
 from tests.support.rig import host_b_settings, temp_files
 
 pytestmark = pytest.mark.usefixtures("store_backend")
@@ -105,13 +106,6 @@ def _descendants(pid: int) -> dict[int, str]:
     return out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return b") Z " not in Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-
-
 def _big(path: Path) -> None:
     block = os.urandom(1024 * 1024)
     with path.open("wb") as f:
@@ -157,7 +151,7 @@ def test_the_host_leaving_mid_transfer_interrupts_the_loops_run_and_leaves_no_rc
         assert final.status == "interrupted", final.status
         assert took < 20, f"serve took {took:.1f} s to stop mid-transfer"
         print(f"serve stopped {took:.3f} s after {leave} mid-transfer")
-        assert [c for c in children if _alive(c)] == [], children
+        assert [c for c in children if alive(c)] == [], children
         assert temp_files(ws.drive) == [] and not (ws.drive / "big.bin").exists()
         fd = server.stdout.fileno()
         assert select.select([fd], [], [], 5)[0]
@@ -196,7 +190,7 @@ def test_a_serve_killed_mid_transfer_is_recovered_and_its_proposal_run_again(
             killed.proc.kill()
             killed.proc.wait()
             deadline = time.monotonic() + 10  # PR_SET_PDEATHSIG: they die with it
-            while any(_alive(c) for c in children):
+            while any(alive(c) for c in children):
                 assert time.monotonic() < deadline, "rclone outlived its killed server"
                 time.sleep(0.02)
             survivor.ping(2)
