@@ -29,6 +29,7 @@ import pytest
 
 from placet.config import Settings
 from placet.drive import drive_for
+from placet.store import ProposalRecord
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
 from tests.support.processes import alive, descendants
@@ -93,11 +94,14 @@ def sftp_rig(
         drive.close()
 
 
-def _big(rig: Rig) -> bytes:
+def _accept_big(rig: Rig) -> tuple[bytes, ProposalRecord, subprocess.Popen[bytes]]:
+    """A `SIZE`-byte local big.bin proposed for upload, and `placet accept ID --yes` started
+    on it in its own process group: the bytes, the proposal, the accepting process."""
     block = os.urandom(1 << 20)
     data = b"".join(block[i:] + block[:i] for i in range(SIZE >> 20))
     rig.write("big.bin", data)
-    return data
+    rec = rig.upload("big.bin")
+    return data, rec, start_accept_yes(rec.id, own_session=False)
 
 
 def _pause_mid_stream(
@@ -164,9 +168,7 @@ def test_kill_9_mid_stream_leaves_no_child_and_accepting_again_lands(
 ) -> None:
     rig, served = sftp_rig
     assert rig.remote_dir is not None
-    data = _big(rig)
-    rec = rig.upload("big.bin")
-    proc = start_accept_yes(rec.id, own_session=False)
+    data, rec, proc = _accept_big(rig)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         os.kill(proc.pid, signal.SIGKILL)
@@ -188,9 +190,7 @@ def test_a_signal_to_the_group_mid_stream_stops_every_child_and_leaves_nothing(
     accepting process's group as a terminal or a service manager would."""
     rig, served = sftp_rig
     assert rig.remote_dir is not None
-    data = _big(rig)
-    rec = rig.upload("big.bin")
-    proc = start_accept_yes(rec.id, own_session=False)
+    data, rec, proc = _accept_big(rig)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         os.killpg(proc.pid, sig)
@@ -217,9 +217,7 @@ def test_ctrl_c_twice_mid_stream_quits_at_once_and_leaves_no_child(
     meanwhile, so a cleanup through rcd could not finish)."""
     rig, served = sftp_rig
     assert rig.remote_dir is not None
-    data = _big(rig)
-    rec = rig.upload("big.bin")
-    proc = start_accept_yes(rec.id, own_session=False)
+    data, rec, proc = _accept_big(rig)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         quit_after = _ctrl_c_twice(proc)
@@ -238,9 +236,7 @@ def test_the_sftp_server_killed_mid_stream_fails_retryably_and_a_new_server_land
 ) -> None:
     rig, served = sftp_rig
     assert rig.remote_dir is not None and served.proc is not None
-    data = _big(rig)
-    rec = rig.upload("big.bin")
-    proc = start_accept_yes(rec.id, own_session=False)
+    data, rec, proc = _accept_big(rig)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         os.kill(served.proc.pid, signal.SIGKILL)
@@ -261,9 +257,7 @@ def test_the_rcd_child_killed_mid_stream_fails_clearly_and_leaves_no_temp(
 ) -> None:
     rig, served = sftp_rig
     assert rig.remote_dir is not None
-    data = _big(rig)
-    rec = rig.upload("big.bin")
-    proc = start_accept_yes(rec.id, own_session=False)
+    data, rec, proc = _accept_big(rig)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         rcd = [

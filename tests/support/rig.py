@@ -13,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,6 +223,17 @@ def host_b_settings(settings: Settings, tmp_path: Path) -> Settings:
     (`tmp_path/host-b`, so its own host id)."""
     db = settings.database or str(settings.db_path)
     return load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+
+
+def approve_on_host_b(rig: Rig, tmp_path: Path, rec: ProposalRecord, runner: str) -> None:
+    """Accept `rec` on another host (`host_b_settings`), then wait up to 60 s until this
+    host's `runner` (named in the failure) has run it: no longer approved nor executing."""
+    with open_store(host_b_settings(rig.settings, tmp_path)) as store_b:
+        store_b.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "test"})
+    deadline = time.monotonic() + 60
+    while rig.store.get(rec.id).status in ("approved", "executing"):
+        assert time.monotonic() < deadline, f"{runner} did not run it"
+        time.sleep(0.05)
 
 
 def start_accept_yes(rec_id: int, *, own_session: bool = True) -> subprocess.Popen[bytes]:

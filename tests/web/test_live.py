@@ -25,7 +25,7 @@ import pytest
 
 from placet.store import Store, open_store
 from tests.support.review import add_mkdir
-from tests.support.rig import PLACET, Rig, host_b_settings
+from tests.support.rig import PLACET, Rig, approve_on_host_b, host_b_settings
 from tests.support.web import Served, Tab, browser, free_port, pair, serve, tab
 
 __all__ = ["browser", "tab"]  # fixtures imported for this module
@@ -127,12 +127,7 @@ def test_placet_web_runs_its_host_loop_and_stops_at_once_with_a_long_poll_open(
         current = _live_token(proc, origin, cookie)
 
         # Host B approves host A's proposal: placet web's host loop (host A) runs it.
-        with open_store(host_b_settings(rig.settings, tmp_path)) as store_b:
-            store_b.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "test"})
-        deadline = time.monotonic() + 60
-        while rig.store.get(rec.id).status in ("approved", "executing"):
-            assert time.monotonic() < deadline, "placet web's host loop did not run it"
-            time.sleep(0.05)
+        approve_on_host_b(rig, tmp_path, rec, "placet web's host loop")
         assert rig.store.get(rec.id).status == "succeeded"
         assert (rig.remote_dir or Path()).joinpath("note.txt").exists()
 
