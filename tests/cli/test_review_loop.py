@@ -5,14 +5,11 @@ stops the loop. On both backends."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 
-from placet.config import load_settings
-from placet.store import open_store
-from tests.support.rig import PLACET, Rig
+from tests.support.rig import PLACET, Rig, approve_on_host_b
 from tests.support.terminal import PtyProcess
 
 pytestmark = pytest.mark.usefixtures("store_backend")
@@ -29,14 +26,7 @@ def test_review_runs_what_another_host_approved_and_quits_cleanly(
     review = PtyProcess([str(PLACET), "review"], env)
     try:
         assert review.wait_for(b"Queue", timeout=30), review.bytes()[-2000:]
-        db = rig.settings.database or str(rig.settings.db_path)
-        host_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
-        with open_store(host_b) as store_b:
-            store_b.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "test"})
-        deadline = time.monotonic() + 60
-        while rig.store.get(rec.id).status in ("approved", "executing"):
-            assert time.monotonic() < deadline, "placet review's host loop did not run it"
-            time.sleep(0.05)
+        approve_on_host_b(rig, tmp_path, rec, "placet review's host loop")
         assert rig.store.get(rec.id).status == "succeeded"
         claims = [e for e in rig.store.audit_events(proposal_id=rec.id) if e.detail.get("holder")]
         assert [e.detail["holder"]["pid"] for e in claims] == [review.pid]

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from placet.config import Settings, load_settings
 from placet.executor.service import (
     HostLoop,
     left_to_approver,
@@ -31,7 +30,7 @@ from placet.executor.service import (
     running_here,
 )
 from placet.store import ProposalRecord, Store, open_store
-from tests.support.rig import PLACET, Rig
+from tests.support.rig import Rig, host_b_settings, start_executor, temp_files
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -48,12 +47,6 @@ sys.stdin.read()
 """
 
 
-def _host_b(rig: Rig, tmp_path: Path) -> Settings:
-    """Host B: its own data directory (its own host id) on host A's database."""
-    db = rig.settings.database or str(rig.settings.db_path)
-    return load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
-
-
 def _approve(store: Store, rec: ProposalRecord) -> None:
     store.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "test", "tty": False})
 
@@ -63,19 +56,16 @@ def _claims(store: Store, pid: int) -> list[int]:
     return [int(e.detail["holder"]["pid"]) for e in events if e.to_status == "executing"]
 
 
-def _executor() -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [str(PLACET), "executor"],
+def _approver(rec_id: int) -> subprocess.Popen[str]:
+    """A process of this host that accepts proposal `rec_id`, prints "approved" and waits
+    for its stdin to close (APPROVE_AND_WAIT)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", APPROVE_AND_WAIT, str(rec_id)],
         env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
     )
-    assert proc.stdout is not None
-    assert "running; Ctrl-C stops" in proc.stdout.readline()
-    return proc
 
 
 @pytest.mark.timeout(120)
@@ -87,10 +77,10 @@ def test_two_executors_on_one_host_run_each_proposal_once(
     for i in range(12):
         rig.write(f"f{i}.txt", f"file {i}\n".encode())
         recs.append(rig.upload(f"f{i}.txt"))
-    procs = [_executor(), _executor()]
+    procs = [start_executor(), start_executor()]
     outs: list[str] = []
     try:
-        with open_store(_host_b(rig, tmp_path)) as store_b:
+        with open_store(host_b_settings(rig.settings, tmp_path)) as store_b:
             for rec in recs:  # all at once: both loops wake to the same approved list
                 _approve(store_b, rec)
         deadline = time.monotonic() + 90
@@ -123,13 +113,7 @@ def test_a_proposal_is_left_to_the_live_process_that_approved_it(configured_rig:
     rig = configured_rig
     rig.write("mine.txt", b"approved by another process\n")
     rec = rig.upload("mine.txt")
-    child = subprocess.Popen(
-        [sys.executable, "-c", APPROVE_AND_WAIT, str(rec.id)],
-        env=dict(os.environ),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    child = _approver(rec.id)
     try:
         assert child.stdout is not None and child.stdout.readline() == "approved\n"
         approval = rig.store.audit_events(proposal_id=rec.id)[-1]
@@ -151,13 +135,7 @@ def test_a_proposal_is_left_to_the_live_process_that_approved_it(configured_rig:
     # The approver ended without claiming: the loop runs it at once.
     rig.write("again.txt", b"approver gone\n")
     rec2 = rig.upload("again.txt")
-    child = subprocess.Popen(
-        [sys.executable, "-c", APPROVE_AND_WAIT, str(rec2.id)],
-        env=dict(os.environ),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    child = _approver(rec2.id)
     assert child.stdout is not None and child.stdout.readline() == "approved\n"
     assert child.stdin is not None
     child.stdin.close()
@@ -196,22 +174,18 @@ def test_a_proposal_on_another_drive_is_left_approved(rig: Rig, tmp_path: Path) 
     assert rig.store.get(rec.id).status == "approved"  # not failed as drive_changed
 
 
-def _temps(folder: Path) -> list[Path]:
-    return [folder / n for n in os.listdir(folder) if n.startswith(".placet-tmp-")]
-
-
 @pytest.mark.timeout(120)
 def test_stopping_the_host_loop_mid_transfer_interrupts_the_run(rig: Rig, tmp_path: Path) -> None:
     assert rig.remote_dir is not None
     block = os.urandom(1024 * 1024)
     rig.write("big.bin", b"".join(block[i:] + block[:i] for i in range(300)))
     rec = rig.upload("big.bin")
-    with open_store(_host_b(rig, tmp_path)) as store_b:
+    with open_store(host_b_settings(rig.settings, tmp_path)) as store_b:
         _approve(store_b, rec)
     loop = HostLoop(rig.store, rig.settings).start()
     try:
         deadline = time.monotonic() + 60
-        while not any(t.stat().st_size >= 4 << 20 for t in _temps(rig.remote_dir)):
+        while not any(t.stat().st_size >= 4 << 20 for t in temp_files(rig.remote_dir)):
             assert time.monotonic() < deadline and loop.alive, "the loop did not start it"
             time.sleep(0.002)
         started = time.monotonic()
@@ -222,7 +196,7 @@ def test_stopping_the_host_loop_mid_transfer_interrupts_the_run(rig: Rig, tmp_pa
     assert not loop.alive and took < 20
     final = rig.store.get(rec.id)
     assert final.status == "interrupted", final.status
-    assert not (rig.remote_dir / "big.bin").exists() and _temps(rig.remote_dir) == []
+    assert not (rig.remote_dir / "big.bin").exists() and temp_files(rig.remote_dir) == []
 
 
 @pytest.mark.timeout(60)
@@ -233,13 +207,7 @@ def test_an_approver_killed_and_not_yet_reaped_is_gone(configured_rig: Rig) -> N
     rig = configured_rig
     rig.write("zombie.txt", b"approver killed\n")
     rec = rig.upload("zombie.txt")
-    child = subprocess.Popen(
-        [sys.executable, "-c", APPROVE_AND_WAIT, str(rec.id)],
-        env=dict(os.environ),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    child = _approver(rec.id)
     try:
         assert child.stdout is not None and child.stdout.readline() == "approved\n"
         os.kill(child.pid, signal.SIGKILL)
@@ -265,13 +233,7 @@ def test_the_handoff_counts_on_the_injected_clock(configured_rig: Rig) -> None:
     rig = configured_rig
     rig.write("handoff.txt", b"approver alive, never claims\n")
     rec = rig.upload("handoff.txt")
-    child = subprocess.Popen(
-        [sys.executable, "-c", APPROVE_AND_WAIT, str(rec.id)],
-        env=dict(os.environ),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    child = _approver(rec.id)
     now = 1000.0
     looks: list[float] = []  # the loop reads its clock once per look at the proposal
 

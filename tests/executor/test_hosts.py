@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from placet.executor import execute
 from placet.executor.service import run_host_executor
 from placet.store import open_store
 from placet.store.host import host_label
-from tests.support.rig import PLACET, Rig, placet_cli
+from tests.support.rig import Rig, placet_cli, start_executor
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -94,18 +93,8 @@ def test_executor_wakes_on_an_accept_and_stops_cleanly_on_ctrl_c(
     rig = configured_rig
     rig.write("late.txt", b"accepted later\n")
     rec = rig.upload("late.txt")
-    proc = subprocess.Popen(
-        [str(PLACET), "executor"],
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_executor()
     try:
-        assert proc.stdout is not None
-        assert "running; Ctrl-C stops" in proc.stdout.readline()
         accepted = placet_cli("accept", str(rec.id), "--yes", env=_host_b_env(rig, tmp_path))
         assert accepted.returncode == 0, accepted.stderr
         deadline = time.monotonic() + 60

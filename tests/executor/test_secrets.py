@@ -28,6 +28,7 @@ import pytest
 from placet.config import Settings
 from placet.config.password import KEYRING_SERVICE, KEYRING_USERNAME
 from placet.drive import drive_for
+from tests.support.processes import descendants
 from tests.support.rig import PLACET, make_rig, placet_cli, write_config
 
 if TYPE_CHECKING:
@@ -59,26 +60,12 @@ def _encrypted_config(tmp_path: Path, served: ServedRemote, rclone: Path, home: 
     return conf
 
 
-def _descendants(ps_out: str, root_pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for ln in ps_out.splitlines()[1:]:
-        pid, ppid = (int(x) for x in ln.split()[:2])
-        children.setdefault(ppid, []).append(pid)
-    found, todo = set(), [root_pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            found.add(c)
-            todo.append(c)
-    return found
-
-
 def _ps_watch(stop: threading.Event, root_pid: list[int], out: dict[str, list[str]]) -> None:
     """Lines of placet's rclone children (and of the password command they run): `ps`
     (command lines) and `ps eww` (command line + environment), both as root, the same
     user as the children."""
     while not stop.is_set():
-        tree = subprocess.run(["ps", "-eo", "pid,ppid"], capture_output=True, text=True).stdout
-        pids = _descendants(tree, root_pid[0]) if root_pid else set()
+        pids = descendants(root_pid[0]) if root_pid else set()
         args = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True)
         eww = subprocess.run(["ps", "axeww"], capture_output=True, text=True)
         for key, text in (("args", args.stdout), ("eww", eww.stdout)):

@@ -29,9 +29,19 @@ import pytest
 
 from placet.config import Settings
 from placet.drive import drive_for
+from placet.store import ProposalRecord
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
-from tests.support.rig import PLACET, Rig, make_rig, placet_cli, sha256, temp_names, write_config
+from tests.support.processes import alive, descendants
+from tests.support.rig import (
+    Rig,
+    make_rig,
+    placet_cli,
+    sha256,
+    start_accept_yes,
+    temp_names,
+    write_config,
+)
 
 if TYPE_CHECKING:
     from tests.support.drives import ServedRemote
@@ -41,38 +51,15 @@ pytestmark = pytest.mark.timeout(180)
 SIZE = 48 << 20  # above RCD_UPLOAD_MAX, below RCD_STREAM_MAX: streams through rcd
 
 
-def _descendants(root: int) -> set[int]:
-    ps = subprocess.run(["ps", "-eo", "pid,ppid"], capture_output=True, text=True).stdout
-    children: dict[int, list[int]] = {}
-    for ln in ps.splitlines()[1:]:
-        pid, ppid = (int(x) for x in ln.split())
-        children.setdefault(ppid, []).append(pid)
-    found, todo = set(), [root]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            found.add(c)
-            todo.append(c)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """`pid` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _all_gone(pids: set[int], within: float = 15) -> set[int]:
     """Those of `pids` still alive after waiting up to `within` seconds."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        left = {p for p in pids if _alive(p)}
+        left = {p for p in pids if alive(p)}
         if not left:
             return set()
         time.sleep(0.05)
-    return {p for p in pids if _alive(p)}
+    return {p for p in pids if alive(p)}
 
 
 @pytest.fixture
@@ -107,24 +94,14 @@ def sftp_rig(
         drive.close()
 
 
-def _big(rig: Rig) -> bytes:
+def _accept_big(rig: Rig) -> tuple[bytes, ProposalRecord, subprocess.Popen[bytes]]:
+    """A `SIZE`-byte local big.bin proposed for upload, and `placet accept ID --yes` started
+    on it in its own process group: the bytes, the proposal, the accepting process."""
     block = os.urandom(1 << 20)
     data = b"".join(block[i:] + block[:i] for i in range(SIZE >> 20))
     rig.write("big.bin", data)
-    return data
-
-
-def _start_accept(rec_id: int) -> subprocess.Popen[bytes]:
-    """`placet accept ID --yes` in its own process group (a terminal's foreground job),
-    no controlling terminal, stderr piped."""
-    return subprocess.Popen(
-        [str(PLACET), "accept", str(rec_id), "--yes"],
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        process_group=0,
-    )
+    rec = rig.upload("big.bin")
+    return data, rec, start_accept_yes(rec.id, own_session=False)
 
 
 def _pause_mid_stream(
@@ -139,7 +116,7 @@ def _pause_mid_stream(
             try:
                 if (folder / n).stat().st_size >= 8 << 20:
                     os.kill(served.proc.pid, signal.SIGSTOP)
-                    kids = _descendants(proc.pid)
+                    kids = descendants(proc.pid)
                     assert kids, "placet accept has no rclone child"
                     return kids
             except FileNotFoundError:
@@ -156,6 +133,27 @@ def _resume(served: ServedRemote) -> None:
     os.kill(served.proc.pid, signal.SIGCONT)
 
 
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """Kill `proc` if it still runs; wait for it either way."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def _ctrl_c_twice(proc: subprocess.Popen[bytes]) -> float:
+    """SIGINT to `proc`'s group twice, 0.5 s apart; fails unless it then ends within 20 s.
+    Seconds from the second SIGINT to its end."""
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("placet accept still runs 20 s after the second Ctrl-C")
+    return time.monotonic() - t0
+
+
 def _accept_again_lands(rig: Rig, rec_id: int, data: bytes) -> None:
     assert rig.remote_dir is not None
     r = placet_cli("accept", str(rec_id), "--yes", env=dict(os.environ))
@@ -170,18 +168,14 @@ def test_kill_9_mid_stream_leaves_no_child_and_accepting_again_lands(
 ) -> None:
     rig, served = sftp_rig
     assert rig.remote_dir is not None
-    data = _big(rig)
-    rec = rig.upload("big.bin")
-    proc = _start_accept(rec.id)
+    data, rec, proc = _accept_big(rig)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
         _resume(served)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert _all_gone(kids) == set()
     assert not (rig.remote_dir / "big.bin").exists()
     rig.store.sweep()
@@ -196,9 +190,7 @@ def test_a_signal_to_the_group_mid_stream_stops_every_child_and_leaves_nothing(
     accepting process's group as a terminal or a service manager would."""
     rig, served = sftp_rig
     assert rig.remote_dir is not None
-    data = _big(rig)
-    rec = rig.upload("big.bin")
-    proc = _start_accept(rec.id)
+    data, rec, proc = _accept_big(rig)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         os.killpg(proc.pid, sig)
@@ -207,9 +199,7 @@ def test_a_signal_to_the_group_mid_stream_stops_every_child_and_leaves_nothing(
         proc.wait(60)
     finally:
         _resume(served)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     err = proc.stderr.read().decode()  # type: ignore[union-attr]
     assert proc.returncode != 0, err
     assert _all_gone(kids) == set()
@@ -227,26 +217,14 @@ def test_ctrl_c_twice_mid_stream_quits_at_once_and_leaves_no_child(
     meanwhile, so a cleanup through rcd could not finish)."""
     rig, served = sftp_rig
     assert rig.remote_dir is not None
-    data = _big(rig)
-    rec = rig.upload("big.bin")
-    proc = _start_accept(rec.id)
+    data, rec, proc = _accept_big(rig)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
-        os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)
-        t0 = time.monotonic()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("placet accept still runs 20 s after the second Ctrl-C")
-        quit_after = time.monotonic() - t0
+        quit_after = _ctrl_c_twice(proc)
         assert _all_gone(kids) == set()
     finally:
         _resume(served)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert quit_after < 20
     assert not (rig.remote_dir / "big.bin").exists()
     rig.store.sweep()
@@ -258,9 +236,7 @@ def test_the_sftp_server_killed_mid_stream_fails_retryably_and_a_new_server_land
 ) -> None:
     rig, served = sftp_rig
     assert rig.remote_dir is not None and served.proc is not None
-    data = _big(rig)
-    rec = rig.upload("big.bin")
-    proc = _start_accept(rec.id)
+    data, rec, proc = _accept_big(rig)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         os.kill(served.proc.pid, signal.SIGKILL)
@@ -268,9 +244,7 @@ def test_the_sftp_server_killed_mid_stream_fails_retryably_and_a_new_server_land
         served.proc = None
         _, err = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert proc.returncode == 5, err  # the drive could not be reached: try again
     assert _all_gone(kids) == set()
     assert not (rig.remote_dir / "big.bin").exists()
@@ -283,9 +257,7 @@ def test_the_rcd_child_killed_mid_stream_fails_clearly_and_leaves_no_temp(
 ) -> None:
     rig, served = sftp_rig
     assert rig.remote_dir is not None
-    data = _big(rig)
-    rec = rig.upload("big.bin")
-    proc = _start_accept(rec.id)
+    data, rec, proc = _accept_big(rig)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
         rcd = [
@@ -299,9 +271,7 @@ def test_the_rcd_child_killed_mid_stream_fails_clearly_and_leaves_no_temp(
         _, err = proc.communicate(timeout=90)
     finally:
         _resume(served)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert proc.returncode != 0, err
     assert b"rcd" in err, err
     assert _all_gone(kids) == set()
@@ -329,22 +299,14 @@ def test_ctrl_c_twice_while_the_pool_streams_quits_at_once_and_a_sync_lands_afte
         rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False, allow_empty_side=False
     )
     rec, _ = propose_sync(svc, rig.ctx, plan_id=plan.id, decisions={}, reason="pool")
-    proc = _start_accept(rec.id)
+    proc = start_accept_yes(rec.id, own_session=False)
     try:
         kids = _pause_mid_stream(proc, served, rig.remote_dir)
-        os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("placet accept still runs 20 s after the second Ctrl-C")
+        _ctrl_c_twice(proc)
         assert _all_gone(kids) == set()
     finally:
         _resume(served)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert not [n for n in files if (rig.remote_dir / n).exists()]
     rig.store.sweep()
     r = placet_cli("accept", str(rec.id), "--yes", env=dict(os.environ))

@@ -26,7 +26,7 @@ from placet.store import Store, open_store
 from placet.store.host import host_label
 from placet.tui import make_app
 from tests.support.review import Recorder, settle, until
-from tests.support.rig import PLACET, Rig, placet_cli, sha256
+from tests.support.rig import Rig, placet_cli, sha256, start_executor, temp_files
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 postgresql_only = pytest.mark.parametrize("store_backend", ["postgresql"], indirect=True)
@@ -99,31 +99,11 @@ async def test_accepted_in_host_bs_review_ui_runs_on_host_a_only(
     assert rig.store.verify_audit().ok
 
 
-def _temps(folder: Path) -> list[Path]:
-    return [folder / n for n in os.listdir(folder) if n.startswith(".placet-tmp-")]
-
-
-def _start_executor() -> subprocess.Popen[str]:
-    """Host A's `placet executor`, running (its first line read)."""
-    proc = subprocess.Popen(
-        [str(PLACET), "executor"],
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    assert "running; Ctrl-C stops" in proc.stdout.readline()
-    return proc
-
-
 def _kill_when_a_temp_holds(proc: subprocess.Popen[str], folder: Path, size: int) -> Path:
     """kill -9 `proc` once a temporary name in `folder` holds `size` bytes; that temp."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        for t in _temps(folder):
+        for t in temp_files(folder):
             try:
                 if t.stat().st_size >= size:
                     os.kill(proc.pid, signal.SIGKILL)
@@ -149,7 +129,8 @@ def test_host_a_killed_mid_transfer_recovers_and_host_b_never_claims(
     rec = rig.upload("big.bin")
     settings_b, env_b = _host_b(rig, tmp_path)
     with open_store(settings_b) as store_b:
-        proc = _start_executor()  # host A's executor, asleep until the owner decides
+        # host A's executor, asleep until the owner decides
+        proc = start_executor(stderr=subprocess.DEVNULL)
         try:
             accepted = placet_cli("accept", str(rec.id), "--yes", env=env_b)
             assert accepted.returncode == 0, accepted.stderr
@@ -193,7 +174,7 @@ def test_host_a_killed_mid_transfer_recovers_and_host_b_never_claims(
     assert final.status == "succeeded" and final.attempt == 2
     assert final.summary is not None and final.summary["temps_removed"]
     assert sha256((rig.remote_dir / "big.bin").read_bytes()) == sha256(data)
-    assert _temps(rig.remote_dir) == []
+    assert temp_files(rig.remote_dir) == []
     claims = _claim_pids(rig.store, rec.id)
     assert len(claims) == 2 and claims[0] == killed and os.getpid() not in claims
     statuses = [e.to_status for e in rig.store.audit_events(proposal_id=rec.id)]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from placet.server.stdio import CLOSING_STALL_SECONDS
 from tests.support.mcp import PLACET, Workspace, rclone_children
+from tests.support.processes import alive
 
 
 def _start(ws: Workspace, stderr: Path) -> subprocess.Popen[bytes]:
@@ -63,19 +64,10 @@ def _ended_quietly(proc: subprocess.Popen[bytes], stderr: Path, within: float) -
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert "the client is gone" in err and len(err.splitlines()) <= 3, err
     deadline = time.monotonic() + 10
-    while not all(map(_gone, children)) and time.monotonic() < deadline:
+    while any(map(alive, children)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert all(map(_gone, children)), children
+    assert not any(map(alive, children)), children
     return took
-
-
-def _gone(pid: int) -> bool:
-    """No such process, or a zombie (ended, not yet reaped)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(") ", 1)[1].startswith("Z")
 
 
 def test_a_killed_host_leaves_the_server_exiting_quietly(ws: Workspace, tmp_path: Path) -> None:

@@ -15,10 +15,33 @@ from pathlib import Path
 import pytest
 
 from placet.config import load_settings
-from placet.store import open_store
+from placet.store import Store, open_store
 from tests.support.mcp import PLACET, Raw, Workspace
+from tests.support.processes import alive
+from tests.support.rig import host_b_settings, temp_files
 
 pytestmark = pytest.mark.usefixtures("store_backend")
+
+
+def _propose_upload(server: Raw, call_id: int, local_path: str) -> int:
+    """`propose_upload` of `local_path` to the drive's top folder; the proposal's id."""
+    made = server.call(
+        call_id, "propose_upload", {"local_path": local_path, "remote_parent": "", "reason": "r"}
+    )
+    return int(made["result"]["structuredContent"]["proposal"]["id"])
+
+
+def _approve(store: Store, pid: int) -> None:
+    rec = store.get(pid)
+    store.accept(pid, detail={"request_hash": rec.request_hash, "via": "test"})
+
+
+def _end(*servers: Raw) -> None:
+    """Kill each of `servers` still running and reap it."""
+    for s in servers:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
 
 
 @pytest.mark.timeout(120)
@@ -28,17 +51,10 @@ def test_serve_runs_what_another_host_approved_and_says_nothing_on_stdout(
     server = Raw(ws)
     try:
         assert "result" in server.init()
-        made = server.call(
-            1, "propose_upload", {"local_path": "hello.txt", "remote_parent": "", "reason": "r"}
-        )
-        pid = made["result"]["structuredContent"]["proposal"]["id"]
-        settings_a = load_settings(ws.env)
-        db = settings_a.database or str(settings_a.db_path)
-        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
-        with open_store(settings_b) as store_b:
-            rec = store_b.get(pid)
-            assert rec.host_id != store_b.host_id
-            store_b.accept(pid, detail={"request_hash": rec.request_hash, "via": "test"})
+        pid = _propose_upload(server, 1, "hello.txt")
+        with open_store(host_b_settings(load_settings(ws.env), tmp_path)) as store_b:
+            assert store_b.get(pid).host_id != store_b.host_id
+            _approve(store_b, pid)
             deadline = time.monotonic() + 60
             while store_b.get(pid).status in ("approved", "executing"):
                 assert time.monotonic() < deadline, "placet serve did not run the proposal"
@@ -61,9 +77,7 @@ def test_serve_runs_what_another_host_approved_and_says_nothing_on_stdout(
         assert select.select([fd], [], [], 5)[0]
         assert os.read(fd, 1 << 16) == b""  # no byte after the last answer
     finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.wait()
+        _end(server)
 
 
 def _descendants(pid: int) -> dict[int, str]:
@@ -92,17 +106,6 @@ def _descendants(pid: int) -> dict[int, str]:
     return out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return b") Z " not in Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-
-
-def _temps(folder: Path) -> list[Path]:
-    return [folder / n for n in os.listdir(folder) if n.startswith(".placet-tmp-")]
-
-
 def _big(path: Path) -> None:
     block = os.urandom(1024 * 1024)
     with path.open("wb") as f:
@@ -122,18 +125,11 @@ def test_the_host_leaving_mid_transfer_interrupts_the_loops_run_and_leaves_no_rc
     server = Raw(ws)
     try:
         assert "result" in server.init()
-        made = server.call(
-            1, "propose_upload", {"local_path": "big.bin", "remote_parent": "", "reason": "r"}
-        )
-        pid = made["result"]["structuredContent"]["proposal"]["id"]
-        settings_a = load_settings(ws.env)
-        db = settings_a.database or str(settings_a.db_path)
-        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
-        with open_store(settings_b) as store_b:
-            rec = store_b.get(pid)
-            store_b.accept(pid, detail={"request_hash": rec.request_hash, "via": "test"})
+        pid = _propose_upload(server, 1, "big.bin")
+        with open_store(host_b_settings(load_settings(ws.env), tmp_path)) as store_b:
+            _approve(store_b, pid)
             deadline = time.monotonic() + 60
-            while not any(t.stat().st_size >= 4 << 20 for t in _temps(ws.drive)):
+            while not any(t.stat().st_size >= 4 << 20 for t in temp_files(ws.drive)):
                 assert time.monotonic() < deadline, "the loop did not start the upload"
                 assert store_b.get(pid).status in ("approved", "executing")
                 time.sleep(0.002)
@@ -155,15 +151,13 @@ def test_the_host_leaving_mid_transfer_interrupts_the_loops_run_and_leaves_no_rc
         assert final.status == "interrupted", final.status
         assert took < 20, f"serve took {took:.1f} s to stop mid-transfer"
         print(f"serve stopped {took:.3f} s after {leave} mid-transfer")
-        assert [c for c in children if _alive(c)] == [], children
-        assert _temps(ws.drive) == [] and not (ws.drive / "big.bin").exists()
+        assert [c for c in children if alive(c)] == [], children
+        assert temp_files(ws.drive) == [] and not (ws.drive / "big.bin").exists()
         fd = server.stdout.fileno()
         assert select.select([fd], [], [], 5)[0]
         assert os.read(fd, 1 << 16) == b""
     finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.wait()
+        _end(server)
 
 
 @pytest.mark.timeout(150)
@@ -180,18 +174,11 @@ def test_a_serve_killed_mid_transfer_is_recovered_and_its_proposal_run_again(
     try:
         for s in servers:
             assert "result" in s.init()
-        made = servers[0].call(
-            1, "propose_upload", {"local_path": "big.bin", "remote_parent": "", "reason": "r"}
-        )
-        pid = made["result"]["structuredContent"]["proposal"]["id"]
-        settings_a = load_settings(ws.env)
-        db = settings_a.database or str(settings_a.db_path)
-        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
-        with open_store(settings_b) as store_b:
-            rec = store_b.get(pid)
-            store_b.accept(pid, detail={"request_hash": rec.request_hash, "via": "test"})
+        pid = _propose_upload(servers[0], 1, "big.bin")
+        with open_store(host_b_settings(load_settings(ws.env), tmp_path)) as store_b:
+            _approve(store_b, pid)
             deadline = time.monotonic() + 60
-            while not any(t.stat().st_size >= 4 << 20 for t in _temps(ws.drive)):
+            while not any(t.stat().st_size >= 4 << 20 for t in temp_files(ws.drive)):
                 assert time.monotonic() < deadline, "no loop started the upload"
                 time.sleep(0.002)
             claims = [e for e in store_b.audit_events(proposal_id=pid) if e.detail.get("holder")]
@@ -203,7 +190,7 @@ def test_a_serve_killed_mid_transfer_is_recovered_and_its_proposal_run_again(
             killed.proc.kill()
             killed.proc.wait()
             deadline = time.monotonic() + 10  # PR_SET_PDEATHSIG: they die with it
-            while any(_alive(c) for c in children):
+            while any(alive(c) for c in children):
                 assert time.monotonic() < deadline, "rclone outlived its killed server"
                 time.sleep(0.02)
             survivor.ping(2)
@@ -216,14 +203,11 @@ def test_a_serve_killed_mid_transfer_is_recovered_and_its_proposal_run_again(
         holders = [e.detail["holder"]["pid"] for e in events if e.to_status == "executing"]
         assert len(holders) == 2 and holders[0] == holder and holders[1] != survivor.proc.pid
         assert [e.to_status for e in events].count("interrupted") == 1
-        assert (ws.drive / "big.bin").stat().st_size == 300 << 20 and _temps(ws.drive) == []
+        assert (ws.drive / "big.bin").stat().st_size == 300 << 20 and temp_files(ws.drive) == []
         survivor.ping(3)
         assert survivor.pending == b""
     finally:
-        for s in servers:
-            if s.proc.poll() is None:
-                s.proc.kill()
-                s.proc.wait()
+        _end(*servers)
 
 
 @pytest.mark.timeout(150)
@@ -242,18 +226,10 @@ def test_a_batch_decided_here_and_elsewhere_beside_two_serves_runs_each_once(
         pids = []
         for i in range(8):
             (ws.root / f"f{i}.txt").write_text(f"file {i}\n")
-            made = servers[i % 2].call(
-                10 + i,
-                "propose_upload",
-                {"local_path": f"f{i}.txt", "remote_parent": "", "reason": "r"},
-            )
-            pids.append(made["result"]["structuredContent"]["proposal"]["id"])
+            pids.append(_propose_upload(servers[i % 2], 10 + i, f"f{i}.txt"))
         here, elsewhere = pids[::2], pids[1::2]
-        settings_a = load_settings(ws.env)
-        db = settings_a.database or str(settings_a.db_path)
-        settings_b = load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
         env = {**os.environ, **ws.env}
-        with open_store(settings_b) as store_b:
+        with open_store(host_b_settings(load_settings(ws.env), tmp_path)) as store_b:
             deciders = {
                 p: subprocess.Popen(
                     [PLACET, "accept", str(p), "--yes"],
@@ -265,8 +241,7 @@ def test_a_batch_decided_here_and_elsewhere_beside_two_serves_runs_each_once(
                 for p in here
             }
             for p in elsewhere:
-                rec = store_b.get(p)
-                store_b.accept(p, detail={"request_hash": rec.request_hash, "via": "test"})
+                _approve(store_b, p)
             for p, proc in deciders.items():
                 out, err = proc.communicate(timeout=60)
                 assert proc.returncode == 0, (p, out, err)
@@ -287,7 +262,4 @@ def test_a_batch_decided_here_and_elsewhere_beside_two_serves_runs_each_once(
             s.ping(99)
             assert s.pending == b""
     finally:
-        for s in servers:
-            if s.proc.poll() is None:
-                s.proc.kill()
-                s.proc.wait()
+        _end(*servers)

@@ -13,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,17 +218,59 @@ def propose_config_download(rig: Rig) -> tuple[ProposalRecord, Rig]:
     return top.download("cfg", f"{home.name}/config.toml", overwrite=True), top
 
 
-def start_accept_yes(rec_id: int) -> subprocess.Popen[bytes]:
+def host_b_settings(settings: Settings, tmp_path: Path) -> Settings:
+    """Another host on the same database as `settings`: its own data directory
+    (`tmp_path/host-b`, so its own host id)."""
+    db = settings.database or str(settings.db_path)
+    return load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
+
+
+def approve_on_host_b(rig: Rig, tmp_path: Path, rec: ProposalRecord, runner: str) -> None:
+    """Accept `rec` on another host (`host_b_settings`), then wait up to 60 s until this
+    host's `runner` (named in the failure) has run it: no longer approved nor executing."""
+    with open_store(host_b_settings(rig.settings, tmp_path)) as store_b:
+        store_b.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "test"})
+    deadline = time.monotonic() + 60
+    while rig.store.get(rec.id).status in ("approved", "executing"):
+        assert time.monotonic() < deadline, f"{runner} did not run it"
+        time.sleep(0.05)
+
+
+def start_accept_yes(rec_id: int, *, own_session: bool = True) -> subprocess.Popen[bytes]:
     """`placet accept ID --yes` started in the background: no controlling terminal, stdin
-    closed, stdout dropped, stderr piped."""
+    closed, stdout dropped, stderr piped. In its own session, or with `own_session=False`
+    in its own process group of the test's session (what a terminal's foreground job is)."""
     return subprocess.Popen(
         [str(PLACET), "accept", str(rec_id), "--yes"],
         env=dict(os.environ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        start_new_session=own_session,
+        process_group=None if own_session else 0,
+    )
+
+
+def start_executor(stderr: int = subprocess.PIPE) -> subprocess.Popen[str]:
+    """This host's `placet executor` started in its own session, stdin closed, stdout piped,
+    `stderr` as given; returned running (its first line, "running; Ctrl-C stops", read)."""
+    proc = subprocess.Popen(
+        [str(PLACET), "executor"],
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
         start_new_session=True,
     )
+    assert proc.stdout is not None
+    assert "running; Ctrl-C stops" in proc.stdout.readline()
+    return proc
+
+
+def temp_files(folder: Path) -> list[Path]:
+    """The transfer temporaries (`.placet-tmp-*` names) directly in `folder`."""
+    return [folder / n for n in os.listdir(folder) if n.startswith(".placet-tmp-")]
 
 
 def propose_hook_download(rig: Rig, gitdir: Path) -> ProposalRecord:

@@ -23,21 +23,14 @@ from typing import Any
 
 import pytest
 
-from placet.config import Settings, load_settings
 from placet.store import Store, open_store
 from tests.support.review import add_mkdir
-from tests.support.rig import PLACET, Rig
+from tests.support.rig import PLACET, Rig, approve_on_host_b, host_b_settings
 from tests.support.web import Served, Tab, browser, free_port, pair, serve, tab
 
 __all__ = ["browser", "tab"]  # fixtures imported for this module
 
 pytestmark = pytest.mark.usefixtures("store_backend")
-
-
-def _host_b(settings: Settings, tmp_path: Path) -> Settings:
-    """Another host: its own data directory on the same database."""
-    db = settings.database or str(settings.db_path)
-    return load_settings({"PLACET_HOME": str(tmp_path / "host-b"), "PLACET_DB": db})
 
 
 @pytest.fixture
@@ -54,7 +47,7 @@ def test_the_open_queue_shows_another_hosts_proposal_and_its_discard(
     page = tab.page
     assert "No proposal is waiting" in page.locator("#live").inner_text()
     page.evaluate("window.stillTheSamePage = true")  # a reload would forget it
-    with open_store(_host_b(served.settings, tmp_path)) as store_b:
+    with open_store(host_b_settings(served.settings, tmp_path)) as store_b:
         started = time.monotonic()
         rec = add_mkdir(store_b, name="from-host-b", now=served.clock())
         page.wait_for_selector(f"#live a[href='/p/{rec.id}']", timeout=15_000)
@@ -90,6 +83,35 @@ def _get(url: str, cookie: str, timeout: float = 60) -> tuple[int, str]:
         return r.status, r.read().decode()
 
 
+def _start_web(port: int) -> subprocess.Popen[str]:
+    """A real `placet web --port PORT`, stdout and stderr piped."""
+    return subprocess.Popen(
+        [str(PLACET), "web", "--port", str(port)],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _live_token(proc: subprocess.Popen[str], origin: str, cookie: str) -> str:
+    """Once `placet web` said its address and answers its queue page (within 20 s): the
+    page's change token (`data-changes`)."""
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == f"placet web: {origin}/"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            status, body = _get(origin + "/", cookie, timeout=5)
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "no answer"
+            time.sleep(0.05)
+    found = re.search(r'id="live" data-changes="([0-9a-f]+\.\d+)"', body)
+    assert status == 200 and found, body[:500]
+    return found.group(1)
+
+
 @pytest.mark.timeout(120)
 def test_placet_web_runs_its_host_loop_and_stops_at_once_with_a_long_poll_open(
     configured_rig: Rig, tmp_path: Path
@@ -99,41 +121,18 @@ def test_placet_web_runs_its_host_loop_and_stops_at_once_with_a_long_poll_open(
     rig.write("note.txt", b"run by placet web's host loop\n")
     rec = rig.upload("note.txt")
     port = free_port()
-    proc = subprocess.Popen(
-        [str(PLACET), "web", "--port", str(port)],
-        env=dict(os.environ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_web(port)
     origin = f"http://localhost:{port}"
     try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == f"placet web: {origin}/"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                status, body = _get(origin + "/", cookie, timeout=5)
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "no answer"
-                time.sleep(0.05)
-        found = re.search(r'id="live" data-changes="([0-9a-f]+\.\d+)"', body)
-        assert status == 200 and found, body[:500]
+        current = _live_token(proc, origin, cookie)
 
         # Host B approves host A's proposal: placet web's host loop (host A) runs it.
-        with open_store(_host_b(rig.settings, tmp_path)) as store_b:
-            store_b.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "test"})
-        deadline = time.monotonic() + 60
-        while rig.store.get(rec.id).status in ("approved", "executing"):
-            assert time.monotonic() < deadline, "placet web's host loop did not run it"
-            time.sleep(0.05)
+        approve_on_host_b(rig, tmp_path, rec, "placet web's host loop")
         assert rig.store.get(rec.id).status == "succeeded"
         assert (rig.remote_dir or Path()).joinpath("note.txt").exists()
 
         # A long-poll at the current token is held open until SIGTERM lets it go (the
         # run's last commits may still move the token: poll again until one is held).
-        current = found.group(1)
         answer: dict[str, Any] = {}
         for _ in range(20):
             answer.clear()
@@ -246,32 +245,15 @@ def test_placet_web_with_200_long_polls_answers_and_stops_at_once(configured_rig
     rig = configured_rig
     cookie = _session(rig.store)
     port = free_port()
-    proc = subprocess.Popen(
-        [str(PLACET), "web", "--port", str(port)],
-        env=dict(os.environ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_web(port)
     origin = f"http://localhost:{port}"
     socks: list[socket.socket] = []
     try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == f"placet web: {origin}/"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                status, body = _get(origin + "/", cookie, timeout=5)
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "no answer"
-                time.sleep(0.05)
-        found = re.search(r'id="live" data-changes="([0-9a-f]+\.\d+)"', body)
-        assert status == 200 and found
+        token = _live_token(proc, origin, cookie)
         for _ in range(200):
             s = socket.create_connection(("127.0.0.1", port), timeout=20)
             s.sendall(
-                f"GET /changes?v={found.group(1)} HTTP/1.1\r\nHost: localhost:{port}\r\n"
+                f"GET /changes?v={token} HTTP/1.1\r\nHost: localhost:{port}\r\n"
                 f"Cookie: placet_session={cookie}\r\n\r\n".encode()
             )
             socks.append(s)
