@@ -20,6 +20,7 @@ from textual.widgets import Input, SelectionList
 
 from placet.config import Settings
 from placet.drive import configured_spec, drive_for
+from placet.drive.rclone_core import RCD_UPLOAD_MAX
 from placet.paths.roots import parse_root_spec
 from placet.proposals.context import ProposeContext
 from placet.store import ProposalRecord, Store, open_store
@@ -222,11 +223,15 @@ async def test_pooled_sync_panel_counts_ops_ended_and_shows_ops_in_flight(
     """A real sync of 24 uploads, accepted in the review app, runs 4 at a time: every
     progress message carries the executor's `ops_done`/`in_flight`, the panel's running
     rows are exactly the ops in flight, it showed more than one at once, and it ends at
-    N/N ops ended with nothing running."""
+    N/N ops ended with nothing running. The files are above the drive's small-file size
+    (`RCD_UPLOAD_MAX`), so each upload is a unit of its own and four overlap: small files
+    go in one batch per folder, and batches of 64 KiB files could all end before the
+    first one's results were journaled, leaving no message with an op in flight (seen
+    once in a quiet CI run)."""
     root = tmp_path / "proj"
     for i in range(24):
         (root / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
-        (root / f"d{i % 3}/f{i:02d}.bin").write_bytes(os.urandom(64 << 10))
+        (root / f"d{i % 3}/f{i:02d}.bin").write_bytes(os.urandom(RCD_UPLOAD_MAX + 4096))
     sync_settings.default_drive_dir.mkdir(parents=True, mode=0o700)
     rec = propose(sync_settings, sync_store, root, decisions={})
     n = sync_store.op_count(rec.id)
