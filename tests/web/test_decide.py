@@ -50,6 +50,9 @@ def test_pair_then_sign_in_again_with_the_passkey(tab: Tab, display_store: Store
         assert len(keys) == 1 and keys[0].name == "my phone"
         assert len(tab.credentials()) == 1
 
+        # Leave the queue first: its live long-poll, answered 403 once the cookie is
+        # gone, reloads the page, and that reload could abort the navigation below.
+        tab.page.goto("about:blank")
         tab.page.context.clear_cookies()
         tab.page.goto(served.url("/"))
         assert tab.page.locator("#signin").is_visible()
