@@ -23,17 +23,17 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from placet.errors import PathRefused, UsageError
 from placet.text import quote
 
 if TYPE_CHECKING:
+    from placet.config import Settings
     from placet.schema import RootRef
 
 __all__ = [
     "PlacetDirs",
-    "PlacetLocations",
     "Root",
     "find_root",
     "parse_root_spec",
@@ -63,17 +63,6 @@ class Root:
         return RootRef(name=self.name, path=str(self.path), device=self.device, inode=self.inode)
 
 
-class PlacetLocations(Protocol):
-    """What `PlacetDirs.of` reads: `placet.config.Settings` satisfies it."""
-
-    @property
-    def data_dir(self) -> Path: ...
-    @property
-    def db_path(self) -> Path: ...
-    @property
-    def config_file(self) -> Path: ...
-
-
 _Id = tuple[int, int]
 
 
@@ -97,7 +86,7 @@ class PlacetDirs:
     )
 
     @classmethod
-    def of(cls, where: PlacetLocations | Path) -> PlacetDirs:
+    def of(cls, where: Settings | Path) -> PlacetDirs:
         """The data dir, the config dir (the folder of `config.toml`) and the database's
         folder of `where` (a `Settings`); a bare `Path` is a data dir alone (tests).
         Stats each folder and its ancestors (their identities, for `overlap`)."""
@@ -225,7 +214,7 @@ def is_within(child: Path | str, parent: Path | str) -> bool:
     return os.path.commonpath([c, p]) == p
 
 
-def parse_root_spec(spec: str, placet: PlacetLocations | Path) -> Root:
+def parse_root_spec(spec: str, placet: Settings | Path) -> Root:
     """Parse ``NAME=DIR`` or ``DIR`` into a `Root`.
 
     The name defaults to DIR's basename and must match ``[A-Za-z0-9_][A-Za-z0-9_.-]*``
@@ -299,7 +288,7 @@ def parse_root_spec(spec: str, placet: PlacetLocations | Path) -> Root:
     return Root(name=name, path=resolved, device=st.st_dev, inode=st.st_ino)
 
 
-def parse_roots(specs: Sequence[str], placet: PlacetLocations | Path) -> list[Root]:
+def parse_roots(specs: Sequence[str], placet: Settings | Path) -> list[Root]:
     """Parse every ``--root`` spec, in order (the first is the default root).
 
     Raises:

@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
@@ -35,7 +35,7 @@ from placet.schema import canonical_json, ops_digest, request_hash
 from placet.store import lifecycle as lc
 from placet.store.db import RawDB, dt_text, qmark, raw
 from placet.store.models import AUDIT_EVENT, PROPOSAL
-from placet.store.records import AuditVerification
+from placet.store.records import AuditVerification, EventFacts
 from placet.store.signatures import check_signed_approval
 
 log = logging.getLogger(__name__)
@@ -47,19 +47,6 @@ _INSERT_SQL = (
     "INSERT INTO audit_event (id, proposal_id, request_hash, actor, from_status, to_status, "
     "at, detail, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-
-
-class EventFacts(NamedTuple):
-    """What an audit event records of one transition: the proposal, its request hash,
-    who made it (`lifecycle` actor), from which status (None at creation) to which, and
-    when (aware UTC). The order is the `audit_event` columns' order."""
-
-    proposal_id: int
-    request_hash: str
-    actor: str
-    from_status: str | None
-    to_status: str
-    at: datetime
 
 
 def event_content(*, event_id: int, facts: EventFacts, detail_json: str) -> str:
@@ -119,8 +106,9 @@ def append_event(
     detail_json = canonical_json(detail or {})
     content = event_content(event_id=event_id, facts=facts, detail_json=detail_json)
     digest = chain_hash(prev_hash, content)
-    at = dt_text(facts.at)
-    db.execute(_INSERT_SQL, (event_id, *facts[:-1], at, detail_json, prev_hash, digest))
+    f = facts
+    row = (f.proposal_id, f.request_hash, f.actor, f.from_status, f.to_status, dt_text(f.at))
+    db.execute(_INSERT_SQL, (event_id, *row, detail_json, prev_hash, digest))
     return event_id, digest
 
 

@@ -43,7 +43,6 @@ from placet.errors import (
 from placet.schema import is_by_reference
 from placet.store import lifecycle as lc
 from placet.store.audit import (
-    EventFacts,
     append_anchor,
     append_event,
     create_anchor,
@@ -70,6 +69,7 @@ from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.records import (
     AuditRecord,
     AuditVerification,
+    EventFacts,
     OpResultRecord,
     ProposalRecord,
 )
@@ -770,16 +770,16 @@ class StoreBase:
         rows = self._read("reading the audit log", lambda c: c.execute(q).all())
         return [
             AuditRecord(
-                r.id,
-                r.proposal_id,
-                r.request_hash,
-                r.actor,
-                r.from_status,
-                r.to_status,
-                r.at,
-                json.loads(r.detail),
-                r.prev_hash,
-                r.hash,
+                id=r.id,
+                proposal_id=r.proposal_id,
+                request_hash=r.request_hash,
+                actor=r.actor,
+                from_status=r.from_status,
+                to_status=r.to_status,
+                at=r.at,
+                detail=json.loads(r.detail),
+                prev_hash=r.prev_hash,
+                hash=r.hash,
             )
             for r in rows
         ]

@@ -30,7 +30,7 @@ from placet.errors import (
 )
 from placet.schema import by_reference, canonical_json, is_by_reference, request_hash
 from placet.store import lifecycle as lc
-from placet.store.audit import EventFacts, append_event, event_content_parts
+from placet.store.audit import append_event, event_content_parts
 from placet.store.base import (
     Heads,
     P,
@@ -41,7 +41,7 @@ from placet.store.base import (
 )
 from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
 from placet.store.models import PROPOSAL
-from placet.store.records import LeaseHolder, ProposalRecord
+from placet.store.records import EventFacts, LeaseHolder, ProposalRecord
 
 # Creation is the hot path (docs/design.md section 8 asks >= 1,000/s from 4 processes): when no
 # duplicate is pending, its whole transaction runs on a pooled driver connection

@@ -16,7 +16,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,6 +40,7 @@ from placet.errors import NotFound, PolicyRefused
 from placet.store.base import Heads, StoreBase, now_or_utcnow
 from placet.store.db import UTCDateTime
 from placet.store.models import table
+from placet.store.records import LEFT_OUT, Record
 
 __all__ = [
     "PAIRING_MINUTES",
@@ -103,29 +104,18 @@ K = PASSKEY.c
 
 
 @dataclass(frozen=True)
-class PasskeyRecord:
-    """A registered passkey. `credential_id` base64url; `public_key` COSE bytes."""
+class PasskeyRecord(Record):
+    """A registered passkey. `credential_id` base64url; `public_key` COSE bytes (left out
+    of `to_dict`, the JSON shape of `placet keys --json`)."""
 
     id: int
     credential_id: str
-    public_key: bytes
+    public_key: bytes = field(metadata=LEFT_OUT)
     sign_count: int
     name: str
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON shape for `placet keys --json` (no public key)."""
-        return {
-            "id": self.id,
-            "credential_id": self.credential_id,
-            "name": self.name,
-            "sign_count": self.sign_count,
-            "created_at": self.created_at.isoformat(),
-            "last_used_at": self.last_used_at.isoformat() if self.last_used_at else None,
-            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
-        }
 
 
 def _passkey(row: Any) -> PasskeyRecord:

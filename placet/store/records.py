@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 
@@ -24,14 +26,26 @@ def _jsonable(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
-class _Record:
+LEFT_OUT: Mapping[str, bool] = MappingProxyType({"left_out": True})
+"""The metadata of a record field that `to_dict` leaves out: `field(metadata=LEFT_OUT)`
+(a passkey's public key, which no JSON output shows)."""
+
+
+class Record:
+    """A frozen dataclass the store returns, with its JSON shape."""
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict of every field (datetimes as ISO 8601 strings)."""
-        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+        """A JSON-serialisable dict of every field not marked `LEFT_OUT` (datetimes as
+        ISO 8601 strings, None kept)."""
+        return {
+            f.name: _jsonable(getattr(self, f.name))
+            for f in fields(self)  # type: ignore[arg-type]
+            if not f.metadata.get("left_out")
+        }
 
 
 @dataclass(frozen=True)
-class ProposalRecord(_Record):
+class ProposalRecord(Record):
     """A proposal as stored (docs/design.md section 4). Datetimes are aware UTC."""
 
     id: int
@@ -65,7 +79,7 @@ class ProposalRecord(_Record):
 
 
 @dataclass(frozen=True)
-class OpResultRecord(_Record):
+class OpResultRecord(Record):
     """One journaled op of one execution attempt."""
 
     proposal_id: int
@@ -78,23 +92,32 @@ class OpResultRecord(_Record):
 
 
 @dataclass(frozen=True)
-class AuditRecord(_Record):
-    """One audit event; `from_status` is None for creation."""
+class EventFacts(Record):
+    """What an audit event records of one transition: the proposal, its request hash,
+    who made it (`lifecycle` actor), from which status (None at creation) to which, and
+    when (aware UTC). The order is the `audit_event` columns' order (after `id`)."""
 
-    id: int
     proposal_id: int
     request_hash: str
     actor: str
     from_status: str | None
     to_status: str
     at: datetime
+
+
+@dataclass(frozen=True)
+class AuditRecord(EventFacts):
+    """One audit event as stored: its facts, its `id` in the chain, the transition's
+    `detail`, and the chain's links (`prev_hash`, `hash`; `placet.store.audit`)."""
+
+    id: int
     detail: dict[str, Any]
     prev_hash: str
     hash: str
 
 
 @dataclass(frozen=True)
-class AuditVerification(_Record):
+class AuditVerification(Record):
     """Result of walking the audit chain and the anchor file.
 
     `first_bad_event_id` names the first event that does not match (for a cut tail: the
@@ -108,7 +131,7 @@ class AuditVerification(_Record):
 
 
 @dataclass(frozen=True)
-class SweepResult(_Record):
+class SweepResult(Record):
     """Ids moved by one sweep: pending -> expired, executing -> interrupted."""
 
     expired: list[int]

@@ -13,8 +13,9 @@ whose two sides now hold the same content (a `done` op, or a skip verified by di
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
+from placet.drive.base import Entry
 from placet.errors import UsageError
 from placet.schema import (
     DIGEST_PREFERENCE,
@@ -91,22 +92,7 @@ def baseline_for(path: str, local: LocalEntry, remote: RemoteEntry) -> BaselineE
     )
 
 
-class DriveEntryLike(Protocol):
-    """What `remote_entries_from_drive` reads (`placet.drive.base.Entry` has it)."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def is_dir(self) -> bool: ...
-    @property
-    def size(self) -> int | None: ...
-    @property
-    def mtime(self) -> str | None: ...
-    @property
-    def digests(self) -> Mapping[str, str]: ...
-
-
-def remote_entries_from_drive(entries: Iterable[DriveEntryLike], folder: str) -> list[RemoteEntry]:
+def remote_entries_from_drive(entries: Iterable[Entry], folder: str) -> list[RemoteEntry]:
     """The planner's remote listing from a drive listing of `folder` (recursive).
 
     Drive entries carry paths relative to the drive root; planner paths are relative to

@@ -32,6 +32,7 @@ narrowed folders, the drive), so the tools and any CLI resolve paths the same wa
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -43,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Concatenate, ParamSpec
 
 from placet.config import Settings
 from placet.drive.base import Drive, preferred_digest
@@ -172,6 +174,31 @@ class IndexedFolder:
     digest_type: str | None
     result: IndexResult
     made_at: datetime
+
+
+_P = ParamSpec("_P")
+
+
+def _planning(
+    make: Callable[Concatenate[SyncService, _P], StoredPlan],
+) -> Callable[Concatenate[SyncService, _P], StoredPlan]:
+    """`make` run with the cyclic GC paused, then the digest cache writes it deferred
+    waited for (`SyncService.wait_for_writes`, on success or error), still paused.
+
+    What a plan builds is acyclic, and it is all freed (by reference counting) when
+    `make` returns, before the GC is back on, so no collection ever walks those
+    100,000s of objects (`placet.sync.entries.gc_paused`).
+    """
+
+    @functools.wraps(make)
+    def run(service: SyncService, /, *args: _P.args, **kwargs: _P.kwargs) -> StoredPlan:
+        with gc_paused():
+            try:
+                return make(service, *args, **kwargs)
+            finally:
+                service.wait_for_writes()
+
+    return run
 
 
 class SyncService:
@@ -376,6 +403,14 @@ class SyncService:
 
     # ---- planning ---------------------------------------------------------------------
 
+    def share_digest_cache(self, drive: Drive) -> None:
+        """Hand `drive` this service's persistent remote digest cache
+        (`Drive.use_digest_store`): the drive's own listings with digests (drive_list,
+        drive_changes) then reuse and fill the same cache as the plans, across
+        processes. `placet serve` calls it at start-up; every plan calls it again."""
+        drive.use_digest_store(SyncDigestStore(self.data, drive.spec))
+
+    @_planning
     def make_plan(
         self,
         ctx: ProposeContext,
@@ -386,7 +421,8 @@ class SyncService:
         allow_empty_side: bool,
         progress: Progress | None = None,
     ) -> StoredPlan:
-        """Index, list, load the baseline, plan, store (see the module docstring).
+        """Index, list, load the baseline, plan, store (see the module docstring), with
+        the cyclic GC paused (`_planning`).
 
         Raises:
             EmptySideRefused: a side lists empty while a baseline exists (or a listing
@@ -394,33 +430,6 @@ class SyncService:
             LimitExceeded: a side exceeds `settings.plan_entry_cap` files.
             PathRefused / NotFound / DriveUnavailable / DriveError / StoreError.
         """
-        # The cyclic GC stays off for the whole run: what it builds is acyclic, and it is
-        # all freed (by reference counting) before the GC is back on, so no collection
-        # ever walks those 100,000s of objects (see `placet.sync.entries.gc_paused`).
-        with gc_paused():
-            try:
-                return self._make_plan(
-                    ctx, folder, remote, include_hidden, allow_empty_side, progress
-                )
-            finally:
-                self.wait_for_writes()
-
-    def share_digest_cache(self, drive: Drive) -> None:
-        """Hand `drive` this service's persistent remote digest cache
-        (`Drive.use_digest_store`): the drive's own listings with digests (drive_list,
-        drive_changes) then reuse and fill the same cache as the plans, across
-        processes. `placet serve` calls it at start-up; every plan calls it again."""
-        drive.use_digest_store(SyncDigestStore(self.data, drive.spec))
-
-    def _make_plan(
-        self,
-        ctx: ProposeContext,
-        folder: Folder,
-        remote: str,
-        include_hidden: bool,
-        allow_empty_side: bool,
-        progress: Progress | None,
-    ) -> StoredPlan:
         drive = ctx.drive
         self.share_digest_cache(drive)  # one digest cache
         caps = drive.capabilities()

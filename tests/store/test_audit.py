@@ -14,8 +14,9 @@ import pytest
 
 from placet.config import Settings
 from placet.store import LeaseHolder, Store, open_store
-from placet.store.audit import GENESIS_HASH, EventFacts, chain_hash, event_content
+from placet.store.audit import GENESIS_HASH, chain_hash, event_content
 from placet.store.db import UTCDateTime
+from placet.store.records import EventFacts
 from tests.support.db import raw_db, sql, stored_datetime
 from tests.support.proposals import propose_folder
 
@@ -140,7 +141,7 @@ FORGED = [
 def test_events_that_do_not_follow_on_are_detected(
     settings: Settings, pid: int, frm: str | None, to: str
 ) -> None:
-    from placet.store.audit import EventFacts, append_anchor, append_event
+    from placet.store.audit import append_anchor, append_event
 
     n = _populate(settings)
     with raw_db(settings, autocommit=False) as con:

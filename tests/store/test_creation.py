@@ -20,7 +20,6 @@ from placet.store import db as db_module
 from placet.store import open_store
 from placet.store.audit import (
     GENESIS_HASH,
-    EventFacts,
     chain_hash,
     event_content,
     event_content_parts,
@@ -28,6 +27,7 @@ from placet.store.audit import (
 from placet.store.changes import CHANNEL
 from placet.store.db import WRITE_LOCK_KEY, utcnow
 from placet.store.migrations import MIGRATIONS
+from placet.store.records import EventFacts
 from tests.support.db import raw_db
 from tests.support.proposals import propose_folder
 

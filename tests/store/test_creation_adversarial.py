@@ -154,7 +154,8 @@ def _expected_first_hash(text: str, fields: dict[str, str]) -> str:
     for `propose_folder(store, text, **fields, ttl=TTL, now=T0)` on an empty store: the same
     on both backends."""
     from placet.schema import canonical_json, request_hash
-    from placet.store.audit import GENESIS_HASH, EventFacts, chain_hash, event_content
+    from placet.store.audit import GENESIS_HASH, chain_hash, event_content
+    from placet.store.records import EventFacts
 
     evidence = {"remote": {"exists": False}}
     rh = request_hash("mkdir", {"kind": "mkdir", "remote_parent": "", "name": text}, evidence)

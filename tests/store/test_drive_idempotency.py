@@ -13,10 +13,11 @@ from placet.config import Settings, ensure_data_dir
 from placet.errors import SchemaTooNew
 from placet.schema import canonical_json, request_hash
 from placet.store import ProposalRecord, Store, open_store
-from placet.store.audit import EventFacts, append_anchor, append_event
+from placet.store.audit import append_anchor, append_event
 from placet.store.db import driver_integrity_errors, dt_text, utcnow
 from placet.store.lifecycle import agent_actor
 from placet.store.migrations import MIGRATIONS, migrate, schema_version
+from placet.store.records import EventFacts
 from tests.support.db import make_test_engine, raw_db
 
 pytestmark = pytest.mark.usefixtures("store_backend")

@@ -6,6 +6,7 @@ edges (missing remote folder, empty side, decisions) behave as docs/design.md se
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import threading
@@ -16,10 +17,12 @@ from pathlib import Path
 import pytest
 
 from placet.errors import NotFound, UsageError
+from placet.sync.jobs import Progress
 from placet.sync.model import EmptySideRefused
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService, root_key
 from placet.sync.tables import Pair
+from tests.support.db import raw_db
 from tests.support.rig import Rig
 
 
@@ -379,3 +382,36 @@ def test_a_cache_too_big_to_keep_is_read_a_top_level_folder_at_a_time(rig: Rig) 
     assert sorted(rows) == sorted(set(names) - {"a/f1.txt", "z/f.txt", "top.txt"})
     sub = svc.index(svc.folder(rig.ctx, "b", None), digest_type="sha256", include_hidden=False)
     assert sub.cache_hits == 2 and svc.local_files_hashed == len(names)
+
+
+def test_a_plan_runs_with_the_gc_paused_and_returns_with_its_digests_stored(
+    rig: Rig,
+) -> None:
+    """`make_plan` pauses the cyclic GC through every phase and gives it back as it was;
+    the digest cache rows its index deferred are in the database when it returns."""
+    for i in range(3):
+        rig.write(f"f{i}.txt", f"file {i}\n".encode())
+    settle()
+    gc_on_at_phase: list[bool] = []
+
+    class Watched(Progress):
+        def __setattr__(self, name: str, value: object) -> None:
+            if name == "phase":
+                gc_on_at_phase.append(gc.isenabled())
+            super().__setattr__(name, value)
+
+    svc = SyncService(rig.store, rig.settings)
+    assert gc.isenabled()
+    svc.make_plan(
+        rig.ctx,
+        svc.folder(rig.ctx, "", None),
+        "",
+        include_hidden=False,
+        allow_empty_side=False,
+        progress=Watched(),
+    )
+    assert gc.isenabled()
+    assert len(gc_on_at_phase) > 2 and not any(gc_on_at_phase[1:])  # [0]: __init__
+    with raw_db(rig.settings) as db:
+        (count,) = db.execute("SELECT count(*) FROM sync_digest_cache").fetchone()
+    assert count == 3

@@ -99,6 +99,9 @@ def test_keys_lists_and_revokes(settings: Settings) -> None:
     assert "no passkeys" in keys().stdout
     rows = [json.loads(line) for line in keys("--all", "--json").stdout.splitlines()]
     assert rows[0]["id"] == 1 and rows[0]["revoked_at"] is not None
+    # The passkey's fields but its public key, and whether it is pinned.
+    shown = "id credential_id name sign_count created_at last_used_at revoked_at pinned"
+    assert sorted(rows[0]) == sorted(shown.split())
     again = keys("revoke", "1")
     assert again.returncode == 3 and "no active passkey 1" in again.stderr
 
