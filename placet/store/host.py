@@ -10,6 +10,7 @@ restarts, renames and upgrades; a new data directory is a new host.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from pathlib import Path
@@ -21,34 +22,20 @@ HOST_ID_FILE = "host-id"
 
 def host_id(data_dir: Path) -> str:
     """The id kept in `data_dir` (created there on first use; concurrent first calls
-    agree: the file is created exclusively and the loser reads the winner's).
+    agree: the id is written and synced to a temporary file, then hard-linked to its
+    name, which fails if a winner linked first, so nobody reads a half-written file).
 
     Raises:
         ConfigError: the file exists but holds no UUID (someone edited it), or cannot be
             read or written.
     """
     path = data_dir / HOST_ID_FILE
+    if not path.exists():
+        _create(path)
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        pass
-    except OSError as e:
-        raise ConfigError(
-            f"cannot create {path}: {e}; check the data directory's permissions",
-            details={"path": str(path)},
-        ) from e
-    else:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(str(uuid.uuid4()) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-    for _ in range(100):  # the creator may not have written it yet
-        try:
-            text = path.read_text(encoding="ascii").strip()
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"cannot read {path}: {e}", details={"path": str(path)}) from e
-        if text:
-            break
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read {path}: {e}", details={"path": str(path)}) from e
     try:
         return str(uuid.UUID(text))
     except ValueError:
@@ -57,6 +44,26 @@ def host_id(data_dir: Path) -> str:
             "(proposals made under the old id then wait for a host that no longer exists)",
             details={"path": str(path)},
         ) from None
+
+
+def _create(path: Path) -> None:
+    """Put a new id under `path` whole, unless another process already has."""
+    temp = path.with_name(f".{HOST_ID_FILE}.{uuid.uuid4().hex}")
+    try:
+        fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(str(uuid.uuid4()) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(temp, path)
+    except OSError as e:
+        raise ConfigError(
+            f"cannot create {path}: {e}; check the data directory's permissions",
+            details={"path": str(path)},
+        ) from e
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def runs_elsewhere(proposal_host_id: str | None, here: str) -> bool:

@@ -271,8 +271,10 @@ def test_fuzzed_arguments_never_crash_or_leak(
     settings(FUZZ, max_examples=35)(given(typed_arguments(schema))(call))()
     settings(FUZZ, max_examples=15)(given(wild_arguments(schema))(call))()
     typed = [o for o in OUTCOMES[tool] if o in {"ok", "domain-error"}]
-    # The typed half reached the tool body (roots_list has only one input: {}).
-    assert len(typed) >= (15 if declared else 1), OUTCOMES[tool]
+    # The typed half reached the tool body (roots_list has only one input: {}). Random
+    # typed values still fail a pattern or a length often: 13 of 50 once for
+    # propose_download, so the bound is loose enough not to depend on the draw.
+    assert len(typed) >= (5 if declared else 1), OUTCOMES[tool]
 
 
 MALFORMED: list[bytes] = [

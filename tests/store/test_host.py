@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from placet.config import Settings, load_settings
 from placet.errors import ConfigError
 from placet.store import Store, open_store
-from placet.store.host import HOST_ID_FILE
+from placet.store.host import HOST_ID_FILE, host_id
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -61,3 +63,21 @@ def test_an_edited_host_id_is_refused(tmp_path: Path) -> None:
     (a.data_dir / HOST_ID_FILE).write_text("laptop\n")
     with pytest.raises(ConfigError, match="does not hold a host id"):
         open_store(a)
+
+
+def test_concurrent_first_calls_agree_and_leave_no_temporary_file(tmp_path: Path) -> None:
+    # A loser used to read the winner's file before it was written (seen once under load:
+    # "does not hold a host id"); now the id reaches its name whole, by a hard link.
+    for round_ in range(30):
+        data_dir = tmp_path / str(round_)
+        data_dir.mkdir()
+        barrier = threading.Barrier(8)
+
+        def first_call(dir_: Path = data_dir, gate: threading.Barrier = barrier) -> str:
+            gate.wait()
+            return host_id(dir_)
+
+        with ThreadPoolExecutor(8) as pool:
+            ids = list(pool.map(lambda _: first_call(), range(8)))
+        assert len(set(ids)) == 1
+        assert os.listdir(data_dir) == [HOST_ID_FILE]
