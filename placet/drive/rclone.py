@@ -11,7 +11,7 @@ files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX` bytes
 bytes placet reads from its descriptor into memory and sends to rcd's
 `operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
 to start (docs/performance.md "Sync apply"); and, on the backends of
-`RCD_STREAM_BACKENDS` (sftp), a larger upload to a temporary object up to
+`RCD_STREAM_BACKENDS` (sftp, a local folder), a larger upload to a temporary object up to
 `RCD_STREAM_MAX` (256 MiB), sent to rcd as placet reads it (`Rcd.upload_stream`),
 sparing an rcat process and an SSH handshake per file (docs/performance.md "Big files
 on sftp, round 2").
