@@ -146,6 +146,8 @@ class OpenSsh:
         base.mkdir(parents=True)
         self.root = base / "ssh-root"
         self.root.mkdir()
+        home = base / "home"
+        home.mkdir()
         port = _free_port()
         keys = base / "keys"
         keys.mkdir(mode=0o700)
@@ -162,6 +164,9 @@ class OpenSsh:
             "UsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
             f"StrictModes no\nPidFile {base / 'sshd.pid'}\nSubsystem sftp internal-sftp\n"
             "LogLevel ERROR\nMaxStartups 100\nMaxSessions 100\n"
+            # An empty home: bash sources ~/.bashrc for every command over ssh, and this
+            # box's root runs `pyenv init` there (~0.2 s of CPU per hash command).
+            f"SetEnv HOME={home}\n"
         )
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation
         self.proc = subprocess.Popen(
