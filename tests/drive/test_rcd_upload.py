@@ -131,6 +131,8 @@ def test_a_larger_file_to_a_local_folder_streams_through_rcd(
     assert (Path(local_drive.spec) / "big.bin").read_bytes() == data
     assert r.verification == "digest:sha256" and r.path_taken == "temp+move"
     assert r.temp_path in _rcd_received(local_drive)
+    found = local_drive.stat("big.bin")  # the check after the move read it: no stat again
+    assert found is not None and r.mtime == found.mtime
 
 
 def test_a_file_changed_after_approval_is_refused_before_rcd_sees_a_byte(
