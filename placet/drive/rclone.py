@@ -11,10 +11,10 @@ files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX` bytes
 bytes placet reads from its descriptor into memory and sends to rcd's
 `operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
 to start (docs/performance.md "Sync apply"); and, on the backends of
-`RCD_STREAM_BACKENDS` (sftp, a local folder), a larger upload to a temporary object up to
-`RCD_STREAM_MAX` (256 MiB), sent to rcd as placet reads it (`Rcd.upload_stream`),
-sparing an rcat process and an SSH handshake per file (docs/performance.md "Big files
-on sftp, round 2").
+`RCD_STREAM_BACKENDS` (sftp, a local folder), a larger upload to a temporary object up
+to `RCD_STREAM_MAX` (256 MiB; `RCD_STREAM_LOCAL_MAX`, 48 MiB, on a local folder), sent to
+rcd as placet reads it (`Rcd.upload_stream`), sparing an rcat process and an SSH
+handshake per file (docs/performance.md "Big files on sftp, round 2").
 
 An upload never shows unapproved bytes under the target name (docs/design.md sections 3-4):
 it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus
@@ -60,6 +60,7 @@ from placet.drive.proc import spawn, stop
 from placet.drive.rclone_batch import BatchOutcome, NewFile, batch_ok, upload_new_batch
 from placet.drive.rclone_core import (
     RCD_STREAM_BACKENDS,
+    RCD_STREAM_LOCAL_MAX,
     RCD_STREAM_MAX,
     RCD_UPLOAD_MAX,
     backup_name,
@@ -96,8 +97,8 @@ class RcloneDrive(RcloneListing):
     (default `RCD_UPLOAD_MAX`; -1 sends every upload through rcat, as benchmarks compare).
     `rcd_stream_backends`: on these backends (default `RCD_STREAM_BACKENDS`; empty
     sends them through rcat, as benchmarks compare), larger uploads to a temporary
-    object, up to `rcd_stream_max` bytes (default `RCD_STREAM_MAX`), stream through rcd
-    rather than rcat.
+    object, up to `rcd_stream_max` bytes (default `RCD_STREAM_MAX`; on a local folder
+    at most `RCD_STREAM_LOCAL_MAX`), stream through rcd rather than rcat.
     """
 
     rcd_upload_max: int = RCD_UPLOAD_MAX
@@ -377,10 +378,12 @@ class RcloneDrive(RcloneListing):
         via: Via = "rcat"
         if not direct and size <= self.rcd_upload_max:
             via = "rcd"
-        elif (
-            not direct and size <= self.rcd_stream_max and caps.backend in self.rcd_stream_backends
-        ):
-            via = "rcd-stream"
+        elif not direct and caps.backend in self.rcd_stream_backends:
+            cap = self.rcd_stream_max
+            if caps.backend == "local":
+                cap = min(cap, RCD_STREAM_LOCAL_MAX)
+            if size <= cap:
+                via = "rcd-stream"
         if not direct and journal is not None:
             journal(dest)
         try:

@@ -76,15 +76,20 @@ instead of an `rclone rcat` process (and, on sftp, an SSH handshake) per file: r
 stores a streamed body with `PutStream` (size unknown), which sftp and a local folder
 write as they read it. Others size a chunked upload by the known size (S3: an unknown
 size caps a file at chunk size x 10,000) or spool a stream to a local temporary file,
-so they keep `rclone rcat --size`. On a local folder the rcat process was ~60 ms of
-wall and CPU per file, a third of a 32 MiB upload (docs/performance.md "Large files at
-rclone's pace")."""
+so they keep `rclone rcat --size`. On a local folder the rcat process costs ~40-60 ms
+of wall and CPU per file, a third of a 32 MiB upload, up to `RCD_STREAM_LOCAL_MAX`
+(docs/performance.md "Large files at rclone's pace")."""
 
 RCD_STREAM_MAX = 256 << 20
 """Uploads above this many bytes go through `rclone rcat` even on `RCD_STREAM_BACKENDS`:
 rcd reads a multipart body in 4 KiB pieces (Go's multipart reader), ~0.35 s more CPU
 per GiB than rcat reading its pipe, against ~0.1 s for an rcat process and SSH handshake
 per file (docs/performance.md "Big files on sftp, round 2")."""
+
+RCD_STREAM_LOCAL_MAX = 48 << 20
+"""On a local folder, uploads above this many bytes go through `rclone rcat`: rcd's 4 KiB
+reads cost more CPU than the rcat process saves from ~48 MiB on (measured per file,
+alternating: 32 MiB -40 ms of CPU through rcd, 64 MiB +57 ms, 256 MiB +357 ms)."""
 
 
 def temp_name(name: str, prefix: str = TEMP_PREFIX) -> str:

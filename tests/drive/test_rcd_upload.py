@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 from placet.drive import RcloneDrive
 from placet.drive.proc import Children
-from placet.drive.rclone_core import RCD_UPLOAD_MAX
+from placet.drive.rclone_core import RCD_STREAM_LOCAL_MAX, RCD_UPLOAD_MAX
 from placet.errors import DriveError, StaleEvidence
 from placet.names import TEMP_PREFIX
 
@@ -133,6 +133,21 @@ def test_a_larger_file_to_a_local_folder_streams_through_rcd(
     assert r.temp_path in _rcd_received(local_drive)
     found = local_drive.stat("big.bin")  # the check after the move read it: no stat again
     assert found is not None and r.mtime == found.mtime
+
+
+def test_above_the_local_stream_max_an_upload_goes_through_rcat(
+    local_drive: RcloneDrive, tmp_path: Path
+) -> None:
+    # rcd reads a streamed body in 4 KiB pieces: past this size that costs more CPU
+    # than an rclone rcat process.
+    data = os.urandom(RCD_STREAM_LOCAL_MAX + 1)
+    fd, sha = _fd(tmp_path, data)
+    try:
+        r = local_drive.upload_from_fd(fd, len(data), "huge.bin", expected_sha256=sha)
+    finally:
+        os.close(fd)
+    assert (Path(local_drive.spec) / "huge.bin").read_bytes() == data
+    assert r.temp_path not in _rcd_received(local_drive)  # an rcat child carried it
 
 
 def test_a_file_changed_after_approval_is_refused_before_rcd_sees_a_byte(

@@ -475,7 +475,7 @@ def test_kill_9_mid_pool_leaves_a_journaled_trail_and_no_rclone(
             proc.kill()
             proc.wait()
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read()  # type: ignore[union-attr]
-    assert rclones  # rcd, which the uploads stream through (both temps were being written)
+    assert len(rclones) >= 2  # rcd and at least one rcat (both temps were being written)
     deadline = time.monotonic() + 10
     while any(_alive(p) for p in rclones) and time.monotonic() < deadline:
         time.sleep(0.05)
