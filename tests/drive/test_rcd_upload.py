@@ -135,6 +135,29 @@ def test_a_larger_file_to_a_local_folder_streams_through_rcd(
     assert found is not None and r.mtime == found.mtime
 
 
+def test_a_changed_file_streamed_to_a_local_folder_leaves_nothing(
+    local_drive: RcloneDrive, tmp_path: Path
+) -> None:
+    approved = os.urandom(RCD_UPLOAD_MAX + 4097)  # streamed: all but the last chunk sent
+    now = bytearray(approved)
+    now[-1] ^= 1
+    fd, _ = _fd(tmp_path, bytes(now))
+    journaled: list[str] = []
+    try:
+        with pytest.raises(StaleEvidence):
+            local_drive.upload_from_fd(
+                fd,
+                len(approved),
+                "a.bin",
+                expected_sha256=hashlib.sha256(approved).hexdigest(),
+                journal=journaled.append,
+            )
+    finally:
+        os.close(fd)
+    assert journaled  # rcd had the temporary name; it answered, then the name was deleted
+    assert _files(Path(local_drive.spec)) == {}
+
+
 def test_above_the_local_stream_max_an_upload_goes_through_rcat(
     local_drive: RcloneDrive, tmp_path: Path
 ) -> None:
