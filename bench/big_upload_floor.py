@@ -1,10 +1,12 @@
 """Big files on sftp: placet's upload beside `rclone copyto`, and the floor its checks set.
 
 On one `rclone serve sftp` of a local folder on 127.0.0.1 (`Sftp` of bench/sync_apply.py),
-each round runs, one after the other on fresh names:
+or with `--server openssh` OpenSSH's sshd there (`OpenSsh`: `md5sum`/`sha1sum` read the
+object, as on an owner's server), each round runs, one after the other on fresh names:
 
 * **copyto**: `rclone copyto FILE benchsftp:...` (default flags: md5 of both sides; the
-  server's local backend hashes md5 while it writes, so its check reads nothing back).
+  server's local backend hashes md5 while it writes, so its check reads nothing back;
+  OpenSSH's `md5sum` reads the object).
 * **checks**: what placet's two checks add, on the object copyto stored, through a
   running rcd (`RcloneDrive` on the same remote): the server's sha1 of it, a move,
   the sha1 again (`_verify` of the temporary object, `_move`, `_verify` of the target;
@@ -18,7 +20,7 @@ read from /proc); then medians and the ratios placet / copyto and (copyto + chec
 copyto, the floor placet cannot go below while it keeps both checks.
 
     .venv/bin/python bench/big_upload_floor.py [--size-mib 1024] [--rounds 3] [--rcat]
-        [--dir /tmp/placet-bench-big-floor]
+        [--server sftp|openssh] [--dir /tmp/placet-bench-big-floor]
 """
 
 from __future__ import annotations
@@ -36,16 +38,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sync_apply import RCLONE, Sftp, _cpu, _cpu_of
+from sync_apply import RCLONE, OpenSsh, Sftp, _cpu, _cpu_of
 
 from placet.drive import RcloneDrive
 
 
-def _timed(fn: Callable[[], object], pids: Callable[[], list[int | None]]) -> tuple[float, float]:
-    """(wall, CPU) of `fn()`: this process, its reaped children and the `pids`."""
+def _timed(fn: Callable[[], object], others: Callable[[], float]) -> tuple[float, float]:
+    """(wall, CPU) of `fn()`: this process, its reaped children and `others()` seconds."""
 
     def cpu() -> float:
-        return _cpu() + sum(_cpu_of(p) for p in pids())
+        return _cpu() + others()
 
     t, c = time.perf_counter(), cpu()
     fn()
@@ -57,6 +59,7 @@ def main() -> int:
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rcat", action="store_true", help="placet's upload through rclone rcat")
+    ap.add_argument("--server", choices=("sftp", "openssh"), default="sftp")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-big-floor"))
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
@@ -67,34 +70,36 @@ def main() -> int:
         for _ in range(args.size_mib):
             f.write(os.urandom(1 << 20))
     sha = hashlib.sha256(src.read_bytes()).hexdigest()
-    sftp = Sftp(base / "sftp")
+    sftp = Sftp(base / "sftp") if args.server == "sftp" else OpenSsh(base / "openssh")
     env = {"PATH": "/usr/bin:/bin", "RCLONE_CONFIG": str(sftp.config), "HOME": str(base)}
     os.environ["RCLONE_CONFIG"] = str(sftp.config)
     (sftp.root / "d").mkdir()
-    drive = RcloneDrive("benchsftp:d", rclone_path=RCLONE, env=env, run_dir=base / "run")
+    spec = sftp.spec(sftp.root / "d")
+    drive = RcloneDrive(spec, rclone_path=RCLONE, env=env, run_dir=base / "run")
     if args.rcat:
         drive.rcd_stream_backends = frozenset()
     drive.capabilities()  # rcd up before timing, as in a running review UI
-    pids = lambda: [drive.rcd_pid, sftp.proc.pid]  # noqa: E731
+    others = lambda: _cpu_of(drive.rcd_pid) + sftp.cpu()  # noqa: E731
     load = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"load average before: {' '.join(load)}; {os.cpu_count()} CPUs; {args.size_mib} MiB")
+    print(f"load average before: {' '.join(load)}; {os.cpu_count()} CPUs; {args.size_mib} MiB; "
+          f"{args.server}")  # fmt: skip
     rows: list[tuple[float, float, float, float, float, float]] = []
     fd = os.open(src, os.O_RDONLY)
     try:
         for i in range(args.rounds):
             copy, moved, up = f"copy{i}", f"moved{i}", f"placet{i}"
-            argv = [str(RCLONE), "copyto", str(src), f"benchsftp:d/{copy}"]
-            cw, cc = _timed(lambda: subprocess.run(argv, env=env, check=True), pids)  # noqa: B023
+            argv = [str(RCLONE), "copyto", str(src), f"{spec}/{copy}"]
+            cw, cc = _timed(lambda: subprocess.run(argv, env=env, check=True), others)  # noqa: B023
 
             def checks(copy: str = copy, moved: str = moved) -> None:
                 assert drive._stat(copy, ("sha1",)) is not None
                 drive._move(copy, moved)
                 assert drive._stat(moved, ("sha1",)) is not None
 
-            kw, kc = _timed(checks, pids)
+            kw, kc = _timed(checks, others)
             pw, pc = _timed(
                 lambda: drive.upload_from_fd(fd, size, up, expected_sha256=sha),  # noqa: B023
-                pids,
+                others,
             )
             rows.append((cw, cc, kw, kc, pw, pc))
             print(

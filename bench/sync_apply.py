@@ -3,7 +3,9 @@
 Trees: for each count in `--files`, that many small files (64 to 2,063 bytes, 100 per
 folder); `--large` files of `--large-mib` MiB; one `--huge-mib` MiB file. For each tree,
 each drive (`local`: a local folder; `sftp`: `rclone serve sftp` of a local folder on
-127.0.0.1, reached through a configured rclone remote) and each `--transfers` value: a
+127.0.0.1, reached through a configured rclone remote; `openssh`: OpenSSH's sshd on
+127.0.0.1 with a temporary config and keys, where `md5sum`/`sha1sum` read the object, as
+on an owner's server) and each `--transfers` value: a
 fresh data directory (config `transfers = N`) and a fresh drive folder; the sync is
 planned through `SyncService.make_plan` and proposed with `propose_sync` (the code the
 MCP tools run; not timed), accepted as the owner, then executed through
@@ -11,12 +13,12 @@ MCP tools run; not timed), accepted as the owner, then executed through
 `rclone copy --transfers N` copies the same tree to another fresh folder of the same
 drive (`rclone copyto` for the one-file tree) (timed). Printed per row: wall and CPU
 seconds of both and their ratio; CPU includes every rclone child (rcat/cat are reaped,
-rcd and the sftp server are read from /proc). Last, `--floor` small files are sent one
-by one through `rclone rcat` and through rcd's `operations/uploadfile`, to show what a
-per-file rclone process costs.
+rcd and the sftp server, with sshd's sessions and hash commands, are read from /proc).
+Last, `--floor` small files are sent one by one through `rclone rcat` and through rcd's
+`operations/uploadfile`, to show what a per-file rclone process costs.
 
     .venv/bin/python bench/sync_apply.py [--files 1200,10000] [--large 4] [--large-mib 32]
-        [--huge-mib 1024] [--drives local,sftp] [--transfers 1,4] [--floor 200] [--rcat]
+        [--huge-mib 1024] [--drives local,sftp,openssh] [--transfers 1,4] [--floor 200] [--rcat]
         [--dir /tmp/placet-bench-sync-apply]
 
 Small new files go through rcd in batches (`placet.executor.batch`), larger ones on sftp
@@ -95,20 +97,18 @@ class Sftp:
     """`rclone serve sftp` of a local folder on 127.0.0.1, and an rclone config file
     naming it as remote `benchsftp` (password obscured, as `rclone config` stores it)."""
 
-    def __init__(self, base: Path) -> None:
-        import socket
+    remote = "benchsftp"
 
+    def __init__(self, base: Path) -> None:
         self.root = base / "sftp-root"
         self.root.mkdir(parents=True)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = _free_port()
         env = {"PATH": "/usr/bin:/bin", "RCLONE_CONFIG": "/dev/null", "HOME": str(base)}
         obscured = subprocess.run([str(RCLONE), "obscure", "bench"], env=env, check=True,
                                   capture_output=True, text=True).stdout.strip()  # fmt: skip
         self.config = base / "rclone.conf"
         self.config.write_text(
-            f"[benchsftp]\ntype = sftp\nhost = 127.0.0.1\nport = {port}\nuser = bench\n"
+            f"[{self.remote}]\ntype = sftp\nhost = 127.0.0.1\nport = {port}\nuser = bench\n"
             f"pass = {obscured}\nshell_type = unix\nmd5sum_command = md5sum\n"
             "sha1sum_command = sha1sum\nknown_hosts_file = none\n"
         )
@@ -117,21 +117,127 @@ class Sftp:
              "--user", "bench", "--pass", "bench"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    return
-            time.sleep(0.05)
-        raise RuntimeError("rclone serve sftp did not start")
+        _wait_port(port, self.proc, "rclone serve sftp")
+
+    def spec(self, folder: Path) -> str:
+        """The rclone path of `folder` (a folder under `root`)."""
+        return f"{self.remote}:{folder.relative_to(self.root)}"
+
+    def cpu(self) -> float:
+        """CPU seconds of the server so far."""
+        return _cpu_of(self.proc.pid)
 
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait()
 
 
+class OpenSsh:
+    """OpenSSH's `sshd -D` on 127.0.0.1 with a temporary host key, config and client
+    key (this user logs in by key; `internal-sftp`), and an rclone config naming it as
+    remote `benchssh` with `md5sum`/`sha1sum` commands: the server an owner runs, where
+    every digest reads the whole object (not in CI: bench only)."""
+
+    remote = "benchssh"
+
+    def __init__(self, base: Path) -> None:
+        import getpass
+
+        base.mkdir(parents=True)
+        self.root = base / "ssh-root"
+        self.root.mkdir()
+        home = base / "home"
+        home.mkdir()
+        port = _free_port()
+        keys = base / "keys"
+        keys.mkdir(mode=0o700)
+        for name in ("host", "client"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                            str(keys / name)], check=True)  # fmt: skip
+        (keys / "authorized_keys").write_text((keys / "client.pub").read_text())
+        host_pub = (keys / "host.pub").read_text().split()
+        (keys / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+        conf = base / "sshd_config"
+        conf.write_text(
+            f"Port {port}\nListenAddress 127.0.0.1\nHostKey {keys / 'host'}\n"
+            f"AuthorizedKeysFile {keys / 'authorized_keys'}\nPermitRootLogin yes\n"
+            "UsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            f"StrictModes no\nPidFile {base / 'sshd.pid'}\nSubsystem sftp internal-sftp\n"
+            "LogLevel ERROR\nMaxStartups 100\nMaxSessions 100\n"
+            # An empty home: bash sources ~/.bashrc for every command over ssh, and this
+            # box's root runs `pyenv init` there (~0.2 s of CPU per hash command).
+            f"SetEnv HOME={home}\n"
+        )
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation
+        self.proc = subprocess.Popen(
+            ["/usr/sbin/sshd", "-D", "-e", "-f", str(conf)],
+            stdout=subprocess.DEVNULL, stderr=open(base / "sshd.log", "wb"),  # noqa: SIM115
+        )  # fmt: skip
+        _wait_port(port, self.proc, "sshd")
+        self.config = base / "rclone.conf"
+        self.config.write_text(
+            f"[{self.remote}]\ntype = sftp\nhost = 127.0.0.1\nport = {port}\n"
+            f"user = {getpass.getuser()}\nkey_file = {keys / 'client'}\n"
+            f"known_hosts_file = {keys / 'known_hosts'}\nshell_type = unix\n"
+            "md5sum_command = md5sum\nsha1sum_command = sha1sum\n"
+        )
+
+    def spec(self, folder: Path) -> str:
+        """The rclone path of `folder` (absolute: the login's home is not `root`)."""
+        return f"{self.remote}:{folder}"
+
+    def cpu(self) -> float:
+        """CPU seconds of sshd and every process under it, live or reaped (each session's
+        sshd, `internal-sftp`, the `md5sum`/`sha1sum` commands rclone runs)."""
+        kids: dict[int, list[int]] = {}
+        stats: dict[int, float] = {}
+        tick = os.sysconf("SC_CLK_TCK")
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            kids.setdefault(int(f[1]), []).append(int(d.name))
+            stats[int(d.name)] = sum(int(x) for x in f[11:15]) / tick  # with reaped children
+        total, todo = 0.0, [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            total += stats.get(pid, 0.0)
+            todo += kids.get(pid, [])
+        return total
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+Server = Sftp | OpenSsh
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
+    import socket
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and proc.poll() is None:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not start")
+
+
 def apply_once(
-    tree: Path, transfers: int, scratch: Path, rcat: bool = False, sftp: Sftp | None = None
+    tree: Path, transfers: int, scratch: Path, rcat: bool = False, sftp: Server | None = None
 ) -> dict[str, Any]:
     """Plan + propose (untimed), accept, execute (timed) into a fresh drive folder (on
     `sftp` when given); with `rcat`, every upload goes through `rclone rcat`."""
@@ -148,7 +254,7 @@ def apply_once(
     if sftp is None:
         spec = str(Path(tempfile.mkdtemp(prefix="drive-", dir=scratch)))
     else:
-        spec = f"benchsftp:{tempfile.mkdtemp(prefix='drive-', dir=sftp.root).rsplit('/', 1)[1]}"
+        spec = sftp.spec(Path(tempfile.mkdtemp(prefix="drive-", dir=sftp.root)))
         os.environ["RCLONE_CONFIG"] = str(sftp.config)
     home.chmod(0o700)
     (home / "config.toml").write_text(f"transfers = {transfers}\n")
@@ -169,11 +275,11 @@ def apply_once(
         store.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "bench",
                                      "tty": False})  # fmt: skip
         drive.capabilities()  # rcd up before timing, as in a running review UI
-        server = sftp.proc.pid if sftp else None
-        t, c = time.perf_counter(), _cpu(drive.rcd_pid) + _cpu_of(server)
+        server = sftp.cpu if sftp else lambda: 0.0
+        t, c = time.perf_counter(), _cpu(drive.rcd_pid) + server()
         final = execute(store, settings, rec.id, drive=drive)
         wall = time.perf_counter() - t
-        cpu = _cpu(drive.rcd_pid) + _cpu_of(server) - c
+        cpu = _cpu(drive.rcd_pid) + server() - c
         assert final.status == "succeeded", store.op_results(rec.id)[:3]
         summary = final.summary or {}
         return {"wall": wall, "cpu": cpu, "ops": summary.get("ops"),
@@ -184,14 +290,14 @@ def apply_once(
 
 
 def rclone_copy(
-    tree: Path, transfers: int, scratch: Path, sftp: Sftp | None = None
+    tree: Path, transfers: int, scratch: Path, sftp: Server | None = None
 ) -> tuple[float, float]:
     """`rclone copy` of `tree` (`rclone copyto` of a one-file tree) into a fresh folder."""
     env = {"PATH": "/usr/bin:/bin", "RCLONE_CONFIG": "/dev/null", "HOME": str(scratch)}
     if sftp is None:
         dest = str(Path(tempfile.mkdtemp(prefix="copy-", dir=scratch)))
     else:
-        dest = f"benchsftp:{tempfile.mkdtemp(prefix='copy-', dir=sftp.root).rsplit('/', 1)[1]}"
+        dest = sftp.spec(Path(tempfile.mkdtemp(prefix="copy-", dir=sftp.root)))
         env["RCLONE_CONFIG"] = str(sftp.config)
     files = [p for p in tree.rglob("*") if p.is_file()]
     if len(files) == 1:
@@ -199,9 +305,10 @@ def rclone_copy(
         argv = [str(RCLONE), "copyto", str(files[0]), f"{dest}/{rel}"]
     else:
         argv = [str(RCLONE), "copy", "--transfers", str(transfers), str(tree), dest]
-    t, c = time.perf_counter(), _cpu(sftp.proc.pid if sftp else None)
+    server = sftp.cpu if sftp else lambda: 0.0
+    t, c = time.perf_counter(), _cpu() + server()
     subprocess.run(argv, env=env, check=True)
-    return time.perf_counter() - t, _cpu(sftp.proc.pid if sftp else None) - c
+    return time.perf_counter() - t, _cpu() + server() - c
 
 
 def per_file_floor(n: int, scratch: Path) -> None:
@@ -261,7 +368,7 @@ def main() -> int:
     ap.add_argument("--large", type=int, default=4)
     ap.add_argument("--large-mib", type=int, default=32)
     ap.add_argument("--huge-mib", type=int, default=0, help="one file of this many MiB")
-    ap.add_argument("--drives", default="local", help="local,sftp")
+    ap.add_argument("--drives", default="local", help="local,sftp,openssh")
     ap.add_argument("--transfers", default="1,4")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-sync-apply"))
     ap.add_argument("--floor", type=int, default=200, help="files for the per-file floor")
@@ -270,7 +377,11 @@ def main() -> int:
     counts = [int(x) for x in args.files.split(",") if x]
     trees = make_trees(args.dir / "trees", counts, args.large, args.large_mib, args.huge_mib)
     drives = args.drives.split(",")
-    sftp = Sftp(args.dir / "sftp") if "sftp" in drives else None
+    servers: dict[str, Server] = {}
+    if "sftp" in drives:
+        servers["sftp"] = Sftp(args.dir / "sftp")
+    if "openssh" in drives:
+        servers["openssh"] = OpenSsh(args.dir / "openssh")
     load = Path("/proc/loadavg").read_text().split()[:3]
     print(f"load average before: {' '.join(load)}; {os.cpu_count()} CPUs")
     print(f"{'tree':<18}{'drive':>6}{'N':>3} {'placet wall':>12}{'CPU':>10} {'rclone':>12}"
@@ -278,7 +389,7 @@ def main() -> int:
     try:
         for label, tree in trees.items():
             for drive in drives:
-                server = sftp if drive == "sftp" else None
+                server = servers.get(drive)
                 for n in (int(x) for x in args.transfers.split(",")):
                     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
                     try:
@@ -294,8 +405,8 @@ def main() -> int:
                           f" {got['cpu'] / max(cc, 0.01):>9.1f}x"
                           f" {got['max_in_flight']!s:>9}", flush=True)  # fmt: skip
     finally:
-        if sftp is not None:
-            sftp.close()
+        for server in servers.values():
+            server.close()
     if args.floor:
         per_file_floor(args.floor, Path(tempfile.mkdtemp(prefix="floor-", dir=args.dir)))
     load = Path("/proc/loadavg").read_text().split()[:3]

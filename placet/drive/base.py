@@ -108,8 +108,8 @@ class UploadResult:
         digest_type: the remote's digest type used for `digest`, None if it has none.
         digest: the remote's digest of the stored object (hex), None if it has none.
         temp_path: the temporary object used, None for a direct replacement.
-        mtime: the stored object's mtime (RFC 3339) as read after the move, when the
-            upload read it (batched uploads, `placet.drive.rclone_batch`); else None.
+        mtime: the stored object's mtime (RFC 3339) as its last check read it (after
+            the move), when the drive reports one; else None.
     """
 
     remote_path: str

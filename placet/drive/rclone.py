@@ -11,10 +11,10 @@ files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX` bytes
 bytes placet reads from its descriptor into memory and sends to rcd's
 `operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
 to start (docs/performance.md "Sync apply"); and, on the backends of
-`RCD_STREAM_BACKENDS` (sftp), a larger upload to a temporary object up to
-`RCD_STREAM_MAX` (256 MiB), sent to rcd as placet reads it (`Rcd.upload_stream`),
-sparing an rcat process and an SSH handshake per file (docs/performance.md "Big files
-on sftp, round 2").
+`RCD_STREAM_BACKENDS` (sftp, a local folder), a larger upload to a temporary object up
+to `RCD_STREAM_MAX` (256 MiB; `RCD_STREAM_LOCAL_MAX`, 48 MiB, on a local folder), sent to
+rcd as placet reads it (`Rcd.upload_stream`), sparing an rcat process and an SSH
+handshake per file (docs/performance.md "Big files on sftp, round 2").
 
 An upload never shows unapproved bytes under the target name (docs/design.md sections 3-4):
 it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus
@@ -60,6 +60,7 @@ from placet.drive.proc import spawn, stop
 from placet.drive.rclone_batch import BatchOutcome, NewFile, batch_ok, upload_new_batch
 from placet.drive.rclone_core import (
     RCD_STREAM_BACKENDS,
+    RCD_STREAM_LOCAL_MAX,
     RCD_STREAM_MAX,
     RCD_UPLOAD_MAX,
     backup_name,
@@ -96,8 +97,8 @@ class RcloneDrive(RcloneListing):
     (default `RCD_UPLOAD_MAX`; -1 sends every upload through rcat, as benchmarks compare).
     `rcd_stream_backends`: on these backends (default `RCD_STREAM_BACKENDS`; empty
     sends them through rcat, as benchmarks compare), larger uploads to a temporary
-    object, up to `rcd_stream_max` bytes (default `RCD_STREAM_MAX`), stream through rcd
-    rather than rcat.
+    object, up to `rcd_stream_max` bytes (default `RCD_STREAM_MAX`; on a local folder
+    at most `RCD_STREAM_LOCAL_MAX`), stream through rcd rather than rcat.
     """
 
     rcd_upload_max: int = RCD_UPLOAD_MAX
@@ -208,10 +209,13 @@ class RcloneDrive(RcloneListing):
             )
         return n, {t: h.hexdigest() for t, h in hs.items()}
 
-    def _verify(self, dest: str, size: int, streamed: dict[str, str]) -> tuple[str, str | None]:
-        """Check the stored object at `dest`; returns (verification, remote digest).
+    def _verify(
+        self, dest: str, size: int, streamed: dict[str, str]
+    ) -> tuple[str, str | None, str | None]:
+        """Check the stored object at `dest`; returns (verification, remote digest, its
+        mtime as RFC 3339 or None).
 
-        One `operations/stat` gives its size and the remote's own digest of it.
+        One `operations/stat` gives its size, mtime and the remote's own digest of it.
         """
         vtype = preferred_digest(self.capabilities())
         found = self._stat(check_drive_path(dest), (vtype,) if vtype else ())
@@ -221,9 +225,9 @@ class RcloneDrive(RcloneListing):
         if vtype and remote:
             if remote != streamed[vtype]:
                 raise digest_mismatch(dest, vtype, remote, streamed[vtype])
-            return f"digest:{vtype}", remote
+            return f"digest:{vtype}", remote, found.mtime
         if not self._verify_readback:
-            return "size", None
+            return "size", None, found.mtime
         _, back = self._stream_down(dest, None, ["sha256"], None, size)
         if back["sha256"] != streamed["sha256"]:
             raise DriveError(
@@ -232,7 +236,7 @@ class RcloneDrive(RcloneListing):
                 code="verify_failed",
                 details={"path": dest, "readback": back["sha256"], "sent": streamed["sha256"]},
             )
-        return "readback:sha256", None
+        return "readback:sha256", None, found.mtime
 
     def _place(
         self,
@@ -243,14 +247,14 @@ class RcloneDrive(RcloneListing):
         *,
         replace: bool,
         journal: JournalFn | None,
-    ) -> None:
+    ) -> str | None:
         """Move verified temporary object `temp` onto `target`, then prove that what now
         sits under `target` is the approved bytes (issue 12 item 2: the temporary object
         can be swapped between its check and the move, and a move takes whatever is
         there). A replaced object is first moved aside to a backup name (journaled like
         a temp, `placet.names.BACKUP_PREFIX`); when the proof fails it is moved back, a
         new target is deleted, and `verify_failed` is raised. The backup is deleted once
-        the proof holds.
+        the proof holds. Returns the target's mtime as the proof read it (None: unknown).
 
         Raises:
             AlreadyExists: not `replace` and something appeared at `target`.
@@ -282,7 +286,7 @@ class RcloneDrive(RcloneListing):
                 self._undo_place(target, backup)
             raise
         try:
-            self._verify(target, size, streamed)
+            _, _, mtime = self._verify(target, size, streamed)
         except DriveError as e:
             if e.error_code != "verify_failed":
                 if backup is not None:
@@ -300,6 +304,7 @@ class RcloneDrive(RcloneListing):
         if backup is not None:
             with contextlib.suppress(PlacetError):
                 self._delete(backup, "delete backup")
+        return mtime
 
     def _undo_place(self, target: str, backup: str | None) -> None:
         """Undo a move onto `target`: its previous content moved back from `backup`, or
@@ -373,10 +378,12 @@ class RcloneDrive(RcloneListing):
         via: Via = "rcat"
         if not direct and size <= self.rcd_upload_max:
             via = "rcd"
-        elif (
-            not direct and size <= self.rcd_stream_max and caps.backend in self.rcd_stream_backends
-        ):
-            via = "rcd-stream"
+        elif not direct and caps.backend in self.rcd_stream_backends:
+            cap = self.rcd_stream_max
+            if caps.backend == "local":
+                cap = min(cap, RCD_STREAM_LOCAL_MAX)
+            if size <= cap:
+                via = "rcd-stream"
         if not direct and journal is not None:
             journal(dest)
         try:
@@ -391,9 +398,11 @@ class RcloneDrive(RcloneListing):
                 ),
                 via=via,
             )
-            verification, remote_digest = self._verify(dest, size, streamed)
+            verification, remote_digest, mtime = self._verify(dest, size, streamed)
             if not direct:
-                self._place(dest, remote_path, size, streamed, replace=replace, journal=journal)
+                mtime = self._place(
+                    dest, remote_path, size, streamed, replace=replace, journal=journal
+                )
         except KeyboardInterrupt:
             raise  # quit at once: a stalled remote would hold the delete; the journal has it
         except BaseException:
@@ -409,6 +418,7 @@ class RcloneDrive(RcloneListing):
             digest_type=vtype if remote_digest else None,
             digest=remote_digest,
             temp_path=None if direct else dest,
+            mtime=mtime,
         )
 
     # ----- batches of small new files (placet.drive.rclone_batch) ------------------------

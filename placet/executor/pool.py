@@ -17,8 +17,9 @@ What this module decides, and why:
   before the first byte (the crash trail must be durable before it is needed); the op's
   result goes back to the coordinating thread (the caller of `execute`) through a queue,
   which journals it (results in batches, docs/decisions.md), records the sync baseline
-  and sends the progress event. All journal writes of a run go through one lock in the
-  runner.
+  and sends the progress event. A worker that returns says so through the same queue,
+  so the run ends with the last result, not at the next `TICK` (up to 100 ms per sync).
+  All journal writes of a run go through one lock in the runner.
 - **Stopping.** The coordinator looks at the owner's cancel and the lease every 100 ms
   (`TICK`) and after each result. On either it starts no further op and kills every
   rclone child the workers started (`placet.drive.proc.Children`), so a transfer blocked
@@ -163,12 +164,19 @@ def run_transfers(
     lock = threading.Lock()
     stop = threading.Event()
     children = Children()
-    results: queue.Queue[tuple[Op, OpOutcome | None, str | None]] = queue.Queue()
+    # An op's result, or None when a worker has returned (after its last result).
+    results: queue.Queue[tuple[Op, OpOutcome | None, str | None] | None] = queue.Queue()
     running = 0
     result = PoolResult()
     quitting = False
 
     def worker() -> None:
+        try:
+            work()
+        finally:
+            results.put(None)  # the coordinator ends as soon as every worker has
+
+    def work() -> None:
         nonlocal running
         while True:
             with lock:
@@ -211,18 +219,21 @@ def run_transfers(
             stop.set()
             children.kill_all()
 
+    returned = 0
     try:
-        while True:
+        while returned < len(threads):
             why_now = abort_reason()
             if why_now is not None:
                 stopping(why_now)
             try:
-                op, out, why = results.get(timeout=TICK)
+                item = results.get(timeout=TICK)
             except queue.Empty:
-                if not any(t.is_alive() for t in threads) and results.empty():
-                    break
                 tick()
                 continue
+            if item is None:
+                returned += 1
+                continue
+            op, out, why = item
             if why is not None or out is None:
                 stopping(why or "cancelled")  # out is None only when it was aborted
                 result.cut_short.append(op)

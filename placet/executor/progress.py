@@ -52,8 +52,8 @@ class ProgressEvent:
 class OpOutcome:
     """How one op ended, before it is journaled (`Store.record_op_result`).
 
-    `remote_mtime` is not journaled: the uploaded object's mtime as a batched upload read
-    it after the move, handed to the sync baseline so that it does not stat again.
+    `remote_mtime` is not journaled: the uploaded object's mtime as the upload's check
+    after the move read it, handed to the sync baseline so that it does not stat again.
     """
 
     outcome: Outcome

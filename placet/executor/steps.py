@@ -193,6 +193,7 @@ def run_upload(ctx: OpContext, op: Op) -> OpOutcome:
                 "path_taken": result.path_taken,
                 "seconds": round(time.monotonic() - started, 3),
             },
+            remote_mtime=result.mtime,  # the sync baseline need not stat it again
         )
     finally:
         os.close(fd)

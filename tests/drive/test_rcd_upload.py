@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 from placet.drive import RcloneDrive
 from placet.drive.proc import Children
+from placet.drive.rclone_core import RCD_STREAM_LOCAL_MAX, RCD_UPLOAD_MAX
 from placet.errors import DriveError, StaleEvidence
 from placet.names import TEMP_PREFIX
 
@@ -103,6 +104,7 @@ def test_the_cutoff_sends_larger_files_through_rcat(
     local_drive: RcloneDrive, tmp_path: Path
 ) -> None:
     local_drive.rcd_upload_max = 1000
+    local_drive.rcd_stream_backends = frozenset()  # else a local folder streams through rcd
     results = {}
     for size in (1000, 1001):
         data = os.urandom(size)
@@ -115,6 +117,60 @@ def test_the_cutoff_sends_larger_files_through_rcat(
     got = _rcd_received(local_drive)
     assert results[1000].temp_path in got
     assert results[1001].temp_path not in got
+
+
+def test_a_larger_file_to_a_local_folder_streams_through_rcd(
+    local_drive: RcloneDrive, tmp_path: Path
+) -> None:
+    data = os.urandom(RCD_UPLOAD_MAX + 4097)  # no rclone rcat process per file
+    fd, sha = _fd(tmp_path, data)
+    try:
+        r = local_drive.upload_from_fd(fd, len(data), "big.bin", expected_sha256=sha)
+    finally:
+        os.close(fd)
+    assert (Path(local_drive.spec) / "big.bin").read_bytes() == data
+    assert r.verification == "digest:sha256" and r.path_taken == "temp+move"
+    assert r.temp_path in _rcd_received(local_drive)
+    found = local_drive.stat("big.bin")  # the check after the move read it: no stat again
+    assert found is not None and r.mtime == found.mtime
+
+
+def test_a_changed_file_streamed_to_a_local_folder_leaves_nothing(
+    local_drive: RcloneDrive, tmp_path: Path
+) -> None:
+    approved = os.urandom(RCD_UPLOAD_MAX + 4097)  # streamed: all but the last chunk sent
+    now = bytearray(approved)
+    now[-1] ^= 1
+    fd, _ = _fd(tmp_path, bytes(now))
+    journaled: list[str] = []
+    try:
+        with pytest.raises(StaleEvidence):
+            local_drive.upload_from_fd(
+                fd,
+                len(approved),
+                "a.bin",
+                expected_sha256=hashlib.sha256(approved).hexdigest(),
+                journal=journaled.append,
+            )
+    finally:
+        os.close(fd)
+    assert journaled  # rcd had the temporary name; it answered, then the name was deleted
+    assert _files(Path(local_drive.spec)) == {}
+
+
+def test_above_the_local_stream_max_an_upload_goes_through_rcat(
+    local_drive: RcloneDrive, tmp_path: Path
+) -> None:
+    # rcd reads a streamed body in 4 KiB pieces: past this size that costs more CPU
+    # than an rclone rcat process.
+    data = os.urandom(RCD_STREAM_LOCAL_MAX + 1)
+    fd, sha = _fd(tmp_path, data)
+    try:
+        r = local_drive.upload_from_fd(fd, len(data), "huge.bin", expected_sha256=sha)
+    finally:
+        os.close(fd)
+    assert (Path(local_drive.spec) / "huge.bin").read_bytes() == data
+    assert r.temp_path not in _rcd_received(local_drive)  # an rcat child carried it
 
 
 def test_a_file_changed_after_approval_is_refused_before_rcd_sees_a_byte(

@@ -84,6 +84,7 @@ def test_a_swapped_temp_never_becomes_a_new_file(
 ) -> None:
     if via == "rcat":
         drive.rcd_upload_max = -1
+        drive.rcd_stream_backends = frozenset()
     fd, sha = _fd(tmp_path, b"approved bytes\n")
     with pytest.raises(DriveError) as e:
         drive.upload_from_fd(fd, 15, "new.txt", expected_sha256=sha)
@@ -99,6 +100,7 @@ def test_a_swapped_temp_never_replaces_the_previous_content(
 ) -> None:
     if via == "rcat":
         drive.rcd_upload_max = -1
+        drive.rcd_stream_backends = frozenset()
     root = Path(drive.spec)
     (root / "t.txt").write_bytes(b"the owner's previous content\n")
     journaled: list[str] = []
