@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -132,10 +133,14 @@ def test_host_a_killed_mid_transfer_recovers_and_host_b_never_claims(
         # host A's executor, asleep until the owner decides
         proc = start_executor(stderr=subprocess.DEVNULL)
         try:
-            accepted = placet_cli("accept", str(rec.id), "--yes", env=env_b)
+            # Watched from before the approval: host A may finish the upload before the
+            # accepting process has even exited (seen under load).
+            with ThreadPoolExecutor(1) as pool:
+                accepting = pool.submit(placet_cli, "accept", str(rec.id), "--yes", env=env_b)
+                temp = _kill_when_a_temp_holds(proc, rig.remote_dir, 4 * 1024 * 1024)
+                accepted = accepting.result()
             assert accepted.returncode == 0, accepted.stderr
             assert "that host runs it" in accepted.stdout
-            temp = _kill_when_a_temp_holds(proc, rig.remote_dir, 4 * 1024 * 1024)
         finally:
             if proc.poll() is None:
                 proc.kill()
