@@ -263,10 +263,15 @@ def run_transfers(
 
 
 def _bug(op: Op, e: BaseException) -> OpOutcome:
+    """The op's ``internal_error`` outcome; never raises, even for an error whose text
+    cannot be formed (else the op would read as aborted and stop the run as cancelled)."""
+    try:
+        what = f"{type(e).__name__}: {e}"
+    except Exception:
+        what = type(e).__name__
     return failed(
         PlacetError(
-            f"op {op.index} failed unexpectedly ({type(e).__name__}: {e}); this is a placet "
-            "bug: please report it",
+            f"op {op.index} failed unexpectedly ({what}); this is a placet bug: please report it",
             code="internal_error",
         )
     )
