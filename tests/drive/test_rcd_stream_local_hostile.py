@@ -45,7 +45,10 @@ HOSTILE = [
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))}
+    """Every file under `root` (folders left out) by relative path."""
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def _upload(drive: RcloneDrive, src: Path, size: int, name: str, sha: str, **kw: object) -> object:
@@ -226,3 +229,21 @@ def test_a_replacement_at_the_stream_max_keeps_the_old_bytes_when_refused(
         )  # fmt: skip
     assert changed
     assert _files(root) == {"c.bin": old}
+
+
+@pytest.mark.parametrize(
+    "folder",
+    ["a #b", "100%/x%2Fy", "q?x=1&y=2+3", "日本/ü" * 3, "semi;colon/ lead "],
+    ids=lambda f: f.encode("unicode_escape").decode()[:30],
+)
+def test_a_hostile_folder_takes_the_stream_to_exactly_that_folder(
+    local_drive: RcloneDrive, tmp_path: Path, folder: str
+) -> None:
+    """The folder reaches rcd in the query string (`remote`), not in the part's header."""
+    root = Path(local_drive.spec)
+    (root / folder).mkdir(parents=True)
+    data = os.urandom(SIZE)
+    src = tmp_path / "src.bin"
+    src.write_bytes(data)
+    _upload(local_drive, src, SIZE, f"{folder}/n #%.bin", hashlib.sha256(data).hexdigest())
+    assert _files(root) == {f"{folder}/n #%.bin": data}

@@ -229,3 +229,26 @@ def test_a_four_file_sync_through_the_stream_leaves_nothing_to_plan(yes_rig: Rig
     files, rec = _sync_four(rig)
     _accept_again_lands(rig, rec.id, files)
     _nothing_to_plan(rig, files)
+
+
+def test_replacing_streamed_files_by_a_second_sync_leaves_nothing_to_plan(yes_rig: Rig) -> None:
+    """The replacement path (backup aside, temporary object moved on, proof after the
+    move) reports the mtime the listing reads too."""
+    rig = yes_rig
+    assert rig.remote_dir is not None
+    files, rec = _sync_four(rig)
+    assert rig.run(rec).status == "succeeded"
+    changed = {n: _data(7, 3 + i) for i, n in enumerate(sorted(files)[:3])}
+    for n, data in changed.items():
+        rig.write(n, data)
+    svc = SyncService(rig.store, rig.settings)
+    plan = svc.make_plan(
+        rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False, allow_empty_side=False
+    )
+    assert sorted(op.remote_path for op in plan.plan.ops) == sorted(changed), plan.plan.ops
+    again, _ = propose_sync(svc, rig.ctx, plan_id=plan.id, decisions={}, reason="again")
+    assert rig.run(again).status == "succeeded", rig.store.op_results(again.id)
+    for n, data in {**files, **changed}.items():
+        assert sha256((rig.remote_dir / n).read_bytes()) == sha256(data), n
+    assert temp_names(rig.remote_dir) == []
+    _nothing_to_plan(rig, {**files, **changed})
