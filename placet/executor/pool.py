@@ -205,12 +205,17 @@ def run_transfers(
                 for op, out in outs:
                     results.put((op, out, why if out is None else None))
 
-    threads = [
-        threading.Thread(target=worker, name=f"placet-transfer-{i}", daemon=True)
-        for i in range(max(1, min(workers, len(units))))
-    ]
-    for t in threads:
-        t.start()
+    threads: list[threading.Thread] = []
+    for i in range(max(1, min(workers, len(units)))):
+        t = threading.Thread(target=worker, name=f"placet-transfer-{i}", daemon=True)
+        try:
+            t.start()
+        except RuntimeError:  # "can't start new thread": run on those that started
+            if not threads:
+                raise  # nothing runs yet: nothing to stop
+            log.warning("started %d of %d transfer workers", len(threads), workers)
+            break
+        threads.append(t)
 
     def stopping(why: str) -> None:
         if result.stopped is None:

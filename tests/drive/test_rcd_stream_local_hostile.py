@@ -247,3 +247,18 @@ def test_a_hostile_folder_takes_the_stream_to_exactly_that_folder(
     src.write_bytes(data)
     _upload(local_drive, src, SIZE, f"{folder}/n #%.bin", hashlib.sha256(data).hexdigest())
     assert _files(root) == {f"{folder}/n #%.bin": data}
+
+
+@pytest.mark.parametrize("name", ["x" * 255, "ü" * 127 + "x"], ids=["ascii", "utf8"])
+def test_a_255_byte_name_is_replaced_through_the_stream(
+    local_drive: RcloneDrive, tmp_path: Path, name: str
+) -> None:
+    """Its temporary and backup names hold only part of it; the replacement lands whole
+    and neither stays."""
+    root = Path(local_drive.spec)
+    src = tmp_path / "src.bin"
+    for replace in (False, True):
+        data = os.urandom(SIZE)
+        src.write_bytes(data)
+        _upload(local_drive, src, SIZE, name, hashlib.sha256(data).hexdigest(), replace=replace)
+        assert _files(root) == {name: data}

@@ -101,3 +101,29 @@ def test_every_worker_raising_still_ends_the_pool() -> None:
     assert res.stopped is None
     assert sorted(ended) == list(range(9))
     assert {o.outcome for o in ended.values()} == {"failed"}
+
+
+def test_a_worker_that_cannot_start_leaves_the_others_supervised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The system refuses a thread (``can't start new thread``: a pids limit) after the
+    first worker started: that worker's ops must still be journaled by the coordinator,
+    never left running with nobody to report them to."""
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        if self.name.startswith("placet-transfer-") and started:
+            raise RuntimeError("can't start new thread")
+        if self.name.startswith("placet-transfer-"):
+            started.append(self.name)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+
+    def run_unit(unit: list[Op]) -> list[tuple[Op, OpOutcome]]:
+        return [(op, OpOutcome("done", {})) for op in unit]
+
+    res, ended = _run([[op] for op in _ops(8)], run_unit)
+    assert res.stopped is None and res.max_in_flight == 1
+    assert sorted(ended) == list(range(8))
