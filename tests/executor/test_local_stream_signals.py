@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -252,3 +253,64 @@ def test_replacing_streamed_files_by_a_second_sync_leaves_nothing_to_plan(yes_ri
         assert sha256((rig.remote_dir / n).read_bytes()) == sha256(data), n
     assert temp_names(rig.remote_dir) == []
     _nothing_to_plan(rig, {**files, **changed})
+
+
+def test_a_source_swapped_for_a_symlink_to_the_same_bytes_is_not_streamed(
+    yes_rig: Rig, tmp_path: Path
+) -> None:
+    """Approved: a regular file. At accept: a symlink to a file of the same bytes
+    (outside the root). Nothing is read through the link and nothing lands."""
+    rig = yes_rig
+    assert rig.remote_dir is not None
+    data = _data(3, 5)
+    src = rig.write("big.bin", data)
+    rec = rig.upload("big.bin")
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(data)
+    st = src.stat()
+    os.utime(outside, ns=(st.st_atime_ns, st.st_mtime_ns))
+    src.unlink()
+    src.symlink_to(outside)
+    done = rig.run(rec)
+    assert done.status != "succeeded", rig.store.op_results(rec.id)
+    assert not (rig.remote_dir / "big.bin").exists()
+    assert temp_names(rig.remote_dir) == []
+
+
+def test_one_file_changed_mid_stream_fails_alone_in_a_four_file_sync(yes_rig: Rig) -> None:
+    """Four uploads stream through rcd at once; one source changes under its stream: that
+    op is refused and leaves no temporary object, the other three land (its stop closes
+    its own stream only)."""
+    rig = yes_rig
+    assert rig.remote_dir is not None
+    folder = rig.remote_dir
+    files, rec = _sync_four(rig)
+    victim = "big3.bin"  # 24 MiB, the last to end
+    flipped = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not flipped.is_set():
+            for n in temp_names(folder):
+                if n.endswith(victim):
+                    with contextlib.suppress(FileNotFoundError):
+                        if (folder / n).stat().st_size >= 4 << 20:
+                            with open(rig.local(victim), "r+b") as f:
+                                f.seek(20 << 20)
+                                f.write(b"\xff\x00changed")
+                            flipped.set()
+                            return
+            time.sleep(0.001)
+
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+    done = rig.run(rec)
+    w.join(5)
+    assert flipped.is_set(), "the source was not changed mid-stream"
+    outcomes = sorted(r.outcome for r in rig.store.op_results(rec.id))
+    assert done.status != "succeeded" and outcomes == ["done", "done", "done", "stale"], outcomes
+    for n, data in files.items():
+        if n != victim:
+            assert sha256((folder / n).read_bytes()) == sha256(data), n
+    assert not (folder / victim).exists()
+    assert temp_names(folder) == []
