@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from placet.names import BACKUP_PREFIX
 from placet.store import ProposalRecord
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
@@ -314,3 +315,67 @@ def test_one_file_changed_mid_stream_fails_alone_in_a_four_file_sync(yes_rig: Ri
             assert sha256((folder / n).read_bytes()) == sha256(data), n
     assert not (folder / victim).exists()
     assert temp_names(folder) == []
+
+
+@pytest.mark.parametrize("when", ["temp-whole", "backup-seen"])
+def test_kill_9_while_a_streamed_replacement_is_placed_loses_nothing(
+    yes_rig: Rig, when: str
+) -> None:
+    """A replacement by a sync: the stream has ended (`temp-whole`) or the owner's object
+    has just been moved aside (`backup-seen`) when placet is killed. The target then holds
+    the old or the approved bytes, or is aside under a journaled backup name; accepting
+    again lands the approved bytes and leaves no temporary object, and a backup only
+    when the approved bytes were already in place (docs/decisions.md: a stopped run moves
+    a backup back only onto an empty name, else leaves it listed for the owner)."""
+    rig = yes_rig
+    folder = rig.remote_dir
+    assert folder is not None
+    old = _data(1, 6)
+    rig.write("big.bin", old)
+    svc = SyncService(rig.store, rig.settings)
+    plan = svc.make_plan(
+        rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False, allow_empty_side=False
+    )
+    first, _ = propose_sync(svc, rig.ctx, plan_id=plan.id, decisions={}, reason="first")
+    assert rig.run(first).status == "succeeded"
+    new = _data(2, 9)
+    rig.write("big.bin", new)
+    plan = svc.make_plan(
+        rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False, allow_empty_side=False
+    )
+    rec, _ = propose_sync(svc, rig.ctx, plan_id=plan.id, decisions={}, reason="replace")
+    proc = start_accept_yes(rec.id, own_session=False)
+    hit = False
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None and not hit:
+            for n in os.listdir(folder):
+                if when == "backup-seen" and n.startswith(BACKUP_PREFIX):
+                    hit = True
+                elif when == "temp-whole" and n.startswith(".placet-tmp-"):
+                    with contextlib.suppress(FileNotFoundError):
+                        hit = (folder / n).stat().st_size == len(new)
+                if hit:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    break
+        proc.wait(30)
+    finally:
+        _reap(proc)
+    p = folder / "big.bin"
+    if p.exists():
+        assert sha256(p.read_bytes()) in (sha256(old), sha256(new))
+    else:  # aside: its backup holds the old bytes
+        aside = [n for n in os.listdir(folder) if n.startswith(BACKUP_PREFIX)]
+        assert [sha256((folder / n).read_bytes()) for n in aside] == [sha256(old)]
+    was_new = p.exists() and sha256(p.read_bytes()) == sha256(new)
+    rig.store.sweep()
+    if rig.store.get(rec.id).status != "succeeded":
+        r = placet_cli("accept", str(rec.id), "--yes", env=dict(os.environ))
+        assert r.returncode == 0, r.stderr
+    assert sha256(p.read_bytes()) == sha256(new)
+    left = sorted(n for n in os.listdir(folder) if n != "big.bin")
+    if was_new:  # killed after the move: the backup stays listed for the owner, by design
+        assert [sha256((folder / n).read_bytes()) for n in left] in ([], [sha256(old)])
+        assert all(n.startswith(BACKUP_PREFIX) for n in left), left
+    else:
+        assert left == []
