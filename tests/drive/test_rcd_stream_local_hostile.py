@@ -14,6 +14,7 @@ import hashlib
 import os
 import unicodedata
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -95,7 +96,7 @@ def test_a_hostile_name_streams_to_exactly_that_name_or_is_refused(
 
 @pytest.mark.parametrize("first_form", ["NFC", "NFD"])
 def test_a_normalization_twin_is_refused_before_any_byte(
-    local_drive: RcloneDrive, tmp_path: Path, first_form: str
+    local_drive: RcloneDrive, tmp_path: Path, first_form: Literal["NFC", "NFD"]
 ) -> None:
     root = Path(local_drive.spec)
     first, second = os.urandom(SIZE), os.urandom(SIZE)
