@@ -379,3 +379,41 @@ def test_kill_9_while_a_streamed_replacement_is_placed_loses_nothing(
         assert all(n.startswith(BACKUP_PREFIX) for n in left), left
     else:
         assert left == []
+
+
+def test_the_rcd_child_killed_under_four_streams_leaves_one_clean_state(yes_rig: Rig) -> None:
+    """rcd killed (not paused) while four uploads stream through it: every stream fails
+    at once and the workers reach for rcd together; placet ends with no rclone left, no
+    target holds other bytes, no temporary object stays, and accepting again lands all."""
+    rig = yes_rig
+    folder = rig.remote_dir
+    assert folder is not None
+    files, rec = _sync_four(rig)
+    proc = start_accept_yes(rec.id, own_session=False)
+    kids: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            sizes = []
+            for n in temp_names(folder):
+                with contextlib.suppress(FileNotFoundError):
+                    sizes.append((folder / n).stat().st_size)
+            if len([s for s in sizes if s >= 2 << 20]) >= 2:
+                kids = descendants(proc.pid)
+                os.kill(_rcd_of(kids), signal.SIGKILL)
+                break
+            time.sleep(0.002)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        _reap(proc)
+    assert kids, "no two streams were seen at once"
+    assert _all_gone(kids | descendants(proc.pid)) == set()
+    for n, data in files.items():
+        p = folder / n
+        assert not p.exists() or sha256(p.read_bytes()) == sha256(data), n
+    if proc.returncode == 0:  # every stream had ended: nothing was cut
+        return
+    assert temp_names(folder) == [], err
+    rig.store.sweep()
+    _accept_again_lands(rig, rec.id, files)
+    _nothing_to_plan(rig, files)
