@@ -205,12 +205,17 @@ def run_transfers(
                 for op, out in outs:
                     results.put((op, out, why if out is None else None))
 
-    threads = [
-        threading.Thread(target=worker, name=f"placet-transfer-{i}", daemon=True)
-        for i in range(max(1, min(workers, len(units))))
-    ]
-    for t in threads:
-        t.start()
+    threads: list[threading.Thread] = []
+    for i in range(max(1, min(workers, len(units)))):
+        t = threading.Thread(target=worker, name=f"placet-transfer-{i}", daemon=True)
+        try:
+            t.start()
+        except RuntimeError:  # "can't start new thread": run on those that started
+            if not threads:
+                raise  # nothing runs yet: nothing to stop
+            log.warning("started %d of %d transfer workers", len(threads), workers)
+            break
+        threads.append(t)
 
     def stopping(why: str) -> None:
         if result.stopped is None:
@@ -263,10 +268,15 @@ def run_transfers(
 
 
 def _bug(op: Op, e: BaseException) -> OpOutcome:
+    """The op's ``internal_error`` outcome; never raises, even for an error whose text
+    cannot be formed (else the op would read as aborted and stop the run as cancelled)."""
+    try:
+        what = f"{type(e).__name__}: {e}"
+    except Exception:
+        what = type(e).__name__
     return failed(
         PlacetError(
-            f"op {op.index} failed unexpectedly ({type(e).__name__}: {e}); this is a placet "
-            "bug: please report it",
+            f"op {op.index} failed unexpectedly ({what}); this is a placet bug: please report it",
             code="internal_error",
         )
     )
