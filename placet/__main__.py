@@ -2,7 +2,7 @@
 
 import sys
 
-from placet.cli import main
+from placet.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -18,10 +18,6 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import webauthn
-from webauthn.helpers import base64url_to_bytes
-from webauthn.helpers.exceptions import WebAuthnException
-
 from placet.schema import canonical_json
 from placet.text import inert
 
@@ -87,6 +83,9 @@ def check_signed_approval(
             "signature": assertion["signature"],
         },
     }
+    import webauthn  # here, not at the top: every `placet` command imports the store
+    from webauthn.helpers.exceptions import WebAuthnException
+
     try:
         webauthn.verify_authentication_response(
             credential=json.dumps(credential),
@@ -106,4 +105,6 @@ def check_signed_approval(
 
 def credential_bytes(credential_id: str) -> bytes:
     """A base64url credential id as bytes (ValueError when malformed)."""
+    from webauthn.helpers import base64url_to_bytes
+
     return base64url_to_bytes(credential_id)

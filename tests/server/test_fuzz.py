@@ -12,7 +12,9 @@ Malformed frames (not JSON, not JSON-RPC, wrong param shapes) must not kill the 
 either.
 
 Bounded: ~50 examples per tool, one server for the whole module; `proposal_wait`'s
-timeout is drawn from 0..1 s so a fuzzed id that happens to be pending cannot stall it.
+timeout is drawn from 0..1 s so a fuzzed id that happens to be pending cannot stall it,
+and a call that leaves it out (or draws a wild 2..50) is sent with 1 s: the default,
+50 s, made one example on a pending id wait out the whole 50 s.
 """
 
 from __future__ import annotations
@@ -248,6 +250,18 @@ def _check_reply(
         OUTCOMES.setdefault(tool, []).append("ok")
 
 
+def _bounded_wait(args: dict[str, Any]) -> dict[str, Any]:
+    """`args` whose `timeout_s` waits at most 1 s: set when missing (the default is
+    50 s), 1 for a valid wait above it (an integer, or text pydantic reads as one);
+    wrong types and out-of-range values stay."""
+    t = args.get("timeout_s", 1)
+    try:
+        seconds = int(t) if isinstance(t, int | str) and not isinstance(t, bool) else None
+    except ValueError:
+        seconds = None
+    return {**args, "timeout_s": 1 if seconds is not None and 1 < seconds <= 50 else t}
+
+
 FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -264,6 +278,8 @@ def test_fuzzed_arguments_never_crash_or_leak(
     declared = set(schema.get("properties", {}))
 
     def call(args: dict[str, Any]) -> None:
+        if "timeout_s" in declared:
+            args = _bounded_wait(args)
         reply = server.request("tools/call", {"name": tool, "arguments": args})
         assert server.alive()
         _check_reply(tool, declared, args, reply)
