@@ -40,6 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from placet.config.files import write_whole
 from placet.errors import ConfigError
 
 __all__ = [
@@ -306,27 +307,9 @@ def editing_pins(config_file: Path) -> Iterator[Pins]:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        try:
-            data = memoryview(text.encode("utf-8"))
-            while data:
-                data = data[os.write(fd, data) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_whole(path, text.encode("utf-8"), replace=True)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise ConfigError(
             f"cannot write the pinned passkeys {path}: {e.strerror or e}",
             details={"path": str(path)},

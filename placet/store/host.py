@@ -10,11 +10,10 @@ restarts, renames and upgrades; a new data directory is a new host.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import uuid
 from pathlib import Path
 
+from placet.config.files import write_whole
 from placet.errors import ConfigError
 
 HOST_ID_FILE = "host-id"
@@ -48,22 +47,13 @@ def host_id(data_dir: Path) -> str:
 
 def _create(path: Path) -> None:
     """Put a new id under `path` whole, unless another process already has."""
-    temp = path.with_name(f".{HOST_ID_FILE}.{uuid.uuid4().hex}")
     try:
-        fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(str(uuid.uuid4()) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        with contextlib.suppress(FileExistsError):
-            os.link(temp, path)
+        write_whole(path, f"{uuid.uuid4()}\n".encode("ascii"), replace=False)
     except OSError as e:
         raise ConfigError(
             f"cannot create {path}: {e}; check the data directory's permissions",
             details={"path": str(path)},
         ) from e
-    finally:
-        temp.unlink(missing_ok=True)
 
 
 def runs_elsewhere(proposal_host_id: str | None, here: str) -> bool:
