@@ -209,10 +209,24 @@ class Rcd:
         stop(self._proc)
         raise DriveUnavailable("rclone rcd did not answer within 15 s; try again")
 
-    def _teardown(self) -> None:
-        for _, conn in self._conns:
-            conn.close()
-        self._conns = []
+    def _teardown(self, *, closing: bool = False) -> None:
+        """Stop the daemon and remove its socket directory (under `_lock`).
+
+        A connection is closed only by its own thread (`_drop`, `_connection`), or here
+        once its thread has ended: closing one under a thread in the middle of a request
+        left it a socket that was None or gave EBADF outside its error handling (an
+        upload's temporary object was left behind that way). The others fail on their
+        next use, as the daemon is gone, and are replaced then. `closing` (the drive is
+        closed, its threads done) closes every one.
+        """
+        me = threading.current_thread()
+        keep = []
+        for thread, conn in self._conns:
+            if closing or thread is me or not thread.is_alive():
+                conn.close()
+            else:
+                keep.append((thread, conn))
+        self._conns = keep
         if self._proc is not None:
             stop(self._proc)
             self._proc = None
@@ -611,5 +625,5 @@ class Rcd:
         """Stop the daemon and remove its socket directory. Idempotent."""
         with self._lock:
             self._closed = True
-            self._teardown()
+            self._teardown(closing=True)
         atexit.unregister(self.close)

@@ -4,6 +4,7 @@ placet's hidden password command), and rcd's socket is private."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,7 +28,7 @@ from placet.drive.credentials import (
     rclone_command_string,
 )
 from placet.drive.proc import spawn
-from placet.errors import DriveError
+from placet.errors import DriveError, PlacetError
 from tests.support.keyring_backend import file_keyring_env
 
 MakeDrive = Callable[..., RcloneDrive]
@@ -320,3 +321,56 @@ def test_children_get_a_process_group_of_their_own_in_placets_session() -> None:
     assert pid == proc.pid
     assert pgid == pid != os.getpgid(0)
     assert sid == os.getsid(0)
+
+
+@pytest.mark.timeout(120)
+def test_threads_calling_while_rcd_dies_get_drive_errors_only(local_drive: RcloneDrive) -> None:
+    """rcd killed again and again while four threads keep calling: a thread whose daemon
+    died under it sees a `PlacetError` (or its call succeeds on the fresh daemon), never
+    a raw `OSError` or `AttributeError` from a connection another thread closed (once
+    a raw EBADF here left an upload's temporary object behind, reported as a local
+    file error). Thread switches are forced every microsecond to widen the races."""
+    Path(local_drive.spec, "f.txt").write_bytes(b"x")
+    local_drive.stat("f.txt")
+    stop = threading.Event()
+    strays: list[BaseException] = []
+    calls = [0]
+
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                local_drive.stat("f.txt")
+                calls[0] += 1
+            except PlacetError:
+                pass
+            except BaseException as e:
+                strays.append(e)
+                return
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        kills = 0
+        deadline = time.monotonic() + 60
+        while kills < 24 and time.monotonic() < deadline and not strays:
+            pid = local_drive.rcd_pid
+            if pid is None:
+                time.sleep(0.001)
+                continue
+            start = calls[0]
+            while calls[0] - start < 20 and time.monotonic() < deadline and not strays:
+                time.sleep(0.001)  # let the threads settle on the fresh daemon
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            kills += 1
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        sys.setswitchinterval(old)
+    assert strays == [], [f"{type(e).__name__}: {e}" for e in strays]
+    assert kills == 24
+    assert local_drive.stat("f.txt") is not None
