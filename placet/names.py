@@ -24,7 +24,8 @@ _SHAPE = re.compile(r"\.placet-tmp-(?:[0-9a-f]{12}|[0-9a-f]{16})-", re.ASCII)
 BACKUP_PREFIX = TEMP_PREFIX + "keep-"
 """A replaced drive object's previous content waits under ``.placet-tmp-keep-<12 hex>-<name>``
 until the new one is proven in place: never deleted by temp cleanup (a crashed run's
-journal moves it back), and listed, so an owner can find it."""
+journal moves it back, or deletes it once the replacement is proven complete:
+`placet.executor.temps.replaced_as_approved`), and listed, so an owner can find it."""
 _BACKUP_SHAPE = re.compile(r"\.placet-tmp-keep-[0-9a-f]{12}-", re.ASCII)
 
 

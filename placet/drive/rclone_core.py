@@ -555,7 +555,8 @@ class RcloneCore:
         something is, because that may be newer content this process cannot judge.
 
         Returns True when nothing more is to be done (restored, left for the owner, or
-        no backup there), False when the drive failed (the caller retries later).
+        no backup there), False when the drive failed (the caller retries later). A
+        replacement proven complete deletes its backup instead (`discard_backup`).
         """
         backup, target = check_drive_path(backup), check_drive_path(target)
         if not is_placet_backup(split_path(backup)[1]):
@@ -565,6 +566,27 @@ class RcloneCore:
                 return True
             if self._stat(target, ()) is None:
                 self._move(backup, target)
+        except PlacetError:
+            return False
+        return True
+
+    def discard_backup(self, backup: str) -> bool:
+        """Delete a replaced object's previous content left at `backup` (a name of
+        `placet.names.is_placet_backup` shape), once the caller has proven that the
+        replacement it belongs to is complete (`placet.executor.temps.remove_temp`).
+
+        Returns True when it is gone (or was never there), False when the drive failed.
+
+        Raises:
+            UsageError: `backup` is not of the backup shape.
+        """
+        backup = check_drive_path(backup)
+        if not is_placet_backup(split_path(backup)[1]):
+            raise UsageError(f"refusing to delete {backup!r}: it is not a placet backup")
+        try:
+            self._delete(backup, "delete backup")
+        except NotFound:
+            return True
         except PlacetError:
             return False
         return True

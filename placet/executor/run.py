@@ -435,9 +435,11 @@ class _Run:
             self.drive.clear_caches()
         except PlacetError as e:
             log.warning("could not clear rclone's caches: %s", e.message)
+        backups = {i for i, temps in earlier.items() if any(t["side"] == "backup" for t in temps)}
+        ops = {op.index: op for op in self.plan.ops if op.index in backups} if backups else {}
         for index, temps in earlier.items():
             for t in temps:
-                if remove_temp(self.drive, self.plan.root, t):
+                if remove_temp(self.drive, self.plan.root, t, ops.get(index)):
                     removed.append(f"{t['side']}:{t['path']}")
                 else:
                     self.leftover.setdefault(index, []).append(t)

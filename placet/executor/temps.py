@@ -12,7 +12,10 @@ new attempt's journal, so it is not forgotten.
 The previous content of a replaced drive object, moved aside while the new one is moved
 in and proven (`placet.names.BACKUP_PREFIX`), is journaled the same way (side
 ``backup``, with the target it came from): the next run moves it back when the target
-is empty, and otherwise leaves it listed for the owner; it is never deleted.
+is empty. When the target holds the op's approved bytes and the backup holds exactly
+what the evidence recorded under the target, the run stopped after the move and before
+the delete that ends the op, so the backup is deleted (`replaced_as_approved`); in every
+other case it is left, listed for the owner.
 
 Age-based cleanup (`Drive.cleanup_temps`, temp objects older than 15 minutes in the
 target folders) catches what no journal names, e.g. a crash inside the drive before its
@@ -28,6 +31,7 @@ from typing import Any
 
 from placet.drive.base import Drive
 from placet.errors import NotFound, PlacetError
+from placet.executor.checks import RemoteProbe, remote_as_seen, remote_holds
 from placet.local import atomic, walk
 from placet.names import is_placet_backup, is_placet_temp
 from placet.paths.local import check_local_shape
@@ -71,15 +75,18 @@ def journaled_temps(results: list[OpResultRecord]) -> dict[int, list[Temp]]:
     return out
 
 
-def remove_temp(drive: Drive, root: RootRef | None, temp: Temp) -> bool:
-    """Remove one journaled temp; True when it is gone (or was never there). A drive
-    backup is put back instead (`Drive.restore_backup`), never deleted.
+def remove_temp(drive: Drive, root: RootRef | None, temp: Temp, op: Op | None = None) -> bool:
+    """Remove one journaled temp of `op`; True when it is gone (or was never there). A
+    drive backup is put back instead (`Drive.restore_backup`), or deleted when the
+    replacement is proven complete (`replaced_as_approved`; needs `op`).
 
     A local temp is removed through the root's descriptor walk like any other local
     write (a root that changed is not touched). Failures are logged and reported False.
     """
     try:
         if temp["side"] == "backup":
+            if op is not None and replaced_as_approved(drive, op, temp):
+                return drive.discard_backup(temp["path"])
             return drive.restore_backup(temp["path"], temp["restore_to"])
         if temp["side"] == "remote":
             drive.remove_temp(temp["path"])
@@ -102,6 +109,30 @@ def remove_temp(drive: Drive, root: RootRef | None, temp: Temp) -> bool:
     except (PlacetError, OSError) as e:
         log.warning("could not remove temporary %s %r yet: %s", temp["side"], temp["path"], e)
         return False
+
+
+def replaced_as_approved(drive: Drive, op: Op, backup: Temp) -> bool:
+    """True when upload `op`'s replacement is complete but for deleting `backup`: its
+    target holds the approved bytes (`remote_holds`, as an op found already done) and
+    the backup holds what the evidence recorded under the target (`remote_as_seen`), so
+    it is the content the owner approved replacing, not something written since.
+
+    Raises: what the drive raises (the caller treats it as "not proven").
+    """
+    local, remote = op.expected_local, op.expected_remote
+    if op.kind not in ("upload", "upload_revision") or local is None or remote is None:
+        return False
+    if not remote.exists or remote.is_dir or backup.get("restore_to") != op.remote_path:
+        return False
+    target = RemoteProbe(drive, backup["restore_to"])
+    holds = remote_holds(
+        target,
+        size=local.size,
+        sha256=local.sha256,
+        digest_type=local.digest_type,
+        digest=local.digest,
+    )
+    return holds and remote_as_seen(RemoteProbe(drive, backup["path"]), remote)
 
 
 def cleanup_old_temps(drive: Drive, folders: set[str]) -> list[str]:

@@ -8,6 +8,7 @@ children die with it (PR_SET_PDEATHSIG)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from placet.names import BACKUP_PREFIX
 from tests.support.rig import Rig, placet_cli, sha256, start_accept_yes
 
 pytestmark = pytest.mark.usefixtures("store_backend")
@@ -117,3 +119,72 @@ def test_kill_during_download_then_accept_again(yes_rig: Rig) -> None:
     [res] = yes_rig.store.op_results(rec.id)
     assert res.outcome == "done" and res.detail["digest"] == rec.evidence["remote"]["digest"]
     assert _temps(yes_rig.local("in")) == []
+
+
+def _kill_after_the_move(rig: Rig, folder: Path, new: bytes) -> int | None:
+    """Propose replacing big.bin with `new` and accept it; kill -9 the run once the
+    approved bytes are under the name while the previous content is still aside. The
+    run is stopped (SIGSTOP) as soon as that is seen and killed only if it still holds;
+    returns the proposal id, or None when the run ended first (the window is the check
+    after the move, tens of ms: a busy box can miss it)."""
+    rig.local("big.bin").write_bytes(new)
+    rec = rig.upload("big.bin", replace_existing=True)
+    proc = start_accept_yes(rec.id)
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            names = os.listdir(folder)
+            if any(n.startswith(BACKUP_PREFIX) for n in names) and _holds(folder, new):
+                os.kill(proc.pid, signal.SIGSTOP)
+                names = os.listdir(folder)
+                if any(n.startswith(BACKUP_PREFIX) for n in names) and _holds(folder, new):
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait(30)
+                    return rec.id
+                os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(0.0005)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else proc.returncode
+    return None
+
+
+def _holds(folder: Path, new: bytes) -> bool:
+    with contextlib.suppress(FileNotFoundError):
+        return (folder / "big.bin").stat().st_size == len(new)
+    return False
+
+
+@pytest.mark.timeout(300)
+def test_kill_between_the_move_and_the_backups_delete_then_accept_again(
+    yes_rig: Rig,
+) -> None:
+    """A replacement killed after the approved bytes took the name and before the
+    owner's previous content, moved aside, was deleted: accepting again finds the op
+    done and deletes the backup (docs/decisions.md "A stopped replacement's backup is
+    deleted once the replacement is proven complete"). Tried up to four times, each
+    with new bytes, until a kill lands in that window."""
+    folder = yes_rig.remote_dir
+    assert folder is not None
+    (folder / "big.bin").write_bytes(b"the owner's previous content\n" * 1000)
+    for attempt in range(4):
+        new = os.urandom((40 << 20) - attempt)  # each attempt a size of its own
+        rec_id = _kill_after_the_move(yes_rig, folder, new)
+        if rec_id is not None:
+            break
+    assert rec_id is not None, "four runs ended before one was seen after the move"
+    assert _no_rclone_child_left(folder)
+    swept = yes_rig.store.sweep()
+    assert swept.interrupted == [rec_id]
+    [journal] = yes_rig.store.op_results(rec_id)
+    assert [t["side"] for t in journal.detail["temps"]] == ["remote", "backup"]
+    r = placet_cli("accept", str(rec_id), "--yes", env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    assert yes_rig.store.get(rec_id).status == "succeeded"
+    [res] = yes_rig.store.op_results(rec_id)
+    assert res.outcome == "already_done"
+    assert sha256((folder / "big.bin").read_bytes()) == sha256(new)
+    assert sorted(os.listdir(folder)) == ["big.bin"]

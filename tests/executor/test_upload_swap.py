@@ -27,7 +27,7 @@ from placet.drive.rclone_batch import NewFile
 from placet.errors import DriveError
 from placet.executor.temps import journal_entry, journaled_temps, remove_temp
 from placet.names import TEMP_PREFIX, is_placet_temp
-from placet.schema import Op
+from placet.schema import LocalFileEvidence, Op, RemoteEvidence
 from placet.store import OpResultRecord
 from tests.support.rig import make_rig
 
@@ -199,3 +199,64 @@ def test_a_backup_is_journaled_to_be_put_back_not_deleted() -> None:
         recorded_at=datetime.now(UTC),
     )
     assert journaled_temps([row]) == {3: entries}
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _replacement(old: bytes, new: bytes) -> Op:
+    """An approved replacement of t.txt: `old` recorded under the name, `new` approved."""
+    return Op(
+        index=0,
+        kind="upload_revision",
+        local_path="t.txt",
+        remote_path="t.txt",
+        size=len(new),
+        expected_local=LocalFileEvidence(
+            size=len(new), mtime_ns=0, sha256=_sha(new), digest_type="sha256", digest=_sha(new)
+        ),
+        expected_remote=RemoteEvidence(
+            exists=True, size=len(old), digest_type="sha256", digest=_sha(old)
+        ),
+        replace=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "aside", "left"),
+    [
+        # stopped after the move, before the delete: the op is complete, the backup goes
+        (b"approved new\n", b"previous\n", []),
+        # the backup is not what the owner saw under the name: kept for the owner
+        (b"approved new\n", b"written since\n", ["keep"]),
+        # the target is not the approved bytes: the backup is kept (never moved onto it)
+        (b"someone else\n", b"previous\n", ["keep"]),
+    ],
+)
+def test_a_backup_is_deleted_only_when_the_replacement_is_proven_complete(
+    drive: SwappingDrive, target: bytes, aside: bytes, left: list[str]
+) -> None:
+    """A run killed between the move onto the target and the backup's delete left the
+    owner's previous content aside: the next run deletes it when the target holds the
+    approved bytes and the backup holds what the evidence recorded, and only then."""
+    root = Path(drive.spec)
+    backup = ".placet-tmp-keep-0123456789ab-t.txt"
+    (root / "t.txt").write_bytes(target)
+    (root / backup).write_bytes(aside)
+    op = _replacement(b"previous\n", b"approved new\n")
+    entry = journal_entry(op, "remote", backup)
+    assert remove_temp(drive, None, entry, op) is True
+    assert (root / "t.txt").read_bytes() == target
+    assert _left(root) == [backup for _ in left]
+    if left:
+        assert (root / backup).read_bytes() == aside
+
+
+def test_a_backup_of_an_unfinished_replacement_is_put_back(drive: SwappingDrive) -> None:
+    root = Path(drive.spec)
+    backup = ".placet-tmp-keep-0123456789ab-t.txt"
+    (root / backup).write_bytes(b"previous\n")
+    op = _replacement(b"previous\n", b"approved new\n")
+    assert remove_temp(drive, None, journal_entry(op, "remote", backup), op) is True
+    assert (root / "t.txt").read_bytes() == b"previous\n" and _left(root) == []
