@@ -78,32 +78,23 @@ class RemoteProbe:
         return self._readback
 
 
-def remote_holds(
-    probe: RemoteProbe,
-    *,
-    size: int | None,
-    sha256: str | None,
-    digest_type: str | None,
-    digest: str | None,
-) -> bool:
-    """True when the remote path is a file holding exactly the described bytes.
+def remote_holds(probe: RemoteProbe, approved: LocalFileEvidence) -> bool:
+    """True when the remote path is a file holding exactly the `approved` bytes (a local
+    file's evidence: its size, SHA-256, and digest of the remote's type).
 
-    Compared by size, then the remote's digest of `digest_type` when it has one, else by
-    reading the object back and comparing SHA-256. Without any digest to compare, False
-    (unknown content is never taken for approved content).
+    Compared by size, then the remote's digest of `approved.digest_type` when it has
+    one, else by reading the object back and comparing SHA-256.
     """
     e = probe.entry()
     if e is None or e.is_dir:
         return False
-    if size is not None and e.size is not None and e.size != size:
+    if e.size is not None and e.size != approved.size:
         return False
-    if digest_type and digest:
-        got = probe.digest(digest_type)
+    if approved.digest_type and approved.digest:
+        got = probe.digest(approved.digest_type)
         if got is not None:
-            return got == digest.lower()
-    if sha256:
-        return probe.readback_sha256() == sha256.lower()
-    return False
+            return got == approved.digest.lower()
+    return probe.readback_sha256() == approved.sha256.lower()
 
 
 def remote_as_seen(probe: RemoteProbe, ev: RemoteEvidence, *, streamed: bool = False) -> bool:

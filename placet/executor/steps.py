@@ -131,13 +131,7 @@ def run_upload(ctx: OpContext, op: Op) -> OpOutcome:
                 and ev_remote.digest == ev.digest
             )
         else:
-            same = remote_holds(
-                probe,
-                size=ev.size,
-                sha256=ev.sha256,
-                digest_type=ev.digest_type,
-                digest=ev.digest,
-            )
+            same = remote_holds(probe, ev)
         if same:
             return OpOutcome("already_done", _upload_detail(target, ev, probe))
     if not remote_as_seen(probe, ev_remote):

@@ -125,14 +125,9 @@ def replaced_as_approved(drive: Drive, op: Op, backup: Temp) -> bool:
     if not remote.exists or remote.is_dir or backup.get("restore_to") != op.remote_path:
         return False
     target = RemoteProbe(drive, backup["restore_to"])
-    holds = remote_holds(
-        target,
-        size=local.size,
-        sha256=local.sha256,
-        digest_type=local.digest_type,
-        digest=local.digest,
+    return remote_holds(target, local) and remote_as_seen(
+        RemoteProbe(drive, backup["path"]), remote
     )
-    return holds and remote_as_seen(RemoteProbe(drive, backup["path"]), remote)
 
 
 def cleanup_old_temps(drive: Drive, folders: set[str]) -> list[str]:
