@@ -309,7 +309,17 @@ _PROPOSAL_OPS = (
 # Notifications (issue 14): the outbox of events that need the owner, the messages made of
 # them and their deliveries per channel (`placet.store.outbox`). The trigger writes an
 # event in the same transaction as the audit event of a creation, a failure or an
-# interruption, whichever code path appends it.
+# interruption, whichever code path appends it: `_NOTIFY_WHEN` says which audit events
+# notify and `_NOTIFY_INSERT` what each writes, one text for both backends' triggers
+# (`new` is the inserted audit event; PL/pgSQL reads `new` as `NEW`).
+_NOTIFY_WHEN = """(new.from_status IS NULL AND new.to_status = 'pending')
+    OR new.to_status IN ('failed', 'interrupted')"""
+_NOTIFY_INSERT = """\
+INSERT INTO notify_event (kind, proposal_id, run_id, audit_event_id, dedupe, state,
+        created_at)
+    SELECT CASE WHEN new.from_status IS NULL THEN 'proposed' ELSE new.to_status END,
+        new.proposal_id, p.run_id, new.id, 'audit:' || new.id, 'new', new.at
+    FROM proposal p WHERE p.id = new.proposal_id;"""
 _NOTIFY_OUTBOX = (
     """CREATE TABLE notify_event (
     id INTEGER NOT NULL,
@@ -354,32 +364,22 @@ _NOTIFY_OUTBOX = (
     FOREIGN KEY(message_id) REFERENCES notify_message (id)
 )""",
     "CREATE INDEX ix_notify_delivery_state ON notify_delivery (state, next_at)",
-    """CREATE TRIGGER tr_notify_event AFTER INSERT ON audit_event
-WHEN (new.from_status IS NULL AND new.to_status = 'pending')
-    OR new.to_status IN ('failed', 'interrupted')
+    f"""CREATE TRIGGER tr_notify_event AFTER INSERT ON audit_event
+WHEN {_NOTIFY_WHEN}
 BEGIN
-    INSERT INTO notify_event (kind, proposal_id, run_id, audit_event_id, dedupe, state,
-        created_at)
-    SELECT CASE WHEN new.from_status IS NULL THEN 'proposed' ELSE new.to_status END,
-        new.proposal_id, p.run_id, new.id, 'audit:' || new.id, 'new', new.at
-    FROM proposal p WHERE p.id = new.proposal_id;
+    {_NOTIFY_INSERT}
 END""",
 )
 
 _NOTIFY_OUTBOX_PG = (
     *(postgresql_ddl(s) for s in _NOTIFY_OUTBOX[:-1]),
-    """CREATE FUNCTION placet_notify_event() RETURNS trigger LANGUAGE plpgsql AS $$
+    f"""CREATE FUNCTION placet_notify_event() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO notify_event (kind, proposal_id, run_id, audit_event_id, dedupe, state,
-        created_at)
-    SELECT CASE WHEN NEW.from_status IS NULL THEN 'proposed' ELSE NEW.to_status END,
-        NEW.proposal_id, p.run_id, NEW.id, 'audit:' || NEW.id, 'new', NEW.at
-    FROM proposal p WHERE p.id = NEW.proposal_id;
+    {_NOTIFY_INSERT}
     RETURN NULL;
 END $$""",
-    """CREATE TRIGGER tr_notify_event AFTER INSERT ON audit_event FOR EACH ROW
-WHEN ((NEW.from_status IS NULL AND NEW.to_status = 'pending')
-    OR NEW.to_status IN ('failed', 'interrupted'))
+    f"""CREATE TRIGGER tr_notify_event AFTER INSERT ON audit_event FOR EACH ROW
+WHEN ({_NOTIFY_WHEN})
 EXECUTE FUNCTION placet_notify_event()""",
 )
 

@@ -75,46 +75,68 @@ class BaselineRecorder:
             return nfc(path[len(folder) + 1 :])
         return None  # the synced folder itself (created when it was missing)
 
-    def entry(
+    def op_ended(
         self,
         op: Op,
         outcome: str,
         detail: Mapping[str, Any],
+        *,
         remote_mtime: str | None = None,
+    ) -> None:
+        """Queue for `flush` the baseline entry a successful journaled `op` establishes,
+        if any (never raises). `remote_mtime`: the uploaded object's mtime as the upload
+        read it after its move (then it is not read again); a digest to remember is
+        queued too."""
+        try:
+            rel = self._rel(op.remote_path)
+            if outcome not in SUCCESS_OUTCOMES or rel is None:
+                return
+            if op.kind == "mkdir":
+                b: BaselineEntry | None = BaselineEntry(rel, None)
+            elif op.kind in ("upload", "upload_revision"):
+                b = self._uploaded(rel, op, detail, remote_mtime)
+            else:
+                b = self._downloaded(rel, op, detail)
+        except Exception:
+            log.exception("recording the sync baseline for op %s failed; continuing", op.index)
+            return
+        if b is not None:
+            self._pending.append(b)
+
+    def _uploaded(
+        self, rel: str, op: Op, detail: Mapping[str, Any], remote_mtime: str | None
     ) -> BaselineEntry | None:
-        """The baseline entry a successful `op` establishes, or None. `remote_mtime`:
-        the uploaded object's mtime as the upload read it after its move (then it is
-        not read again); a digest to remember is queued for `flush`."""
-        rel = self._rel(op.remote_path)
-        if outcome not in SUCCESS_OUTCOMES or rel is None:
+        """The entry of an upload that ended done or already_done (None: the op carries
+        no local evidence)."""
+        ev = op.expected_local
+        if ev is None:
             return None
-        if op.kind == "mkdir":
-            return BaselineEntry(rel, None)
-        if op.kind in ("upload", "upload_revision"):
-            ev = op.expected_local
-            if ev is None:
-                return None
-            dtype, digest = detail.get("digest_type"), detail.get("digest")
-            if not digest and str(detail.get("verification", "")).startswith("digest:"):
-                dtype, digest = ev.digest_type, ev.digest
-            mtime = None
-            on_demand = self.drive.capabilities().hashes_on_demand
-            if not digest or on_demand:
-                # Without a digest the next plan compares size and mtime: read them back.
-                # On a remote that hashes on demand, the verified digest also primes the
-                # remote digest cache, so the plan after a big upload reads nothing back.
-                if remote_mtime is not None:
-                    mtime, size = remote_mtime, op.size
-                else:
-                    found = self.drive.stat(op.remote_path or "")
-                    mtime = found.mtime if found is not None else None
-                    size = found.size if found is not None else None
-                if digest and dtype and size is not None and size == op.size and mtime:
-                    row = (op.remote_path or "", size, mtime, str(digest).lower())
-                    self._digest_rows.setdefault(str(dtype), []).append(row)
-            return BaselineEntry(
-                rel, ev.sha256, dtype if digest else None, digest or None, op.size, mtime
-            )
+        dtype, digest = detail.get("digest_type"), detail.get("digest")
+        if not digest and str(detail.get("verification", "")).startswith("digest:"):
+            dtype, digest = ev.digest_type, ev.digest
+        mtime = None
+        on_demand = self.drive.capabilities().hashes_on_demand
+        if not digest or on_demand:
+            # Without a digest the next plan compares size and mtime: read them back.
+            # On a remote that hashes on demand, the verified digest also primes the
+            # remote digest cache, so the plan after a big upload reads nothing back.
+            if remote_mtime is not None:
+                mtime, size = remote_mtime, op.size
+            else:
+                found = self.drive.stat(op.remote_path or "")
+                mtime = found.mtime if found is not None else None
+                size = found.size if found is not None else None
+            if digest and dtype and size is not None and size == op.size and mtime:
+                row = (op.remote_path or "", size, mtime, str(digest).lower())
+                self._digest_rows.setdefault(str(dtype), []).append(row)
+        return BaselineEntry(
+            rel, ev.sha256, dtype if digest else None, digest or None, op.size, mtime
+        )
+
+    @staticmethod
+    def _downloaded(rel: str, op: Op, detail: Mapping[str, Any]) -> BaselineEntry | None:
+        """The entry of a download that ended done or already_done (None: its content's
+        SHA-256 is not known)."""
         src = op.expected_remote
         if src is None:
             return None
@@ -124,22 +146,6 @@ class BaselineRecorder:
         return BaselineEntry(
             rel, str(sha).lower(), src.digest_type, src.digest, src.size, src.mtime
         )
-
-    def op_ended(
-        self,
-        op: Op,
-        outcome: str,
-        detail: Mapping[str, Any],
-        *,
-        remote_mtime: str | None = None,
-    ) -> None:
-        """Queue the baseline of one journaled op for `flush` (never raises)."""
-        try:
-            b = self.entry(op, outcome, detail, remote_mtime)
-            if b is not None:
-                self._pending.append(b)
-        except Exception:
-            log.exception("recording the sync baseline for op %s failed; continuing", op.index)
 
     def flush(self) -> None:
         """Write the queued entries and remote digests, each kind in one transaction

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from rich.console import Group
 from rich.text import Text
@@ -37,15 +37,22 @@ from placet.tui.facts import Effect
 from placet.tui.render import header_line, lit, name, proposal_view
 from placet.tui.sync_view import SyncPicker
 
-_MODAL_CSS = """
-{name} {{ align: center middle; }}
-{name} > #dialog {{
-    width: 90%; max-width: 130; height: auto; max-height: 90%;
-    border: thick $accent; background: $surface; padding: 0 1;
-}}
-{name} #buttons {{ height: auto; align-horizontal: right; }}
-{name} #buttons > Button {{ margin: 0 1; }}
-"""
+ResultT = TypeVar("ResultT")
+
+
+class ModalDialog(ModalScreen[ResultT]):
+    """A centred `#dialog` with its `#buttons` on the right; every modal decision is
+    one (Textual gives a subclass its bases' CSS, under its own CSS)."""
+
+    DEFAULT_CSS = """
+    ModalDialog { align: center middle; }
+    ModalDialog > #dialog {
+        width: 90%; max-width: 130; height: auto; max-height: 90%;
+        border: thick $accent; background: $surface; padding: 0 1;
+    }
+    ModalDialog #buttons { height: auto; align-horizontal: right; }
+    ModalDialog #buttons > Button { margin: 0 1; }
+    """
 
 
 STALE_SHOWN = 5
@@ -89,12 +96,10 @@ class _Scrolling(VerticalScroll, can_focus=False):
     click on a disabled button cannot pull focus away from the typed-id field."""
 
 
-class AcceptScreen(ModalScreen[bool]):
+class AcceptScreen(ModalDialog[bool]):
     """Confirm acceptance of one proposal; dismisses True to accept, False to cancel."""
 
-    DEFAULT_CSS = (
-        _MODAL_CSS.format(name="AcceptScreen")
-        + """
+    DEFAULT_CSS = """
     AcceptScreen > #dialog { height: auto; max-height: 95%; }
     AcceptScreen #decide { dock: bottom; height: auto; background: $surface; }
     AcceptScreen #effect { height: auto; max-height: 30; border: round $primary; }
@@ -103,7 +108,6 @@ class AcceptScreen(ModalScreen[bool]):
     AcceptScreen #retry-note { height: auto; border: round $error; }
     AcceptScreen #typed-label { height: auto; color: $error; }
     """
-    )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Accept"),
         Binding("n,escape", "cancel", "Cancel"),
@@ -281,10 +285,9 @@ class AcceptScreen(ModalScreen[bool]):
         self.dismiss(False)
 
 
-class DiscardScreen(ModalScreen[str | None]):
+class DiscardScreen(ModalDialog[str | None]):
     """Discard one proposal with an optional reason; dismisses the reason, None to cancel."""
 
-    DEFAULT_CSS = _MODAL_CSS.format(name="DiscardScreen")
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, record: ProposalRecord) -> None:
@@ -323,10 +326,9 @@ class DiscardScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class QuitScreen(ModalScreen[bool]):
+class QuitScreen(ModalDialog[bool]):
     """Quitting while a transfer runs: True means stop it and mark it interrupted."""
 
-    DEFAULT_CSS = _MODAL_CSS.format(name="QuitScreen")
     BINDINGS: ClassVar[list[BindingType]] = [Binding("n,escape", "stay", "Keep running")]
 
     def __init__(self, proposal_id: int) -> None:
