@@ -39,6 +39,7 @@ import queue
 import secrets
 import stat
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -206,10 +207,17 @@ class SyncService:
 
     Counters for tests and benches: `local_files_hashed` (files the indexer read),
     `remote_files_hashed` (remote files whose digest was computed, not cached).
+
+    `clock_ns` gives each index's start in nanoseconds since the epoch, for the
+    racily-clean rule (`placet.sync.index_file.RACY_WINDOW_NS`); tests inject one that
+    runs ahead instead of waiting for their files to age.
     """
 
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(
+        self, store: Store, settings: Settings, *, clock_ns: Callable[[], int] = time.time_ns
+    ) -> None:
         self.settings = settings
+        self.clock_ns = clock_ns
         self.data = SyncData(store)
         self.jobs = LongReads()
         self.local_files_hashed = 0
@@ -290,6 +298,7 @@ class SyncService:
                 root_key=key,
                 include_hidden=include_hidden,
                 entry_cap=self.settings.plan_entry_cap,
+                now_ns=self.clock_ns(),
                 progress=tick,
                 folder_done=folder_done,
             )

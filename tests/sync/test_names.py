@@ -9,7 +9,6 @@ Real folders, real rclone `local` remote, real executor: the plan's ops all run.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from placet.sync.model import SyncPlan
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
 from placet.sync.tables import StoredPlan
+from tests.support.clocks import ScanClock
 from tests.support.listings import L, R, classify
 from tests.support.rig import Rig
 
@@ -113,8 +113,9 @@ def test_unusable_remote_and_local_names_do_not_stop_the_plan(rig: Rig) -> None:
     (d / "sub" / "c:d").write_bytes(b"deep\n")
     for name in ("l:m", "-y", "\x07ding", "nul.txt", "mine.txt", ".placet-tmp-bar"):
         rig.write(name, f"local {name!r}\n".encode())
-    time.sleep(2.1)  # past the racily-clean window
-    svc = SyncService(rig.store, rig.settings)
+    clock = ScanClock()
+    clock.settle()  # past the racily-clean window
+    svc = SyncService(rig.store, rig.settings, clock_ns=clock)
 
     cold = _plan(svc, rig).plan
     special = _reports(cold, "skipped_special")

@@ -22,14 +22,9 @@ from placet.sync.model import EmptySideRefused
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService, root_key
 from placet.sync.tables import Pair
+from tests.support.clocks import ScanClock
 from tests.support.db import raw_db
 from tests.support.rig import Rig
-
-
-def settle() -> None:
-    """Files younger than the racily-clean window (2 s) are hashed again on purpose; let
-    the test's files age past it so a warm plan may trust the cache."""
-    time.sleep(2.1)
 
 
 def sha(p: Path) -> str:
@@ -58,8 +53,9 @@ def test_first_sync_then_warm_replan_hashes_nothing(rig: Rig) -> None:
     rig.write("top.txt", b"top\n")
     rig.write(".hidden", b"not synced unless asked\n")
     (rig.remote_dir / "only-remote.txt").write_bytes(b"from the drive\n")
-    settle()
-    svc = SyncService(rig.store, rig.settings)
+    clock = ScanClock()
+    clock.settle()
+    svc = SyncService(rig.store, rig.settings, clock_ns=clock)
 
     first = plan(svc, rig)
     assert kinds(first) == {"upload": 21, "mkdir": 1, "download": 1}
@@ -74,7 +70,7 @@ def test_first_sync_then_warm_replan_hashes_nothing(rig: Rig) -> None:
     assert rig.local("only-remote.txt").read_bytes() == b"from the drive\n"
     assert not (rig.remote_dir / ".hidden").exists()
 
-    settle()
+    clock.settle()
     hashed = svc.local_files_hashed, svc.remote_files_hashed
     second = plan(svc, rig)
     assert kinds(second) == {"skip": 23}  # 22 files and the folder a/
@@ -91,7 +87,7 @@ def test_first_sync_then_warm_replan_hashes_nothing(rig: Rig) -> None:
     assert third.id == second.id and third.reused  # same inputs, same stored plan
 
     # A new process (fresh service, same database): the persistent caches are warm too.
-    other = SyncService(rig.store, rig.settings)
+    other = SyncService(rig.store, rig.settings, clock_ns=clock)
     again = plan(other, rig)
     assert (other.local_files_hashed, other.remote_files_hashed) == (0, 0)
     assert again.id == second.id
@@ -291,14 +287,15 @@ def test_many_remote_misses_are_hashed_by_one_listing_in_pieces(rig: Rig) -> Non
 def test_digest_cache_drops_rows_of_deleted_files(rig: Rig) -> None:
     for i in range(5):
         rig.write(f"g/f{i}.txt", f"{i}\n".encode())
-    settle()
-    svc = SyncService(rig.store, rig.settings)
+    clock = ScanClock()
+    clock.settle()
+    svc = SyncService(rig.store, rig.settings, clock_ns=clock)
     folder = svc.folder(rig.ctx, "g", None)
     svc.index(folder, digest_type="sha256", include_hidden=False)
     svc.index(folder, digest_type="sha256", include_hidden=False)  # warm: layer loaded
     rig.local("g/f3.txt").unlink()
     svc.index(folder, digest_type="sha256", include_hidden=False)
-    fresh = SyncService(rig.store, rig.settings)  # read back from the database
+    fresh = SyncService(rig.store, rig.settings, clock_ns=clock)  # read back from the database
     rows = fresh.data.get_under(root_key(folder.root), "g")
     assert sorted(rows) == ["g/f0.txt", "g/f1.txt", "g/f2.txt", "g/f4.txt"]
 
@@ -329,8 +326,9 @@ def test_caches_too_big_to_keep_are_read_by_each_plan_and_consumed(rig: Rig) -> 
     for i in range(12):
         rig.write(f"b/f{i}.txt", f"file {i}\n".encode())
     rig.write(".hidden", b"cached only when listed\n")
-    settle()
-    svc = SyncService(rig.store, rig.settings)
+    clock = ScanClock()
+    clock.settle()
+    svc = SyncService(rig.store, rig.settings, clock_ns=clock)
     svc.data.memory_rows = 5
     key = root_key(svc.folder(rig.ctx, "", None).root)
     svc.index(svc.folder(rig.ctx, "", None), digest_type="sha256", include_hidden=True)
@@ -341,7 +339,7 @@ def test_caches_too_big_to_keep_are_read_by_each_plan_and_consumed(rig: Rig) -> 
     (rig.remote_dir / "r").mkdir()
     for i in range(8):
         (rig.remote_dir / "r" / f"g{i}.txt").write_bytes(f"remote {i}\n".encode())
-    settle()
+    clock.settle()
     plan(svc, rig)  # a cold remote listing: 8 digests written, too many to keep
     hashed = svc.local_files_hashed, svc.remote_files_hashed
     warm = plan(svc, rig)
@@ -349,7 +347,7 @@ def test_caches_too_big_to_keep_are_read_by_each_plan_and_consumed(rig: Rig) -> 
     assert warm.reused
     rig.local("b/f3.txt").unlink()
     plan(svc, rig)
-    rows = SyncService(rig.store, rig.settings).data.get_under(key, "")
+    rows = SyncService(rig.store, rig.settings, clock_ns=clock).data.get_under(key, "")
     assert sorted(rows) == sorted([".hidden"] + [f"b/f{i}.txt" for i in range(12) if i != 3])
 
 
@@ -363,8 +361,9 @@ def test_a_cache_too_big_to_keep_is_read_a_top_level_folder_at_a_time(rig: Rig) 
              "z/f.txt", ".hid/x.txt", "a0.txt"]  # fmt: skip
     for n in names:
         rig.write(n, n.encode())
-    settle()
-    svc = SyncService(rig.store, rig.settings)
+    clock = ScanClock()
+    clock.settle()
+    svc = SyncService(rig.store, rig.settings, clock_ns=clock)
     svc.data.memory_rows = 3
     folder = svc.folder(rig.ctx, "", None)
     key = root_key(folder.root)
@@ -378,7 +377,7 @@ def test_a_cache_too_big_to_keep_is_read_a_top_level_folder_at_a_time(rig: Rig) 
     rig.local("z").rmdir()
     again = svc.index(folder, digest_type="sha256", include_hidden=False)
     assert svc.local_files_hashed == len(names) and again.cache_hits == len(names) - 4
-    rows = SyncService(rig.store, rig.settings).data.get_under(key, "")
+    rows = SyncService(rig.store, rig.settings, clock_ns=clock).data.get_under(key, "")
     assert sorted(rows) == sorted(set(names) - {"a/f1.txt", "z/f.txt", "top.txt"})
     sub = svc.index(svc.folder(rig.ctx, "b", None), digest_type="sha256", include_hidden=False)
     assert sub.cache_hits == 2 and svc.local_files_hashed == len(names)
@@ -391,7 +390,8 @@ def test_a_plan_runs_with_the_gc_paused_and_returns_with_its_digests_stored(
     the digest cache rows its index deferred are in the database when it returns."""
     for i in range(3):
         rig.write(f"f{i}.txt", f"file {i}\n".encode())
-    settle()
+    clock = ScanClock()
+    clock.settle()
     gc_on_at_phase: list[bool] = []
 
     class Watched(Progress):
@@ -400,7 +400,7 @@ def test_a_plan_runs_with_the_gc_paused_and_returns_with_its_digests_stored(
                 gc_on_at_phase.append(gc.isenabled())
             super().__setattr__(name, value)
 
-    svc = SyncService(rig.store, rig.settings)
+    svc = SyncService(rig.store, rig.settings, clock_ns=clock)
     assert gc.isenabled()
     svc.make_plan(
         rig.ctx,

@@ -11,6 +11,7 @@ from placet.sync.entries import LocalEntry, OneDigest, PlanCapabilities, RemoteE
 from placet.sync.listings import read_listings
 from placet.sync.sharing import share_equal_strings
 from placet.sync.stored import SyncData
+from tests.support.clocks import ScanClock
 from tests.support.rig import Rig
 
 
@@ -86,7 +87,6 @@ def test_the_remote_listing_takes_local_strings_as_it_decodes(rig: Rig) -> None:
     path, size and digest objects there and then (cold: digests from rclone; warm: from
     the remote digest cache); the values are those of a listing made alone."""
     import shutil
-    import time
 
     from placet.sync.service import SyncService
 
@@ -100,8 +100,9 @@ def test_the_remote_listing_takes_local_strings_as_it_decodes(rig: Rig) -> None:
     (rig.remote_dir / "b" / "f1.txt").write_bytes(b"changed there\n")
     (rig.remote_dir / "only-there").mkdir()
     (rig.remote_dir / "only-there" / "g.txt").write_bytes(b"g\n")
-    time.sleep(2.1)  # past the racily-clean window
-    svc = SyncService(rig.store, rig.settings)
+    clock = ScanClock()
+    clock.settle()  # past the racily-clean window
+    svc = SyncService(rig.store, rig.settings, clock_ns=clock)
     folder = svc.folder(rig.ctx, "", None)
     for run in ("cold", "warm"):
         pending = svc.remote.begin(rig.drive, "")

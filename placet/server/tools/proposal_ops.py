@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from placet.errors import UsageError
 from placet.proposals.vetting import op_flags, root_path_of
-from placet.server.budget import fit, room_for
+from placet.server.budget import json_bytes, room_for
 from placet.server.framework import READ_LOCAL, ToolOutput, define_tool
 from placet.server.state import Caller, caller
 from placet.server.sync_proposals import op_count, ops_page
@@ -34,6 +34,9 @@ from placet.server.tools.sync_pages import decode_cursor, encode_cursor
 from placet.store import ProposalRecord
 
 OPS_PAGE = 500
+READ_CHUNK = 64
+"""Ops read from the store at a time while a page is filled (a page of long paths holds
+about 60 ops, so reading `OPS_PAGE` for each page read and decoded eight times too many)."""
 _TAG = "o1"
 
 Cursor = Annotated[
@@ -92,39 +95,52 @@ def _start_of(cursor: str | None, rec: ProposalRecord) -> int:
 
 
 def _page(who: Caller, rec: ProposalRecord, cursor: str | None) -> ProposalOpsOut:
+    """One page from the cursor's op on: ops read `READ_CHUNK` at a time and each viewed
+    once, until the next would not fit the reply budget (the rule of
+    `placet.server.budget.fit`: each view's JSON bytes and a separator, at least one op)
+    or `OPS_PAGE` are taken."""
     store = who.state.store
     start = _start_of(cursor, rec)
     total = op_count(store, rec)
-    ops = ops_page(store, rec, start, OPS_PAGE)
-    results = (
-        {r.op_index: r for r in store.op_results(rec.id, start=start, stop=start + OPS_PAGE)}
-        if rec.attempt > 0
-        else {}
-    )
     root_path = root_path_of(rec)
-
-    def view(i: int) -> ProposalOpView:
-        op = ops[i]
-        r = results.get(op.index)
-        return ProposalOpView(
-            op=op.model_dump(mode="json"),
-            risk_flags=[f.code for f in op_flags(rec, op, root_path)],
-            result=OpOutcome(outcome=r.outcome, detail=r.detail, recorded_at=r.recorded_at)
-            if r
-            else None,
-        )
-
     out = ProposalOpsOut(
         proposal_id=rec.id, kind=rec.kind, status=rec.status, attempt=rec.attempt,
         op_count=total, start=start, ops=[],
         next_cursor=encode_cursor(_TAG, [rec.id, rec.request_hash[:16], total], signed=True),
     )  # fmt: skip
-    n = fit(range(len(ops)), view, room_for(who.state.settings.reply_budget_bytes, out), OPS_PAGE)
-    out.ops = [view(i) for i in range(n)]
-    nxt = start + n
+    room = room_for(who.state.settings.reply_budget_bytes, out)
+    views: list[ProposalOpView] = []
+    used, pos, full = 0, start, False
+    while not full and pos < total and len(views) < OPS_PAGE:
+        limit = min(READ_CHUNK, OPS_PAGE - len(views))
+        ops = ops_page(store, rec, pos, limit)
+        if not ops:
+            break
+        results = (
+            {r.op_index: r for r in store.op_results(rec.id, start=pos, stop=pos + limit)}
+            if rec.attempt > 0
+            else {}
+        )
+        for op in ops:
+            r = results.get(op.index)
+            v = ProposalOpView(
+                op=op.model_dump(mode="json"),
+                risk_flags=[f.code for f in op_flags(rec, op, root_path)],
+                result=OpOutcome(outcome=r.outcome, detail=r.detail, recorded_at=r.recorded_at)
+                if r
+                else None,
+            )
+            used += json_bytes(v) + 2
+            if used > room and views:
+                full = True
+                break
+            views.append(v)
+        pos += limit
+    out.ops = views
+    nxt = start + len(views)
     out.next_cursor = (
         encode_cursor(_TAG, [rec.id, rec.request_hash[:16], nxt], signed=True)
-        if n and nxt < total
+        if views and nxt < total
         else None
     )
     return out
