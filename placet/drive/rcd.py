@@ -441,7 +441,11 @@ class Rcd:
         Put per file, and ~1 ms less CPU per small file than the daemon's 2 MiB cutoff
         (docs/performance.md "Sync apply"). It also skips rclone's own read-back of each
         object (``IgnoreChecksum``, as `rclone rcat --ignore-checksum` does): the caller
-        verifies the stored object against the digest of the bytes it sent.
+        verifies the stored object against the digest of the bytes it sent. And it sets
+        ``LowLevelRetries`` to 1 for the request: rclone's `Copy`, which takes each part,
+        tries a failed upload again that many times (deleting between tries) on top of
+        the backend's own retries, which made a dead WebDAV server take three PUTs and
+        ~10 s to fail; now the PUT is tried once, as `rclone rcat` tries it.
 
         Raises: as `call` (``cancelled`` when the group was killed).
         """
@@ -456,7 +460,9 @@ class Rcd:
             parts.append(b"\r\n")
         parts.append(f"--{boundary}--\r\n".encode())
         largest = max((sum(len(c) for c in chunks) for _, chunks in files), default=0)
-        config = json.dumps({"StreamingUploadCutoff": largest + 1, "IgnoreChecksum": True})
+        config = json.dumps(
+            {"StreamingUploadCutoff": largest + 1, "IgnoreChecksum": True, "LowLevelRetries": 1}
+        )
         query = urllib.parse.urlencode(
             {"fs": fs, "remote": folder, "_config": config}, quote_via=urllib.parse.quote
         )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -130,6 +133,66 @@ def test_unreachable_remote_is_retryable(
     assert "connection refused" in ei.value.details["rclone_message"]
     with pytest.raises(DriveUnavailable):
         drive.read_head("a.txt", 3)
+
+
+class _Refuser:
+    """A listener on `port` of 127.0.0.1 that reads each request's first line and
+    closes the connection without an answer, keeping the methods it saw: what a web
+    server that dies at every request looks like."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_server(("127.0.0.1", port))
+        self.sock.settimeout(0.2)
+        self.methods: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                with contextlib.suppress(OSError):
+                    self.methods.append(conn.recv(64).split(b" ", 1)[0].decode("ascii", "replace"))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+@pytest.mark.timeout(60)
+def test_an_upload_through_rcd_puts_once_like_rcat(
+    start_server: Callable[[str], ServedRemote], make_drive: MakeDrive, tmp_path: Path
+) -> None:
+    """rcd's upload of a small file goes through rclone's `Copy`, which tries the whole
+    upload again up to `--low-level-retries` times: nine PUTs and ~10 s against a dead
+    WebDAV server, inside an agent's or the owner's wait. placet sends
+    ``LowLevelRetries: 1`` with the request, so the PUT is tried once, as `rclone rcat`
+    tries it, and the op fails retryable at once."""
+    served = start_server("webdav")
+    drive = make_drive(served.spec())
+    assert drive.list_folder("")[0] == []
+    fd, sha = _src(tmp_path, b"abc")
+    refuser: list[_Refuser] = []
+
+    def journal_then_break(temp: str) -> None:  # the server dies; a refuser takes its port
+        served.stop()
+        refuser.append(_Refuser(served.port))
+
+    try:
+        with pytest.raises(DriveUnavailable) as ei:
+            drive.upload_from_fd(fd, 3, "a.txt", expected_sha256=sha, journal=journal_then_break)
+        methods = list(refuser[0].methods)
+    finally:
+        for r in refuser:
+            r.close()
+    assert ei.value.retryable
+    assert methods.count("PUT") == 1, methods
 
 
 def test_errors_never_carry_the_obscured_password(
