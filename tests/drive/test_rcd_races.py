@@ -5,6 +5,10 @@ never a raw `OSError`/`AttributeError`, and no call may outlive its timeout."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import signal
 import sys
 import threading
 import time
@@ -117,3 +121,104 @@ def test_close_while_threads_call_gives_typed_errors_only(
         callers.settle(20 + rnd * 5)
         rcd.close()
         assert callers.join() == []
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("fast_switches")
+def test_kills_under_every_call_kind_give_typed_errors_and_bounded_descriptors(
+    root: Path, make_rcd: Callable[[], Rcd]
+) -> None:
+    """rcd killed 20 times while eight threads stat, list, upload and stream uploads:
+    typed errors only, and the descriptors held stay bounded by the live threads (a
+    dead daemon's connection is kept open for its own thread to close, one per thread
+    at most), then all are released once the threads end and the drive is closed."""
+    rcd = make_rcd()
+    rcd.call("rc/noop", {}, timeout=10)
+    before = _open_fds()
+    callers = _Callers(rcd, root, 8)
+    try:
+        for _ in range(20):
+            callers.settle(10)
+            pid = rcd.pid
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        callers.settle(10)
+        during = _open_fds() - before
+    finally:
+        strays = callers.join()
+    assert strays == []
+    # 8 threads' connections and the daemon's own (directory fd, pipes): never one per kill
+    assert during <= 8 + 6, during
+    rcd.close()
+    assert _open_fds() <= before, (before, _open_fds())
+
+
+@pytest.mark.timeout(120)
+def test_a_frozen_daemon_fails_each_call_within_its_timeout_then_serves_again(
+    root: Path, make_rcd: Callable[[], Rcd]
+) -> None:
+    """rcd stopped (SIGSTOP) under four threads, one per call kind, each with a 2 s
+    timeout: every call ends with a `PlacetError` well before 2 s + slack (none waits on
+    a frozen daemon forever); after SIGCONT the same client serves every kind again."""
+    rcd = make_rcd()
+    rcd.call("rc/noop", {}, timeout=10)
+    pid = rcd.pid
+    assert pid is not None
+    results: dict[int, tuple[str, float]] = {}
+
+    def frozen_call(k: int) -> None:
+        t0 = time.monotonic()
+        try:
+            _one_call(rcd, root, k, timeout=2)
+            results[k] = ("answered", time.monotonic() - t0)
+        except PlacetError as e:
+            results[k] = (type(e).__name__, time.monotonic() - t0)
+        except BaseException as e:  # a raw error is the defect under test
+            results[k] = (f"raw {type(e).__name__}: {e}", time.monotonic() - t0)
+
+    for k in range(4):  # every thread holds a live keep-alive connection first
+        _one_call(rcd, root, k)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        threads = [threading.Thread(target=frozen_call, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads), "a call outlived its timeout"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert {k: r[0] for k, r in results.items()} == dict.fromkeys(range(4), "DriveUnavailable")
+    assert max(r[1] for r in results.values()) < 2 + 10, results
+    for k in range(4):
+        _one_call(rcd, root, k)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("fast_switches")
+def test_socket_directory_removed_under_callers_starts_a_fresh_daemon(
+    root: Path, make_rcd: Callable[[], Rcd], tmp_path: Path
+) -> None:
+    """The daemon's socket directory removed (a cleaner of the run dir) five times while
+    eight threads call: typed errors only, and the client goes on working."""
+    rcd = make_rcd()
+    rcd.call("rc/noop", {}, timeout=10)
+    first = rcd.pid
+    callers = _Callers(rcd, root, 8)
+    try:
+        for _ in range(5):
+            callers.settle(20)
+            for d in (tmp_path / "run").glob("rcd-*"):
+                shutil.rmtree(d, ignore_errors=True)
+        callers.settle(20)
+    finally:
+        strays = callers.join()
+    assert strays == []
+    assert callers.calls > 100
+    assert rcd.pid not in (None, first)
+    rcd.call("operations/stat", {"fs": str(root), "remote": "f.txt"}, timeout=10)
