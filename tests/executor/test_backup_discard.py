@@ -12,6 +12,7 @@ before the first byte moves; the drive is real (a local folder; WebDAV: no diges
 from __future__ import annotations
 
 import os
+import unicodedata
 from pathlib import PurePosixPath
 
 import pytest
@@ -21,7 +22,7 @@ from placet.executor.temps import Temp, journal_entry
 from placet.proposals.evidence import local_file_evidence, remote_digest_type, remote_evidence
 from placet.schema import Op, RemoteEvidence
 from placet.store import LeaseHolder, ProposalRecord
-from tests.support.rig import Rig
+from tests.support.rig import Rig, rewrite_same_size
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -107,3 +108,71 @@ def test_a_replacement_the_owner_unticked_on_reaccepting_keeps_its_backup(
     }  # fmt: skip
     assert final.status == "succeeded"
     assert _backups(yes_rig) == {backup["path"]: OLD}
+
+
+LONG = "é" * 123 + ".txt"  # 250 bytes of UTF-8: its backup name is cut to 255 bytes
+NFC = unicodedata.normalize("NFC", "café.txt")
+NFD = unicodedata.normalize("NFD", "café.txt")
+
+
+@pytest.mark.parametrize("remote", ["local", "webdav"])
+def test_a_sync_stopped_among_many_replacements_deletes_only_proven_backups(
+    request: pytest.FixtureRequest, remote: str
+) -> None:
+    """A sync of replacements stopped mid-way, each in another state, on a drive with
+    digests and on one without (WebDAV: read-back SHA-256). Accepting again deletes a
+    backup only where the replacement is proven complete and the backup is what the
+    owner approved replacing; every other piece of owner content stays where it is.
+    (The NFC/NFD twin runs on the local folder only: `rclone serve webdav` answers for
+    one name with the other, or not, as its directory cache has it.)"""
+    rig: Rig = request.getfixturevalue("rig" if remote == "local" else "webdav_rig")
+    d = rig.remote_dir
+    assert d is not None
+    names = ["t0.txt", "t1.txt", "t2.txt", "t3.txt", "t4.txt", "t5.txt", LONG]
+    if remote == "local":
+        names.append(NFC)
+    old = {n: OLD + n.encode() for n in names}
+    new = {n: NEW + n.encode() for n in names}
+    ops = [_replacement(rig, i, n, old[n], new[n]) for i, n in enumerate(names)]
+    rec = rig.propose_ops(ops)[0]
+    journal: dict[int, list[Temp]] = {}
+    for i, n in enumerate(names):  # stopped after the move
+        journal[i] = [_stop_after_the_move(rig, ops[i], new[n])]
+    for n in ("t1.txt", NFC):  # stopped after the move aside, before the move in
+        (d / n).unlink(missing_ok=True)
+    kept = {}
+    # t2: the owner wrote other bytes over the target since
+    (d / "t2.txt").write_bytes(b"the owner wrote this since\n")
+    kept[journal[2][0]["path"]] = old["t2.txt"]
+    # t3: the backup was rewritten since, same size, its mtime put back
+    rewrite_same_size(d / journal[3][0]["path"], b"Z" * len(old["t3.txt"]))
+    kept[journal[3][0]["path"]] = b"Z" * len(old["t3.txt"])
+    # t4: the owner's own file named like a backup, with the replaced bytes, not journaled
+    lookalike = backup_name("t4.txt")
+    (d / lookalike).write_bytes(old["t4.txt"])
+    kept[lookalike] = old["t4.txt"]
+    # t5: a journal entry (hand-made) whose backup names another op's target
+    journal[5] = [{**journal[5][0], "restore_to": "t0.txt"}]
+    kept[journal[5][0]["path"]] = old["t5.txt"]
+    # NFC: the owner's NFD twin of the emptied target holds the approved bytes: the
+    # backup goes back under the NFC name and the op refuses the twin (stale)
+    expected = dict.fromkeys(range(len(names)), "already_done")
+    expected.update({1: "done", 2: "stale"})
+    if NFC in names:
+        (d / NFD).write_bytes(new[NFC])
+        expected[7] = "stale"
+    _interrupted(rig, rec, journal)
+    final = _run_again(rig, rec, skip=[])
+    results = rig.store.op_results(rec.id)
+    assert {r.op_index: r.outcome for r in results} == expected, [
+        (r.op_index, r.detail) for r in results if r.outcome != expected[r.op_index]
+    ]
+    assert final.status == "failed"  # t2 is stale
+    assert _backups(rig) == kept
+    assert (d / "t2.txt").read_bytes() == b"the owner wrote this since\n"
+    if NFC in names:
+        assert (d / NFD).read_bytes() == new[NFC]
+        assert (d / NFC).read_bytes() == old[NFC]
+    for n in names:
+        if n not in ("t2.txt", NFC):
+            assert (d / n).read_bytes() == new[n], n
