@@ -12,8 +12,10 @@ before the first byte moves; the drive is real (a local folder; WebDAV: no diges
 from __future__ import annotations
 
 import os
+import signal
+import time
 import unicodedata
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -22,7 +24,7 @@ from placet.executor.temps import Temp, journal_entry
 from placet.proposals.evidence import local_file_evidence, remote_digest_type, remote_evidence
 from placet.schema import Op, RemoteEvidence
 from placet.store import LeaseHolder, ProposalRecord
-from tests.support.rig import Rig, rewrite_same_size
+from tests.support.rig import Rig, placet_cli, rewrite_same_size, sha256, start_accept_yes
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -176,3 +178,48 @@ def test_a_sync_stopped_among_many_replacements_deletes_only_proven_backups(
     for n in names:
         if n not in ("t2.txt", NFC):
             assert (d / n).read_bytes() == new[n], n
+
+
+@pytest.mark.timeout(240)
+def test_a_sync_of_many_replacements_killed_mid_way_ends_approved_with_no_backup_left(
+    yes_rig: Rig,
+) -> None:
+    """`placet accept --yes` of eight replacements (4 MiB each, four at a time) killed
+    -9 as soon as a second backup is on the drive, whatever the other transfers were
+    doing; recovery, then accepting again: every target holds its approved bytes, every
+    op is done or already done, and no temporary name or backup is left."""
+    d = yes_rig.remote_dir
+    assert d is not None
+    names = [f"r{i}.bin" for i in range(8)]
+    new = {n: os.urandom(4 << 20) for n in names}
+    ops = [_replacement(yes_rig, i, n, os.urandom(4 << 20), new[n]) for i, n in enumerate(names)]
+    rec = yes_rig.propose_ops(ops)[0]
+    yes_rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "skip_ops": []})
+    proc = start_accept_yes(rec.id)
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if len(_backups_named(d)) >= 2:
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.0005)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    killed = proc.returncode == -signal.SIGKILL
+    if killed:
+        assert yes_rig.store.sweep().interrupted == [rec.id]
+        r = placet_cli("accept", str(rec.id), "--yes", env=dict(os.environ))
+        assert r.returncode == 0, r.stderr
+    assert yes_rig.store.get(rec.id).status == "succeeded"
+    outcomes = {r.op_index: r.outcome for r in yes_rig.store.op_results(rec.id)}
+    assert set(outcomes.values()) <= {"done", "already_done"}, outcomes
+    assert sorted(os.listdir(d)) == names
+    for n in names:
+        assert sha256((d / n).read_bytes()) == sha256(new[n]), n
+
+
+def _backups_named(d: Path) -> list[str]:
+    return [n for n in os.listdir(d) if n.startswith(".placet-tmp-keep-")]
