@@ -6,6 +6,7 @@ never a raw `OSError`/`AttributeError`, and no call may outlive its timeout."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -222,3 +224,28 @@ def test_socket_directory_removed_under_callers_starts_a_fresh_daemon(
     assert callers.calls > 100
     assert rcd.pid not in (None, first)
     rcd.call("operations/stat", {"fs": str(root), "remote": "f.txt"}, timeout=10)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the collected client's sockets
+def test_idle_threads_keep_one_descriptor_each_across_closed_clients(tmp_path: Path) -> None:
+    """Four long-lived threads (a server's worker pool) call each of ten clients once,
+    and each client is closed while they idle: their connections are theirs to close, so
+    they stay open until the thread calls again or the closed client is collected, one
+    per thread at most, never one per thread per client (a closed client kept alive,
+    e.g. by its atexit hook, would hold four more each time)."""
+    before = _open_fds()
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(10):
+            rcd = Rcd(RCLONE, {"RCLONE_CONFIG": "/dev/null"}, tmp_path / "run")
+            everyone = threading.Barrier(4)  # each of the four threads makes one call
+
+            def call(_: int, rcd: Rcd = rcd, everyone: threading.Barrier = everyone) -> None:
+                everyone.wait(30)
+                rcd.call("rc/noop", {}, timeout=10)
+
+            list(pool.map(call, range(4)))
+            rcd.close()
+            del rcd, call
+            gc.collect()
+            assert _open_fds() - before <= 4 + 2
