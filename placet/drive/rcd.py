@@ -209,20 +209,21 @@ class Rcd:
         stop(self._proc)
         raise DriveUnavailable("rclone rcd did not answer within 15 s; try again")
 
-    def _teardown(self, *, closing: bool = False) -> None:
+    def _teardown(self) -> None:
         """Stop the daemon and remove its socket directory (under `_lock`).
 
-        A connection is closed only by its own thread (`_drop`, `_connection`), or here
-        once its thread has ended: closing one under a thread in the middle of a request
-        left it a socket that was None or gave EBADF outside its error handling (an
-        upload's temporary object was left behind that way). The others fail on their
-        next use, as the daemon is gone, and are replaced then. `closing` (the drive is
-        closed, its threads done) closes every one.
+        A connection is closed only by its own thread (`_drop`, `_connection`, `_ensure`
+        once the drive is closed), or here once its thread has ended: closing one under
+        a thread in the middle of a request left it a socket that was None or gave EBADF
+        outside its error handling (an upload's temporary object was left behind that
+        way), also when the drive was closed while threads still called. The others
+        fail on their next use, as the daemon is gone, and are replaced then (or closed,
+        once the drive is); a live thread holds one at most.
         """
         me = threading.current_thread()
         keep = []
         for thread, conn in self._conns:
-            if closing or thread is me or not thread.is_alive():
+            if thread is me or not thread.is_alive():
                 conn.close()
             else:
                 keep.append((thread, conn))
@@ -241,6 +242,9 @@ class Rcd:
         """The running daemon, its socket path and auth header (started if needed)."""
         with self._lock:
             if self._closed:
+                held = getattr(self._tls, "conn", None)
+                if held is not None:
+                    self._drop(held[1])
                 raise DriveError("the drive was closed; open it again")
             if self._proc is None or self._proc.poll() is not None:
                 self._teardown()
@@ -631,5 +635,5 @@ class Rcd:
         """Stop the daemon and remove its socket directory. Idempotent."""
         with self._lock:
             self._closed = True
-            self._teardown(closing=True)
+            self._teardown()
         atexit.unregister(self.close)

@@ -436,6 +436,7 @@ class _Run:
         except PlacetError as e:
             log.warning("could not clear rclone's caches: %s", e.message)
         backups = {i for i, temps in earlier.items() if any(t["side"] == "backup" for t in temps)}
+        backups -= self.plan.skip  # unticked now: its backup is not deleted (kept, listed)
         ops = {op.index: op for op in self.plan.ops if op.index in backups} if backups else {}
         for index, temps in earlier.items():
             for t in temps:

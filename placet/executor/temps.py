@@ -12,10 +12,11 @@ new attempt's journal, so it is not forgotten.
 The previous content of a replaced drive object, moved aside while the new one is moved
 in and proven (`placet.names.BACKUP_PREFIX`), is journaled the same way (side
 ``backup``, with the target it came from): the next run moves it back when the target
-is empty. When the target holds the op's approved bytes and the backup holds exactly
-what the evidence recorded under the target, the run stopped after the move and before
-the delete that ends the op, so the backup is deleted (`replaced_as_approved`); in every
-other case it is left, listed for the owner.
+is empty. When the op is still selected (not unticked on accepting again), the target
+holds the op's approved bytes and the backup holds exactly what the evidence recorded
+under the target, the run stopped after the move and before the delete that ends the
+op, so the backup is deleted (`replaced_as_approved`); in every other case it is left,
+listed for the owner.
 
 Age-based cleanup (`Drive.cleanup_temps`, temp objects older than 15 minutes in the
 target folders) catches what no journal names, e.g. a crash inside the drive before its
