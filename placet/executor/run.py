@@ -205,6 +205,7 @@ class _Run:
         self._op_json: dict[int, dict[str, Any]] = {}  # ops dumped, until journaled
         self._batched: set[int] = set()  # indexes of the ops run in batches
         self.leftover: dict[int, list[Temp]] = {}  # earlier attempts' temps not yet removed
+        self.backups_left: list[str] = []  # earlier backups left in place for the owner
         # A sync's baseline is written with each committed batch of results
         # (docs/design.md section 7).
         self.baseline = BaselineRecorder.for_proposal(store, record, drive)
@@ -408,6 +409,8 @@ class _Run:
             summary["skipped_by_owner"] = sorted(self.plan.skip)
         if removed:
             summary["temps_removed"] = removed
+        if self.backups_left:
+            summary["backups_left"] = self.backups_left
         self.beat.stop()  # no renewal may race the release below (a false "lost the lease")
         try:
             return self.store.finish(
@@ -428,8 +431,17 @@ class _Run:
         due = time.monotonic() - self._pending_since >= FLUSH_SECONDS
         return self._flush() if due or len(self._pending) >= FLUSH_OPS else True
 
+    def _still_there(self, path: str) -> bool:
+        """Whether drive object `path` exists (True when the drive cannot say)."""
+        try:
+            return self.drive.stat(path) is not None
+        except PlacetError:
+            return True
+
     def _clean(self, earlier: dict[int, list[Temp]]) -> list[str]:
-        """Remove an earlier attempt's journaled temps, and old temps in target folders."""
+        """Remove an earlier attempt's journaled temps, and old temps in target folders;
+        returns the names gone. A backup left in place for the owner (`restore_backup`:
+        something is under its target) goes to `backups_left` instead."""
         removed: list[str] = []
         try:
             self.drive.clear_caches()
@@ -440,10 +452,12 @@ class _Run:
         ops = {op.index: op for op in self.plan.ops if op.index in backups} if backups else {}
         for index, temps in earlier.items():
             for t in temps:
-                if remove_temp(self.drive, self.plan.root, t, ops.get(index)):
-                    removed.append(f"{t['side']}:{t['path']}")
-                else:
+                if not remove_temp(self.drive, self.plan.root, t, ops.get(index)):
                     self.leftover.setdefault(index, []).append(t)
+                elif t["side"] == "backup" and self._still_there(t["path"]):
+                    self.backups_left.append(t["path"])
+                else:
+                    removed.append(f"{t['side']}:{t['path']}")
         folders = {
             (op.remote_path or "").rpartition("/")[0]
             for op in self.plan.ops

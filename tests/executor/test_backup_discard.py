@@ -110,6 +110,9 @@ def test_a_replacement_the_owner_unticked_on_reaccepting_keeps_its_backup(
     }  # fmt: skip
     assert final.status == "succeeded"
     assert _backups(yes_rig) == {backup["path"]: OLD}
+    assert final.summary is not None  # the run says it left the backup, not that it removed it
+    assert final.summary["backups_left"] == [backup["path"]]
+    assert f"backup:{backup['path']}" not in final.summary.get("temps_removed", [])
 
 
 LONG = "é" * 123 + ".txt"  # 250 bytes of UTF-8: its backup name is cut to 255 bytes
