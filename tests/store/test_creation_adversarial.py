@@ -22,7 +22,7 @@ import psycopg
 import pytest
 
 from placet.config import Settings, load_settings
-from placet.errors import StoreError
+from placet.errors import LimitExceeded, StoreError
 from placet.store import open_store
 from tests.support.db import raw_db
 from tests.support.postgres import PG_USER, PgServer, drop_database, restart_pg_server
@@ -347,10 +347,15 @@ def test_a_server_restart_between_two_writes_fails_retryable_or_succeeds(
 
 
 def _proposer_loop(home: str, who: int) -> None:
-    """Propose distinct folders until killed."""
+    """Propose distinct folders until killed. A new session id every 50 proposals keeps a
+    fast worker under the per-session cap (100 pending) however late the kill comes; a
+    cap reached all the same is a clean refusal, and the worker waits for its kill."""
     store = open_store(load_settings(_env(home)))
     for i in itertools.count():
-        propose_folder(store, f"w{who}-{i}", run_id=f"run-{who}", ttl=TTL, now=T0)
+        try:
+            propose_folder(store, f"w{who}-{i}", run_id=f"run-{who}-{i // 50}", ttl=TTL, now=T0)
+        except LimitExceeded:
+            time.sleep(0.01)
 
 
 def _assert_whole(settings: Settings) -> None:
