@@ -27,7 +27,7 @@ TEMP = ".placet-tmp-{:012x}-u"
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
+def drive_dir(tmp_path: Path) -> Path:
     """A local folder with one file, the remote every call goes to."""
     r = tmp_path / "drive"
     r.mkdir()
@@ -59,28 +59,28 @@ def fast_switches() -> Iterator[None]:
     sys.setswitchinterval(old)
 
 
-def _one_call(rcd: Rcd, root: Path, k: int, timeout: float = 10) -> None:
+def _one_call(rcd: Rcd, drive_dir: Path, k: int, timeout: float = 10) -> None:
     """Thread `k`'s kind of call: stat, list, upload, or a streamed upload."""
     if k % 4 == 0:
-        rcd.call("operations/stat", {"fs": str(root), "remote": "f.txt"}, timeout=timeout)
+        rcd.call("operations/stat", {"fs": str(drive_dir), "remote": "f.txt"}, timeout=timeout)
     elif k % 4 == 1:
-        rcd.call("operations/list", {"fs": str(root), "remote": ""}, timeout=timeout)
+        rcd.call("operations/list", {"fs": str(drive_dir), "remote": ""}, timeout=timeout)
     elif k % 4 == 2:
-        rcd.upload(str(root), "", TEMP.format(k), [b"y" * 5000], timeout=timeout)
+        rcd.upload(str(drive_dir), "", TEMP.format(k), [b"y" * 5000], timeout=timeout)
     else:
         rcd.upload_stream(
-            str(root), "", TEMP.format(k), 3, lambda write: write(b"abc"), timeout=timeout
+            str(drive_dir), "", TEMP.format(k), 3, lambda write: write(b"abc"), timeout=timeout
         )
 
 
 class _Callers:
     """`n` threads calling `rcd` until stopped; raw (untyped) errors are kept."""
 
-    def __init__(self, rcd: Rcd, root: Path, n: int) -> None:
+    def __init__(self, rcd: Rcd, drive_dir: Path, n: int) -> None:
         self.stop = threading.Event()
         self.strays: list[BaseException] = []
         self.calls = 0
-        self._rcd, self._root = rcd, root
+        self._rcd, self._root = rcd, drive_dir
         self.threads = [threading.Thread(target=self._work, args=(k,)) for k in range(n)]
         for t in self.threads:
             t.start()
@@ -113,13 +113,13 @@ class _Callers:
 @pytest.mark.timeout(120)
 @pytest.mark.usefixtures("fast_switches")
 def test_close_while_threads_call_gives_typed_errors_only(
-    root: Path, make_rcd: Callable[[], Rcd]
+    drive_dir: Path, make_rcd: Callable[[], Rcd]
 ) -> None:
     """`Rcd.close` (the drive closed, e.g. at exit) while eight threads are mid-call:
     each sees its call succeed or a `PlacetError`, never a socket closed under it."""
     for rnd in range(30):
         rcd = make_rcd()
-        callers = _Callers(rcd, root, 8)
+        callers = _Callers(rcd, drive_dir, 8)
         callers.settle(20 + rnd * 5)
         rcd.close()
         assert callers.join() == []
@@ -132,7 +132,7 @@ def _open_fds() -> int:
 @pytest.mark.timeout(120)
 @pytest.mark.usefixtures("fast_switches")
 def test_kills_under_every_call_kind_give_typed_errors_and_bounded_descriptors(
-    root: Path, make_rcd: Callable[[], Rcd]
+    drive_dir: Path, make_rcd: Callable[[], Rcd]
 ) -> None:
     """rcd killed 20 times while eight threads stat, list, upload and stream uploads:
     typed errors only, and the descriptors held stay bounded by the live threads (a
@@ -141,7 +141,7 @@ def test_kills_under_every_call_kind_give_typed_errors_and_bounded_descriptors(
     rcd = make_rcd()
     rcd.call("rc/noop", {}, timeout=10)
     before = _open_fds()
-    callers = _Callers(rcd, root, 8)
+    callers = _Callers(rcd, drive_dir, 8)
     try:
         for _ in range(20):
             callers.settle(10)
@@ -162,7 +162,7 @@ def test_kills_under_every_call_kind_give_typed_errors_and_bounded_descriptors(
 
 @pytest.mark.timeout(120)
 def test_a_frozen_daemon_fails_each_call_within_its_timeout_then_serves_again(
-    root: Path, make_rcd: Callable[[], Rcd]
+    drive_dir: Path, make_rcd: Callable[[], Rcd]
 ) -> None:
     """rcd stopped (SIGSTOP) under four threads, one per call kind, each with a 2 s
     timeout: every call ends with a `PlacetError` well before 2 s + slack (none waits on
@@ -176,7 +176,7 @@ def test_a_frozen_daemon_fails_each_call_within_its_timeout_then_serves_again(
     def frozen_call(k: int) -> None:
         t0 = time.monotonic()
         try:
-            _one_call(rcd, root, k, timeout=2)
+            _one_call(rcd, drive_dir, k, timeout=2)
             results[k] = ("answered", time.monotonic() - t0)
         except PlacetError as e:
             results[k] = (type(e).__name__, time.monotonic() - t0)
@@ -184,7 +184,7 @@ def test_a_frozen_daemon_fails_each_call_within_its_timeout_then_serves_again(
             results[k] = (f"raw {type(e).__name__}: {e}", time.monotonic() - t0)
 
     for k in range(4):  # every thread holds a live keep-alive connection first
-        _one_call(rcd, root, k)
+        _one_call(rcd, drive_dir, k)
     os.kill(pid, signal.SIGSTOP)
     try:
         threads = [threading.Thread(target=frozen_call, args=(k,)) for k in range(4)]
@@ -198,20 +198,20 @@ def test_a_frozen_daemon_fails_each_call_within_its_timeout_then_serves_again(
     assert {k: r[0] for k, r in results.items()} == dict.fromkeys(range(4), "DriveUnavailable")
     assert max(r[1] for r in results.values()) < 2 + 10, results
     for k in range(4):
-        _one_call(rcd, root, k)
+        _one_call(rcd, drive_dir, k)
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.usefixtures("fast_switches")
 def test_socket_directory_removed_under_callers_starts_a_fresh_daemon(
-    root: Path, make_rcd: Callable[[], Rcd], tmp_path: Path
+    drive_dir: Path, make_rcd: Callable[[], Rcd], tmp_path: Path
 ) -> None:
     """The daemon's socket directory removed (a cleaner of the run dir) five times while
     eight threads call: typed errors only, and the client goes on working."""
     rcd = make_rcd()
     rcd.call("rc/noop", {}, timeout=10)
     first = rcd.pid
-    callers = _Callers(rcd, root, 8)
+    callers = _Callers(rcd, drive_dir, 8)
     try:
         for _ in range(5):
             callers.settle(20)
@@ -223,7 +223,7 @@ def test_socket_directory_removed_under_callers_starts_a_fresh_daemon(
     assert strays == []
     assert callers.calls > 100
     assert rcd.pid not in (None, first)
-    rcd.call("operations/stat", {"fs": str(root), "remote": "f.txt"}, timeout=10)
+    rcd.call("operations/stat", {"fs": str(drive_dir), "remote": "f.txt"}, timeout=10)
 
 
 @pytest.mark.timeout(120)

@@ -104,7 +104,8 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture
-def yes_rig(local_rig: Callable[..., Rig]) -> Rig:
+def stream_rig(local_rig: Callable[..., Rig]) -> Rig:
+    """A local-folder rig whose config.toml allows `placet accept --yes`, 4 transfers."""
     rig = local_rig()
     write_config(rig.settings, drive=rig.drive.spec, allow_yes=True, transfers=4)
     return rig
@@ -127,8 +128,8 @@ def _accept_again_lands(rig: Rig, rec_id: int, files: dict[str, bytes]) -> None:
     assert temp_names(rig.remote_dir) == []
 
 
-def test_kill_9_mid_stream_leaves_no_rclone_and_accepting_again_lands(yes_rig: Rig) -> None:
-    rig = yes_rig
+def test_kill_9_mid_stream_leaves_no_rclone_and_accepting_again_lands(stream_rig: Rig) -> None:
+    rig = stream_rig
     assert rig.remote_dir is not None
     data, rec, proc = _accept_big(rig)
     rcd = None
@@ -145,8 +146,8 @@ def test_kill_9_mid_stream_leaves_no_rclone_and_accepting_again_lands(yes_rig: R
     _accept_again_lands(rig, rec.id, {"big.bin": data})
 
 
-def test_the_rcd_child_killed_mid_stream_fails_and_leaves_no_temp(yes_rig: Rig) -> None:
-    rig = yes_rig
+def test_the_rcd_child_killed_mid_stream_fails_and_leaves_no_temp(stream_rig: Rig) -> None:
+    rig = stream_rig
     assert rig.remote_dir is not None
     data, rec, proc = _accept_big(rig)
     rcd = None
@@ -189,9 +190,9 @@ def _nothing_to_plan(rig: Rig, files: dict[str, bytes]) -> None:
 
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_during_a_four_file_sync_stops_it_and_a_sync_lands_after(
-    yes_rig: Rig, presses: int
+    stream_rig: Rig, presses: int
 ) -> None:
-    rig = yes_rig
+    rig = stream_rig
     assert rig.remote_dir is not None
     files, rec = _sync_four(rig)
     proc = start_accept_yes(rec.id, own_session=False)
@@ -225,18 +226,18 @@ def test_ctrl_c_during_a_four_file_sync_stops_it_and_a_sync_lands_after(
     _nothing_to_plan(rig, files)
 
 
-def test_a_four_file_sync_through_the_stream_leaves_nothing_to_plan(yes_rig: Rig) -> None:
-    rig = yes_rig
+def test_a_four_file_sync_through_the_stream_leaves_nothing_to_plan(stream_rig: Rig) -> None:
+    rig = stream_rig
     assert rig.remote_dir is not None
     files, rec = _sync_four(rig)
     _accept_again_lands(rig, rec.id, files)
     _nothing_to_plan(rig, files)
 
 
-def test_replacing_streamed_files_by_a_second_sync_leaves_nothing_to_plan(yes_rig: Rig) -> None:
+def test_replacing_streamed_files_by_a_second_sync_leaves_nothing_to_plan(stream_rig: Rig) -> None:
     """The replacement path (backup aside, temporary object moved on, proof after the
     move) reports the mtime the listing reads too."""
-    rig = yes_rig
+    rig = stream_rig
     assert rig.remote_dir is not None
     files, rec = _sync_four(rig)
     assert rig.run(rec).status == "succeeded"
@@ -257,11 +258,11 @@ def test_replacing_streamed_files_by_a_second_sync_leaves_nothing_to_plan(yes_ri
 
 
 def test_a_source_swapped_for_a_symlink_to_the_same_bytes_is_not_streamed(
-    yes_rig: Rig, tmp_path: Path
+    stream_rig: Rig, tmp_path: Path
 ) -> None:
     """Approved: a regular file. At accept: a symlink to a file of the same bytes
     (outside the root). Nothing is read through the link and nothing lands."""
-    rig = yes_rig
+    rig = stream_rig
     assert rig.remote_dir is not None
     data = _data(3, 5)
     src = rig.write("big.bin", data)
@@ -278,11 +279,11 @@ def test_a_source_swapped_for_a_symlink_to_the_same_bytes_is_not_streamed(
     assert temp_names(rig.remote_dir) == []
 
 
-def test_one_file_changed_mid_stream_fails_alone_in_a_four_file_sync(yes_rig: Rig) -> None:
+def test_one_file_changed_mid_stream_fails_alone_in_a_four_file_sync(stream_rig: Rig) -> None:
     """Four uploads stream through rcd at once; one source changes under its stream: that
     op is refused and leaves no temporary object, the other three land (its stop closes
     its own stream only)."""
-    rig = yes_rig
+    rig = stream_rig
     assert rig.remote_dir is not None
     folder = rig.remote_dir
     files, rec = _sync_four(rig)
@@ -319,7 +320,7 @@ def test_one_file_changed_mid_stream_fails_alone_in_a_four_file_sync(yes_rig: Ri
 
 @pytest.mark.parametrize("when", ["temp-whole", "backup-seen"])
 def test_kill_9_while_a_streamed_replacement_is_placed_loses_nothing(
-    yes_rig: Rig, when: str
+    stream_rig: Rig, when: str
 ) -> None:
     """A replacement by a sync: the stream has ended (`temp-whole`) or the owner's object
     has just been moved aside (`backup-seen`) when placet is killed. The target then holds
@@ -327,7 +328,7 @@ def test_kill_9_while_a_streamed_replacement_is_placed_loses_nothing(
     again lands the approved bytes and leaves no temporary object and no backup
     (docs/decisions.md "A stopped replacement's backup is deleted once the replacement
     is proven complete")."""
-    rig = yes_rig
+    rig = stream_rig
     folder = rig.remote_dir
     assert folder is not None
     old = _data(1, 6)
@@ -377,11 +378,11 @@ def test_kill_9_while_a_streamed_replacement_is_placed_loses_nothing(
     assert sorted(n for n in os.listdir(folder) if n != "big.bin") == []
 
 
-def test_the_rcd_child_killed_under_four_streams_leaves_one_clean_state(yes_rig: Rig) -> None:
+def test_the_rcd_child_killed_under_four_streams_leaves_one_clean_state(stream_rig: Rig) -> None:
     """rcd killed (not paused) while four uploads stream through it: every stream fails
     at once and the workers reach for rcd together; placet ends with no rclone left, no
     target holds other bytes, no temporary object stays, and accepting again lands all."""
-    rig = yes_rig
+    rig = stream_rig
     folder = rig.remote_dir
     assert folder is not None
     files, rec = _sync_four(rig)

@@ -17,7 +17,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +30,6 @@ from tests.support.web import Served, Tab, browser, free_port, pair, serve, tab
 __all__ = ["browser", "tab"]  # fixtures imported for this module
 
 pytestmark = pytest.mark.usefixtures("store_backend")
-
-
-@pytest.fixture
-def served(quiet_store: Store) -> Iterator[Served]:
-    with serve(quiet_store, quiet_store.settings) as s:
-        yield s
 
 
 @pytest.mark.timeout(120)
