@@ -361,16 +361,14 @@ def ensure_data_dir(settings: Settings) -> None:
     for d in (settings.data_dir, settings.db_path.parent):
         try:
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except (FileExistsError, NotADirectoryError) as e:
+        except (FileExistsError, NotADirectoryError, PermissionError) as e:
+            if isinstance(e, PermissionError):
+                why, instead = "permission denied", "a directory you own"
+            else:
+                why, instead = f"{e.filename or d} exists and is not a directory", "a directory"
             raise ConfigError(
-                f"cannot create placet's data directory {d}: {e.filename or d} exists and "
-                "is not a directory; point PLACET_HOME or PLACET_DB at a directory",
-                details={"path": str(d)},
-            ) from e
-        except PermissionError as e:
-            raise ConfigError(
-                f"cannot create placet's data directory {d}: permission denied; point "
-                "PLACET_HOME or PLACET_DB at a directory you own",
+                f"cannot create placet's data directory {d}: {why}; point PLACET_HOME or "
+                f"PLACET_DB at {instead}",
                 details={"path": str(d)},
             ) from e
     if stat.S_IMODE(settings.data_dir.stat().st_mode) != 0o700:
