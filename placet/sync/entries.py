@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Self
 
 LocalKind = Literal["file", "dir", "skipped", "error"]
 RemoteKind = Literal["file", "dir"]
@@ -102,8 +102,22 @@ class PlanCapabilities:
     modtime_precision_ns: int | None = 1_000_000_000
 
 
+class _Entry:
+    """A listing or baseline entry's dict form, the shape stored plans and baselines
+    keep: each field by name (the dataclass's slots, in order), and back."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        return cls(**d)
+
+
 @dataclass(frozen=True, slots=True)
-class LocalEntry:
+class LocalEntry(_Entry):
     """One local path as the indexer saw it.
 
     `kind`: `file` (regular), `dir`, `skipped` (symlink, FIFO, socket, device: never
@@ -124,13 +138,6 @@ class LocalEntry:
     digest: str | None = None
     verified: bool = False
     note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__slots__}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LocalEntry:
-        return cls(**d)
 
 
 class OneDigest(Mapping[str, str]):
@@ -167,7 +174,7 @@ class OneDigest(Mapping[str, str]):
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteEntry:
+class RemoteEntry(_Entry):
     """One remote path as the drive listed it (rclone `lsjson`/`operations/list`).
 
     `size` bytes (-1: unknown, as rclone reports for some objects); `mtime` RFC 3339 as
@@ -182,21 +189,13 @@ class RemoteEntry:
     digests: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "kind": self.kind,
-            "size": self.size,
-            "mtime": self.mtime,
-            "digests": dict(self.digests),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RemoteEntry:
-        return cls(**d)
+        d = {f: getattr(self, f) for f in self.__slots__}  # as `_Entry.to_dict`
+        d["digests"] = dict(self.digests)  # a `OneDigest` is no JSON value
+        return d
 
 
 @dataclass(frozen=True, slots=True)
-class BaselineEntry:
+class BaselineEntry(_Entry):
     """What a path held on both sides after the last sync that touched it.
 
     Written for `done` ops and for skips verified by digest (docs/design.md section 7).
@@ -212,13 +211,6 @@ class BaselineEntry:
     remote_digest: str | None = None
     size: int | None = None
     mtime: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__slots__}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BaselineEntry:
-        return cls(**d)
 
 
 _new = object.__new__

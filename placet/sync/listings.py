@@ -167,40 +167,30 @@ def _presized(keys: dict[str, LocalEntry]) -> dict[str, Any]:
     return dict.fromkeys(keys)
 
 
-def local_fingerprint(
-    entries: Sequence[LocalEntry], include_hidden: bool, cap: int = DEFAULT_ENTRY_CAP
-) -> str:
-    """The local listing's fingerprint: SHA-256 of its planned entries sorted by on-disk
-    name (`_fingerprint`).
+def fingerprints(
+    local: Sequence[LocalEntry], remote: Sequence[RemoteEntry], include_hidden: bool, cap: int
+) -> tuple[str, str]:
+    """The two listings' fingerprints, (local, remote): SHA-256 of each side's planned
+    entries sorted by name, the on-disk name locally and the listed one on the remote
+    (`_fingerprint`). The local side is hashed before the remote one is read, so at most
+    one sorted copy exists at a time.
 
     Raises:
-        LimitExceeded: more than `cap` files (or folders).
+        LimitExceeded: a side has more than `cap` files (or folders).
     """
-    lines = (
+    local_fp = _fingerprint(
         f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}"
-        for e in _in_order(entries, include_hidden, _RAW_PATH, "local", cap)
+        for e in _in_order(local, include_hidden, _RAW_PATH, "local", cap)
     )
-    return _fingerprint(lines)
-
-
-def remote_fingerprint(
-    entries: Sequence[RemoteEntry], include_hidden: bool, cap: int = DEFAULT_ENTRY_CAP
-) -> str:
-    """The remote listing's fingerprint: SHA-256 of its planned entries sorted by listed
-    name (`_fingerprint`).
-
-    Raises:
-        LimitExceeded: more than `cap` files (or folders).
-    """
     one = OneDigest
-    lines = (
+    remote_fp = _fingerprint(
         f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0"
         # One digest (the usual listing): its value, without two method calls.
         f"{d.value if type(d) is one else chr(0).join(d.values())}"
-        for e in _in_order(entries, include_hidden, _PATH, "remote", cap)
+        for e in _in_order(remote, include_hidden, _PATH, "remote", cap)
         for d in (e.digests,)
     )
-    return _fingerprint(lines)
+    return local_fp, remote_fp
 
 
 def _imply_parents(by_key: dict[str, Any], path: str, raw: str, ci: bool, *, local: bool) -> None:
@@ -297,8 +287,7 @@ def read_listings(
     # not come in order) never coexists with the keyed listings, the plan's peak.
     lo_all = local if isinstance(local, (list, tuple)) else list(local)
     re_all = remote if isinstance(remote, (list, tuple)) else list(remote)
-    lfp = local_fingerprint(lo_all, include_hidden, entry_cap)
-    rfp = remote_fingerprint(re_all, include_hidden, entry_cap)
+    lfp, rfp = fingerprints(lo_all, re_all, include_hidden, entry_cap)
     loc, ldups = _read(lo_all, include_hidden, ci, True)
     if between_sides is not None:
         between_sides()
