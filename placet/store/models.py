@@ -9,7 +9,7 @@ A table is `declare`d from its columns in their migrated order; `columns` gives 
 of consecutive columns of one type (NOT NULL unless `null=True`), `keys` the primary
 key's. The store reads and writes these tables through SQLAlchemy Core, returning
 frozen records (`placet.store.records`), so no ORM class stands behind them (and the
-store's import does not load an ORM and a validation library for nothing).
+store's import loads neither SQLModel nor SQLAlchemy's ORM).
 
 JSON columns (`request`, `evidence`, `summary`, `detail`, `op`) hold canonical JSON text
 (`placet.schema.canonical_json`). Datetimes are `UTCDateTime` (aware UTC at the API).
