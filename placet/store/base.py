@@ -9,7 +9,8 @@ timeout does not resolve is retried a few times with jittered backoff and then r
 a retryable `StoreError`; a raw "database is locked" never reaches a caller.
 
 Reads are deferred transactions (a consistent WAL snapshot, never blocking writers).
-Queries use SQLAlchemy Core against the SQLModel tables and return frozen records.
+Queries use SQLAlchemy Core against the tables of `placet.store.models` and return frozen
+records.
 Time is injectable (`now=`) everywhere, aware UTC.
 """
 

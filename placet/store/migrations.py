@@ -8,10 +8,11 @@ version, and `schema_migration` records every version applied (with its name), s
 transaction (concurrent first starts serialise; the loser finds the work done).
 
 Rules for appending a migration (later issues: sync plans, hash cache, baseline,
-snapshots): add the SQLModel table in its module, then append
+snapshots): `declare` the table in its module (`placet.store.models`), then append
 `Migration("short_name", ("CREATE TABLE ...", "CREATE INDEX ..."))` at the END of
-`MIGRATIONS` with DDL that matches the model exactly (the schema test compares a
-migrated blank database with `SQLModel.metadata`); never edit or reorder a released one.
+`MIGRATIONS` with DDL that matches the table exactly (the schema test compares a
+migrated blank database with `placet.store.models.METADATA`); never edit or reorder a
+released one.
 
 A database whose recorded version is newer than `len(MIGRATIONS)` was written by a newer
 placet and is refused (`SchemaTooNew`, naming both versions): an older placet could

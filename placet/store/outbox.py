@@ -29,9 +29,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Index, Integer, Text, UniqueConstraint
+from sqlalchemy import Column, ForeignKey, Index, Integer, Text, UniqueConstraint
 from sqlalchemy.engine import Engine
-from sqlmodel import Field, SQLModel
 
 from placet.errors import StoreError
 from placet.store.db import (
@@ -45,6 +44,7 @@ from placet.store.db import (
     raw_transaction,
     retry_busy,
 )
+from placet.store.models import columns, declare, serial_id
 
 T = TypeVar("T")
 
@@ -65,62 +65,47 @@ EXPIRY_LEAD = timedelta(minutes=5)
 # ---- tables (migration `notify_outbox` builds exactly these) ---------------------------
 
 
-class NotifyEvent(SQLModel, table=True):
-    """One event that needs the owner (see the module docstring)."""
+NOTIFY_EVENT = declare(
+    "notify_event",
+    serial_id(),
+    columns(Text, "kind"),
+    columns(Integer, "proposal_id"),
+    columns(Text, "run_id"),
+    columns(Integer, "audit_event_id", null=True),
+    columns(Text, "dedupe", "state"),
+    columns(Integer, "message_id", null=True),
+    columns(UTCDateTime, "created_at"),
+    UniqueConstraint("dedupe", name="ux_notify_event_dedupe"),
+    Index("ix_notify_event_state", "state", "created_at"),
+    Index("ix_notify_event_proposal", "proposal_id"),
+)
+"""One event that needs the owner (see the module docstring)."""
 
-    __tablename__ = "notify_event"
-    __table_args__ = (
-        UniqueConstraint("dedupe", name="ux_notify_event_dedupe"),
-        Index("ix_notify_event_state", "state", "created_at"),
-        Index("ix_notify_event_proposal", "proposal_id"),
-    )
+NOTIFY_MESSAGE = declare(
+    "notify_message",
+    serial_id(),
+    columns(Text, "kind", "run_id", "title", "body", "payload"),
+    columns(Integer, "priority"),
+    columns(UTCDateTime, "created_at"),
+)
+"""One message, rendered once: title, body and the webhook's JSON payload."""
 
-    id: int | None = Field(default=None, primary_key=True)
-    kind: str = Field(sa_type=Text, nullable=False)
-    proposal_id: int = Field(sa_type=Integer, nullable=False)
-    run_id: str = Field(sa_type=Text, nullable=False)
-    audit_event_id: int | None = Field(default=None, sa_type=Integer)
-    dedupe: str = Field(sa_type=Text, nullable=False)
-    state: str = Field(sa_type=Text, nullable=False)
-    message_id: int | None = Field(default=None, sa_type=Integer)
-    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-
-
-class NotifyMessage(SQLModel, table=True):
-    """One message, rendered once: title, body and the webhook's JSON payload."""
-
-    __tablename__ = "notify_message"
-
-    id: int | None = Field(default=None, primary_key=True)
-    kind: str = Field(sa_type=Text, nullable=False)
-    run_id: str = Field(sa_type=Text, nullable=False)
-    title: str = Field(sa_type=Text, nullable=False)
-    body: str = Field(sa_type=Text, nullable=False)
-    payload: str = Field(sa_type=Text, nullable=False)
-    priority: int = Field(sa_type=Integer, nullable=False)
-    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-
-
-class NotifyDelivery(SQLModel, table=True):
-    """One message through one channel, with its attempts (see the module docstring)."""
-
-    __tablename__ = "notify_delivery"
-    __table_args__ = (
-        UniqueConstraint("message_id", "channel", name="ux_notify_delivery_channel"),
-        Index("ix_notify_delivery_state", "state", "next_at"),
-    )
-
-    id: int | None = Field(default=None, primary_key=True)
-    message_id: int = Field(sa_type=Integer, nullable=False, foreign_key="notify_message.id")
-    channel: str = Field(sa_type=Text, nullable=False)
-    state: str = Field(sa_type=Text, nullable=False)
-    attempts: int = Field(sa_type=Integer, nullable=False)
-    next_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-    claimed_by: str | None = Field(default=None, sa_type=Text)
-    claim_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
-    last_error: str | None = Field(default=None, sa_type=Text)
-    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-    sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+NOTIFY_DELIVERY = declare(
+    "notify_delivery",
+    serial_id(),
+    Column("message_id", Integer, ForeignKey("notify_message.id"), nullable=False),
+    columns(Text, "channel", "state"),
+    columns(Integer, "attempts"),
+    columns(UTCDateTime, "next_at"),
+    columns(Text, "claimed_by", null=True),
+    columns(UTCDateTime, "claim_until", null=True),
+    columns(Text, "last_error", null=True),
+    columns(UTCDateTime, "created_at"),
+    columns(UTCDateTime, "sent_at", null=True),
+    UniqueConstraint("message_id", "channel", name="ux_notify_delivery_channel"),
+    Index("ix_notify_delivery_state", "state", "next_at"),
+)
+"""One message through one channel, with its attempts (see the module docstring)."""
 
 
 # ---- values ------------------------------------------------------------------------------

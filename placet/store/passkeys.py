@@ -33,13 +33,12 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
-from sqlmodel import Field, SQLModel
 
 from placet.config.pins import editing_pins
 from placet.errors import NotFound, PolicyRefused
 from placet.store.base import Heads, StoreBase, now_or_utcnow
 from placet.store.db import UTCDateTime
-from placet.store.models import table
+from placet.store.models import columns, declare, keys, serial_id
 from placet.store.records import LEFT_OUT, Record
 
 __all__ = [
@@ -57,49 +56,35 @@ SESSION_HOURS = 12
 """How long a `placet web` sign-in lasts."""
 
 
-class WebPasskey(SQLModel, table=True):
-    """A passkey the owner registered through a pairing link."""
+PASSKEY = declare(
+    "web_passkey",
+    serial_id(),
+    columns(Text, "credential_id"),
+    columns(LargeBinary, "public_key"),
+    columns(Integer, "sign_count"),
+    columns(Text, "name"),
+    columns(UTCDateTime, "created_at"),
+    columns(UTCDateTime, "last_used_at", "revoked_at", null=True),
+    UniqueConstraint("credential_id", name="ux_web_passkey_credential"),
+)
+"""A passkey the owner registered through a pairing link."""
 
-    __tablename__ = "web_passkey"
-    __table_args__ = (UniqueConstraint("credential_id", name="ux_web_passkey_credential"),)
+SESSION = declare(
+    "web_session",
+    keys(Text, "token_hash"),
+    Column("passkey_id", Integer, ForeignKey("web_passkey.id"), nullable=False),
+    columns(UTCDateTime, "created_at", "expires_at"),
+)
+"""A browser signed in with a passkey; `token_hash` is SHA-256 hex of its cookie."""
 
-    id: int | None = Field(default=None, primary_key=True)
-    credential_id: str = Field(sa_type=Text, nullable=False)
-    public_key: bytes = Field(sa_type=LargeBinary, nullable=False)
-    sign_count: int = Field(sa_type=Integer, nullable=False)
-    name: str = Field(sa_type=Text, nullable=False)
-    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-    last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
-    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+PAIRING = declare(
+    "web_pairing",
+    keys(Text, "token_hash"),
+    columns(UTCDateTime, "created_at", "expires_at"),
+    columns(UTCDateTime, "used_at", null=True),
+)
+"""A one-time pairing link; `token_hash` is SHA-256 hex of the link's token."""
 
-
-class WebSession(SQLModel, table=True):
-    """A browser signed in with a passkey; `token_hash` is SHA-256 hex of its cookie."""
-
-    __tablename__ = "web_session"
-
-    token_hash: str = Field(sa_type=Text, primary_key=True)
-    passkey_id: int = Field(
-        sa_column=Column(Integer, ForeignKey("web_passkey.id"), nullable=False),
-    )
-    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-    expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-
-
-class WebPairing(SQLModel, table=True):
-    """A one-time pairing link; `token_hash` is SHA-256 hex of the link's token."""
-
-    __tablename__ = "web_pairing"
-
-    token_hash: str = Field(sa_type=Text, primary_key=True)
-    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-    expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-    used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
-
-
-PASSKEY = table(WebPasskey)
-SESSION = table(WebSession)
-PAIRING = table(WebPairing)
 K = PASSKEY.c
 
 

@@ -1,9 +1,10 @@
 """Sync's tables and the values stored in them: plans, digest caches, baselines, snapshots.
 
-The SQLModel classes below are the schema migration 3 (`placet.store.migrations`) builds
-exactly (a test compares the two); `placet.sync.stored` reads and writes them. The
-values (`Pair`, `StoredPlan`, `Snapshot`) are what its accessors return; `pack` /
-`unpack` are the zlib'd JSON the plan bodies, skip rows and snapshots are stored as.
+The tables below (declared as `placet.store.models` says) are the schema migration 3
+(`placet.store.migrations`) builds exactly (a test compares the two); `placet.sync.stored`
+reads and writes them (in SQL of its own). The values (`Pair`, `StoredPlan`, `Snapshot`)
+are what its accessors return; `pack` / `unpack` are the zlib'd JSON the plan bodies,
+skip rows and snapshots are stored as.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Index, Integer, LargeBinary, Text
-from sqlmodel import Field, SQLModel
 
 from placet.errors import StoreError
 from placet.store.db import UTCDateTime
+from placet.store.models import columns, declare, keys, serial_id
 from placet.sync.model import SyncPlan
 
 SkipRow = tuple[str, str | None, str | None, str | None, int | None, str | None]
@@ -35,105 +36,68 @@ RETENTION = timedelta(days=7)
 # ---- tables (migration 3 in placet.store.migrations builds exactly these) --------------
 
 
-class SyncPlanRow(SQLModel, table=True):
-    """One stored, immutable sync plan (see the module docstring)."""
+SYNC_PLAN = declare(
+    "sync_plan",
+    serial_id(),
+    columns(Text, "pair_key", "root_name"),
+    columns(Text, "root_path", "local_path", "drive_spec", "remote_path"),
+    columns(Text, "options", "local_fingerprint", "remote_fingerprint"),
+    columns(Integer, "baseline_generation"),
+    columns(Text, "summary", "meta"),
+    columns(LargeBinary, "body", "skips"),
+    columns(UTCDateTime, "created_at"),
+    Index("ix_sync_plan_created", "created_at"),
+    Index("ix_sync_plan_pair", "pair_key", "created_at"),
+)
+"""One stored, immutable sync plan (see the module docstring)."""
 
-    __tablename__ = "sync_plan"
-    __table_args__ = (
-        Index("ix_sync_plan_created", "created_at"),
-        Index("ix_sync_plan_pair", "pair_key", "created_at"),
-    )
+SYNC_DIGEST_CACHE = declare(
+    "sync_digest_cache",
+    keys(Text, "root_key", "path"),
+    columns(Integer, "size", "mtime_ns", "inode", "ctime_ns"),
+    columns(Text, "sha256"),
+    columns(Text, "sha1", "md5", null=True),
+    columns(Integer, "verified", "version"),
+)
+"""A local file's cached digests (`placet.sync.cache.CachedDigest`)."""
 
-    id: int | None = Field(default=None, primary_key=True)
-    pair_key: str = Field(sa_type=Text, nullable=False)
-    root_name: str = Field(sa_type=Text, nullable=False)
-    root_path: str = Field(sa_type=Text, nullable=False)
-    local_path: str = Field(sa_type=Text, nullable=False)
-    drive_spec: str = Field(sa_type=Text, nullable=False)
-    remote_path: str = Field(sa_type=Text, nullable=False)
-    options: str = Field(sa_type=Text, nullable=False)
-    local_fingerprint: str = Field(sa_type=Text, nullable=False)
-    remote_fingerprint: str = Field(sa_type=Text, nullable=False)
-    baseline_generation: int = Field(sa_type=Integer, nullable=False)
-    summary: str = Field(sa_type=Text, nullable=False)
-    meta: str = Field(sa_type=Text, nullable=False)
-    body: bytes = Field(sa_type=LargeBinary, nullable=False)
-    skips: bytes = Field(sa_type=LargeBinary, nullable=False)
-    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+SYNC_REMOTE_DIGEST = declare(
+    "sync_remote_digest",
+    keys(Text, "drive_spec", "path"),
+    columns(Integer, "size"),
+    columns(Text, "mtime", "digest_type", "digest"),
+)
+"""A remote file's digest as rclone computed it for (size, mtime)."""
 
+SYNC_PAIR = declare(
+    "sync_pair",
+    keys(Text, "pair_key"),
+    columns(Text, "root_path", "local_path", "drive_spec", "remote_path"),
+    columns(Integer, "generation"),
+    columns(UTCDateTime, "updated_at"),
+)
+"""A synced pair (local folder, remote folder) and its baseline's generation."""
 
-class SyncDigestRow(SQLModel, table=True):
-    """A local file's cached digests (`placet.sync.cache.CachedDigest`)."""
+SYNC_BASELINE = declare(
+    "sync_baseline",
+    keys(Text, "pair_key", "path"),
+    columns(Text, "sha256", "remote_digest_type", "remote_digest", null=True),
+    columns(Integer, "size", null=True),
+    columns(Text, "mtime", null=True),
+    columns(UTCDateTime, "updated_at"),
+)
+"""What one path of a pair held on both sides after the last sync that touched it."""
 
-    __tablename__ = "sync_digest_cache"
-
-    root_key: str = Field(sa_type=Text, primary_key=True)
-    path: str = Field(sa_type=Text, primary_key=True)
-    size: int = Field(sa_type=Integer, nullable=False)
-    mtime_ns: int = Field(sa_type=Integer, nullable=False)
-    inode: int = Field(sa_type=Integer, nullable=False)
-    ctime_ns: int = Field(sa_type=Integer, nullable=False)
-    sha256: str = Field(sa_type=Text, nullable=False)
-    sha1: str | None = Field(default=None, sa_type=Text)
-    md5: str | None = Field(default=None, sa_type=Text)
-    verified: int = Field(sa_type=Integer, nullable=False)
-    version: int = Field(sa_type=Integer, nullable=False)
-
-
-class RemoteDigestRow(SQLModel, table=True):
-    """A remote file's digest as rclone computed it for (size, mtime)."""
-
-    __tablename__ = "sync_remote_digest"
-
-    drive_spec: str = Field(sa_type=Text, primary_key=True)
-    path: str = Field(sa_type=Text, primary_key=True)
-    size: int = Field(sa_type=Integer, nullable=False)
-    mtime: str = Field(sa_type=Text, nullable=False)
-    digest_type: str = Field(sa_type=Text, nullable=False)
-    digest: str = Field(sa_type=Text, nullable=False)
-
-
-class SyncPairRow(SQLModel, table=True):
-    """A synced pair (local folder, remote folder) and its baseline's generation."""
-
-    __tablename__ = "sync_pair"
-
-    pair_key: str = Field(sa_type=Text, primary_key=True)
-    root_path: str = Field(sa_type=Text, nullable=False)
-    local_path: str = Field(sa_type=Text, nullable=False)
-    drive_spec: str = Field(sa_type=Text, nullable=False)
-    remote_path: str = Field(sa_type=Text, nullable=False)
-    generation: int = Field(sa_type=Integer, nullable=False)
-    updated_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-
-
-class SyncBaselineRow(SQLModel, table=True):
-    """What one path of a pair held on both sides after the last sync that touched it."""
-
-    __tablename__ = "sync_baseline"
-
-    pair_key: str = Field(sa_type=Text, primary_key=True)
-    path: str = Field(sa_type=Text, primary_key=True)
-    sha256: str | None = Field(default=None, sa_type=Text)
-    remote_digest_type: str | None = Field(default=None, sa_type=Text)
-    remote_digest: str | None = Field(default=None, sa_type=Text)
-    size: int | None = Field(default=None, sa_type=Integer)
-    mtime: str | None = Field(default=None, sa_type=Text)
-    updated_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
-
-
-class DriveSnapshotRow(SQLModel, table=True):
-    """A remote folder's listing, kept as the anchor of `drive_changes`."""
-
-    __tablename__ = "drive_snapshot"
-    __table_args__ = (Index("ix_drive_snapshot_created", "created_at"),)
-
-    id: int | None = Field(default=None, primary_key=True)
-    drive_spec: str = Field(sa_type=Text, nullable=False)
-    path: str = Field(sa_type=Text, nullable=False)
-    entry_count: int = Field(sa_type=Integer, nullable=False)
-    body: bytes = Field(sa_type=LargeBinary, nullable=False)
-    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+DRIVE_SNAPSHOT = declare(
+    "drive_snapshot",
+    serial_id(),
+    columns(Text, "drive_spec", "path"),
+    columns(Integer, "entry_count"),
+    columns(LargeBinary, "body"),
+    columns(UTCDateTime, "created_at"),
+    Index("ix_drive_snapshot_created", "created_at"),
+)
+"""A remote folder's listing, kept as the anchor of `drive_changes`."""
 
 
 # ---- values -------------------------------------------------------------------------

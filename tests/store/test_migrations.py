@@ -1,4 +1,4 @@
-"""Migrations: a blank database reaches exactly the schema the SQLModel tables declare,
+"""Migrations: a blank database reaches exactly the schema the declared tables have,
 re-running is a no-op, and a database from a newer (or different) placet is refused."""
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ for m in pkgutil.walk_packages(placet.__path__, "placet."):
     except Exception as e:  # another module's own problem; its tables are then unseen
         print("skipped", m.name, e, file=sys.stderr)
 from sqlalchemy import create_engine
-from sqlmodel import SQLModel
-SQLModel.metadata.create_all(create_engine("sqlite:///{declared}"))
+from placet.store.models import METADATA
+METADATA.create_all(create_engine("sqlite:///{declared}"))
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
     got, want = _schema(migrated), _schema(declared)
