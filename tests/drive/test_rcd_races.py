@@ -160,6 +160,21 @@ def test_kills_under_every_call_kind_give_typed_errors_and_bounded_descriptors(
     assert _open_fds() <= before, (before, _open_fds())
 
 
+def _wait_stopped(pid: int, timeout: float = 20) -> None:
+    """Until every thread of `pid` is stopped (state T): kill(SIGSTOP) returns before
+    a busy process's threads have all stopped."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = set()
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                states.add((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        if states <= {"T", "t"}:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"rclone rcd {pid} did not stop within {timeout} s")
+
+
 @pytest.mark.timeout(120)
 def test_a_frozen_daemon_fails_each_call_within_its_timeout_then_serves_again(
     drive_dir: Path, make_rcd: Callable[[], Rcd]
@@ -169,8 +184,6 @@ def test_a_frozen_daemon_fails_each_call_within_its_timeout_then_serves_again(
     a frozen daemon forever); after SIGCONT the same client serves every kind again."""
     rcd = make_rcd()
     rcd.call("rc/noop", {}, timeout=10)
-    pid = rcd.pid
-    assert pid is not None
     results: dict[int, tuple[str, float]] = {}
 
     def frozen_call(k: int) -> None:
@@ -185,8 +198,11 @@ def test_a_frozen_daemon_fails_each_call_within_its_timeout_then_serves_again(
 
     for k in range(4):  # every thread holds a live keep-alive connection first
         _one_call(rcd, drive_dir, k)
+    pid = rcd.pid  # the daemon that answered last
+    assert pid is not None
     os.kill(pid, signal.SIGSTOP)
     try:
+        _wait_stopped(pid)
         threads = [threading.Thread(target=frozen_call, args=(k,)) for k in range(4)]
         for t in threads:
             t.start()
