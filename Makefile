@@ -19,8 +19,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
+# Two workers (pytest-xdist), a file's tests in one: most tests wait on rclone, placet
+# and browser children, so two at a time take ~11 of ~20 minutes on 2 cores
+# (docs/decisions.md, "The suite runs on two workers").
+WORKERS ?= 2
 test: lint
-	$(BIN)/pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo 'pytest collected no tests' >&2; exit 1; fi; exit $$rc
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then echo 'pytest collected no tests' >&2; exit 1; fi; exit $$rc
 	$(MAKE) --no-print-directory calendar
 
 # The calendar guard (docs/decisions.md, "The suite does not depend on the calendar"): the

@@ -30,11 +30,13 @@ from tests.support.rig import Rig, make_rig, write_config
 
 @pytest.fixture(autouse=True)
 def placet_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Point PLACET_HOME at a temp dir; drop PLACET_DB/PLACET_DRIVE from the outer env."""
+    """Point PLACET_HOME at a temp dir; drop PLACET_DB/PLACET_DRIVE from the outer env, and
+    COLUMNS/LINES (pytest-xdist's workers get 80x24), which would size a child's terminal
+    output and a pty's Textual screen instead of the test."""
     home = tmp_path / "placet-home"
     monkeypatch.setenv("PLACET_HOME", str(home))
-    monkeypatch.delenv("PLACET_DB", raising=False)
-    monkeypatch.delenv("PLACET_DRIVE", raising=False)
+    for name in ("PLACET_DB", "PLACET_DRIVE", "COLUMNS", "LINES"):
+        monkeypatch.delenv(name, raising=False)
     yield home
 
 
