@@ -45,7 +45,7 @@ from placet.store.records import EventFacts, LeaseHolder, ProposalRecord
 
 # Creation is the hot path (docs/design.md section 8 asks >= 1,000/s from 4 processes): when no
 # duplicate is pending, its whole transaction runs on a pooled driver connection
-# (`_write_raw`), as plain SQL over the columns of `placet.store.models.Proposal`
+# (`_write_raw`), as plain SQL over the columns of `placet.store.models.PROPOSAL`
 # (datetimes in `UTCDateTime`'s text form, `dt_text`): SQLAlchemy's per-statement and
 # per-transaction overhead was most of the time spent holding the write lock. The rest of
 # the store, and creation's rare paths, use Core.

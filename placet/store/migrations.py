@@ -483,6 +483,11 @@ BEGIN
 END $$""",
 )
 
+# The digest cache's root key became a hex digest (`placet.sync.service.root_key`): the
+# old key joined a root's path, device and inode with NUL, which PostgreSQL's text cannot
+# hold (no row of it was ever written there), so its rows are orphans on SQLite only.
+_DIGEST_CACHE_HEX_ROOT_KEYS = ("DELETE FROM sync_digest_cache WHERE instr(root_key, char(0)) > 0",)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -493,6 +498,7 @@ MIGRATIONS: list[Migration] = [
     Migration("web_passkeys_sessions_pairings", _WEB),
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
+    Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

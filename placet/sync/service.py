@@ -33,6 +33,7 @@ narrowed folders, the drive), so the tools and any CLI resolve paths the same wa
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import os
 import queue
@@ -83,8 +84,12 @@ WRITES_QUEUED = 2
 
 
 def root_key(root: Root) -> str:
-    """The digest cache namespace of a root: its path, device and inode."""
-    return f"{root.path}\0{root.device}\0{root.inode}"
+    """The digest cache namespace of a root: the SHA-256 (64 hex digits) of its path,
+    device and inode, NUL-separated. Hex, since PostgreSQL's text holds no NUL (the key
+    was the raw NUL-joined text once; migration `digest_cache_hex_root_keys` drops those
+    rows)."""
+    body = b"\0".join((os.fsencode(root.path), str(root.device).encode(), str(root.inode).encode()))
+    return hashlib.sha256(body).hexdigest()
 
 
 def _hidden(path: str) -> bool:

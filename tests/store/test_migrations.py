@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from placet.config import Settings
+from placet.config import Settings, ensure_data_dir
 from placet.errors import SchemaTooNew, StoreError
 from placet.store import open_store
 from placet.store.db import make_engine, prepare_db_file
@@ -148,3 +148,28 @@ def test_an_appended_migration_runs_once_in_order(settings: Settings) -> None:
     # The code without that migration now sees a newer database.
     with pytest.raises(SchemaTooNew):
         open_store(settings)
+
+
+def test_digest_cache_rows_of_nul_joined_root_keys_are_dropped(settings: Settings) -> None:
+    """Rows under the old NUL-joined root key are dropped by the migration that made the key
+    hex (`digest_cache_hex_root_keys`); rows under any other key stay."""
+    ensure_data_dir(settings)
+    engine = make_engine(settings.db_path)
+    before = len(MIGRATIONS) - 1
+    assert MIGRATIONS[before].name == "digest_cache_hex_root_keys"
+    migrate(engine, db_label="t", migrations=MIGRATIONS[:before])
+    engine.dispose()
+    con = sqlite3.connect(settings.db_path)
+    for key in ("/home/me/proj\x002049\x00131", "a" * 64):
+        con.execute(
+            "INSERT INTO sync_digest_cache (root_key, path, size, mtime_ns, inode, ctime_ns, "
+            "sha256, verified, version) VALUES (?, 'f.txt', 1, 1, 1, 1, 'x', 1, 1)",
+            (key,),
+        )
+    con.commit()
+    con.close()
+    open_store(settings).close()
+    con = sqlite3.connect(settings.db_path)
+    keys = [k for (k,) in con.execute("SELECT root_key FROM sync_digest_cache")]
+    con.close()
+    assert keys == ["a" * 64]
