@@ -88,8 +88,7 @@ def root_key(root: Root) -> str:
     device and inode, NUL-separated. Hex, since PostgreSQL's text holds no NUL (the key
     was the raw NUL-joined text once; migration `digest_cache_hex_root_keys` drops those
     rows)."""
-    body = b"\0".join((os.fsencode(root.path), str(root.device).encode(), str(root.inode).encode()))
-    return hashlib.sha256(body).hexdigest()
+    return hashlib.sha256(os.fsencode(f"{root.path}\0{root.device}\0{root.inode}")).hexdigest()
 
 
 def _hidden(path: str) -> bool:

@@ -16,6 +16,7 @@ read (`_visible`), so the pages of a large proposal cost their ops, not the whol
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -25,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from placet.errors import UsageError
 from placet.proposals.vetting import op_flags, root_path_of
-from placet.server.budget import json_bytes, room_for
+from placet.server.budget import fitting, room_for
 from placet.server.framework import READ_LOCAL, ToolOutput, define_tool
 from placet.server.state import Caller, caller
 from placet.server.sync_proposals import op_count, ops_page
@@ -94,53 +95,46 @@ def _start_of(cursor: str | None, rec: ProposalRecord) -> int:
     return int(value[2])
 
 
-def _page(who: Caller, rec: ProposalRecord, cursor: str | None) -> ProposalOpsOut:
-    """One page from the cursor's op on: ops read `READ_CHUNK` at a time and each viewed
-    once, until the next would not fit the reply budget (the rule of
-    `placet.server.budget.fit`: each view's JSON bytes and a separator, at least one op)
-    or `OPS_PAGE` are taken."""
+def _views(who: Caller, rec: ProposalRecord, start: int, total: int) -> Iterator[ProposalOpView]:
+    """The views of `rec`'s ops from `start` to `total`, with their latest results: read
+    from the store `READ_CHUNK` ops at a time, as the page takes them."""
     store = who.state.store
-    start = _start_of(cursor, rec)
-    total = op_count(store, rec)
     root_path = root_path_of(rec)
-    out = ProposalOpsOut(
-        proposal_id=rec.id, kind=rec.kind, status=rec.status, attempt=rec.attempt,
-        op_count=total, start=start, ops=[],
-        next_cursor=encode_cursor(_TAG, [rec.id, rec.request_hash[:16], total], signed=True),
-    )  # fmt: skip
-    room = room_for(who.state.settings.reply_budget_bytes, out)
-    views: list[ProposalOpView] = []
-    used, pos, full = 0, start, False
-    while not full and pos < total and len(views) < OPS_PAGE:
-        limit = min(READ_CHUNK, OPS_PAGE - len(views))
-        ops = ops_page(store, rec, pos, limit)
-        if not ops:
-            break
+    pos = start
+    while pos < total and (ops := ops_page(store, rec, pos, READ_CHUNK)):
         results = (
-            {r.op_index: r for r in store.op_results(rec.id, start=pos, stop=pos + limit)}
+            {r.op_index: r for r in store.op_results(rec.id, start=pos, stop=pos + READ_CHUNK)}
             if rec.attempt > 0
             else {}
         )
         for op in ops:
             r = results.get(op.index)
-            v = ProposalOpView(
+            yield ProposalOpView(
                 op=op.model_dump(mode="json"),
                 risk_flags=[f.code for f in op_flags(rec, op, root_path)],
                 result=OpOutcome(outcome=r.outcome, detail=r.detail, recorded_at=r.recorded_at)
                 if r
                 else None,
             )
-            used += json_bytes(v) + 2
-            if used > room and views:
-                full = True
-                break
-            views.append(v)
-        pos += limit
-    out.ops = views
-    nxt = start + len(views)
+        pos += READ_CHUNK
+
+
+def _page(who: Caller, rec: ProposalRecord, cursor: str | None) -> ProposalOpsOut:
+    """One page from the cursor's op on: the op views that fit the reply budget
+    (`placet.server.budget.fitting`), at most `OPS_PAGE`."""
+    start = _start_of(cursor, rec)
+    total = op_count(who.state.store, rec)
+    out = ProposalOpsOut(
+        proposal_id=rec.id, kind=rec.kind, status=rec.status, attempt=rec.attempt,
+        op_count=total, start=start, ops=[],
+        next_cursor=encode_cursor(_TAG, [rec.id, rec.request_hash[:16], total], signed=True),
+    )  # fmt: skip
+    room = room_for(who.state.settings.reply_budget_bytes, out)
+    out.ops = fitting(_views(who, rec, start, total), room, OPS_PAGE)
+    nxt = start + len(out.ops)
     out.next_cursor = (
         encode_cursor(_TAG, [rec.id, rec.request_hash[:16], nxt], signed=True)
-        if views and nxt < total
+        if out.ops and nxt < total
         else None
     )
     return out
