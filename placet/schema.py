@@ -179,9 +179,9 @@ class _SyncRequestBase(_Frozen):
 
 class SyncRequest(_SyncRequestBase):
     """A sync request with its ops inline: what `propose_sync` builds, and how proposals
-    made before ops were stored by reference keep them (docs/decisions.md, "A sync
-    proposal's ops are stored by reference"). `Store.create_proposal` stores a new one
-    as a `StoredSyncRequest` plus one `proposal_op` row per op."""
+    made before ops were stored by reference keep them
+    (docs/decisions/0023-ops-by-reference.md). `Store.create_proposal` stores a new one as
+    a `StoredSyncRequest` plus one `proposal_op` row per op."""
 
     ops: list[Op]
 

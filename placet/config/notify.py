@@ -85,7 +85,7 @@ class NotifySettings(BaseModel):
 
     `burst_quiet_s` / `burst_window_s`: proposals of one `placet serve` session coalesce
     into one message until the session has been quiet for `burst_quiet_s` seconds, or at
-    most `burst_window_s` after the first (docs/decisions.md, "Notifications").
+    most `burst_window_s` after the first (docs/decisions/0031-notifications.md).
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -6,7 +6,7 @@ argv or the child's environment, since `ps eww` shows a process's environment to
 user: every child gets ``--password-command`` naming the hidden command
 ``placet drive password-for-rclone`` (`RCLONE_PASSWORD_ARGS`), which rclone runs only when
 the config is encrypted, reading the password from its stdout through a pipe
-(docs/design.md section 9, "rclone hygiene"; docs/decisions.md).
+(docs/design.md section 9, "rclone hygiene"; docs/decisions/0009-rclone-password.md).
 
 The command answers only an rclone that placet itself started (`check_caller`): placet
 writes a token file (`write_token`: its own pid and the rclone binary, 0600 in a 0700

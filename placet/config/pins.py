@@ -11,8 +11,7 @@ registers nothing. The registration ceremony pins the key it registers; `placet 
 ID` adopts a key registered before pins existed; `placet keys unpin ID` and `placet keys
 revoke ID` set a pin's `unpinned_at`. An unpinned pin is kept, so `placet audit
 --verify` still checks the approvals that key signed; only an active pin lets a key sign
-(docs/design.md section 12; docs/decisions.md, "Passkeys are pinned outside the
-database").
+(docs/design.md section 12; docs/decisions/0030-signed-mode.md).
 
 The file is rewritten whole and atomically (a 0600 temporary file in the same folder,
 fsynced, renamed over it, the folder fsynced) under an exclusive `flock` on

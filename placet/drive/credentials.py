@@ -7,12 +7,13 @@ inherited `RCLONE_*` variable is dropped), else `rclone.conf` beside the binary,
 `$XDG_CONFIG_HOME/rclone/rclone.conf` (or `~/.config/...`), else `~/.rclone.conf`.
 
 The password of an encrypted config never appears in a child's argv or environment,
-which `ps` and `ps eww` show (docs/design.md section 9, "rclone hygiene"; docs/decisions.md).
-Every rclone child gets ``--password-command`` naming placet's hidden
-``placet drive password-for-rclone``, which reads the keyring (service ``placet``, user
-``rclone-config``, stored by `placet drive login`) and hands rclone the password through
-a pipe. rclone runs it only when the config is encrypted, so a plain config never
-triggers a keyring unlock prompt, and placet's own process never holds the password.
+which `ps` and `ps eww` show (docs/design.md section 9, "rclone hygiene";
+docs/decisions/0009-rclone-password.md). Every rclone child gets ``--password-command``
+naming placet's hidden ``placet drive password-for-rclone``, which reads the keyring
+(service ``placet``, user ``rclone-config``, stored by `placet drive login`) and hands
+rclone the password through a pipe. rclone runs it only when the config is encrypted, so a
+plain config never triggers a keyring unlock prompt, and placet's own process never holds
+the password.
 
 The one exception is the owner's choice: `RCLONE_CONFIG_PASS` set in placet's own
 environment is passed on in the child's environment (and `ps eww` then shows it to the

@@ -2,19 +2,19 @@
 
 Listings, stat, mkdir, digests, moves and deletes go to one long-lived `rclone rcd` on a
 private unix socket: a call costs well under a millisecond there against ~45 ms for a
-fresh `rclone` process (measured; docs/decisions.md), and an evidence check or a sync
-plan makes many of them (`placet.drive.rclone_core`; listings and their digests,
-`placet.drive.rclone_listing`). This module decides how bytes move and when an upload
-counts as stored. Bytes go through `rclone rcat` / `rclone cat` children fed from and
-into placet's own descriptors (`placet.drive.transfer`), because rcd can only open local
-files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX` bytes), whose
-bytes placet reads from its descriptor into memory and sends to rcd's
-`operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
-to start (docs/performance.md "Sync apply"); and, on the backends of
-`RCD_STREAM_BACKENDS` (sftp, a local folder), a larger upload to a temporary object up
-to `RCD_STREAM_MAX` (256 MiB; `RCD_STREAM_LOCAL_MAX`, 48 MiB, on a local folder), sent to
-rcd as placet reads it (`Rcd.upload_stream`), sparing an rcat process and an SSH
-handshake per file (docs/performance.md "Big files on sftp, round 2").
+fresh `rclone` process (measured; docs/decisions/0006-rcd-and-uploads.md), and an evidence
+check or a sync plan makes many of them (`placet.drive.rclone_core`; listings and their
+digests, `placet.drive.rclone_listing`). This module decides how bytes move and when an
+upload counts as stored. Bytes go through `rclone rcat` / `rclone cat` children fed from
+and into placet's own descriptors (`placet.drive.transfer`), because rcd can only open
+local files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX` bytes),
+whose bytes placet reads from its descriptor into memory and sends to rcd's
+`operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs to
+start (docs/performance.md "Sync apply"); and, on the backends of `RCD_STREAM_BACKENDS`
+(sftp, a local folder), a larger upload to a temporary object up to `RCD_STREAM_MAX` (256
+MiB; `RCD_STREAM_LOCAL_MAX`, 48 MiB, on a local folder), sent to rcd as placet reads it
+(`Rcd.upload_stream`), sparing an rcat process and an SSH handshake per file
+(docs/performance.md "Big files on sftp, round 2").
 
 An upload never shows unapproved bytes under the target name (docs/design.md sections 3-4):
 it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus

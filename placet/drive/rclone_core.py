@@ -8,8 +8,8 @@ error mapping with redaction (`placet.drive.failures`), and the small metadata c
 build on it in `placet.drive.rclone_listing`, transfers in `placet.drive.rclone`.
 
 Metadata goes through rcd because a call there costs well under a millisecond against
-~45 ms for a fresh `rclone` process (measured; docs/decisions.md), and an evidence check
-or a sync plan makes many of them.
+~45 ms for a fresh `rclone` process (measured; docs/decisions/0006-rcd-and-uploads.md),
+and an evidence check or a sync plan makes many of them.
 """
 
 from __future__ import annotations

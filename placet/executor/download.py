@@ -152,8 +152,9 @@ def _placet_folder_holding(dir_fd: int, settings: Settings) -> Path | None:
 
 def _refuse_placet_folder(ctx: OpContext, dir_fd: int, local_path: str) -> None:
     """Defence in depth behind the root rule of `placet.paths.local`: a download never writes
-    into placet's data, config or database folder (docs/decisions.md), e.g. from a root
-    nominated under another PLACET_HOME than the one accepting.
+    into placet's data, config or database folder
+    (docs/decisions/0028-risk-and-own-folders.md), e.g. from a root nominated under
+    another PLACET_HOME than the one accepting.
 
     Raises:
         PathRefused (code ``placet_own_path``).

@@ -16,10 +16,10 @@ What this module decides, and why:
 - **Journaling.** A worker journals an op's temporary names itself, synchronously and
   before the first byte (the crash trail must be durable before it is needed); the op's
   result goes back to the coordinating thread (the caller of `execute`) through a queue,
-  which journals it (results in batches, docs/decisions.md), records the sync baseline
-  and sends the progress event. A worker that returns says so through the same queue,
-  so the run ends with the last result, not at the next `TICK` (up to 100 ms per sync).
-  All journal writes of a run go through one lock in the runner.
+  which journals it (results in batches, docs/decisions/0027-sync-execution.md), records
+  the sync baseline and sends the progress event. A worker that returns says so through
+  the same queue, so the run ends with the last result, not at the next `TICK` (up to 100
+  ms per sync). All journal writes of a run go through one lock in the runner.
 - **Stopping.** The coordinator looks at the owner's cancel and the lease every 100 ms
   (`TICK`) and after each result. On either it starts no further op and kills every
   rclone child the workers started (`placet.drive.proc.Children`), so a transfer blocked

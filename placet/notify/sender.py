@@ -5,7 +5,7 @@ process. Every `TICK_S` it
 
 1. every `EXPIRY_SCAN_S`, records `expiring` events for pending proposals 5 minutes from
    their expiry (`Outbox.add_expiring`; the sender produces them because no transition
-   happens then: docs/decisions.md, "Notifications");
+   happens then: docs/decisions/0031-notifications.md);
 2. groups new events into messages: the events of one kind and one session (run) form
    one message once the session has been quiet for `burst_quiet_s`, or `burst_window_s`
    after the first (a burst of proposals is one message); with no channel configured, or

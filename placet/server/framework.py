@@ -20,14 +20,14 @@ one place instead of in every tool (docs/design.md section 9, "Tool arguments an
   `CallToolResult(is_error=True, content=[one text line, the JSON {code, message,
   retryable, details}])`, with no structured content: a client validates structured
   content against the tool's output schema, error results too (the MCP Inspector does),
-  and the error's shape is not the tool's result (docs/decisions.md, "Error results carry
-  no structured content"). Anything else is logged with its traceback on stderr and
-  reported as `internal_error` without its text. An error's JSON is at most
-  `MAX_ERROR_BYTES` bytes (its details are dropped above that).
+  and the error's shape is not the tool's result (docs/decisions/0012-mcp-tools.md).
+  Anything else is logged with its traceback on stderr and reported as `internal_error`
+  without its text. An error's JSON is at most `MAX_ERROR_BYTES` bytes (its details are
+  dropped above that).
 
 A successful call returns `content=[<a short summary>]` and `structured_content=<the
 result>`: the summary is for people reading a transcript; it is not a second copy of the
-JSON, which would double every reply (docs/decisions.md, "Every reply fits a host").
+JSON, which would double every reply (docs/decisions/0015-reply-budget.md).
 
 **Size.** No reply exceeds `reply_budget` bytes (`Settings.reply_budget_bytes`), its text
 and its structured content each measured as UTF-8 JSON (`placet.server.budget`). The
@@ -63,7 +63,7 @@ from placet.text import inert
 
 log = logging.getLogger("placet.server")
 
-# The tool catalogue's hint sets (docs/design.md section 5; reasons in docs/decisions.md).
+# The tool catalogue's hint sets (docs/design.md section 5; docs/decisions/0012-mcp-tools.md).
 READ_LOCAL = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )

@@ -19,7 +19,7 @@ unsafe characters replaced) before anything stores or shows them (`client_text`)
 
 **Visibility.** `proposal_get`/`proposal_list` show a proposal when its local path lies
 inside the caller's scope; proposals without a local side (mkdir) are shown when they
-were made against this server's drive spec (reasons in docs/decisions.md).
+were made against this server's drive spec (reasons in docs/decisions/0013-scope-and-roots.md).
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ async def _fetch_client_roots(
                 cache.warned = True
         else:
             # An empty list offers no roots: the owner's list applies, as for a client
-            # without the capability (docs/decisions.md, "A client's empty roots list").
+            # without the capability (docs/decisions/0013-scope-and-roots.md).
             if result.roots:
                 found = (_root_path(str(r.uri)) for r in result.roots)
                 paths = tuple(p for p in found if p is not None)

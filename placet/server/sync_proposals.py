@@ -2,7 +2,7 @@
 summary a sync proposal is answered with.
 
 A sync proposal may hold 100,000 ops; its full op list in one reply would be megabytes,
-far over what a host accepts (docs/decisions.md, "Every reply fits a host"). So
+far over what a host accepts (docs/decisions/0015-reply-budget.md). So
 `proposal_get`, `proposal_list`, `proposal_wait`, `proposal_withdraw` and `propose_sync`
 answer a sync proposal with `SyncSummary` (ops and bytes by kind, the owner-facing risk
 flags counted by code, the conflict decisions counted, the first few ops and decisions,

@@ -283,20 +283,21 @@ _SYNC = (
     "CREATE INDEX ix_drive_snapshot_created ON drive_snapshot (created_at)",
 )
 
-# Idempotency per drive (docs/decisions.md): identical pending requests for DIFFERENT
-# drives are different proposals, so the key gains `drive_spec`. `request_hash` stays as
-# it is (audit verification recomputes it for existing proposals). Widening a unique key
-# cannot make existing rows collide, so the recreate never fails on old data.
+# Idempotency per drive (docs/decisions/0017-store-writes.md): identical pending requests
+# for DIFFERENT drives are different proposals, so the key gains `drive_spec`.
+# `request_hash` stays as it is (audit verification recomputes it for existing proposals).
+# Widening a unique key cannot make existing rows collide, so the recreate never fails on
+# old data.
 _PENDING_PER_DRIVE = (
     "DROP INDEX ux_proposal_pending_request",
     "CREATE UNIQUE INDEX ux_proposal_pending_request ON proposal "
     "(kind, request_hash, drive_spec) WHERE status = 'pending'",
 )
 
-# A sync proposal's ops by reference (docs/decisions.md, "A sync proposal's ops are stored
-# by reference"): one row per op, written with the proposal. Existing proposals keep
-# their ops inline in `request` (their request hash covers them as they are); the store
-# reads both forms, so nothing is moved.
+# A sync proposal's ops by reference (docs/decisions/0023-ops-by-reference.md): one row
+# per op, written with the proposal. Existing proposals keep their ops inline in `request`
+# (their request hash covers them as they are); the store reads both forms, so nothing is
+# moved.
 _PROPOSAL_OPS = (
     """CREATE TABLE proposal_op (
     proposal_id INTEGER NOT NULL,

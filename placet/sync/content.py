@@ -9,8 +9,7 @@ through rcd (`Drive.content_sha256`) and its SHA-256 kept in `SyncPlan.content`;
 `placet.sync.ops` records it as the op's evidence (`RemoteEvidence.read_by_placet`) and
 the executor compares the bytes it reads with it (`placet.executor.checks`). A file that
 cannot be bound is reported `unbound` with the reason and gets no op, never one bound by
-size (docs/decisions.md, "A sync on a remote without digests reads what it would
-transfer"):
+size (docs/decisions/0011-no-digest-binding.md):
 
 - larger than `CONTENT_READ_MAX` (64 MiB, the single download's cap) or of unknown size;
 - beyond the plan's read budget (`ReadBudget`: 1 GiB and 5,000 files by default, taken

@@ -2,7 +2,7 @@
 sync proposal (docs/design.md sections 4, 5, 7).
 
 The proposal holds the plan's full op set (`placet.sync.ops.request_op_dicts`, stored by
-reference: docs/decisions.md, "A sync proposal's ops are stored by reference"): every op
+reference: docs/decisions/0023-ops-by-reference.md): every op
 the plan made and one per decided conflict, each with the evidence the plan saw, which
 the executor re-checks before it acts. The whole proposal is refused, never part of it,
 when a conflict is undecided, a decision names a path that is not a conflict, or a
@@ -14,10 +14,10 @@ its root must still be one of the owner's roots (same path; the root's identity 
 re-checked), and its folder must lie inside the caller's scope, so a plan made through
 one server cannot be proposed through another that may not see that folder.
 
-A plan is proposed only while current (docs/decisions.md, "A sync plan is proposed only
-while current"): `refuse_outdated_plan` refuses one that a newer plan of the same pair
-or an applied (or approved, or executing) proposal made from it has overtaken, or that
-is past `RETENTION`, because proposing it would act on what the agent no longer sees.
+A plan is proposed only while current (docs/decisions/0024-sync-plans.md):
+`refuse_outdated_plan` refuses one that a newer plan of the same pair or an applied (or
+approved, or executing) proposal made from it has overtaken, or that is past `RETENTION`,
+because proposing it would act on what the agent no longer sees.
 """
 
 from __future__ import annotations
@@ -174,9 +174,9 @@ def propose_sync(
 
 
 def refuse_outdated_plan(svc: SyncService, drive_spec: str, plan_id: int) -> None:
-    """Refuse proposing plan `plan_id` once it is out of date (docs/decisions.md, "A sync
-    plan is proposed only while current"); `propose_sync` answers for a plan that does
-    not exist or was made against another drive.
+    """Refuse proposing plan `plan_id` once it is out of date
+    (docs/decisions/0024-sync-plans.md); `propose_sync` answers for a plan that does not
+    exist or was made against another drive.
 
     Raises:
         StaleEvidence (`plan_superseded`): a newer plan of the same pair (root, local

@@ -292,7 +292,7 @@ class SyncData(DigestCaches):
         """What overtook stored plan `plan_id` (None: no such plan): the newest plan of
         the same pair (any options) stored after it, and the newest proposal made from it
         that succeeded or is approved or executing. `propose_sync` refuses
-        such a plan (docs/decisions.md, "A sync plan is proposed only while current").
+        such a plan (docs/decisions/0024-sync-plans.md).
         """
 
         def rd(db: RawDB) -> PlanStanding | None:

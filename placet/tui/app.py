@@ -10,9 +10,9 @@ private connection), and the owner's interrupt when quitting mid-transfer. It de
   proposal appears within a second without a key press (with a notification). On SQLite
   a widget-owned timer polls `store.data_version()` every 0.5 s; on PostgreSQL a thread
   (not a Textual worker) sleeps in `Store.change_waiter()` (LISTEN/NOTIFY) and posts
-  `StoreChanged` when a change commits, on any host (docs/decisions.md, "The review UI
-  waits on the change waiter"). `store.sweep()` runs every `settings.sweep_seconds`
-  (expiring due proposals, recovering lapsed executions).
+  `StoreChanged` when a change commits, on any host (docs/decisions/0022-live-changes.md).
+  `store.sweep()` runs every `settings.sweep_seconds` (expiring due proposals, recovering
+  lapsed executions).
 - Selection follows the proposal id (placet/tui/queue.py); History and Audit are
   imported and mounted when first opened, so the first frame is the queue's.
 - Decisions and the transfer (accept binds to the shown request hash; one transfer at

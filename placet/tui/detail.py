@@ -11,11 +11,11 @@ agent's boxed reason) rebuilt only when the shown
 record changes, so a large sync is not re-rendered every second and the owner's scroll
 position in it is kept.
 
-A sync whose ops are stored by reference (docs/decisions.md, "A sync proposal's ops are
-stored by reference") shows at once what its request says (op counts and bytes by kind),
-its ops in the op table (`placet.tui.ops_table`, a window at a time) between the effect
-and the rest, and its risk flags and refusal once a thread worker has read and checked
-every op (`Store.checked_ops`), so selecting a 100,000-op sync never blocks the UI.
+A sync whose ops are stored by reference (docs/decisions/0023-ops-by-reference.md) shows
+at once what its request says (op counts and bytes by kind), its ops in the op table
+(`placet.tui.ops_table`, a window at a time) between the effect and the rest, and its risk
+flags and refusal once a thread worker has read and checked every op
+(`Store.checked_ops`), so selecting a 100,000-op sync never blocks the UI.
 """
 
 from __future__ import annotations

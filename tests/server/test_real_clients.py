@@ -211,7 +211,7 @@ def test_inspector_makes_proposals_from_the_owners_roots(
 ) -> None:
     """propose_mkdir and propose_upload succeed and their results pass the Inspector's
     output-schema check; the upload reads a local file although the Inspector answers
-    `roots/list` with no roots (docs/decisions.md, an empty client roots list)."""
+    `roots/list` with no roots (docs/decisions/0013-scope-and-roots.md)."""
     ws = inspector_ws
     made = []
     for kind in ("mkdir", "upload"):
