@@ -26,7 +26,7 @@ rclone hygiene (docs/design.md section 9):
   (deletes the temp object through the still-running rcd) before it stops them. They stay
   in placet's session: Linux schedules each session as one group (autogroup), and an
   `rclone rcat` in a session of its own made placet's pipe into it 1.7x slower on a busy
-  box (docs/performance.md "Big files on sftp, round 2"). A thread inside
+  box (bench/big_upload_floor.py in docs/performance.md). A thread inside
   `Children.adopt` registers the children it spawns, so the executor's transfer pool can
   kill every running transfer at once when the owner cancels or the lease is lost.
 * **Threads.** `spawn` may run on several threads at once (pipes are close-on-exec and

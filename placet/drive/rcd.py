@@ -9,7 +9,7 @@
   credentials are read under the client's lock, so a restart by another thread never
   hands a call half of the old daemon and half of the new one. Each thread keeps one
   keep-alive connection (a fresh unix-socket connection per call cost about 0.7 ms more
-  per call, measured: docs/performance.md "Sync apply"), never shared between threads,
+  per call, measured: bench/sync_apply.py in docs/performance.md), never shared between threads,
   so requests need no lock; the transfer pool calls from up to 4 threads at once.
 * **Uploads.** `Rcd.upload` sends bytes placet already read from its own descriptor and
   approved as one `operations/uploadfile` request (multipart/form-data) on the same
@@ -443,7 +443,7 @@ class Rcd:
         buffer per part), so the request sets the cutoff (`_config`
         ``StreamingUploadCutoff``) just above the largest part: still one known-size
         Put per file, and ~1 ms less CPU per small file than the daemon's 2 MiB cutoff
-        (docs/performance.md "Sync apply"). It also skips rclone's own read-back of each
+        (bench/sync_apply.py in docs/performance.md). It also skips rclone's own read-back of each
         object (``IgnoreChecksum``, as `rclone rcat --ignore-checksum` does): the caller
         verifies the stored object against the digest of the bytes it sent. And it sets
         ``LowLevelRetries`` to 1 for the request: rclone's `Copy`, which takes each part,

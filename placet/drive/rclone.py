@@ -10,11 +10,11 @@ and into placet's own descriptors (`placet.drive.transfer`), because rcd can onl
 local files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX` bytes),
 whose bytes placet reads from its descriptor into memory and sends to rcd's
 `operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs to
-start (docs/performance.md "Sync apply"); and, on the backends of `RCD_STREAM_BACKENDS`
+start (bench/sync_apply.py in docs/performance.md); and, on the backends of `RCD_STREAM_BACKENDS`
 (sftp, a local folder), a larger upload to a temporary object up to `RCD_STREAM_MAX` (256
 MiB; `RCD_STREAM_LOCAL_MAX`, 48 MiB, on a local folder), sent to rcd as placet reads it
 (`Rcd.upload_stream`), sparing an rcat process and an SSH handshake per file
-(docs/performance.md "Big files on sftp, round 2").
+(bench/big_upload_floor.py in docs/performance.md).
 
 An upload never shows unapproved bytes under the target name (docs/design.md sections 3-4):
 it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus

@@ -1,11 +1,11 @@
 """Many small new files of one folder at once: one rcd request per step, not per file.
 
-A sync of many small files spent its time on round trips (docs/performance.md "Sync
-apply"): per file a stat of the target, the upload, a verify stat, a stat before the
-move and the move. Here each step is one request for a whole batch of new files in one
-folder: the bytes go as one `operations/uploadfile` request with a part per file, the
-checks as two listings of the folder, and the moves and deletes as one `job/batch` each
-(rclone runs the listed rc calls and answers with one result per call, in order; an
+A sync of many small files spent its time on round trips (bench/sync_apply.py in
+docs/performance.md): per file a stat of the target, the upload, a verify stat, a stat
+before the move and the move. Here each step is one request for a whole batch of new files
+in one folder: the bytes go as one `operations/uploadfile` request with a part per file,
+the checks as two listings of the folder, and the moves and deletes as one `job/batch`
+each (rclone runs the listed rc calls and answers with one result per call, in order; an
 error is that call's result, not the batch's).
 
 The rules are `RcloneDrive.upload_from_fd`'s for a new file, per file: a name that

@@ -2,7 +2,7 @@
 
 Per file, an upload made about seven rcd calls and three SQLite commits, which is why an
 accepted sync of many small files ran 44-74x slower than `rclone copy`
-(docs/performance.md "Sync apply"). Here the ops of one batch (new files of one remote
+(bench/sync_apply.py in docs/performance.md). Here the ops of one batch (new files of one remote
 folder, at most `BATCH_OPS`; `batch_units` picks them) share each round trip, and every
 op keeps its own checks and its own result:
 

@@ -22,7 +22,7 @@ mtime, inode and ctime still match). Every cache write, bulk or not, updates the
 with the values it wrote (the objects the indexer and the listing made, already in
 memory), so a warm plan right after a cold one reads no table either; dropping the copy
 on a bulk write made that plan read 100,000 rows of each cache back (3.4 s instead of
-1.9 s, run I of docs/performance.md). A new process loads each cache with one SELECT of
+1.9 s, bench/plan.py in docs/performance.md). A new process loads each cache with one SELECT of
 the columns the entries need, iterated straight into the path-keyed dict (no
 intermediate list). Hot reads and bulk writes go through the driver connection (plain
 SQL, `executemany`) because SQLAlchemy's per-row cost dominated at 100,000 rows.

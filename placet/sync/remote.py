@@ -9,7 +9,7 @@ miss, by one hashed listing. That cache is the only one: the drive is handed it 
 `DigestStore` (`use_digest_store`), and the planner's listing (`Drive.list_rows`) caches
 nothing itself.
 
-What else it decides, and why (docs/performance.md, "Plan"):
+What else it decides, and why (bench/plan.py in docs/performance.md):
 
 - **Listed in pieces.** The folder's own entries come from one non-recursive listing,
   each top-level subfolder from a recursive listing of its own, a few at a time. rclone
