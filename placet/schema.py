@@ -64,7 +64,7 @@ class RemoteEvidence(_Frozen):
     read_by_placet: bool = False
     """True: the remote offers no digest of its own (crypt, many WebDAV servers), so
     `digest` is the SHA-256 of the bytes placet read at proposal time, and the executor
-    compares the bytes it reads with it (issue 12 item 3). Left out of the JSON when
+    compares the bytes it reads with it (size and mtime can be restored). Left out of the JSON when
     False, so evidence recorded before it existed hashes as it did."""
 
     @model_serializer(mode="wrap")

@@ -476,7 +476,7 @@ class RcloneCore:
         the remote stores, in one rcd call and no rclone child (a `download_to_fd` into
         /dev/null spawns `rclone cat`: about 20 times slower per small file on WebDAV,
         docs/performance.md). What binds a transfer to content on a remote without
-        digests (issue 12 item 3).
+        digests (docs/decisions/0011-no-digest-binding.md).
 
         Raises:
             NotFound: no such file. DriveUnavailable / DriveError.

@@ -1,4 +1,4 @@
-"""Real MCP clients no one here wrote, against a real `placet serve` (issue 12 item 12).
+"""Real MCP clients no one here wrote, against a real `placet serve`.
 
 - The official MCP Inspector CLI (`@modelcontextprotocol/inspector`, which validates a
   tool's structured content against its output schema, error results included) lists the
