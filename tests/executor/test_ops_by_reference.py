@@ -1,5 +1,5 @@
-"""Breaker findings on sync ops stored by reference
-(docs/decisions/0023-ops-by-reference.md), each fixed: the executor binds the op rows to
+"""Sync ops stored by reference, held against tampering
+(docs/decisions/0023-ops-by-reference.md): the executor binds the op rows to
 the request it hash-checked, `audit --verify` checks op rows, a malformed op row is a
 typed refusal, an accept binds the hash the owner was shown, and `placet accept` points at
 `show --all`."""

@@ -1,4 +1,4 @@
-"""Adversarial probes of `placet web`: malformed and oversized bodies from a
+"""`placet web` against bad requests: malformed and oversized bodies from a
 local process that forges any header, ids out of SQLite's range, a flood of sign-in
 options, and a newcomer's missing certificate. Each must get a clear refusal (4xx or
 exit 2 with a placet error code), never a 500 or a traceback, and change nothing."""
