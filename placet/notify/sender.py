@@ -17,7 +17,8 @@ process. Every `TICK_S` it
 Between rounds it sleeps `TICK_S` on SQLite. On PostgreSQL it sleeps in
 `Store.change_waiter()` (LISTEN/NOTIFY: a transition that makes an event wakes it at
 commit, on any host) for as long as nothing else is due: `TICK_S` while a burst is held
-back, until the earliest retry it scheduled, else `EXPIRY_SCAN_S` (`next_wait`).
+back, until the earliest retry it scheduled, else `EXPIRY_SCAN_S` (`next_wait`); after a
+lost connection it reconnects with backoff and LISTENs again (`placet.store.reconnect`).
 
 Several processes may run a sender on one database: the outbox's compare-and-set writes
 make each event grouped once and each delivery claimed by one sender at a time. A
@@ -41,6 +42,7 @@ from placet.notify import channels as ch
 from placet.notify.content import render
 from placet.store import Store, open_store
 from placet.store.outbox import CLAIM_S, STALE, Claim, EventRow, Outbox, Rendered
+from placet.store.reconnect import Reconnecting
 
 log = logging.getLogger("placet.notify")
 
@@ -252,21 +254,24 @@ class Sender:
             self._stop.wait(TICK_S if self.configured else IDLE_TICK_S)
 
     def _run_woken(self) -> None:
-        """PostgreSQL: rounds between waits in the change waiter (module docstring).
-        Returns when stopped, or when no waiter can be made (then the caller ticks)."""
-        try:
-            waiter = self.store.change_waiter()
-        except PlacetError as e:
-            log.warning("notify sender polls: no change waiter: %s", e.message)
-            return
-        with waiter:
-            while not self._stop.is_set():
-                self._round()
-                try:
+        """PostgreSQL: rounds between waits in the change waiter (module docstring). A
+        lost connection is ridden out (`placet.store.reconnect`: LISTEN again, then a
+        round, which reads the whole outbox). Returns when stopped, or when the waiter
+        fails otherwise (then the caller ticks)."""
+        reconnecting = Reconnecting(self._stop, lambda line: log.warning("notify sender: %s", line))
+
+        def session() -> None:
+            with self.store.change_waiter() as waiter:
+                reconnecting.connected()
+                while not self._stop.is_set():
+                    self._round()
                     waiter.wait(self.next_wait(), self._stop)
-                except Exception:  # the LISTEN connection dropped: poll from now on
-                    log.exception("notify sender: the change waiter failed; polling")
-                    return
+
+        try:
+            reconnecting.run(session)
+        except Exception as e:  # not a lost connection: poll from now on
+            message = e.message if isinstance(e, PlacetError) else repr(e)
+            log.warning("notify sender polls: the change waiter failed: %s", message)
 
     def start(self) -> Sender:
         self._thread = threading.Thread(target=self._run, name="placet-notify", daemon=True)
