@@ -269,8 +269,8 @@ class StoreBase:
     ) -> T:
         """`attempt()` under `placet.store.db.retry_busy`, its errors as `_store_error`; on
         PostgreSQL made again while the server is restarting, for a few seconds
-        (`placet.store.reconnect.riding_out`: only while no connection could be made, so
-        nothing of it reached the database)."""
+        (`placet.store.reconnect.riding_out`: only when the server refused the connection
+        or ended the session in a shutdown, so nothing of it was committed)."""
 
         def once() -> T:
             return retry_busy(attempt, busy_type, error_type, lambda e: self._store_error(what, e))

@@ -10,9 +10,10 @@ jittered so that several processes do not reconnect in step) and runs the sessio
 until stopped. A session LISTENs first and then rescans everything it serves
 (`Reconnecting.connected` says "reconnected; rescanning"): a NOTIFY sent while it was
 disconnected is lost, and a NOTIFY is a wake-up only, never the news itself.
-One call that cannot even connect because the server is restarting (`restarting`) is
-made again, bounded (`riding_out`): the store's own calls for a few seconds, opening the
-store (`placet.store.migrations.migrate`) for up to `STARTUP_WAIT_S`, said on stderr.
+One call that the restarting server refused or ended before committing anything of it
+(`restarting`) is made again, bounded (`riding_out`): the store's own calls for a few
+seconds, opening the store (`placet.store.migrations.migrate`) for up to
+`STARTUP_WAIT_S`, said on stderr.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from placet.store.db import is_disconnect
+from placet.store.db import PG_GONE_STATES, is_disconnect
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +97,15 @@ def connection_lost(exc: BaseException) -> bool:
 
 
 def restarting(exc: BaseException) -> bool:
-    """True when `exc` comes from a connection attempt that the server refused because it
-    is down or restarting (`_RESTARTING`): nothing reached the database, so the call is
-    safe to make again."""
+    """True when `exc` comes from a server that is down or restarting and committed
+    nothing of the call: a connection attempt it refused (`_RESTARTING`), or a session it
+    ended with SQLSTATE 57P01-57P03 (a shutdown: the open transaction is rolled back).
+    Such a call is safe to make again. A connection that merely broke ("server closed
+    the connection unexpectedly") is not: a COMMIT may have been applied unanswered."""
     return any(
-        is_disconnect(e) and any(m in str(e).lower() for m in _RESTARTING) for e in _chain(exc)
+        getattr(e, "sqlstate", None) in PG_GONE_STATES
+        or (is_disconnect(e) and any(m in str(e).lower() for m in _RESTARTING))
+        for e in _chain(exc)
     )
 
 
