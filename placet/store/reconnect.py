@@ -1,19 +1,15 @@
 """Riding out a database server restart: the backoff, the tests of a lost connection and
-the messages that every placet process holding PostgreSQL open shares.
+the messages every placet process holding PostgreSQL open shares.
 
-A PostgreSQL restart (an upgrade, a failover, `pg_ctl restart`) ends every session. A
-loop that runs for a while (`placet executor`, the host loop of `serve`, `review` and
-`web`, the notification sender) runs its session through `Reconnecting.run`: when the
-session ends with the connection lost (`connection_lost`), it says so ("database
-connection lost: ...; reconnecting in 2.0s"), waits a `Backoff` (0.5 s doubling to 10 s,
-jittered so that several processes do not reconnect in step) and runs the session again,
-until stopped. A session LISTENs first and then rescans everything it serves
-(`Reconnecting.connected` says "reconnected; rescanning"): a NOTIFY sent while it was
-disconnected is lost, and a NOTIFY is a wake-up only, never the news itself.
-One call that the restarting server refused or ended before committing anything of it
-(`restarting`) is made again, bounded (`riding_out`): the store's own calls for a few
-seconds, opening the store (`placet.store.migrations.migrate`) for up to
-`STARTUP_WAIT_S`, said on stderr.
+A long-running loop (`placet executor`, the host loop, the notification sender) runs its
+session through `Reconnecting.run`: when the connection is lost it says so ("database
+connection lost: ...; reconnecting in 2.0s"), waits a jittered `Backoff` (0.5 s doubling
+to 10 s) and runs the session again until stopped. A session LISTENs first, then rescans
+everything it serves: a NOTIFY sent while disconnected is lost, and a NOTIFY is a
+wake-up only. One call the restarting server refused before committing anything
+(`restarting`) is made again, bounded (`riding_out`): the store's calls for a few
+seconds, opening the store for up to `STARTUP_WAIT_S`, said on stderr
+(docs/decisions/0020-postgresql-connections.md).
 """
 
 from __future__ import annotations
