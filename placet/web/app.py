@@ -8,8 +8,10 @@ Security at the edge (docs/security.md, "placet web"):
   that ``127.0.0.1:PORT`` is redirected to ``localhost:PORT`` (a passkey needs a name);
 * every state change is a POST whose `Origin` must be this server's origin
   (``origin_refused`` otherwise), and every page and POST but sign-in and pairing
-  needs a session made by signing in with a passkey (``not_signed_in``);
-* the session cookie is HttpOnly, SameSite=Strict, Secure under TLS (and HSTS is sent);
+  needs a session made by signing in with a passkey (``not_signed_in``), carried in
+  the ``X-Placet-Session`` header that only placet's own script sends, never in a
+  cookie, which every other port of the host would receive (`placet.web.session`);
+  a page asked without it is answered 401 with the sign-in page (HSTS under TLS);
 * the Referrer-Policy is ``same-origin``: with ``no-referrer`` Chromium sends
   ``Origin: null`` on a form POST, which the Origin check would refuse.
 
@@ -61,10 +63,11 @@ from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
 from placet.store.decisions import changed_since_shown
 from placet.store.host import waiting_note
-from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
+from placet.store.passkeys import PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
 from placet.web.changes import QueueChanges
+from placet.web.session import session_token
 
 __all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
 
@@ -72,7 +75,6 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
-COOKIE = "placet_session"
 EXTEND_MINUTES = 15
 BODY_MAX = 1 << 20
 """Most bytes of a JSON request body (an accept lists at most a page of unticked ops)."""
@@ -341,8 +343,8 @@ def create_app(
     changes = QueueChanges(store)
 
     def session_of(request: Request) -> tuple[str, PasskeyRecord] | None:
-        token = request.cookies.get(COOKIE)
-        if not token:
+        token = session_token(request)
+        if token is None:
             return None
         key = store.session_passkey(token, now=clock())
         return None if key is None else (token, key)
@@ -350,11 +352,12 @@ def create_app(
     Handler = Callable[[Request], Awaitable[Response]]
 
     def page_route(fn: Callable[[Request], Response]) -> Handler:
-        """A page that needs a session: the sign-in page otherwise (in the thread pool)."""
+        """A page that needs a session: else the sign-in page, 401, on which placet's
+        script asks again with the session it keeps (in the thread pool)."""
 
         def page(request: Request) -> Response:
             if session_of(request) is None:
-                return _html(pages.signin_page(bool(store.passkeys())), 200)
+                return _html(pages.signin_page(bool(store.passkeys())), 401)
             try:
                 return fn(request)
             except PlacetError as e:
@@ -605,9 +608,9 @@ def create_app(
                 key, answer = ceremony(body)
             except PlacetError as e:
                 return _refused_json(e, refused)
-            response = JSONResponse(answer)
-            _set_session(response, store.open_session(key.id, now=clock()), config)
-            return response
+            # the token goes to placet's own script only (`placet.web.session`)
+            session = store.open_session(key.id, now=clock())
+            return JSONResponse({**answer, "session": session})
 
         return await run_in_threadpool(sign_in)
 
@@ -620,12 +623,11 @@ def create_app(
         return await session_for(request, 403, assertion)
 
     def signout_sync(request: Request) -> Response:
-        token = request.cookies.get(COOKIE)
-        if token:
-            store.close_session(token)
-        response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(COOKIE, path="/")
-        return response
+        token = session_token(request)
+        if token is None or session_of(request) is None:
+            return _html(pages.refusal_page(_not_signed_in()), 403)
+        store.close_session(token)
+        return RedirectResponse("/", status_code=303)
 
     async def signout(request: Request) -> Response:
         return await run_in_threadpool(signout_sync, request)
@@ -712,15 +714,3 @@ def _flag_counts(records: list[ProposalRecord]) -> dict[int, int]:
         except PlacetError:
             continue
     return out
-
-
-def _set_session(response: Response, token: str, config: WebConfig) -> None:
-    response.set_cookie(
-        COOKIE,
-        token,
-        max_age=SESSION_HOURS * 3600,
-        path="/",
-        httponly=True,
-        samesite="strict",
-        secure=config.tls,
-    )

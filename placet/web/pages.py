@@ -349,17 +349,28 @@ def audit_page(
 
 
 def signin_page(has_passkeys: bool) -> Html:
+    """The answer to a page asked without the session (HTTP 401): the sign-in box in
+    ``#shell``, on which placet's script, when it keeps a session for this origin, reads
+    the page again with it and shows ``#opening`` meanwhile (`placet.web.session`)."""
+    why = (
+        '<p class="hint">not_signed_in: this page opens with the session that placet\'s '
+        "own page keeps for this address, sent by its script; sign in with your passkey.</p>"
+    )
     if not has_passkeys:
-        body = (
+        box = (
             "<h1>placet</h1><p>No passkey is registered yet. In your terminal run "
             "<code>placet web pair</code> and open the link it prints on this device.</p>"
         )
     else:
-        body = (
+        box = (
             "<h1>Sign in</h1><p>Only the owner's passkey opens this page.</p>"
             '<button type="button" id="signin" class="primary">Sign in with passkey</button>'
             '<p id="status" role="status"></p>'
         )
+    body = (
+        '<div id="shell"><p id="opening" class="notice" hidden>Opening...</p>'
+        f'<div id="signin-box">{box}{why}</div></div>'
+    )
     return page("Sign in", body, signed_in=False)
 
 
