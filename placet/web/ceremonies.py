@@ -10,18 +10,18 @@
 * Accept: an assertion over `placet.store.signatures.accept_challenge` of the proposal
   id, the request hash the page showed, the unticked ops and a fresh nonce.
 
-Every challenge is issued once (`Challenges`): it is taken out when its answer arrives,
-so an assertion replayed is refused whatever it signs, and lapses after
-`CHALLENGE_SECONDS`. A verified assertion's sign count must grow (or stay 0 for an
-authenticator without a counter) and is recorded by compare-and-set
-(`Store.use_passkey`), so two uses of one assertion cannot both pass.
+Every challenge is answered once (`placet.web.challenges`): a replayed assertion is
+refused whatever it signs, and a challenge lapses after `CHALLENGE_SECONDS`; sign-in
+challenges are stored by nobody until spent, so a flood of sign-in options evicts none.
+A verified assertion's sign count must grow (or stay 0 for an authenticator without a
+counter) and is recorded by compare-and-set (`Store.use_passkey`), so two uses of one
+assertion cannot both pass.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -44,67 +44,11 @@ from placet.store import Store
 from placet.store.passkeys import PasskeyRecord, token_hash
 from placet.store.signatures import accept_challenge, credential_bytes
 from placet.text import quote
+from placet.web.challenges import CHALLENGE_SECONDS, Challenges, Issued
 
 __all__ = ["CHALLENGE_SECONDS", "Ceremonies", "Issued"]
 
-CHALLENGE_SECONDS = 300
-"""How long an issued challenge may be answered."""
-MAX_OPEN_CHALLENGES = 1000
-"""Challenges of one purpose kept open at most (sign-in options can be asked without a
-session; they never push out an accept's or a pairing's)."""
 _USER_ID = b"placet-owner"
-
-
-@dataclass(frozen=True)
-class Issued:
-    """A challenge handed to a page: what it is for and what it binds."""
-
-    purpose: str  # "register" | "signin" | "accept"
-    challenge: bytes
-    expires_at: datetime
-    session: str = ""
-    """SHA-256 of the session cookie that asked (accept), or the pairing token hash."""
-    proposal_id: int | None = None
-    request_hash: str | None = None
-    skip_ops: tuple[int, ...] = ()
-
-
-@dataclass
-class Challenges:
-    """Issued challenges by nonce, each answered at most once."""
-
-    clock: Callable[[], datetime]
-    _issued: dict[str, Issued] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def issue(self, make: Callable[[str], Issued]) -> tuple[str, Issued]:
-        nonce = secrets.token_hex(16)
-        issued = make(nonce)
-        with self._lock:
-            now = self.clock()
-            for k in [k for k, v in self._issued.items() if v.expires_at <= now]:
-                del self._issued[k]
-            # At most MAX_OPEN_CHALLENGES of each purpose, the oldest of that purpose
-            # dropped first: sign-in options, which anyone may ask for, never push out
-            # the challenge of an accept the owner is answering.
-            same = [k for k, v in self._issued.items() if v.purpose == issued.purpose]
-            for k in same[: max(0, len(same) - MAX_OPEN_CHALLENGES + 1)]:
-                del self._issued[k]
-            self._issued[nonce] = issued
-        return nonce, issued
-
-    def take(self, nonce: object, purpose: str) -> Issued:
-        """The challenge issued under `nonce` for `purpose`, removed; else refused
-        (``challenge_invalid``: unknown, already answered, lapsed or another purpose)."""
-        with self._lock:
-            issued = self._issued.pop(nonce, None) if isinstance(nonce, str) else None
-        if issued is None or issued.purpose != purpose or issued.expires_at <= self.clock():
-            raise PolicyRefused(
-                "this passkey answer is for no open request (it was already used, has "
-                "lapsed, or was made for something else); reload the page and try again",
-                code="challenge_invalid",
-            )
-        return issued
 
 
 def _unpinned_pairing() -> PolicyRefused:
@@ -245,9 +189,7 @@ class Ceremonies:
         return {"nonce": nonce, "publicKey": json.loads(options_to_json(opts))}
 
     def signin_options(self) -> dict[str, Any]:
-        nonce, issued = self.challenges.issue(
-            lambda n: Issued("signin", secrets.token_bytes(32), self._expiry())
-        )
+        nonce, issued = self.challenges.issue_signin()
         return self._assertion_options(issued, nonce)
 
     def accept_options(
@@ -303,6 +245,8 @@ class Ceremonies:
             )
         except (WebAuthnException, ValueError, KeyError, TypeError, AttributeError) as e:
             raise _refused(what, e) from e
+        if not self.challenges.spend(issued):
+            raise _refused(what, "its challenge was already answered")
         if not self.store.use_passkey(
             key.id, seen=key.sign_count, new=auth.new_sign_count, now=self.clock()
         ):

@@ -119,7 +119,7 @@ def test_sign_in_options_flooded_do_not_drop_an_accept_challenge(
     """`/signin/options` needs no session; asked 1,001 times (by a local process, which
     sets any Origin), it pushed the owner's open accept challenge out of the 1,000 kept,
     and the passkey answer was refused as challenge_invalid."""
-    from placet.web.ceremonies import MAX_OPEN_CHALLENGES
+    from placet.web.challenges import MAX_OPEN_CHALLENGES
 
     rec = add_upload(quiet_store)
     token = session(quiet_store)
