@@ -32,6 +32,7 @@ from placet.store.passkeys import open_pairing_link
 from placet.web import WebConfig, create_app
 from placet.web.app import Runs
 from placet.web.changes import QueueChanges
+from placet.web.connections import guarded_h11
 from placet.web.session import SESSION_HEADER
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -100,7 +101,9 @@ def serve(store: Store, settings: Settings, clock: Clock | None = None) -> Itera
     runs = Runs(store, settings)
     app = create_app(store, settings, config, clock=clock, runs=runs)
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=config.port, log_level="warning")
+        uvicorn.Config(
+            app, host="127.0.0.1", port=config.port, log_level="warning", http=guarded_h11()
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
