@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from placet.web.connections import REQUEST_SECONDS, connection_cap
+from tests.support.notify import wait_until
 from tests.support.rig import PLACET
 from tests.support.web import Served, free_port
 
@@ -94,13 +95,6 @@ def _closed(sock: socket.socket) -> bytes | None:
     return data
 
 
-def _until(done: object, what: str, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 @pytest.mark.timeout(180)
 def test_400_incomplete_requests_under_256_descriptors_do_not_stop_the_page(
     limited_web: int,
@@ -119,17 +113,13 @@ def test_400_incomplete_requests_under_256_descriptors_do_not_stop_the_page(
         print(f"a real request answered {time.monotonic() - started:.2f} s after 400 stalled")
         # over the cap, the connections waiting longest were closed to make room
         cap = DESCRIPTORS // 2  # `connection_cap()` under 256 descriptors
-        _until(
-            lambda: sum(_closed(s) is not None for s in socks) >= HALF_OPEN - cap,
-            "placet web kept more connections than its cap",
-            30,
-        )
+        assert wait_until(
+            lambda: sum(_closed(s) is not None for s in socks) >= HALF_OPEN - cap, 30
+        ), "placet web kept more connections than its cap"
         # and after the deadline every incomplete request is answered 408 or closed
-        _until(
-            lambda: all(_closed(s) is not None for s in socks),
-            "an incomplete request outlived the request deadline",
-            REQUEST_SECONDS * 3 + 30,
-        )
+        assert wait_until(
+            lambda: all(_closed(s) is not None for s in socks), REQUEST_SECONDS * 3 + 30
+        ), "an incomplete request outlived the request deadline"
         assert _answer(port, timeout=10) == 401
     finally:
         for s in socks:
