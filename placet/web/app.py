@@ -447,7 +447,8 @@ def create_app(
         after = _int(request.query_params.get("after"))
         verification = store.verify_audit() if request.query_params.get("verify") else None
         events = store.audit_events(after_id=after, limit=pages.AUDIT_PAGE)
-        return _html(pages.audit_page(events, verification, after=after))
+        alarms = store.counter_alarms()
+        return _html(pages.audit_page(events, verification, after=after, alarms=alarms))
 
     def status_sync(request: Request) -> Response:
         if session_of(request) is None:

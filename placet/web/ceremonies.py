@@ -10,12 +10,16 @@
 * Accept: an assertion over `placet.store.signatures.accept_challenge` of the proposal
   id, the request hash the page showed, the unticked ops and a fresh nonce.
 
+Every ceremony requires user verification and the exact origin, port included (a page
+on another localhost port gets its own origin signed, and is refused).
+
 Every challenge is answered once (`placet.web.challenges`): a replayed assertion is
 refused whatever it signs, and a challenge lapses after `CHALLENGE_SECONDS`; sign-in
 challenges are stored by nobody until spent, so a flood of sign-in options evicts none.
 A verified assertion's sign count must grow (or stay 0 for an authenticator without a
-counter) and is recorded by compare-and-set (`Store.use_passkey`), so two uses of one
-assertion cannot both pass.
+counter): one that does not is refused and recorded (``passkey_counter``,
+`Store.record_counter_alarm`); the count is stored by compare-and-set
+(`Store.use_passkey`), so two uses of one assertion cannot both pass.
 """
 
 from __future__ import annotations
@@ -209,6 +213,23 @@ class Ceremonies:
         nonce, issued = self.challenges.issue(make)
         return self._assertion_options(issued, nonce)
 
+    def _check_count(self, key: PasskeyRecord, new: int, what: str) -> None:
+        """Refuse a verified assertion whose sign count does not grow past the stored one
+        (either non-zero: WebAuthn's sign of a copied authenticator), and record it
+        (`Store.record_counter_alarm`)."""
+        if (new or key.sign_count) and new <= key.sign_count:
+            self.store.record_counter_alarm(
+                key.id, stored=key.sign_count, new=new, what=what, now=self.clock()
+            )
+            raise PolicyRefused(
+                f"{what}: passkey {key.id} {quote(key.name)} signed with sign count {new}, "
+                f"not above the {key.sign_count} it reached before: another copy of this "
+                "passkey may be in use. Refused and recorded (`placet keys`); if you did "
+                f"not expect this, run `placet keys revoke {key.id}`",
+                code="passkey_counter",
+                details={"passkey_id": key.id, "stored": key.sign_count, "new": new},
+            )
+
     def verify_assertion(
         self, issued: Issued, credential: object, what: str
     ) -> tuple[PasskeyRecord, dict[str, Any]]:
@@ -238,13 +259,16 @@ class Ceremonies:
                 credential=json.dumps(credential),
                 expected_challenge=issued.challenge,
                 expected_rp_id=self.rp_id,
-                expected_origin=self.origin,
+                expected_origin=self.origin,  # exact: scheme, host and port
                 credential_public_key=key.public_key,
-                credential_current_sign_count=key.sign_count,
+                # py_webauthn compares the count before the signature: compared below,
+                # once the signature verified, so only a genuine answer raises the alarm
+                credential_current_sign_count=0,
                 require_user_verification=True,
             )
         except (WebAuthnException, ValueError, KeyError, TypeError, AttributeError) as e:
             raise _refused(what, e) from e
+        self._check_count(key, auth.new_sign_count, what)
         if not self.challenges.spend(issued):
             raise _refused(what, "its challenge was already answered")
         if not self.store.use_passkey(
