@@ -482,6 +482,21 @@ END $$""",
 # hold (no row of it was ever written there), so its rows are orphans on SQLite only.
 _DIGEST_CACHE_HEX_ROOT_KEYS = ("DELETE FROM sync_digest_cache WHERE instr(root_key, char(0)) > 0",)
 
+# A passkey assertion that verified but whose sign count did not grow (a copied passkey):
+# refused and recorded (`placet.store.passkeys`, `web_passkey_alarm`).
+_WEB_PASSKEY_ALARM = (
+    """CREATE TABLE web_passkey_alarm (
+    id INTEGER NOT NULL,
+    passkey_id INTEGER NOT NULL,
+    at DATETIME NOT NULL,
+    stored_count INTEGER NOT NULL,
+    new_count INTEGER NOT NULL,
+    what TEXT NOT NULL,
+    PRIMARY KEY (id),
+    FOREIGN KEY(passkey_id) REFERENCES web_passkey (id)
+)""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -493,6 +508,7 @@ MIGRATIONS: list[Migration] = [
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
+    Migration("web_passkey_counter_alarms", _WEB_PASSKEY_ALARM),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 
