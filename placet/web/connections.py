@@ -1,22 +1,13 @@
 """The connections `placet web` keeps: a deadline to receive a whole request, and a cap.
 
-uvicorn's h11 protocol arms no timer before a request has arrived: a connection that
-sends nothing, or half a request, holds a file descriptor for ever, and a few hundred of
-them exhaust the process's descriptors (`accept` fails, the page stops answering).
-`guarded_h11` makes the h11 protocol uvicorn runs with two rules:
-
-* a request (head and body) must arrive whole within `REQUEST_SECONDS` of the
-  connection's opening or of the response before it; else it is answered 408 and
-  closed (an idle kept-alive connection is closed sooner by uvicorn's keep-alive
-  timeout);
-* at most `connection_cap()` connections are open (half the descriptor limit): one
-  more closes the connection that has waited longest without sending a whole request,
-  or, when every one is in a request, the newcomer. A real request arrives whole at
-  once, so it is not the one waiting longest.
-
-When the kernel still hands over more connections than there are descriptors, asyncio
-retries `accept` a second later and logs a traceback for every failed try (thousands a
-second); `calm_accept_errors` says it once a minute instead.
+uvicorn's h11 protocol arms no timer before a request has arrived, so a few hundred
+half-open connections would exhaust the process's descriptors. `guarded_h11` adds two
+rules: a request (head and body) must arrive whole within `REQUEST_SECONDS` of the
+connection's opening or of the previous response, else it is answered 408 and closed;
+at most `connection_cap()` connections are open (half the descriptor limit), and one
+more closes the one that has waited longest without a whole request (a real request
+arrives at once, so it is never that one). `calm_accept_errors` logs asyncio's failed
+`accept` retries once a minute instead of thousands of times a second.
 """
 
 from __future__ import annotations
