@@ -9,8 +9,11 @@ process. Every `TICK_S` it
 2. groups new events into messages: the events of one kind and one session (run) form
    one message once the session has been quiet for `burst_quiet_s`, or `burst_window_s`
    after the first (a burst of proposals is one message); with no channel configured, or
-   when older than `STALE`, events are skipped, never sent late;
-3. claims the due deliveries of the channels it can send through and sends each; a
+   when older than `STALE`, or when every proposal they name was decided already,
+   events are skipped, never sent late;
+3. claims the due deliveries of the channels it can send through and sends each, its
+   text made again from the proposals' state at that moment (`Sender.current`: a
+   proposal decided since is left out; a delivery left with none is `dropped`); a
    failed attempt is retried after `backoff(attempt)` (1 s doubling to 60 s, jittered),
    and recorded as failed for good after `MAX_ATTEMPTS` or a non-retryable error.
 
@@ -32,7 +35,7 @@ import random
 import secrets
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from placet.config import Settings
@@ -45,6 +48,8 @@ from placet.store.outbox import CLAIM_S, STALE, Claim, EventRow, Outbox, Rendere
 log = logging.getLogger("placet.notify")
 
 TICK_S = 0.1
+WAITING = ("proposed", "expiring")
+"""Event kinds that say proposals wait for the owner: true only while they are pending."""
 GROUP_MAX = 500
 """Most events in one message (one statement's bound variables stay far below SQLite's
 limit); the rest of a larger burst makes the next message."""
@@ -149,7 +154,7 @@ class Sender:
             if now - last < quiet and now - first < window:
                 self._held = True
                 continue
-            content = self._render(kind, group, now)
+            content = self.current(kind, [e.proposal_id for e in group], now)
             if content is None:
                 self.outbox.skip([e.id for e in group])
                 continue
@@ -165,14 +170,18 @@ class Sender:
                 made.append(mid)
         return made
 
-    def _render(self, kind: str, group: list[EventRow], now: datetime) -> Rendered | None:
+    def current(self, kind: str, proposal_ids: Sequence[int], now: datetime) -> Rendered | None:
+        """The message about `proposal_ids` as their state stands at `now`: a `proposed`
+        or `expiring` message names only the proposals still pending (one withdrawn,
+        discarded, accepted or expired meanwhile waits for nobody), and is None when none
+        is; a `failed` or `interrupted` one names each proposal that still exists."""
         records = []
-        for pid in dict.fromkeys(e.proposal_id for e in group):
+        for pid in dict.fromkeys(proposal_ids):
             try:
                 rec = self.store.get(pid)
             except NotFound:
                 continue
-            if kind == "expiring" and rec.status != "pending":
+            if kind in WAITING and rec.status != "pending":
                 continue  # decided meanwhile: nothing to tell
             records.append(rec)
         if not records:
@@ -197,8 +206,20 @@ class Sender:
 
     def _send(self, claim: Claim) -> int:
         channel = self.channels[claim.channel]
+        now = self.clock()
+        content = self.current(claim.kind, claim.proposal_ids, now)
+        if content is None:  # every proposal it named was decided since it was grouped
+            self.outbox.dropped(
+                claim,
+                holder=self.holder,
+                reason="not sent: the proposals it named were decided before it went out",
+                now=now,
+            )
+            log.info("notify %s delivery %s dropped: its proposals were decided",
+                     claim.channel, claim.delivery_id)  # fmt: skip
+            return 0
         try:
-            channel.send(claim.delivery_id, claim.content)
+            channel.send(claim.delivery_id, content)
         except ch.DeliveryFailed as e:
             final = not e.retryable or claim.attempt >= MAX_ATTEMPTS
             now = self.clock()

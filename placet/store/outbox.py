@@ -12,7 +12,8 @@ Three tables (migration `notify_outbox`, `placet.store.migrations`):
   proposals is one message), rendered once so every channel and retry says the same.
 - `notify_delivery`: one row per message and channel: `pending` -> `sending` (claimed by
   one process with a compare-and-set on state and attempt) -> `sent`, or back to
-  `pending` with a later `next_at` after a failed attempt, or `failed` for good.
+  `pending` with a later `next_at` after a failed attempt, or `failed` for good, or
+  `dropped` when every proposal it announced was decided before it went out.
 
 Every write is one `BEGIN IMMEDIATE` transaction, so two processes cannot group the same
 events or claim the same delivery: the loser's compare-and-set matches no row. A claim
@@ -52,7 +53,8 @@ CLAIM_S = 60.0
 """How long a claimed delivery is held by its sender before another may take it over."""
 
 RETENTION = timedelta(days=30)
-"""Sent and failed deliveries (and their messages and events) kept for `placet notify log`."""
+"""Finished deliveries (sent, failed, dropped), their messages and events, kept for
+`placet notify log`."""
 
 STALE = timedelta(hours=1)
 """An event not grouped, or a delivery not sent, within this long is given up (skipped /
@@ -134,14 +136,18 @@ class Rendered:
 
 @dataclass(frozen=True)
 class Claim:
-    """A delivery this process claimed, with its message's `content`: send it, then `Outbox.sent`
-    or `Outbox.attempt_failed`."""
+    """A delivery this process claimed, with its message's `content` as grouped, the
+    message's event `kind` and the `proposal_ids` it is about (so the sender can say it
+    again from the proposals' state at send time): send it, then `Outbox.sent`,
+    `Outbox.attempt_failed` or `Outbox.dropped`."""
 
     delivery_id: int
     message_id: int
     channel: str
     attempt: int
     content: Rendered
+    kind: str
+    proposal_ids: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -372,13 +378,20 @@ class Outbox:
                 if not won:
                     continue
                 m = db.execute(
-                    "SELECT m.id, d.channel, m.title, m.body, m.payload, m.priority FROM "
-                    "notify_delivery d JOIN notify_message m ON m.id = d.message_id "
+                    "SELECT m.id, d.channel, m.title, m.body, m.payload, m.priority, m.kind "
+                    "FROM notify_delivery d JOIN notify_message m ON m.id = d.message_id "
                     "WHERE d.id = ?",
                     (did,),
                 ).fetchone()
+                about = db.execute(
+                    "SELECT DISTINCT proposal_id FROM notify_event WHERE message_id = ? "
+                    "ORDER BY proposal_id",
+                    (m[0],),
+                ).fetchall()
                 content = Rendered(m[2], m[3], json.loads(m[4]), m[5])
-                out.append(Claim(did, m[0], m[1], attempts + 1, content))
+                out.append(
+                    Claim(did, m[0], m[1], attempts + 1, content, m[6], tuple(r[0] for r in about))
+                )
             return out
 
         return self._tx("claiming deliveries", tx, write=True)
@@ -430,6 +443,22 @@ class Outbox:
 
         return self._tx("recording a failed delivery", tx, write=True)
 
+    def dropped(self, claim: Claim, *, holder: str, reason: str, now: datetime) -> bool:
+        """Record `claim` as `dropped`: not sent, since what it said is no longer so (every
+        proposal it announced was decided meanwhile). False when the claim was lost."""
+
+        def tx(db: RawDB) -> bool:
+            return bool(
+                db.execute(
+                    "UPDATE notify_delivery SET state = 'dropped', next_at = ?, last_error = ?, "
+                    "claim_until = NULL WHERE id = ? AND state = 'sending' AND claimed_by = ? "
+                    "AND attempts = ?",
+                    (dt_text(now), reason[:500], claim.delivery_id, holder, claim.attempt),
+                ).rowcount
+            )
+
+        return self._tx("recording a dropped delivery", tx, write=True)
+
     def give_up_stale(self, now: datetime, *, stale: timedelta = STALE) -> int:
         """Fail deliveries still pending `stale` after they were made (no process could
         send them: e.g. a desktop channel and no process with a desktop session)."""
@@ -451,7 +480,8 @@ class Outbox:
 
         def tx(db: RawDB) -> int:
             gone = db.execute(
-                "DELETE FROM notify_delivery WHERE created_at < ? AND state IN ('sent', 'failed')",
+                "DELETE FROM notify_delivery WHERE created_at < ? "
+                "AND state IN ('sent', 'failed', 'dropped')",
                 (cutoff,),
             ).rowcount
             db.execute(

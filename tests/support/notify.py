@@ -13,8 +13,28 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
+
+if TYPE_CHECKING:
+    from placet.store import Store
+
+T0 = datetime(2031, 3, 4, 12, 0, 0, tzinfo=UTC)
+"""The notification tests' start of time (any fixed instant: the clock is injected)."""
+
+
+class Clock:
+    """A settable clock for `Sender(clock=...)`: tests move time on without sleeping."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
 
 
 @dataclass(frozen=True)
@@ -135,3 +155,19 @@ def notify_toml(
     if webhook:
         lines += ["[notify.webhook]", f'url = "{listener.url("/hook")}"']
     return "\n".join(lines) + "\n"
+
+
+def propose(store: Store, name: str, run: str = "run-a", at: datetime = T0, **kw: Any) -> int:
+    """A pending mkdir of `name` by session `run` at `at` (30 min TTL); its id."""
+    rec, _ = store.create_proposal(
+        kind="mkdir",
+        request={"kind": "mkdir", "remote_parent": "", "name": name},
+        evidence={"remote": {"exists": False}},
+        reason="make a folder",
+        drive_spec="local:/tmp/x",
+        run_id=run,
+        ttl_seconds=1800,
+        now=at,
+        **kw,
+    )
+    return rec.id
