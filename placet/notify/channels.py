@@ -44,7 +44,7 @@ from placet.config.notify import (
     NotifySettings,
 )
 from placet.errors import ConfigError
-from placet.store.outbox import Rendered
+from placet.store.outbox_rows import Rendered
 
 log = logging.getLogger("placet.notify")
 

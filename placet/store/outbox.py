@@ -1,6 +1,7 @@
 """The notification outbox: events that need the owner, messages made of them, deliveries.
 
-Three tables (migration `notify_outbox`, `placet.store.migrations`):
+Three tables (migration `notify_outbox`, `placet.store.migrations`; declared with the
+values read from them in `placet.store.outbox_rows`):
 
 - `notify_event`: one row per event that needs the owner. A proposal created, an accepted
   one that `failed` or was `interrupted` are written by a trigger on `audit_event`, so
@@ -9,7 +10,8 @@ Three tables (migration `notify_outbox`, `placet.store.migrations`):
   event; `add_expiring` inserts it, once per proposal and expiry time (a unique `dedupe`
   key, so several processes finding it at once insert one row).
 - `notify_message`: what is sent, made from one or more events (a burst of one session's
-  proposals is one message), rendered once so every channel and retry says the same.
+  proposals is one message); its text as grouped is what `placet notify log` shows, and
+  the sender says it again from the proposals' state at each attempt (`Claim`).
 - `notify_delivery`: one row per message and channel: `pending` -> `sending` (claimed by
   one process with a compare-and-set on state and attempt) -> `sent`, or back to
   `pending` with a later `next_at` after a failed attempt, or `failed` for good, or
@@ -26,17 +28,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from sqlalchemy import Column, ForeignKey, Index, Integer, Text, UniqueConstraint
 from sqlalchemy.engine import Engine
 
 from placet.errors import StoreError
 from placet.store.db import (
     RawDB,
-    UTCDateTime,
     as_utc,
     driver_errors,
     dt_text,
@@ -45,135 +44,20 @@ from placet.store.db import (
     raw_transaction,
     retry_busy,
 )
-from placet.store.models import columns, declare, serial_id
+from placet.store.outbox_rows import (
+    CLAIM_S,
+    EXPIRY_LEAD,
+    RETENTION,
+    STALE,
+    Claim,
+    DeliveryLog,
+    EventRow,
+    Rendered,
+    parse_time,
+    time_of,
+)
 
 T = TypeVar("T")
-
-CLAIM_S = 60.0
-"""How long a claimed delivery is held by its sender before another may take it over."""
-
-RETENTION = timedelta(days=30)
-"""Finished deliveries (sent, failed, dropped), their messages and events, kept for
-`placet notify log`."""
-
-STALE = timedelta(hours=1)
-"""An event not grouped, or a delivery not sent, within this long is given up (skipped /
-failed): a notification an hour late tells the owner nothing useful."""
-
-EXPIRY_LEAD = timedelta(minutes=5)
-"""A pending proposal this close to its expiry gets an `expiring` event."""
-
-
-# ---- tables (migration `notify_outbox` builds exactly these) ---------------------------
-
-
-NOTIFY_EVENT = declare(
-    "notify_event",
-    serial_id(),
-    columns(Text, "kind"),
-    columns(Integer, "proposal_id"),
-    columns(Text, "run_id"),
-    columns(Integer, "audit_event_id", null=True),
-    columns(Text, "dedupe", "state"),
-    columns(Integer, "message_id", null=True),
-    columns(UTCDateTime, "created_at"),
-    UniqueConstraint("dedupe", name="ux_notify_event_dedupe"),
-    Index("ix_notify_event_state", "state", "created_at"),
-    Index("ix_notify_event_proposal", "proposal_id"),
-)
-"""One event that needs the owner (see the module docstring)."""
-
-NOTIFY_MESSAGE = declare(
-    "notify_message",
-    serial_id(),
-    columns(Text, "kind", "run_id", "title", "body", "payload"),
-    columns(Integer, "priority"),
-    columns(UTCDateTime, "created_at"),
-)
-"""One message, rendered once: title, body and the webhook's JSON payload."""
-
-NOTIFY_DELIVERY = declare(
-    "notify_delivery",
-    serial_id(),
-    Column("message_id", Integer, ForeignKey("notify_message.id"), nullable=False),
-    columns(Text, "channel", "state"),
-    columns(Integer, "attempts"),
-    columns(UTCDateTime, "next_at"),
-    columns(Text, "claimed_by", null=True),
-    columns(UTCDateTime, "claim_until", null=True),
-    columns(Text, "last_error", null=True),
-    columns(UTCDateTime, "created_at"),
-    columns(UTCDateTime, "sent_at", null=True),
-    UniqueConstraint("message_id", "channel", name="ux_notify_delivery_channel"),
-    Index("ix_notify_delivery_state", "state", "next_at"),
-)
-"""One message through one channel, with its attempts (see the module docstring)."""
-
-
-# ---- values ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EventRow:
-    """An event waiting to be grouped into a message."""
-
-    id: int
-    kind: str
-    proposal_id: int
-    run_id: str
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """A message's content as the sender made it (placet's own words, agent text inert)."""
-
-    title: str
-    body: str
-    payload: dict[str, Any]
-    priority: int
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A delivery this process claimed, with its message's `content` as grouped, the
-    message's event `kind` and the `proposal_ids` it is about (so the sender can say it
-    again from the proposals' state at send time): send it, then `Outbox.sent`,
-    `Outbox.attempt_failed` or `Outbox.dropped`."""
-
-    delivery_id: int
-    message_id: int
-    channel: str
-    attempt: int
-    content: Rendered
-    kind: str
-    proposal_ids: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class DeliveryLog:
-    """One delivery as `placet notify log` shows it."""
-
-    delivery_id: int
-    message_id: int
-    channel: str
-    state: str
-    attempts: int
-    title: str
-    created_at: datetime
-    sent_at: datetime | None
-    next_at: datetime
-    last_error: str | None
-
-
-def _parse(text: str | datetime | None) -> datetime | None:
-    """A naive-UTC column as read raw (text on SQLite, a datetime on PostgreSQL)."""
-    if text is None:
-        return None
-    if isinstance(text, datetime):
-        return text.replace(tzinfo=UTC)
-    return as_utc(datetime.fromisoformat(text + "+00:00"))
-
 
 _EXPIRING = (
     "SELECT p.id, p.run_id, p.expires_at FROM proposal p "
@@ -195,12 +79,6 @@ _EXPIRING_PG = (
 
 class _Lost(Exception):
     """A compare-and-set matched fewer rows than it must: undo the transaction."""
-
-
-def _at(text: str | datetime) -> datetime:
-    at = _parse(text)
-    assert at is not None
-    return at
 
 
 # ---- the outbox --------------------------------------------------------------------------
@@ -275,7 +153,7 @@ class Outbox:
             write=False,
         )
         return [
-            EventRow(r[0], r[1], r[2], r[3], _parse(r[4]) or as_utc(datetime.min)) for r in rows
+            EventRow(r[0], r[1], r[2], r[3], parse_time(r[4]) or as_utc(datetime.min)) for r in rows
         ]
 
     def skip(self, event_ids: Sequence[int]) -> int:
@@ -396,6 +274,27 @@ class Outbox:
 
         return self._tx("claiming deliveries", tx, write=True)
 
+    def due_channels(
+        self, channels: Sequence[str], *, now: datetime, holder: str | None = None
+    ) -> set[str]:
+        """Which of `channels` have deliveries to claim at `now` (as `claim` finds them)
+        or, with `holder`, being sent under that holder's claim (a read)."""
+        if not channels:
+            return set()
+        n = dt_text(now)
+        marks = ",".join("?" * len(channels))
+        mine = " OR (d.state = 'sending' AND d.claimed_by = ?)" if holder else ""
+        sql = (
+            "SELECT DISTINCT d.channel FROM notify_delivery d "  # noqa: S608
+            f"WHERE d.channel IN ({marks}) AND ((d.state = 'pending' AND d.next_at <= ?) "
+            f"OR (d.state = 'sending' AND d.claim_until <= ?){mine})"
+        )
+        args = (*channels, n, n, *((holder,) if holder else ()))
+        rows = self._tx(
+            "reading due deliveries", lambda db: db.execute(sql, args).fetchall(), write=False
+        )
+        return {str(r[0]) for r in rows}
+
     def sent(self, claim: Claim, *, holder: str, now: datetime) -> bool:
         """Record `claim` as sent; False when the claim was lost meanwhile."""
 
@@ -515,9 +414,18 @@ class Outbox:
         )
         return [
             DeliveryLog(
-                r[0], r[1], r[2], r[3], r[4], r[5], _at(r[6]), _parse(r[7]), _at(r[8]), r[9]
+                did,
+                mid,
+                ch,
+                state,
+                tries,
+                title,
+                time_of(made),
+                parse_time(sent),
+                time_of(due),
+                error,
             )
-            for r in rows
+            for did, mid, ch, state, tries, title, made, sent, due, error in rows
         ]
 
     def sent_for(self, proposal_id: int) -> list[tuple[str, datetime]]:
@@ -533,7 +441,7 @@ class Outbox:
             ).fetchall(),
             write=False,
         )
-        return [(str(c), t) for c, s in rows if (t := _parse(s)) is not None]
+        return [(str(c), t) for c, s in rows if (t := parse_time(s)) is not None]
 
     def counts(self) -> dict[str, int]:
         """Deliveries per state (for `placet doctor`)."""

@@ -6,31 +6,19 @@ injected."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
-from placet.config import load_settings
 from placet.notify import channels as ch
 from placet.notify.sender import Sender, backoff
-from placet.store import Store, open_store
+from placet.store import Store
 from placet.store.outbox import Outbox
-from tests.support.notify import Clock, Listener, notify_toml, propose
+from tests.support.notify import Clock, Listener, propose
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
 RUN = "run-a"
-
-
-@pytest.fixture
-def store(placet_home: Path, listener: Listener) -> Iterator[Store]:
-    placet_home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    (placet_home / "config.toml").write_text(notify_toml(listener))
-    s = open_store(load_settings())
-    yield s
-    s.close()
 
 
 def _sender(store: Store, clock: Clock) -> Sender:
@@ -48,51 +36,51 @@ def _states(store: Store) -> dict[str, str]:
 
 
 def test_a_proposal_withdrawn_after_grouping_is_not_announced(
-    store: Store, listener: Listener
+    notify_store: Store, listener: Listener
 ) -> None:
     """The agent withdraws 0.3 s after proposing, just after the burst was grouped into
     "1 proposal waits for you": the message must not go out (it went out before)."""
     clock = Clock()
-    sender = _sender(store, clock)
-    pid = propose(store, "gone", RUN, clock())
+    sender = _sender(notify_store, clock)
+    pid = propose(notify_store, "gone", RUN, clock())
     clock.advance(0.35)
     assert sender.group(clock())  # the message is made ...
-    store.withdraw(pid, run_id=RUN, now=clock())  # ... and its proposal withdrawn
+    notify_store.withdraw(pid, run_id=RUN, now=clock())  # ... and its proposal withdrawn
     clock.advance(0.05)
     assert sender.send_due() == 0
     assert listener.received == []
-    states = _states(store)
+    states = _states(notify_store)
     assert states == {"ntfy": "dropped", "webhook": "dropped"}
-    (row, _) = Outbox(store.engine).log()
+    (row, _) = Outbox(notify_store.engine).log()
     assert "decided before it went out" in (row.last_error or "")
 
 
 def test_a_proposal_decided_before_grouping_makes_no_message(
-    store: Store, listener: Listener
+    notify_store: Store, listener: Listener
 ) -> None:
     clock = Clock()
-    sender = _sender(store, clock)
-    withdrawn = propose(store, "withdrawn", RUN, clock())
-    discarded = propose(store, "discarded", RUN, clock())
-    store.withdraw(withdrawn, run_id=RUN, now=clock() + timedelta(seconds=0.1))
-    store.discard(discarded, now=clock() + timedelta(seconds=0.2))
+    sender = _sender(notify_store, clock)
+    withdrawn = propose(notify_store, "withdrawn", RUN, clock())
+    discarded = propose(notify_store, "discarded", RUN, clock())
+    notify_store.withdraw(withdrawn, run_id=RUN, now=clock() + timedelta(seconds=0.1))
+    notify_store.discard(discarded, now=clock() + timedelta(seconds=0.2))
     clock.advance(1)
     assert sender.tick() == 0
-    assert listener.received == [] and Outbox(store.engine).log() == []
+    assert listener.received == [] and Outbox(notify_store.engine).log() == []
 
 
-def test_a_retry_says_what_is_still_pending_then(store: Store, listener: Listener) -> None:
+def test_a_retry_says_what_is_still_pending_then(notify_store: Store, listener: Listener) -> None:
     """Two proposals, one message; the first attempt fails; one proposal is accepted
     meanwhile: the retry names the other one only ("1 proposal waits"), not the text
     made when the burst was grouped."""
     clock = Clock()
-    sender = _sender(store, clock)
-    kept = propose(store, "kept", RUN, clock())
-    taken = propose(store, "taken", RUN, clock())
+    sender = _sender(notify_store, clock)
+    kept = propose(notify_store, "kept", RUN, clock())
+    taken = propose(notify_store, "taken", RUN, clock())
     clock.advance(1)
     listener.down()
     assert sender.tick() == 0
-    store.accept(taken, now=clock())
+    notify_store.accept(taken, now=clock())
     listener.up()
     clock.advance(backoff(1, rand=lambda: 1.0))
     assert sender.tick() == 2

@@ -8,7 +8,9 @@ a cap, never a fixed sleep. Use it as a context manager: it stops itself on exit
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -120,6 +122,63 @@ class Listener:
 
     def __exit__(self, *exc: object) -> None:
         self.down()
+
+
+class RawListener:
+    """A TCP listener on 127.0.0.1 that reads a request and then, by `answer`: sends
+    bytes that are not HTTP (``garbage``), drips a header a byte per 50 ms (``drip``),
+    or says nothing (``hold``), until `close()`. Records whether the client hung up
+    before the answer was over (`cut_off`); `requests` counts requests read."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.cut_off = threading.Event()
+        self.connected = threading.Event()
+        self.done = threading.Event()
+        self.stop = threading.Event()
+        self.requests = 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            self.requests += 1
+            self.connected.set()
+            try:
+                if self.answer == "hold":  # until the client hangs up, or close()
+                    conn.settimeout(0.05)
+                    while not self.stop.is_set():
+                        with contextlib.suppress(TimeoutError):
+                            if not conn.recv(1):
+                                self.cut_off.set()
+                                return
+                elif self.answer == "garbage":
+                    conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+                else:  # drip a header forever (until stopped), a byte per 50 ms
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                    while not self.stop.wait(0.05):
+                        conn.sendall(b"a")
+            except OSError:
+                self.cut_off.set()
+            finally:
+                self.done.set()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
 
 
 def wait_until(pred: Callable[[], bool], timeout: float = 30.0, every: float = 0.05) -> bool:
