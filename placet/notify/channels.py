@@ -1,6 +1,7 @@
 """The channels a message goes out through: ntfy, a signed webhook, the desktop.
 
-Each channel's `send(delivery_id, content)` returns when the receiver accepted the
+Each channel's `send(delivery, content)` (`delivery`: the delivery's id, a random UUID,
+the same on every attempt) returns when the receiver accepted the
 message and raises `DeliveryFailed` otherwise, saying whether a retry may help (a
 connection refused, a timeout, HTTP 408/429/5xx) or not (any other 4xx: the URL, token
 or secret is wrong, and the owner must fix the config). HTTP goes through the standard
@@ -10,9 +11,11 @@ library (`urllib.request`), with a `TIMEOUT_S` timeout and no redirects followed
   `message`, `priority`, `tags`, `click`), so non-ASCII titles need no header encoding;
   the access token, when one is in the keyring, as `Authorization: Bearer`.
 - webhook: `POST url` with the message as JSON (`delivery`, `event`, `title`, `body`,
-  `priority`, `proposals`); `X-Placet-Signature: sha256=<hex HMAC-SHA256 of the exact
-  body bytes with the secret>` and `X-Placet-Delivery: <delivery id>` (the same id on a
-  retry, so a receiver can drop a repeat).
+  `priority`, `proposals`); `X-Placet-Delivery: <delivery id>` and `X-Placet-Signature:
+  t=<unix time of this attempt>,v1=<hex HMAC-SHA256, with the secret, of the bytes
+  "<t>.<delivery id>." followed by the exact body>` (`signature`). Signing the time and
+  the id lets a receiver refuse a replay: a time outside its window, or an id it has
+  seen (README, "Notifications"; docs/security.md, "Notifications").
 - desktop: `desktop-notifier` (freedesktop notifications over the D-Bus session bus, or
   macOS / Windows); off when there is no session bus (`desktop_available`).
 """
@@ -65,7 +68,7 @@ class DeliveryFailed(Exception):
 class Channel(Protocol):
     name: str
 
-    def send(self, delivery_id: int, content: Rendered) -> None: ...
+    def send(self, delivery: str, content: Rendered) -> None: ...
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -226,7 +229,7 @@ class Ntfy:
     cancel: threading.Event | None = None
     """Set when the process stops: a send in flight is cut off (`post`)."""
 
-    def send(self, delivery_id: int, content: Rendered) -> None:
+    def send(self, delivery: str, content: Rendered) -> None:
         p = urlsplit(self.url)
         base, _, topic = p.path.rstrip("/").rpartition("/")
         root = urlunsplit((p.scheme, p.netloc, base + "/", "", ""))
@@ -246,9 +249,11 @@ class Ntfy:
         post(root, json.dumps(body, ensure_ascii=False).encode(), headers, cancel=self.cancel)
 
 
-def signature(secret: str, body: bytes) -> str:
-    """The `X-Placet-Signature` value: ``sha256=`` and the hex HMAC-SHA256 of `body`."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def signature(secret: str, timestamp: int, delivery: str, body: bytes) -> str:
+    """The `X-Placet-Signature` value, ``t=<timestamp>,v1=<hex>``: the HMAC-SHA256, with
+    `secret`, of ``<timestamp>.<delivery>.`` (ASCII) followed by the exact `body` bytes."""
+    signed = f"{timestamp}.{delivery}.".encode() + body
+    return f"t={timestamp},v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 @dataclass
@@ -259,7 +264,7 @@ class Webhook:
     cancel: threading.Event | None = None
     """Set when the process stops: a send in flight is cut off (`post`)."""
 
-    def send(self, delivery_id: int, content: Rendered) -> None:
+    def send(self, delivery: str, content: Rendered) -> None:
         if not self.secret:
             raise DeliveryFailed(
                 "no webhook secret in the keyring: run `placet notify secret webhook`",
@@ -267,7 +272,7 @@ class Webhook:
             )
         body = json.dumps(
             {
-                "delivery": delivery_id,
+                "delivery": delivery,
                 "title": content.title,
                 "body": content.body,
                 "priority": content.priority,
@@ -281,8 +286,8 @@ class Webhook:
             body,
             {
                 "Content-Type": "application/json",
-                "X-Placet-Signature": signature(self.secret, body),
-                "X-Placet-Delivery": str(delivery_id),
+                "X-Placet-Signature": signature(self.secret, int(time.time()), delivery, body),
+                "X-Placet-Delivery": delivery,
             },
             cancel=self.cancel,
         )
@@ -305,7 +310,7 @@ def desktop_available(env: dict[str, str] | None = None) -> tuple[bool, str]:
 class Desktop:
     name: str = "desktop"
 
-    def send(self, delivery_id: int, content: Rendered) -> None:
+    def send(self, delivery: str, content: Rendered) -> None:
         try:
             from desktop_notifier import DesktopNotifier
         except ImportError as e:  # pragma: no cover (a declared dependency)

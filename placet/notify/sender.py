@@ -246,7 +246,7 @@ class Sender:
                      claim.channel, claim.delivery_id)  # fmt: skip
             return 0
         try:
-            channel.send(claim.delivery_id, content)
+            channel.send(claim.uid, content)
         except ch.DeliveryFailed as e:
             final = not e.retryable or claim.attempt >= MAX_ATTEMPTS
             now = self.clock()

@@ -27,6 +27,7 @@ was not). Time is injected (`now=`), aware UTC.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -75,6 +76,11 @@ _EXPIRING_PG = (
 )
 """Pending proposals near expiry not announced yet; the dedupe key holds `expires_at` in
 `dt_text`'s form on both backends (SQLite stores that text; PostgreSQL formats it)."""
+
+
+def new_uid() -> str:
+    """A delivery's id for its receiver: a random UUID, unique across databases."""
+    return str(uuid.uuid4())
 
 
 class _Lost(Exception):
@@ -211,8 +217,8 @@ class Outbox:
                 raise _Lost  # rolls the message back; another process grouped them
             db.executemany(
                 "INSERT INTO notify_delivery (message_id, channel, state, attempts, next_at, "
-                "created_at) VALUES (?, ?, 'pending', 0, ?, ?)",
-                [(mid, ch, n, n) for ch in channels],
+                "created_at, uid) VALUES (?, ?, 'pending', 0, ?, ?, ?)",
+                [(mid, ch, n, n, new_uid()) for ch in channels],
             )
             return mid
 
@@ -250,14 +256,15 @@ class Outbox:
             for did, state, attempts in db.execute(due_sql, args).fetchall():
                 won = db.execute(
                     "UPDATE notify_delivery SET state = 'sending', attempts = attempts + 1, "
-                    "claimed_by = ?, claim_until = ? WHERE id = ? AND state = ? AND attempts = ?",
-                    (holder, until, did, state, attempts),
+                    "claimed_by = ?, claim_until = ?, uid = coalesce(uid, ?) "
+                    "WHERE id = ? AND state = ? AND attempts = ?",
+                    (holder, until, new_uid(), did, state, attempts),
                 ).rowcount
                 if not won:
                     continue
                 m = db.execute(
-                    "SELECT m.id, d.channel, m.title, m.body, m.payload, m.priority, m.kind "
-                    "FROM notify_delivery d JOIN notify_message m ON m.id = d.message_id "
+                    "SELECT m.id, d.channel, m.title, m.body, m.payload, m.priority, m.kind, "
+                    "d.uid FROM notify_delivery d JOIN notify_message m ON m.id = d.message_id "
                     "WHERE d.id = ?",
                     (did,),
                 ).fetchone()
@@ -267,9 +274,8 @@ class Outbox:
                     (m[0],),
                 ).fetchall()
                 content = Rendered(m[2], m[3], json.loads(m[4]), m[5])
-                out.append(
-                    Claim(did, m[0], m[1], attempts + 1, content, m[6], tuple(r[0] for r in about))
-                )
+                about_ids = tuple(r[0] for r in about)
+                out.append(Claim(did, m[0], m[1], attempts + 1, content, m[6], about_ids, m[7]))
             return out
 
         return self._tx("claiming deliveries", tx, write=True)
@@ -406,7 +412,7 @@ class Outbox:
             "reading the notification log",
             lambda db: db.execute(
                 "SELECT d.id, d.message_id, d.channel, d.state, d.attempts, m.title, "
-                "d.created_at, d.sent_at, d.next_at, d.last_error FROM notify_delivery d "
+                "d.created_at, d.sent_at, d.next_at, d.last_error, d.uid FROM notify_delivery d "
                 "JOIN notify_message m ON m.id = d.message_id ORDER BY d.id DESC LIMIT ?",
                 (limit,),
             ).fetchall(),
@@ -424,8 +430,9 @@ class Outbox:
                 parse_time(sent),
                 time_of(due),
                 error,
+                uid,
             )
-            for did, mid, ch, state, tries, title, made, sent, due, error in rows
+            for did, mid, ch, state, tries, title, made, sent, due, error, uid in rows
         ]
 
     def sent_for(self, proposal_id: int) -> list[tuple[str, datetime]]:

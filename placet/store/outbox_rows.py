@@ -72,10 +72,13 @@ NOTIFY_DELIVERY = declare(
     columns(Text, "last_error", null=True),
     columns(UTCDateTime, "created_at"),
     columns(UTCDateTime, "sent_at", null=True),
+    columns(Text, "uid", null=True),
     UniqueConstraint("message_id", "channel", name="ux_notify_delivery_channel"),
     Index("ix_notify_delivery_state", "state", "next_at"),
+    Index("ux_notify_delivery_uid", "uid", unique=True),
 )
-"""One message through one channel, with its attempts (see the module docstring)."""
+"""One message through one channel, with its attempts (see the module docstring); `uid`
+is the delivery's id for the receiver (a random UUID, the same on every attempt)."""
 
 
 # ---- values ------------------------------------------------------------------------------
@@ -116,6 +119,8 @@ class Claim:
     content: Rendered
     kind: str
     proposal_ids: tuple[int, ...]
+    uid: str
+    """The id the receiver sees (`X-Placet-Delivery`): random, the same on a retry."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,7 @@ class DeliveryLog:
     sent_at: datetime | None
     next_at: datetime
     last_error: str | None
+    uid: str | None
 
 
 def parse_time(text: str | datetime | None) -> datetime | None:

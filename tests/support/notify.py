@@ -1,14 +1,18 @@
-"""A real HTTP listener on 127.0.0.1 standing in for an ntfy server and a webhook receiver.
+"""Real listeners on 127.0.0.1 standing in for an ntfy server and a webhook receiver.
 
-`Listener` runs `http.server.ThreadingHTTPServer` in a thread and records every POST
-(path, headers, body). `down()` closes the socket (senders then get "connection
-refused") and `up()` listens again on the same port. `wait_for` waits on a condition with
-a cap, never a fixed sleep. Use it as a context manager: it stops itself on exit.
+`Listener` runs `http.server.ThreadingHTTPServer` in a thread and records every POST it
+accepts (path, headers, body) in `received`, and every one it was sent in `tried`.
+`down()` closes the socket (senders then get "connection refused") and `up()` listens
+again on the same port. `wait_for` waits on a condition with a cap, never a fixed sleep.
+Use it as a context manager: it stops itself on exit. `RawListener` answers badly or
+not at all; `WebhookReceiver` checks a webhook as the README tells a receiver to.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import socket
 import threading
@@ -52,6 +56,7 @@ class Received:
 class Listener:
     def __init__(self) -> None:
         self.received: list[Received] = []
+        self.tried: list[Received] = []
         self.cond = threading.Condition()
         self.status = 200
         self._server: ThreadingHTTPServer | None = None
@@ -66,14 +71,12 @@ class Listener:
             def do_POST(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n)
+                got = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 with listener.cond:
                     status = listener.status
+                    listener.tried.append(got)
                     if status == 200:
-                        listener.received.append(
-                            Received(
-                                self.path, {k.lower(): v for k, v in self.headers.items()}, body
-                            )
-                        )
+                        listener.received.append(got)
                     listener.cond.notify_all()
                 self.send_response(status)
                 self.send_header("Content-Length", "2")
@@ -230,3 +233,38 @@ def propose(store: Store, name: str, run: str = "run-a", at: datetime = T0, **kw
         **kw,
     )
     return rec.id
+
+
+WINDOW_S = 300
+"""The receiver's window the docs recommend: a timestamp at most 5 minutes off."""
+
+
+class WebhookReceiver:
+    """A webhook receiver's check, written from the README's recipe (not from placet's
+    code): the signature is HMAC-SHA256 over ``<t>.<delivery>.<body>``; `t` within
+    `WINDOW_S` of the receiver's clock; a delivery id accepted before is refused (ids are
+    remembered for twice the window)."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret.encode()
+        self.seen: dict[str, float] = {}
+
+    def refuse(self, r: Received, now: float) -> str | None:
+        """Why `r` is refused at Unix time `now`, or None (then it is remembered)."""
+        parts = dict(
+            p.split("=", 1) for p in r.headers["x-placet-signature"].split(",") if "=" in p
+        )
+        delivery = r.headers.get("x-placet-delivery", "")
+        if "t" not in parts or "v1" not in parts or not parts["t"].isdigit():
+            return "malformed signature header"
+        signed = f"{parts['t']}.{delivery}.".encode() + r.body
+        want = hmac.new(self.secret, signed, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(parts["v1"], want):
+            return "bad signature"
+        if abs(now - int(parts["t"])) > WINDOW_S:
+            return "outside the window"
+        self.seen = {d: at for d, at in self.seen.items() if now - at <= 2 * WINDOW_S}
+        if delivery in self.seen:
+            return "seen before"
+        self.seen[delivery] = now
+        return None
