@@ -9,7 +9,9 @@ library (`urllib.request`), with a `TIMEOUT_S` timeout and no redirects followed
 
 - ntfy: a JSON publish to the server's root (`POST https://host/` with `topic`, `title`,
   `message`, `priority`, `tags`, `click`), so non-ASCII titles need no header encoding;
-  the access token, when one is in the keyring, as `Authorization: Bearer`.
+  the access token, when one is in the keyring, as `Authorization: Bearer`, and only
+  where it cannot be read on the way (`token_in_clear`): over `https://`, or `http://`
+  to a loopback host, unless the owner set `allow_insecure_token`.
 - webhook: `POST url` with the message as JSON (`delivery`, `event`, `title`, `body`,
   `priority`, `proposals`); `X-Placet-Delivery: <delivery id>` and `X-Placet-Signature:
   t=<unix time of this attempt>,v1=<hex HMAC-SHA256, with the secret, of the bytes
@@ -27,6 +29,7 @@ import contextlib
 import hashlib
 import hmac
 import http.client
+import ipaddress
 import json
 import logging
 import os
@@ -219,6 +222,30 @@ def click_url(base: str, payload: dict[str, Any]) -> str:
     return base
 
 
+def token_in_clear(url: str) -> str | None:
+    """The host a token sent to `url` would cross the network to unencrypted (a plain
+    `http://` URL whose host is not loopback: `localhost`, 127.0.0.0/8, ::1), or None."""
+    p = urlsplit(url)
+    host = (p.hostname or "").rstrip(".")
+    if p.scheme != "http" or host == "localhost" or host.endswith(".localhost"):
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass  # a name, not an address
+    return host
+
+
+def refusal_in_clear(host: str) -> str:
+    """Why a token is not sent to `host` over plain http, and what to do."""
+    return (
+        f"refusing to send the ntfy access token to {host} over plain http://: anyone on "
+        "the network path could read it; use an https:// URL, or set "
+        "allow_insecure_token = true under [notify.ntfy] if that path is trusted"
+    )
+
+
 @dataclass
 class Ntfy:
     url: str
@@ -228,8 +255,13 @@ class Ntfy:
     name: str = "ntfy"
     cancel: threading.Event | None = None
     """Set when the process stops: a send in flight is cut off (`post`)."""
+    allow_insecure_token: bool = False
+    """Send the token even where `token_in_clear` finds it would cross in clear."""
 
     def send(self, delivery: str, content: Rendered) -> None:
+        clear = token_in_clear(self.url) if self.token else None
+        if clear and not self.allow_insecure_token:
+            raise DeliveryFailed(refusal_in_clear(clear), retryable=False)
         p = urlsplit(self.url)
         base, _, topic = p.path.rstrip("/").rpartition("/")
         root = urlunsplit((p.scheme, p.netloc, base + "/", "", ""))
@@ -351,7 +383,14 @@ def build(
 
     if settings.ntfy is not None:
         n = settings.ntfy
-        out["ntfy"] = Ntfy(n.url, n.priority, n.click, secret(NTFY_TOKEN_USER), cancel=cancel)
+        out["ntfy"] = Ntfy(
+            n.url,
+            n.priority,
+            n.click,
+            secret(NTFY_TOKEN_USER),
+            cancel=cancel,
+            allow_insecure_token=n.allow_insecure_token,
+        )
     if settings.webhook is not None:
         key = secret(WEBHOOK_SECRET_USER)
         if key:  # a process that cannot sign leaves the webhook to one that can
