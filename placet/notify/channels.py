@@ -9,6 +9,7 @@ library (`urllib.request`), with a `TIMEOUT_S` timeout and no redirects followed
 
 - ntfy: a JSON publish to the server's root (`POST https://host/` with `topic`, `title`,
   `message`, `priority`, `tags`, `click`), so non-ASCII titles need no header encoding;
+  the message cut to ntfy's `NTFY_MESSAGE_MAX` bytes of UTF-8, at a character boundary;
   the access token, when one is in the keyring, as `Authorization: Bearer`, and only
   where it cannot be read on the way (`token_in_clear`): over `https://`, or `http://`
   to a loopback host, unless the owner set `allow_insecure_token`.
@@ -51,10 +52,14 @@ from placet.config.notify import (
 )
 from placet.errors import ConfigError
 from placet.store.outbox_rows import Rendered
+from placet.text import fit_utf8
 
 log = logging.getLogger("placet.notify")
 
 TIMEOUT_S = 10.0
+NTFY_MESSAGE_MAX = 4096
+"""ntfy's limit on a message, in bytes (a longer one becomes an attachment, or is
+refused where attachments are off): placet cuts its text to fit, with an ellipsis."""
 KEYRING_SERVICE = "placet"
 USER_AGENT = "placet-notify/1"
 
@@ -268,7 +273,7 @@ class Ntfy:
         body: dict[str, Any] = {
             "topic": topic,
             "title": content.title,
-            "message": content.body,
+            "message": fit_utf8(content.body, NTFY_MESSAGE_MAX),
             # The owner's priority; a failure or interruption is always urgent.
             "priority": 5 if content.priority >= 5 else self.priority,
             "tags": ["placet", str(content.payload.get("tag") or content.payload.get("event"))],
