@@ -4,7 +4,10 @@
 [notify]
 detail = "full"          # or "minimal": no path, no name in any message
 [notify.ntfy]
-url = "https://ntfy.example.org/placet-owner"   # the topic URL; priority, click optional
+url = "https://ntfy.example.org/placet-owner"   # the topic URL
+priority = 4             # ntfy's 1 (min) .. 5 (max)
+click = "http://localhost:8765/"                 # optional: `placet web`, opened on a tap
+# allow_insecure_token = true   # send the token over http:// to a host not loopback
 [notify.webhook]
 url = "https://bridge.example.org/placet"
 [notify.desktop]
@@ -38,12 +41,18 @@ def _http_url(value: str, *, need_path: bool) -> str:
 
 
 class NtfyChannel(BaseModel):
-    """An ntfy topic (self-hosted or public); the token, if any, is in the keyring."""
+    """An ntfy topic (self-hosted or public); the token, if any, is in the keyring.
+
+    `allow_insecure_token`: send the token even over plain `http://` to a host that is
+    not loopback, where anyone on the path can read it (refused otherwise:
+    `placet.notify.channels.token_in_clear`).
+    """
 
     model_config = ConfigDict(extra="forbid")
     url: str
     priority: int = Field(4, ge=1, le=5)
     click: str | None = None
+    allow_insecure_token: bool = False
 
     @field_validator("url")
     @classmethod
