@@ -30,8 +30,8 @@ from placet.text import inert
 
 PROTON_NOTE = (
     "Proton Drive through rclone is reported failing since August 2026: logins refused "
-    'with "This version of the app is no longer supported" (rclone issue 9764), and '
-    "files made by Proton's newer apps unreadable, uploads failing (rclone issue 9622)"
+    'with "This version of the app is no longer supported" (rclone#9764), and '
+    "files made by Proton's newer apps unreadable, uploads failing (rclone#9622)"
 )
 PROTON_FIX = (
     "if this drive fails, follow those rclone issues and meanwhile use a remote that works "

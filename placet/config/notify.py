@@ -4,9 +4,7 @@
 [notify]
 detail = "full"          # or "minimal": no path, no name in any message
 [notify.ntfy]
-url = "https://ntfy.example.org/placet-owner"   # the topic URL
-priority = 4             # ntfy's 1 (min) .. 5 (max)
-click = "http://localhost:8765/"                 # optional: `placet web`, opened on a tap
+url = "https://ntfy.example.org/placet-owner"   # priority, click optional
 # allow_insecure_token = true   # send the token over http:// to a host not loopback
 [notify.webhook]
 url = "https://bridge.example.org/placet"
@@ -14,8 +12,8 @@ url = "https://bridge.example.org/placet"
 enabled = true
 ```
 
-Secrets never live here: the ntfy token and the webhook's HMAC secret are in the keyring
-(`placet notify secret`). Bad values are a `ConfigError` naming the dotted key."""
+Secrets never live here but in the keyring (`placet notify secret`). Bad values are a
+`ConfigError` naming the dotted key."""
 
 from __future__ import annotations
 

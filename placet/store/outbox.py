@@ -8,9 +8,9 @@ grouped from one or more events (said again from current state at each attempt);
 compare-and-set on state and attempt) -> `sent`, back to `pending` after a failed
 attempt, `failed`, or `dropped` when every proposal it announced was decided before it
 went out (values in `placet.store.outbox_rows`). Every write is one write transaction,
-so two processes never group the same events or claim the same delivery; a claim lapses after `CLAIM_S`, the
-one way a message can arrive twice (docs/decisions/0031-notifications.md). Time is
-injected (`now=`)."""
+so two processes never group the same events or claim the same delivery; a claim
+lapses after `CLAIM_S`, the one way a message can arrive twice
+(docs/decisions/0031-notifications.md). Time is injected (`now=`)."""
 
 from __future__ import annotations
 
