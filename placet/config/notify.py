@@ -7,9 +7,7 @@ detail = "full"          # or "minimal": no path, no name in any message
 url = "https://ntfy.example.org/placet-owner"   # priority, click optional
 # allow_insecure_token = true   # send the token over http:// to a host not loopback
 [notify.webhook]
-url = "https://bridge.example.org/placet"
-[notify.desktop]
-enabled = true
+url = "https://bridge.example.org/placet"   # [notify.desktop] enabled = true: desktop
 ```
 
 Secrets never live here but in the keyring (`placet notify secret`). Bad values are a
