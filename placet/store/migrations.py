@@ -492,6 +492,20 @@ END $$""",
 # hold (no row of it was ever written there), so its rows are orphans on SQLite only.
 _DIGEST_CACHE_HEX_ROOT_KEYS = ("DELETE FROM sync_digest_cache WHERE instr(root_key, char(0)) > 0",)
 
+# A signed approval is spent in the transaction that claims its run, in the database every
+# host reads (`placet.store.store.Store.claim`; docs/decisions.md).
+_SPENT_SIGNATURES = (
+    """CREATE TABLE spent_signature (
+    signature TEXT NOT NULL,
+    proposal_id INTEGER NOT NULL,
+    claim_hash TEXT NOT NULL,
+    host_id TEXT,
+    spent_at DATETIME NOT NULL,
+    PRIMARY KEY (signature),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -503,6 +517,7 @@ MIGRATIONS: list[Migration] = [
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
+    Migration("spent_signatures", _SPENT_SIGNATURES),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

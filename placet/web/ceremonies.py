@@ -8,7 +8,8 @@
 * Sign-in: an assertion over a random challenge by any registered, unrevoked passkey
   that the owner pinned with the key the database holds (``passkey_not_pinned``).
 * Accept: an assertion over `placet.store.signatures.accept_challenge` of the proposal
-  id, the request hash the page showed, the unticked ops and a fresh nonce.
+  id, the request hash the page showed, the unticked ops, the proposal's host and drive,
+  and a fresh nonce.
 
 Every challenge is issued once (`Challenges`): it is taken out when its answer arrives,
 so an assertion replayed is refused whatever it signs, and lapses after
@@ -40,9 +41,9 @@ from webauthn.helpers.structs import (
 from placet.config import Settings
 from placet.config.pins import editing_pins, read_pins
 from placet.errors import PolicyRefused
-from placet.store import Store
+from placet.store import ProposalRecord, Store
 from placet.store.passkeys import PasskeyRecord, token_hash
-from placet.store.signatures import accept_challenge, credential_bytes
+from placet.store.signatures import accept_challenge, accept_fields, credential_bytes
 from placet.text import quote
 
 __all__ = ["CHALLENGE_SECONDS", "Ceremonies", "Issued"]
@@ -67,6 +68,8 @@ class Issued:
     proposal_id: int | None = None
     request_hash: str | None = None
     skip_ops: tuple[int, ...] = ()
+    bound: dict[str, Any] = field(default_factory=dict)
+    """An accept's `placet.store.signatures.accept_fields`: what its signature approves."""
 
 
 @dataclass
@@ -251,18 +254,20 @@ class Ceremonies:
         return self._assertion_options(issued, nonce)
 
     def accept_options(
-        self, session: str, proposal_id: int, request_hash: str, skip_ops: list[int]
+        self, session: str, record: ProposalRecord, skip_ops: list[int]
     ) -> dict[str, Any]:
-        """Options whose challenge binds this proposal, the request hash shown, the
-        unticked ops and the nonce (`accept_challenge`)."""
+        """Options whose challenge binds this proposal as shown (`record`: its request
+        hash, host and drive), the unticked ops and the nonce (`accept_fields`)."""
         skip = tuple(sorted(set(skip_ops)))
+        bound = accept_fields(
+            proposal_id=record.id, request_hash=record.request_hash, skip_ops=skip,
+            host_id=record.host_id, drive_spec=record.drive_spec,
+        )  # fmt: skip
 
         def make(nonce: str) -> Issued:
-            challenge = accept_challenge(
-                proposal_id=proposal_id, request_hash=request_hash, skip_ops=skip, nonce=nonce
-            )
-            return Issued("accept", challenge, self._expiry(), session, proposal_id,
-                          request_hash, skip)  # fmt: skip
+            challenge = accept_challenge(bound, nonce)
+            return Issued("accept", challenge, self._expiry(), session, record.id,
+                          record.request_hash, skip, bound)  # fmt: skip
 
         nonce, issued = self.challenges.issue(make)
         return self._assertion_options(issued, nonce)

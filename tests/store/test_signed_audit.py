@@ -19,10 +19,10 @@ from webauthn.helpers import bytes_to_base64url
 
 from placet.config import Settings
 from placet.store import Store, open_store
-from placet.store.signatures import accept_challenge
 from tests.support.db import sql
 from tests.support.pins import register_pinned
 from tests.support.review import T0, add_upload, quiet
+from tests.support.signing import challenge_of
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -61,9 +61,7 @@ class SoftKey:
 def _signed_accept(quiet_store: Store, key: SoftKey, cid: str) -> Any:
     rec = add_upload(quiet_store)
     nonce = "ab" * 16
-    challenge = accept_challenge(
-        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
-    )
+    challenge = challenge_of(rec, nonce)
     passkey = {**key.assert_(challenge, cid), "nonce": nonce}
     quiet_store.accept(
         rec.id, now=T0, detail={"request_hash": rec.request_hash, "via": "web", "passkey": passkey}
@@ -97,9 +95,7 @@ def test_an_approval_signed_for_another_request_fails_verification(quiet_store: 
     other = add_upload(quiet_store, local_path="other.txt")
     rec = add_upload(quiet_store, local_path="this.txt")
     nonce = "cd" * 16
-    wrong = accept_challenge(
-        proposal_id=other.id, request_hash=other.request_hash, skip_ops=[], nonce=nonce
-    )  # a signature made for the other proposal, recorded on this one
+    wrong = challenge_of(other, nonce)  # made for the other proposal, recorded on this one
     passkey = {**key.assert_(wrong, cid), "nonce": nonce}
     quiet_store.accept(
         rec.id, now=T0, detail={"request_hash": rec.request_hash, "via": "web", "passkey": passkey}
