@@ -217,6 +217,18 @@ def changed_since_shown(pid: int, request_hash: str, shown: object) -> PolicyRef
     )
 
 
+def moved_since_shown(pid: int) -> PolicyRefused:
+    """The ``not_approved_as_shown`` refusal of accepting proposal `pid` whose host or
+    drive is no longer the one its passkey challenge bound (an edit of the database moved
+    it to another host's drive after the page showed it)."""
+    return PolicyRefused(
+        f"refusing to accept proposal {pid}: its host or drive changed after it was shown "
+        "(the database was edited); nothing was approved: review it again",
+        code="not_approved_as_shown",
+        details={"proposal_id": pid},
+    )
+
+
 class Decisions(StoreBase):
     """Creation, accept, discard, withdraw, extend (mixed into `Store`)."""
 

@@ -47,7 +47,7 @@ from placet.executor.service import release, reserve
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
-from placet.store.decisions import changed_since_shown
+from placet.store.decisions import changed_since_shown, moved_since_shown
 from placet.store.host import waiting_note
 from placet.store.passkeys import PasskeyRecord, token_hash
 from placet.web import pages
@@ -525,9 +525,7 @@ def create_app(
                 code="skip_invalid",
                 details={"proposal_id": pid},
             )
-        return JSONResponse(
-            ceremonies.accept_options(token_hash(token), pid, record.request_hash, skip)
-        )
+        return JSONResponse(ceremonies.accept_options(token_hash(token), record, skip))
 
     @proposal_json
     def accept(request: Request, token: str, pid: int, body: dict[str, Any]) -> Response:
@@ -542,6 +540,11 @@ def create_app(
         record = store.get(pid)
         if record.request_hash != issued.request_hash:
             raise changed_since_shown(pid, record.request_hash, issued.request_hash)
+        if (record.host_id, record.drive_spec) != (
+            issued.bound.get("host_id"),
+            issued.bound.get("drive_spec"),
+        ):
+            raise moved_since_shown(pid)
         refusal, _ = check_before_accept(store, settings, record)
         if refusal is not None:
             raise refusal
