@@ -1,20 +1,15 @@
 """A web approval's passkey signature: what its challenge binds, and checking it again.
 
-Every accept made in `placet web` is a fresh user-verified WebAuthn assertion whose
-challenge is `accept_challenge(accept_fields(...), nonce)`: SHA-256 over the canonical
-JSON of the proposal id, its request hash, the op indexes the owner unticked (sorted),
-the host that runs it (its host id) and the drive it was made against (its drive spec),
-and a one-time nonce (docs/design.md section 12). Binding the host and the drive means
-that a proposal moved to another host or drive by an edit of the shared database is no
-longer the one the owner signed. The approval's audit event keeps the assertion
-(`detail["passkey"]`: credential id, authenticator data, client data, signature, the
-nonce, origin and RP ID, all base64url or text), so anyone holding the stored public
-key can check afterwards that the owner's authenticator signed exactly that request,
-selection, host and drive: `check_signed_approval` does, for `placet audit --verify`
-and for the executor in signed mode (`approvals = "signed"`). An approval signed by an
-older placet, whose challenge bound neither host nor drive (`LEGACY_PURPOSE`), is told
-apart (`LEGACY_SIGNED`): the audit accepts it, the executor refuses it. Core module:
-py_webauthn only.
+Every accept in `placet web` is a fresh user-verified WebAuthn assertion whose challenge
+is `accept_challenge(accept_fields(...), nonce)`: SHA-256 over the canonical JSON of the
+proposal id, its request hash, the unticked op indexes, the host id that runs it, the
+drive spec it was made against, and a one-time nonce (docs/design.md section 12), so a
+proposal moved to another host or drive by an edit of the shared database is no longer
+the one signed. The approval's audit event keeps the assertion (`detail["passkey"]`), so
+`check_signed_approval` can check it again against the stored public key, for `placet
+audit --verify` and for the executor in signed mode. An approval signed before host and
+drive were bound (`LEGACY_PURPOSE`) is told apart: the audit accepts it, the executor
+refuses it. Core module: py_webauthn only.
 """
 
 from __future__ import annotations
