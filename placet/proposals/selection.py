@@ -12,12 +12,26 @@ that unticks a folder unticks `inside` it too, and says so. Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Protocol, TypeVar
 
 from placet.errors import UsageError
-from placet.schema import Op
 from placet.text import quote
 
-__all__ = ["check_selection", "inside", "needs"]
+
+class OpLike(Protocol):
+    """What the selection rules read of an op (`placet.schema.Op`, or a view of one)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def remote_path(self) -> str | None: ...
+
+
+OpT = TypeVar("OpT", bound=OpLike)
+
+__all__ = ["OpLike", "check_selection", "inside", "needs", "settle"]
 
 _WRITES_REMOTE = ("mkdir", "upload", "upload_revision")
 """Op kinds that create their remote path's missing folders on the way."""
@@ -27,7 +41,7 @@ def _under(path: str | None, folder: str) -> bool:
     return path is not None and path.startswith(folder.rstrip("/") + "/")
 
 
-def inside(ops: Sequence[Op], folder: Op) -> list[int]:
+def inside(ops: Sequence[OpT], folder: OpT) -> list[int]:
     """Indexes of the ops that need the mkdir op `folder`: the uploads and mkdirs whose
     remote path lies under its folder (segment-wise: ``s/sub`` holds ``s/sub/a``,
     never ``s/subway``)."""
@@ -40,7 +54,7 @@ def inside(ops: Sequence[Op], folder: Op) -> list[int]:
     ]
 
 
-def needs(ops: Sequence[Op], skip: Collection[int]) -> list[tuple[Op, Op]]:
+def needs(ops: Sequence[OpT], skip: Collection[int]) -> list[tuple[OpT, OpT]]:
     """(ticked op, unticked mkdir it needs) for every ticked op inside a folder whose
     mkdir op is unticked, in op order (the nearest such folder of each)."""
     unticked = sorted(
@@ -49,7 +63,7 @@ def needs(ops: Sequence[Op], skip: Collection[int]) -> list[tuple[Op, Op]]:
     )
     if not unticked:
         return []
-    out: list[tuple[Op, Op]] = []
+    out: list[tuple[OpT, OpT]] = []
     for op in ops:
         if op.index in skip or op.kind not in _WRITES_REMOTE:
             continue
@@ -59,7 +73,7 @@ def needs(ops: Sequence[Op], skip: Collection[int]) -> list[tuple[Op, Op]]:
     return out
 
 
-def check_selection(pid: int, kind: str, ops: Sequence[Op], skip: Collection[int]) -> None:
+def check_selection(pid: int, kind: str, ops: Sequence[OpLike], skip: Collection[int]) -> None:
     """Refuse a selection of proposal `pid` (of `kind`, whose parsed ops are `ops`) that
     unticks the ops `skip`.
 
@@ -111,3 +125,24 @@ def check_selection(pid: int, kind: str, ops: Sequence[Op], skip: Collection[int
                 "needed_by": [o.index for o, f in missing if f.index == folder.index],
             },
         )
+
+
+def settle(
+    ops: Sequence[OpT], skip: Collection[int], unticked: Collection[int]
+) -> tuple[set[int], set[int]]:
+    """A selection made consistent after the owner changed it: ops inside a folder the
+    owner just unticked (`unticked`) are unticked too; a folder that ops still ticked
+    need is ticked again. Returns (also unticked, ticked again), for the view to apply
+    and say."""
+    skipped = set(skip)
+    off: set[int] = set()
+    on: set[int] = set()
+    while missing := needs(ops, skipped):
+        for op, folder in missing:
+            if folder.index in unticked or folder.index in off:
+                skipped.add(op.index)
+                off.add(op.index)
+            else:
+                skipped.discard(folder.index)
+                on.add(folder.index)
+    return off, on - off
