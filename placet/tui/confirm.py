@@ -324,8 +324,8 @@ class DiscardScreen(ModalDialog[str | None]):
                 reason.append_text(lit(r.reason))
                 yield Static(reason)
             else:
-                title = f"Discard these {len(self.records)} proposals? (id, request hash)"
-                yield Label(Text(title, style="bold", end=""))
+                title = f"Discard these {len(self.records)} proposals? (id, kind, request hash)"
+                yield Static(Text(title, style="bold", end=""))
                 yield Static(set_lines(self.records), id="set-list")
             yield Label(Text("Your reason (optional, the agent will see it):"))
             yield Input(placeholder="reason", id="discard-reason", max_length=200)
@@ -335,6 +335,12 @@ class DiscardScreen(ModalDialog[str | None]):
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
+
+    def on_resize(self) -> None:
+        found = self.query("#set-list")
+        if found:  # the dialog: 90 % of the screen, at most 130 cells, less its frame
+            width = min(self.app.size.width * 9 // 10, 130) - 6
+            found.first(Static).update(set_lines(self.records, width=width))
 
     def _reason(self) -> str:
         return self.query_one(Input).value.strip()

@@ -68,7 +68,9 @@ COLUMNS: tables.Columns = (
 """Columns (key, label, width); target and reason (width None) share the width left."""
 NARROW = 110
 """Below this many cells the fixed columns shrink to `NARROW_WIDTHS`."""
-NARROW_WIDTHS = {"size": 7, "agent": 6, "expires": 9}
+NARROW_WIDTHS = {"size": 7, "agent": 6, "expires": 8}
+BUTTONS_FROM = 30
+"""Terminal rows from which the queue shows its action buttons."""
 FLEX_MIN = 8
 TARGET_MAX = 48
 FRESH_STYLE = "bold"
@@ -124,6 +126,7 @@ class QueueTable(DataTable[Text]):
         width = self.scrollable_content_region.width
         narrow = width < NARROW
         fixed = {k: (NARROW_WIDTHS.get(k, w) if narrow else w) for k, _l, w in COLUMNS if w}
+        fixed["id"] = len(str(max(self.order, default=1))) + 1  # room for the mark too
         padding = 2 * self.cell_padding * len(COLUMNS)
         free = width - sum(fixed.values()) - padding
         need = max((self._need(r) for r in self.records.values()), default=FLEX_MIN)
@@ -362,8 +365,8 @@ class QueuePane(Vertical):
 
     DEFAULT_CSS = """
     QueuePane > #queue-count { height: 1; padding: 0 1; }
-    QueuePane > QueueTable { height: 2fr; min-height: 5; }
-    QueuePane > DetailPane { height: 3fr; }
+    QueuePane > QueueTable { height: auto; max-height: 40%; min-height: 3; }
+    QueuePane > DetailPane { height: 1fr; min-height: 5; }
     QueuePane > #queue-actions { height: auto; }
     QueuePane > #queue-actions > Button { margin: 0 1; min-width: 12; }
     """
@@ -396,6 +399,11 @@ class QueuePane(Vertical):
     @property
     def table(self) -> QueueTable:
         return self.query_one(QueueTable)
+
+    def on_resize(self) -> None:
+        # Below `BUTTONS_FROM` rows the buttons go (the footer names the same keys), so
+        # the detail pane keeps most of the rows.
+        self.query_one("#queue-actions").display = self.app.size.height >= BUTTONS_FROM
 
     def apply(
         self,

@@ -152,22 +152,24 @@ def set_lines(
     records: Sequence[ProposalRecord],
     effects: dict[int, Effect] | None = None,
     *,
-    target_width: int = 36,
+    width: int = 100,
 ) -> Text:
-    """A set of proposals decided together, one line each: id, kind (``!`` with placet's
-    risk flags), the request hash's first 12 characters, the size and the target by its
-    distinctive end (`target_cell`)."""
+    """A set of proposals decided together in `width` cells, one line each: id, kind
+    (``!`` with placet's risk flags), the request hash's first 12 characters, the size
+    and the target by its distinctive end (`target_cell`) in what is left."""
+    ids = max((len(str(r.id)) for r in records), default=1) + 2
     out = Text(end="")
     for n, r in enumerate(records):
         effect = (effects or {}).get(r.id)
         flagged = effect is not None and bool(effect.flags)
+        head = f"{'#' + str(r.id):<{ids}}{r.kind:<9}"
+        size = f" {human_bytes(size_of(r)):>9}  "
         out.append("\n" if n else "")
-        out.append(f"#{r.id:<5}", style="bold")
-        out.append(f"{r.kind:<9}")
+        out.append(head, style="bold")
         out.append("! " if flagged else "  ", style="bold red")
         out.append(r.request_hash[:12], style="bold")
-        out.append(f"  {human_bytes(size_of(r)):>8}  ")
-        out.append_text(target_cell(r, target_width))
+        out.append(size)
+        out.append_text(target_cell(r, max(width - len(head) - 14 - len(size), 8)))
     return out
 
 

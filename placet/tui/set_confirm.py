@@ -17,7 +17,7 @@ from datetime import datetime
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Label, Static
+from textual.widgets import Static
 
 from placet.store import ProposalRecord
 from placet.tui.confirm import GuardedConfirm, _Scrolling
@@ -69,18 +69,29 @@ class AcceptSetScreen(GuardedConfirm):
                 )
                 yield from self.decide_controls(top, "a proposal of this set")
             title = Text(f"Accept these {n} proposals? ", style="bold", end="")
-            title.append("placet will then execute exactly these, in this order:")
-            yield Label(title, id="title")
+            title.append("placet runs exactly these, in this order (id, kind, request hash):")
+            yield Static(title, id="title")
             if self.note is not None:
                 again = Text("Shown again, nothing was accepted: ", style="bold red", end="")
                 again.append_text(lit(self.note))
                 yield Static(again, id="again")
             with VerticalScroll(id="set-scroll"):
                 yield Static(self.body, id="set-list")
+
             if any(r.kind == "sync" for r in self.records):
-                yield Static(
-                    Text(
-                        "A sync here is accepted with all its ops: accept it alone to untick ops."
-                    ),
-                    id="sync-note",
-                )
+                said = "A sync here is accepted with all its ops: accept it alone to untick ops."
+                yield Static(Text(said), id="sync-note")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#set-list", Static).update(self._lines())
+
+    def on_resize(self) -> None:
+        self.query_one("#set-list", Static).update(self._lines())
+
+    def _lines(self) -> Text:
+        """The list fitted to the dialog (90 % of the screen, at most 130 cells, less its
+        borders, padding and a scrollbar)."""
+        width = min(self.app.size.width * 9 // 10, 130) - 8
+        self.body = set_lines(self.records, self.effects, width=width)
+        return self.body
