@@ -397,6 +397,8 @@ class DecidingApp(App[None]):
         self.reload_queue()
 
     def on_transfer_progress(self, msg: TransferProgress) -> None:
+        if not self.query(TransferPanel):
+            return  # the app is closing
         panel = self.query_one(TransferPanel)
         if msg.op_result is not None:  # first: the event's in_flight no longer lists it
             panel.op_result(msg.op_result)
@@ -410,6 +412,8 @@ class DecidingApp(App[None]):
         )
 
     def on_transfer_finished(self, msg: TransferFinished) -> None:
+        if not self.query(TransferPanel):
+            return  # it landed while the app is closing: nothing left to show it
         if not msg.more:
             self.transfer = None
             self.retrying = None
