@@ -2,16 +2,14 @@
 or several proposals, then their execution with progress on stderr.
 
 Each proposal's effect is shown from the ops the executor runs, placet's risk flags
-above the agent's reason (boxed, as its claim) and the request hash the approval binds
-to; then one short random code, written to and read back from the controlling terminal
-(``/dev/tty``, type-ahead flushed), approves all of them or none (`placet.decisions`,
-which checks and records everything; ``via: "terminal"``). Without a terminal nothing is
-approved unless the owner opted in to ``--yes`` (``allow_yes``). `--skip INDEX` unticks
-an op of one sync. A proposal already approved is executed without asking again; one
-made on another host is left to that host. Ctrl-C stops the transfer cleanly (the
-proposal becomes `interrupted`); a second Ctrl-C quits at once. Exit codes: 0 all
-succeeded; 1 an op failed; 3 no such proposal; 4 refused; 5 every failed op could not
-reach the drive (retryable); 6 store. docs/security.md says what the code cannot stop.
+above the agent's reason and the request hash the approval binds to (docs/design.md
+section 9). One random code, written to and read back from the controlling terminal,
+approves all of them or none (`placet.decisions`; ``via: "terminal"``), so a command
+without one (an agent's shell tool, a pipe) cannot approve; `--yes` skips it only with
+`allow_yes = true` (docs/security.md). `--skip INDEX` unticks an op of one sync. An
+approved proposal runs without asking again; one made on another host is only approved
+here (docs/decisions/0021-hosts.md). Progress goes to stderr (docs/decisions/0034-cli.md);
+Ctrl-C interrupts cleanly, a second quits at once. Exit codes: docs/errors.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The checks an accept makes before it writes anything, in the order the owner meets them.
-
-`state_refusal` (fast, no reads: shown before any confirmation opens) and `check` (the
-binding and the selection: reads a sync's ops) give every shell the same refusal, with
-the same code and message, for the same cause (docs/errors.md):
+"""The checks an accept makes before it writes anything. `state_refusal` (no reads: shown
+before any confirmation opens) and `check` (the binding and the selection) give every
+shell the same refusal, code and message for the same cause (docs/errors.md):
 
 | cause | code |
 |---|---|

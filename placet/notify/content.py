@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from placet.display import human_bytes
-from placet.store.outbox import Rendered
+from placet.store.outbox_rows import Rendered
 from placet.store.records import ProposalRecord
 from placet.text import inert
 

@@ -1,27 +1,17 @@
 """Named, ordered schema migrations, recorded in the database they built.
 
-Why not `create_all()`: it creates missing tables but never changes an existing one, so
-a database made by an older placet would silently keep an old shape. Instead each
-schema change is one `Migration` appended to `MIGRATIONS`; its 1-based position is its
-version, and `schema_migration` records every version applied (with its name), so
-`migrate` runs exactly the missing ones, in order, each in its own `BEGIN IMMEDIATE`
-transaction (concurrent first starts serialise; the loser finds the work done).
-
-Rules for appending a migration (later issues: sync plans, hash cache, baseline,
-snapshots): `declare` the table in its module (`placet.store.models`), then append
-`Migration("short_name", ("CREATE TABLE ...", "CREATE INDEX ..."))` at the END of
-`MIGRATIONS` with DDL that matches the table exactly (the schema test compares a
-migrated blank database with `placet.store.models.METADATA`); never edit or reorder a
-released one.
-
-A database whose recorded version is newer than `len(MIGRATIONS)` was written by a newer
-placet and is refused (`SchemaTooNew`, naming both versions): an older placet could
-misread columns it does not know. A recorded name that differs from the code's at the
-same version means a different lineage and is refused too.
-"""
+`create_all()` never changes an existing table, so an older database would silently keep
+its shape. Each schema change is one `Migration` appended to `MIGRATIONS`; its position
+is its version, `schema_migration` records each one applied, and `migrate` runs the
+missing ones in order, each in its own write transaction. To add one: `declare` the table
+in `placet.store.models`, append the migration at the END with DDL matching it exactly
+(the schema test compares both), never edit or reorder an applied one. A database of a
+newer version (`SchemaTooNew`) or another lineage is refused. PostgreSQL's DDL is
+translated unless a migration gives its own (docs/decisions/0019-postgresql-writes.md)."""
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import time
@@ -35,6 +25,9 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from placet.errors import SchemaTooNew, StoreError
 from placet.store.db import BEGIN_OPTION, is_busy, is_postgres, utcnow
 from placet.store.models import SCHEMA_MIGRATION
+from placet.store.reconnect import STARTUP_WAIT_S, reason, restarting, riding_out
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -203,7 +196,7 @@ WHEN (OLD.status = 'pending') EXECUTE FUNCTION placet_pending_sub()""",
     _PENDING_TALLY[6],
 )
 
-# Sync (issue 6): stored plans, the local and remote digest caches, baselines per pair,
+# Sync: stored plans, the local and remote digest caches, baselines per pair,
 # and drive snapshots; the tables are declared in `placet.sync.tables`.
 _SYNC = (
     """CREATE TABLE sync_plan (
@@ -283,20 +276,21 @@ _SYNC = (
     "CREATE INDEX ix_drive_snapshot_created ON drive_snapshot (created_at)",
 )
 
-# Idempotency per drive (docs/decisions.md): identical pending requests for DIFFERENT
-# drives are different proposals, so the key gains `drive_spec`. `request_hash` stays as
-# it is (audit verification recomputes it for existing proposals). Widening a unique key
-# cannot make existing rows collide, so the recreate never fails on old data.
+# Idempotency per drive (docs/decisions/0017-store-writes.md): identical pending requests
+# for DIFFERENT drives are different proposals, so the key gains `drive_spec`.
+# `request_hash` stays as it is (audit verification recomputes it for existing proposals).
+# Widening a unique key cannot make existing rows collide, so the recreate never fails on
+# old data.
 _PENDING_PER_DRIVE = (
     "DROP INDEX ux_proposal_pending_request",
     "CREATE UNIQUE INDEX ux_proposal_pending_request ON proposal "
     "(kind, request_hash, drive_spec) WHERE status = 'pending'",
 )
 
-# A sync proposal's ops by reference (docs/decisions.md, "A sync proposal's ops are stored
-# by reference"): one row per op, written with the proposal. Existing proposals keep
-# their ops inline in `request` (their request hash covers them as they are); the store
-# reads both forms, so nothing is moved.
+# A sync proposal's ops by reference (docs/decisions/0023-ops-by-reference.md): one row
+# per op, written with the proposal. Existing proposals keep their ops inline in `request`
+# (their request hash covers them as they are); the store reads both forms, so nothing is
+# moved.
 _PROPOSAL_OPS = (
     """CREATE TABLE proposal_op (
     proposal_id INTEGER NOT NULL,
@@ -307,7 +301,7 @@ _PROPOSAL_OPS = (
 )""",
 )
 
-# Notifications (issue 14): the outbox of events that need the owner, the messages made of
+# Notifications: the outbox of events that need the owner, the messages made of
 # them and their deliveries per channel (`placet.store.outbox`). The trigger writes an
 # event in the same transaction as the audit event of a creation, a failure or an
 # interruption, whichever code path appends it: `_NOTIFY_WHEN` says which audit events
@@ -384,7 +378,7 @@ WHEN ({_NOTIFY_WHEN})
 EXECUTE FUNCTION placet_notify_event()""",
 )
 
-# `placet web` (issue 15): the owner's passkeys, sign-in sessions and one-time pairing
+# `placet web`: the owner's passkeys, sign-in sessions and one-time pairing
 # links; the tables are declared in `placet.store.passkeys`.
 _WEB = (
     """CREATE TABLE web_passkey (
@@ -416,14 +410,22 @@ _WEB = (
 )""",
 )
 
-# One queue for several machines (issue 16): the stable id of the host a proposal was made
+# One queue for several machines: the stable id of the host a proposal was made
 # on (`placet.store.host`), so only that host's executor runs it; NULL for older rows.
 _PROPOSAL_HOST_ID = (
     "ALTER TABLE proposal ADD COLUMN host_id TEXT",
     "CREATE INDEX ix_proposal_host_status ON proposal (host_id, status)",
 )
 
-# Ingest on PostgreSQL (issue 16): creating a proposal is one call of this function, its
+# A webhook delivery's id, sent in `X-Placet-Delivery` and signed with the body: random
+# (a UUID), so ids never repeat across databases, and stored, so every retry resends it.
+# A delivery made before this migration gets its id at its next claim.
+_NOTIFY_DELIVERY_UID = (
+    "ALTER TABLE notify_delivery ADD COLUMN uid TEXT",
+    "CREATE UNIQUE INDEX ux_notify_delivery_uid ON notify_delivery (uid)",
+)
+
+# Ingest on PostgreSQL: creating a proposal is one call of this function, its
 # own transaction (`placet.store.decisions`, `_CREATE_PG_SQL`), so the write lock is held
 # while the server works and never across a round trip to the client. Under the lock it
 # does what creation does under SQLite's BEGIN IMMEDIATE: no proposal is made (no row)
@@ -488,6 +490,21 @@ END $$""",
 # hold (no row of it was ever written there), so its rows are orphans on SQLite only.
 _DIGEST_CACHE_HEX_ROOT_KEYS = ("DELETE FROM sync_digest_cache WHERE instr(root_key, char(0)) > 0",)
 
+# A passkey assertion that verified but whose sign count did not grow (a copied passkey):
+# refused and recorded (`placet.store.passkeys`, `web_passkey_alarm`).
+_WEB_PASSKEY_ALARM = (
+    """CREATE TABLE web_passkey_alarm (
+    id INTEGER NOT NULL,
+    passkey_id INTEGER NOT NULL,
+    at DATETIME NOT NULL,
+    stored_count INTEGER NOT NULL,
+    new_count INTEGER NOT NULL,
+    what TEXT NOT NULL,
+    PRIMARY KEY (id),
+    FOREIGN KEY(passkey_id) REFERENCES web_passkey (id)
+)""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -499,6 +516,8 @@ MIGRATIONS: list[Migration] = [
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
+    Migration("web_passkey_counter_alarms", _WEB_PASSKEY_ALARM),
+    Migration("notify_delivery_uid", _NOTIFY_DELIVERY_UID),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 
@@ -573,19 +592,64 @@ def schema_version(engine: Engine) -> int:
         return max(_recorded(conn) or {}, default=0)
 
 
-def migrate(engine: Engine, *, db_label: str, migrations: list[Migration] | None = None) -> int:
+def migrate(
+    engine: Engine,
+    *,
+    db_label: str,
+    migrations: list[Migration] | None = None,
+    wait_s: float = STARTUP_WAIT_S,
+    say: Callable[[str], None] | None = None,
+) -> int:
     """Apply every missing migration in order; return the resulting schema version.
 
     An up-to-date database is only read (no write lock), so opening the store costs
     nothing while other processes write. A lock that outlasts the busy timeout is retried
-    a few times, then raised as a retryable StoreError.
+    a few times, then raised as a retryable StoreError. A PostgreSQL server that refuses
+    connections because it is restarting (`placet.store.reconnect.restarting`) is waited
+    for, at most `wait_s` seconds in all, each wait said through `say` (default: logged
+    as a warning, which a terminal command shows on stderr).
 
     Raises:
         SchemaTooNew: the database records a version newer than the code knows.
         StoreError: the database's migration names disagree with the code's; the database
-            stayed locked; it is unreadable; or (PostgreSQL) its encoding is not UTF-8.
+            stayed locked; it is unreadable; (PostgreSQL) its encoding is not UTF-8, or
+            the server still refused connections after `wait_s` seconds (retryable).
     """
     migrations = MIGRATIONS if migrations is None else migrations
+    try:
+        return riding_out(
+            lambda: _migrate(engine, db_label, migrations),
+            wait_s=wait_s,
+            say=say or log.warning,
+            what=f"the database server {db_label}",
+        )
+    except OperationalError as e:
+        busy, unreachable = is_busy(e), restarting(e)
+        if unreachable:
+            then = (
+                f"it still refused connections after {wait_s:.0f}s; start it, or check "
+                "`placet doctor`"
+            )
+        elif busy:
+            then = "another placet process holds it locked, try again in a moment"
+        else:
+            then = "`placet doctor` checks it"
+        raise StoreError(
+            f"preparing the database {db_label} failed: {reason(e)}; {then}",
+            code="store_busy" if busy else None,
+            retryable=busy or unreachable,
+            details={"path": db_label},
+        ) from e
+    except SQLAlchemyError as e:
+        raise StoreError(
+            f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
+            "`placet doctor` checks it",
+            details={"path": db_label},
+        ) from e
+
+
+def _migrate(engine: Engine, db_label: str, migrations: list[Migration]) -> int:
+    """One attempt of `migrate`, with its few retries of a busy lock."""
     for attempt in range(MIGRATE_RETRIES + 1):
         try:
             with engine.connect() as conn:
@@ -601,23 +665,7 @@ def migrate(engine: Engine, *, db_label: str, migrations: list[Migration] | None
             if is_busy(e) and attempt < MIGRATE_RETRIES:
                 time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
                 continue
-            raise StoreError(
-                f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
-                + (
-                    "another placet process holds it locked, try again in a moment"
-                    if is_busy(e)
-                    else "`placet doctor` checks it"
-                ),
-                code="store_busy" if is_busy(e) else None,
-                retryable=is_busy(e),
-                details={"path": db_label},
-            ) from e
-        except SQLAlchemyError as e:
-            raise StoreError(
-                f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
-                "`placet doctor` checks it",
-                details={"path": db_label},
-            ) from e
+            raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -1,27 +1,16 @@
 """The `placet web` application: Starlette routes over the same core as the review UI.
 
-Security at the edge (docs/security.md, "placet web"):
-* every response carries a strict Content-Security-Policy (`CSP`: scripts, styles and
-  fetches from this origin only, no inline script, no framing), `no-store` and
-  `nosniff`;
-* a request whose Host is not this server's name is refused (DNS rebinding), except
-  that ``127.0.0.1:PORT`` is redirected to ``localhost:PORT`` (a passkey needs a name);
-* every state change is a POST whose `Origin` must be this server's origin
-  (``origin_refused`` otherwise), and every page and POST but sign-in and pairing
-  needs a session made by signing in with a passkey (``not_signed_in``);
-* the session cookie is HttpOnly, SameSite=Strict, Secure under TLS (and HSTS is sent);
-* the Referrer-Policy is ``same-origin``: with ``no-referrer`` Chromium sends
-  ``Origin: null`` on a form POST, which the Origin check would refuse.
-
-Every handler runs its store work (and the passkey checks, which read the store and
-the pins file) in Starlette's thread pool (`run_in_threadpool`), never on the event
-loop: a slow `/audit?verify=1` or a busy database stalls that request only.
-
-Deciding goes through `placet.decisions`, as in the TUI and `placet accept`: the same
-checks before the passkey is asked (`decisions.check`), the accept with the request hash
-and selection the challenge bound (``via: "web"``, the passkey assertion as its proof),
-the run in a daemon thread (`Runs`), discard and extend. Time comes from `clock`.
-"""
+Security at the edge (docs/security.md, "placet web and passkeys"): a strict
+Content-Security-Policy, `no-store` and `nosniff` on every response; a Host other than
+this server's is refused (``127.0.0.1:PORT`` redirects to ``localhost:PORT``); every
+state change is a POST from this origin (``origin_refused``) and, but for sign-in and
+pairing, needs a passkey session (``not_signed_in``) carried in the ``X-Placet-Session``
+header that only placet's own script sends, never a cookie, which every other port of
+the host would receive (`placet.web.session`); Referrer-Policy ``same-origin``. Store work and
+passkey checks run in the thread pool, never on the event loop. Deciding goes through
+`placet.decisions`, as in the review UI and `placet accept`: the same checks before the
+passkey is asked, the accept with what the challenge bound (``via: "web"``), the run in
+a thread (`Runs`) (docs/decisions/0029-web-passkeys.md). Time comes from `clock`."""
 
 from __future__ import annotations
 
@@ -61,10 +50,11 @@ from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
 from placet.store.decisions import changed_since_shown
 from placet.store.host import waiting_note
-from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
+from placet.store.passkeys import PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
 from placet.web.changes import QueueChanges
+from placet.web.session import session_token
 
 __all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
 
@@ -72,7 +62,6 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
-COOKIE = "placet_session"
 EXTEND_MINUTES = 15
 BODY_MAX = 1 << 20
 """Most bytes of a JSON request body (an accept lists at most a page of unticked ops)."""
@@ -343,8 +332,8 @@ def create_app(
     changes = QueueChanges(store)
 
     def session_of(request: Request) -> tuple[str, PasskeyRecord] | None:
-        token = request.cookies.get(COOKIE)
-        if not token:
+        token = session_token(request)
+        if token is None:
             return None
         key = store.session_passkey(token, now=clock())
         return None if key is None else (token, key)
@@ -352,11 +341,12 @@ def create_app(
     Handler = Callable[[Request], Awaitable[Response]]
 
     def page_route(fn: Callable[[Request], Response]) -> Handler:
-        """A page that needs a session: the sign-in page otherwise (in the thread pool)."""
+        """A page that needs a session: else the sign-in page, 401, on which placet's
+        script asks again with the session it keeps (in the thread pool)."""
 
         def page(request: Request) -> Response:
             if session_of(request) is None:
-                return _html(pages.signin_page(bool(store.passkeys())), 200)
+                return _html(pages.signin_page(bool(store.passkeys())), 401)
             try:
                 return fn(request)
             except PlacetError as e:
@@ -446,7 +436,8 @@ def create_app(
         after = _int(request.query_params.get("after"))
         verification = store.verify_audit() if request.query_params.get("verify") else None
         events = store.audit_events(after_id=after, limit=pages.AUDIT_PAGE)
-        return _html(pages.audit_page(events, verification, after=after))
+        alarms = store.counter_alarms()
+        return _html(pages.audit_page(events, verification, after=after, alarms=alarms))
 
     def status_sync(request: Request) -> Response:
         if session_of(request) is None:
@@ -588,9 +579,9 @@ def create_app(
                 key, answer = ceremony(body)
             except PlacetError as e:
                 return _refused_json(e, refused)
-            response = JSONResponse(answer)
-            _set_session(response, store.open_session(key.id, now=clock()), config)
-            return response
+            # the token goes to placet's own script only (`placet.web.session`)
+            session = store.open_session(key.id, now=clock())
+            return JSONResponse({**answer, "session": session})
 
         return await run_in_threadpool(sign_in)
 
@@ -603,12 +594,11 @@ def create_app(
         return await session_for(request, 403, assertion)
 
     def signout_sync(request: Request) -> Response:
-        token = request.cookies.get(COOKIE)
-        if token:
-            store.close_session(token)
-        response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(COOKIE, path="/")
-        return response
+        token = session_token(request)
+        if token is None or session_of(request) is None:
+            return _html(pages.refusal_page(_not_signed_in()), 403)
+        store.close_session(token)
+        return RedirectResponse("/", status_code=303)
 
     async def signout(request: Request) -> Response:
         return await run_in_threadpool(signout_sync, request)
@@ -695,15 +685,3 @@ def _flag_counts(records: list[ProposalRecord]) -> dict[int, int]:
         except PlacetError:
             continue
     return out
-
-
-def _set_session(response: Response, token: str, config: WebConfig) -> None:
-    response.set_cookie(
-        COOKIE,
-        token,
-        max_age=SESSION_HOURS * 3600,
-        path="/",
-        httponly=True,
-        samesite="strict",
-        secure=config.tls,
-    )
