@@ -23,6 +23,7 @@ from placet.drive import configured_spec
 from placet.drive.base import Drive
 from placet.errors import PlacetError, PolicyRefused
 from placet.executor.ops import Plan, load_plan, plan_for
+from placet.proposals.selection import needs
 from placet.proposals.vetting import refuse_own_paths
 from placet.schema import is_by_reference, request_hash
 from placet.store import AuditRecord, ProposalRecord, Store
@@ -117,9 +118,11 @@ def bind(
             `placet.config.pins.spend_signature`), ``passkey_not_pinned``
             (signed mode: the signing
             passkey is not pinned in the owner's config folder with the key the database
-            holds: `placet.config.pins`), ``placet_own_path`` (an upload, upload_revision
-            or mkdir, ticked or not, targets a local-folder drive path inside placet's
-            data, config or database folder; details ``proposal_id``, ``op_index``).
+            holds: `placet.config.pins`), ``folder_unticked`` (the approval unticks a
+            `create folder` op that ticked ops go into), ``placet_own_path`` (an upload,
+            upload_revision or mkdir, ticked or not, targets a local-folder drive path
+            inside placet's data, config or database folder; details ``proposal_id``,
+            ``op_index``).
         PlacetError (``request_invalid``): the stored request does not parse.
         ConfigError: `config.toml` cannot be read to tell the approval mode
             (`placet.config.approvals_mode`), or a spent signature cannot be recorded.
@@ -154,6 +157,15 @@ def bind(
             "review and accept it again",
             code="not_approved_as_shown",
             details={"proposal_id": pid, "skip_ops": sorted(skip), "unknown": unknown},
+        )
+    if missing := needs(plan.ops, skip):  # rclone would create the unticked folder anyway
+        op, folder = missing[0]
+        raise PolicyRefused(
+            f"refusing to execute proposal {pid}: the owner's approval unticks op "
+            f"#{folder.index} (create folder {quote(folder.remote_path or '')}) while op "
+            f"#{op.index} goes into it; review and accept it again",
+            code="folder_unticked",
+            details={"proposal_id": pid, "folder_op": folder.index, "needed_by": op.index},
         )
     _check_own_paths(settings, record, plan)
     return replace(plan, skip=skip)

@@ -25,7 +25,7 @@ from placet.proposals.vetting import root_path_of
 from placet.schema import Op
 from placet.store import AuditRecord, AuditVerification, OpResultRecord, ProposalRecord
 from placet.store.passkeys import CounterAlarm
-from placet.web.html import Html, attr, join, page, path, said, text
+from placet.web.html import Html, attr, join, page, path, path_end, said, text
 
 OPS_PAGE = 100
 """A sync's ops shown per page."""
@@ -91,9 +91,10 @@ def queue_page(
     rows = [
         _row(
             p,
-            f'<span class="target">{path(target(p))}</span>'
+            f'<span class="target">{path_end(target(p))}</span>'
             f'<span class="meta">{text(p.client_name or "?")} · expires in '
-            f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span>",
+            f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span>"
+            f'<span class="reason">{text(p.reason)}</span>',
         )
         for p in pending
     ]
