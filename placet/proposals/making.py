@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from placet.errors import AlreadyExists, PathRefused, PolicyRefused
 from placet.paths.remote import check_name, check_remote_path, refuse_unless_file
+from placet.preview.capture import capture_local, capture_remote, keep_previews, op_cap
 from placet.proposals.context import (
     ProposeContext,
     resolve_in_client_roots,
@@ -47,7 +48,7 @@ from placet.proposals.context import (
     ttl_seconds,
 )
 from placet.proposals.evidence import (
-    local_file_evidence,
+    local_file_evidence_and_head,
     local_target_state,
     missing_parents,
     remote_digest_type,
@@ -141,8 +142,9 @@ def propose_upload(
         )
     # an existing target's folders exist; an absent one's are read from the drive
     missing = missing_parents(ctx, parent) if not remote.exists else ()
-    local = local_file_evidence(
-        the_root, rel, remote_digest_type(ctx), size_cap=ctx.settings.upload_cap_bytes
+    cap = op_cap(ctx.settings)
+    local, head = local_file_evidence_and_head(
+        the_root, rel, remote_digest_type(ctx), size_cap=ctx.settings.upload_cap_bytes, head=cap
     )
     request = UploadRequest(
         root=the_root.to_ref(),
@@ -154,7 +156,11 @@ def propose_upload(
     evidence = UploadEvidence(
         local=local, remote=remote, missing_parents=missing if parent else None
     )
-    return _store(ctx, request, evidence, why, ttl)
+    record, created = _store(ctx, request, evidence, why, ttl)
+    if created and cap:
+        replaced = capture_remote(ctx.drive, target, remote, cap, 0, "current")
+        keep_previews(ctx.store, record.id, [capture_local(0, "new", head, local), replaced])
+    return record, created
 
 
 def propose_mkdir(
@@ -235,6 +241,8 @@ def propose_download(
     )
     st = local_target_state(the_root, rel)
     local: LocalFileEvidence | None = None
+    cap = op_cap(ctx.settings)
+    head = b""
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
             raise AlreadyExists(
@@ -257,7 +265,9 @@ def propose_download(
                 "new name instead",
                 details={"path": str(rel), "root": the_root.name, "policy": policy},
             )
-        local = local_file_evidence(the_root, rel, remote.digest_type, size_cap=None)
+        local, head = local_file_evidence_and_head(
+            the_root, rel, remote.digest_type, size_cap=None, head=cap
+        )
     request = DownloadRequest(
         remote_path=source,
         root=the_root.to_ref(),
@@ -265,4 +275,12 @@ def propose_download(
         overwrite=overwrite,
     )
     evidence = DownloadEvidence(remote=remote, local=local)
-    return _store(ctx, request, evidence, why, ttl)
+    record, created = _store(ctx, request, evidence, why, ttl)
+    if created and cap:
+        replaced = capture_local(0, "current", head, local) if local is not None else None
+        keep_previews(
+            ctx.store,
+            record.id,
+            [capture_remote(ctx.drive, source, remote, cap, 0, "new"), replaced],
+        )
+    return record, created

@@ -488,6 +488,22 @@ END $$""",
 # hold (no row of it was ever written there), so its rows are orphans on SQLite only.
 _DIGEST_CACHE_HEX_ROOT_KEYS = ("DELETE FROM sync_digest_cache WHERE instr(root_key, char(0)) > 0",)
 
+# Content previews (`placet.preview`): the first bytes of the files a proposal's ops write
+# or replace, captured when it was made; the table is `placet.store.models.PROPOSAL_PREVIEW`.
+_PROPOSAL_PREVIEWS = (
+    """CREATE TABLE proposal_preview (
+    proposal_id INTEGER NOT NULL,
+    op_index INTEGER NOT NULL,
+    side TEXT NOT NULL,
+    size INTEGER,
+    binding TEXT NOT NULL,
+    content BLOB NOT NULL,
+    captured_at DATETIME NOT NULL,
+    PRIMARY KEY (proposal_id, op_index, side),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -499,6 +515,7 @@ MIGRATIONS: list[Migration] = [
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
+    Migration("proposal_previews", _PROPOSAL_PREVIEWS),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

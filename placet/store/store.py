@@ -29,6 +29,7 @@ from placet.store.decisions import Decisions
 from placet.store.host import host_label, runs_elsewhere
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
 from placet.store.passkeys import Passkeys
+from placet.store.previews import Previews
 from placet.store.records import (
     LeaseHolder,
     ProposalRecord,
@@ -36,7 +37,7 @@ from placet.store.records import (
 )
 
 
-class Store(Decisions, Passkeys):
+class Store(Decisions, Passkeys, Previews):
     """Proposals, op results and the audit chain in one SQLite database.
 
     Build with `placet.store.open_store(settings)`. Safe to share between threads; each
