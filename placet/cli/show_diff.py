@@ -74,12 +74,12 @@ def diff_lines(
         return drives[0]
 
     colour = _colour()
+    if op_index is not None:
+        ops: Iterator[Op] = iter([op_at(store, record, op_index)])  # NotFound before a line
+    else:
+        ops = (op for op in stored_ops(store, record) if writes_file(op))
     yield f"proposal {record.id}  {inert(record.kind)}  {record.status.upper()}: content"
     try:
-        if op_index is not None:
-            ops: Iterator[Op] = iter([op_at(store, record, op_index)])
-        else:
-            ops = (op for op in stored_ops(store, record) if writes_file(op))
         shown = 0
         for op in ops:
             if shown == SHOWN:

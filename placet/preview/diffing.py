@@ -72,7 +72,7 @@ def _match(
     while ahi > alo and bhi > blo and a[ahi - 1] == b[bhi - 1]:
         ahi, bhi = ahi - 1, bhi - 1
     suffix = (ahi, bhi, end - ahi) if end > ahi else None
-    if alo < ahi and blo < bhi:
+    if alo < ahi and blo < bhi and not set(a[alo:ahi]).isdisjoint(b[blo:bhi]):
         if ahi - alo <= GAP_MAX or bhi - blo <= GAP_MAX:
             sm = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=False)
             out.extend((alo + i, blo + j, n) for i, j, n in sm.get_matching_blocks() if n)

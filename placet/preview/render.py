@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from placet.display import size_text
-from placet.preview.diffing import line_diff
+from placet.preview.diffing import DiffLine, line_diff
 from placet.preview.magic import FileType, sniff, sniff_weak
 from placet.text import inert
 
@@ -197,10 +197,13 @@ def _diff_side(lines: list[str], side: str) -> tuple[list[str], list[Line]]:
     return lines[:DIFF_INPUT_LINES], [_note(note)]
 
 
-def _take(lines: Iterable[Line], n: int) -> tuple[list[Line], int]:
-    """The first `n` of `lines`, and how many more there were."""
-    it: Iterator[Line] = iter(lines)
-    first = list(islice(it, n))
+def _take(lines: Iterable[DiffLine], n: int, width: int) -> tuple[list[Line], int]:
+    """The first `n` of `lines` as shown, and how many more there were (not rendered)."""
+    it: Iterator[DiffLine] = iter(lines)
+    first = [
+        Line("hunk", d.text) if d.kind == "hunk" else _shown(d.kind, d.text, width)
+        for d in islice(it, n)
+    ]
     return first, sum(1 for _ in it)
 
 
@@ -225,8 +228,7 @@ def render_replacement(
     old_lines, old_notes = _diff_side(_lines(old_kind[0]), "current file")
     new_lines, new_notes = _diff_side(_lines(new_kind[0]), "new file")
     diff, added, removed = line_diff(old_lines, new_lines)
-    lines, more = _take((_shown(d.kind, d.text, limits.width) if d.kind != "hunk"
-                         else Line("hunk", d.text) for d in diff), limits.diff_lines)  # fmt: skip
+    lines, more = _take(diff, limits.diff_lines, limits.width)
     notes = [*old_notes, *new_notes]
     if more:
         rest = _count(more, "more diff line")
