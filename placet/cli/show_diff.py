@@ -16,10 +16,10 @@ import os
 import sys
 from collections.abc import Iterator
 
-from placet.cli.show_ops import SHOWN, stored_ops
+from placet.cli.show_ops import SHOWN
 from placet.config import Settings
 from placet.drive.base import Drive
-from placet.executor import op_at
+from placet.executor import op_at, stored_ops
 from placet.preview.model import render_op
 from placet.preview.opening import open_preview, writes_file
 from placet.preview.render import Line, Rendering

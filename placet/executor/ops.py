@@ -11,7 +11,7 @@ stored request that no longer parses is refused before anything is touched.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from placet.schema import (
     UploadEvidence,
     UploadRequest,
     is_by_reference,
+    parse_sync_request,
     request_hash,
 )
 
@@ -215,6 +216,27 @@ def plan_for(
         return Plan(kind, req.root, sync_order(req.ops))
     except (ValidationError, ValueError) as e:
         raise _bad(kind, e) from e
+
+
+def stored_ops(store: Store, record: ProposalRecord) -> Iterator[Op]:
+    """Every op of `record` in stored order, parsed, for display (a sync's read from the
+    store a page at a time, unverified as `Store.ops` is; the executor reads its own).
+
+    Raises:
+        PlacetError (``request_invalid``): the request or an op does not parse.
+    """
+    if record.kind != "sync":
+        yield from plan_for(record.kind, record.request, record.evidence).ops
+        return
+    try:
+        parse_sync_request(record.request)
+    except ValidationError as e:
+        raise _bad(record.kind, e) from e
+    for raw in store.iter_ops(record.id):
+        try:
+            yield Op.model_validate(raw)
+        except ValidationError as e:
+            raise _bad(record.kind, e) from e
 
 
 def op_at(store: Store, record: ProposalRecord, index: int) -> Op:

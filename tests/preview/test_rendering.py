@@ -68,7 +68,7 @@ def test_a_partial_preview_holds_back_a_cut_character_and_says_it_is_partial() -
         (b"SQLite format 3\x00\x10\x00", "SQLite database", None),
         (b"\x00\x01\x02\xff\xfe", "binary data of unknown type", None),
     ],
-    ids=lambda v: v.split(" ")[0] if isinstance(v, str) else None,
+    ids=lambda v: v.split(" ")[0] if isinstance(v, str) else "",
 )
 def test_a_binary_is_told_by_its_magic_number(head: bytes, name: str, image: str | None) -> None:
     r = render_new(Content(head, 4096))
