@@ -9,25 +9,25 @@ whose digest differs is not kept (the file changed in between, and the executor 
 say so). A sync's ops are not captured: they are read op by op when the owner opens one
 (`placet.preview.opening`), so a sync of any size stays within the caps.
 
-Capturing never fails a proposal: an unreadable remote or a store error leaves the
-proposal without a stored preview, which is then read, and checked, when opened.
+The captures are stored by the transaction that creates the proposal
+(`Store.create_proposal(previews=...)`), cut to `Settings.preview_proposal_bytes`.
+Capturing never fails a proposal: an unreadable remote leaves it without that preview,
+which is then read, and checked, when opened.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 from placet.config import Settings
 from placet.drive.base import Drive
 from placet.errors import PlacetError
 from placet.preview.reading import remote_binding
 from placet.schema import LocalFileEvidence, RemoteEvidence
-from placet.store import Store
 from placet.store.db import utcnow
 from placet.store.previews import StoredPreview
 
-__all__ = ["capture_local", "capture_remote", "keep_previews", "op_cap"]
+__all__ = ["capture_local", "capture_remote", "op_cap"]
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,13 @@ def op_cap(settings: Settings) -> int:
 
 
 def capture_local(
-    op_index: int, role: str, head: bytes, evidence: LocalFileEvidence
-) -> StoredPreview:
-    """The preview a local file's digest read kept (`head`), bound ``same_read``."""
-    return StoredPreview(op_index, role, evidence.size, "same_read", head, utcnow())
+    op_index: int, role: str, head: bytes, evidence: LocalFileEvidence, cap: int
+) -> StoredPreview | None:
+    """The preview a local file's digest read kept (`head`), bound ``same_read``; None
+    when previews are off (`cap` 0)."""
+    if cap <= 0:
+        return None
+    return StoredPreview(op_index, role, evidence.size, "same_read", head[:cap], utcnow())
 
 
 def capture_remote(
@@ -62,14 +65,3 @@ def capture_remote(
     if binding is None:
         return None
     return StoredPreview(op_index, role, size, binding, data, utcnow())
-
-
-def keep_previews(store: Store, pid: int, previews: Iterable[StoredPreview | None]) -> None:
-    """Store the captured `previews` of proposal `pid` (see the module docstring)."""
-    rows = [p for p in previews if p is not None]
-    if not rows:
-        return
-    try:
-        store.save_previews(pid, rows)
-    except PlacetError as e:
-        log.warning("the previews of proposal %d were not stored: %s", pid, e.message)

@@ -93,7 +93,11 @@ class _Opener:
         self, role: str, path: str, evidence: RemoteEvidence, stored: StoredPreview | None
     ) -> Side:
         if self.drive is None:
-            return Side(role, "remote", "unavailable", message="no drive to read it from")
+            if stored is None:
+                return Side(role, "remote", "unavailable", message="the drive was not read here")
+            content = Content(stored.content, stored.size)
+            why = "as captured when proposed; the drive was not asked again here"
+            return Side(role, "remote", stored_binding(stored), content, message=why)
         try:
             drive = self.drive()
         except PlacetError as e:
@@ -114,7 +118,8 @@ def open_preview(
     drive: DriveSource | None = None,
 ) -> OpPreview:
     """The preview of `op` of `record` (see the module docstring). `drive` gives the
-    configured drive, asked only when a remote file must be read.
+    configured drive, asked only when a remote file must be read; without one, a remote
+    file's stored capture is shown as captured and one not captured is not shown.
 
     Raises:
         StoreError: the stored previews could not be read.

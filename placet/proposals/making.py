@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from placet.errors import AlreadyExists, PathRefused, PolicyRefused
 from placet.paths.remote import check_name, check_remote_path, refuse_unless_file
-from placet.preview.capture import capture_local, capture_remote, keep_previews, op_cap
+from placet.preview.capture import capture_local, capture_remote, op_cap
 from placet.proposals.context import (
     ProposeContext,
     resolve_in_client_roots,
@@ -67,7 +67,10 @@ from placet.schema import (
 from placet.text import one_line_reason, quote
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from placet.store import ProposalRecord
+    from placet.store.previews import StoredPreview
 
 __all__ = [
     "propose_download",
@@ -82,8 +85,10 @@ def _store(
     evidence: UploadEvidence | MkdirEvidence | DownloadEvidence,
     why: str,
     ttl: int,
+    previews: Sequence[StoredPreview | None] = (),
 ) -> tuple[ProposalRecord, bool]:
-    """`store_proposal` for a single-op request and its evidence, as their JSON."""
+    """`store_proposal` for a single-op request and its evidence, as their JSON, and the
+    content previews captured (`placet.preview.capture`)."""
     return store_proposal(
         ctx,
         request.kind,
@@ -91,6 +96,7 @@ def _store(
         evidence.model_dump(mode="json"),
         why,
         ttl,
+        [p for p in previews if p is not None],
     )
 
 
@@ -156,11 +162,10 @@ def propose_upload(
     evidence = UploadEvidence(
         local=local, remote=remote, missing_parents=missing if parent else None
     )
-    record, created = _store(ctx, request, evidence, why, ttl)
-    if created and cap:
-        replaced = capture_remote(ctx.drive, target, remote, cap, 0, "current")
-        keep_previews(ctx.store, record.id, [capture_local(0, "new", head, local), replaced])
-    return record, created
+    previews = [capture_local(0, "new", head, local, cap)]
+    if remote.exists:
+        previews.append(capture_remote(ctx.drive, target, remote, cap, 0, "current"))
+    return _store(ctx, request, evidence, why, ttl, previews)
 
 
 def propose_mkdir(
@@ -275,12 +280,7 @@ def propose_download(
         overwrite=overwrite,
     )
     evidence = DownloadEvidence(remote=remote, local=local)
-    record, created = _store(ctx, request, evidence, why, ttl)
-    if created and cap:
-        replaced = capture_local(0, "current", head, local) if local is not None else None
-        keep_previews(
-            ctx.store,
-            record.id,
-            [capture_remote(ctx.drive, source, remote, cap, 0, "new"), replaced],
-        )
-    return record, created
+    previews = [capture_remote(ctx.drive, source, remote, cap, 0, "new")]
+    if local is not None:
+        previews.append(capture_local(0, "current", head, local, cap))
+    return _store(ctx, request, evidence, why, ttl, previews)

@@ -2,33 +2,38 @@
 or replace, as captured when it was made (`placet.preview` decides what to capture).
 
 A preview is shown to the owner, never executed or trusted: the executor re-checks the
-evidence, not these bytes. They are written once, right after the proposal row (a crash
-in between leaves a proposal without stored previews, which are then read when opened
-and checked against the evidence's digest). One proposal stores at most
-`Settings.preview_proposal_bytes` of them, whatever the caller hands in; the previews
-of proposals decided more than `RETENTION` ago are dropped (looked for at most once an
-hour per store), so the table holds what the owner may still review.
+evidence, not these bytes. They are written once, by `insert_previews` in the
+transaction that creates the proposal (`Store.create_proposal(previews=...)`: no second
+write, and never a proposal half stored), at most `Settings.preview_proposal_bytes` of
+them per proposal, whatever the caller hands in. The previews of proposals decided more
+than `RETENTION` ago are dropped by the sweep (`prune_previews`, looked for at most once
+an hour per store), so the table holds what the owner may still review.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, exists, func, select
 from sqlalchemy.engine import Connection
 
 from placet.store.base import Heads, StoreBase, now_or_utcnow
+from placet.store.db import RawDB, dt_text
 from placet.store.models import PROPOSAL, PROPOSAL_PREVIEW
 
-__all__ = ["RETENTION", "Previews", "StoredPreview"]
+__all__ = ["RETENTION", "Previews", "StoredPreview", "fit_previews", "insert_previews"]
 
 RETENTION = timedelta(days=7)
 """Previews of a proposal decided (or expired) longer ago than this are dropped."""
 _PRUNE_EVERY = 3600.0
 """Seconds between two looks for previews past `RETENTION`, per store."""
+_INSERT_SQL = (
+    "INSERT INTO proposal_preview (proposal_id, op_index, side, size, binding, content, "
+    "captured_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 
 V = PROPOSAL_PREVIEW.c
 
@@ -62,53 +67,39 @@ class StoredPreview:
         return self.size is None or len(self.content) < self.size
 
 
+def fit_previews(previews: Iterable[StoredPreview], budget: int) -> list[StoredPreview]:
+    """`previews` (one per op and side, the first of a repeated one kept) cut to `budget`
+    bytes in all, in order: the last one kept may be cut, the ones after it dropped."""
+    out: list[StoredPreview] = []
+    seen: set[tuple[int, str]] = set()
+    left = budget
+    for p in previews:
+        if left <= 0:
+            break
+        if (p.op_index, p.side) in seen:
+            continue
+        seen.add((p.op_index, p.side))
+        kept = p if len(p.content) <= left else replace(p, content=p.content[:left])
+        out.append(kept)
+        left -= len(kept.content)
+    return out
+
+
+def insert_previews(db: RawDB, pid: int, previews: Sequence[StoredPreview], budget: int) -> None:
+    """Write `previews` of the new proposal `pid`, cut to `budget` (`fit_previews`), in
+    the caller's transaction."""
+    rows = [
+        (pid, p.op_index, p.side, p.size, p.binding, p.content, dt_text(p.captured_at))
+        for p in fit_previews(previews, budget)
+    ]
+    if rows:
+        db.executemany(_INSERT_SQL, rows)
+
+
 class Previews(StoreBase):
-    """Storing and reading content previews (mixed into `Store`)."""
+    """Reading content previews and dropping old ones (mixed into `Store`)."""
 
-    _previews_pruned = 0.0
-
-    def save_previews(
-        self, pid: int, previews: Sequence[StoredPreview], *, now: datetime | None = None
-    ) -> int:
-        """Store `previews` of proposal `pid` (a side already stored is kept as it is),
-        cut to what is left of the proposal's `preview_proposal_bytes`; returns the bytes
-        stored. Also drops previews past `RETENTION` (at most once an hour).
-
-        Raises:
-            StoreError.
-        """
-        now = now_or_utcnow(now)
-        budget = self.settings.preview_proposal_bytes
-        prune = time.monotonic() - self._previews_pruned > _PRUNE_EVERY
-
-        def tx(conn: Connection, heads: Heads) -> int:
-            if prune:
-                _prune(conn, now - RETENTION)
-            rows = conn.execute(
-                select(V.op_index, V.side, func.length(V.content)).where(V.proposal_id == pid)
-            ).all()
-            have = {(r[0], r[1]) for r in rows}
-            left = budget - sum(int(r[2] or 0) for r in rows)
-            stored = 0
-            for p in previews:
-                if (p.op_index, p.side) in have or left <= 0:
-                    continue
-                content = p.content[:left]
-                conn.execute(
-                    insert(PROPOSAL_PREVIEW).values(
-                        proposal_id=pid, op_index=p.op_index, side=p.side, size=p.size,
-                        binding=p.binding, content=content, captured_at=p.captured_at,
-                    )
-                )  # fmt: skip
-                have.add((p.op_index, p.side))
-                left -= len(content)
-                stored += len(content)
-            return stored
-
-        stored = self._write(f"storing the previews of proposal {pid}", tx)
-        if prune:
-            self._previews_pruned = time.monotonic()
-        return stored
+    _previews_pruned = -_PRUNE_EVERY
 
     def previews_of(self, pid: int, op_index: int) -> dict[str, StoredPreview]:
         """The stored previews of op `op_index` of proposal `pid`, by side (maybe none)."""
@@ -127,12 +118,25 @@ class Previews(StoreBase):
         q = select(func.coalesce(func.sum(func.length(V.content)), 0)).where(V.proposal_id == pid)
         return int(self._read("measuring previews", lambda c: c.execute(q).scalar_one()))
 
+    def prune_previews(self, now: datetime | None = None) -> int:
+        """Drop the previews of proposals resolved more than `RETENTION` before `now`;
+        looks at most once an hour per store (a read, then a write only when some are
+        due). Returns the proposals whose previews were dropped."""
+        if time.monotonic() - self._previews_pruned < _PRUNE_EVERY:
+            return 0
+        self._previews_pruned = time.monotonic()
+        cutoff = now_or_utcnow(now) - RETENTION
+        due = (
+            select(PROPOSAL.c.id)
+            .where(exists().where(V.proposal_id == PROPOSAL.c.id))
+            .where(PROPOSAL.c.resolved_at < cutoff)
+        )
+        if self._read("finding old previews", lambda c: c.execute(due.limit(1)).first()) is None:
+            return 0
 
-def _prune(conn: Connection, cutoff: datetime) -> None:
-    """Drop the previews of proposals resolved before `cutoff`."""
-    old = (
-        select(PROPOSAL.c.id)
-        .where(PROPOSAL.c.id.in_(select(V.proposal_id).distinct()))
-        .where(PROPOSAL.c.resolved_at < cutoff)
-    )
-    conn.execute(delete(PROPOSAL_PREVIEW).where(V.proposal_id.in_(old)))
+        def tx(conn: Connection, heads: Heads) -> int:
+            ids = [r[0] for r in conn.execute(due).all()]
+            conn.execute(delete(PROPOSAL_PREVIEW).where(V.proposal_id.in_(ids)))
+            return len(ids)
+
+        return self._write("dropping old previews", tx)

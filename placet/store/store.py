@@ -387,9 +387,14 @@ class Store(Decisions, Passkeys, Previews):
         return self._write("recovering interrupted proposals", tx)
 
     def sweep(self, now: datetime | None = None) -> SweepResult:
-        """`expire_due` then `recover_interrupted`, at one `now`."""
+        """`expire_due` then `recover_interrupted`, at one `now`; then old content previews
+        are dropped (`prune_previews`, at most once an hour)."""
         now = now_or_utcnow(now)
-        return SweepResult(expired=self.expire_due(now), interrupted=self.recover_interrupted(now))
+        result = SweepResult(
+            expired=self.expire_due(now), interrupted=self.recover_interrupted(now)
+        )
+        self.prune_previews(now)
+        return result
 
 
 def _holder_dict(value: str | None) -> dict[str, Any] | None:
