@@ -1,19 +1,14 @@
 """An op's content preview as the shells get it: each file's bytes and how they are bound
 to the evidence, and the one rendering of both (`render_op`).
 
-An op writes one file (`new`: the bytes it writes) and may replace one (`current`: the
-target's bytes now). Each side says how its bytes are tied to the digest the evidence
-recorded, because that digest is what the owner approves and the executor re-checks:
-
-* ``same_read``: kept by the read that computed the digest, when proposed;
-* ``digest``: the whole file was read and its digest matches the evidence's;
-* ``unchecked``: only the first bytes of a larger file were read, so no digest could
-  be checked (a local file's size and mtime did match the evidence);
-* ``changed``: the file is not what was proposed (its digest, size, mtime or first
-  bytes differ, or it is gone): no content at all is shown, only that it changed,
-  since the executor refuses such an op as `stale` and these bytes would never land;
-* ``unavailable`` (it could not be read: why is said) and ``off`` (previews are
-  turned off, `Settings.preview_op_bytes` = 0).
+An op writes one file (`new`) and may replace one (`current`: the target's bytes now).
+Each side says how its bytes are tied to the digest the evidence recorded, which is
+what the owner approves and the executor re-checks: ``same_read`` (kept by the read
+that computed the digest, when proposed), ``digest`` (the whole file read, its digest
+matches), ``unchecked`` (only the first bytes of a larger file read, so no digest could
+be checked), ``changed`` (its digest, size, mtime or first bytes differ, or it is gone:
+no content is shown, since the executor refuses such an op as `stale` and these bytes
+would never land), ``unavailable`` (why is said) and ``off`` (`preview_op_bytes` 0).
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """Reading one file of an op for its preview, bounded, and checking it against the evidence.
 
-A preview is worth showing only if it is of the bytes the evidence's digest names: those
-are what the owner approves and what the executor re-checks. So every read here ends in
-a `Side` that says how the bytes are bound (`placet.preview.model`):
-
-* a local file is opened the way the executor opens it (`placet.local.walk`: from the
-  root's descriptor, no link followed), its size and mtime compared with the evidence,
-  then at most `cap` bytes read; a file that fits is hashed and compared with the
-  evidence's SHA-256, a larger one is compared with the bytes captured when proposed
-  (when there are some) and is otherwise ``unchecked``;
-* a remote file is looked up (`Drive.stat`: gone, or another size or mtime, is a
-  change), then its first bytes read through rclone (`Drive.read_head`, ``rclone cat
-  --count``); a file that fits is hashed with the evidence's digest type and compared.
-
-Nothing here raises for a file that cannot be read: the side says why instead, since a
-preview is never a reason to refuse or to fail.
+A preview is worth showing only if it is of the bytes the evidence's digest names (what
+the owner approves and the executor re-checks), so every read ends in a `Side` saying how
+its bytes are bound (`placet.preview.model`). A local file is opened as the executor
+opens it (`placet.local.walk`: from the root's descriptor, no link followed), its size
+and mtime compared with the evidence, then at most `cap` bytes read: a file that fits
+is hashed and compared with the evidence's SHA-256, a larger one compared with the bytes
+captured when proposed, else ``unchecked``. A remote file is looked up (`Drive.stat`:
+gone, or another size or mtime, is a change), then its first bytes read through rclone
+(`Drive.read_head`, ``rclone cat --count``) and, when it fits, hashed and compared.
+Nothing here raises for a file that cannot be read: the side says why, since a preview
+is never a reason to refuse or to fail.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """`placet web`: what the bytes of a proposal's ops say, per op, and image thumbnails.
 
-* A single upload's or download's content is shown on the proposal's page itself
-  (`inline`): opened without the drive (`placet.preview.opening.open_preview` with no
-  drive: the local file re-read and checked, the drive's file as captured when
-  proposed), so the page never waits on the remote.
-* Every op that writes a file gets a content page, ``/p/{pid}/op/{index}`` (a sync's ops
-  are paged on the proposal's page, each with a link to its own), opened with the drive:
-  each side checked against the evidence now.
-* ``/p/{pid}/op/{index}/image`` serves the new content's stored or read bytes as a
-  thumbnail only when their magic number says PNG, JPEG, GIF or WebP, with that content
-  type (never the name's, never SVG or HTML), under the page's headers: `nosniff` and
-  the CSP's ``img-src 'self'``. A "PNG" that is really HTML is refused here and shown
-  as text on the page.
-
-Every line of a preview is inert already (`placet.preview.render`) and is escaped once
+A single upload's or download's content is on the proposal's page (`inline`), opened
+without the drive (the local file re-read and checked, the drive's as captured when
+proposed), so the page never waits on the remote. Every file op has a content page,
+``/p/{pid}/op/{index}`` (a sync's paged ops each link to theirs), opened with the drive:
+each side checked against the evidence now. ``/p/{pid}/op/{index}/image`` serves the new
+bytes as a thumbnail only when their magic number says PNG, JPEG, GIF or WebP, with that
+content type (never the name's, never SVG or HTML), under the page's `nosniff` and CSP
+(``img-src 'self'``): a "PNG" that is really HTML is refused there and shown as text.
+Every line of a preview is inert already (`placet.preview.render`) and escaped once
 more for HTML (`said`): bytes of a file never become markup.
 """
 

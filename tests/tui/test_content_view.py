@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from placet.store import ProposalRecord
+from placet.sync.propose import propose_sync
+from placet.sync.service import SyncService
 from placet.tui import make_app
 from placet.tui.content_view import ContentScreen
+from tests.support.clocks import ScanClock
 from tests.support.review import Clock, screen_text, settle, until
 from tests.support.rig import Rig
 
@@ -46,7 +49,7 @@ def test_a_replacement_s_diff(snap_compare: Any, rig: Rig, size: tuple[int, int]
 
 
 @pytest.mark.asyncio
-async def test_the_view_says_changed_and_steps_through_a_sync_s_file_ops(rig: Rig) -> None:
+async def test_a_file_edited_after_proposing_is_shown_as_changed(rig: Rig) -> None:
     rec = _replacement(rig)
     rig.write("report.md", b"edited after proposing\n")
     app = make_app(rig.settings, rig.store, clock=Clock())
@@ -58,3 +61,23 @@ async def test_the_view_says_changed_and_steps_through_a_sync_s_file_ops(rig: Ri
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, ContentScreen)
+
+
+@pytest.mark.asyncio
+async def test_n_and_p_step_through_a_sync_s_file_ops(rig: Rig) -> None:
+    rig.write("a.txt", b"alpha\n")
+    rig.write("b.txt", b"bravo\n")
+    clock = ScanClock()
+    clock.settle()
+    svc = SyncService(rig.store, rig.settings, clock_ns=clock)
+    plan = svc.make_plan(rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False,
+                         allow_empty_side=False)  # fmt: skip
+    propose_sync(svc, rig.ctx, plan_id=plan.id, decisions={}, reason="sync")
+    app = make_app(rig.settings, rig.store, clock=Clock())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open(pilot)
+        assert "alpha" in screen_text(app)
+        await pilot.press("n")
+        assert await until(pilot, lambda: "bravo" in screen_text(app))
+        await pilot.press("p")
+        assert await until(pilot, lambda: "alpha" in screen_text(app))
