@@ -24,6 +24,7 @@ from typing import Any
 from placet import decisions
 from placet.cli.accept_effect import reason_lines
 from placet.cli.confirming import code_typed, no_terminal, terminal, yes_allowed
+from placet.cli.show_diff import diff_lines
 from placet.cli.show_ops import SHOWN, json_chunks, op_lines, scan, summary_lines
 from placet.config import Settings, load_settings
 from placet.decisions import Shown
@@ -70,6 +71,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"every op, risk flag and op result (without it: the first {SHOWN} and counts)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object, every op included")
+    p.add_argument(
+        "--diff",
+        action="store_true",
+        help="what the bytes say: each file op's content or diff, checked against its evidence",
+    )
+    p.add_argument("--op", type=int, metavar="N", help="with --diff: only op N (its index)")
     p.set_defaults(func=cmd_show)
 
     p = subparsers.add_parser(
@@ -139,8 +146,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    if args.op is not None and not args.diff:
+        raise UsageError("--op N goes with --diff: placet show ID --diff --op N")
+    if args.diff and args.json:
+        raise UsageError("--diff and --json do not go together; choose one")
     with _open() as store:
         p = store.get(args.id)
+        if args.diff:
+            return _emit(diff_lines(store, store.settings, p, args.op))
         results = store.op_results(p.id)
         events = store.audit_events(proposal_id=p.id)
         if args.json:

@@ -44,6 +44,7 @@ from placet.store.base import (
 )
 from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
 from placet.store.models import PROPOSAL
+from placet.store.previews import StoredPreview, insert_previews
 from placet.store.records import EventFacts, LeaseHolder, ProposalRecord
 
 # Creation is the hot path (docs/design.md section 8 asks >= 1,000/s from 4 processes): when no
@@ -262,8 +263,13 @@ class Decisions(StoreBase):
         label: str | None = None,
         ttl_seconds: int,
         now: datetime | None = None,
+        previews: Sequence[StoredPreview] = (),
     ) -> tuple[ProposalRecord, bool]:
         """Persist a pending proposal; returns (record, created).
+
+        `previews`: content previews of its ops (`placet.preview`), stored in the same
+        transaction, cut to `preview_proposal_bytes` (`placet.store.previews`); none
+        is stored when an identical proposal was pending.
 
         Idempotent: while a proposal with the same kind, request hash
         (`placet.schema.request_hash`) and `drive_spec` is pending and unexpired, that
@@ -336,6 +342,8 @@ class Decisions(StoreBase):
             )
             if op_rows:  # one statement for every op, in the proposal's transaction
                 db.executemany(_OP_INSERT_SQL, ((new_id, i, t) for i, t in op_rows))
+            if previews:
+                insert_previews(db, new_id, previews, self.settings.preview_proposal_bytes)
             heads.append(
                 append_event(
                     db, EventFacts(new_id, rh, actor, None, lc.PENDING, now), detail=event_detail
@@ -387,7 +395,7 @@ class Decisions(StoreBase):
 
         what = f"creating a {kind} proposal"
         try:
-            if self.postgres and not op_rows:
+            if self.postgres and not op_rows and not previews:
                 return one_statement() or self._write(what, general)
             return self._write_raw(what, fast) or self._write(what, general)
         except StoreError as e:

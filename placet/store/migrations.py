@@ -519,6 +519,22 @@ _SPENT_SIGNATURES = (
 )""",
 )
 
+# Content previews (`placet.preview`): the first bytes of the files a proposal's ops write
+# or replace, captured when it was made; the table is `placet.store.models.PROPOSAL_PREVIEW`.
+_PROPOSAL_PREVIEWS = (
+    """CREATE TABLE proposal_preview (
+    proposal_id INTEGER NOT NULL,
+    op_index INTEGER NOT NULL,
+    side TEXT NOT NULL,
+    size INTEGER,
+    binding TEXT NOT NULL,
+    content BLOB NOT NULL,
+    captured_at DATETIME NOT NULL,
+    PRIMARY KEY (proposal_id, op_index, side),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -533,6 +549,7 @@ MIGRATIONS: list[Migration] = [
     Migration("web_passkey_counter_alarms", _WEB_PASSKEY_ALARM),
     Migration("notify_delivery_uid", _NOTIFY_DELIVERY_UID),
     Migration("spent_signatures", _SPENT_SIGNATURES),
+    Migration("proposal_previews", _PROPOSAL_PREVIEWS),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

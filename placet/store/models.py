@@ -24,6 +24,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -132,6 +133,21 @@ PROPOSAL_OP = declare(
 docs/decisions/0023-ops-by-reference.md): `op` is its canonical JSON, `op_index` its
 `index`. Written once, with the proposal row, and never changed; the request's
 `ops_digest` binds them all."""
+
+PROPOSAL_PREVIEW = declare(
+    "proposal_preview",
+    proposal_ref(primary_key=True),
+    keys(Integer, "op_index"),
+    keys(Text, "side"),
+    columns(Integer, "size", null=True),
+    columns(Text, "binding"),
+    columns(LargeBinary, "content"),
+    columns(UTCDateTime, "captured_at"),
+)
+"""The first bytes of a file one op writes (`side` ``new``) or replaces (``current``),
+captured when the proposal was made (migration `proposal_previews`, `placet.preview`):
+`size` is the whole file's, `binding` how the bytes were tied to the evidence's digest
+(``same_read``, ``digest``, ``unchecked``). Written once, after the proposal row."""
 
 AUDIT_EVENT = declare(
     "audit_event",

@@ -29,6 +29,7 @@ from placet.store.decisions import Decisions
 from placet.store.host import host_label, runs_elsewhere
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL, SPENT_SIGNATURE
 from placet.store.passkeys import Passkeys
+from placet.store.previews import Previews
 from placet.store.records import (
     LeaseHolder,
     ProposalRecord,
@@ -38,7 +39,7 @@ from placet.store.records import (
 from placet.store.signatures import signature_id
 
 
-class Store(Decisions, Passkeys):
+class Store(Decisions, Passkeys, Previews):
     """Proposals, op results and the audit chain in one SQLite database.
 
     Build with `placet.store.open_store(settings)`. Safe to share between threads; each
@@ -418,9 +419,14 @@ class Store(Decisions, Passkeys):
         return self._write("recovering interrupted proposals", tx)
 
     def sweep(self, now: datetime | None = None) -> SweepResult:
-        """`expire_due` then `recover_interrupted`, at one `now`."""
+        """`expire_due` then `recover_interrupted`, at one `now`; then old content previews
+        are dropped (`prune_previews`, at most once an hour)."""
         now = now_or_utcnow(now)
-        return SweepResult(expired=self.expire_due(now), interrupted=self.recover_interrupted(now))
+        result = SweepResult(
+            expired=self.expire_due(now), interrupted=self.recover_interrupted(now)
+        )
+        self.prune_previews(now)
+        return result
 
 
 def _holder_dict(value: str | None) -> dict[str, Any] | None:

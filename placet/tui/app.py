@@ -21,6 +21,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
@@ -60,6 +61,7 @@ class ReviewApp(DecidingApp):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "request_quit", "Quit"),
         Binding("question_mark", "help", "Help"),
+        Binding("c", "view_content", "Content"),
         Binding("1", "show_tab('queue')", "Queue", show=False),
         Binding("2", "show_tab('history')", "History", show=False),
         Binding("3", "show_tab('audit')", "Audit", show=False),
@@ -145,7 +147,7 @@ class ReviewApp(DecidingApp):
             panes = self.query(HistoryPane)
             record = panes.first().selected() if panes else None
             return record is not None and record.status in RETRY_STATUSES
-        return not (modal and action in ("request_quit", "help", "show_tab"))
+        return not (modal and action in ("request_quit", "help", "show_tab", "view_content"))
 
     # -- loading --------------------------------------------------------------------------
 
@@ -389,6 +391,29 @@ class ReviewApp(DecidingApp):
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_view_content(self) -> None:
+        """Open the content view (`placet.tui.content_view`) of the selected proposal: the
+        op under its op table's cursor, or its first op that writes a file."""
+        from placet.tui.content_view import ContentScreen
+        from placet.tui.detail import DetailPane
+
+        if self.query_one(TabbedContent).active == "history":
+            from placet.tui.history import HistoryPane
+
+            panes = self.query(HistoryPane)
+            record = panes.first().selected() if panes else None
+            pane: Widget = panes.first() if panes else self.queue_pane
+        else:
+            record, pane = self.queue_table.selected(), self.queue_pane
+        if record is None:
+            self.notify("select a proposal first", title="Content", markup=False)
+            return
+        table = (detail := pane.query_one(DetailPane)).ops_table
+        index = None
+        if detail.has_class("-ops") and table.row_count:
+            index = int(str(table.get_row_at(table.cursor_row)[0]))
+        self.push_screen(ContentScreen(self.store, self.settings, record, index))
 
     async def action_show_tab(self, tab: str) -> None:
         if tab != "queue":

@@ -54,6 +54,7 @@ from placet.store.passkeys import PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
 from placet.web.changes import QueueChanges
+from placet.web.previews import ContentPages
 from placet.web.session import session_token
 
 __all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
@@ -330,6 +331,7 @@ def create_app(
     ceremonies = Ceremonies(store, settings, config.name, config.origin, clock)
     runs = runs if runs is not None else Runs(store, settings)
     changes = QueueChanges(store)
+    contents = ContentPages(store, settings)
 
     def session_of(request: Request) -> tuple[str, PasskeyRecord] | None:
         token = session_token(request)
@@ -412,6 +414,7 @@ def create_app(
             running=runs.running(record.id),
             run_error=runs.errors.get(record.id),
             waiting=waiting_note(record.status, record.host, record.host_id, store.host_id),
+            content=contents.inline(record, ops),
         )
 
     def proposal(request: Request) -> Response:
@@ -658,6 +661,7 @@ def create_app(
         Route("/pair/{token}/options", pair_options, methods=["POST"]),
         Route("/pair/{token}", pair, methods=["POST"]),
         Route("/static/{name}", static),
+        *contents.routes(page_route, lambda request: session_of(request) is not None),
     ]
 
     @contextlib.asynccontextmanager
@@ -667,6 +671,7 @@ def create_app(
             yield
         finally:
             await run_in_threadpool(changes.close)
+            await run_in_threadpool(contents.close)
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(Guard, config=config)

@@ -152,6 +152,7 @@ def _op_html(record: ProposalRecord, op: Op, root_path: str, *, tickable: bool) 
         digest = f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "none"
         lines.append(f"remote digest <code>{text(digest)}</code>")
     lines += [f"{label}: {text(fact)}" for label, fact in proposed_state(op)]
+    lines.append(f'<a class="content-link" href="/p/{record.id}/op/{op.index}">content</a>')
     return head + "<br>".join(lines) + "</div>"
 
 
@@ -195,6 +196,8 @@ class ProposalView:
     """Why the execution started from this page stopped before it ran, if it did."""
     waiting: str | None = None
     """``waiting for host X`` when another host runs this approved proposal."""
+    content: str = ""
+    """A single upload's or download's content section (`placet.web.previews`)."""
 
 
 def proposal_page(v: ProposalView, notice: str = "") -> Html:
@@ -298,6 +301,7 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
         + facts
         + refusal
         + f"<section><h2>What accepting does</h2>{pager}{ops_html}{pager}</section>"
+        + v.content
         + _flags_html(v.flags)
         + reason
         + hash_html
