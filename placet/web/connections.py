@@ -1,21 +1,25 @@
 """The connections `placet web` keeps: a deadline to receive a whole request, and a cap.
 
-uvicorn's h11 protocol arms no timer before a request has arrived, so a few hundred
-half-open connections would exhaust the process's descriptors. `guarded_h11` adds two
-rules: a request (head and body) must arrive whole within `REQUEST_SECONDS` of the
-connection's opening or of the previous response, else it is answered 408 and closed;
-at most `connection_cap()` connections are open (half the descriptor limit), and one
-more closes the one that has waited longest without a whole request (a real request
-arrives at once, so it is never that one). `calm_accept_errors` logs asyncio's failed
-`accept` retries once a minute instead of thousands of times a second.
+uvicorn's h11 protocol arms no timer before a request has arrived, nor while a peer
+takes none of its answer, so a few hundred stalled connections would exhaust the
+process's descriptors. `guarded_h11` adds: a request (head and body) must arrive whole
+within `REQUEST_SECONDS` of the connection's opening or of the previous response (else
+408 and closed), and a peer whose unread answer fills the buffers must take some of it
+within as long (else reset); at most `connection_cap()` connections are open (half the
+descriptor limit), and one more drops the one stalled longest in either way (a real
+client sends at once and reads its answer, so it is never that one).
+`calm_accept_errors` logs failed `accept` retries once a minute, not thousands a second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import resource
+import socket
+import struct
 from typing import Any
 
 import h11
@@ -32,7 +36,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 REQUEST_SECONDS = 10.0
-"""Longest a connection may take to send a whole request."""
+"""Longest a connection may take to send a whole request, or to take any of an answer
+once the buffers are full."""
 MAX_CONNECTIONS = 1000
 """Open connections at most, whatever the descriptor limit."""
 _WAITING = (h11.IDLE, h11.SEND_BODY)
@@ -88,6 +93,7 @@ def guarded_h11(
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._deadline: asyncio.TimerHandle | None = None
+            self._stall: asyncio.TimerHandle | None = None
             self._since = 0.0
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -108,10 +114,45 @@ def guarded_h11(
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            self._unstall()
             super().connection_lost(exc)
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self._stall is None:
+                self._since = self.loop.time()
+                self._stall = self.loop.call_later(request_seconds, self._stalled)
+
+        def resume_writing(self) -> None:
+            self._unstall()
+            super().resume_writing()
+
+        def _unstall(self) -> None:
+            if self._stall is not None:
+                self._stall.cancel()
+                self._stall = None
+
+        def _stalled(self) -> None:
+            self._stall = None
+            if self.flow.write_paused:
+                self._reset()
+
+        def _reset(self) -> None:
+            """Drop the connection at once: a reset, not a close, which would keep its
+            unsent answer (megabytes of kernel buffers) trying to reach a peer that
+            takes none of it."""
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.transport.abort()
 
         def _waiting(self) -> bool:
             return self.conn.their_state in _WAITING and not self.transport.is_closing()
+
+        def _droppable(self) -> bool:
+            """Waiting for a whole request, or stalled on an answer it does not read."""
+            return self._waiting() or (self._stall is not None and not self.transport.is_closing())
 
         def _track(self) -> None:
             if not self._waiting():
@@ -145,10 +186,10 @@ def guarded_h11(
             open_ = [c for c in self.connections if not c.transport.is_closing()]
             if len(open_) <= limit:
                 return
-            waiting = [
-                c for c in open_ if c is not self and isinstance(c, GuardedH11) and c._waiting()
+            stalled = [
+                c for c in open_ if c is not self and isinstance(c, GuardedH11) and c._droppable()
             ]
-            victim = min(waiting, key=lambda c: c._since) if waiting else self
-            victim.transport.close()
+            victim = min(stalled, key=lambda c: c._since) if stalled else self
+            victim._reset()
 
     return GuardedH11

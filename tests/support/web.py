@@ -95,14 +95,18 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve(store: Store, settings: Settings, clock: Clock | None = None) -> Iterator[Served]:
+def serve(
+    store: Store, settings: Settings, clock: Clock | None = None, *, cap: int | None = None
+) -> Iterator[Served]:
+    """`placet web` in a thread of the test; `cap` its connection cap (default: as the
+    process's descriptor limit gives, `placet.web.connections.connection_cap`)."""
     clock = clock or Clock()
     config = WebConfig(port=free_port())
     runs = Runs(store, settings)
     app = create_app(store, settings, config, clock=clock, runs=runs)
     server = uvicorn.Server(
         uvicorn.Config(
-            app, host="127.0.0.1", port=config.port, log_level="warning", http=guarded_h11()
+            app, host="127.0.0.1", port=config.port, log_level="warning", http=guarded_h11(cap=cap)
         )
     )
     thread = threading.Thread(target=server.run, daemon=True)

@@ -1,8 +1,9 @@
-"""Incomplete requests do not stop `placet web` (`placet.web.connections`): a real
+"""Stalled connections do not stop `placet web` (`placet.web.connections`): a real
 `placet web` limited to 256 file descriptors, given 400 connections that send nothing or
 half a request head, still answers a real request, closes the connections that wait
 longest once it is full, and answers every incomplete request 408 (or closes it) after
-the request deadline. A kept-alive connection's next request gets the same deadline."""
+the request deadline. A kept-alive connection's next request gets the same deadline, and
+a peer that asks for answers and never reads them is reset after it."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from placet.store import Store
 from placet.web.connections import REQUEST_SECONDS, connection_cap
 from tests.support.notify import wait_until
 from tests.support.rig import PLACET
-from tests.support.web import Served, free_port
+from tests.support.web import Served, free_port, serve
 
 DESCRIPTORS = 256
 HALF_OPEN = 400
@@ -163,3 +165,48 @@ def test_a_half_sent_request_is_answered_408_after_the_deadline(served: Served) 
     finally:
         half.close()
         kept.close()
+
+
+CAP = 8
+PIPELINED = 1000
+"""Asks for 10 MB of answers per connection: more than the kernel buffers of a loopback
+connection take (4 MB at most by default), so the server's writes stall."""
+
+
+_ESTABLISHED = 1
+"""Linux's TCP state number for an open connection (`tcp_info.tcpi_state`)."""
+
+
+def _gone(sock: socket.socket) -> bool:
+    """True once the server closed `sock` (reset, or ended its side), told by the
+    connection's TCP state: nothing the server sent is taken."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != _ESTABLISHED
+
+
+@pytest.mark.timeout(180)
+def test_peers_that_never_read_their_answers_do_not_stop_the_page(quiet_store: Store) -> None:
+    """A connection over the cap beside peers that ask 1,000 answers at once and never
+    read one: their requests are whole, so only a deadline on taking an answer, and the
+    cap dropping such a peer first, keep the page for a real request (in-process, the
+    cap at 8, one more stalled peer than it)."""
+    with serve(quiet_store, quiet_store.settings, cap=CAP) as served:
+        port = served.config.port
+        ask = f"GET /static/placet.js HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n".encode()
+        socks: list[socket.socket] = []
+        try:
+            for _ in range(CAP + 1):
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.settimeout(10)
+                s.connect(("127.0.0.1", port))
+                s.sendall(ask * PIPELINED)
+                socks.append(s)
+            started = time.monotonic()
+            assert wait_until(lambda: all(_gone(s) for s in socks), REQUEST_SECONDS * 6 + 30), (
+                "a peer that reads nothing outlived the deadline"
+            )
+            print(f"{CAP + 1} peers that read nothing closed in {time.monotonic() - started:.1f} s")
+            assert _answer(port, timeout=10) == 401  # and a real request is answered
+        finally:
+            for s in socks:
+                s.close()
