@@ -29,7 +29,7 @@ from placet.schema import is_by_reference, request_hash
 from placet.store import ProposalRecord, Store
 from placet.store.host import runs_elsewhere
 from placet.store.lifecycle import APPROVED, owner_skips
-from placet.store.signatures import check_signed_approval
+from placet.store.signatures import check_signed_approval, check_signed_set, set_entry
 from placet.text import quote
 
 
@@ -208,12 +208,11 @@ def _check_signature(
             details={"proposal_id": pid, "passkey_id": key.id},
         )
     else:
-        problem = check_signed_approval(
-            assertion, key.public_key, proposal_id=pid, request_hash=record.request_hash,
-            skip_ops=skip,
-        )  # fmt: skip
+        problem = _signature_problem(assertion, key.public_key, record, detail, skip)
         why = "" if problem is None else f"has a passkey signature that fails: {problem}"
-        if not why and not spend_signature(settings.config_file, str(assertion["nonce"])):
+        # a set's assertion approves each of its proposals once: spent per proposal
+        spent = str(assertion["nonce"]) + (f" #{pid}" if "set" in detail else "")
+        if not why and not spend_signature(settings.config_file, spent):
             why = (
                 "carries a passkey signature that already approved a run (recorded as "
                 "spent beside config.toml): one signature approves once"
@@ -225,6 +224,35 @@ def _check_signature(
             code="signature_required" if not isinstance(assertion, dict) else "signature_invalid",
             details={"proposal_id": pid},
         )
+
+
+def _signature_problem(
+    assertion: dict[str, Any],
+    public_key: bytes,
+    record: ProposalRecord,
+    detail: dict[str, Any],
+    skip: frozenset[int],
+) -> str | None:
+    """Why the approval's signature does not approve `record` as it is, or None: over
+    this proposal, request hash and selection; or, approved with others by one
+    assertion, over their set, which holds this proposal with this request hash,
+    selection, host and drive (`placet.store.signatures.check_signed_set`)."""
+    if "set" not in detail:
+        return check_signed_approval(
+            assertion, public_key, proposal_id=record.id, request_hash=record.request_hash,
+            skip_ops=skip,
+        )  # fmt: skip
+    why = check_signed_set(assertion, public_key, detail["set"])
+    entry = set_entry(detail["set"], record.id)
+    if why is None and (
+        entry is None
+        or entry.get("request_hash") != record.request_hash
+        or set(entry.get("skip_ops") or []) != skip
+        or entry.get("host_id") != record.host_id
+        or entry.get("drive_spec") != record.drive_spec
+    ):
+        why = "the set it signed does not hold this proposal as it is (moved or changed)"
+    return why
 
 
 def _check_own_paths(settings: Settings, record: ProposalRecord, plan: Plan) -> None:

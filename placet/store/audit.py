@@ -29,7 +29,7 @@ from placet.store import lifecycle as lc
 from placet.store.db import RawDB, dt_text, qmark, raw
 from placet.store.models import AUDIT_EVENT, PROPOSAL
 from placet.store.records import AuditVerification, EventFacts
-from placet.store.signatures import check_signed_approval
+from placet.store.signatures import check_signed_approval, check_signed_set, set_entry
 
 log = logging.getLogger(__name__)
 
@@ -319,15 +319,21 @@ def _signatures_problem(
     """(event id, why) for the first approval whose stored passkey assertion does not
     verify against the stored public key of its credential (revoked keys included), over
     the challenge of that event's proposal, request hash and `skip_ops`
-    (`placet.store.signatures`), that repeats the nonce of an earlier signed approval
-    (an assertion copied into a second approval), or whose passkey the owner never pinned
-    with that key (`pins`); None when every one verifies."""
+    (`placet.store.signatures`; an approval of a set: over the set's challenge, which
+    holds this proposal as approved), that repeats the nonce of an earlier signed
+    approval (an assertion copied into a second approval; a set's assertion approves each
+    of its proposals once), or whose passkey the owner never pinned with that key
+    (`pins`); None when every one verifies."""
     nonces: dict[str, int] = {}
     for eid, pid, rh, detail in signed:
         assertion = detail.get("passkey")
         if not isinstance(assertion, dict):
             return eid, f"event {eid} (approval of proposal {pid}) has a malformed passkey entry"
-        first = nonces.setdefault(str(assertion.get("nonce")), eid)
+        together = detail.get("set")
+        # One assertion approves each proposal of its set once: the nonce names the
+        # signature, and with the proposal id one approval of a set.
+        name = str(assertion.get("nonce")) + (f" #{pid}" if together is not None else "")
+        first = nonces.setdefault(name, eid)
         if first != eid:
             return eid, (
                 f"event {eid} (approval of proposal {pid}) repeats the passkey signature of "
@@ -348,13 +354,20 @@ def _signatures_problem(
                 f"event {eid} (approval of proposal {pid}) was signed by a passkey that {unpinned}"
             )
         skip = detail.get("skip_ops") or []
-        why = check_signed_approval(
-            assertion,
-            bytes(row[0]),
-            proposal_id=pid,
-            request_hash=rh,
-            skip_ops=skip if isinstance(skip, list) else [],
-        )
+        skip = skip if isinstance(skip, list) else []
+        if together is not None:
+            why = check_signed_set(assertion, bytes(row[0]), together)
+            entry = set_entry(together, pid)
+            if why is None and (
+                entry is None
+                or entry.get("request_hash") != rh
+                or sorted(entry.get("skip_ops") or []) != sorted(skip)
+            ):
+                why = "the set its passkey signed does not hold this proposal as approved"
+        else:
+            why = check_signed_approval(
+                assertion, bytes(row[0]), proposal_id=pid, request_hash=rh, skip_ops=skip
+            )
         if why is not None:
             return eid, f"event {eid} (approval of proposal {pid}): {why}"
     return None
