@@ -7,10 +7,7 @@ re-proposed under the same request hash, approves nothing."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from placet.store import ProposalRecord
 from tests.support.rig import Rig
@@ -28,13 +25,6 @@ SEND_SET = """async (body) => {
     headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
   return {status: r.status, text: await r.text()};
 }"""
-
-
-@pytest.fixture
-def served_rig(rig: Rig) -> Iterator[Served]:
-    with serve(rig.store, rig.settings) as s:
-        yield s
-    rig.store.close()
 
 
 def _uploads(rig: Rig, names: str) -> list[ProposalRecord]:
