@@ -22,7 +22,7 @@ from datetime import datetime
 
 from placet.config import Settings, approvals_mode
 from placet.decisions.model import Shown
-from placet.errors import Expired, PlacetError, WrongState
+from placet.errors import Expired, PlacetError, PolicyRefused, WrongState
 from placet.executor import Plan, check_binding, load_plan
 from placet.proposals.selection import check_selection
 from placet.proposals.vetting import refuse_own_paths
@@ -30,7 +30,7 @@ from placet.store import ProposalRecord, Store
 from placet.store.decisions import changed_since_shown, signature_required
 from placet.store.host import runs_elsewhere
 from placet.store.lifecycle import ACCEPTABLE, EXECUTING, PENDING
-from placet.text import inert
+from placet.text import inert, quote
 
 __all__ = ["Checked", "check", "state_refusal"]
 
@@ -113,6 +113,21 @@ def check(
         raise refusal
     if record.request_hash != shown.request_hash:
         raise changed_since_shown(record.id, record.request_hash, shown.request_hash)
+    moved = [
+        f"{what} {quote(str(now))} (shown {quote(str(then))})"
+        for what, now, then in (
+            ("host", record.host_id, shown.host_id),
+            ("drive", record.drive_spec, shown.drive_spec),
+        )
+        if then != "" and now != then
+    ]
+    if moved:
+        raise PolicyRefused(
+            f"refusing to accept proposal {record.id}: it moved since it was shown, to "
+            f"{' and '.join(moved)}; nothing was approved: review it again",
+            code="not_approved_as_shown",
+            details={"proposal_id": record.id},
+        )
     elsewhere = runs_elsewhere(record.host_id, store.host_id)
     check_binding(settings, record, elsewhere=elsewhere)
     plan = shown.plan

@@ -47,15 +47,9 @@ def _distinct(what: str, ids: Sequence[int]) -> None:
 
 def set_entries(shown: Sequence[Shown]) -> list[dict[str, Any]]:
     """What a decision on several proposals binds, in the order shown: each proposal's
-    id, request hash and unticked ops (the approval event's ``set``)."""
-    return [
-        {
-            "proposal_id": s.proposal_id,
-            "request_hash": s.request_hash,
-            "skip_ops": sorted(s.skip_ops),
-        }
-        for s in shown
-    ]
+    id, request hash, unticked ops, host and drive (`Shown.entry`; the approval event's
+    ``set``, which a passkey signs as a whole)."""
+    return [s.entry() for s in shown]
 
 
 def accept(

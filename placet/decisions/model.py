@@ -36,6 +36,9 @@ class Shown:
         plan: the ops as shown (`placet.executor.load_plan`), reused by the checks and
             the run instead of reading a big sync's ops again; ignored unless it was
             read for `request_hash`.
+        host_id, drive_spec: the host that runs it and the drive it writes, as shown
+            (a passkey signs them); one that moved since is refused
+            (``not_approved_as_shown``). Empty: not bound.
     """
 
     proposal_id: int
@@ -43,13 +46,34 @@ class Shown:
     status: str = "pending"
     skip_ops: frozenset[int] = frozenset()
     plan: Plan | None = field(default=None, compare=False, repr=False)
+    host_id: str | None = ""
+    drive_spec: str = ""
 
     @classmethod
     def of(
         cls, record: ProposalRecord, skip_ops: Collection[int] = (), plan: Plan | None = None
     ) -> Shown:
         """`record` as it is shown now, with the ops `skip_ops` unticked."""
-        return cls(record.id, record.request_hash, record.status, frozenset(skip_ops), plan)
+        return cls(
+            record.id,
+            record.request_hash,
+            record.status,
+            frozenset(skip_ops),
+            plan,
+            record.host_id,
+            record.drive_spec,
+        )
+
+    def entry(self) -> dict[str, Any]:
+        """What a decision on several proposals binds of this one (the approval event's
+        ``set``, and what a passkey signs: `placet.store.signatures.set_challenge`)."""
+        return {
+            "proposal_id": self.proposal_id,
+            "request_hash": self.request_hash,
+            "skip_ops": sorted(self.skip_ops),
+            "host_id": self.host_id,
+            "drive_spec": self.drive_spec,
+        }
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ from placet.store.signatures import (
     LEGACY_SIGNED,
     accept_fields,
     check_signed_approval,
+    check_signed_set,
+    set_entry,
     signature_id,
 )
 from placet.text import quote
@@ -219,7 +221,10 @@ def _check_signature(
             details={"proposal_id": pid, "passkey_id": key.id},
         )
     else:
-        why = _signature_problem(store, settings, record, events, skip, assertion, key.public_key)
+        detail = approvals[-1].detail
+        why = _signature_problem(
+            store, settings, record, events, skip, assertion, key.public_key, detail
+        )
     if why:
         raise PolicyRefused(
             f'refusing to execute proposal {pid}: approvals = "signed" and its approval '
@@ -232,24 +237,41 @@ def _check_signature(
 def _signature_problem(
     store: Store, settings: Settings, record: ProposalRecord, events: list[AuditRecord],
     skip: frozenset[int], assertion: dict[str, Any], public_key: bytes,
+    detail: dict[str, Any],
 ) -> str:  # fmt: skip
     """Why the verified-looking `assertion` does not approve this run ("" when it
-    does), spending it beside config.toml when it does (`_check_signature`)."""
-    fields = accept_fields(
-        proposal_id=record.id, request_hash=record.request_hash, skip_ops=skip,
-        host_id=record.host_id, drive_spec=record.drive_spec,
-    )  # fmt: skip
-    problem = check_signed_approval(assertion, public_key, fields)
-    if problem == LEGACY_SIGNED:
-        return f"carries a signature that does not approve a run now: {problem}"
+    does), spending it beside config.toml when it does (`_check_signature`). An
+    approval made with others by one assertion is checked over their set, which must
+    hold this proposal with its request hash, selection, host and drive
+    (`check_signed_set`); such an assertion approves each of its proposals once."""
+    nonce = str(assertion["nonce"])
+    in_set = "set" in detail
+    if in_set:
+        problem = check_signed_set(assertion, public_key, detail["set"])
+        entry = set_entry(detail["set"], record.id)
+        if problem is None and (
+            entry is None
+            or entry.get("request_hash") != record.request_hash
+            or set(entry.get("skip_ops") or []) != skip
+            or entry.get("host_id") != record.host_id
+            or entry.get("drive_spec") != record.drive_spec
+        ):
+            problem = "the set it signed does not hold this proposal as it is (moved or changed)"
+    else:
+        fields = accept_fields(
+            proposal_id=record.id, request_hash=record.request_hash, skip_ops=skip,
+            host_id=record.host_id, drive_spec=record.drive_spec,
+        )  # fmt: skip
+        problem = check_signed_approval(assertion, public_key, fields)
+        if problem == LEGACY_SIGNED:
+            return f"carries a signature that does not approve a run now: {problem}"
     if problem is not None:
         return (
             f"has a passkey signature that fails for this proposal on host "
             f"{host_label(record.host, record.host_id)} with drive {quote(record.drive_spec)} "
             f"(signed for another request, selection, host or drive): {problem}"
         )
-    nonce = str(assertion["nonce"])
-    spent = store.spent(signature_id(nonce))
+    spent = store.spent(signature_id(nonce, record.id if in_set else None))
     claims = [e for e in events if e.to_status == EXECUTING]
     if spent is None or not claims or spent.claim_hash != claims[-1].hash:
         if spent is None:
@@ -262,7 +284,7 @@ def _signature_problem(
             f"proposal {spent.proposal_id} on host id {(spent.host_id or 'unrecorded')[:8]}, "
             "recorded in the database): one signature approves once"
         )
-    if not spend_signature(settings.config_file, nonce):
+    if not spend_signature(settings.config_file, nonce + (f" #{record.id}" if in_set else "")):
         return (
             "carries a passkey signature that already approved a run (recorded as spent "
             "beside config.toml): one signature approves once"

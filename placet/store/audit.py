@@ -29,7 +29,13 @@ from placet.store import lifecycle as lc
 from placet.store.db import RawDB, dt_text, qmark, raw
 from placet.store.models import AUDIT_EVENT, PROPOSAL
 from placet.store.records import AuditVerification, EventFacts
-from placet.store.signatures import LEGACY_SIGNED, accept_fields, check_signed_approval
+from placet.store.signatures import (
+    LEGACY_SIGNED,
+    accept_fields,
+    check_signed_approval,
+    check_signed_set,
+    set_entry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -335,6 +341,9 @@ def _signatures_problem(
     proposal moved to another host or drive fails here), that repeats the nonce of an
     earlier signed approval (an assertion copied into a second approval), or whose
     passkey the owner never pinned with that key (`pins`); None when every one verifies.
+    An approval of a set is checked over the set's challenge, which must hold this
+    proposal as approved, on its host and drive as stored; its assertion approves each
+    of its proposals once.
     An approval signed by an older placet (no host, no drive bound) verifies, and its
     event id is added to `legacy`."""
     nonces: dict[str, int] = {}
@@ -342,7 +351,11 @@ def _signatures_problem(
         assertion = detail.get("passkey")
         if not isinstance(assertion, dict):
             return eid, f"event {eid} (approval of proposal {pid}) has a malformed passkey entry"
-        first = nonces.setdefault(str(assertion.get("nonce")), eid)
+        together = detail.get("set")
+        # One assertion approves each proposal of its set once: the nonce names the
+        # signature, and with the proposal id one approval of a set.
+        name = str(assertion.get("nonce")) + (f" #{pid}" if together is not None else "")
+        first = nonces.setdefault(name, eid)
         if first != eid:
             return eid, (
                 f"event {eid} (approval of proposal {pid}) repeats the passkey signature of "
@@ -363,15 +376,29 @@ def _signatures_problem(
                 f"event {eid} (approval of proposal {pid}) was signed by a passkey that {unpinned}"
             )
         skip = detail.get("skip_ops") or []
+        skip = skip if isinstance(skip, list) else []
         host_id, drive_spec = places.get(pid, (None, ""))
-        fields = accept_fields(
-            proposal_id=pid, request_hash=rh, skip_ops=skip if isinstance(skip, list) else [],
-            host_id=host_id, drive_spec=drive_spec,
-        )  # fmt: skip
-        why = check_signed_approval(assertion, bytes(row[0]), fields)
-        if why == LEGACY_SIGNED:
-            legacy.append(eid)
-        elif why is not None:
+        if together is not None:
+            why = check_signed_set(assertion, bytes(row[0]), together)
+            entry = set_entry(together, pid)
+            if why is None and (
+                entry is None
+                or entry.get("request_hash") != rh
+                or sorted(entry.get("skip_ops") or []) != sorted(skip)
+                or entry.get("host_id") != host_id
+                or entry.get("drive_spec") != drive_spec
+            ):
+                why = "the set its passkey signed does not hold this proposal as approved"
+        else:
+            fields = accept_fields(
+                proposal_id=pid, request_hash=rh, skip_ops=skip,
+                host_id=host_id, drive_spec=drive_spec,
+            )  # fmt: skip
+            why = check_signed_approval(assertion, bytes(row[0]), fields)
+            if why == LEGACY_SIGNED:
+                legacy.append(eid)
+                why = None
+        if why is not None:
             return eid, (
                 f"event {eid} (approval of proposal {pid}): {why}; it was signed for another "
                 "request, selection, host or drive than the proposal's as stored"

@@ -9,14 +9,15 @@ the one signed. The approval's audit event keeps the assertion (`detail["passkey
 `check_signed_approval` can check it again against the stored public key, for `placet
 audit --verify` and for the executor in signed mode. An approval signed before host and
 drive were bound (`LEGACY_PURPOSE`) is told apart: the audit accepts it, the executor
-refuses it. Core module: py_webauthn only.
+refuses it. Several proposals accepted with one assertion sign `set_challenge` of
+their list instead (`check_signed_set`). Core module: py_webauthn only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from placet.schema import canonical_json
@@ -28,6 +29,9 @@ __all__ = [
     "accept_challenge",
     "accept_fields",
     "check_signed_approval",
+    "check_signed_set",
+    "set_challenge",
+    "set_entry",
     "signature_id",
 ]
 
@@ -83,10 +87,13 @@ def accept_challenge(fields: Mapping[str, Any], nonce: str) -> bytes:
     return hashlib.sha256(canonical_json({**fields, "nonce": nonce}).encode("utf-8")).digest()
 
 
-def signature_id(nonce: str) -> str:
+def signature_id(nonce: str, proposal_id: int | None = None) -> str:
     """How a signed approval is named once spent (`placet.store.store.Store.claim`, the
-    spent-signatures file): SHA-256 hex of its nonce, unique to one assertion."""
-    return hashlib.sha256(nonce.encode("utf-8")).hexdigest()
+    spent-signatures file): SHA-256 hex of its nonce, unique to one assertion; for an
+    assertion over a set (`set_challenge`), of its nonce and `proposal_id`, since it
+    approves each proposal of the set once."""
+    key = nonce if proposal_id is None else f"{nonce} #{proposal_id}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 LEGACY_SIGNED = (
@@ -119,7 +126,51 @@ def check_signed_approval(
     return why
 
 
+SET_PURPOSE = "placet-accept-set/1"
+"""What the challenge of an accept of several proposals says it is for."""
+SET_ENTRY_KEYS = ("proposal_id", "request_hash", "skip_ops", "host_id", "drive_spec")
+"""What a set's challenge binds of each proposal (`placet.decisions.set_entries`)."""
+
+
+def set_challenge(entries: Sequence[Mapping[str, Any]], nonce: str) -> bytes:
+    """The 32-byte WebAuthn challenge of an accept of several proposals with one passkey
+    assertion: SHA-256 of the canonical JSON ``{"purpose", "set", "nonce"}``, where
+    ``set`` lists each proposal's id, request hash, unticked ops (sorted), host id and
+    drive spec, in the order shown (the approval events' ``detail["set"]``). A signature
+    over it approves exactly that list, once."""
+    items = [
+        {**{k: e.get(k) for k in SET_ENTRY_KEYS}, "skip_ops": sorted(e.get("skip_ops") or [])}
+        for e in entries
+    ]
+    body = {"purpose": SET_PURPOSE, "set": items, "nonce": nonce}
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).digest()
+
+
+def check_signed_set(
+    assertion: Mapping[str, Any], public_key: bytes, entries: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """`check_signed_approval` for an approval made with several others by one assertion:
+    why it is not a valid signature by `public_key` over `set_challenge(entries, nonce)`
+    (`entries`: the approval event's ``detail["set"]``), or None when it is."""
+    missing = [k for k in ASSERTION_FIELDS if not isinstance(assertion.get(k), str)]
+    if missing:
+        return f"the stored assertion lacks {', '.join(missing)}"
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        return "the stored set is not a list of proposals"
+    return _verify(assertion, public_key, set_challenge(entries, str(assertion["nonce"])))
+
+
+def set_entry(entries: object, proposal_id: int) -> Mapping[str, Any] | None:
+    """The entry of `proposal_id` in a stored set, or None when it has none."""
+    if not isinstance(entries, list):
+        return None
+    found = [e for e in entries if isinstance(e, dict) and e.get("proposal_id") == proposal_id]
+    return found[0] if len(found) == 1 else None
+
+
 def _verify(assertion: Mapping[str, Any], public_key: bytes, challenge: bytes) -> str | None:
+    """Why `assertion` is not a user-verified signature by `public_key` over
+    `challenge`, or None."""
     credential = {
         "id": assertion["credential_id"],
         "rawId": assertion["credential_id"],

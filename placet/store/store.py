@@ -84,7 +84,7 @@ class Store(Decisions, Passkeys, Previews):
                 )
             if cur.status == lc.APPROVED:
                 approval = _require_approval_event(conn, pid)
-            signature = _signature_of(approval)
+            signature = _signature_of(approval, pid)
             detail: dict[str, Any] = {"holder": holder.to_dict(), "attempt": cur.attempt + 1}
             if signature is not None:
                 detail["signature"] = signature
@@ -436,11 +436,14 @@ def _holder_dict(value: str | None) -> dict[str, Any] | None:
         return {"unreadable": value}
 
 
-def _signature_of(approval: dict[str, Any]) -> str | None:
-    """`signature_id` of the passkey assertion an approval's detail carries, or None."""
+def _signature_of(approval: dict[str, Any], pid: int) -> str | None:
+    """`signature_id` of the passkey assertion an approval's detail carries (per proposal
+    for an assertion over a set), or None."""
     passkey = approval.get("passkey")
     nonce = passkey.get("nonce") if isinstance(passkey, dict) else None
-    return signature_id(nonce) if isinstance(nonce, str) else None
+    if not isinstance(nonce, str):
+        return None
+    return signature_id(nonce, pid if "set" in approval else None)
 
 
 def _require_approval_event(conn: Connection, pid: int) -> dict[str, Any]:

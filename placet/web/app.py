@@ -20,9 +20,8 @@ import errno
 import ipaddress
 import json
 import socket
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -42,8 +41,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from placet import decisions
 from placet.config import Settings
-from placet.decisions import Accepted, Proof, Shown
-from placet.errors import LimitExceeded, PlacetError, PolicyRefused, UsageError
+from placet.decisions import Shown
+from placet.errors import LimitExceeded, PlacetError, PolicyRefused, SetRefused, UsageError
 from placet.executor import check_before_accept, plan_for
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
@@ -55,7 +54,9 @@ from placet.web import pages
 from placet.web.ceremonies import Ceremonies
 from placet.web.changes import QueueChanges
 from placet.web.previews import ContentPages
+from placet.web.runs import Runs
 from placet.web.session import session_token
+from placet.web.sets import SetDecisions, web_proof
 
 __all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
 
@@ -156,48 +157,6 @@ class WebConfig:
         return self.origin.split("://", 1)[1]
 
 
-@dataclass
-class Runs:
-    """Executions started from the page, one daemon thread each (they die with the
-    process; a proposal left `executing` is recovered by the next sweep, its holder
-    being gone)."""
-
-    store: Store
-    settings: Settings
-    executor: decisions.Executor | None = None
-    """None: `placet.executor.execute`."""
-    _threads: dict[int, threading.Thread] = field(default_factory=dict)
-    _cancel: threading.Event = field(default_factory=threading.Event)
-    errors: dict[int, PlacetError] = field(default_factory=dict)
-
-    def start(self, accepted: Accepted) -> None:
-        """Execute `accepted` in a daemon thread (`decisions.run`, which ends the
-        reservation the accept made, so this process's host loop leaves it to this run)."""
-        pid = accepted.proposal_id
-
-        def run() -> None:
-            try:
-                decisions.run(
-                    self.store, self.settings, accepted, cancel=self._cancel, execute=self.executor
-                )
-            except PlacetError as e:
-                self.errors[pid] = e
-
-        t = threading.Thread(target=run, name=f"placet-web-run-{pid}", daemon=True)
-        self._threads[pid] = t
-        t.start()
-
-    def running(self, pid: int) -> bool:
-        t = self._threads.get(pid)
-        return t is not None and t.is_alive()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Ask every execution to stop, and wait up to `timeout` s for each."""
-        self._cancel.set()
-        for t in list(self._threads.values()):
-            t.join(timeout)
-
-
 class Guard:
     """ASGI middleware: security headers, the Host check and the Origin check."""
 
@@ -255,11 +214,14 @@ def _html(body: str, status: int = 200) -> HTMLResponse:
 
 
 def _refused_json(e: PlacetError, status: int = 409) -> JSONResponse:
+    """A refusal as the page's script reads it; a set's names each refused proposal with
+    its own code (``refused``)."""
     if isinstance(e, LimitExceeded):
         status = 413
-    return JSONResponse(
-        {"ok": False, "code": e.error_code, "message": e.message}, status_code=status
-    )
+    body: dict[str, Any] = {"ok": False, "code": e.error_code, "message": e.message}
+    if isinstance(e, SetRefused):
+        body["refused"] = e.details["refused"]
+    return JSONResponse(body, status_code=status)
 
 
 def _not_signed_in() -> PolicyRefused:
@@ -491,18 +453,17 @@ def create_app(
     async def extend(request: Request) -> Response:
         return await form_action(request, "extend")
 
-    def proposal_json(
-        answer: Callable[[Request, str, int, dict[str, Any]], Response],
+    def json_endpoint(
+        answer: Callable[[Request, str, dict[str, Any]], Response],
     ) -> Callable[[Request], Awaitable[Response]]:
-        """A JSON endpoint on proposal `pid` for a signed-in owner: 403 without a session,
-        else `answer(request, session token, pid, JSON body)` run in the thread pool (it
-        does store work), a PlacetError as the refusal."""
+        """A JSON endpoint for a signed-in owner: 403 without a session, else
+        `answer(request, session token, JSON body)` run in the thread pool (it does store
+        work), a PlacetError as the refusal."""
 
         async def endpoint(request: Request) -> Response:
             session = await run_in_threadpool(session_of, request)
             if session is None:
                 return _refused_json(_not_signed_in(), 403)
-            pid = int(request.path_params["pid"])
             try:
                 body = await _json_body(request)
             except PlacetError as e:
@@ -510,13 +471,33 @@ def create_app(
 
             def run() -> Response:
                 try:
-                    return answer(request, session[0], pid, body)
+                    return answer(request, session[0], body)
                 except PlacetError as e:
                     return _refused_json(e)
 
             return await run_in_threadpool(run)
 
         return endpoint
+
+    def proposal_json(
+        answer: Callable[[Request, str, int, dict[str, Any]], Response],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """`json_endpoint` on proposal `pid`: `answer(request, token, pid, body)`."""
+        return json_endpoint(
+            lambda request, token, body: answer(
+                request, token, int(request.path_params["pid"]), body
+            )
+        )
+
+    sets = SetDecisions(store, settings, ceremonies, runs, clock)
+
+    @json_endpoint
+    def set_options(request: Request, token: str, body: dict[str, Any]) -> Response:
+        return JSONResponse(sets.options(token, body))
+
+    @json_endpoint
+    def set_accept(request: Request, token: str, body: dict[str, Any]) -> Response:
+        return JSONResponse(sets.accept(request, token, body))
 
     @proposal_json
     def accept_options(request: Request, token: str, pid: int, body: dict[str, Any]) -> Response:
@@ -552,13 +533,7 @@ def create_app(
         key, kept = ceremonies.verify_assertion(
             issued, body.get("credential"), f"refusing to accept proposal {pid}"
         )
-        proof = Proof.web(
-            {**kept, "nonce": body["nonce"]},
-            passkey_id=key.id,
-            passkey_name=key.name,
-            client=request.client.host if request.client else None,
-            user_agent=request.headers.get("user-agent", ""),
-        )
+        proof = web_proof(request, key, kept, body["nonce"])
         shown = Shown(pid, shown.request_hash, shown.status, shown.skip_ops, checked.plan)
         [accepted] = decisions.accept(store, settings, [shown], proof, now=clock())
         if accepted.runs_here:
@@ -652,6 +627,8 @@ def create_app(
         Route("/p/{pid:int}/extend", extend, methods=["POST"]),
         Route("/p/{pid:int}/challenge", accept_options, methods=["POST"]),
         Route("/p/{pid:int}/accept", accept, methods=["POST"]),
+        Route("/set/challenge", set_options, methods=["POST"]),
+        Route("/set/accept", set_accept, methods=["POST"]),
         Route("/history", page_route(history)),
         Route("/audit", page_route(audit)),
         Route("/signin/options", signin_options, methods=["POST"]),

@@ -35,7 +35,12 @@ from placet.config.pins import editing_pins, read_pins
 from placet.errors import PolicyRefused
 from placet.store import ProposalRecord, Store
 from placet.store.passkeys import PasskeyRecord, token_hash
-from placet.store.signatures import accept_challenge, accept_fields, credential_bytes
+from placet.store.signatures import (
+    accept_challenge,
+    accept_fields,
+    credential_bytes,
+    set_challenge,
+)
 from placet.text import quote
 from placet.web.challenges import CHALLENGE_SECONDS, Challenges, Issued
 
@@ -200,6 +205,19 @@ class Ceremonies:
             challenge = accept_challenge(bound, nonce)
             return Issued("accept", challenge, self._expiry(), session, record.id,
                           record.request_hash, skip, bound=bound)  # fmt: skip
+
+        nonce, issued = self.challenges.issue(make)
+        return self._assertion_options(issued, nonce)
+
+    def accept_set_options(self, session: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+        """Options whose challenge binds the list `entries` (each proposal's id, request
+        hash, unticked ops, host and drive, in the order shown) and the nonce
+        (`set_challenge`): one assertion for the whole set, answered once."""
+        kept = tuple(dict(e) for e in entries)
+
+        def make(nonce: str) -> Issued:
+            challenge = set_challenge(kept, nonce)
+            return Issued("accept-set", challenge, self._expiry(), session, entries=kept)
 
         nonce, issued = self.challenges.issue(make)
         return self._assertion_options(issued, nonce)

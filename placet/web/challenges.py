@@ -38,7 +38,7 @@ MAX_OPEN_CHALLENGES = 1000
 class Issued:
     """A challenge handed to a page: what it is for and what it binds."""
 
-    purpose: str  # "register" | "signin" | "accept"
+    purpose: str  # "register" | "signin" | "accept" | "accept-set"
     challenge: bytes
     expires_at: datetime
     session: str = ""
@@ -46,6 +46,9 @@ class Issued:
     proposal_id: int | None = None
     request_hash: str | None = None
     skip_ops: tuple[int, ...] = ()
+    entries: tuple[dict[str, Any], ...] = ()
+    """An accept of several proposals (``accept-set``): what its challenge binds of each
+    (`placet.decisions.Shown.entry`), in the order shown."""
     nonce: str = ""
     """The sign-in nonce (spent once its assertion verifies); "" for a kept challenge."""
     bound: dict[str, Any] = field(default_factory=dict)

@@ -95,6 +95,7 @@ def queue_page(
             f'<span class="meta">{text(p.client_name or "?")} · expires in '
             f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span>"
             f'<span class="reason">{text(p.reason)}</span>',
+            pick=flags.get(p.id, 0 if p.kind != "sync" else -1),
         )
         for p in pending
     ]
@@ -108,14 +109,36 @@ def queue_page(
     )
     if live is not None:
         body = f'<div id="live" data-changes="{attr(live)}">{body}</div>'
-    return page("Queue", body)
+    return page("Queue", body + _set_bar())
 
 
-def _row(p: ProposalRecord, rest: str) -> str:
-    """One proposal in a list (queue, history): its id and kind, then `rest` (HTML, its
-    parts escaped), all one link to its page."""
+def _set_bar() -> str:
+    """Below the queue: the proposals selected, each with its request hash, and one
+    button that accepts all of them with one passkey assertion (`placet.web.sets`)."""
     return (
-        f'<li class="row"><a href="/p/{p.id}"><span class="id">#{p.id}</span> '
+        '<section id="set-bar" hidden><h2>Selected</h2><p id="set-summary"></p>'
+        '<label class="ack" id="set-ack-label" hidden><input type="checkbox" id="set-ack"> '
+        "I have read placet's risk flags of the flagged ones</label>"
+        '<div class="actions"><button type="button" id="accept-set" class="primary">'
+        "Accept the selected with one passkey</button></div>"
+        '<p class="hint">All of them or none: if one changed, expired or was decided '
+        "since it was shown, nothing is accepted and the queue is shown again.</p></section>"
+        '<p id="status" role="status"></p>'
+    )
+
+
+def _row(p: ProposalRecord, rest: str, *, pick: int | None = None) -> str:
+    """One proposal in a list (queue, history): its id and kind, then `rest` (HTML, its
+    parts escaped), all one link to its page. `pick`: a box to select it for a set, with
+    its risk flags counted (-1: not counted, a sync read on its own page)."""
+    box = (
+        ""
+        if pick is None
+        else f'<input type="checkbox" class="pick" data-proposal="{p.id}" '
+        f'data-hash="{attr(p.request_hash)}" data-flags="{pick}" aria-label="select #{p.id}">'
+    )
+    return (
+        f'<li class="row">{box}<a href="/p/{p.id}"><span class="id">#{p.id}</span> '
         f'<span class="kind">{text(p.kind)}</span> {rest}</a></li>'
     )
 

@@ -21,13 +21,6 @@ __all__ = ["browser", "tab"]  # fixtures imported for this module
 
 
 @pytest.fixture
-def served_rig(rig: Rig) -> Iterator[Served]:
-    with serve(rig.store, rig.settings) as s:
-        yield s
-    rig.store.close()
-
-
-@pytest.fixture
 def display_store(settings: Settings) -> Iterator[Store]:
     s = open_store(quiet(settings))
     yield s

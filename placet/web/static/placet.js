@@ -166,6 +166,45 @@ async function accept(button) {
   } catch (e) { say("Not accepted: " + e.message, true); button.disabled = false; }
 }
 
+// The queue's selection for a set: each box keeps the request hash it was shown with.
+function picks() { return Array.from(document.querySelectorAll("input.pick:checked")); }
+
+function showPicks() {
+  const bar = document.getElementById("set-bar");
+  if (!bar) return;
+  const chosen = picks();
+  bar.hidden = chosen.length === 0;
+  document.getElementById("set-summary").textContent = chosen.length + " selected (id, request hash): "
+    + chosen.map((b) => "#" + b.dataset.proposal + " " + b.dataset.hash.slice(0, 12)).join(", ");
+  document.getElementById("set-ack-label").hidden = !chosen.some((b) => b.dataset.flags !== "0");
+}
+
+// Several proposals accepted with one assertion: the challenge binds each id with the
+// request hash shown; all of them or none (placet.web.sets).
+async function acceptSet(button) {
+  const chosen = picks();
+  if (chosen.length < 2) { say("Select two proposals or more (accept one on its own page).", true); return; }
+  const label = document.getElementById("set-ack-label");
+  if (!label.hidden && !document.getElementById("set-ack").checked) {
+    say("Tick the box: you have read placet's risk flags of the flagged ones.", true); return;
+  }
+  const proposals = chosen.map((b) =>
+    ({ proposal_id: parseInt(b.dataset.proposal, 10), request_hash: b.dataset.hash }));
+  button.disabled = true;
+  try {
+    const opts = await post("/set/challenge", { proposals: proposals });
+    const cred = await navigator.credentials.get(requestOptions(opts));
+    const done = await post("/set/accept", { nonce: opts.nonce, credential: assertionJSON(cred) });
+    for (const b of chosen) b.checked = false;
+    say("Accepted " + done.accepted.map((a) => "#" + a.proposal_id).join(", ") + "; executing...", false);
+  } catch (e) {
+    say("Not accepted, none of them: " + e.message, true);
+  }
+  button.disabled = false;
+  try { await refreshQueue(); } catch (e) { /* shown again by the live queue */ }
+  showPicks();
+}
+
 // A form of the page (discard, extend, sign out) sent by this script with the session;
 // the page it leads to is shown in place.
 async function submit(form) {
@@ -185,7 +224,16 @@ async function refreshQueue() {
   const next = doc.getElementById("live");
   const cur = document.getElementById("live");
   if (!r.ok || !next || !cur) return null;
+  // the selection stays, but only on proposals still shown with the same request hash
+  const kept = new Map(picks().map((b) => [b.dataset.proposal, b.dataset.hash]));
   cur.replaceWith(document.adoptNode(next));
+  const gone = [];
+  for (const [pid, hash] of kept) {
+    const box = document.querySelector('input.pick[data-proposal="' + pid + '"]');
+    if (box && box.dataset.hash === hash) box.checked = true; else gone.push("#" + pid);
+  }
+  if (gone.length) say("No longer selected (decided, expired or changed): " + gone.join(", "), true);
+  showPicks();
   tick();
   return next.dataset.changes;
 }
@@ -244,13 +292,18 @@ function bind() {
   if (st && st.dataset.watch) watch(st.dataset.proposal, generation);
   const lv = document.getElementById("live");
   if (lv && lv.dataset.changes) live(lv, generation);
+  showPicks();
   tick();
 }
 
 document.addEventListener("click", (e) => {
-  const el = e.target.closest("#signin, #pair, #accept");
+  const el = e.target.closest("#signin, #pair, #accept, #accept-set");
   if (!el) return;
-  ({ signin: signIn, pair: pair, accept: accept })[el.id](el);
+  ({ signin: signIn, pair: pair, accept: accept, "accept-set": acceptSet })[el.id](el);
+});
+
+document.addEventListener("change", (e) => {
+  if (e.target.matches && e.target.matches("input.pick")) showPicks();
 });
 
 document.addEventListener("submit", (e) => {
