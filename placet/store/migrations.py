@@ -488,6 +488,27 @@ END $$""",
 # hold (no row of it was ever written there), so its rows are orphans on SQLite only.
 _DIGEST_CACHE_HEX_ROOT_KEYS = ("DELETE FROM sync_digest_cache WHERE instr(root_key, char(0)) > 0",)
 
+# Standing rules (`placet.rules.ledger`): the proposals each rule approved, and when the
+# owner last resumed a rule; the tables are declared in `placet.store.models`.
+_STANDING_RULES = (
+    """CREATE TABLE rule_use (
+    id INTEGER NOT NULL,
+    rule_id TEXT NOT NULL,
+    proposal_id INTEGER NOT NULL,
+    rules_sha256 TEXT NOT NULL,
+    at DATETIME NOT NULL,
+    PRIMARY KEY (id),
+    CONSTRAINT ux_rule_use_proposal UNIQUE (proposal_id),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+    "CREATE INDEX ix_rule_use_rule_at ON rule_use (rule_id, at)",
+    """CREATE TABLE rule_resume (
+    rule_id TEXT NOT NULL,
+    resumed_at DATETIME NOT NULL,
+    PRIMARY KEY (rule_id)
+)""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -499,6 +520,7 @@ MIGRATIONS: list[Migration] = [
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
+    Migration("standing_rules", _STANDING_RULES),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

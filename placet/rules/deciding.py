@@ -1,0 +1,122 @@
+"""Standing rules at work: a proposal just made, judged by the owner's rules, and approved
+when one allows it.
+
+`apply_rules` runs after a proposal is stored (the propose tools and `propose_sync`):
+it reads the rules file (`placet.rules.loading`; refused or absent: nothing happens),
+builds the proposal's facts from the ops the executor would run, asks the matcher, and
+for an allow records the use in the store (`placet.rules.ledger`: the hourly cap and the
+pause hold across processes) and approves through `placet.rules.approving`. The
+proposal then runs like any other: the host loop of the approving process claims it and
+the executor re-checks every op's evidence. Whatever happens, the agent's reply carries
+one line about it (`RuleOutcome.note`); the reason a rule did not apply is for the owner
+and the agent alike, never a secret.
+
+With ``approvals = "signed"`` a rule approves only while the rules file's current bytes
+carry a valid signature by a pinned passkey (`placet.rules.signing`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from placet.config import Settings, approvals_mode
+from placet.errors import PlacetError
+from placet.executor.ops import load_plan
+from placet.rules.approving import RuleApproval, approve_by_rule
+from placet.rules.facts import facts_of
+from placet.rules.ledger import RuleLedger
+from placet.rules.loading import RulesState, load_rules, owner_drive
+from placet.rules.matcher import Verdict, evaluate
+from placet.store import ProposalRecord, Store
+from placet.store import lifecycle as lc
+from placet.store.db import utcnow
+from placet.text import quote
+
+__all__ = ["Approve", "RuleOutcome", "apply_rules"]
+
+log = logging.getLogger(__name__)
+
+Approve = Callable[[Store, ProposalRecord, RuleApproval, datetime], ProposalRecord]
+"""How a rule approval is made, at the given time (`approve_by_rule`)."""
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """What the rules did with one proposal: `approved_by` (a rule id) and the record
+    after the approval, or None and the record as it was; `note` says it in one line."""
+
+    record: ProposalRecord
+    approved_by: str | None = None
+    note: str | None = None
+    verdict: Verdict | None = None
+
+
+def _default_approve(
+    store: Store, record: ProposalRecord, approval: RuleApproval, now: datetime
+) -> ProposalRecord:
+    return approve_by_rule(store, record, approval, now=now)
+
+
+def apply_rules(
+    store: Store,
+    settings: Settings,
+    record: ProposalRecord,
+    *,
+    roots: Sequence[Path],
+    env: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+    approve: Approve = _default_approve,
+    state: RulesState | None = None,
+) -> RuleOutcome:
+    """Judge pending `record` by the owner's rules and approve it when one allows it
+    (module docstring). `roots`: the local roots of the proposing process (the rules
+    file must lie outside each). Never raises for the rules' sake: a store failure while
+    approving leaves the proposal pending, logged and said in the note."""
+    if record.status != lc.PENDING:
+        return RuleOutcome(record)
+    state = state or load_rules(settings, roots=roots, env=env)
+    if state.status == "absent":
+        return RuleOutcome(record)
+    if not state.usable or state.sha256 is None:
+        why = state.refusal.message if state.refusal is not None else "refused"
+        return RuleOutcome(record, note=f"standing rules are off ({why}): the owner decides")
+    if not any(r.effect == "allow" for r in state.rules):
+        return RuleOutcome(record)
+    signature = None
+    if approvals_mode(settings) == "signed":
+        from placet.rules.signing import signature_for
+
+        signature, why_unsigned = signature_for(store, settings, state)
+        if signature is None:
+            return RuleOutcome(record, note=f"standing rules approve nothing: {why_unsigned}")
+    when = now or utcnow()
+    try:
+        ops = load_plan(store, record).ops
+    except PlacetError as e:
+        return RuleOutcome(record, note=f"no rule applies: {e.message}")
+    verdict = evaluate(state.rules, facts_of(record, ops), when, owner_drive(settings, env))
+    if verdict.effect != "allow" or verdict.rule_id is None:
+        forbidden = f"{verdict.reason}: the owner decides" if verdict.effect == "forbid" else None
+        return RuleOutcome(record, note=forbidden, verdict=verdict)
+    rule = next(r for r in state.rules if r.id == verdict.rule_id)
+    ledger = RuleLedger(store)
+    claim = ledger.claim(rule.id, record.id, state.sha256, max_per_hour=rule.max_per_hour, now=when)
+    if not claim.ok:
+        note = f"rule {quote(rule.id)} covers it but approves nothing now: {claim.why}"
+        return RuleOutcome(record, note=f"{note}; the owner decides", verdict=verdict)
+    approval = RuleApproval(rule.id, state.sha256, str(state.path), signature)
+    try:
+        approved = approve(store, record, approval, when)
+    except PlacetError as e:
+        ledger.release(rule.id, record.id)
+        log.warning("rule %s did not approve proposal %s: %s", rule.id, record.id, e.message)
+        return RuleOutcome(
+            record, note=f"rule {quote(rule.id)} could not approve it: {e.message}", verdict=verdict
+        )
+    return RuleOutcome(
+        approved, approved_by=rule.id, note=f"approved by rule {quote(rule.id)}", verdict=verdict
+    )
