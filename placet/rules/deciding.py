@@ -120,3 +120,35 @@ def apply_rules(
     return RuleOutcome(
         approved, approved_by=rule.id, note=f"approved by rule {quote(rule.id)}", verdict=verdict
     )
+
+
+def judge(
+    store: Store,
+    settings: Settings,
+    record: ProposalRecord,
+    state: RulesState,
+    *,
+    now: datetime,
+    env: Mapping[str, str] | None = None,
+) -> tuple[Verdict, str | None]:
+    """What the usable rules of `state` would do with `record` at `now`, changing
+    nothing: the verdict, and for an allow, why the store's limits would stop it (its
+    pause, its hourly cap) or None. For `placet rules test`.
+
+    Raises:
+        PlacetError: the proposal's stored ops do not parse (`load_plan`).
+    """
+    ops = load_plan(store, record).ops
+    verdict = evaluate(state.rules, facts_of(record, ops), now, owner_drive(settings, env))
+    if verdict.effect != "allow" or verdict.rule_id is None:
+        return verdict, None
+    rule = next(r for r in state.rules if r.id == verdict.rule_id)
+    ledger = RuleLedger(store)
+    failed = ledger.paused_by(rule.id)
+    if failed is not None:
+        return verdict, f"paused: the run of proposal {failed}, which it approved, failed"
+    if rule.max_per_hour is not None:
+        used = ledger.uses_in_hour(rule.id, now)
+        if used >= rule.max_per_hour:
+            return verdict, f"it approved {used} proposals in the last hour (max_per_hour)"
+    return verdict, None

@@ -147,6 +147,15 @@ class RuleLedger:
 
         self.store._write(f"resuming rule {rule_id}", tx)
 
+    def uses_in_hour(self, rule_id: str, now: datetime) -> int:
+        """Uses of rule `rule_id` in the hour before `now` (what `claim` counts)."""
+        q = (
+            select(func.count())
+            .select_from(RULE_USE)
+            .where(U.rule_id == rule_id, U.at > as_utc(now) - HOUR)
+        )
+        return int(self.store._read("counting rule approvals", lambda c: c.execute(q).scalar_one()))
+
     def uses_since(self, since: datetime) -> dict[str, int]:
         """Uses per rule id since `since`."""
         q = select(U.rule_id, func.count()).where(U.at >= as_utc(since)).group_by(U.rule_id)

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from placet.config import Settings, load_settings
+from placet.config import load_settings
 from placet.executor import execute
 from placet.rules.deciding import apply_rules
 from placet.rules.ledger import RuleLedger
-from placet.rules.loading import rules_path
 from placet.store import open_store
 from tests.support.rig import Rig
+from tests.support.rules import write_rules
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,14 +37,6 @@ effect = "allow"
 kinds = ["upload"]
 remote_prefix = "reports"
 """
-
-
-def write_rules(settings: Settings, text: bytes) -> Path:
-    path = rules_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.write_bytes(text)
-    path.chmod(0o600)
-    return path
 
 
 @pytest.mark.usefixtures("store_backend")
