@@ -22,12 +22,12 @@ from pathlib import Path
 
 from placet.config import Settings, load_settings
 from placet.errors import EXIT_OK, EXIT_OP_FAILED, NotFound, PlacetError
-from placet.rules.approving import rule_of_actor
 from placet.rules.ledger import RuleLedger
 from placet.rules.loading import RulesState, load_rules
 from placet.rules.model import Rule
 from placet.store import ProposalRecord, Store, open_store
 from placet.store.db import utcnow
+from placet.store.lifecycle import rule_of
 from placet.text import inert
 
 WEEK = timedelta(days=7)
@@ -119,7 +119,7 @@ def _test_line(
     from placet.rules.deciding import judge
 
     head = f"{rec.id:>6}  {rec.status:<10} {inert(rec.kind):<8} {_target(rec)}"
-    by = rule_of_actor(rec.resolved_by)
+    by = rule_of(rec.resolved_by)
     if by is not None:
         return [f"{head}", f"        approved by rule {inert(by)}"]
     try:

@@ -20,7 +20,7 @@ from typing import Any
 from placet.store import ProposalRecord, Store
 from placet.store import lifecycle as lc
 
-__all__ = ["RuleApproval", "approve_by_rule", "rule_of_actor"]
+__all__ = ["RuleApproval", "approve_by_rule"]
 
 
 @dataclass(frozen=True)
@@ -59,10 +59,3 @@ def approve_by_rule(
         now=now,
         detail={**approval.detail(), "request_hash": record.request_hash},
     )
-
-
-def rule_of_actor(actor: str | None) -> str | None:
-    """The rule id of an actor (`resolved_by`) that is a rule, else None."""
-    if actor is not None and actor.startswith(lc.RULE_PREFIX):
-        return actor[len(lc.RULE_PREFIX) :]
-    return None

@@ -74,8 +74,8 @@ def apply_rules(
 ) -> RuleOutcome:
     """Judge pending `record` by the owner's rules and approve it when one allows it
     (module docstring). `roots`: the local roots of the proposing process (the rules
-    file must lie outside each). Never raises for the rules' sake: a store failure while
-    approving leaves the proposal pending, logged and said in the note."""
+    file must lie outside each). Never raises for the rules' sake: a refusal or a store
+    failure leaves the proposal pending, logged and said in the note."""
     if record.status != lc.PENDING:
         return RuleOutcome(record)
     state = state or load_rules(settings, roots=roots, env=env)
@@ -86,6 +86,24 @@ def apply_rules(
         return RuleOutcome(record, note=f"standing rules are off ({why}): the owner decides")
     if not any(r.effect == "allow" for r in state.rules):
         return RuleOutcome(record)
+    try:
+        return _judged(store, settings, record, state, env, now or utcnow(), approve)
+    except PlacetError as e:
+        log.warning("standing rules left proposal %s to the owner: %s", record.id, e.message)
+        return RuleOutcome(record, note=f"standing rules could not judge it: {e.message}")
+
+
+def _judged(
+    store: Store,
+    settings: Settings,
+    record: ProposalRecord,
+    state: RulesState,
+    env: Mapping[str, str] | None,
+    when: datetime,
+    approve: Approve,
+) -> RuleOutcome:
+    """`apply_rules` once the rules file is usable. Raises PlacetError."""
+    assert state.sha256 is not None
     signature = None
     if approvals_mode(settings) == "signed":
         from placet.rules.signing import signature_for
@@ -93,11 +111,7 @@ def apply_rules(
         signature, why_unsigned = signature_for(store, settings, state)
         if signature is None:
             return RuleOutcome(record, note=f"standing rules approve nothing: {why_unsigned}")
-    when = now or utcnow()
-    try:
-        ops = load_plan(store, record).ops
-    except PlacetError as e:
-        return RuleOutcome(record, note=f"no rule applies: {e.message}")
+    ops = load_plan(store, record).ops
     verdict = evaluate(state.rules, facts_of(record, ops), when, owner_drive(settings, env))
     if verdict.effect != "allow" or verdict.rule_id is None:
         forbidden = f"{verdict.reason}: the owner decides" if verdict.effect == "forbid" else None

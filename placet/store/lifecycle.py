@@ -68,6 +68,13 @@ def rule_actor(rule_id: str) -> str:
     return RULE_PREFIX + rule_id
 
 
+def rule_of(actor: str | None) -> str | None:
+    """The rule id of an actor (a proposal's `resolved_by`) that is a rule, else None."""
+    if actor is not None and actor.startswith(RULE_PREFIX) and len(actor) > len(RULE_PREFIX):
+        return actor[len(RULE_PREFIX) :]
+    return None
+
+
 def actor_kind(actor: str) -> str:
     """`owner`, `sweeper`, `executor`, `agent` or `rule`; ValueError for anything else."""
     if actor in (OWNER, SWEEPER, EXECUTOR):
