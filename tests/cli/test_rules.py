@@ -109,9 +109,7 @@ def test_a_refused_rules_file_is_reported_by_list_test_and_doctor(
     assert "refused, no rule applies" in line
     rules_path(owner).chmod(0o600)
     doctor = placet_cli("doctor", env=env)
-    assert any(
-        x.startswith("ok    rules") and "2 rule(s)" in x for x in doctor.stdout.splitlines()
-    )
+    assert any(x.startswith("ok    rules") and "2 rule(s)" in x for x in doctor.stdout.splitlines())
 
 
 def test_doctor_tells_the_owner_a_moved_home_applies_no_rule(
