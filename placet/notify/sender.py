@@ -172,8 +172,8 @@ class Sender:
                 rec = self.store.get(pid)
             except NotFound:
                 continue
-            if kind == "expiring" and rec.status != "pending":
-                continue  # decided meanwhile: nothing to tell
+            if kind in ("expiring", "proposed") and rec.status != "pending":
+                continue  # decided meanwhile (a standing rule, at once): nothing waits
             records.append(rec)
         if not records:
             return None

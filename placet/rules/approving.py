@@ -20,7 +20,7 @@ from typing import Any
 from placet.store import ProposalRecord, Store
 from placet.store import lifecycle as lc
 
-__all__ = ["RuleApproval", "approve_by_rule"]
+__all__ = ["RuleApproval", "approve_by_rule", "decider", "rule_note"]
 
 
 @dataclass(frozen=True)
@@ -59,3 +59,18 @@ def approve_by_rule(
         now=now,
         detail={**approval.detail(), "request_hash": record.request_hash},
     )
+
+
+def rule_note(record: ProposalRecord) -> str | None:
+    """``approved by rule <id>`` for a proposal a standing rule approved (its
+    `resolved_by`), else None: what the queue, history, `placet show` and the web page
+    say of it (the id is the owner's, from the rules file; shown inert all the same)."""
+    rule = lc.rule_of(record.resolved_by)
+    return None if rule is None else f"approved by rule {rule}"
+
+
+def decider(actor: str | None) -> str:
+    """Who decided, for a column of decisions: ``rule <id>`` for a standing rule, else
+    the actor as stored (``owner``, ``sweeper``...), ``-`` for none."""
+    rule = lc.rule_of(actor)
+    return f"rule {rule}" if rule is not None else (actor or "-")

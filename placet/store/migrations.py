@@ -489,7 +489,15 @@ END $$""",
 _DIGEST_CACHE_HEX_ROOT_KEYS = ("DELETE FROM sync_digest_cache WHERE instr(root_key, char(0)) > 0",)
 
 # Standing rules (`placet.rules.ledger`): the proposals each rule approved, and when the
-# owner last resumed a rule; the tables are declared in `placet.store.models`.
+# owner last resumed a rule; the tables are declared in `placet.store.models`. A rule's
+# approval (an `approved` event whose actor is `rule:<id>`) goes to the notification
+# outbox as a `rule_approved` event, under one empty session key so that the sender
+# batches the rule approvals of a burst into one digest (`placet.notify.sender`).
+_RULE_APPROVED_WHEN = "new.to_status = 'approved' AND substr(new.actor, 1, 5) = 'rule:'"
+_RULE_APPROVED_INSERT = """\
+INSERT INTO notify_event (kind, proposal_id, run_id, audit_event_id, dedupe, state,
+        created_at)
+    VALUES ('rule_approved', new.proposal_id, '', new.id, 'audit:' || new.id, 'new', new.at);"""
 _STANDING_RULES = (
     """CREATE TABLE rule_use (
     id INTEGER NOT NULL,
@@ -507,6 +515,23 @@ _STANDING_RULES = (
     resumed_at DATETIME NOT NULL,
     PRIMARY KEY (rule_id)
 )""",
+    f"""CREATE TRIGGER tr_notify_rule_approved AFTER INSERT ON audit_event
+WHEN {_RULE_APPROVED_WHEN}
+BEGIN
+    {_RULE_APPROVED_INSERT}
+END""",
+)
+
+_STANDING_RULES_PG = (
+    *(postgresql_ddl(s) for s in _STANDING_RULES[:-1]),
+    f"""CREATE FUNCTION placet_notify_rule_approved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    {_RULE_APPROVED_INSERT}
+    RETURN NULL;
+END $$""",
+    f"""CREATE TRIGGER tr_notify_rule_approved AFTER INSERT ON audit_event FOR EACH ROW
+WHEN ({_RULE_APPROVED_WHEN})
+EXECUTE FUNCTION placet_notify_rule_approved()""",
 )
 
 MIGRATIONS: list[Migration] = [
@@ -520,7 +545,7 @@ MIGRATIONS: list[Migration] = [
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
-    Migration("standing_rules", _STANDING_RULES),
+    Migration("standing_rules", _STANDING_RULES, postgresql=_STANDING_RULES_PG),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

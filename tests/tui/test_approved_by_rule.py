@@ -1,0 +1,49 @@
+"""A proposal a standing rule approved says so in the review UI: in the queue while it
+waits to run or runs, and in the history and its detail once it ran."""
+
+from __future__ import annotations
+
+import pytest
+
+from placet.config import Settings
+from placet.rules.approving import RuleApproval, approve_by_rule
+from placet.store import LeaseHolder, Store
+from placet.tui import make_app
+from placet.tui.detail import DetailPane
+from tests.support.review import Clock, add_mkdir, plain, quiet, screen_text, settle, until
+
+APPROVAL = RuleApproval("report-folders", "ab" * 32, "/home/o/.config/placet/rules.toml")
+
+
+@pytest.mark.asyncio
+async def test_queue_and_history_show_approved_by_rule(settings: Settings, quiet_store: Store):
+    clock = Clock()
+    ruled = add_mkdir(quiet_store, remote_parent="reports", name="2026")
+    approve_by_rule(quiet_store, ruled, APPROVAL, now=clock())
+    waiting = add_mkdir(quiet_store, remote_parent="docs", name="old", reason="tidy up")
+    app = make_app(quiet(settings), quiet_store, clock=clock)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        assert app.queue_table.order == [ruled.id, waiting.id]
+        screen = screen_text(app)
+        row = next(line for line in screen.splitlines() if "reports/2026" in line)
+        assert "approved by rule report-folders" in row
+        other = next(line for line in screen.splitlines() if "docs/old" in line)
+        assert "approved by rule" not in other
+
+    holder = LeaseHolder.current()
+    quiet_store.claim(ruled.id, holder=holder, now=clock())
+    quiet_store.finish(ruled.id, holder=holder, now=clock(), expected_ops=1)
+    app = make_app(quiet(settings), quiet_store, clock=clock)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        history = app.history_pane
+        assert [r.id for r in history.records] == [ruled.id]
+        row = next(line for line in screen_text(app).splitlines() if "reports/2026" in line)
+        assert "rule report-" in row  # the by column is 12 cells; the detail says it whole
+        assert await until(pilot, lambda: history.query_one(DetailPane).results is not None)
+        detail = plain(history.query_one(DetailPane).body)
+        assert "by rule report-folders" in detail
+        assert "approved by rule report-folders" in detail
