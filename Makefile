@@ -21,21 +21,21 @@ lint: $(STAMP)
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 # Two workers (pytest-xdist), a file's tests in one: most tests wait on rclone, placet
 # and browser children, so two at a time take ~11 of ~20 minutes on 2 cores
-# (docs/decisions.md, "The suite runs on two workers").
+# (docs/decisions/0032-test-suite.md).
 WORKERS ?= 2
 test: lint
 	$(BIN)/pytest -n $(WORKERS) --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then echo 'pytest collected no tests' >&2; exit 1; fi; exit $$rc
 	$(MAKE) --no-print-directory calendar
 
-# The calendar guard (docs/decisions.md, "The suite does not depend on the calendar"): the
-# tests that check time in-process run again with the clock 5 years ahead. Left out: tests
-# marked `transfers` and the files that run rclone or compare the kernel's file times with
-# the clock (drive, executor, indexer, sync service/selection/names, MCP and CLI
-# subprocesses with a rebuilt environment), since faketime reaches none of those.
-# Every test under tests/store and tests/tui belongs here, and so does a new file there.
-# The PostgreSQL runs of these tests are left out too: the server keeps the real clock
-# anyway, placet never asks it the time (every timestamp is the caller's `now`), and the
-# code under test is the same on both backends; they ran once in `make test`.
+# The calendar guard (docs/decisions/0033-calendar-guard.md): the tests that check time
+# in-process run again with the clock 5 years ahead. Left out: tests marked `transfers`
+# and the files that run rclone or compare the kernel's file times with the clock (drive,
+# executor, indexer, sync service/selection/names, MCP and CLI subprocesses with a rebuilt
+# environment), since faketime reaches none of those. Every test under tests/store and
+# tests/tui belongs here, and so does a new file there. The PostgreSQL runs of these tests
+# are left out too: the server keeps the real clock anyway, placet never asks it the time
+# (every timestamp is the caller's `now`), and the code under test is the same on both
+# backends; they ran once in `make test`.
 CALENDAR_TESTS := tests/project/test_calendar_guard.py tests/store tests/tui \
 	tests/cli/test_proposals.py tests/sync/test_caps.py tests/sync/test_fingerprint.py \
 	tests/sync/test_digest_caches.py tests/notify/test_outbox.py tests/notify/test_content.py \

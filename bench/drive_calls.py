@@ -1,7 +1,7 @@
 """Per-call cost of rclone metadata calls: a fresh `rclone` process vs a warm `rclone rcd`.
 
 This decides how `placet.drive` talks to rclone for listings and metadata
-(docs/decisions.md, "rcd for metadata, CLI for bytes"). Each figure is the median of
+(docs/decisions/0006-rcd-and-uploads.md). Each figure is the median of
 `--runs` calls, in milliseconds, on a local-folder remote with `--entries` small files.
 
     .venv/bin/python bench/drive_calls.py [--runs 30] [--entries 20]

@@ -5,7 +5,7 @@ What it does, all offline and with no account:
 1. Creates a throwaway folder (`/tmp/placet-demo-XXXX`, or `--dir`) holding a small
    workspace (`workspace/`, the local root the agent may use) and a private placet data
    directory (`placet-home/`, used as `PLACET_HOME`). The demo never touches your real
-   queue, database or drive (docs/decisions.md, "make demo runs in a throwaway home").
+   queue, database or drive (docs/decisions/0034-cli.md).
 2. Puts one file on the default drive (`placet-home/drive/shared/readme-from-drive.txt`),
    written straight to disk as if it were already there, so the agent has something
    to download.

@@ -1,21 +1,11 @@
 """Plain-text forms of stored JSON for people: op failures, audit details, durations.
 
-The review UI and the `placet show | audit` commands show the same stored values (an op
-result's detail, an audit event's detail). Dumping them as JSON and then escaping the
-JSON made them unreadable: JSON's own ``\\u2014`` escapes were escaped a second time
-(``\\\\u2014``), and a failure's message sat behind a truncated ``{"code": ...}``. Here
-each string goes through `placet.text` exactly once (docs/design.md section 9, "Untrusted
-text"): `inert` (control, format and bidi characters escaped) or `inert_with_ascii`
-(the original plus an escaped ASCII form when it holds non-ASCII). A failure is shown
-as its ``code: message`` line first, its details after. Stdlib only.
-
-`missing_folders_line` states what an upload or mkdir creates besides its target: the
-executor (rclone) creates a missing remote parent on the way, so the owner must be told.
-The evidence key ``missing_parents`` (drive-relative folders absent when proposed,
-outermost first; `placet.proposals.making` records it for every upload or mkdir below the
-drive's top) says which; proposals whose evidence does not record it (made before placet
-recorded it) get a line that says the parent was not checked.
-"""
+The review UI and `placet show | audit` show the same stored values. Each string goes
+through `placet.text` exactly once (docs/design.md section 9, "Untrusted text"): `inert`,
+or `inert_with_ascii` beside an escaped ASCII form; never a JSON dump escaped again. A
+failure reads as its ``code: message`` line first, its details after.
+`missing_folders_line` states the remote parents an upload or mkdir creates on the way
+(evidence ``missing_parents``; docs/decisions/0028-risk-and-own-folders.md). Stdlib only."""
 
 from __future__ import annotations
 

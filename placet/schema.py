@@ -64,7 +64,7 @@ class RemoteEvidence(_Frozen):
     read_by_placet: bool = False
     """True: the remote offers no digest of its own (crypt, many WebDAV servers), so
     `digest` is the SHA-256 of the bytes placet read at proposal time, and the executor
-    compares the bytes it reads with it (issue 12 item 3). Left out of the JSON when
+    compares the bytes it reads with it (size and mtime can be restored). Left out of the JSON when
     False, so evidence recorded before it existed hashes as it did."""
 
     @model_serializer(mode="wrap")
@@ -179,9 +179,9 @@ class _SyncRequestBase(_Frozen):
 
 class SyncRequest(_SyncRequestBase):
     """A sync request with its ops inline: what `propose_sync` builds, and how proposals
-    made before ops were stored by reference keep them (docs/decisions.md, "A sync
-    proposal's ops are stored by reference"). `Store.create_proposal` stores a new one
-    as a `StoredSyncRequest` plus one `proposal_op` row per op."""
+    made before ops were stored by reference keep them
+    (docs/decisions/0023-ops-by-reference.md). `Store.create_proposal` stores a new one as
+    a `StoredSyncRequest` plus one `proposal_op` row per op."""
 
     ops: list[Op]
 

@@ -1,25 +1,14 @@
 """Rendering untrusted text: the one function every screen and every CLI line goes through.
 
-Anything that came from an agent (a reason, a requested name), from a file name on disk,
-or from the remote is data, not terminal input. A raw ESC starts a control sequence that
-can clear the screen, rewrite earlier lines or set the clipboard (OSC 52); a C1 byte
-(U+009B) is a one-character CSI on some terminals; bidi overrides (U+202E) make
-``evil\u202etxt.exe`` display as ``evilexe.txt``; a line or paragraph separator breaks a
-one-line field. So `inert` shows every such character as a visible escape (``\\x1b``,
-``\\u202e``) and never emits it raw (docs/design.md section 9, "Untrusted text").
-
-Escaped: categories Cc (C0, DEL, C1), Cf (format: bidi controls, zero-width characters,
-soft hyphen, tag characters), Zl, Zp, Cs (lone surrogates, as produced by
-``surrogateescape`` for non-UTF-8 file names), Cn (unassigned, so a terminal with a newer
-Unicode table cannot give one a meaning we did not check), the invisible Hangul fillers,
-and the backslash itself (so ``\\x1b`` typed literally and a real ESC render differently).
-
-Rich markup is a separate hazard: `inert` leaves ``[red]x[/]`` alone, because brackets are
-ordinary text. TUI code must therefore never pass untrusted text where Rich parses markup:
-build ``rich.text.Text(inert(s))`` (or ``Text.assemble``), or ``Content(inert(s))`` in
-Textual, never an f-string handed to ``Static``/``Label``/``notify`` with markup on. This
-module is stdlib-only on purpose (the core never imports Rich or Textual).
-"""
+Anything from an agent, a file name or the remote is data, not terminal input: a raw ESC
+starts a control sequence (clear the screen, set the clipboard), C1 bytes are one-byte
+CSIs on some terminals, bidi overrides reorder a name, separators break a one-line
+field. `inert` shows every such character as a visible escape and never emits it raw
+(docs/design.md section 9, "Untrusted text"): categories Cc, Cf, Zl, Zp, Cs, Cn, the
+invisible Hangul fillers, and the backslash itself (so a typed ``\x1b`` and a real ESC
+differ). Rich markup is a separate hazard `inert` leaves alone: untrusted text reaches
+Rich or Textual only as ``Text(inert(s))`` or ``Content(inert(s))``, never as markup.
+Stdlib only (the core never imports Rich or Textual); also terminal cell widths."""
 
 from __future__ import annotations
 

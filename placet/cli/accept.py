@@ -1,45 +1,17 @@
 """`placet accept ID [--yes] [--skip INDEX]...`: the owner's headless decision, then the
 execution.
 
-What the owner approves is what runs: the effect shown (`placet.cli.accept_effect`) is
-computed from the same parsed ops the executor runs (`placet.executor.load_plan`), with
-every one of placet's own risk flags (`placet.proposals.risk`; never cut, whatever the op count)
-above the agent's reason (shown boxed, last, as its claim), and the request hash the
-approval binds to (docs/design.md section 9, "Accept binds to what was shown"). The code
-prompt repeats the op count and the flags by kind. A write into placet's own folders is
-refused before any code is asked (`placet.proposals.vetting`, shared with the review UI). Every
-string that came from an agent, a file name or the remote goes through
-`placet.text.inert`.
+What the owner approves is what runs: the effect is computed from the same parsed ops
+the executor runs, every risk flag is shown above the agent's reason, and the approval
+binds the request hash shown (docs/design.md section 9, "Accept binds to what was
+shown"). The confirmation is a random code written to and read back from the
+controlling terminal, so a command without one (an agent's shell tool, a pipe) cannot
+approve; `--yes` skips it only with `allow_yes = true` (docs/security.md).
 
-The confirmation is a short random code that placet writes to the controlling terminal
-(``/dev/tty``) and reads back from it, after discarding anything typed ahead. A command
-run without a terminal (an agent's shell tool, a pipe, cron) therefore cannot approve,
-whatever its stdin holds; ``--yes`` skips the code only when the owner opted in with
-``allow_yes = true`` in config.toml, and the approval's audit event records
-``via``, ``yes``, ``tty`` and the request hash. What this cannot stop (a same-user
-process driving a terminal of its own) is written down in docs/security.md.
-
-`--skip INDEX` (a sync only, repeatable) leaves op INDEX out: it is shown marked,
-recorded in the approval event as `skip_ops`, and journaled `skipped` by the executor
-(docs/design.md section 9, "Op results").
-
-Sequence: sweep (expire due, recover interrupted: a dead holder on this host is
-recovered at once), read the ops (a sync's a page at a time, held once: the executor
-runs this same plan) and flag them, with progress on stderr when that takes more than
-`PHASE_QUIET` seconds (`StepProgress`), show, confirm, accept (pending, failed or
-interrupted -> approved), execute with progress on stderr: one line per op result,
-numbered by ops ended (``[3/20]``), and a status line (ops ended of total, bytes of
-total, rate, the files in flight while a sync's transfers run several at a time) redrawn
-in place at most 10 times a second on a terminal, or written as a plain line every few
-seconds elsewhere (never a control sequence then). A proposal already `approved`
-(accepted elsewhere, never claimed) is executed without asking again. A proposal made on
-another host (one database for several machines) is only approved here: the command
-says which host runs it and exits 0 (`placet.store.host`). Ctrl-C stops the transfer
-cleanly (the proposal becomes `interrupted`); a second Ctrl-C quits at once.
-Exit codes (`placet.errors`): 0 succeeded; 1 an op failed; 3 no such proposal; 4 refused
-(expired, wrong state, no terminal, `--yes` not allowed, binding); 5 every failed op
-could not reach the drive (retryable: accept again later); 6 store.
-"""
+Sequence: sweep, read and flag the ops (a sync's a page at a time, held once), show,
+confirm, accept, execute with progress on stderr (docs/decisions/0034-cli.md). A
+proposal made on another host is only approved here (docs/decisions/0021-hosts.md).
+Ctrl-C interrupts cleanly; a second quits at once. Exit codes: docs/errors.md."""
 
 from __future__ import annotations
 

@@ -1,24 +1,15 @@
 """`placet doctor`: one line per thing placet depends on, and the fix when it is wrong.
 
-Checked, in the order a broken setup fails: the owner's config file; the data directory
-(owned by you, 0700: it holds the database, the audit anchor and the trash); the rclone
-binary and its version (an absolute path, never a PATH lookup); the rclone config
-(where, whether encrypted) and the keyring that holds its password; the drive spec and
-whether the remote answers a listing; the remote's capabilities (digest types placet will
-compare, case folding, server-side replacement); the database (path, mode 0600, schema
-version against this placet's, WAL journal, `-wal`/`-shm` modes, docs/design.md section 9
-"Files"); with `approvals = "signed"`, that a registered passkey is pinned to sign with
-and that the pins are not kept in the database's folder (docs/design.md section 12).
+Checked in the order a broken setup fails: the config file, the data directory (yours,
+0700), the rclone binary, the rclone config and its keyring password, the drive and its
+capabilities, the database (mode, schema version, journal; on PostgreSQL the server,
+docs/decisions/0020-postgresql-connections.md) and, in signed mode, the pinned passkeys
+(docs/design.md section 12).
 
-Nothing is changed, and the database is opened read-only (one that does not exist yet is
-reported as such). Asking the remote needs a run folder for rclone's socket: the data
-directory's when it exists, else a scratch folder removed afterwards (a missing data
-directory is reported, not created). A local-folder drive whose folder is missing fails
-with the fix `placet drive set` gives (the same check); the default drive folder, not
-made yet, is reported as such and not created.
-Each line is ``ok``, ``warn`` (works, but worth knowing) or ``FAIL`` followed by a
-``fix:`` line; the exit status is 1 when any check failed, else 0.
-"""
+Nothing is changed: the database is opened read-only, a missing data directory or
+default drive folder is reported, not created (asking the remote borrows a scratch run
+folder). Each line is ``ok``, ``warn`` or ``FAIL`` with a ``fix:`` line; the exit status
+is 1 when any check failed."""
 
 from __future__ import annotations
 
@@ -324,7 +315,7 @@ def _ask_drive(out: list[Check], settings: Settings, spec: str, env: dict[str, s
 
 
 def _server_database(url: str) -> list[Check]:
-    """The PostgreSQL server `database` names (issue 16): it answers with the password
+    """The PostgreSQL server `database` names: it answers with the password
     libpq finds; the schema version; this session's time zone is UTC and its lock
     timeout placet's, as placet's connection options ask (a pooler that drops startup
     options breaks both); the default isolation; a read-only server (a standby)."""

@@ -1,27 +1,14 @@
 """`placet config claude|codex|vscode|generic --root DIR`: print a host configuration.
 
-The owner pastes what this prints into the agent host's own file; placet never writes a
-host's files (docs/design.md section 1). The command is the absolute path of the installed
-`placet` (so the host does not depend on its PATH), the roots are checked and resolved
-exactly as `placet serve` will check them (so a refused root fails here, not at the
-host's first launch), a drive spec holding an inline secret is refused (it would sit in
-the host's config file), and `PLACET_HOME`/`PLACET_DB`/`PLACET_DRIVE`, when set, are
-passed on so the server finds the same data directory.
+The owner pastes what this prints into the host's own file; placet never writes a host's
+files (docs/design.md section 1). The command is the absolute path of `placet`, the roots
+are checked as `placet serve` will check them, a drive spec with an inline secret is
+refused, and `PLACET_HOME`/`PLACET_DB`/`PLACET_DRIVE` are passed on when set.
 
-Where the host supports a per-tool allowlist, every placet tool is listed by name: the
-tools only read or queue inert proposals, so the host need not prompt; the owner's
-decision in `placet review` is the gate (docs/design.md section 5). Tools are listed one by
-one rather than by a server-wide wildcard, so a tool added by a later version is not
-allowed without the owner re-running this command. Host formats (checked 2026-11):
-
-- Claude Code: `.mcp.json` `{"mcpServers": {"placet": {"type": "stdio", ...}}}`, and
-  `permissions.allow` entries `mcp__placet__<tool>` in `.claude/settings.json`.
-- Codex: `[mcp_servers.placet]` in `~/.codex/config.toml` (or a trusted project's
-  `.codex/config.toml`) with `enabled_tools` and per-tool `approval_mode = "approve"`.
-- VS Code: `.vscode/mcp.json` `{"servers": {"placet": {"type": "stdio", ...}}}`; VS Code
-  has no allowlist in that file (choose "Always allow" when it first asks).
-- generic: the command line and the common `mcpServers` JSON shape.
-"""
+Where the host has a per-tool allowlist (Claude Code `permissions.allow`, Codex
+`enabled_tools`), every tool is listed by name, never a wildcard, so a tool added later
+is not pre-approved (docs/decisions/0012-mcp-tools.md); VS Code's file has none. Each
+host's format is in the function that prints it."""
 
 from __future__ import annotations
 

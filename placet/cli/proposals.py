@@ -1,21 +1,12 @@
 """`placet list | show | discard | extend | sweep | audit`: the owner's headless view of the
 queue and the audit log.
 
-Human output is for a terminal: every string that came from an agent, a file name or the
-remote goes through `placet.text.inert` (control, format and bidi characters shown
-escaped; names with non-ASCII characters also get their escaped ASCII form beside them, as
-in the review UI), `show` renders the proposal as `placet accept` does (the same
-`placet.cli.accept_effect` functions): a header, the agent's reason boxed as its claim
-and placet's risk flags (counted by kind) near the top, the op counts and bytes by kind,
-then the first ops, each whole, one entry per op (the terminal wraps), and how many more
-there are; `--all` lists every op, flag and op result, streamed from the store
-(`placet.cli.show_ops`); then only the evidence facts the ops do not show. `list` fits
-every row to the terminal's width in cells (the reason is cut first; a long target after
-it). `--json` output is for scripts, with `ensure_ascii` so it is terminal-safe too:
-`list` prints one JSON array (a proposal per line, `[]` for none), `show` one object,
-`audit` JSON Lines. Domain errors surface through the entry point (`placet.cli.main`) as
-one line on stderr and the exit code of their class.
-"""
+Human output is for a terminal: every agent, file or remote string goes through
+`placet.text.inert` (docs/design.md section 9, "Untrusted text"); `show` renders a
+proposal as `placet accept` does (`placet.cli.accept_effect`), the first ops whole and
+`--all` streaming every op (`placet.cli.show_ops`); `list` fits each row to the
+terminal's width. `--json` is for scripts (`ensure_ascii`): `list` one JSON array, `show`
+one object, `audit` JSON Lines (docs/decisions/0034-cli.md)."""
 
 from __future__ import annotations
 

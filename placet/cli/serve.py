@@ -2,19 +2,12 @@
 
     placet serve --root [NAME=]DIR [--root ...] [--drive SPEC] [--label NAME]
 
-Everything that can be refused is refused before the first MCP byte: no `--root`, a root
-that is `/`, the home directory (or above it), or overlaps placet's data directory
-(`placet.paths.roots.parse_roots`), an invalid label, an unusable config or database. Each exits
-non-zero with one line on stderr saying why, which a host shows in its MCP log.
-
-While it serves, it also runs this host's executor loop (`placet.executor.service.
-HostLoop`): the proposals of this host the owner approved elsewhere (another host, or a
-process that ended before running them) run here, without a word on stdout.
-
-stdout carries only MCP frames; logs go to stderr (`--log-level`, default WARNING).
-The run id is random per process: it ties this server's proposals together for
-attribution and for `proposal_withdraw`, and grants nothing else.
-"""
+Everything that can be refused is refused before the first MCP byte (no `--root`, a root
+that is `/`, the home or overlaps placet's folders, an invalid label, an unusable config
+or database), with one line on stderr a host shows in its MCP log. While it serves it
+runs this host's executor loop (docs/decisions/0021-hosts.md), silently. stdout carries
+only MCP frames; logs go to stderr. The run id is random per process: it ties this
+session's proposals together for attribution and `proposal_withdraw`, and grants nothing."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """`placet show` of a proposal with many ops: a summary, or everything streamed.
 
-A sync may hold 100,000 ops (stored by reference, docs/decisions.md, "A sync proposal's
-ops are stored by reference"). `show ID` prints what the owner needs to judge it: the
-op count and bytes moved, counts and bytes by op kind, the conflicts and their
+A sync may hold 100,000 ops (stored by reference,
+docs/decisions/0023-ops-by-reference.md). `show ID` prints what the owner needs to judge
+it: the op count and bytes moved, counts and bytes by op kind, the conflicts and their
 decisions counted, placet's risk flags counted by kind (the first `SHOWN` listed), the
 first `SHOWN` ops, and how many more there are. `show ID --all` lists every op and every
-flag; `--json` writes the whole proposal with every op. Both stream: ops are read from
-the store a page at a time (`Store.iter_ops`) and written as they come, never built
-into one string. The text goes through the same renderers as `placet accept`
+flag; `--json` writes the whole proposal with every op. Both stream: ops are read from the
+store a page at a time (`Store.iter_ops`) and written as they come, never built into one
+string. The text goes through the same renderers as `placet accept`
 (`placet.cli.accept_effect`), so every string is inert.
 """
 

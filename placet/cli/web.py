@@ -1,21 +1,13 @@
 """`placet web`, `placet web pair` and `placet keys`: the review page, pairing a passkey,
 and the owner's passkeys.
 
-`placet web` serves the review page (placet/web) on 127.0.0.1:8765 as
-``http://localhost:8765`` (a passkey needs a host name; localhost is a secure context).
-Any other listen address needs TLS (``--cert`` and ``--key``, and ``--name`` for the
-name the certificate is for), else it is refused (``insecure_listen``). `placet web
-pair` prints a one-time pairing link valid 10 minutes (and its QR code on a terminal);
-opening it registers that device's passkey and pins it in the owner's config folder
-(`placet.config.pins`: the link is recorded there too, so only a link made here
-registers). `placet keys` lists the passkeys and whether each is pinned; `placet keys
-pin ID` pins one registered before keys were pinned, after a code typed at the
-terminal (as `placet accept` asks); `placet keys unpin ID` takes a pin back and
-`placet keys revoke ID` revokes a passkey and unpins it (docs/design.md section 12).
-While the page is served, this host's executor loop runs too
-(`placet.executor.service.HostLoop`). Starlette and uvicorn are imported only when the
-page is served.
-"""
+`placet web` serves the review page on 127.0.0.1:8765 as ``http://localhost:8765`` (a
+passkey needs a host name); any other address needs TLS (``--cert``, ``--key``,
+``--name``), else ``insecure_listen`` (docs/decisions/0029-web-passkeys.md). `placet web
+pair` prints a one-time link valid 10 minutes that registers and pins a device's passkey;
+`placet keys` lists, pins (after a code typed at the terminal), unpins and revokes them
+(docs/design.md section 12). The host's executor loop runs while the page is served;
+Starlette and uvicorn are imported only then."""
 
 from __future__ import annotations
 

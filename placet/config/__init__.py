@@ -101,7 +101,7 @@ class Settings(BaseModel):
     stored_per_session: int = Field(50, ge=2, le=10_000)
     """Most sync plans, and separately most drive snapshots, one `placet serve` process
     keeps stored; beyond, its oldest are pruned in the same transaction as the insert
-    (docs/decisions.md, "Stored plans and snapshots are capped")."""
+    (docs/decisions/0024-sync-plans.md)."""
     stored_bytes_per_session: int = Field(64 * 1024**2, ge=1024**2)
     """Most stored bytes (compressed bodies) of one session's plans, and of its snapshots."""
     stored_total: int = Field(500, ge=2, le=100_000)
@@ -199,7 +199,7 @@ def check_database_url(url: str, source: str) -> str:
 
     The password never sits in config.toml, the environment's `PLACET_DB` or argv, where
     other tools and logs see it: libpq reads it from `PGPASSWORD`, `PGPASSFILE` or
-    `~/.pgpass` (docs/decisions.md, "PostgreSQL: the password never in the URL"). The
+    `~/.pgpass` (docs/decisions/0020-postgresql-connections.md). The
     error never repeats the URL, which may hold the password.
     """
     parts = urlsplit(url)

@@ -4,20 +4,15 @@
 [notify]
 detail = "full"          # or "minimal": no path, no name in any message
 [notify.ntfy]
-url = "https://ntfy.example.org/placet-owner"   # the topic URL
-priority = 4             # ntfy's 1 (min) .. 5 (max)
-click = "http://localhost:8765/"                 # optional: `placet web`, opened on a tap
+url = "https://ntfy.example.org/placet-owner"   # the topic URL; priority, click optional
 [notify.webhook]
 url = "https://bridge.example.org/placet"
 [notify.desktop]
 enabled = true
 ```
 
-Secrets never live here: the ntfy access token and the webhook's HMAC secret are read
-from the keyring (service ``placet``, users `NTFY_TOKEN_USER` / `WEBHOOK_SECRET_USER`,
-stored by `placet notify secret`). Bad values are refused when the settings load, as a
-`ConfigError` naming the dotted key (`placet.config.load_settings`).
-"""
+Secrets never live here: the ntfy token and the webhook's HMAC secret are in the keyring
+(`placet notify secret`). Bad values are a `ConfigError` naming the dotted key."""
 
 from __future__ import annotations
 
@@ -85,7 +80,7 @@ class NotifySettings(BaseModel):
 
     `burst_quiet_s` / `burst_window_s`: proposals of one `placet serve` session coalesce
     into one message until the session has been quiet for `burst_quiet_s` seconds, or at
-    most `burst_window_s` after the first (docs/decisions.md, "Notifications").
+    most `burst_window_s` after the first (docs/decisions/0031-notifications.md).
     """
 
     model_config = ConfigDict(extra="forbid")

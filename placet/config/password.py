@@ -1,24 +1,13 @@
 """The rclone config password in the owner's keyring, and the hidden command rclone runs.
 
-`placet drive login` stores the password of an encrypted rclone config in the keyring
-(service ``placet``, user ``rclone-config``). It never reaches an rclone child through
-argv or the child's environment, since `ps eww` shows a process's environment to its
-user: every child gets ``--password-command`` naming the hidden command
-``placet drive password-for-rclone`` (`RCLONE_PASSWORD_ARGS`), which rclone runs only when
-the config is encrypted, reading the password from its stdout through a pipe
-(docs/design.md section 9, "rclone hygiene"; docs/decisions.md).
-
-The command answers only an rclone that placet itself started (`check_caller`): placet
-writes a token file (`write_token`: its own pid and the rclone binary, 0600 in a 0700
-folder of its run directory) and names it in the child's environment (`CALLER_ENV`); the
-command refuses unless its parent is that rclone binary and the parent's parent is that
-pid. A process of the owner's account could still read the keyring itself; what this
-stops is the command being an oracle any such process can simply ask.
-
-This module imports only the standard library and `placet.errors` (keyring lazily): the
-hidden command runs once per rclone child, so `placet.cli.main` answers it from here
-before loading any other command.
-"""
+`placet drive login` stores an encrypted rclone config's password in the keyring; it
+reaches rclone only through ``--password-command`` naming the hidden
+``placet drive password-for-rclone``, never argv or the environment (docs/design.md
+section 9, "rclone hygiene"; docs/decisions/0009-rclone-password.md). The command answers
+only an rclone placet itself started (`check_caller`, against a token file placet writes),
+so it is no oracle for other processes. This module imports only the standard library
+and `placet.errors` (keyring lazily): `placet.cli.main` answers the command from here
+before loading any other command."""
 
 from __future__ import annotations
 

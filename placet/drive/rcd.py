@@ -1,24 +1,14 @@
 """The long-lived `rclone rcd` on a private unix socket, and placet's client for it.
 
-* **Daemon.** Listens on a unix socket in a fresh 0700 directory under the run dir, with a
-  random user/password passed through its environment (`RCLONE_RC_USER/PASS`), started
-  lazily on the first call from a keeper thread (so `PR_SET_PDEATHSIG` ties it to
-  placet, `placet.drive.proc`) and stopped at exit. A daemon that died is replaced on
-  the next call.
-* **Connections.** Every request carries the Basic auth header; socket path and
-  credentials are read under the client's lock, so a restart by another thread never
-  hands a call half of the old daemon and half of the new one. Each thread keeps one
-  keep-alive connection (a fresh unix-socket connection per call cost about 0.7 ms more
-  per call, measured: docs/performance.md "Sync apply"), never shared between threads,
-  so requests need no lock; the transfer pool calls from up to 4 threads at once.
-* **Uploads.** `Rcd.upload` sends bytes placet already read from its own descriptor and
-  approved as one `operations/uploadfile` request (multipart/form-data) on the same
-  authenticated connection; a thread inside `Children.adopt` lets `Children.kill_all`
-  shut that request's socket down, as it kills an `rclone rcat`. `Rcd.upload_stream`
-  sends a big file's body while placet reads it (a fresh connection; aborted by closing
-  its sending side, then waiting for rclone's answer, so rclone is done with the object
-  before the caller deletes it).
-"""
+The daemon listens on a unix socket in a fresh 0700 folder under the run dir, with random
+credentials in its environment, started lazily from a keeper thread (so it dies with
+placet, `placet.drive.proc`) and replaced if it died. Socket and credentials are read
+under the client's lock, so a restart never hands a call half of each daemon. Each thread
+keeps one keep-alive connection of its own, so requests need no lock; a drive's close
+leaves live threads' connections to them. `Rcd.upload` sends bytes already read and
+approved as one `operations/uploadfile`; `Rcd.upload_stream` sends a big file's body as
+placet reads it, and a stopped stream waits for rclone's answer before the caller
+deletes the object (docs/decisions/0006-rcd-and-uploads.md)."""
 
 from __future__ import annotations
 
@@ -443,7 +433,7 @@ class Rcd:
         buffer per part), so the request sets the cutoff (`_config`
         ``StreamingUploadCutoff``) just above the largest part: still one known-size
         Put per file, and ~1 ms less CPU per small file than the daemon's 2 MiB cutoff
-        (docs/performance.md "Sync apply"). It also skips rclone's own read-back of each
+        (bench/sync_apply.py in docs/performance.md). It also skips rclone's own read-back of each
         object (``IgnoreChecksum``, as `rclone rcat --ignore-checksum` does): the caller
         verifies the stored object against the digest of the bytes it sent. And it sets
         ``LowLevelRetries`` to 1 for the request: rclone's `Copy`, which takes each part,

@@ -1,43 +1,18 @@
 """The drive as rclone reaches it: metadata through `rclone rcd`, bytes through the CLI.
 
-Listings, stat, mkdir, digests, moves and deletes go to one long-lived `rclone rcd` on a
-private unix socket: a call costs well under a millisecond there against ~45 ms for a
-fresh `rclone` process (measured; docs/decisions.md), and an evidence check or a sync
-plan makes many of them (`placet.drive.rclone_core`; listings and their digests,
+Metadata goes to one long-lived `rclone rcd` (`placet.drive.rclone_core`, listings in
 `placet.drive.rclone_listing`). This module decides how bytes move and when an upload
-counts as stored. Bytes go through `rclone rcat` / `rclone cat` children fed from and
-into placet's own descriptors (`placet.drive.transfer`), because rcd can only open local
-files by name; the exception is a small new file (at most `RCD_UPLOAD_MAX` bytes), whose
-bytes placet reads from its descriptor into memory and sends to rcd's
-`operations/uploadfile` itself (`Rcd.upload`), sparing the ~70 ms an rcat process costs
-to start (docs/performance.md "Sync apply"); and, on the backends of
-`RCD_STREAM_BACKENDS` (sftp, a local folder), a larger upload to a temporary object up
-to `RCD_STREAM_MAX` (256 MiB; `RCD_STREAM_LOCAL_MAX`, 48 MiB, on a local folder), sent to
-rcd as placet reads it (`Rcd.upload_stream`), sparing an rcat process and an SSH
-handshake per file (docs/performance.md "Big files on sftp, round 2").
+counts as stored: through `rclone rcat` / `rclone cat` fed from placet's own descriptors
+(`placet.drive.transfer`), through rcd for small new files (`Rcd.upload`) and, on
+`RCD_STREAM_BACKENDS`, for larger ones up to their cap (`Rcd.upload_stream`);
+docs/decisions/0006-rcd-and-uploads.md says which and why.
 
-An upload never shows unapproved bytes under the target name (docs/design.md sections 3-4):
-it streams to ``<folder>/.placet-tmp-<random>-<name>``, hashes the stream (SHA-256 plus
-the remote's type), checks size and the remote's digest of the temporary object (or
-reads it back when the remote has no digest), and only then moves it into place. A move
-takes whatever sits under the temporary name at that moment, so the object under the
-target name is checked again after the move (issue 12 item 2): a replaced object waits
-under a backup name (`placet.names.BACKUP_PREFIX`) until that check holds and is moved
-back when it fails; a new one is deleted. A
-replacement on a remote that cannot move onto an existing name server-side (Proton
-Drive) uploads straight onto the target and verifies afterwards; the result says which
-path was taken. Any failure deletes the temporary object. rcat gets all but the last
-chunk before the digest is confirmed; the rcd path holds back every chunk, because rclone
-stores a multipart body cut short below its streaming cutoff as a smaller file (so an
-aborted request is not a refusal), and rcd only ever receives bytes already confirmed,
-for a temporary name. The rcd stream, like rcat, gets all but the last chunk first: a
-stopped stream may leave a short object under the temporary name, which is never moved
-(the error skips the check and the move) and is deleted once rcd has answered.
-
-rclone's caches: `clear_caches` drops rcd's cached backends before an evidence check or
-a plan's listing; for Proton Drive the backend's own metadata cache is turned off and
-`replace_existing_draft` turned on in the spec placet hands rclone (docs/design.md section 3).
-"""
+An upload never shows unapproved bytes under the target name (docs/design.md section 3;
+docs/decisions/0007-upload-checks.md): it goes to a temporary name, its stream is hashed
+and matched before the last chunk, the temporary object is checked, moved, and the object
+under the target checked again; a replaced object waits under a backup name until then.
+Any failure deletes the temporary object. `clear_caches` drops rcd's cached backends
+before an evidence check or a plan's listing."""
 
 from __future__ import annotations
 
@@ -249,7 +224,7 @@ class RcloneDrive(RcloneListing):
         journal: JournalFn | None,
     ) -> str | None:
         """Move verified temporary object `temp` onto `target`, then prove that what now
-        sits under `target` is the approved bytes (issue 12 item 2: the temporary object
+        sits under `target` is the approved bytes (the temporary object
         can be swapped between its check and the move, and a move takes whatever is
         there). A replaced object is first moved aside to a backup name (journaled like
         a temp, `placet.names.BACKUP_PREFIX`); when the proof fails it is moved back, a

@@ -1,31 +1,15 @@
 """Many small new files of one folder at once: one rcd request per step, not per file.
 
-A sync of many small files spent its time on round trips (docs/performance.md "Sync
-apply"): per file a stat of the target, the upload, a verify stat, a stat before the
-move and the move. Here each step is one request for a whole batch of new files in one
-folder: the bytes go as one `operations/uploadfile` request with a part per file, the
-checks as two listings of the folder, and the moves and deletes as one `job/batch` each
-(rclone runs the listed rc calls and answers with one result per call, in order; an
-error is that call's result, not the batch's).
-
-The rules are `RcloneDrive.upload_from_fd`'s for a new file, per file: a name that
-differs only by Unicode normalization from one in the folder or earlier in the batch is
-that file's `AlreadyExists` (`placet.drive.twins`; one listing of the folder when a name
-is not ASCII), and it sends nothing; every byte is
-read, hashed and matched to the approved digests before any is sent (a file that
-changed is that file's `StaleEvidence`, and it sends nothing); every temporary name is
-journaled before the request that writes it; each temporary object is checked by size
-and the remote's digest of it (one listing of the folder's temporary objects); a target
-that is there (one listing of the folder, just before the moves; names case-folded on a
-remote that folds case) is that file's `AlreadyExists`; only then is it moved into
-place. After the moves, one listing of the moved names with their digests proves each
-target holds the approved bytes (a temporary object swapped after its check would
-otherwise take the name: issue 12 item 2); a target that does not is deleted and is
-that file's `verify_failed`. Its mtime is the temporary object's: a server-side move
-keeps it. Any file that
-does not end moved has its temporary object deleted, and any error of the whole request
-deletes them all.
-"""
+Each step is one request for a whole batch: the bytes as one `operations/uploadfile` with
+a part per file, the checks as listings of the folder, the moves and deletes as one
+`job/batch` each (one result per call, in order). The rules are
+`RcloneDrive.upload_from_fd`'s for a new file, per file (docs/decisions/0027-sync-execution.md,
+docs/decisions/0007-upload-checks.md): a normalization twin is that file's
+`AlreadyExists` (`placet.drive.twins`); every byte is matched to the approved digests
+before any is sent; temporary names are journaled before the request; each temporary
+object is checked, each target found absent just before the moves, and each moved name
+proven to hold the approved bytes (a target that does not is deleted, `verify_failed`).
+A file that does not end moved has its temporary object deleted."""
 
 from __future__ import annotations
 

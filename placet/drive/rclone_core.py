@@ -8,8 +8,8 @@ error mapping with redaction (`placet.drive.failures`), and the small metadata c
 build on it in `placet.drive.rclone_listing`, transfers in `placet.drive.rclone`.
 
 Metadata goes through rcd because a call there costs well under a millisecond against
-~45 ms for a fresh `rclone` process (measured; docs/decisions.md), and an evidence check
-or a sync plan makes many of them.
+~45 ms for a fresh `rclone` process (measured; docs/decisions/0006-rcd-and-uploads.md),
+and an evidence check or a sync plan makes many of them.
 """
 
 from __future__ import annotations
@@ -66,8 +66,9 @@ back to copy + delete): rclone's own `--timeout` still stops a stalled connectio
 
 RCD_UPLOAD_MAX = 2 << 20
 """New files of at most this many bytes are uploaded through rcd (`operations/uploadfile`),
-larger ones and direct replacements through `rclone rcat` (docs/performance.md "Sync
-apply": a small file costs ~70 ms of rcat start-up against a few ms through rcd)."""
+larger ones and direct replacements through `rclone rcat` (bench/sync_apply.py in
+docs/performance.md: a small file costs ~70 ms of rcat start-up against a few ms through
+rcd)."""
 
 
 RCD_STREAM_BACKENDS = frozenset({"sftp", "local"})
@@ -78,13 +79,13 @@ write as they read it. Others size a chunked upload by the known size (S3: an un
 size caps a file at chunk size x 10,000) or spool a stream to a local temporary file,
 so they keep `rclone rcat --size`. On a local folder the rcat process costs ~40-60 ms
 of wall and CPU per file, a third of a 32 MiB upload, up to `RCD_STREAM_LOCAL_MAX`
-(docs/performance.md "Large files at rclone's pace")."""
+(bench/sync_apply.py in docs/performance.md)."""
 
 RCD_STREAM_MAX = 256 << 20
 """Uploads above this many bytes go through `rclone rcat` even on `RCD_STREAM_BACKENDS`:
 rcd reads a multipart body in 4 KiB pieces (Go's multipart reader), ~0.35 s more CPU
 per GiB than rcat reading its pipe, against ~0.1 s for an rcat process and SSH handshake
-per file (docs/performance.md "Big files on sftp, round 2")."""
+per file (bench/big_upload_floor.py in docs/performance.md)."""
 
 RCD_STREAM_LOCAL_MAX = 48 << 20
 """On a local folder, uploads above this many bytes go through `rclone rcat`: rcd's 4 KiB
@@ -475,7 +476,7 @@ class RcloneCore:
         the remote stores, in one rcd call and no rclone child (a `download_to_fd` into
         /dev/null spawns `rclone cat`: about 20 times slower per small file on WebDAV,
         docs/performance.md). What binds a transfer to content on a remote without
-        digests (issue 12 item 3).
+        digests (docs/decisions/0011-no-digest-binding.md).
 
         Raises:
             NotFound: no such file. DriveUnavailable / DriveError.

@@ -1,20 +1,13 @@
 """Listings of the rclone drive: paged folders, whole trees, and digests kept by version.
 
-Listings go to the long-lived `rclone rcd` (`placet.drive.rclone_core`). What this
-module decides is which digest a listed file carries and where it comes from: one per
-file, the remote's preferred type (docs/design.md section 9). A remote that stores digests
-returns them with the listing at no cost. A remote where rclone computes them by reading
-the data (local folders, sftp) would read every file on every listing, so those digests
-are kept in a `DigestStore` by path with the size and mtime they were computed for (the
-sync service hands over its persistent remote digest cache, `use_digest_store`, so there
-is one), and listings reuse them while both match; a miss is hashed and then checked
-against a fresh stat, so a file changed meanwhile gets no digest rather than a wrong
-one, and many misses are fetched by one hashed listing instead of a call each.
-
-Folder pages are cut before digests are added (a page of 500 hashes 500 files, not the
-folder), and the cursor is versioned and names its folder, so a cursor from another
-folder or an older format is refused rather than misread.
-"""
+Listings go to rcd (`placet.drive.rclone_core`). This module decides which digest a
+listed file carries: one, the remote's preferred type (docs/design.md section 9). A remote
+that stores digests returns them free; where rclone computes them by reading (local, sftp)
+they are kept in the shared `DigestStore` by path, size and mtime and reused while both
+match; a miss is hashed and checked against a fresh stat, many misses by one hashed
+listing (docs/decisions/0025-digest-caches.md). Folder pages are cut before digests are
+added, and the cursor is versioned and names its folder, so another folder's or an older
+format's cursor is refused, never misread."""
 
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """The drive spec (an rclone path), remote paths within it, and redaction of rclone's text.
 
-A drive spec is whatever rclone accepts as a path: a configured remote (``name:path``),
-one with overriding options (``name,opt=value:path``), an on-the-fly backend
-(``:backend,opt=value:path``), or an absolute local folder. placet stores the spec with
-every proposal (docs/design.md section 9, "drive binding"), so a secret written into it would
-end up in the database, in logs and in front of the agent: inline secrets are refused
-here, at configuration, with a message that sends the owner to rclone's own config.
-
-Agent-supplied strings only ever fill the path-within-the-drive slot of an rclone
-argument. `placet.paths.local` checks them first; `check_drive_path` repeats the rules that
-keep a path from being read as an option or a remote prefix, because this module is the
-last place before argv.
-
-rclone echoes connection strings, with their (merely obscured, reversible) passwords, in
-its error messages; `redact` removes them, and any explicit secret, before text reaches
-an agent, a log or the database.
-"""
+A drive spec is whatever rclone accepts as a path (``name:path``, ``name,opt=v:path``,
+``:backend,opt=v:path``, an absolute local folder). It is stored with every proposal
+(docs/design.md section 9, "Drive binding"), so inline secrets are refused at
+configuration. Agent strings only fill the path-within-the-drive slot; `check_drive_path`
+repeats the rules that keep a path from reading as an option or a remote prefix, as the
+last place before argv. `redact` removes connection strings and secrets rclone echoes
+before text reaches an agent, a log or the database."""
 
 from __future__ import annotations
 

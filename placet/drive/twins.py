@@ -3,10 +3,10 @@
 rclone serve sftp (and any remote that matches names by normal form) resolves such a
 name to either object from one call to the next: an upload's check after the move then
 hashed the other object and the undo deleted it, a file the owner never approved to
-touch; a batch's move onto the name replaced the other object (docs/decisions.md,
-"Unicode-normalization twins"). placet refuses to write a name beside its twin: uploads
-(`RcloneDrive.upload_from_fd`), batches of new files (`placet.drive.rclone_batch`) and
-mkdir (`RcloneCore.mkdir`) share this rule.
+touch; a batch's move onto the name replaced the other object
+(docs/decisions/0010-names-on-the-drive.md). placet refuses to write a name beside its
+twin: uploads (`RcloneDrive.upload_from_fd`), batches of new files
+(`placet.drive.rclone_batch`) and mkdir (`RcloneCore.mkdir`) share this rule.
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
-"""A sync's small new files, uploaded a folder's batch at a time (issue 11).
+"""A sync's small new files, uploaded a folder's batch at a time.
 
-Per file, an upload made about seven rcd calls and three SQLite commits, which is why an
-accepted sync of many small files ran 44-74x slower than `rclone copy`
-(docs/performance.md "Sync apply"). Here the ops of one batch (new files of one remote
-folder, at most `BATCH_OPS`; `batch_units` picks them) share each round trip, and every
-op keeps its own checks and its own result:
-
-1. **Local evidence, per op.** Each source is opened by descriptor walk from the root
-   and its size and mtime compared with the evidence (else that op is stale).
-2. **Bytes, batched.** `upload_new_batch` reads, hashes and matches every file to its
-   approved digests before anything is sent (a changed file is that op's stale), journals
-   every temporary name in one commit before the request, verifies each temporary
-   object by the remote's digest, and deletes every temporary object it did not move
-   (`placet.drive.rclone_batch`).
-3. **Remote evidence, batched, before any real name changes.** Right before the moves,
-   one `job/batch` of stats asks whether each target is still absent, as the proposal
-   saw it. A target that is there is not a plain new file any more: its temporary
-   object is deleted and the op runs alone through `run_upload`, which asks
-   already_done first, then stale (the op-result rule), exactly as before; that is also
-   how a re-accept after a crash finds the ops whose journal rows were lost.
-
-An error of the whole batch (rclone unreachable...) fails each of its ops as it would
-have failed alone (retryable when the error is); nothing was moved for them.
-"""
+Per file, an upload costs several rcd calls and commits, so the ops of one batch (new
+files of one remote folder, at most `BATCH_OPS`; `batch_units` picks them) share each
+round trip while every op keeps its own checks and result
+(docs/decisions/0027-sync-execution.md): local evidence per op (descriptor walk, size and
+mtime); bytes batched through `placet.drive.rclone_batch`, matched to their digests
+before anything is sent; and, right before the moves, whether each target is still
+absent. A target that is there leaves the batch and runs alone through `run_upload`,
+which asks already_done before stale, as a re-accept after a crash needs. An error of the
+whole batch fails each op as it would have failed alone; nothing was moved for them."""
 
 from __future__ import annotations
 

@@ -1,28 +1,14 @@
 """Re-checking a proposal's evidence at execution, and recognising work already done.
 
-Two questions are asked of every op before it touches anything (docs/design.md sections 4, 9):
-
-1. **already_done** (asked first): does the target already hold the approved content?
-   Then the op is done whatever else changed, which is what makes re-accepting an
-   interrupted proposal safe: a crash between the final move and its journal entry
-   leaves the approved bytes in place, and the next run must not call that stale.
-2. **stale**: is the source or target still what the proposal saw? A local file is
-   compared by size and mtime (its bytes are hashed as they stream, and the drive
-   refuses bytes that differ from the approved SHA-256); a remote one by size and digest
-   of the remote's own type, or, where the remote offers none, by SHA-256 of its bytes
-   against those placet read when proposing or planning (`read_by_placet`; evidence
-   recorded before that: size and mtime).
-
-"Approved content" is decided by the strongest means available: the remote's own digest
-of the approved type when it has one, else SHA-256 of the bytes read back (a remote with
-no digest, e.g. WebDAV). Reading back costs a full read, so it is done only on the rare
-path where a target exists that the evidence said should not.
-
-`RemoteProbe` caches one path's stat and digests for the length of one op, so a check
-that needs the same digest twice (already_done, then stale) asks rclone once. Hashes are
-asked one type at a time (`Drive.digest_of`), never every type a backend knows: on a
-local folder or sftp each type is a full read of the file.
-"""
+Every op asks two questions before it touches anything (docs/design.md sections 4, 9,
+"Op results"): **already_done** first (the target already holds the approved content, so
+a crash between a move and its journal row never strands an op), then **stale** (the
+source or target is no longer what the proposal saw: a local file by size and mtime, its
+bytes matched as they stream; a remote one by size and digest, or by SHA-256 of the bytes
+placet read when proposing, docs/decisions/0011-no-digest-binding.md). Approved content is
+judged by the remote's digest of the approved type, else by a read-back, done only where a
+target exists that the evidence said should not. `RemoteProbe` caches one path's stat and
+digests for one op, and digests are asked one type at a time (each may be a full read)."""
 
 from __future__ import annotations
 
@@ -103,9 +89,9 @@ def remote_as_seen(probe: RemoteProbe, ev: RemoteEvidence, *, streamed: bool = F
     Absent stays absent; a folder stays a folder; a file keeps its size and its digest
     of the recorded type (where the remote reports one now), else its mtime. A file
     bound by content (`RemoteEvidence.read_by_placet`: the remote has no digest) is read
-    back and its SHA-256 compared (issue 12 item 3); with `streamed` (a download, whose
-    own stream is compared with the digest before its bytes take the name) only its
-    size is compared here, so the file is read once, not twice.
+    back and its SHA-256 compared (size and mtime can be restored); with `streamed` (a
+    download, whose own stream is compared with the digest before its bytes take the name)
+    only its size is compared here, so the file is read once, not twice.
     """
     e = probe.entry()
     if not ev.exists:

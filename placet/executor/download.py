@@ -1,29 +1,14 @@
 """The download op: remote file -> new temp file under the destination's directory
 descriptor -> verified -> fsynced -> renamed into place (docs/design.md sections 4, 6, 9).
 
-Order:
-
-1. The destination folder is opened by descriptor walk from the root (device/inode
-   re-checked, no symlink followed; a sync may create missing folders the same way).
-2. already_done first: the local target is a singly-linked regular file holding the
-   approved bytes (digest of the remote's type, or SHA-256 of the remote read back
-   where the remote has no digest).
-3. The remote source must still be as the proposal saw it, else stale.
-4. An existing local target is replaced only if the proposal asked for overwrite *and*
-   the root's policy is ``allow-overwrite`` now *and* the file is still the one the
-   owner saw (size, mtime), else the op fails (``already_exists`` / ``refused``) or is
-   stale. The replaced file goes to placet's trash.
-5. `rclone cat` streams into a temp file created with ``O_EXCL|O_NOFOLLOW`` (its name
-   journaled first), hashed as it arrives; size and digest are compared with the
-   evidence before the rename, so a target name only ever receives approved bytes. The
-   no-overwrite rename is no-replace (`placet.local.atomic.commit_temp_file`): a file that appears
-   during the transfer is never clobbered.
-6. Containment holds to the end: the destination folder is held as a descriptor; before
-   the first byte and again just before the rename it must not be (or lie inside) one of
-   placet's own folders, and before the rename it must still be the folder the root's
-   descriptor walk reaches, so a folder moved out of the root mid-transfer does not
-   receive the file (``destination_moved``).
-"""
+The destination folder is opened by descriptor walk from the root; already_done is asked
+first, then stale. An existing local target is replaced only if the proposal asked, the
+root's policy allows it now and the file is still the one the owner saw (the replaced
+file goes to placet's trash). `rclone cat` streams into an ``O_EXCL|O_NOFOLLOW`` temp file
+(journaled first), hashed as it arrives and compared before a no-replace rename, so a
+name only receives approved bytes. Containment holds to the rename: the folder must not be
+one of placet's own and must still be the one the root's walk reaches
+(``destination_moved``; docs/decisions/0028-risk-and-own-folders.md)."""
 
 from __future__ import annotations
 
@@ -152,8 +137,9 @@ def _placet_folder_holding(dir_fd: int, settings: Settings) -> Path | None:
 
 def _refuse_placet_folder(ctx: OpContext, dir_fd: int, local_path: str) -> None:
     """Defence in depth behind the root rule of `placet.paths.local`: a download never writes
-    into placet's data, config or database folder (docs/decisions.md), e.g. from a root
-    nominated under another PLACET_HOME than the one accepting.
+    into placet's data, config or database folder
+    (docs/decisions/0028-risk-and-own-folders.md), e.g. from a root nominated under
+    another PLACET_HOME than the one accepting.
 
     Raises:
         PathRefused (code ``placet_own_path``).

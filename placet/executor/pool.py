@@ -1,34 +1,14 @@
-"""Running a sync's file transfers N at a time, after its folders exist (issue 6).
+"""Running a sync's file transfers N at a time, after its folders exist.
 
-A sync of many small files spends most of its time per op (an rclone process per
-transfer, a few rcd calls, a journal commit), not moving bytes, so ops run on
-`Settings.transfers` worker threads (default 4, rclone's own `--transfers` default).
-What this module decides, and why:
-
-- **Only transfers.** The runner creates the folders first, one at a time (parents
-  before children), so every upload finds its folder; only then do the file ops start
-  here. Single-op proposals never come here.
-- **Each op stays whole on one worker.** Its evidence re-check, its transfer and its
-  verification run on the worker, exactly as they do one at a time; an op ending badly
-  is one result, never a reason to stop the others. A unit of work is one op, or a
-  batch of small new files of one folder that share their round trips
-  (`placet.executor.batch`); each op of a batch still gets its own result.
-- **Journaling.** A worker journals an op's temporary names itself, synchronously and
-  before the first byte (the crash trail must be durable before it is needed); the op's
-  result goes back to the coordinating thread (the caller of `execute`) through a queue,
-  which journals it (results in batches, docs/decisions.md), records the sync baseline
-  and sends the progress event. A worker that returns says so through the same queue,
-  so the run ends with the last result, not at the next `TICK` (up to 100 ms per sync).
-  All journal writes of a run go through one lock in the runner.
-- **Stopping.** The coordinator looks at the owner's cancel and the lease every 100 ms
-  (`TICK`) and after each result. On either it starts no further op and kills every
-  rclone child the workers started (`placet.drive.proc.Children`), so a transfer blocked
-  in a pipe write stops at once instead of at its next progress callback; the killed
-  uploads delete their temporary objects on the way out, as any failed upload does. It
-  then waits for the workers, and hands back the ops that were cut short.
-- **Threads, not processes**: the bytes move in rclone and hashing in hashlib, both
-  outside the GIL; the workers only wait on pipes and sockets.
-"""
+Ops run on `Settings.transfers` worker threads (threads suffice: bytes move in rclone and
+hashing in hashlib, outside the GIL). A unit is one op or a batch of small new files of
+one folder (`placet.executor.batch`); each op stays whole on one worker, and ends as its
+own result. A worker journals its temporary names before its first byte; results go
+back through a queue to the coordinating thread, which journals them in batches, records
+the baseline and sends progress; each worker's end marker ends the run with its last
+result. On the owner's cancel or a lost lease no further op starts and every rclone child
+the workers started is killed at once (`Children`). An unexpected error is that op's
+`internal_error`, never a cancel (docs/decisions/0027-sync-execution.md)."""
 
 from __future__ import annotations
 

@@ -1,40 +1,17 @@
 """Running an accepted proposal: claim, bind, run each op, journal each result, finish.
 
-`execute` is the executor's one entry point (the review UI and `placet accept` call it).
-The order of its steps is the safety argument:
-
-1. **Claim** (approved -> executing) under this process's lease, renewed by a heartbeat
-   thread (`placet.executor.lease`). Before claiming, the previous attempt's journal is
-   read for temporary names a crashed run left (`placet.executor.temps`).
-2. **Bind** (docs/design.md section 9): the stored request must still hash to the proposal's
-   request hash, and to the hash the approval audit event recorded (what the owner was
-   shown); the drive spec stored with the proposal must be the configured one; no
-   upload or mkdir may target placet's own folders on a local-folder drive. A
-   binding failure executes nothing: the proposal ends `failed` with the reason in its
-   summary, and the error is raised for the caller to show.
-3. **Ops**, in order (`placet.executor.ops`): each re-checks its evidence and acts
-   (`steps`, `download`), and its result is journaled (`Store.record_op_results`) on the
-   calling thread, in batches: every `FLUSH_OPS` results or `FLUSH_SECONDS`, and always
-   before the proposal is finished or stopped (a lost tail is safe: the next run finds
-   those ops already_done, which is asked before stale). A sync creates its folders
-   first, one at a time, then runs its file ops `Settings.transfers` at a time
-   (`placet.executor.pool`), small new files of one folder a batch at a time
-   (`placet.executor.batch`); temporary names are journaled, committed, before the
-   first byte goes to them; all journal writes of a run are serialised by one lock. One failing
-   op does not stop the others; a drive that cannot be reached fails each op as retryable
-   (`drive_unavailable`) and nothing is lost: the owner accepts the failed proposal again
-   later. An op the owner unticked (the approval's `skip_ops`, bound in step 2) is
-   journaled `skipped` and touches nothing: no evidence read, no temp cleanup in its
-   folder, no baseline entry.
-4. **Finish**: succeeded only if every selected op is done or already_done (the store
-   checks the skipped ones against the approval event), else failed.
-
-Cancellation (the owner quits the review UI mid-transfer) and a lost lease stop the
-running transfer from inside its progress callback (and, for a sync's pool, by killing
-every rclone child at once), so rclone is killed and its temp object removed; no op
-starts after that; a cancelled proposal is marked interrupted, and a lost lease means
-another process owns the proposal now, so nothing more is written.
-"""
+`execute` is the executor's one entry point; the order of its steps is the safety
+argument (docs/design.md sections 4 and 9):
+1. **Claim** (approved -> executing) under this process's lease, after reading the last
+   attempt's journal for leftover temporary names (`placet.executor.temps`).
+2. **Bind** (`placet.executor.binding`): the request still hashes as stored and as the
+   approval recorded, the drive is the configured one, signed mode is satisfied, no
+   write targets placet's own folders; a failure runs nothing and ends `failed`.
+3. **Ops** (`placet.executor.ops`): each re-checks its evidence and acts; results are
+   journaled in batches, temporary names before the first byte; a sync runs folders,
+   then files on the pool (docs/decisions/0027-sync-execution.md); unticked ops touch
+   nothing. A cancel stops the running transfer; a lost lease stops all writing.
+4. **Finish**: succeeded only if every selected op is done or already_done."""
 
 from __future__ import annotations
 

@@ -1,32 +1,15 @@
 """The executor of one host: runs the approved proposals made on this host until stopped.
 
-A proposal's files live on the host it was made on, so only that host runs it (issue 16;
-`placet.store.host`); the owner may accept it from any host sharing the database. This
-loop is what `placet executor` runs on a host where no other placet process is running:
-it recovers this host's interrupted executions whose holder died (`Store.sweep`, at
-start and then at most every `idle_seconds`), claims
-each approved proposal of this host in id order (`Store.approvals_here`, then `execute`,
-whose claim is a compare-and-set: two executors on one host never run one proposal
-twice), then sleeps until the store changes (`Store.change_waiter`: LISTEN/NOTIFY on
-PostgreSQL, the data version polled on SQLite) or `idle_seconds` pass.
-
-Setting `stop` ends the loop: a running proposal is cancelled through `execute`'s
-`cancel` (its transfer aborted, its temporary object removed, the proposal marked
-`interrupted`; the owner accepts it again to resume).
-
-Every long-running placet process of a host runs this loop too (`HostLoop`: `placet
-serve`, `review` and `web`), so an approval made on any host is run by whichever placet
-process its own host has. Who runs what, with several loops and deciders on one host:
-- a process that approves a proposal of its own host runs it itself (the review UI, the
-  web page and `placet accept` show its progress); the approval event names that process
-  (`Store.accept`, ``detail["process"]``) and the loops leave the proposal to it while
-  it lives, for at most `HANDOFF_SECONDS`; a decider in the loop's own process says so
-  with `running_here` before it approves;
-- a proposal made against another drive than this process's (`placet serve --drive`) is
-  left to a process serving that drive (its binding check would end it `failed` here);
-- otherwise the first loop to claim it runs it: the claim is a compare-and-set, and the
-  other loops skip it.
-"""
+A proposal's files live on the host it was made on, so only that host runs it
+(`placet.store.host`; docs/decisions/0021-hosts.md). The loop recovers this host's
+executions whose holder died (`Store.sweep`, at start and once per idle period), claims
+each approved proposal of this host in id order (`execute`, whose claim is a
+compare-and-set), then sleeps in `Store.change_waiter()` until the store changes.
+`placet executor` runs it alone; `placet serve`, `review` and `web` run it beside their
+work (`HostLoop`). A process that approves a proposal of its own host runs it itself:
+the loops leave it to that process while it lives, for at most `HANDOFF_SECONDS`, and
+leave proposals of another drive to a process serving that drive. Setting `stop`
+cancels a running proposal (it becomes `interrupted`) and ends the loop."""
 
 from __future__ import annotations
 

@@ -1,25 +1,13 @@
 """The remote-side ops: mkdir and upload, each re-checking its evidence before it acts.
 
-This and `placet.executor.download` are the one place where an accepted proposal turns
-into drive calls (one choke point for every mutating drive call): every
-mutating call of the drive (`mkdir`, `upload_from_fd`) and every local write is made
-from here, after the op's evidence was re-checked (`placet.executor.checks`), and each
-returns an `OpOutcome` for the runner to journal. Nothing here raises for an op that
-merely failed; only `Aborted` (owner cancelled, lease lost) escapes.
-
-Upload order (docs/design.md sections 4, 6, 9):
-
-1. already_done first: the remote target already holds the approved bytes.
-2. The remote target must still be as the proposal saw it (absent for a new file; the
-   same digest, or size and mtime, for a replacement), else stale.
-3. The local file is opened by descriptor walk from the root (root device/inode
-   re-checked; symlinks, FIFOs, devices and hard-linked files refused) and its size and
-   mtime compared with the evidence, else stale.
-4. That descriptor is streamed to rclone, which the drive hashes as it goes and refuses
-   to move into place unless the bytes hash to the approved SHA-256 (and digest). The
-   temporary object's name is journaled before the first byte, so a crash leaves a name
-   the next run removes.
-"""
+With `placet.executor.download`, this is the one choke point where an accepted proposal
+becomes drive calls and local writes, each after its evidence was re-checked
+(`placet.executor.checks`), each returning an `OpOutcome`; only `Aborted` (a cancel, a
+lost lease) escapes. An upload asks already_done first, then stale (the remote target
+as the proposal saw it; the local file opened by descriptor walk, size and mtime
+compared), then streams that descriptor to the drive, which refuses to move bytes into
+place unless they hash to the approved digests; the temporary name is journaled before
+the first byte (docs/design.md sections 4, 6 and 9)."""
 
 from __future__ import annotations
 

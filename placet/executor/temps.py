@@ -1,27 +1,14 @@
 """Temporary names left by an execution that stopped mid-transfer, and their removal.
 
-Before the first byte goes to a temporary name (a remote ``.placet-tmp-*`` object for an
-upload, a local one in the destination folder for a download), the runner journals it
-in the op's result row (`Store.record_op_result`, detail key ``temps``) in its own
-committed transaction. A process killed mid-transfer leaves that row (outcome
-``failed``, code ``in_progress``); the next execution of the proposal reads it before
-claiming and removes exactly those names, whatever their age, because their writer is
-known to be gone. A name it cannot remove yet (drive unreachable) is carried into the
-new attempt's journal, so it is not forgotten.
-
-The previous content of a replaced drive object, moved aside while the new one is moved
-in and proven (`placet.names.BACKUP_PREFIX`), is journaled the same way (side
-``backup``, with the target it came from): the next run moves it back when the target
-is empty. When the op is still selected (not unticked on accepting again), the target
-holds the op's approved bytes and the backup holds exactly what the evidence recorded
-under the target, the run stopped after the move and before the delete that ends the
-op, so the backup is deleted (`replaced_as_approved`); in every other case it is left,
-listed for the owner.
-
-Age-based cleanup (`Drive.cleanup_temps`, temp objects older than 15 minutes in the
-target folders) catches what no journal names, e.g. a crash inside the drive before its
-journal call returned.
-"""
+Before the first byte goes to a temporary name (remote or local), the runner journals it
+in the op's result row (detail ``temps``), committed. The next execution reads those rows
+before claiming and removes exactly those names, whatever their age (their writer is
+gone); one it cannot remove yet is carried into the new attempt's journal. A replaced
+object's backup (side ``backup``) is moved back onto an empty target, deleted when the
+op is still selected and both the target and the backup prove the replacement complete
+(`replaced_as_approved`), else left and listed for the owner
+(docs/decisions/0007-upload-checks.md). Age-based cleanup (`Drive.cleanup_temps`, older
+than 15 minutes) catches what no journal names."""
 
 from __future__ import annotations
 

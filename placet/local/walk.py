@@ -1,28 +1,14 @@
 """Opening local files at execution time by descriptor walk from the root (docs/design.md 6, 9).
 
-`placet.paths.local.resolve_local` checks a path by name when a proposal is made; between that
-check and the execution, anyone who can write in the root can swap a folder for a
-symlink, and a by-name ``open`` would follow it out of the root (the check-then-open race
-behind CVE-2025-53109). So at execution nothing is opened by a path string. The root is
-opened once with ``O_DIRECTORY|O_NOFOLLOW`` and its device/inode compared with what the
-proposal recorded; every further component is opened relative to the previous
-descriptor with ``O_NOFOLLOW`` (``openat``), so a symlink anywhere is refused, not
-followed. The descriptor placet opened is then the one handed to rclone (upload: as
-stdin of ``rclone rcat``; download: as stdout of ``rclone cat``), because rclone would
-reopen a path by name and undo the walk.
-
-Reads refuse anything that is not a regular file *after* it was opened (``O_NONBLOCK``
-so a FIFO cannot block the open, then ``fstat``), and files with more than one hard link
-(a link to a file outside the root is invisible to any path check). This module decides
-only what may be opened; writing (temporary files, commit) is `placet.local.atomic` and
-hashing `placet.local.hashing`. Every function closes the descriptors it opened if it
-fails.
-
-Errors: `PathRefused` with codes ``root_changed``, ``symlink_refused``,
-``not_a_directory``, ``not_regular_file``, ``hard_link_refused``, ``path_invalid``,
-``permission_denied``; `NotFound`. Other ``OSError`` (EIO, EMFILE...) propagate
-unchanged for the caller to report as a failed op. Stdlib only; POSIX only.
-"""
+A path checked by name when proposed can have a folder swapped for a symlink before the
+execution, and a by-name ``open`` would follow it out of the root (the check-then-open
+race behind CVE-2025-53109). So nothing is opened by a path string here: the root is
+opened with ``O_DIRECTORY|O_NOFOLLOW`` and its device/inode compared with the proposal's,
+each component is opened relative to the last with ``O_NOFOLLOW``, and the descriptor is
+what rclone gets (rclone would reopen a path by name). Reads refuse anything that is not a
+regular file once opened (``O_NONBLOCK``, then ``fstat``) and files with more than one
+hard link. Refusals are `PathRefused` (``root_changed``, ``symlink_refused``, ...) or
+`NotFound`; other ``OSError`` propagate. Descriptors are closed on failure. Stdlib, POSIX."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Notifications: telling the owner that proposals wait (issue 14, docs/design.md section 4).
+"""Notifications: telling the owner that proposals wait (docs/design.md section 11).
 
 Layer: beside `placet.executor`, above `placet.sync`; imports the store, config, text,
 display, errors and schema, never Textual, MCP or Starlette.

@@ -1,21 +1,13 @@
 """The channels a message goes out through: ntfy, a signed webhook, the desktop.
 
-Each channel's `send(delivery_id, content)` returns when the receiver accepted the
-message and raises `DeliveryFailed` otherwise, saying whether a retry may help (a
-connection refused, a timeout, HTTP 408/429/5xx) or not (any other 4xx: the URL, token
-or secret is wrong, and the owner must fix the config). HTTP goes through the standard
-library (`urllib.request`), with a `TIMEOUT_S` timeout and no redirects followed.
-
-- ntfy: a JSON publish to the server's root (`POST https://host/` with `topic`, `title`,
-  `message`, `priority`, `tags`, `click`), so non-ASCII titles need no header encoding;
-  the access token, when one is in the keyring, as `Authorization: Bearer`.
-- webhook: `POST url` with the message as JSON (`delivery`, `event`, `title`, `body`,
-  `priority`, `proposals`); `X-Placet-Signature: sha256=<hex HMAC-SHA256 of the exact
-  body bytes with the secret>` and `X-Placet-Delivery: <delivery id>` (the same id on a
-  retry, so a receiver can drop a repeat).
-- desktop: `desktop-notifier` (freedesktop notifications over the D-Bus session bus, or
-  macOS / Windows); off when there is no session bus (`desktop_available`).
-"""
+Each channel's `send(delivery_id, content)` returns once the receiver accepted the
+message, else raises `DeliveryFailed` saying whether a retry may help (connection
+refused, timeout, HTTP 408/429/5xx) or not (another 4xx: the owner must fix the config).
+HTTP goes through `urllib.request`, bounded by `TIMEOUT_S`, no redirects followed. ntfy
+gets a JSON publish to the server root (token as `Authorization: Bearer`); the webhook a
+JSON body signed `X-Placet-Signature: sha256=<HMAC>` with the same `X-Placet-Delivery`
+id on every retry; the desktop `desktop-notifier`, off without a session bus
+(docs/decisions/0031-notifications.md)."""
 
 from __future__ import annotations
 

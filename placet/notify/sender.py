@@ -1,28 +1,15 @@
 """The sender: one thread per placet process that groups events and sends deliveries.
 
-`placet serve` and `placet review` start one (`start_sender`); so may any later placet
-process. Every `TICK_S` it
-
-1. every `EXPIRY_SCAN_S`, records `expiring` events for pending proposals 5 minutes from
-   their expiry (`Outbox.add_expiring`; the sender produces them because no transition
-   happens then: docs/decisions.md, "Notifications");
-2. groups new events into messages: the events of one kind and one session (run) form
-   one message once the session has been quiet for `burst_quiet_s`, or `burst_window_s`
-   after the first (a burst of proposals is one message); with no channel configured, or
-   when older than `STALE`, events are skipped, never sent late;
-3. claims the due deliveries of the channels it can send through and sends each; a
-   failed attempt is retried after `backoff(attempt)` (1 s doubling to 60 s, jittered),
-   and recorded as failed for good after `MAX_ATTEMPTS` or a non-retryable error.
-
-Between rounds it sleeps `TICK_S` on SQLite. On PostgreSQL it sleeps in
-`Store.change_waiter()` (LISTEN/NOTIFY: a transition that makes an event wakes it at
-commit, on any host) for as long as nothing else is due: `TICK_S` while a burst is held
-back, until the earliest retry it scheduled, else `EXPIRY_SCAN_S` (`next_wait`).
-
-Several processes may run a sender on one database: the outbox's compare-and-set writes
-make each event grouped once and each delivery claimed by one sender at a time. A
-sender's failure is logged and retried on the next tick; it never reaches proposing.
-"""
+Each round it records `expiring` events for pending proposals 5 minutes from expiry
+(every `EXPIRY_SCAN_S`: no transition happens then), groups new events into one message
+per kind and session once the session is quiet for `burst_quiet_s` or `burst_window_s`
+after the first, and claims and sends the due deliveries of the channels it can use,
+retrying with `backoff` up to `MAX_ATTEMPTS`; events with no channel configured, or older
+than `STALE`, are skipped. Between rounds it sleeps in `Store.change_waiter()` for as
+long as nothing else is due (`next_wait`). Several senders may share a database: the
+outbox's compare-and-set writes group each event once and give each delivery to one
+sender at a time (docs/decisions/0031-notifications.md). A failure is logged and retried;
+it never reaches proposing."""
 
 from __future__ import annotations
 

@@ -1,26 +1,14 @@
 """Local paths: which root-relative or absolute local paths an agent may name.
 
-An agent names paths; the owner nominated roots (`placet.paths.roots`). This module
-decides, before anything is stored or touched, whether a named local path is acceptable
-(docs/design.md sections 6 and 9); remote paths are `placet.paths.remote`'s:
-
-* **Shape** first, without touching the disk: ``..``, backslashes, NUL and control
-  characters, drive letters, UNC prefixes, Windows device names (a file named
-  ``nul.txt`` cannot be synced to or from Windows), components over 255 bytes, depth
-  over 16, length over 4096 bytes. Shape rules are cheap, give the clearest messages,
-  and hold whatever the disk looks like.
-* Then the path is joined to its root and ``realpath``-resolved; the resolved path must
-  lie inside the root, compared by whole components (``/tmp/root-evil`` is not inside
-  ``/tmp/root``). Then every component is ``lstat``-ed from the root down and any
-  symlink is refused, even one pointing inside: a link the agent can retarget between
-  this check and the execution is a link placet would follow. This check is advisory;
-  `placet.local.walk` repeats it at execution by descriptor walk, which closes the race.
-* **Reserved names**: no component may start with ``.placet-tmp-`` (`TEMP_PREFIX`,
-  refused by `placet.names.check_not_reserved`, code ``path_reserved``).
-
-Every refusal is a `PathRefused` whose message names the path (escaped by
-`placet.text.inert`) and says what to do instead. Stdlib only.
-"""
+Decided before anything is stored or touched (docs/design.md sections 6 and 9): first
+the **shape**, without the disk (``..``, backslashes, NUL and control characters, drive
+letters, UNC prefixes, Windows device names, components over 255 bytes, depth over 16,
+length over 4096 bytes); then the path is ``realpath``-resolved and must lie inside its
+root by whole components, and every component is ``lstat``-ed from the root down with any
+symlink refused, even one pointing inside. This check is advisory: `placet.local.walk`
+repeats it by descriptor at execution, which closes the race. A component starting with
+``.placet-tmp-`` is ``path_reserved``. Every refusal is a `PathRefused` naming the path
+(inert) and saying what to do instead. Stdlib only."""
 
 from __future__ import annotations
 

@@ -44,8 +44,9 @@ def _check_remote_segment(path: str, seg: str, *, what: str) -> None:
 REPLACEMENT_CHAR = "\ufffd"
 """U+FFFD: rclone lists a remote name that is not valid UTF-8 with this character in place
 of each bad byte (``b\\xe4d.txt`` lists as ``b\ufffdd.txt``), and that listed name reaches
-no object. A name containing it is refused everywhere (issue 12 item 4): in a sync plan
-it is reported ``skipped_special``, never planned."""
+no object. A name containing it is refused everywhere
+(docs/decisions/0010-names-on-the-drive.md): in a sync plan it is reported
+``skipped_special``, never planned."""
 
 
 def _check_remote_chars(path: str, *, what: str) -> None:

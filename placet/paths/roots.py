@@ -72,9 +72,10 @@ class PlacetDirs:
 
     `folders` holds (what, path, advice) triples: what the folder is to the owner, its
     realpath, and how to move it out of the way (docs/design.md section 9, "Roots";
-    docs/decisions.md). `ids` holds each folder's (st_dev, st_ino) (None: it does not
-    exist yet) and `above` the ids of each folder and every folder above it, so that an
-    alias realpath cannot see through (a bind mount) is caught by identity too.
+    docs/decisions/0028-risk-and-own-folders.md). `ids` holds each folder's (st_dev,
+    st_ino) (None: it does not exist yet) and `above` the ids of each folder and every
+    folder above it, so that an alias realpath cannot see through (a bind mount) is caught
+    by identity too.
     """
 
     folders: tuple[tuple[str, Path, str], ...]

@@ -64,8 +64,8 @@ def remote_evidence(
     With `read_content` (a download, a replacement of remote content), a file the remote
     has no digest for is read once, up to `CONTENT_READ_MAX` bytes, and its SHA-256
     recorded (`RemoteEvidence.read_by_placet`): size and mtime alone bind nothing, since
-    content rewritten with the same size and a restored mtime passes them (issue 12
-    item 3).
+    content rewritten with the same size and a restored mtime passes them
+    (docs/decisions/0011-no-digest-binding.md).
 
     Raises:
         LimitExceeded (code ``remote_unverifiable``): `read_content`, no digest, and the

@@ -1,37 +1,16 @@
 """Making a proposal: validate what an agent asked for, capture the evidence, store it inert.
 
-One module shared by the MCP tools (`placet.server`) and any CLI that proposes, so a
-request is checked the same way whoever makes it (docs/design.md section 2). Nothing here
-writes to the drive or to a local root: the only write is one pending row in the store
-(`Store.create_proposal`), which the owner later accepts or discards.
-
-Order of checks, cheapest and clearest first:
-
-1. The agent's text: the reason (one line, at most 200 characters,
-   `placet.text.one_line_reason`) and the TTL (the owner's range, 5..30 minutes by
-   default; docs/design.md section 9, "TTL").
-2. Path shape and containment (`placet.paths.local`): local paths resolved inside a root with no
-   symlink on the way; remote paths relative to the drive root with nothing rclone could
-   read as an option or a remote prefix. When the MCP client sent roots, the local path
-   must also lie inside one of them (`ProposeContext.allowed`; they only ever narrow).
-3. The state of the target, so the owner decides on facts: the remote target's existence
-   and digest (`Drive.stat`), the local file's size, mtime, SHA-256 and the remote's
-   preferred digest type, hashed in one pass from a descriptor opened without following
-   links (`placet.local.atomic`); for an upload or mkdir, the remote parent folders that do
-   not exist yet (evidence `missing_parents`: the executor creates them on the way, and
-   the owner is shown which). An upload onto an existing remote name needs
-   `replace_existing`; a download onto an existing local file needs `overwrite` *and* the
-   root's policy `downloads = "allow-overwrite"`.
-4. The request and evidence, dumped from `placet.schema` models, go to the store; the
-   same kind + request + evidence while one is pending returns that one (`created=False`).
-
-The evidence is what the executor re-checks before it acts: a change in between fails the
-op as `stale` (docs/design.md section 4).
-
-The scope checks and the stored call live in `placet.proposals.context`, the capture of
-evidence in `placet.proposals.evidence`; this module decides, per kind, what a proposal
-may ask given that evidence, and re-exports both so callers import `placet.proposals.making`.
-"""
+Shared by the MCP tools and any CLI that proposes, so a request is checked the same way
+whoever makes it (docs/design.md section 2). The only write is one pending row in the
+store. Checks run cheapest and clearest first: the agent's reason and TTL
+(docs/design.md section 9, "TTL"); path shape and containment (`placet.paths`, narrowed
+by the client's roots); then the target's state, so the owner decides on facts (the
+remote target's existence and digest, the local file's size, mtime and digests hashed
+from a descriptor, the missing remote parents). Replacing needs `replace_existing`;
+overwriting a local file needs `overwrite` and the root's `allow-overwrite` policy. The
+same request pending returns that proposal (`created=False`). The executor re-checks
+this evidence before it acts (docs/design.md section 4). Scope checks live in
+`placet.proposals.context`, evidence capture in `placet.proposals.evidence`."""
 
 from __future__ import annotations
 

@@ -1,39 +1,16 @@
 """Risk flags placet computes itself for every target, shown above the agent's reason.
 
 An agent's reason is its claim; these flags are placet's own facts about what accepting
-would do (docs/design.md section 9, "Risk flags"). Each one makes the review UI ask for a typed
-confirmation instead of a single key, because each marks a way an agent could turn one
-accepted transfer into more than the owner meant:
-
-* ``runs_code``: the target is executable, or configuration that a tool runs by itself
-  on a routine command (build, test, install, opening an editor, cd into the folder,
-  shell or session start, a git operation) or that steers a coding agent. One table,
-  `RUNS_CODE_RULES`, of (kind, patterns, why) rows; docs/security.md lists it. A download
-  that writes ``.cargo/config.toml`` or ``.envrc`` runs on the owner's next command.
-* ``secret_name``: the name looks like a credential (``.env``, ``*.pem``, ``id_*``...).
-  An upload would copy it to the drive; a download would plant one.
-* ``replaces_existing``: existing content is replaced (kept as a revision or in trash).
-* ``name_changed``: an upload stores the file under another name than its own.
-* ``bidi_or_invisible``: a component holds bidirectional overrides (``\u202e`` shows
-  ``invoice_\u202etxt.exe`` as ``invoice_exe.txt``) or invisible format characters.
-* ``confusable_name`` / ``non_ascii_name``: a component could pass for an ASCII name --
-  its compatibility form is ASCII (fullwidth, ligatures, styled letters) or one word mixes
-  Latin letters with lookalikes from another script (``pаypal``) -- or, otherwise, holds
-  visible non-ASCII characters (``café.txt``, ``½.txt``). The message names the component
-  (the target's own name first, then its folders) and gives its escaped ASCII form, once
-  per target.
-
-Matching is on the path's components after NFC normalisation, case folding, removal of
-format characters (HFS+ ignores some, so ``.g\\u200cit`` *is* ``.git`` there) and of
-trailing dots and spaces (Windows drops them). Pattern kinds (`CodeRule`): ``a/b/``
-matches those folders anywhere in the path (including as the last component, e.g. a
-mkdir); ``a/b`` the path's last components; a plain name the last component; ``/a/b/``
-the start of an absolute path only. A component may hold ``*``. The path matched is the
-root's absolute path (downloads) or the drive's own path (`drive_base`) joined with the
-target, so a root ``/x/.git`` flags ``info/exclude``: a sensitive folder is one whether the
-owner's root or the agent's relative path names it. One list per flag, here only.
-Stdlib only.
-"""
+would do (docs/design.md section 9, "Risk flags"), each a way one accepted transfer could
+become more than the owner meant, so each asks for a typed confirmation: ``runs_code``
+(`RUNS_CODE_RULES`, copied in docs/security.md), ``secret_name``, ``replaces_existing``,
+``name_changed``, ``bidi_or_invisible``, ``confusable_name`` and ``non_ascii_name``.
+Components are matched after NFC, case folding and removal of format characters and of
+trailing dots and spaces (what HFS+ and Windows ignore). Pattern kinds (`CodeRule`):
+``a/b/`` those folders anywhere, ``a/b`` the last components, a plain name the last one,
+``/a/b/`` an absolute start; ``*`` inside a component. The path matched is the root's or
+the drive's own path joined with the target, so a root ``/x/.git`` flags
+``info/exclude`` (docs/decisions/0028-risk-and-own-folders.md). Stdlib only."""
 
 from __future__ import annotations
 

@@ -1,20 +1,14 @@
 """What placet itself finds about a proposal before the owner decides: its risk flags,
 and whether an op would write into placet's own folders.
 
-`placet accept` (`placet.cli.accept`, `placet.cli.accept_effect`) and the review UI
-(`placet.tui.facts`, `placet.tui.deciding`) both call these functions on the ops the
-executor runs (`placet.executor.plan_for(...).ops`), so the two front ends flag and refuse
-exactly the same proposals (docs/design.md section 9, "Risk flags computed by placet";
-docs/security.md, "Local roots", "Risk flags, all of them").
-
-Flags are matched on the root's absolute path (a download) or the drive's own path
-(`placet.proposals.risk.drive_base`: an upload, upload_revision or mkdir) joined with the op's
-target, so a root that is itself ``.git`` flags ``hooks/pre-commit``. A write into
-placet's data, config or database folder (`placet.paths.roots.PlacetDirs`) is refused, not
-flagged: a flag can be typed through, and no agent has a reason to write there; it is
-found by path and by device and inode, so a bind mount cannot hide one. Core
-module: never imports `mcp` or `textual`.
-"""
+`placet accept` and the review UI both call these functions on the ops the executor
+runs (`placet.executor.plan_for(...).ops`), so both front ends flag and refuse exactly
+the same proposals (docs/design.md section 9, "Risk flags computed by placet";
+docs/security.md). A write into placet's data, config or database folder is refused, not
+flagged: found by path and by device and inode (`placet.paths.roots.PlacetDirs`), since a
+flag can be typed through and no agent has a reason to write there
+(docs/decisions/0028-risk-and-own-folders.md). Core module: never imports `mcp` or
+`textual`."""
 
 from __future__ import annotations
 

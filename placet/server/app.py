@@ -2,22 +2,13 @@
 
 `build_server(state)` registers every tool of `placet.server.tools.TOOL_MODULES` through
 the one wrapper of `placet.server.framework`, with the instructions a model reads at
-connection time. `run_stdio(state)` serves until the host closes stdin or sends SIGTERM
-(or SIGINT), then stops the sweeper and closes the drive (its rclone child) and the
-store; stdin is read so that a signal can interrupt the wait (`placet.server.stdio`).
-The SDK points fd 1 at stderr while it serves, so nothing but MCP frames reaches stdout,
-not even a stray print from a child; placet's own logs go to stderr.
-
-The sweeper runs in the server on a timer (every `settings.sweep_seconds`, 10 s by
-default): it expires pending proposals past their TTL and marks executions whose lease
-lapsed `interrupted` (docs/design.md section 9, "Lease and recovery"). A failed sweep is logged
-and retried on the next tick; it never stops the server.
-
-At start-up the drive is handed the sync service's persistent remote digest cache
-(`SyncService.share_digest_cache`), so `drive_list(include_digest)` on a remote whose
-digests rclone computes by reading the data (local folders, sftp) hashes a file once
-across calls and processes, before any plan, and shares that cache with the plans.
-"""
+connection time. `run_stdio(state)` serves until stdin closes or SIGTERM/SIGINT, then
+stops the sweeper and closes the drive and the store (`placet.server.stdio`;
+docs/decisions/0016-stdio-limits.md). Only MCP frames reach stdout; logs go to stderr.
+The sweeper expires proposals past their TTL and marks lapsed executions `interrupted`
+every `settings.sweep_seconds` (docs/design.md section 9, "Lease and recovery"); a failed
+sweep is logged and retried. At start-up the drive gets the sync service's persistent
+remote digest cache (docs/decisions/0025-digest-caches.md)."""
 
 from __future__ import annotations
 

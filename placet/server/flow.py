@@ -1,26 +1,15 @@
 """How much work one client may queue in `placet serve`: two bounds, one per layer.
 
-mcp 2.3's JSON-RPC dispatcher starts a task for every request it reads and keeps it
-until the answer is written; nothing bounds how many. A client that writes calls
-without reading the answers (so every answer waits on a full stdout pipe) made the server
-hold 5,000 requests and their payloads at once (1.2 GB). The SDK offers no cap for stdio
-(`max_sessions` and the request-body limit are streamable-HTTP only), so placet adds two:
-
-- **Outstanding requests** (`MAX_OUTSTANDING`, transport level, `GatedReadStream` +
-  `GatedWriteStream`): a request counts from the moment it is read from stdin until its
-  answer is handed to the stdout writer (or the dispatcher settles it unanswered, after a
-  client cancel). At the bound placet stops reading stdin, so the pipe fills and the
-  client's writes block: back-pressure, not an error, because an error would itself be
-  an answer waiting on the same full pipe. The same holds past `MAX_OUTSTANDING_BYTES`
-  of outstanding request lines (a line may be 16 MiB, `placet.server.stdio`, so the
-  count alone would allow 2 GiB); one request is always admitted when none is
-  outstanding. Memory is then bounded by that budget plus one line, and what they parse to.
-- **Tool calls** (`ToolSlots`, tool level): at most `MAX_RUNNING_TOOLS` tool calls run at
-  once and `MAX_WAITING_TOOLS` more wait for a slot; a call past both is answered at once
-  with the retryable domain error `server_busy` (a `LimitExceeded`), so a client that
-  reads its answers learns to slow down instead of waiting blind. The tool bound sits well
-  under the transport bound, so a reading client meets `server_busy`, never a stall.
-"""
+The SDK's dispatcher starts a task per request read and keeps it until answered, with no
+cap for stdio: a client that never reads its answers made the server hold 5,000 requests
+(1.2 GB). placet adds two bounds (docs/decisions/0016-stdio-limits.md):
+- **Outstanding requests** (`GatedReadStream`, `GatedWriteStream`): from read to answer,
+  at most `MAX_OUTSTANDING` requests and `MAX_OUTSTANDING_BYTES` of lines; past either,
+  stdin is not read (back-pressure, since an error would itself wait on the full pipe).
+  One request is always admitted when none is outstanding.
+- **Tool calls** (`ToolSlots`): at most `MAX_RUNNING_TOOLS` run and `MAX_WAITING_TOOLS`
+  wait; one more is answered at once with the retryable `server_busy`, so a reading
+  client slows down instead of waiting blind. This bound sits under the first."""
 
 from __future__ import annotations
 

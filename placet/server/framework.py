@@ -1,42 +1,16 @@
 """How a placet tool is declared, registered and answered: one wrapper for every tool.
 
-The high-level `MCPServer` of mcp 2.3 derives a tool's input schema from the function's
-flat `Annotated[..., Field(...)]` parameters and its output schema from the return model,
-which is what we want. Three of its defaults are not, and this module overrides each in
-one place instead of in every tool (docs/design.md section 9, "Tool arguments and errors"):
-
-- **Unknown arguments.** The SDK's argument model ignores extra keys, so a misspelt
-  `replace_exisitng=true` would silently become `false`. `build_tools` rebuilds each
-  argument model with `extra="forbid"` and `strict=True`, so the published input schema
-  says `additionalProperties: false`, validation refuses the key, and `"5"` is not an
-  integer; the SDK's JSON-in-a-string rescue is off too (`_ExactArguments`).
-- **Argument errors** (unknown, missing or ill-typed arguments, a value outside the
-  declared range) are tool execution errors, as MCP 2025-11-25 ("Error Handling") asks,
-  so that the model reads them and corrects its call: `invalid_argument`, whose message
-  lists at most `MAX_LISTED_FIELDS` offending fields (names made inert and cut, never the
-  values, which are the caller's data). An unknown tool, or a request that is not
-  JSON-RPC, stays a protocol error.
-- **Domain errors.** A `PlacetError` raised by a tool becomes, through `error_result`,
-  `CallToolResult(is_error=True, content=[one text line, the JSON {code, message,
-  retryable, details}])`, with no structured content: a client validates structured
-  content against the tool's output schema, error results too (the MCP Inspector does),
-  and the error's shape is not the tool's result (docs/decisions.md, "Error results carry
-  no structured content"). Anything else is logged with its traceback on stderr and
-  reported as `internal_error` without its text. An error's JSON is at most
-  `MAX_ERROR_BYTES` bytes (its details are dropped above that).
-
-A successful call returns `content=[<a short summary>]` and `structured_content=<the
-result>`: the summary is for people reading a transcript; it is not a second copy of the
-JSON, which would double every reply (docs/decisions.md, "Every reply fits a host").
-
-**Size.** No reply exceeds `reply_budget` bytes (`Settings.reply_budget_bytes`), its text
-and its structured content each measured as UTF-8 JSON (`placet.server.budget`). The
-tools page their results to fit; a reply that still would not fit is a placet bug, and
-is answered, logged, as the error `reply_too_large` instead of being sent.
-
-**Load.** At most `flow.MAX_RUNNING_TOOLS` calls run at once and `flow.MAX_WAITING_TOOLS`
-wait; one more is answered with the retryable `server_busy` (`placet.server.flow`).
-"""
+mcp 2.3's `MCPServer` derives a tool's schemas from its typed parameters and return
+model; this module overrides three of its defaults in one place (docs/design.md section
+9, "Tool arguments and errors"; docs/decisions/0012-mcp-tools.md): argument models are
+rebuilt with `extra="forbid"` and `strict=True` and the JSON-in-a-string rescue is off
+(`_ExactArguments`); an argument error is a tool error, `invalid_argument`, listing at
+most `MAX_LISTED_FIELDS` fields by name, never their values; a `PlacetError` becomes
+`error_result` (a text line and its JSON, at most `MAX_ERROR_BYTES`, no structured
+content), anything else a logged `internal_error`. A success is a one-line summary beside
+the structured result. No reply exceeds `reply_budget` bytes: one that would is a bug,
+answered `reply_too_large` and logged (docs/decisions/0015-reply-budget.md). Load is
+bounded by `placet.server.flow`."""
 
 from __future__ import annotations
 
@@ -63,7 +37,7 @@ from placet.text import inert
 
 log = logging.getLogger("placet.server")
 
-# The tool catalogue's hint sets (docs/design.md section 5; reasons in docs/decisions.md).
+# The tool catalogue's hint sets (docs/design.md section 5; docs/decisions/0012-mcp-tools.md).
 READ_LOCAL = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )

@@ -1,26 +1,14 @@
 """What one `placet serve` process holds, and what a tool call may see.
 
-`ServerState` is built once by `placet serve` (settings, store, drive, the owner's roots, a
-random run id, the optional `--label`) and reaches every tool as the lifespan object.
-
-**Caller scope.** The owner's `--root` list is the outer bound. An MCP client may send
-its own roots (`roots/list`, legacy protocol only: the capability is deprecated as of
-2026-07-28 and such connections have no back-channel to ask). Client roots only ever
-narrow: the allowed folders are the pairwise intersections of owner roots and client
-roots (a client root inside an owner root narrows to it; an owner root inside a client
-root stays whole; disjoint pairs give nothing). A client that declares roots but cannot
-answer, or answers with an empty list (the MCP Inspector does), is treated as having sent
-none (placet falls back to the owner's list, which is the authority anyway); a client that
-answers with roots none of which is a usable `file://` root gets no local access. The
-answer is cached until the client sends `notifications/roots/list_changed`.
-
-**Attribution.** The client's self-reported name and version are capped (200 characters,
-unsafe characters replaced) before anything stores or shows them (`client_text`).
-
-**Visibility.** `proposal_get`/`proposal_list` show a proposal when its local path lies
-inside the caller's scope; proposals without a local side (mkdir) are shown when they
-were made against this server's drive spec (reasons in docs/decisions.md).
-"""
+`ServerState` is built once by `placet serve` (settings, store, drive, the owner's roots,
+a random run id, the optional `--label`) and reaches every tool as the lifespan object.
+The owner's `--root` list bounds the caller's scope; client roots only narrow it, by
+pairwise intersection, and an empty or unanswered `roots/list` leaves the owner's list.
+The answer is cached until `notifications/roots/list_changed`. The client's
+self-reported name and version are capped and cleaned before anything stores or shows
+them (`client_text`). A proposal is visible when its local path lies in the caller's
+scope, or, without a local side (mkdir), when it was made against this server's drive
+spec (docs/decisions/0013-scope-and-roots.md)."""
 
 from __future__ import annotations
 
@@ -188,7 +176,7 @@ async def _fetch_client_roots(
                 cache.warned = True
         else:
             # An empty list offers no roots: the owner's list applies, as for a client
-            # without the capability (docs/decisions.md, "A client's empty roots list").
+            # without the capability (docs/decisions/0013-scope-and-roots.md).
             if result.roots:
                 found = (_root_path(str(r.uri)) for r in result.roots)
                 paths = tuple(p for p in found if p is not None)

@@ -1,45 +1,17 @@
 """The stdio transport of `placet serve`, with a stdin read that a signal can interrupt.
 
-The SDK's `stdio_server()` reads stdin line by line in a worker thread (`anyio.wrap_file`).
-A thread blocked in `read()` cannot be cancelled, so on SIGTERM the server would hang
-until the host wrote another byte or closed the pipe. Hosts send SIGTERM and then wait, so
-placet must exit on its own: `StdinLines` waits for stdin with the event loop
-(`anyio.wait_readable`, cancellable) and reads only what is ready. stdout stays the SDK's
-(it claims fd 1 and points it at stderr while serving, so stray output from a child
-cannot corrupt the frame stream).
-
-Like the SDK, `claimed_stdin` moves the real stdin to a private close-on-exec descriptor
-and points fd 0 at /dev/null while serving, so a child (rclone) never inherits the MCP
-pipe. `serve_stdio` drives the low-level server directly (the SDK's own
-`MCPServer.run_stdio_async` does the same with its default streams); it reaches
-`MCPServer._lowlevel_server`, which mcp 2.3 documents as the object `Client(...,
-mode="legacy")` wraps; the `mcp>=2.3,<3` pin keeps that stable and
-`tests/server/test_serve_process.py` checks the behaviour. Between the transport and the server sit
-the screen of `placet.server.wire` (answers lines the SDK cannot read) and the streams of
-`placet.server.flow`, which bound the requests one client keeps in flight.
-
-**One line, one message, at most `MAX_LINE_BYTES` (16 MiB).** Each read is scanned for a
-newline once, so a line costs time linear in its length (before, every 64 KiB read
-rescanned and copied the whole buffer: a 64 MiB line cost 30 s of CPU on the event loop,
-and memory grew with the line). A longer line is dropped as it arrives, keeping only its
-first 4 KiB to recover the id, and refused with `-32600` (`data.code = limit_exceeded`):
-memory stays at the cap plus one read. The cap is sized on the largest legitimate request,
-`propose_sync` with one decision per conflict: a plan holds at most `plan_entry_cap`
-(100,000) files a side, and a decision is its path plus about 17 bytes of JSON, so
-16 MiB carries a decision for every file of a full plan at paths averaging 150 bytes
-(8 MiB would stop at 66, common in deep trees). Every other tool takes a few paths and a
-reason of 200 characters. A request past the cap is refused as a whole, never cut.
-A complete line nested deeper than `wire.MAX_NESTING_DEPTH` is refused the same way
-before any parser sees it (`wire.too_deep`, one pass over the line's brackets).
-
-**Ending with the client.** stdout is placet's too (`StdoutFrames`, on a private
-descriptor while fd 1 points at stderr, as the SDK does): frames are written without a
-worker thread, so a write is cancellable. When the client is gone (EPIPE: the host was
-killed) or reads nothing for `WRITE_STALL_SECONDS` (`CLOSING_STALL_SECONDS` once it
-closed stdin: it said goodbye but stopped reading), placet stops serving and
-exits with status 0 and one log line, instead of a `BrokenPipeError` traceback and
-status 1, or a write blocked forever.
-"""
+The SDK reads stdin in a worker thread no cancellation reaches, so a SIGTERM would wait
+for the host's next byte. `StdinLines` waits with the event loop (`anyio.wait_readable`)
+and reads only what is ready; `claimed_stdin` moves stdin to a private descriptor and
+points fd 0 at /dev/null, and `StdoutFrames` writes frames on a private descriptor while
+fd 1 points at stderr, so no child inherits the MCP pipes. A line is at most
+`MAX_LINE_BYTES` (16 MiB: `propose_sync` deciding every conflict of a full plan), scanned
+once; a longer or too deeply nested one is refused, never cut. When the client is gone
+(EPIPE) or stops reading (`WRITE_STALL_SECONDS`, `CLOSING_STALL_SECONDS`), serving ends
+with status 0 (docs/decisions/0016-stdio-limits.md). `serve_stdio` drives
+`MCPServer._lowlevel_server`, stable under the `mcp>=2.3,<3` pin
+(tests/server/test_serve_process.py); between transport and server sit
+`placet.server.wire` and `placet.server.flow`."""
 
 from __future__ import annotations
 

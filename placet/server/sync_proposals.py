@@ -1,22 +1,13 @@
 """A proposal's ops as the agent reads them: one place that reads them, and the bounded
 summary a sync proposal is answered with.
 
-A sync proposal may hold 100,000 ops; its full op list in one reply would be megabytes,
-far over what a host accepts (docs/decisions.md, "Every reply fits a host"). So
-`proposal_get`, `proposal_list`, `proposal_wait`, `proposal_withdraw` and `propose_sync`
-answer a sync proposal with `SyncSummary` (ops and bytes by kind, the owner-facing risk
-flags counted by code, the conflict decisions counted, the first few ops and decisions,
-the outcomes of the latest attempt counted), and `proposal_ops` pages through the ops
-with their results.
-
-Every read of a proposal's ops goes through `ops_page` / `op_count`, which read them
-through the store (`Store.ops`, `Store.op_count`: by reference or, for an older proposal,
-inline in its request). The static
-part of a summary (everything but the outcomes) depends only on the immutable request,
-so it is computed once per (proposal, request hash) and kept in memory (`_CACHE`): a
-`proposal_wait` loop or a `proposal_list` page does not flag 100,000 ops each call. The
-outcomes of an attempt that reached a final status are kept too (`_OUTCOMES`).
-"""
+A sync's full op list would be megabytes, so every tool answers a sync proposal with
+`SyncSummary` (ops and bytes by kind, risk flags and decisions counted, the first few
+ops, the latest attempt's outcomes counted) and `proposal_ops` pages the ops
+(docs/decisions/0015-reply-budget.md). Every read of ops goes through `ops_page` /
+`op_count`, which take either storage form. A summary's static part depends only on the
+immutable request, so it is kept per (proposal, request hash) (`_CACHE`), as are the
+outcomes of a final attempt (`_OUTCOMES`)."""
 
 from __future__ import annotations
 

@@ -1,37 +1,13 @@
 """What `placet serve` does with a stdin line the SDK cannot turn into a request.
 
-mcp 2.3's stdio reader parses each line with pydantic (jiter) and, when that fails, hands
-the dispatcher an exception that it drops with a debug log: the client never hears back
-and waits forever. Three kinds of line met that fate (or were misread) and each now gets
-a JSON-RPC answer, decided here (JSON-RPC 2.0 section 5; docs/design.md section 9):
-
-- **Unpaired UTF-16 surrogates** (`"\\ud800"`, valid JSON, not valid Unicode): jiter
-  refuses the whole line. placet parses it again with Python's `json`, which keeps lone
-  surrogates, and then: in a request's `params` (tool arguments, dict keys included) the
-  request is answered `-32602` with `data.code = invalid_argument` naming the field (the
-  line is not valid Unicode, so it is refused as a protocol error, not a tool error); in
-  `initialize`'s `clientInfo` (self-reported, display only) and in notifications and
-  responses (which cannot be answered) each lone surrogate becomes U+FFFD and the message
-  goes on.
-- **Ids that are not a string or an integer** (`1.5`, `-0.0`, `true`, `null`, `{}`, `[]`):
-  the SDK read such a request as a notification and never answered it. MCP requires a
-  string or integer id, so these get `-32600 Invalid Request` with id null.
-- **Anything else unreadable**: not JSON gets `-32700 Parse error`, JSON that is no
-  JSON-RPC message gets `-32600`, with the message's id when it has a valid one, else null.
-- **Oversized lines** are discarded by `placet.server.stdio.StdinLines` without being
-  buffered; it passes a `Refused` here with the id it recovered from the line's first
-  bytes (`recover_id`), and this layer answers it.
-- **Lines nested deeper than `MAX_NESTING_DEPTH`** (arrays and objects, counted outside
-  strings by `too_deep` before any parser sees the line) are refused the same way:
-  `-32600` with `data.code = limit_exceeded` and `data.limit_depth`. Python's `json`
-  (used by this screen) and the layers after the SDK's parser recurse once per level and
-  raised an uncaught `RecursionError` at about 1,000 levels, which ended the server; no
-  MCP message needs more than a handful. A `RecursionError` in this module's own parses
-  is answered the same way, as a second line of defence.
-
-Lines the SDK reads fine cost nothing extra: the slow path runs only on its failures and
-on notifications that spell `"id"`.
-"""
+The SDK drops a line its parser refuses with a debug log, so the client waits forever.
+Each such line gets a JSON-RPC answer here (JSON-RPC 2.0 section 5;
+docs/decisions/0016-stdio-limits.md): a lone UTF-16 surrogate in a request's `params` is
+`-32602` `invalid_argument` naming the field (elsewhere it becomes U+FFFD); an id that is
+not a string or an integer gets `-32600` with id null; not JSON is `-32700`, JSON that is
+no JSON-RPC message `-32600`. Oversized lines (dropped by `placet.server.stdio`) and lines
+nested deeper than `MAX_NESTING_DEPTH` (`too_deep`, counted before any parser recurses)
+are `-32600` `limit_exceeded`. Lines the SDK reads fine cost nothing extra."""
 
 from __future__ import annotations
 

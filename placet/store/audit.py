@@ -1,20 +1,13 @@
 """The audit chain: how an event is hashed and appended, the anchor file, and verification.
 
-Each event stores `prev_hash` (the previous event's hash; 64 zeros for the first) and
-`hash = sha256(prev_hash + content)`, where `content` is the canonical JSON of the
-event's id, proposal id, the proposal's request hash, actor, from, to, time (ISO 8601
-UTC) and the exact stored detail text. Editing any field of any event, removing one
-from the middle or reordering them breaks the chain at that event.
-
-Appends happen inside the caller's `BEGIN IMMEDIATE` transaction (the one that makes the
-transition), so ids are dense (1, 2, 3, ...) and the head read here is the real head.
-After the commit, the store appends `"<id> <hash>\\n"` to the anchor file outside the
-database (O_APPEND, 0600). A cut tail, which leaves a perfectly consistent shorter chain,
-is caught there: the anchor names an event count the database no longer reaches. The
-anchor lines of concurrent writers may land out of order; each line is checked against
-the event with that id. What this cannot catch (a same-user process rewriting both the
-database and the anchor) is said in docs/security.md.
-"""
+Each event stores `prev_hash` (64 zeros for the first) and `hash = sha256(prev_hash +
+content)`, `content` being the canonical JSON of its id, proposal id, request hash,
+actor, from, to, time and exact detail text: editing, removing or reordering any event
+breaks the chain there. Appends happen inside the transition's write transaction, so ids
+are dense and the head read is the real head. After the commit the store appends
+`"<id> <hash>\n"` to an anchor file outside the database, which catches a cut tail; each
+anchor line is checked against the event with its id (docs/design.md section 9, "Accept
+binds to what was shown"; docs/decisions/0018-audit.md; limits in docs/security.md)."""
 
 from __future__ import annotations
 

@@ -510,7 +510,7 @@ class StoreBase:
 
     def op_count(self, pid: int) -> int:
         """How many ops the sync proposal `pid` holds, whichever way they are stored
-        (docs/decisions.md, "A sync proposal's ops are stored by reference"); 0 for the
+        (docs/decisions/0023-ops-by-reference.md); 0 for the
         other kinds, whose one op `placet.executor.plan_for` derives from the request.
 
         Raises NotFound.

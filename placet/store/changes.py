@@ -3,7 +3,7 @@
 On PostgreSQL every write transaction that appends an audit event (every lifecycle
 transition) also runs `NOTIFY placet_change`, delivered when it commits, to every
 connection that ran `LISTEN placet_change`, on any host; a waiter sleeps in the server's
-socket until then, no polling (issue 16, "No polling where the database can tell").
+socket until then, no polling (docs/decisions/0022-live-changes.md).
 On SQLite a waiter keeps the mechanism placet always had: it polls the file's
 `PRAGMA data_version` (a cheap read of a private connection) every `POLL_SECONDS`.
 

@@ -1,32 +1,15 @@
 """SQLite engine setup: the database file, its pragmas, and how transactions begin.
 
-Decided here, once, so every connection behaves the same (docs/design.md sections 2 and 9):
-
-- The database file is created 0600 before SQLite opens it (SQLite gives its `-wal` and
-  `-shm` files the mode of the database), inside the 0700 data directory.
-- Every new connection gets `busy_timeout`, `foreign_keys=ON`, `synchronous=NORMAL`
-  (safe with WAL: a power cut may lose the last commits, never corrupt) and WAL mode
-  (persistent in the file; set once). WAL is refused on network filesystems, where its
-  shared-memory index does not work.
-- The driver's own transaction handling is turned off (`isolation_level=None`) and
-  placet emits `BEGIN` itself: `BEGIN IMMEDIATE` for write transactions, so a writer
-  takes the write lock before reading what it will change and never fails a lock
-  upgrade half way; plain deferred `BEGIN` for reads, which in WAL never block writers.
-- PostgreSQL (`database = "postgresql://..."`, `make_server_engine`) keeps the same
-  guarantees: a write transaction first takes one transaction-scoped advisory lock
-  (`WRITE_LOCK_KEY`), so writers run one at a time exactly as under SQLite's
-  `BEGIN IMMEDIATE` (the audit chain's head, the caps and idempotent proposing need
-  nothing more), at READ COMMITTED whatever the server's default (each statement's
-  snapshot is then taken after the lock was granted); reads run at REPEATABLE READ
-  (one snapshot, like a WAL read). A lock wait past `lock_timeout`, a serialization
-  failure or a deadlock counts as busy.
-  Creation, the ingest hot path, is one call of a server-side function that takes the
-  lock itself (`call_statement`): one round trip, the lock never held across one.
-  Raw hot-path SQL is written once with `?` markers; `RawDB` runs it on either driver.
-- Datetimes are stored naive UTC (SQLite has no zone type; `DateTime(timezone=True)`
-  silently drops the offset) and come back aware UTC
-  (`UTCDateTime`). Naive input is refused rather than guessed.
-"""
+Decided once, so every connection behaves the same (docs/design.md sections 2 and 9):
+the file is created 0600 in the 0700 data folder; each connection gets `busy_timeout`,
+`foreign_keys=ON`, `synchronous=NORMAL` and WAL (refused on network filesystems);
+placet emits `BEGIN` itself, `BEGIN IMMEDIATE` for writes (the lock taken before reading
+what changes) and deferred `BEGIN` for reads. Datetimes are stored naive UTC and come
+back aware (`UTCDateTime`); naive input is refused. On PostgreSQL (`make_server_engine`)
+a write takes one advisory lock first (`WRITE_LOCK_KEY`), at READ COMMITTED, reads at
+REPEATABLE READ, and a creation is one server-side call (`call_statement`)
+(docs/decisions/0019-postgresql-writes.md). Hot-path SQL is written once with `?`
+markers; `RawDB` runs it on either driver (docs/decisions/0017-store-writes.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""This host's stable id, recorded with each proposal (issue 16: one queue for several
+"""This host's stable id, recorded with each proposal (one queue for several
 machines; only the host a proposal was made on may run it, since its files live there).
 
 A host is a placet data directory on a machine: a random UUID made on first use and kept
@@ -58,8 +58,9 @@ def _create(path: Path) -> None:
 
 def runs_elsewhere(proposal_host_id: str | None, here: str) -> bool:
     """True when a proposal made on host `proposal_host_id` must not run on host `here`:
-    its files live on the host it was made on (issue 16). A proposal made before placet
-    recorded host ids (None) runs wherever it is accepted, as it always did."""
+    its files live on the host it was made on (docs/decisions/0021-hosts.md). A proposal
+    made before placet recorded host ids (None) runs wherever it is accepted, as it always
+    did."""
     return proposal_host_id is not None and proposal_host_id != here
 
 

@@ -1,24 +1,13 @@
 """Named, ordered schema migrations, recorded in the database they built.
 
-Why not `create_all()`: it creates missing tables but never changes an existing one, so
-a database made by an older placet would silently keep an old shape. Instead each
-schema change is one `Migration` appended to `MIGRATIONS`; its 1-based position is its
-version, and `schema_migration` records every version applied (with its name), so
-`migrate` runs exactly the missing ones, in order, each in its own `BEGIN IMMEDIATE`
-transaction (concurrent first starts serialise; the loser finds the work done).
-
-Rules for appending a migration (later issues: sync plans, hash cache, baseline,
-snapshots): `declare` the table in its module (`placet.store.models`), then append
-`Migration("short_name", ("CREATE TABLE ...", "CREATE INDEX ..."))` at the END of
-`MIGRATIONS` with DDL that matches the table exactly (the schema test compares a
-migrated blank database with `placet.store.models.METADATA`); never edit or reorder a
-released one.
-
-A database whose recorded version is newer than `len(MIGRATIONS)` was written by a newer
-placet and is refused (`SchemaTooNew`, naming both versions): an older placet could
-misread columns it does not know. A recorded name that differs from the code's at the
-same version means a different lineage and is refused too.
-"""
+`create_all()` never changes an existing table, so an older database would silently keep
+its shape. Each schema change is one `Migration` appended to `MIGRATIONS`; its position
+is its version, `schema_migration` records each one applied, and `migrate` runs the
+missing ones in order, each in its own write transaction. To add one: `declare` the table
+in `placet.store.models`, append the migration at the END with DDL matching it exactly
+(the schema test compares both), never edit or reorder an applied one. A database of a
+newer version (`SchemaTooNew`) or another lineage is refused. PostgreSQL's DDL is
+translated unless a migration gives its own (docs/decisions/0019-postgresql-writes.md)."""
 
 from __future__ import annotations
 
@@ -203,7 +192,7 @@ WHEN (OLD.status = 'pending') EXECUTE FUNCTION placet_pending_sub()""",
     _PENDING_TALLY[6],
 )
 
-# Sync (issue 6): stored plans, the local and remote digest caches, baselines per pair,
+# Sync: stored plans, the local and remote digest caches, baselines per pair,
 # and drive snapshots; the tables are declared in `placet.sync.tables`.
 _SYNC = (
     """CREATE TABLE sync_plan (
@@ -283,20 +272,21 @@ _SYNC = (
     "CREATE INDEX ix_drive_snapshot_created ON drive_snapshot (created_at)",
 )
 
-# Idempotency per drive (docs/decisions.md): identical pending requests for DIFFERENT
-# drives are different proposals, so the key gains `drive_spec`. `request_hash` stays as
-# it is (audit verification recomputes it for existing proposals). Widening a unique key
-# cannot make existing rows collide, so the recreate never fails on old data.
+# Idempotency per drive (docs/decisions/0017-store-writes.md): identical pending requests
+# for DIFFERENT drives are different proposals, so the key gains `drive_spec`.
+# `request_hash` stays as it is (audit verification recomputes it for existing proposals).
+# Widening a unique key cannot make existing rows collide, so the recreate never fails on
+# old data.
 _PENDING_PER_DRIVE = (
     "DROP INDEX ux_proposal_pending_request",
     "CREATE UNIQUE INDEX ux_proposal_pending_request ON proposal "
     "(kind, request_hash, drive_spec) WHERE status = 'pending'",
 )
 
-# A sync proposal's ops by reference (docs/decisions.md, "A sync proposal's ops are stored
-# by reference"): one row per op, written with the proposal. Existing proposals keep
-# their ops inline in `request` (their request hash covers them as they are); the store
-# reads both forms, so nothing is moved.
+# A sync proposal's ops by reference (docs/decisions/0023-ops-by-reference.md): one row
+# per op, written with the proposal. Existing proposals keep their ops inline in `request`
+# (their request hash covers them as they are); the store reads both forms, so nothing is
+# moved.
 _PROPOSAL_OPS = (
     """CREATE TABLE proposal_op (
     proposal_id INTEGER NOT NULL,
@@ -307,7 +297,7 @@ _PROPOSAL_OPS = (
 )""",
 )
 
-# Notifications (issue 14): the outbox of events that need the owner, the messages made of
+# Notifications: the outbox of events that need the owner, the messages made of
 # them and their deliveries per channel (`placet.store.outbox`). The trigger writes an
 # event in the same transaction as the audit event of a creation, a failure or an
 # interruption, whichever code path appends it: `_NOTIFY_WHEN` says which audit events
@@ -384,7 +374,7 @@ WHEN ({_NOTIFY_WHEN})
 EXECUTE FUNCTION placet_notify_event()""",
 )
 
-# `placet web` (issue 15): the owner's passkeys, sign-in sessions and one-time pairing
+# `placet web`: the owner's passkeys, sign-in sessions and one-time pairing
 # links; the tables are declared in `placet.store.passkeys`.
 _WEB = (
     """CREATE TABLE web_passkey (
@@ -416,14 +406,14 @@ _WEB = (
 )""",
 )
 
-# One queue for several machines (issue 16): the stable id of the host a proposal was made
+# One queue for several machines: the stable id of the host a proposal was made
 # on (`placet.store.host`), so only that host's executor runs it; NULL for older rows.
 _PROPOSAL_HOST_ID = (
     "ALTER TABLE proposal ADD COLUMN host_id TEXT",
     "CREATE INDEX ix_proposal_host_status ON proposal (host_id, status)",
 )
 
-# Ingest on PostgreSQL (issue 16): creating a proposal is one call of this function, its
+# Ingest on PostgreSQL: creating a proposal is one call of this function, its
 # own transaction (`placet.store.decisions`, `_CREATE_PG_SQL`), so the write lock is held
 # while the server works and never across a round trip to the client. Under the lock it
 # does what creation does under SQLite's BEGIN IMMEDIATE: no proposal is made (no row)

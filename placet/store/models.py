@@ -95,7 +95,7 @@ PROPOSAL = declare(
     columns(Text, "summary", "host_id", null=True),
     # Idempotent proposing (docs/design.md section 9): one pending proposal per
     # kind + request hash + drive, enforced by the database, not only by a SELECT
-    # (migration `pending_request_per_drive`, docs/decisions.md).
+    # (migration `pending_request_per_drive`, docs/decisions/0017-store-writes.md).
     Index(
         "ux_proposal_pending_request",
         "kind",
@@ -129,8 +129,9 @@ PROPOSAL_OP = declare(
     columns(Text, "op"),
 )
 """One op of a sync proposal stored by reference (migration `proposal_ops_by_reference`,
-docs/decisions.md): `op` is its canonical JSON, `op_index` its `index`. Written once,
-with the proposal row, and never changed; the request's `ops_digest` binds them all."""
+docs/decisions/0023-ops-by-reference.md): `op` is its canonical JSON, `op_index` its
+`index`. Written once, with the proposal row, and never changed; the request's
+`ops_digest` binds them all."""
 
 AUDIT_EVENT = declare(
     "audit_event",

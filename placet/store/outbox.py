@@ -1,25 +1,15 @@
 """The notification outbox: events that need the owner, messages made of them, deliveries.
 
-Three tables (migration `notify_outbox`, `placet.store.migrations`):
-
-- `notify_event`: one row per event that needs the owner. A proposal created, an accepted
-  one that `failed` or was `interrupted` are written by a trigger on `audit_event`, so
-  the row commits in the same transaction as the audit event or not at all, whichever
-  code path made the transition. A pending proposal 5 minutes from expiry has no audit
-  event; `add_expiring` inserts it, once per proposal and expiry time (a unique `dedupe`
-  key, so several processes finding it at once insert one row).
-- `notify_message`: what is sent, made from one or more events (a burst of one session's
-  proposals is one message), rendered once so every channel and retry says the same.
-- `notify_delivery`: one row per message and channel: `pending` -> `sending` (claimed by
-  one process with a compare-and-set on state and attempt) -> `sent`, or back to
-  `pending` with a later `next_at` after a failed attempt, or `failed` for good.
-
-Every write is one `BEGIN IMMEDIATE` transaction, so two processes cannot group the same
-events or claim the same delivery: the loser's compare-and-set matches no row. A claim
-holds for `CLAIM_S`; a process that dies mid-send leaves a claim that lapses and is
-claimed again (the one case a message can arrive twice: it was sent, the record of it
-was not). Time is injected (`now=`), aware UTC.
-"""
+Three tables (migration `notify_outbox`): `notify_event`, written by a trigger on
+`audit_event` in the transition's own transaction (a proposal created, failed or
+interrupted), or by `add_expiring` once per proposal and expiry time; `notify_message`,
+rendered once from one or more events so every channel and retry says the same; and
+`notify_delivery`, one per message and channel, `pending` -> `sending` (claimed by
+compare-and-set on state and attempt) -> `sent`, back to `pending` after a failed
+attempt, or `failed`. Every write is one write transaction, so two processes never
+group the same events or claim the same delivery; a claim lapses after `CLAIM_S`, the
+one way a message can arrive twice (docs/decisions/0031-notifications.md). Time is
+injected (`now=`)."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ class Store(Decisions, Passkeys):
     ) -> None:
         """`record_op_result` of several ops in one transaction: `rows` are
         (op_index, op, outcome, detail); a repeat of an index replaces it. The executor
-        commits a sync's results in batches (docs/decisions.md).
+        commits a sync's results in batches (docs/decisions/0027-sync-execution.md).
 
         Raises UsageError (unknown outcome), NotFound, WrongState (lease not held).
         """

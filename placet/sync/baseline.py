@@ -1,27 +1,13 @@
 """Recording the sync baseline as an accepted sync proposal runs (docs/design.md section 7).
 
-The baseline says what both sides of a pair held after the last sync that touched a
-path; the planner reads it to tell "edited here" from "deleted there". It is written
-only from facts placet verified:
-
-- after each op that ends `done` or `already_done` (the target now holds the approved
-  content): SHA-256 of that content, the remote's digest of it (or, where the remote
-  has none, its size and mtime, read back with one stat); on a remote that computes
-  digests by reading the data, the verified digest of an upload also goes into the
-  remote digest cache under the size and mtime that stat read;
-- once the ops have run, for the plan's skips that were verified by digest (files
-  equal on both sides) and its folders present on both sides.
-
-Entries are written in batches (`flush`, which the executor calls as it commits a batch
-of op results, and `ops_finished`): a lost batch only means the next plan sees those
-paths as it would without a baseline, equal content on both sides.
-
-A failed, stale or skipped op records nothing, so its path keeps its old baseline and
-the next plan sees it as it is. An op whose content's SHA-256 is not known (a download
-found already done on a remote whose digest is not SHA-256) records nothing either
-rather than guess; the next plan sees both sides equal and the apply after it records
-it. Recording never fails an op: an error here is logged and the sync goes on.
-"""
+The baseline says what both sides held after the last sync that touched a path; the
+planner reads it to tell "edited here" from "deleted there". It is written only from
+verified facts: after each op that ends `done` or `already_done` (the content's SHA-256,
+the remote's digest or size and mtime; an upload's verified digest also primes the
+remote digest cache), and once the ops ran, for the plan's skips verified by digest and
+its folders on both sides. Entries go in batches (`flush`, with the executor's result
+batches). A failed, stale or skipped op records nothing, nor does one whose content's
+SHA-256 is unknown; recording never fails an op (docs/decisions/0027-sync-execution.md)."""
 
 from __future__ import annotations
 

@@ -1,27 +1,14 @@
 """`drive_changes`: what was added, changed or removed under a remote folder since an
 anchor, on demand (docs/design.md section 5: no timer, no background polling).
 
-Each call lists the folder once (recursively) and stores the listing as a snapshot
-(`SyncData.save_snapshot`); the snapshot's id, wrapped in an opaque anchor, is what the
-next call passes as `since_anchor`. The difference is computed between two stored
-snapshots, so its pages (`cursor`) never list the remote again and stay consistent.
-
-What counts as a change, and why:
-
-- a path present only in the new listing is `added`, only in the old one `removed`;
-- a file whose size, mtime or digest (when both listings carry one) differs is
-  `changed`; so is a path that turned from a file into a folder or back;
-- a folder's own mtime is ignored: it moves whenever a child is added or removed, which
-  is already reported as that child.
-
-Digests are listed only where the remote stores them (listing them where rclone would
-read every file, local folders and sftp, would make a cheap question expensive), so on
-those remotes a rewrite that keeps size and mtime is not seen; the sync planner, which
-compares digests, does see it.
-
-Anchors and cursors are opaque to agents but not secret: they name a snapshot id and
-its folder, and a call with an anchor of another folder or drive is refused.
-"""
+Each call lists the folder once and stores the listing as a snapshot; its id, in an
+opaque anchor, is the next call's `since_anchor`. The difference is computed between two
+stored snapshots, so its pages never list the remote again. A path only in the new
+listing is `added`, only in the old `removed`; a file whose size, mtime or digest (when
+both carry one) differs, or that turned into a folder or back, is `changed`; a folder's
+own mtime is ignored. Digests are listed only where the remote stores them, so a rewrite
+keeping size and mtime on a local or sftp remote is not seen here (the planner sees it).
+An anchor of another folder or drive is refused (docs/decisions/0024-sync-plans.md)."""
 
 from __future__ import annotations
 

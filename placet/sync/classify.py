@@ -1,31 +1,14 @@
 """Classification of one path: its local entry, remote entry and baseline in, one op or report out.
 
-This is the table of docs/design.md section 7, path by path; `placet.sync.planner` feeds it
-the keys in sorted order (parents first) and assembles the result. What it decides, and
-why:
-
-- No op ever deletes. A path gone from one side that the baseline knows is reported
-  (`deleted_remote` / `deleted_local`) and left alone; if the other side changed since,
-  it is a conflict for the owner.
-- A side changed since the baseline while the other did not is a fast-forward
-  (`upload_revision` or `download`); both changed is a conflict, never auto-resolved.
-- Equality needs a digest: the strongest type both sides have (sha256 > sha1 > md5).
-  Without one, equal sizes give `unverified`, never `skip`.
-- A file on one side and a folder on the other (`type_conflict`), a collision (two
-  local names under one remote key: uploading both would write one remote object
-  twice, so neither gets an op), a special file (symlink, FIFO...) or an unreadable
-  local folder blocks everything beneath it: the listing there is not trustworthy, so
-  nothing is planned there.
-- Remote folders missing for an upload are created by `mkdir` ops, parents before
-  children.
-- A path gets an op (or a conflict, whose decision would give one) only if the executor
-  would accept its names: the remote path passes `placet.paths.remote.check_remote_path` and
-  every segment `check_name` (no `:`, leading `-`, control characters, placet's
-  reserved `.placet-tmp-` prefix...), and the local path `check_local_shape`. This
-  module calls those functions, so the rule cannot drift from the executor's; a path
-  that fails is reported `skipped_special` with the refusal, and nothing is done there.
-  A file equal on both sides stays `skip` whatever its name: nothing would be done.
-"""
+This is the table of docs/design.md section 7, path by path; `placet.sync.planner` feeds
+it the keys in sorted order (parents first). No op deletes: a path gone from one side is
+reported, and a conflict if the other side changed. One side changed since the baseline
+is a fast-forward, both a conflict. Equality needs a digest of the strongest common type;
+without one, equal sizes are `unverified`, never `skip`. A type conflict, a name
+collision, a special file or an unreadable folder blocks everything beneath it. Missing
+remote folders get `mkdir` ops, parents first. A path gets an op only if the executor
+would accept its names (this module calls `placet.paths`' own checks, so the rule cannot
+drift); one that fails is `skipped_special`, while equal files stay `skip`."""
 
 from __future__ import annotations
 

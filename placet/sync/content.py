@@ -1,27 +1,14 @@
-"""Binding a sync's transfers to content on remotes without digests (issue 12 item 3).
+"""Binding a sync's transfers to content on remotes without digests.
 
-A remote file with no digest of the remote's own (crypt, many WebDAV servers; an S3
-object uploaded in parts) is listed with a size and an mtime only, and both can be put
-back after its content was rewritten. A sync op that reads or replaces such a file (a
-`download`, an `upload_revision`, a conflict whose decision would give one) is
-therefore bound to the bytes placet reads while planning: each such file is read once
-through rcd (`Drive.content_sha256`) and its SHA-256 kept in `SyncPlan.content`;
-`placet.sync.ops` records it as the op's evidence (`RemoteEvidence.read_by_placet`) and
-the executor compares the bytes it reads with it (`placet.executor.checks`). A file that
-cannot be bound is reported `unbound` with the reason and gets no op, never one bound by
-size (docs/decisions.md, "A sync on a remote without digests reads what it would
-transfer"):
-
-- larger than `CONTENT_READ_MAX` (64 MiB, the single download's cap) or of unknown size;
-- beyond the plan's read budget (`ReadBudget`: 1 GiB and 5,000 files by default, taken
-  in path order; the agent applies the plan and plans again for the rest);
-- gone, or unreadable, when read (a drive error that may pass fails the whole plan,
-  retryably).
-
-Files with a digest of the remote's own cost nothing here: the plan is returned as it
-is without a drive call (the ops are scanned, and the reports only when the plan has
-conflicts).
-"""
+A remote file without a digest of the remote's own (crypt, many WebDAV servers, multipart
+S3 objects) has only a size and an mtime, both restorable after a rewrite. So a sync op
+that reads or replaces one (a `download`, an `upload_revision`, a conflict whose decision
+would give one) is bound to the bytes placet reads while planning: each file is read once
+through rcd (`Drive.content_sha256`), its SHA-256 kept in `SyncPlan.content` and recorded
+as the op's evidence, which the executor compares with the bytes it reads
+(docs/decisions/0011-no-digest-binding.md). A file over `CONTENT_READ_MAX`, beyond the
+plan's `ReadBudget` or gone when read is reported `unbound` and gets no op; a drive error
+that may pass fails the plan, retryably. Remotes with digests cost nothing here."""
 
 from __future__ import annotations
 

@@ -1,32 +1,16 @@
 """The digest caches of sync, local and remote, and the raw-SQL plumbing sync's accessors
-share (the tables are `placet.sync.tables`; `placet.sync.stored.SyncData`
-builds on this class with plans, baselines and snapshots).
+share (tables in `placet.sync.tables`; `placet.sync.stored.SyncData` builds on this class).
 
-What is kept, and why (docs/design.md sections 7-9):
-
-- **The local digest cache** (`sync_digest_cache`) persists `placet.sync.cache
-  .CachedDigest` by (root key, path); rows of another `DIGEST_CACHE_VERSION` are
-  dropped on load.
-- **The remote digest cache** (`sync_remote_digest`) keeps, for remotes whose digests
-  rclone computes by reading the data (local folders, sftp), the last digest of each
-  path with the size and mtime it was computed for; it is reused only while both match.
-
-Each cache keeps a process-local copy of what it read, up to `MEMORY_ROWS` rows: a
-long-lived `placet serve` then plans warm without reading 100,000 rows again (about
-0.9 s for both caches). A bigger cache (a tree of up to 1,000,000 files) is not kept:
-its copy (~300 bytes a file beside the entries a plan builds) would put a plan of
-1,000,000 files over 1 GiB (issue 11 item 6), so each read loads it again as
-`OwnedRows`, which the index and the listing consume row by row. That
-copy can only be stale in ways the keys catch (a cached digest is reused only if size,
-mtime, inode and ctime still match). Every cache write, bulk or not, updates the copy
-with the values it wrote (the objects the indexer and the listing made, already in
-memory), so a warm plan right after a cold one reads no table either; dropping the copy
-on a bulk write made that plan read 100,000 rows of each cache back (3.4 s instead of
-1.9 s, run I of docs/performance.md). A new process loads each cache with one SELECT of
-the columns the entries need, iterated straight into the path-keyed dict (no
-intermediate list). Hot reads and bulk writes go through the driver connection (plain
-SQL, `executemany`) because SQLAlchemy's per-row cost dominated at 100,000 rows.
-"""
+The local cache (`sync_digest_cache`) keeps `CachedDigest` rows by (root key, path), rows
+of another `DIGEST_CACHE_VERSION` dropped on load; the remote cache
+(`sync_remote_digest`) keeps, for remotes whose digests rclone computes by reading, each
+path's digest with the size and mtime it was computed for. Each keeps a process-local
+copy up to `MEMORY_ROWS` rows, so a long-lived `placet serve` plans warm without reading
+the tables, and every write updates that copy; above, each read loads `OwnedRows` that
+the index and the listing consume, so a plan of 1,000,000 files stays within 1 GiB
+(docs/decisions/0025-digest-caches.md, docs/decisions/0026-plan-memory.md). A copy can
+only be stale in ways its keys catch. Hot reads and bulk writes use plain SQL on the
+driver connection: SQLAlchemy's per-row cost dominated at 100,000 rows."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Handing the heap's free pages back to the system between a plan's big steps (issue 11
-item 6: a plan of 1,000,000 files within 1 GiB of RSS).
+"""Handing the heap's free pages back to the system between a plan's big steps, so a
+plan of 1,000,000 files stays within 1 GiB of RSS (docs/decisions/0026-plan-memory.md).
 
 Keying a listing grows a dict of 1,000,000 entries by doubling: each resize frees the
 old table (up to ~15 MiB) to the C heap, where glibc keeps it resident; the next big

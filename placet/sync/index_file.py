@@ -1,24 +1,14 @@
 """The indexer's per-file work: reuse a file's cached digests, or open and hash it.
 
-`placet.sync.indexer` walks the folders and hands each regular file here (its hot loop
-inlines the cache-hit test below for speed; the rule is the same). What it decides, and
-why:
-
-- A cached digest is reused while (size, mtime_ns, inode, ctime_ns) are unchanged and it
-  was stored `verified`. The racily-clean rule (git's): a file whose mtime or ctime
-  falls within `RACY_WINDOW_NS` of the scan's start may still be written to within
-  the same timestamp tick, so its digest is stored unverified and it is hashed again
-  next time. ctime is in the key because `touch -d` can restore an mtime, never a ctime.
-- A file is opened with `O_NOFOLLOW|O_NONBLOCK` and `fstat`ed: it is hashed only if it
-  is still the regular file the walk saw (same device and inode) with one hard link.
-  A file that changed while it was read is listed with a note and not cached verified.
-- SHA-256 (the evidence digest) and the remote's native types are computed in one read
-  (`hash_fd`). Files of `POOL_MIN_BYTES` or more go to a bounded thread pool (at most
-  `4 * workers` open at once; hashlib releases the GIL on large chunks); smaller ones
-  are hashed in the walking thread, where a hand-off would cost more than the hashing.
-- The entry cap counts files as they are added (`add_entry`), so an oversized tree
-  stops early; fresh digests are written back to the cache in one batch (`collect`).
-"""
+`placet.sync.indexer` hands each regular file here (its hot loop inlines the cache-hit
+test; the rule is the same). A cached digest is reused while (size, mtime_ns, inode,
+ctime_ns) are unchanged and it was stored `verified`; a file whose mtime or ctime falls
+within `RACY_WINDOW_NS` of the scan's start is stored unverified (git's racily-clean
+rule), and ctime is in the key because `touch -d` restores an mtime, never a ctime. A
+file is hashed only if, opened with `O_NOFOLLOW|O_NONBLOCK` and `fstat`ed, it is still the
+regular file the walk saw with one hard link. SHA-256 and the remote's types come from one
+read; files of `POOL_MIN_BYTES` or more go to a bounded thread pool. The entry cap counts
+files as they are added (docs/decisions/0025-digest-caches.md)."""
 
 from __future__ import annotations
 

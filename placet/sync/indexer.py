@@ -1,25 +1,13 @@
 """The local indexer: walk a folder under a root and list every entry in it.
 
-What it decides, and why:
-
-- The walk goes by directory descriptors, from the root down, each folder opened with
-  `O_NOFOLLOW|O_DIRECTORY` under its parent's descriptor, and every entry `lstat`ed
-  through it (`os.scandir(fd)`). Nothing is followed: symlinks, FIFOs, sockets and
-  devices are listed as `skipped` and never opened (opening a FIFO would block, a
-  device could be anything), so a symlink loop cannot hang the walk and no name swapped
-  for a link mid-walk leads outside the root (docs/design.md section 6).
-- A regular file with more than one hard link is `skipped` too: transfers refuse it
-  (docs/design.md section 9), since another of its names may lie outside the root.
-- Depth is capped at `placet.paths.local.MAX_LOCAL_DEPTH` below the root (a deeper folder is
-  an `error` entry, not listed), which also bounds any bind-mount loop.
-- Unreadable files and folders become `error` entries and the walk goes on; the planner
-  plans nothing beneath an unreadable folder, since its listing is unknown.
-- Names are NFC-normalised for `path`; `raw_path` keeps the on-disk name for I/O. A name
-  that is not valid UTF-8 is an `error` entry (it cannot be named on the remote).
-
-Each regular file goes to `placet.sync.index_file`, which decides whether its cached
-digests still hold or it must be hashed (the racily-clean rule, the hashing pool).
-"""
+The walk goes by directory descriptors from the root down (`O_NOFOLLOW|O_DIRECTORY`,
+`os.scandir(fd)`), so nothing is followed: symlinks, FIFOs, sockets and devices are
+listed `skipped` and never opened, and no name swapped mid-walk leads outside the root
+(docs/design.md section 6). A file with several hard links is `skipped` too (transfers
+refuse it). Depth is capped at `MAX_LOCAL_DEPTH`; unreadable files and folders become
+`error` entries (the planner plans nothing beneath such a folder), as does a name that
+is not valid UTF-8. Names are NFC-normalised for `path`; `raw_path` keeps the on-disk
+name for I/O. Each regular file goes to `placet.sync.index_file`."""
 
 from __future__ import annotations
 

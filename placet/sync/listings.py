@@ -1,22 +1,13 @@
 """Reading the two listings for the planner: keys, implied folders, duplicates, caps, fingerprints.
 
-What it decides, and why:
-
-- Paths are matched after NFC normalisation, and after case folding too when the remote
-  is case-insensitive, because those are the names that address one object there.
-  Names that meet under one key are kept aside as duplicates; the classifier reports
-  them as a `collision`.
-- Hidden paths (a component starting with ".") are dropped unless asked for.
-- Folders a listing implies but did not list (bucket remotes, partial local listings)
-  are added, so parent checks see them.
-- Each side holds at most `entry_cap` files and as many folders (docs/design.md section 9),
-  counted before anything is keyed, so an oversized tree stops early.
-- Each listing is fingerprinted (SHA-256 of its sorted entries): equal fingerprints,
-  equal options and an equal baseline give an equal plan, so a caller may reuse a
-  stored plan instead of classifying again. Both are hashed before either listing is
-  keyed, and a listing already in order (the local index's, as a rule) is hashed as
-  it is: no sorted copy sits beside the two keyed dicts, the plan's high-water mark.
-"""
+Paths are keyed after NFC, and after case folding on a case-insensitive remote, as those
+address one object there; names meeting under one key are duplicates, reported as a
+`collision`. Hidden paths are dropped unless asked for; folders a listing implies but
+did not list are added. Each side holds at most `entry_cap` files and as many folders
+(docs/design.md section 9), counted before keying. Each listing is fingerprinted (SHA-256
+of its sorted entries): equal fingerprints, options and baseline give an equal plan, so a
+stored one may be reused. Both are hashed before keying, an ordered listing without a
+sorted copy (docs/decisions/0026-plan-memory.md)."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ ALLOWED_DECISIONS: dict[ConflictKind, tuple[Decision, ...]] = {
 
 DEFAULT_ENTRY_CAP = 100_000
 """Sync plans hold at most this many files per side, and as many folders (docs/design.md
-section 9, "Caps"; counting files only is docs/decisions.md's choice)."""
+section 9, "Caps"; counting files only: docs/decisions/0024-sync-plans.md)."""
 
 PLAN_FORMAT = "placet-plan v1"
 """Version tag of `SyncPlan.to_dict()`; a reader refuses any other (every stored

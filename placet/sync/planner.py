@@ -1,25 +1,13 @@
 """The pure sync planner: two listings and a baseline in, a `SyncPlan` out.
 
-It implements the table of docs/design.md section 7 and nothing else: no I/O, no clock, no
-randomness, so the same inputs always give the same plan, and tests call it directly.
-The work is in three steps, one module each: `placet.sync.listings` reads and keys the
-two listings (NFC and case folding, duplicates, implied folders, the entry cap,
-fingerprints); `placet.sync.classify` classifies each path (ops, reports, conflicts,
-name checks); this module guards the run and assembles the plan. What it decides, and
-why:
-
-- If a baseline exists and one side lists empty, or a listing failed, planning stops
-  (`EmptySideRefused`) unless `allow_empty_side`: an empty side more often means a
-  wrong path or an unmounted disk than a real mass deletion.
-- Paths are classified in sorted key order, so a parent's state (blocked, missing on
-  the remote) is known before its children. The bulk of a tree, a file on both sides
-  with nothing unusual above it, goes straight to `Classifier.both_files`.
-- The plan lists `mkdir` ops first (parents before children), then file ops in path
-  order; reports are in path order; the summary counts every kind and the bytes each
-  way. Every path of either listing (and every folder they imply) appears exactly once.
-
-Runs in O(n log n) for the sort and O(n) dict work otherwise.
-"""
+It implements the table of docs/design.md section 7 and nothing else: no I/O, no clock,
+no randomness, so the same inputs give the same plan and tests call it directly.
+`placet.sync.listings` keys the listings, `placet.sync.classify` classifies each path,
+and this module guards the run and assembles the plan. With a baseline, an empty side or
+a failed listing stops planning (`EmptySideRefused`) unless `allow_empty_side`: that more
+often means a wrong path or an unmounted disk than a mass deletion. Paths are classified
+in sorted key order, parents first; the plan lists `mkdir` ops first, then file ops in
+path order; every path appears exactly once. O(n log n) for the sort, O(n) otherwise."""
 
 from __future__ import annotations
 

@@ -1,24 +1,14 @@
 """`propose_sync`: turn a stored plan plus the agent's conflict decisions into one inert
 sync proposal (docs/design.md sections 4, 5, 7).
 
-The proposal holds the plan's full op set (`placet.sync.ops.request_op_dicts`, stored by
-reference: docs/decisions.md, "A sync proposal's ops are stored by reference"): every op
-the plan made and one per decided conflict, each with the evidence the plan saw, which
-the executor re-checks before it acts. The whole proposal is refused, never part of it,
-when a conflict is undecided, a decision names a path that is not a conflict, or a
-decision is not one the conflict's kind allows. Nothing here touches the drive or a
-local file; the only write is the pending row.
-
-The plan is bound to where it was made: its drive spec must be the one this server uses,
-its root must still be one of the owner's roots (same path; the root's identity is
-re-checked), and its folder must lie inside the caller's scope, so a plan made through
-one server cannot be proposed through another that may not see that folder.
-
-A plan is proposed only while current (docs/decisions.md, "A sync plan is proposed only
-while current"): `refuse_outdated_plan` refuses one that a newer plan of the same pair
-or an applied (or approved, or executing) proposal made from it has overtaken, or that
-is past `RETENTION`, because proposing it would act on what the agent no longer sees.
-"""
+The proposal holds the plan's full op set, stored by reference
+(docs/decisions/0023-ops-by-reference.md): every op the plan made and one per decided
+conflict, each with the evidence the plan saw. It is refused whole when a conflict is
+undecided or a decision is not one the conflict allows. The plan is bound to where it
+was made (drive spec, root identity, the caller's scope) and proposed only while current:
+`refuse_outdated_plan` refuses one overtaken by a newer plan of the same pair or by an
+applied, approved or executing proposal made from it, or past `RETENTION`
+(docs/decisions/0024-sync-plans.md). Nothing here touches the drive or a local file."""
 
 from __future__ import annotations
 
@@ -174,9 +164,9 @@ def propose_sync(
 
 
 def refuse_outdated_plan(svc: SyncService, drive_spec: str, plan_id: int) -> None:
-    """Refuse proposing plan `plan_id` once it is out of date (docs/decisions.md, "A sync
-    plan is proposed only while current"); `propose_sync` answers for a plan that does
-    not exist or was made against another drive.
+    """Refuse proposing plan `plan_id` once it is out of date
+    (docs/decisions/0024-sync-plans.md); `propose_sync` answers for a plan that does not
+    exist or was made against another drive.
 
     Raises:
         StaleEvidence (`plan_superseded`): a newer plan of the same pair (root, local

@@ -1,36 +1,16 @@
 """Listing the remote side of a sync with digests, hashing as little as possible.
 
-docs/design.md section 9 ("Digest choice"): on remotes whose digests rclone computes by
-reading the data (local folders, sftp: `Capabilities.hashes_on_demand`), a digest is
-reused from the persistent remote digest cache (`SyncData.remote_digests`) while the
-file's size and mtime match; only the misses are hashed, one `digest_of` each (checked
-against a stat afterwards, so a file that changed meanwhile gets none) or, when many
-miss, by one hashed listing. That cache is the only one: the drive is handed it as its
-`DigestStore` (`use_digest_store`), and the planner's listing (`Drive.list_rows`) caches
-nothing itself.
-
-What else it decides, and why (docs/performance.md, "Plan"):
-
-- **Listed in pieces.** The folder's own entries come from one non-recursive listing,
-  each top-level subfolder from a recursive listing of its own, a few at a time. rclone
-  answers a listing only once it is complete, as one JSON document; in pieces, the
-  planning thread turns the first pieces into entries while rclone lists the next
-  (`PendingListing`), and only the pieces being fetched are alive as decoded JSON,
-  rather than the whole tree's; at most a few pieces are listed ahead of the one the
-  planning thread takes (`_pieces`), so the rest of the tree is not held as tuples.
-- **Cold hashing in parallel.** With nothing cached under the folder, the pieces are
-  listed with digests, up to `_THREADS` at once, because rclone computes one listing's
-  digests one file at a time (measured: 7.1 s for 100,000 files in one listing, 5.3 s
-  by subfolders).
-- **Lean entries.** Listings arrive as tuples (`ListRow`) and become `RemoteEntry`s
-  directly, sharing the cache's mtime and digest strings.
-- **Names placet refuses** (a `:`, a leading `-`...) cannot be passed to the drive on
-  their own: such a file gets no digest instead of failing the listing, and a subfolder
-  so named is listed within its parent's listing. The planner reports them.
-
-Other remotes report stored digests with the listing at no extra cost, so they are
-listed in pieces with digests, and nothing is cached.
-"""
+On remotes whose digests rclone computes by reading (`Capabilities.hashes_on_demand`),
+a digest comes from the one persistent remote digest cache while size and mtime match,
+and only misses are hashed, per file (checked against a stat) or by one hashed listing
+(docs/design.md section 9, "Digest choice"; docs/decisions/0025-digest-caches.md). The
+folder is listed in pieces (its own entries, then each top-level subfolder), a few ahead
+of the one the planning thread decodes (`PendingListing`, `_pieces`), so rclone lists
+while placet decodes and the tree is never held whole; cold pieces are hashed up to
+`_THREADS` at once, since rclone hashes one listing's files one at a time. Rows arrive as
+tuples (`ListRow`) and become `RemoteEntry`s directly. A name placet refuses gets no
+digest and its subfolder is listed within its parent's listing
+(docs/decisions/0026-plan-memory.md). Other remotes list stored digests at no cost."""
 
 from __future__ import annotations
 

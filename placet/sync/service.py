@@ -1,34 +1,16 @@
 """The I/O around the pure planner: index the local folder, list the remote, load the
 baseline, plan, store the plan (docs/design.md sections 5, 7-9).
 
-What it decides, and why:
-
-- **Both listings at once.** rclone lists the remote (and does any remote hashing) in
-  its own process while this thread indexes the local folder, so on two cores the
-  slower side sets the time, not their sum. A helper thread only fetches the listing,
-  in pieces; its entries are built in this thread, between the index's folders
-  (`PendingListing.pump`), because Python work in a second thread makes each of the
-  index's `lstat` calls wait for the interpreter lock.
-- **Digests cost once.** Local digests come from the persistent digest cache
-  (`SyncData` implements `placet.sync.cache.DigestCache`), reused while size, mtime,
-  inode and ctime match. On remotes whose digests rclone computes by reading the data
-  (local folders, sftp: `Capabilities.hashes_on_demand`) each file's digest comes from
-  the remote digest cache while its size and mtime match; only the misses are hashed
-  (`placet.sync.remote`). A warm re-plan therefore hashes nothing on either side.
-- **The plan is stored**, immutable, with both fingerprints and the baseline generation
-  (`SyncData.save_plan`); an identical plan stored within the hour is reused.
-- **A missing remote folder** is an empty side (a first sync into a new folder is
-  normal): the plan records it, and `propose_sync` creates the folder first.
-- **Long reads** (`placet.sync.jobs`): with a `budget`, a plan or index that is not done
-  in time raises the retryable `in_progress` and goes on in the background.
-- **Hidden names** (a component starting with ".") are left out unless asked for.
-- **No digest, read once.** A transfer that reads or replaces a remote file listed
-  without a digest is bound to the bytes read while planning (`placet.sync.content`),
-  or reported `unbound`; remotes that give digests read nothing.
-
-The caller's scope is a `placet.proposals.making.ProposeContext` (roots, the MCP client's
-narrowed folders, the drive), so the tools and any CLI resolve paths the same way.
-"""
+rclone lists (and hashes) the remote in its own process while this thread indexes the
+local folder, so the slower side sets the time; a helper thread only fetches pieces,
+decoded here between the index's folders (`PendingListing.pump`), since Python work in a
+second thread slows every `lstat` on the GIL. Digests cost once on each side
+(docs/decisions/0025-digest-caches.md). The plan is stored immutable and reused when
+identical within the hour; a missing remote folder is an empty side; with a `budget` a
+long plan raises the retryable `in_progress` and goes on in the background
+(docs/decisions/0024-sync-plans.md). Digest-less remote files a transfer would touch are
+read once (`placet.sync.content`). The plan's memory is bounded as
+docs/decisions/0026-plan-memory.md says. The caller's scope is a `ProposeContext`."""
 
 from __future__ import annotations
 

@@ -1,23 +1,14 @@
-"""One string object for what both listings say alike (issue 11: a plan of 1,000,000
-files within 1 GiB).
+"""One string object for what both listings say alike, so a plan of 1,000,000 files stays
+within 1 GiB (docs/decisions/0026-plan-memory.md).
 
-The local index and the remote listing are built apart (the remote in rclone, decoded
-between the index's folders), so a file present on both sides carries two equal path
-strings (66 bytes each for a typical relative path) and, on remotes whose digest is
-the one placet computes locally (local folders, sftp: SHA-256), two equal 64-character
-hex digests (113 bytes each); and two equal size ints. The remote listing takes the
-local objects as it decodes a top-level folder the walk is past
-(`placet.sync.remote`); for the rest, as the remote listing is keyed (`read_listings`
-with `share=True`, after the local one), `share_pair` points each remote entry at the
-local entry's objects, so the remote's copies are freed before the listings are
-fingerprinted and the plan is classified; `share_equal_strings` does the same for a
-kept in-memory copy of the remote digest cache.
-
-Only equal strings are swapped (`==`, never a case-insensitive match), so every value,
-comparison, fingerprint and stored form stays what it was; a frozen `RemoteEntry`'s
-path is set through its slot descriptor, as `placet.sync.entries.new_remote_entry`
-builds it.
-"""
+A file on both sides carries two equal path strings, often two equal SHA-256 hex digests
+and two equal size ints, built apart (the remote decoded between the index's folders).
+The remote listing takes the local objects as it decodes a folder the walk is past
+(`placet.sync.remote`); for the rest, `share_pair` points each remote entry at the local
+entry's objects as the remote listing is keyed, and `share_equal_strings` does the same
+for a kept copy of the remote digest cache. Only `==` strings are swapped, never a
+case-insensitive match, so every value, fingerprint and stored form stays the same; a
+frozen `RemoteEntry`'s path is set through its slot descriptor."""
 
 from __future__ import annotations
 

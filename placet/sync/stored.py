@@ -1,27 +1,15 @@
 """Sync's accessors: stored plans, baselines and drive snapshots (the tables are
-`placet.sync.tables`; the digest caches and the raw-SQL plumbing are
-`placet.sync.digest_store.DigestCaches`, which `SyncData` extends, so callers keep one
-accessor object).
+`placet.sync.tables`; `SyncData` extends `placet.sync.digest_store.DigestCaches`, so
+callers keep one accessor object).
 
-What is kept, and why (docs/design.md sections 7-9):
-
-- **Plans** (`sync_plan`) are immutable once stored and record both listings'
-  fingerprints, the baseline generation they were planned against and the options, so
-  `propose_sync(plan_id)` proposes exactly what the agent was shown. The body holds the
-  ops and every report except `skip` (the summary counts those); a plan of 100,000
-  equal files stays small. What a skip verified by digest would add to the baseline is
-  kept beside it (`skips`), to be recorded when the plan is applied. Bodies are zlib'd
-  JSON (`PLAN_FORMAT`-tagged inside). Plans and snapshots older than `RETENTION` (7
-  days) are pruned whenever a new one is stored.
-- **Baselines** (`sync_baseline`, one row per path of a pair) say what both sides held
-  after the last sync that touched a path. `sync_pair` carries a generation bumped in
-  the same transaction as every baseline write, so a process can keep a baseline in
-  memory and know exactly when it went out of date: the process-local copy of a
-  baseline (as of the digest caches, see `placet.sync.digest_store`) is used only at
-  the same generation, so a long-lived `placet serve` plans warm without reading
-  100,000 rows again.
-- **Drive snapshots** (`drive_snapshot`) are the anchors of `drive_changes`.
-"""
+Plans (`sync_plan`) are immutable and record both fingerprints, the baseline generation
+and the options, so `propose_sync(plan_id)` proposes exactly what the agent was shown;
+the body holds the ops and every report but skips, zlib'd JSON tagged `PLAN_FORMAT`,
+with the digest-verified skips beside it for the baseline. Plans and snapshots are
+capped per session and in total and pruned past `RETENTION`
+(docs/decisions/0024-sync-plans.md). Baselines (`sync_baseline`) carry a generation bumped
+with every write, so an in-memory copy is used only while current. Drive snapshots
+(`drive_snapshot`) are the anchors of `drive_changes`."""
 
 from __future__ import annotations
 
@@ -292,7 +280,7 @@ class SyncData(DigestCaches):
         """What overtook stored plan `plan_id` (None: no such plan): the newest plan of
         the same pair (any options) stored after it, and the newest proposal made from it
         that succeeded or is approved or executing. `propose_sync` refuses
-        such a plan (docs/decisions.md, "A sync plan is proposed only while current").
+        such a plan (docs/decisions/0024-sync-plans.md).
         """
 
         def rd(db: RawDB) -> PlanStanding | None:

@@ -1,25 +1,15 @@
 """The review app: where the owner accepts or discards what agents proposed.
 
-The app is a thin shell over the store and the executor (docs/design.md section 2). Widgets
-render; store calls and the executor run in thread workers whose results come back as
-dataclass messages (`messages.py`). Three quick reads or writes run on the event loop on
-purpose: the first page before the first paint, the `data_version` poll (one PRAGMA on a
-private connection), and the owner's interrupt when quitting mid-transfer. It decides:
-
-- Live queue: when another process changed the database the queue reloads, so a new
-  proposal appears within a second without a key press (with a notification). On SQLite
-  a widget-owned timer polls `store.data_version()` every 0.5 s; on PostgreSQL a thread
-  (not a Textual worker) sleeps in `Store.change_waiter()` (LISTEN/NOTIFY) and posts
-  `StoreChanged` when a change commits, on any host (docs/decisions.md, "The review UI
-  waits on the change waiter"). `store.sweep()` runs every `settings.sweep_seconds`
-  (expiring due proposals, recovering lapsed executions).
-- Selection follows the proposal id (placet/tui/queue.py); History and Audit are
-  imported and mounted when first opened, so the first frame is the queue's.
-- Decisions and the transfer (accept binds to the shown request hash; one transfer at
-  a time; quitting mid-transfer asks first): placet/tui/deciding.py, its base class.
-- The clock is injectable (`make_app(clock=...)`) so tests can stand past an expiry
-  without sleeping; every store call is given `now=clock()`.
-"""
+A thin shell over the store and the executor (docs/design.md section 2): widgets render;
+store calls and the executor run in thread workers whose results come back as dataclass
+messages (`messages.py`). Three quick calls run on the event loop on purpose: the first
+page before the first paint, the `data_version` poll and the owner's interrupt when
+quitting mid-transfer. The queue reloads when another process commits (a 0.5 s poll on
+SQLite, a `Store.change_waiter()` thread on PostgreSQL;
+docs/decisions/0022-live-changes.md); `store.sweep()` runs every `settings.sweep_seconds`.
+Selection follows the proposal id (`queue.py`); History and Audit mount when first
+opened. Decisions and the transfer are `deciding.py`, its base class. The clock is
+injectable (`make_app(clock=...)`); every store call gets `now=clock()`."""
 
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """Modal decisions: accept (with its guard and typed confirmation), discard, quit.
 
-Accept binds to what was shown (docs/design.md section 9): the modal states the exact effect
-(including remote folders an upload or mkdir creates on the way) and the request hash,
-and the caller accepts with that very hash, which the store records in the approval event
-and the executor checks again.
-
-The accept modal ignores every key and click for `guard_seconds` (0.5 s) after it opens:
-its controls are disabled and its bindings refused, so a key pressed for the queue (an
-extra `a`, an Enter, `y`) cannot land on "Accept" by accident. A proposal that carries
-placet's own risk flags cannot be accepted with a single key at all: the owner types
-the proposal id into a field, and the Accept button stays disabled until it matches.
-
-A sync proposal also gets its ops grouped by kind with a tick box each, and its
-conflicts with the agent's decisions (`placet.tui.sync_view.SyncPicker`); the ops the
-owner unticks are `skip_ops`, which the caller passes to `Store.accept` so they are bound
-into the approval. Unticking every op is refused here (discard instead).
-"""
+Accept binds to what was shown (docs/design.md section 9): the modal states the exact
+effect (remote folders created on the way included) and the request hash, which the
+caller accepts with. It ignores every key and click for `guard_seconds` (0.5 s) after it
+opens, so a key meant for the queue cannot land on "Accept"; a proposal with risk flags
+needs its id typed before Accept enables. A sync's ops are grouped by kind with a tick
+box each (`placet.tui.sync_view.SyncPicker`); unticked ops become `skip_ops`, bound into
+the approval. Unticking every op is refused (discard instead)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,14 @@
 """Deciding in the review app: accept (and execute), discard, extend, verify, quit.
 
-Accept binds to what was shown (docs/design.md section 9): the confirmation shows the
-request hash; the record is re-read and refused if its hash changed, then accepted with
-`detail.request_hash`, and the store records it in the approval event (the executor
-checks the binding again). For a sync, the ops the owner unticked in the confirmation
-go into the same event as `detail.skip_ops`; the executor journals them `skipped`.
-A pending proposal past `expires_at` is refused before the modal opens, and again by
-the store's compare-and-set if it expires while the modal is open. A proposal that
-`placet accept` would refuse before its code (a request that does not parse, a write
-into placet's own folders: `placet.executor.refusal_before_accept`, the same
-`placet.proposals.vetting` function) is refused before the modal opens, and again in
-the worker before the store records an approval. One transfer at a time: the executor
-runs in a thread worker and reports through dataclass messages
-(progress in bytes, the ops ended and in flight, each op's result as it is journaled;
-byte-only events are rate-limited, the others all go). Quitting during a transfer
-asks first; if the owner insists, the proposal is marked `interrupted` by the owner
-and the executor is told to stop.
-
-`DecidingApp` is the base of `ReviewApp` (placet/tui/app.py), which supplies the
-loading side (`reload_all`, `reload_queue`); it is split out to keep each module small.
-"""
+Accept binds to what was shown (docs/design.md section 9): the record is re-read and
+refused if its hash changed, then accepted with the hash shown and the unticked ops,
+which the approval event records. A proposal past its expiry, or one `placet accept`
+would refuse before its code (`placet.executor.refusal_before_accept`), is refused before
+the modal opens and again in the worker before an approval is recorded. One transfer at
+a time: the executor runs in a thread worker and reports through dataclass messages
+(byte-only progress rate-limited). Quitting during a transfer asks first, then marks the
+proposal `interrupted` and stops the executor. `DecidingApp` is the base of `ReviewApp`
+(`app.py`), which supplies the loading side."""
 
 from __future__ import annotations
 

@@ -1,22 +1,13 @@
 """The detail pane: the exact effect of the selected proposal.
 
-A proposal placet would refuse to accept (made against another drive than the
-configured one, a request that no longer hashes as stored, ...: the checks `placet
-accept` makes before its code) is headed by a warning with the same message.
-
-Two parts: a one-line head (id, status, live time to expiry) refreshed by the pane's
-own one-second timer, and the body (the remote folders an upload or mkdir creates on the
-way, risk flags, every op, evidence, request hash, attribution, per-op results, the
-agent's boxed reason) rebuilt only when the shown
-record changes, so a large sync is not re-rendered every second and the owner's scroll
-position in it is kept.
-
-A sync whose ops are stored by reference (docs/decisions.md, "A sync proposal's ops are
-stored by reference") shows at once what its request says (op counts and bytes by kind),
-its ops in the op table (`placet.tui.ops_table`, a window at a time) between the effect
-and the rest, and its risk flags and refusal once a thread worker has read and checked
-every op (`Store.checked_ops`), so selecting a 100,000-op sync never blocks the UI.
-"""
+A proposal `placet accept` would refuse before its code is headed by a warning with the
+same message. A one-line head (id, status, time to expiry) refreshes every second; the
+body (folders created on the way, risk flags, every op, evidence, request hash,
+attribution, results, the agent's boxed reason) is rebuilt only when the record changes,
+so a large sync keeps its scroll. A sync whose ops are stored by reference shows its
+counts at once, its ops in the op table a window at a time (`placet.tui.ops_table`), and
+its flags once a worker has read and checked every op, so selecting a 100,000-op sync
+never blocks the UI (docs/decisions/0023-ops-by-reference.md)."""
 
 from __future__ import annotations
 

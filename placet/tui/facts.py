@@ -1,21 +1,12 @@
 """What a proposal would do, derived from its stored request and evidence, for display.
 
-The review UI must show the exact effect of a proposal (docs/design.md section 4: every op,
-local and remote paths, sizes, digests, the evidence seen at proposal time) and
-placet's own risk flags (section 9). Both are computed here, as plain values, so the
-queue row, the detail pane and the confirmation modal all show the same facts, and
-tests can check them without a terminal.
-
-The flags are `placet.proposals.vetting.proposal_flags` over the ops the executor would run
-(`placet.executor.plan_for`): the very function `placet accept` prints, matched on the
-root's or the drive's path joined with each target, so the two front ends never
-disagree on what needs a typed confirmation. The ops shown are read from the stored
-JSON defensively (`dict.get`): a record written by a newer or older placet, or an
-unknown kind, still renders (as its raw JSON) instead of crashing the review screen,
-and carries a ``request_invalid`` flag. Nothing here escapes text: the render layer
-(`render.py`) passes every string through `placet.text.inert` on its way to the
-terminal.
-"""
+The review UI shows the exact effect (docs/design.md section 4) and placet's risk flags
+(section 9), computed here as plain values so the queue row, the detail pane and the
+confirmation show the same facts and tests check them without a terminal. The flags are
+`placet.proposals.vetting.proposal_flags` over the ops the executor would run, as
+`placet accept` prints them. Stored JSON is read defensively: a record of another
+placet version or an unknown kind renders as its raw JSON with a ``request_invalid``
+flag. Nothing here escapes text: `render.py` passes every string through `inert`."""
 
 from __future__ import annotations
 

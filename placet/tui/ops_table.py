@@ -1,13 +1,13 @@
 """A large sync's ops, a window at a time: the op table of the detail pane.
 
-A sync proposal may hold 100,000 ops. Its ops are stored by reference (docs/decisions.md,
-"A sync proposal's ops are stored by reference") and read here only through
-`Store.ops(pid, start=, limit=)`, `WINDOW` at a time, in a thread worker: Textual's
-DataTable measures every row it is given, so the table holds one window of rows, never
-all of them. Moving past the window's last (first) row loads the next (previous) window
-with the cursor on the op it moved to; End loads the last window with the cursor on the
-last op, Home the first. The caption says which ops are shown and how many there are.
-Every path and note went through `render.name` / `render.lit` (inert text, never markup).
+A sync proposal may hold 100,000 ops. Its ops are stored by reference
+(docs/decisions/0023-ops-by-reference.md) and read here only through `Store.ops(pid,
+start=, limit=)`, `WINDOW` at a time, in a thread worker: Textual's DataTable measures
+every row it is given, so the table holds one window of rows, never all of them. Moving
+past the window's last (first) row loads the next (previous) window with the cursor on the
+op it moved to; End loads the last window with the cursor on the last op, Home the first.
+The caption says which ops are shown and how many there are. Every path and note went
+through `render.name` / `render.lit` (inert text, never markup).
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """The queue: active proposals (pending, approved, executing) in id order, and their detail.
 
-Selection follows the proposal id, never the row number: every reload reconciles the
-table with the store (rows removed, appended, updated in place) and then puts the
-cursor back on the same id, so a proposal appearing, expiring or being discarded by
-another process never moves the owner's selection to a different proposal (docs/design.md
-section 9, "Review UI"). If the selected proposal itself left, the cursor stays at the
-same position, on the proposal that took its place.
-
-Scale: the table holds a window of the first `PAGE` active proposals and grows by a page
-when the cursor nears its end. Textual's DataTable measures every cell of every row it is
-given (about 0.5 ms a row here, with the rendering), so 10,000 rows at once would block the
-event loop for seconds. The "expires in" column is a live countdown: the table's own
-one-second timer rewrites that cell for the rows on screen only.
-
-New proposals (issue 14): a pending proposal that appears after the first load rings the
-terminal bell once per reload and its row is highlighted (`FRESH_STYLE`, and a `*`
-before its id) until the owner moves the cursor onto it.
-"""
+Selection follows the proposal id, never the row number: each reload reconciles the
+table in place and puts the cursor back on the same id (docs/design.md section 9,
+"Review UI"); if that proposal left, the cursor stays at its position. The table holds a
+window of `PAGE` proposals and grows as the cursor nears its end, since DataTable
+measures every cell it is given; the "expires in" countdown rewrites only the rows on
+screen. A pending proposal that appears after the first load rings the bell once per
+reload and stays highlighted (`FRESH_STYLE`, a `*` before its id) until the owner moves
+onto it."""
 
 from __future__ import annotations
 
@@ -202,7 +193,7 @@ class QueueTable(DataTable[Text]):
         self.loaded = True
         self._restore(selected, old_row)
         if arrived:
-            self.app.bell()  # a new proposal waits (issue 14)
+            self.app.bell()  # a new proposal waits
         self.post_message(self.SelectionChanged())
 
     def set_flags(self, pid: int, flags: list[RiskFlag]) -> None:

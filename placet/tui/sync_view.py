@@ -1,21 +1,13 @@
 """A sync proposal in the accept confirmation: its ops by kind, each with a tick box, and
 the conflicts with the agent's decisions.
 
-The owner may untick individual ops of a sync before accepting (docs/design.md section 9,
-"Op results": `skipped` = the owner unticked it). What is unticked is bound into the
-approval like the request hash: the confirmation hands `skip_ops` (op indexes) to
-`Store.accept`, which validates them and records them in the approval audit event
-(hash-chained, so the selection is tamper-evident); the executor reads them from that
-event, journals those ops `skipped` without touching anything, and the proposal
-succeeds only if every selected op is done or already_done.
-
-Groups are listed in execution order of kinds (mkdir, upload, upload_revision, download;
-an unknown kind last, which the executor refuses anyway). Every path, kind and decision
-shown came from the agent's request: all of it goes through `render.lit` / `render.name`
-(inert text, never markup), and Textual's `Selection` gets a Rich `Text`, never a markup
-string. A sync with more than `MAX_PICKABLE` ops, or with duplicate op indexes, gets no
-tick boxes: it is accepted whole (or unticked with `placet accept ID --skip INDEX`).
-"""
+What the owner unticks is bound into the approval like the request hash: `skip_ops` goes
+to `Store.accept`, into the hash-chained approval event, and the executor journals those
+ops `skipped` (docs/design.md section 9, "Op results"; docs/decisions/0018-audit.md).
+Groups follow the execution order of kinds. Every path, kind and decision shown came
+from the agent: all of it goes through `render.lit` / `render.name`, never markup. A
+sync over `MAX_PICKABLE` ops, or with duplicate op indexes, gets no tick boxes (accept it
+whole, or `placet accept ID --skip INDEX`)."""
 
 from __future__ import annotations
 

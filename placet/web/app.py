@@ -1,28 +1,15 @@
 """The `placet web` application: Starlette routes over the same core as the review UI.
 
-Security at the edge (docs/security.md, "placet web"):
-* every response carries a strict Content-Security-Policy (`CSP`: scripts, styles and
-  fetches from this origin only, no inline script, no framing), `no-store` and
-  `nosniff`;
-* a request whose Host is not this server's name is refused (DNS rebinding), except
-  that ``127.0.0.1:PORT`` is redirected to ``localhost:PORT`` (a passkey needs a name);
-* every state change is a POST whose `Origin` must be this server's origin
-  (``origin_refused`` otherwise), and every page and POST but sign-in and pairing
-  needs a session made by signing in with a passkey (``not_signed_in``);
-* the session cookie is HttpOnly, SameSite=Strict, Secure under TLS (and HSTS is sent);
-* the Referrer-Policy is ``same-origin``: with ``no-referrer`` Chromium sends
-  ``Origin: null`` on a form POST, which the Origin check would refuse.
-
-Every handler runs its store work (and the passkey checks, which read the store and
-the pins file) in Starlette's thread pool (`run_in_threadpool`), never on the event
-loop: a slow `/audit?verify=1` or a busy database stalls that request only.
-
-Deciding calls what the TUI and `placet accept` call: `check_before_accept` (the same
-refusals and messages), `Store.accept` with the request hash shown (``via: "web"``, the
-unticked ops, the passkey assertion) and `placet.executor.execute`, run in a daemon
-thread (`Runs`); discard and extend are `Store.discard` / `Store.extend`. Time comes
-from the injected `clock`.
-"""
+Security at the edge (docs/security.md, "placet web and passkeys"): a strict
+Content-Security-Policy, `no-store` and `nosniff` on every response; a Host other than
+this server's is refused (``127.0.0.1:PORT`` redirects to ``localhost:PORT``); every
+state change is a POST from this origin (``origin_refused``) and, but for sign-in and
+pairing, needs a passkey session (``not_signed_in``); the cookie is HttpOnly,
+SameSite=Strict, Secure under TLS; Referrer-Policy ``same-origin``. Store work and
+passkey checks run in the thread pool, never on the event loop. Deciding calls what the
+review UI and `placet accept` call (`check_before_accept`, `Store.accept` with the hash
+shown, `execute` in a thread) (docs/decisions/0029-web-passkeys.md). Time comes from the
+injected `clock`."""
 
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """The WebAuthn ceremonies of `placet web`, verified server-side with py_webauthn.
 
-* Registration (a pairing link from `placet web pair`): options with user verification
-  required; the passkey is stored only when the link is still unused and unexpired
-  (`Store.register_passkey`, one transaction) and was recorded in the owner's pins file
-  by `placet web pair` (a link inserted into the database alone registers nothing); the
-  registered key is pinned there (`placet.config.pins`), under the pins' lock.
-* Sign-in: an assertion over a random challenge by any registered, unrevoked passkey
-  that the owner pinned with the key the database holds (``passkey_not_pinned``).
-* Accept: an assertion over `placet.store.signatures.accept_challenge` of the proposal
-  id, the request hash the page showed, the unticked ops and a fresh nonce.
-
-Every challenge is issued once (`Challenges`): it is taken out when its answer arrives,
-so an assertion replayed is refused whatever it signs, and lapses after
-`CHALLENGE_SECONDS`. A verified assertion's sign count must grow (or stay 0 for an
-authenticator without a counter) and is recorded by compare-and-set
-(`Store.use_passkey`), so two uses of one assertion cannot both pass.
-"""
+Registration takes an unused, unexpired pairing link that `placet web pair` recorded in
+the pins file, and pins the key it registers; sign-in takes a registered, unrevoked,
+pinned passkey; an accept is an assertion over `accept_challenge` of the proposal id,
+the request hash shown, the unticked ops and a fresh nonce (docs/design.md section 12;
+docs/decisions/0030-signed-mode.md). Every challenge is issued once (`Challenges`),
+taken out when answered and lapsing after `CHALLENGE_SECONDS`; a sign count must grow
+and is recorded by compare-and-set, so one assertion never passes twice."""
 
 from __future__ import annotations
 

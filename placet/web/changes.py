@@ -1,20 +1,12 @@
 """The queue page's live updates: one thread waits for the store to change, long-polls
-wait for the thread (issue 16 item 4, "No polling where the database can tell").
+wait for the thread (docs/decisions/0022-live-changes.md).
 
-`QueueChanges` runs one daemon thread per app that sleeps in `Store.change_waiter()`
-(LISTEN/NOTIFY on PostgreSQL: woken at the commit of any transition on any host; the
-data version polled every 0.2 s on SQLite, the mechanism the review UI has) and counts
-the changes on the event loop. An open queue page holds one `GET /changes?v=TOKEN`
-(`wait`): it returns as soon as the count moved past the page's token, after
-`LONG_POLL_SECONDS` with the same token, or at once when the server is closing
-(`release`, which `placet web` calls from its signal handler before uvicorn waits for
-the open requests: an open page never delays the exit), or as soon as its client
-disconnected (a closed tab: the coroutine ends with its connection). The token is this app's random
-epoch and the count: a page drawn by an earlier server is out of date at once.
-
-A token says "read again", never what changed: no proposal, path or agent string is in
-the stream.
-"""
+`QueueChanges` runs one daemon thread per app that sleeps in `Store.change_waiter()` and
+counts changes on the event loop. An open queue page holds one `GET /changes?v=TOKEN`
+(`wait`), answered when the count moves past its token, after `LONG_POLL_SECONDS`, at
+once when the server closes (`release`, called before uvicorn drains), or when its
+client disconnects. The token is this app's random epoch and the count: it says "read
+again", never what changed, and a page drawn by an earlier server is out of date at once."""
 
 from __future__ import annotations
 

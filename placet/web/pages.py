@@ -145,7 +145,7 @@ def _op_html(record: ProposalRecord, op: Op, root_path: str, *, tickable: bool) 
     if op.kind != "download" and ev_local is not None:
         lines.append(f"sha256 <code>{attr(ev_local.sha256)}</code>")
     if op.kind == "download" and ev_remote is not None and ev_remote.read_by_placet:
-        digest = f"sha256 {ev_remote.digest}"  # the remote has none (issue 12 item 3)
+        digest = f"sha256 {ev_remote.digest}"  # the remote has none: placet read the bytes
         lines.append(f"content read by placet <code>{text(digest)}</code> (no remote digest)")
     elif op.kind == "download" and ev_remote is not None:
         digest = f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "none"

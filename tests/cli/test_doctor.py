@@ -153,7 +153,7 @@ def test_missing_local_drive_folder_fails_and_nothing_is_created(
 def test_postgresql_connection_schema_time_zone_and_isolation(
     settings: Settings, pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On PostgreSQL (issue 16): the server answers with the password from PGPASSWORD,
+    """On PostgreSQL: the server answers with the password from PGPASSWORD,
     the schema is current, placet's sessions run in UTC, the default isolation is named;
     a blank database is a schema warning; a wrong password fails with the fix. (libpq
     reads PGPASSWORD from this process's environment.)"""

@@ -1,4 +1,4 @@
-"""`placet review` runs its host's executor loop (issue 16 item 3): a proposal of this host
+"""`placet review` runs its host's executor loop: a proposal of this host
 approved on another host runs in the review UI's process while it is open, and quitting
 stops the loop. On both backends."""
 

@@ -164,8 +164,7 @@ def test_kill_between_the_move_and_the_backups_delete_then_accept_again(
 ) -> None:
     """A replacement killed after the approved bytes took the name and before the
     owner's previous content, moved aside, was deleted: accepting again finds the op
-    done and deletes the backup (docs/decisions.md "A stopped replacement's backup is
-    deleted once the replacement is proven complete"). Tried up to four times, each
+    done and deletes the backup (docs/decisions/0007-upload-checks.md). Tried up to four times, each
     with new bytes, until a kill lands in that window."""
     folder = yes_rig.remote_dir
     assert folder is not None

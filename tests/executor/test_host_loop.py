@@ -1,4 +1,4 @@
-"""Every placet process of a host runs the host's executor loop (issue 16 item 3): who runs
+"""Every placet process of a host runs the host's executor loop: who runs
 what when several loops and deciders share one host (`placet.executor.service`).
 
 - Two `placet executor` processes on one host, many proposals approved on another host at

@@ -1,4 +1,4 @@
-"""Two hosts on one machine (issue 16): two data directories, so two host ids, on one
+"""Two hosts on one machine: two data directories, so two host ids, on one
 database. Host A's agent proposes; the owner accepts from host B; host B's executor never
 touches it and shows "waiting for host A"; host A's executor (`placet executor`) runs it.
 On both backends (PostgreSQL: a real server; SQLite: one file both hosts name)."""

@@ -326,8 +326,7 @@ def test_kill_9_while_a_streamed_replacement_is_placed_loses_nothing(
     has just been moved aside (`backup-seen`) when placet is killed. The target then holds
     the old or the approved bytes, or is aside under a journaled backup name; accepting
     again lands the approved bytes and leaves no temporary object and no backup
-    (docs/decisions.md "A stopped replacement's backup is deleted once the replacement
-    is proven complete")."""
+    (docs/decisions/0007-upload-checks.md)."""
     rig = stream_rig
     folder = rig.remote_dir
     assert folder is not None

@@ -1,12 +1,10 @@
-"""A remote without digests binds a proposal to content, not to size and mtime (issue 12
-item 3).
+"""A remote without digests binds a proposal to content, not to size and mtime.
 
-`rclone serve webdav` on 127.0.0.1 reports no digest. Before, a download proposal there
-recorded only size and mtime, so remote content rewritten with the same size and its
-mtime restored was downloaded as approved (`done`, verification ``size``), and a
-`replace_existing` upload overwrote content the owner never saw. Now the remote bytes
-are read at proposal time (up to `CONTENT_READ_MAX`) and their SHA-256 recorded; the
-executor compares the bytes it reads with it, and a larger file is refused.
+`rclone serve webdav` on 127.0.0.1 reports no digest. Size and mtime alone would let
+remote content rewritten with the same size and its mtime restored be downloaded as
+approved, or a `replace_existing` upload overwrite content the owner never saw. So the
+remote bytes are read at proposal time (up to `CONTENT_READ_MAX`) and their SHA-256
+recorded; the executor compares the bytes it reads with it, and a larger file is refused.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Breaker findings on sync ops stored by reference (docs/decisions.md, "A sync proposal's
-ops are stored by reference"), each fixed: the executor binds the op rows to the request it
-hash-checked, `audit --verify` checks op rows, a malformed op row is a typed refusal, an
-accept binds the hash the owner was shown, and `placet accept` points at `show --all`."""
+"""Sync ops stored by reference, held against tampering
+(docs/decisions/0023-ops-by-reference.md): the executor binds the op rows to
+the request it hash-checked, `audit --verify` checks op rows, a malformed op row is a
+typed refusal, an accept binds the hash the owner was shown, and `placet accept` points at
+`show --all`."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def test_download_round_trip_and_digest(remote_rig: Rig) -> None:
     assert res.detail["sha256"] == sha256(data)
     if remote_rig.drive.capabilities().hash_types:
         assert res.detail["digest"] == res.detail["remote_digest"] is not None
-    else:  # bound to the bytes placet read at proposal time (issue 12 item 3)
+    else:  # bound to the bytes placet read at proposal time
         assert res.detail["verification"] == "readback:sha256"
         assert res.detail["digest"] == res.detail["remote_digest"] == sha256(data)
     assert temp_names(remote_rig.root.path) == []

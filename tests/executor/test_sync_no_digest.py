@@ -1,11 +1,9 @@
-"""A sync on a remote without digests binds its transfers to content (issue 12 item 3).
+"""A sync on a remote without digests binds its transfers to content.
 
-`rclone serve webdav` on 127.0.0.1 reports no digest. Before, a sync's download and
-replacing upload there were bound by size and mtime only, so remote content rewritten
-with the same size and its mtime put back was downloaded (or overwritten) as approved.
-Now the plan reads each such remote file once and records its SHA-256 in the op's
-evidence; the executor compares the bytes it reads, and what the plan could not read is
-reported `unbound`, never planned.
+`rclone serve webdav` on 127.0.0.1 reports no digest, and size and mtime can be put
+back after a rewrite. So the plan reads each remote file a download or replacing upload
+would touch once and records its SHA-256 in the op's evidence; the executor compares the
+bytes it reads, and what the plan could not read is reported `unbound`, never planned.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16's must-show, on one PostgreSQL database: two hosts on one machine (two data
+"""One PostgreSQL database, two hosts on one machine (two data
 directories, so two host ids). Host A's agent proposes (the proposing core the MCP tools
 use); the owner accepts from host B's review UI (Textual Pilot); host A's executor runs it
 and host B's executor never touches it. Then host A's executor (`placet executor`) is

@@ -1,5 +1,4 @@
-"""The object that takes the target's name is proven to be the approved bytes (issue 12
-item 2).
+"""The object that takes the target's name is proven to be the approved bytes.
 
 A local process that can write the drive folder swaps placet's temporary object for
 other bytes of the same size after placet verified it and before the move. The swap

@@ -1,5 +1,6 @@
-"""Code and tests cite the repository's own design (docs/design.md), never a file outside
-the repository, and only sections that exist there."""
+"""Code and tests cite the repository's own design (docs/design.md) and decision records
+(docs/decisions/), never a file outside the repository, and only sections and records that
+exist there."""
 
 from __future__ import annotations
 
@@ -10,8 +11,19 @@ REPO = Path(__file__).resolve().parents[2]
 CITATION = re.compile(r"docs/design\.md sections? (\d+)(?:(?:-| and |, )(\d+))?")
 
 
+RECORD = re.compile(r"docs/decisions/([0-9]{4}-[a-z0-9-]+\.md)")
+RETIRED = re.compile(r"docs/decisions\.md")
+
+
 def _sources() -> list[Path]:
     return [p for d in ("placet", "tests", "bench", "examples") for p in (REPO / d).rglob("*.py")]
+
+
+def _texts() -> list[Path]:
+    """Every file that may cite a decision: the sources, the Makefile and the docs."""
+    docs = [*(REPO / "docs").rglob("*.md"), REPO / "README.md", REPO / "Makefile"]
+    changelog = REPO / "CHANGELOG.md"
+    return [*_sources(), *docs, *([changelog] if changelog.exists() else [])]
 
 
 def test_code_cites_only_existing_sections_of_the_design_in_the_repository() -> None:
@@ -55,3 +67,32 @@ def test_a_cited_rule_name_is_a_rule_of_the_cited_section() -> None:
             if not any(r.startswith(name.lower()) for r in names):
                 missing.append(f"{path.relative_to(REPO)}: {' '.join(m.group(0).split())}")
     assert missing == [], f"no such rule in the cited section of docs/design.md: {missing}"
+
+
+def test_a_cited_decision_record_exists_and_the_retired_file_is_not_cited() -> None:
+    """`docs/decisions/0015-reply-budget.md` names a record in docs/decisions/; the single
+    decisions file it replaced is cited nowhere."""
+    records = {p.name for p in (REPO / "docs" / "decisions").glob("[0-9]*.md")}
+    missing, retired = [], []
+    for path in _texts():
+        if path.name == Path(__file__).name:
+            continue
+        text = path.read_text()
+        where = str(path.relative_to(REPO))
+        missing += [
+            f"{where}: {m.group(1)}" for m in RECORD.finditer(text) if m.group(1) not in records
+        ]
+        if RETIRED.search(text):
+            retired.append(where)
+    assert missing == [], f"no such record in docs/decisions/: {missing}"
+    assert retired == [], f"cite a record in docs/decisions/, not docs/decisions.md: {retired}"
+
+
+def test_the_decision_index_lists_every_record() -> None:
+    folder = REPO / "docs" / "decisions"
+    index = (folder / "README.md").read_text()
+    records = sorted(p.name for p in folder.glob("[0-9]*.md"))
+    assert records, "docs/decisions/ holds no record"
+    assert [r for r in records if f"]({r})" not in index] == []
+    numbers = [r[:4] for r in records]
+    assert len(set(numbers)) == len(numbers), f"two records share a number: {numbers}"

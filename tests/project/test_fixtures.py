@@ -1,5 +1,5 @@
 """Each test fixture is defined once: a fixture shared by several files lives in the
-`conftest.py` of their common folder (issue 13), so no file shadows another's."""
+`conftest.py` of their common folder, so no file shadows another's."""
 
 from __future__ import annotations
 

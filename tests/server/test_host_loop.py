@@ -1,4 +1,4 @@
-"""`placet serve` runs its host's executor loop (issue 16 item 3): a proposal of this host
+"""`placet serve` runs its host's executor loop: a proposal of this host
 approved on another host runs in the server's process, with nothing on stdout but MCP
 frames, and the server still exits at once when its client closes stdin. On both
 backends."""

@@ -1,7 +1,7 @@
 """Deeply nested stdin lines, over raw pipes to a real `placet serve`: every depth up to
 100,000 (arrays, objects, inside tool arguments, a notification, `clientInfo`) is answered
 or, past `MAX_NESTING_DEPTH`, refused `-32600` with `data.code = limit_exceeded`, and the
-server keeps serving (before the depth check a 1,000-deep line ended it with an uncaught
+server keeps serving (the parsers recurse per level: a 1,000-deep line unchecked raises
 `RecursionError`).
 """
 

@@ -1,4 +1,4 @@
-"""Real MCP clients no one here wrote, against a real `placet serve` (issue 12 item 12).
+"""Real MCP clients no one here wrote, against a real `placet serve`.
 
 - The official MCP Inspector CLI (`@modelcontextprotocol/inspector`, which validates a
   tool's structured content against its output schema, error results included) lists the
@@ -211,7 +211,7 @@ def test_inspector_makes_proposals_from_the_owners_roots(
 ) -> None:
     """propose_mkdir and propose_upload succeed and their results pass the Inspector's
     output-schema check; the upload reads a local file although the Inspector answers
-    `roots/list` with no roots (docs/decisions.md, an empty client roots list)."""
+    `roots/list` with no roots (docs/decisions/0013-scope-and-roots.md)."""
     ws = inspector_ws
     made = []
     for kind in ("mkdir", "upload"):

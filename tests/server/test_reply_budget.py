@@ -1,4 +1,4 @@
-"""Every reply fits a host (docs/decisions.md, "Every reply fits a host").
+"""Every reply fits a host (docs/decisions/0015-reply-budget.md).
 
 Through the official MCP client and a real `placet serve` (a local-folder drive): a sync
 of 300 generated files is indexed, planned, proposed, read back and paged through, every

@@ -1,5 +1,4 @@
-"""Read tools cannot grow the database without bound (docs/decisions.md, "Stored plans
-and snapshots are capped").
+"""Read tools cannot grow the database without bound (docs/decisions/0024-sync-plans.md).
 
 `sync_plan` stores every plan and `drive_changes` every listing. A looping agent planning
 new remote paths through a real `placet serve` leaves at most `stored_per_session` plans

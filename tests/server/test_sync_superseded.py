@@ -1,7 +1,6 @@
 """`propose_sync` refuses a plan that is out of date, over MCP with the installed
 `placet serve` on stdio, a real rclone `local` remote, and the owner accepting with
-`placet accept --yes` in another process (docs/decisions.md, "A sync plan is proposed
-only while current").
+`placet accept --yes` in another process (docs/decisions/0024-sync-plans.md).
 
 A plan is out of date once a newer plan of the same pair (root, local folder, drive,
 remote folder; any options) exists, or once a proposal made from it succeeded or is

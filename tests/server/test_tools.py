@@ -7,7 +7,7 @@ the official MCP client (`mcp.Client(StdioServerParameters)`); the drive is a re
 Two tests also run on PostgreSQL (`ON_BOTH_BACKENDS`: proposing, reproposing and reading
 back what was stored go through every store path a tool takes); the rest stay on SQLite,
 since the tools' code above the store is the same on both and each server start on
-PostgreSQL costs seconds of the suite (docs/decisions.md, "PostgreSQL in the suite").
+PostgreSQL costs seconds of the suite (docs/decisions/0032-test-suite.md).
 """
 
 from __future__ import annotations

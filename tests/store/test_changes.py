@@ -1,4 +1,4 @@
-"""`Store.change_waiter()` (issue 16): a waiter wakes when another connection commits a
+"""`Store.change_waiter()`: a waiter wakes when another connection commits a
 transition (PostgreSQL: LISTEN/NOTIFY; SQLite: the data version polled), stays asleep
 while nothing changes, and a stop event ends its wait."""
 

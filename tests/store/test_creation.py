@@ -1,4 +1,4 @@
-"""Creating a proposal, the ingest hot path, alike on both backends (issue 16): on
+"""Creating a proposal, the ingest hot path, alike on both backends: on
 PostgreSQL one call of a server-side function that takes the write lock itself, its own
 transaction in one round trip, its audit event hashed by the server
 (`placet_create_proposal`); on SQLite plain SQL under BEGIN IMMEDIATE. The event must

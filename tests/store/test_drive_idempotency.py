@@ -1,5 +1,5 @@
 """Idempotent proposing is per drive: the same request pending for another drive is
-another proposal (migration `pending_request_per_drive`, docs/decisions.md), and a
+another proposal (migration `pending_request_per_drive`, docs/decisions/0017-store-writes.md), and a
 database at the previous schema version is migrated in place with its proposals and
 audit chain intact."""
 

@@ -1,4 +1,4 @@
-"""Each proposal records the stable id of the host it was made on (issue 16): a placet data
+"""Each proposal records the stable id of the host it was made on: a placet data
 directory is a host; two of them on one database are two hosts."""
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def test_an_edited_host_id_is_refused(tmp_path: Path) -> None:
 
 
 def test_concurrent_first_calls_agree_and_leave_no_temporary_file(tmp_path: Path) -> None:
-    # A loser used to read the winner's file before it was written (seen once under load:
-    # "does not hold a host id"); now the id reaches its name whole, by a hard link.
+    # A loser must never read the winner's file half written ("does not hold a host id"):
+    # the id reaches its name whole, by a hard link.
     for round_ in range(30):
         data_dir = tmp_path / str(round_)
         data_dir.mkdir()

@@ -1,4 +1,4 @@
-"""4 processes on 2 hosts (two data directories, one database) propose at once (issue 16):
+"""4 processes on 2 hosts (two data directories, one database) propose at once:
 nothing lost, no duplicate pending proposal, each proposal carries its host's id, and
 the audit chain verifies (its head had one writer at a time)."""
 

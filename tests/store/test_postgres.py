@@ -1,4 +1,4 @@
-"""PostgreSQL as the store (issue 16): the same named migrations reach the same schema as
+"""PostgreSQL as the store: the same named migrations reach the same schema as
 on SQLite; the URL never carries a password; what the server reports of the schema."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""A sync proposal's ops stored by reference (docs/decisions.md, "A sync proposal's ops
-are stored by reference"): one `proposal_op` row per op, the request carrying counts,
-bytes by kind and a digest that binds every op into the request hash. Read only through
-`Store.op_count` / `Store.ops` / `Store.iter_ops` / `Store.checked_ops`; an op row edited
-in the database makes the executor and `placet accept` refuse; a proposal stored inline
-by an older placet still reads, accepts and runs."""
+"""A sync proposal's ops stored by reference (docs/decisions/0023-ops-by-reference.md):
+one `proposal_op` row per op, the request carrying counts, bytes by kind and a digest that
+binds every op into the request hash. Read only through `Store.op_count` / `Store.ops` /
+`Store.iter_ops` / `Store.checked_ops`; an op row edited in the database makes the
+executor and `placet accept` refuse; a proposal stored inline by an older placet still
+reads, accepts and runs."""
 
 from __future__ import annotations
 

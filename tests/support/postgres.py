@@ -6,7 +6,7 @@ The server refuses to run as root, so under root the data directory belongs to t
 pytest with a parent-death signal (SIGQUIT: immediate shutdown), so a pytest killed with
 -9 takes it along; the normal teardown stops it with SIGINT (fast shutdown). Password
 authentication (scram-sha-256) on TCP, with the password from `PGPASSWORD`, the way the
-owner's machines give it (docs/decisions.md, "PostgreSQL: the password never in the URL").
+owner's machines give it (docs/decisions/0020-postgresql-connections.md).
 
 Each test gets its own database: `migrated_database` copies a template migrated once per
 session (`CREATE DATABASE ... TEMPLATE`, ~0.1 s, where migrating costs ~0.3-1 s on a

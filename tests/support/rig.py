@@ -133,7 +133,7 @@ def make_rig(
 
 def rewrite_same_size(path: Path, data: bytes) -> None:
     """Replace `path`'s content with `data` (same length) and put its mtime back: what
-    size and mtime cannot tell from the content the owner saw (issue 12 item 3)."""
+    size and mtime cannot tell from the content the owner saw."""
     st = path.stat()
     assert len(data) == st.st_size
     path.write_bytes(data)

@@ -1,5 +1,5 @@
 """The plan entry cap counts files: a tree of N files in many folders fits a cap of N;
-folders have a cap of the same size of their own (docs/decisions.md)."""
+folders have a cap of the same size of their own (docs/decisions/0024-sync-plans.md)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from tests.support.db import raw_db, sql
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
-N = 1500  # more than the 1,000 rows past which a write used to drop the copy
+N = 1500  # more than 1,000 rows: a bulk write, which still updates the in-memory copy
 
 
 def _entries() -> list[CachedDigest]:
@@ -101,9 +101,9 @@ def test_skip_rows_pack_alike_from_a_list_or_an_iterator() -> None:
 
 
 def test_skip_rows_past_the_spool_size_pack_to_the_same_bytes() -> None:
-    """Packed rows wait in a temporary file once past `SPOOL_BYTES` (issue 11 item 6:
-    ~60 MB held while a plan of 1,000,000 files classified); `finish` gives exactly the
-    bytes `pack` gives the listed rows, below and above that size."""
+    """Packed rows wait in a temporary file once past `SPOOL_BYTES` (~60 MB held while a
+    plan of 1,000,000 files classified); `finish` gives exactly the bytes `pack` gives
+    the listed rows, below and above that size."""
     from placet.sync.tables import SPOOL_BYTES, pack, pack_rows
 
     rows = [(f"d/f{i}", hashlib.sha256(b"%d" % i).hexdigest(), "sha256", None, i, None)

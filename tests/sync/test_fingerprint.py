@@ -84,7 +84,7 @@ def test_any_remote_change_changes_the_remote_fingerprint(change: dict[str, obje
 # Fingerprints are stored with plans: a stored plan is reused only while a new listing
 # fingerprints alike, so the values themselves must not change between versions. These
 # were computed before the fingerprints stopped sorting a copy beside the keyed listings
-# (docs/decisions.md, "A plan of 1,000,000 files, round 4").
+# (docs/decisions/0026-plan-memory.md).
 _NFD = unicodedata.normalize("NFD", "café.txt")
 _GOLDEN_LOCAL = {
     False: "4c82949ff4e773876a25e3181a5916dda0663d854376e0f432992d07081a8021",

@@ -192,8 +192,9 @@ def _not_utf8(folder: Path) -> None:
 
 
 def test_names_not_valid_utf8_are_skipped_and_never_planned(rig: Rig) -> None:
-    """Issue 12 item 4: before, `b\\xe4d.txt` was planned as a download of
-    `b\ufffdd.txt`, which failed `stale` at execution and was planned again forever."""
+    """A name that is not valid UTF-8 (`b\\xe4d.txt`) lists as `b\ufffdd.txt`, which
+    reaches nothing: planned as a download it would fail `stale` and be planned again
+    forever, so it is reported `skipped_special`."""
     d = rig.remote_dir
     assert d is not None
     _not_utf8(d)
@@ -208,8 +209,8 @@ def test_names_not_valid_utf8_are_skipped_and_never_planned(rig: Rig) -> None:
 def test_drive_list_with_digests_survives_names_not_valid_utf8(
     local_drive: RcloneDrive,
 ) -> None:
-    """Issue 12 item 4: before, the digest of `b\ufffdd.txt` was asked for by that name,
-    which reaches nothing, and the whole listing failed `not_found`."""
+    """A listing with digests shows `b\ufffdd.txt` without one: asking for its digest
+    by that name reaches nothing and would fail the whole listing `not_found`."""
     _not_utf8(Path(local_drive.spec))
     entries, _ = local_drive.list_folder("", include_digest=True)
     by_name = {e.name: e for e in entries}

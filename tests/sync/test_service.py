@@ -243,7 +243,7 @@ class _WatchedDrive:
 @pytest.mark.parametrize("warm", [False, True])
 def test_a_remote_listing_holds_a_few_pieces_not_the_tree(rig: Rig, warm: bool) -> None:
     """Each top-level subfolder is listed as a piece of its own; only a few are listed
-    ahead of the one being decoded (issue 11 item 6: every piece's rows held until the
+    ahead of the one being decoded (every piece's rows held until the
     listing ended were ~250 bytes a file, 240 MiB at 1,000,000 files)."""
     assert rig.remote_dir is not None
     for i in range(30):
@@ -322,10 +322,10 @@ def test_the_drive_shares_the_persistent_remote_digest_cache(rig: Rig) -> None:
 
 
 def test_caches_too_big_to_keep_are_read_by_each_plan_and_consumed(rig: Rig) -> None:
-    """Above `memory_rows` neither digest cache keeps an in-memory copy (issue 11 item
-    6): each plan reads the rows and its index and listing take them as they go; a
-    warm plan still hashes nothing, and the rows of deleted files are dropped, those of
-    hidden files (not listed) kept."""
+    """Above `memory_rows` neither digest cache keeps an in-memory copy: each plan reads
+    the rows and its index and listing take them as they go; a warm plan still hashes
+    nothing, and the rows of deleted files are dropped, those of hidden files (not
+    listed) kept."""
     for i in range(12):
         rig.write(f"b/f{i}.txt", f"file {i}\n".encode())
     rig.write(".hidden", b"cached only when listed\n")
@@ -356,7 +356,7 @@ def test_caches_too_big_to_keep_are_read_by_each_plan_and_consumed(rig: Rig) -> 
 
 def test_a_cache_too_big_to_keep_is_read_a_top_level_folder_at_a_time(rig: Rig) -> None:
     """Above `memory_rows` a warm index reads the local digest cache one top-level
-    folder at a time as it enters it (issue 11 item 6): it still hashes nothing, and
+    folder at a time as it enters it: it still hashes nothing, and
     the rows of files gone since (in a folder, a whole folder, at the top) are dropped,
     those of hidden folders (not entered) kept; "a-b" sorts before "a/" in SQLite and
     before "a" in the walk, and neither read takes the other's rows."""

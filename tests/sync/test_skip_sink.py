@@ -2,7 +2,7 @@
 `SkipPacker`): for every row of the planner's tables, the plan without the skip
 reports is the plan with them minus those reports (same ops, other reports and
 summary), and the packed rows are exactly the rows `verified_skips` gives from the
-reports (issue 11 item 6: no `PlanReport` per equal file)."""
+reports (no `PlanReport` per equal file)."""
 
 from __future__ import annotations
 

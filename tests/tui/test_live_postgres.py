@@ -1,5 +1,5 @@
 """On PostgreSQL the review UI waits on `Store.change_waiter()` (LISTEN/NOTIFY) instead of
-polling (issue 16 item 4): a proposal made by another process on another host (its own
+polling: a proposal made by another process on another host (its own
 data directory) reaches the queue while the SQLite poll is set to an hour, so only the
 NOTIFY can have brought it. PostgreSQL only; SQLite's poll: tests/tui/test_queue.py."""
 

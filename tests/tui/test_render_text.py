@@ -161,7 +161,7 @@ async def test_transfer_refused_at_bind_says_no_op_ran(
 
 def test_evidence_read_by_placet_says_so() -> None:
     """A remote file bound by the bytes placet read (no remote digest) is shown as such,
-    never as a digest of the remote's (issue 12 item 3)."""
+    never as a digest of the remote's."""
     before = {"exists": True, "is_dir": False, "size": 3, "mtime": None,
               "digest_type": "sha256", "digest": "ab" * 32, "read_by_placet": True}  # fmt: skip
     op = EffectOp(index=0, kind="download", remote_path="r.txt", size=3, remote_before=before)
@@ -172,7 +172,7 @@ def test_evidence_read_by_placet_says_so() -> None:
 def test_the_detail_head_names_the_host_an_approved_proposal_waits_for(
     quiet_store: Store,
 ) -> None:
-    """Issue 16: approved, made on another host (another host id) -> the head says
+    """Approved, made on another host (another host id) -> the head says
     which host runs it; on its own host, or still pending, nothing is added."""
     rec = quiet_store.accept(add_mkdir(quiet_store).id, now=T0)
     assert rec.host_id is not None

@@ -11,7 +11,7 @@ import time
 from placet.store import Store
 from tests.support.review import add_upload
 from tests.support.web import Served
-from tests.web.test_break import get, session
+from tests.web.test_malformed_requests import get, session
 
 
 def test_a_slow_audit_verify_does_not_stall_the_queue_page(

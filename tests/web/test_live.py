@@ -1,4 +1,4 @@
-"""The web page's queue is live (issue 16 item 4): a proposal made or decided on another
+"""The web page's queue is live: a proposal made or decided on another
 host reaches an open queue page without a reload (LISTEN/NOTIFY on PostgreSQL, the data
 version on SQLite: `placet.web.changes`), and a real `placet web` process with a long-poll
 open stops at once on SIGTERM, its host loop having run what another host approved. On

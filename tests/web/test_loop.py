@@ -2,7 +2,7 @@
 listener standing in for ntfy receives the notification, whose click URL is the
 proposal's page in `placet web`; the owner accepts there in Chromium with a passkey; the
 agent's `proposal_wait` returns `succeeded`; `placet audit --verify` re-verifies the
-passkey's signature (issue 15, "The whole loop in one test")."""
+passkey's signature."""
 
 from __future__ import annotations
 

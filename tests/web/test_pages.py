@@ -10,8 +10,8 @@ from tests.support.review import T0, add_download
 
 
 def test_content_read_by_placet_is_not_called_a_remote_digest(quiet_store: Store) -> None:
-    """On a remote without digests the evidence is SHA-256 of the bytes placet read
-    (issue 12 item 3); the page says so instead of "remote digest"."""
+    """On a remote without digests the evidence is SHA-256 of the bytes placet read; the
+    page says so instead of "remote digest"."""
     ev = RemoteEvidence(
         exists=True, size=3, digest_type="sha256", digest="ab" * 32, read_by_placet=True
     )

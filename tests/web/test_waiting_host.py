@@ -1,4 +1,4 @@
-"""The proposal page names the host an approved proposal waits for (issue 16: one
+"""The proposal page names the host an approved proposal waits for (one
 database for several machines; only the host a proposal was made on runs it)."""
 
 from __future__ import annotations

@@ -1,38 +1,14 @@
 """`proposal_get`, `proposal_list`, `proposal_wait`, `proposal_withdraw`: the queue, as the
 caller may see it.
 
-A caller sees a proposal whose local side lies inside its scope (the owner's roots,
-narrowed by the client's roots), and a proposal with no local side (mkdir) made against
-this server's drive (`Caller.can_see`). Anything else answers `not_found`, exactly like an
-id that does not exist, so ids reveal nothing.
-
-Threads: short reads (one proposal by primary key, its op journal, `data_version`) run
-on the event loop, because in WAL mode a read never waits for a writer and a hop to a
-worker thread costs more than the read itself; anything that writes (expiry, withdrawal)
-and the bounded scan of `proposal_list` run in a worker thread, since a write may wait
-for another process's lock (busy_timeout).
-
-`proposal_wait` polls SQLite's `data_version` (one pragma on a private connection, no
-table read) every 0.2 s and reads the proposal only when it changed, or every 2 s in
-any case; it returns when the status is final for now (`models.TERMINAL`) or when
-`timeout_s` (at most 50, under the ~60 s tool timeout many hosts enforce) has passed. A
-pending proposal whose TTL passed is expired on the spot (the store's own transition), so
-the agent sees `expired` without waiting for the sweeper.
-
-Progress (`_Progress`) is sent about once a second (a keep-alive for hosts that reset
-their timeout on progress), at once when an op ends, and once more when the proposal
-reaches a final status during the wait. The MCP spec (basic/utilities/progress) requires
-the value to increase with every notification, so one scale covers the whole wait:
-`total` = ops to run + 1 (a sync's op count, else 1). While the proposal waits for the
-owner (or, accepted, for the executor) the value is t/(t+60) of the seconds t waited,
-below 1; while it executes it is 1 + ops ended + s/(s+30), s the seconds since the op
-count last changed, so an op ending always lifts the value above every earlier one; a
-final status sends `total` (nothing is sent between the last op's end and the final
-status, a moment later, so that the total comes with the final status). The message
-states the real measure ("proposal 7 is pending, waiting for the owner: 2m05s",
-"proposal 7 is executing: 2 of 3 ops done"). A value not above the last one sent (a new
-attempt's journal restarting at 0) is not sent.
-"""
+A caller sees a proposal in its scope (`Caller.can_see`); anything else answers
+`not_found`, like a missing id (docs/decisions/0013-scope-and-roots.md). Short reads run
+on the event loop (a WAL read never waits for a writer, and a thread hop costs more than
+the read); writes and the `proposal_list` scan run in a worker thread. `proposal_wait`
+polls `data_version` every 0.2 s, reads the proposal when it moved (or every 2 s), expires
+an overdue pending proposal on the spot, and returns at a final status or after
+`timeout_s` (at most 50). Its progress uses one strictly increasing scale for waiting and
+executing (`_Progress`; docs/decisions/0014-wait-progress.md)."""
 
 from __future__ import annotations
 

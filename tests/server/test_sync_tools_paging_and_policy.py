@@ -1,4 +1,4 @@
-"""QA findings on the sync tools, over MCP with the installed `placet serve` on stdio and
+"""The sync tools at their edges, over MCP with the installed `placet serve` on stdio and
 a real rclone `local` remote: empty folders page without crashing, downloads that would
 replace local files are refused at propose time under the default `new-only` policy (and
 marked in the plan), the plan counts the mkdir of a missing remote folder as the proposal

@@ -1,8 +1,8 @@
-"""Creation and the write transactions under attack, with a real server and real processes
-(issue 16): a database whose default isolation is REPEATABLE READ, hostile agent strings,
+"""Creation and the write transactions under attack, with a real server and real
+processes: a database whose default isolation is REPEATABLE READ, hostile agent strings,
 creators racing for one request or the last slot under a cap, a server that drops its
-connections between two creations, a proposer killed mid-call. Each must end as on
-SQLite: the same records, a chain that verifies, or the same typed refusal."""
+connections between two creations, a proposer killed mid-call. Each must end as on SQLite:
+the same records, a chain that verifies, or the same typed refusal."""
 
 from __future__ import annotations
 

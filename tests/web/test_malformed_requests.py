@@ -1,4 +1,4 @@
-"""Adversarial probes of `placet web` (issue 15): malformed and oversized bodies from a
+"""`placet web` against bad requests: malformed and oversized bodies from a
 local process that forges any header, ids out of SQLite's range, a flood of sign-in
 options, and a newcomer's missing certificate. Each must get a clear refusal (4xx or
 exit 2 with a placet error code), never a 500 or a traceback, and change nothing."""
@@ -40,8 +40,8 @@ def test_deeply_nested_json_is_refused_not_a_server_error(served: Served) -> Non
 def _exchange(served: Served, head: bytes, body: bytes) -> tuple[int, str]:
     """Send a request's `head`, then `body`, on one socket, then read the whole answer.
     What is sent is never more than the server reads before it answers, so it closes
-    with nothing unread and the answer cannot be lost to a reset (docs/decisions.md,
-    "An oversized body is refused from its Content-Length")."""
+    with nothing unread and the answer cannot be lost to a reset
+    (docs/decisions/0029-web-passkeys.md)."""
     import socket
 
     with socket.create_connection(("127.0.0.1", served.config.port), timeout=30) as s:

@@ -1,4 +1,4 @@
-"""QA findings on configuration errors and closed pipes: one clear line, right exit code."""
+"""Configuration errors and closed pipes: one clear line, the right exit code."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adversarial probes of the notification channels (issue 14) with real listeners on
+"""Notification channels against misbehaving receivers, real listeners on
 127.0.0.1: a receiver that answers something other than HTTP, and one that drips its
 answer a byte at a time so that no single read ever times out. A send must end within
 its timeout and the delivery be recorded as an attempt that failed, so the sender's one
