@@ -1,21 +1,15 @@
 """What the store keeps for standing rules: each approval a rule made, and resumes.
 
-Two limits of a rule cannot be judged from one proposal, and must hold across every
-`placet serve` process sharing the store, so they are counted in the store, never in a
-process's memory:
+Two limits must hold across every `placet serve` sharing the store, so they are counted
+there, never in a process's memory (docs/decisions/0035-standing-rules.md):
+`max_per_hour` (`claim` counts the rule's uses in the hour before now and adds this one
+in one write transaction: 200 proposals from four processes against a 50-per-hour rule
+make exactly 50 uses) and the pause (a rule whose approved proposal's run ended `failed`
+approves nothing until the owner resumes it, `placet rules resume`).
 
-* **`max_per_hour`**: `claim` counts the rule's uses in the 60 minutes before now and
-  adds this one in one write transaction (`BEGIN IMMEDIATE` on SQLite, the store's
-  advisory lock on PostgreSQL), so 200 proposals from four processes in one minute
-  against a 50-per-hour rule make exactly 50 uses, never 51.
-* **the pause**: a rule pauses itself when a run of a proposal it approved ended
-  `failed` (the proposal's audit events say so), and stays paused until the owner
-  resumes it (`resume`, `placet rules resume`): its next match waits for the owner.
-
-A use is recorded before the approval is made and released when the approval is
-refused (`release`); a crash in between leaves a use that counts toward the cap and
-approved nothing, the safe side. One use per proposal: claiming again for a proposal
-that holds one (a retry after such a crash) counts nothing new.
+A use is recorded before the approval and given back when the approval is refused
+(`release`); a crash in between leaves a use that counts and approved nothing, the safe
+side. One use per proposal: claiming again for it counts nothing new.
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
 """Which rule, if any, decides a proposal: default deny, and a forbid always wins.
 
-`evaluate` is a pure function of the rules, a proposal's facts (`placet.rules.facts`),
-the owner's drive and the time. A forbid that covers any op of the proposal wins over
-every allow; otherwise the first allow (in file order) that covers the whole proposal
-approves it; otherwise nothing does and the proposal waits for the owner, as it always
-did. For each allow that did not match, the verdict keeps the first of its conditions
-that failed, so `placet rules test` can say why.
-
-An allow covers a proposal when every condition holds, checked in this order:
-not expired; the drive (the owner's own when the rule names none); the client name, when
-the rule narrows by it; the kinds (each op's kind named; a sync needs `sync`, and its
-replacements and downloads their own kinds); no op flagged `runs_code` or
-`secret_name`; every other flag accepted (`replaces_existing` by a `*_replace` kind, the
-rest by `allow_flags`); every drive path below the remote prefix, compared exactly, and
-each folder created on the way the prefix itself or below it; every local path below the
-local folder, exactly; each op's size known and within `max_bytes`, and the sum within
-`max_bytes_per_proposal`. The caps counted in the store (`max_per_hour`, the pause after
-a failed run) are checked by `placet.rules.ledger` when an allow matched.
-
-A forbid covers a proposal when it is not expired, names its drive (and client, when it
-narrows by one), and one op of a kind it names (`upload` also names `upload_replace`,
-`download` also `download_replace`, `sync` a sync proposal) lies under its remote prefix
-and its local folder, compared folded (`placet.rules.prefix`).
+`evaluate` is a pure function of the rules, a proposal's facts, the owner's drive and the
+time. A forbid covering any op wins; else the first allow (in file order) covering the
+whole proposal approves it; else the owner decides. For each allow that did not match the
+verdict keeps the first condition that failed, checked in this order: expiry, drive,
+client, kinds, flags, remote prefix (and folders made on the way), local folder, sizes.
+The store's limits (hourly cap, pause) are `placet.rules.ledger`'s. A forbid covers a
+proposal when one op of a kind it names (`upload` covers `upload_replace`, `download`
+covers `download_replace`, `sync` any op of a sync) lies under its folders, compared
+folded. docs/decisions/0035-standing-rules.md says why each condition is there.
 """
 
 from __future__ import annotations

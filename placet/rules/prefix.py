@@ -1,20 +1,14 @@
 """Whether a path lies under a rule's folder: segment by segment, never by string prefix.
 
-`reports` never covers `reports-old/a.pdf`: paths are compared as tuples of segments.
-The two effects compare differently, because an error must always fall on the side of
-asking the owner:
+`reports` never covers `reports-old/a.pdf`. The two effects compare differently, so an
+error falls on the side of asking the owner:
 
-* an **allow** covers only the names the owner wrote, code point for code point
-  (`within_exactly`). An NFD twin of `café`, `Reports` beside `reports` (one folder on a
-  case-insensitive remote, two elsewhere) or a fullwidth look-alike is another name, so
-  no allow covers it and the proposal waits for the owner. A path that the path rules
-  refuse (empty, `.` or `..` segments: `placet.paths.remote`) is covered by nothing.
-* a **forbid** covers every name that is, or could be taken for, the one it names
-  (`within_folded`): each segment folded as the risk flags fold names
-  (`placet.proposals.risk.fold_component`: NFC, format characters dropped, case-folded,
-  trailing dots and spaces dropped), so `Private`, `private.` and an NFD `privé` are all
-  under a forbid of `privé`. A path with a `..` segment is first normalised, so
-  `reports/../private/x` is under a forbid of `private`.
+* an **allow** covers only the names the owner wrote, code point for code point: an NFD
+  twin, `Reports` beside `reports` or a fullwidth look-alike is another name; a path the
+  path rules refuse (empty, `.` or `..` segments) is covered by nothing;
+* a **forbid** covers every name that is, or could be taken for, the one it names: each
+  segment folded as the risk flags fold names (`placet.proposals.risk.fold_component`),
+  after `..` is resolved, so `reports/../private/x` is under a forbid of `private`.
 """
 
 from __future__ import annotations

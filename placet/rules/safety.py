@@ -1,20 +1,13 @@
 """Whether the rules file may be used at all: a file no agent can have written.
 
-A rule approves without the owner looking, so the file that holds it must be one only
-the owner writes (docs/decisions.md, "Standing rules"). `placet.rules.loading` opens it
-without following a link and asks `problem` about the open file's status; the refusal
-is shown by `placet doctor`, `placet rules list` and the review UI, and no rule applies.
-Refused:
-
-* a configuration moved by `PLACET_HOME`: an MCP host starts `placet serve` with the
-  environment its configuration names, and a project's `.mcp.json` is such a
-  configuration, so a repository could point placet at a rules file of its own. Rules
-  apply only from placet's default config folder (`PLACET_DB` still moves the database);
-* a link (the file itself), or anything but a regular file;
-* a file not owned by the owner, or writable by group or others, or in a folder that is;
-* a file inside a local root an agent may use (the roots of this `placet serve`, or,
-  for the owner's commands, the roots its proposals recorded), compared by realpath and
-  by the device and inode of every folder above it (a bind mount is the folder it is).
+`placet.rules.loading` opens the file without following a link and asks `problem` about
+the open file; a refusal is shown by `placet doctor`, `placet rules list` and the agent's
+reply, and no rule applies. Refused: a `PLACET_HOME` (an MCP host's configuration, a
+project's `.mcp.json` too, sets it for `placet serve`, so rules apply only from placet's
+default config folder); a link or anything but a regular file; a file not the owner's,
+or writable by group or others, or in a folder that is; a file inside a local root an
+agent may use, by realpath and by the device and inode of every folder above it.
+docs/decisions/0035-standing-rules.md records the choice.
 """
 
 from __future__ import annotations

@@ -11,9 +11,8 @@ pending ──extend──▶ pending (TTL only; audited like a transition)
 ```
 
 The store turns each `Transition` into one compare-and-set UPDATE whose `WHERE status IN`
-is `sources`, plus its audit event, in one transaction. Actors: `owner`,
-`agent:<run_id>`, `sweeper`, `executor`, and `rule:<rule id>` (a standing rule of the
-owner's rules file, `placet.rules`: it may only accept).
+is `sources`, plus its audit event, in one transaction. Actors: `owner`, `agent:<run_id>`,
+`sweeper`, `executor`, `rule:<rule id>` (an owner's standing rule: it may only accept).
 """
 
 from __future__ import annotations

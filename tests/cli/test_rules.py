@@ -22,7 +22,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 
 @pytest.fixture
-def owner(env: dict[str, str]) -> Settings:
+def owner_rules(env: dict[str, str]) -> Settings:
     settings = owner_settings(env)
     write_rules(settings, MINIMAL)
     return settings
@@ -43,13 +43,13 @@ def _fail(store: Store, pid: int) -> None:
     assert store.finish(pid, holder=holder, expected_ops=1).status == "failed"
 
 
-def test_rules_list_test_and_resume(owner: Settings, env: dict[str, str]) -> None:
-    with open_store(owner) as store:
-        approved = _folder(store, owner, "reports", "2026")
-        out = apply_rules(store, owner, approved, roots=(), env=env)
+def test_rules_list_test_and_resume(owner_rules: Settings, env: dict[str, str]) -> None:
+    with open_store(owner_rules) as store:
+        approved = _folder(store, owner_rules, "reports", "2026")
+        out = apply_rules(store, owner_rules, approved, roots=(), env=env)
         assert out.approved_by == "report-folders"
-        waiting = _folder(store, owner, "reports", "2027")
-        elsewhere = _folder(store, owner, "", "reports-old")
+        waiting = _folder(store, owner_rules, "reports", "2027")
+        elsewhere = _folder(store, owner_rules, "", "reports-old")
 
     listed = placet_cli("rules", "list", env=env)
     assert listed.returncode == 0, listed.stderr
@@ -73,7 +73,7 @@ def test_rules_list_test_and_resume(owner: Settings, env: dict[str, str]) -> Non
     heads = [line.split()[0] for line in text.splitlines()[1:] if not line.startswith(" " * 8)]
     assert heads == [str(waiting.id), str(elsewhere.id), str(approved.id)]
 
-    with open_store(owner) as store:
+    with open_store(owner_rules) as store:
         _fail(store, approved.id)
     paused = placet_cli("rules", "list", env=env)
     assert f"PAUSED (proposal {approved.id} failed)" in paused.stdout
@@ -94,11 +94,11 @@ def test_rules_list_test_and_resume(owner: Settings, env: dict[str, str]) -> Non
 
 
 def test_a_refused_rules_file_is_reported_by_list_test_and_doctor(
-    owner: Settings, env: dict[str, str]
+    owner_rules: Settings, env: dict[str, str]
 ) -> None:
     from placet.rules.loading import rules_path
 
-    rules_path(owner).chmod(0o666)
+    rules_path(owner_rules).chmod(0o666)
     for args in (("rules", "list"), ("rules", "test")):
         done = placet_cli(*args, env=env)
         assert done.returncode == 1
@@ -107,13 +107,13 @@ def test_a_refused_rules_file_is_reported_by_list_test_and_doctor(
     doctor = placet_cli("doctor", env=env)
     line = next(x for x in doctor.stdout.splitlines() if x.startswith("FAIL  rules"))
     assert "refused, no rule applies" in line
-    rules_path(owner).chmod(0o600)
+    rules_path(owner_rules).chmod(0o600)
     doctor = placet_cli("doctor", env=env)
     assert any(x.startswith("ok    rules") and "2 rule(s)" in x for x in doctor.stdout.splitlines())
 
 
 def test_doctor_tells_the_owner_a_moved_home_applies_no_rule(
-    owner: Settings, env: dict[str, str], tmp_path: Path
+    owner_rules: Settings, env: dict[str, str], tmp_path: Path
 ) -> None:
     moved = tmp_path / "repo" / ".placet"
     write_rules(owner_settings({**env, "PLACET_HOME": str(moved)}), MINIMAL)
@@ -124,10 +124,10 @@ def test_doctor_tells_the_owner_a_moved_home_applies_no_rule(
 
 
 def test_a_rules_file_inside_a_root_a_proposal_used_is_refused(
-    owner: Settings, env: dict[str, str]
+    owner_rules: Settings, env: dict[str, str]
 ) -> None:
-    root = owner.config_file.parent.parent  # the config folder lies inside this "root"
-    with open_store(owner) as store:
+    root = owner_rules.config_file.parent.parent  # the config folder lies inside this "root"
+    with open_store(owner_rules) as store:
         store.create_proposal(
             kind="upload",
             request={"kind": "upload", "root": {"name": "r", "path": str(root), "device": 1,
