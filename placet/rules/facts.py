@@ -40,6 +40,10 @@ class OpFacts:
     size: int | None
     sha256: str | None
     flags: tuple[str, ...]
+    remote_parts: tuple[str, ...] | None = None
+    """`remote_path`'s segments (`placet.rules.prefix.clean_segments`), None if refused."""
+    local_parts: tuple[str, ...] | None = None
+    """`local_path`'s segments, None without a local side."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,8 @@ def facts_of(record: ProposalRecord, ops: Sequence[Op]) -> ProposalFacts:
     for op in ops:
         remote = op.remote_path or ""
         local: str | None = None
-        if clean_segments(remote) is None:
+        remote_parts = clean_segments(remote)
+        if remote_parts is None:
             problems.append(f"op #{op.index}'s drive path {quote(remote)} is not a checked path")
         if op.kind != "mkdir" and op.local_path is not None:
             if not root or clean_segments(op.local_path) is None:
@@ -107,6 +112,8 @@ def facts_of(record: ProposalRecord, ops: Sequence[Op]) -> ProposalFacts:
                 size=op.size,
                 sha256=_sha256(op),
                 flags=tuple(f.code for f in op_flags(record, op, root)),
+                remote_parts=remote_parts,
+                local_parts=None if local is None else tuple(p for p in local.split("/") if p),
             )
         )
     return ProposalFacts(

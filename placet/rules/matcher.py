@@ -22,12 +22,17 @@ from placet.display import size_text
 from placet.rules.facts import OpFacts, ProposalFacts
 from placet.rules.model import NEVER_BY_RULE, Rule
 from placet.rules.prefix import within_exactly, within_folded
-from placet.text import quote
 
 __all__ = ["Miss", "Verdict", "allow_miss", "evaluate", "forbid_covers"]
 
 _IMPLIED_BY_SYNC = frozenset({"mkdir", "upload"})
 _FORBID_COVERS = {"upload_replace": "upload", "download_replace": "download"}
+
+
+def quote(s: str) -> str:
+    """`s` between single quotes, raw: a verdict's text is made inert where it is shown
+    (it is built for 100 rules on every proposal, and mostly never shown)."""
+    return f"'{s}'"
 
 
 @dataclass(frozen=True)
@@ -48,14 +53,6 @@ class Verdict:
     rule_id: str | None
     reason: str
     misses: tuple[Miss, ...] = ()
-
-
-def _rel(path: str) -> str:
-    return path.lstrip("/")
-
-
-def _folder(path: str) -> tuple[str, ...]:
-    return tuple(p for p in path.split("/") if p)
 
 
 def _common(rule: Rule, facts: ProposalFacts, now: datetime, owner_drive: str) -> str | None:
@@ -101,7 +98,7 @@ def _flag_miss(rule: Rule, op: OpFacts) -> str | None:
 def _path_miss(rule: Rule, facts: ProposalFacts) -> str | None:
     prefix = rule.remote_segments
     for op in facts.ops:
-        if not within_exactly(op.remote_path, prefix):
+        if not within_exactly(op.remote_parts, prefix):
             return (
                 f"op #{op.index}'s drive path {quote(op.remote_path)} is not below "
                 f"remote_prefix {quote(rule.remote_prefix)}"
@@ -112,13 +109,15 @@ def _path_miss(rule: Rule, facts: ProposalFacts) -> str | None:
                 f"it creates the folder {quote(parent)} on the way, above remote_prefix "
                 f"{quote(rule.remote_prefix)}"
             )
-    folder = rule.local_folder
+    folder = rule.local_segments
     if folder is None:
         return None
     for op in facts.ops:
-        if op.local_path is not None and not within_exactly(_rel(op.local_path), _folder(folder)):
+        if op.local_path is not None and not within_exactly(op.local_parts, folder):
             shown = quote(op.local_path)
-            return f"op #{op.index}'s local path {shown} is not below {quote(folder)}"
+            return (
+                f"op #{op.index}'s local path {shown} is not below {quote(rule.local_folder or '')}"
+            )
     return None
 
 
@@ -171,7 +170,7 @@ def forbid_covers(
     if _common(rule, facts, now, owner_drive) is not None:
         return None
     named = set(rule.kinds)
-    folder = rule.local_folder
+    folder = rule.local_segments
     for op in facts.ops:
         kind_named = (
             op.kind in named
@@ -181,7 +180,7 @@ def forbid_covers(
         if not kind_named or not within_folded(op.remote_path, rule.remote_segments):
             continue
         if folder is not None and (
-            op.local_path is None or not within_folded(_rel(op.local_path), _folder(folder))
+            op.local_path is None or not within_folded(op.local_path.lstrip("/"), folder)
         ):
             continue
         return op

@@ -16,6 +16,7 @@ that the rule's remote prefix does not treat as the owner said.
 
 from __future__ import annotations
 
+import functools
 import os
 from datetime import UTC, date, datetime, time
 from typing import Literal
@@ -169,9 +170,15 @@ class Rule(BaseModel):
                 )
         return self
 
-    @property
+    @functools.cached_property
     def remote_segments(self) -> tuple[str, ...]:
         return clean_segments(self.remote_prefix) or ()
+
+    @functools.cached_property
+    def local_segments(self) -> tuple[str, ...] | None:
+        """The segments of `local_folder` (absolute, so without the leading ``/``)."""
+        folder = self.local_folder
+        return None if folder is None else tuple(p for p in folder.split("/") if p)
 
     @property
     def local_folder(self) -> str | None:

@@ -35,11 +35,13 @@ def clean_segments(path: str) -> tuple[str, ...] | None:
     return parts
 
 
-def within_exactly(path: str, prefix: tuple[str, ...], *, strictly: bool = True) -> bool:
-    """True when `path` lies below the folder `prefix` (its segments), comparing code
-    points; with `strictly` False the folder itself counts too. A path the path rules
-    refuse lies below nothing."""
-    parts = clean_segments(path)
+def within_exactly(
+    path: str | tuple[str, ...] | None, prefix: tuple[str, ...], *, strictly: bool = True
+) -> bool:
+    """True when `path` (a path, or its `clean_segments`) lies below the folder `prefix`
+    (its segments), comparing code points; with `strictly` False the folder itself counts
+    too. A path the path rules refuse (segments None) lies below nothing."""
+    parts = clean_segments(path) if isinstance(path, str) else path
     if parts is None:
         return False
     n = len(prefix)
