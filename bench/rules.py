@@ -134,10 +134,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 if i >= 0:
                     times[key].append(took)
         out["propose_mkdir"] = {k: summary(v) for k, v in times.items()}
-        out["ratio_p50"] = round(
-            out["propose_mkdir"]["100_rules"]["p50_ms"] / out["propose_mkdir"]["no_rules"]["p50_ms"],
-            3,
-        )
+        mk = out["propose_mkdir"]
+        out["ratio_p50"] = round(mk["100_rules"]["p50_ms"] / mk["no_rules"]["p50_ms"], 3)
 
     async with Client(params(up_env, up_root), client_info=info) as up:
         spans: list[float] = []
