@@ -9,7 +9,10 @@ than `STALE`, are skipped. Between rounds it sleeps in `Store.change_waiter()` f
 long as nothing else is due (`next_wait`). Several senders may share a database: the
 outbox's compare-and-set writes group each event once and give each delivery to one
 sender at a time (docs/decisions/0031-notifications.md). A failure is logged and retried;
-it never reaches proposing."""
+it never reaches proposing.
+After a lost connection it reconnects with
+backoff and LISTENs again (`placet.store.reconnect`).
+"""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from placet.notify import channels as ch
 from placet.notify.content import render
 from placet.store import Store, open_store
 from placet.store.outbox import CLAIM_S, STALE, Claim, EventRow, Outbox, Rendered
+from placet.store.reconnect import Reconnecting
 
 log = logging.getLogger("placet.notify")
 
@@ -239,21 +243,24 @@ class Sender:
             self._stop.wait(TICK_S if self.configured else IDLE_TICK_S)
 
     def _run_woken(self) -> None:
-        """PostgreSQL: rounds between waits in the change waiter (module docstring).
-        Returns when stopped, or when no waiter can be made (then the caller ticks)."""
-        try:
-            waiter = self.store.change_waiter()
-        except PlacetError as e:
-            log.warning("notify sender polls: no change waiter: %s", e.message)
-            return
-        with waiter:
-            while not self._stop.is_set():
-                self._round()
-                try:
+        """PostgreSQL: rounds between waits in the change waiter (module docstring). A
+        lost connection is ridden out (`placet.store.reconnect`: LISTEN again, then a
+        round, which reads the whole outbox). Returns when stopped, or when the waiter
+        fails otherwise (then the caller ticks)."""
+        reconnecting = Reconnecting(self._stop, lambda line: log.warning("notify sender: %s", line))
+
+        def session() -> None:
+            with self.store.change_waiter() as waiter:
+                reconnecting.connected()
+                while not self._stop.is_set():
+                    self._round()
                     waiter.wait(self.next_wait(), self._stop)
-                except Exception:  # the LISTEN connection dropped: poll from now on
-                    log.exception("notify sender: the change waiter failed; polling")
-                    return
+
+        try:
+            reconnecting.run(session)
+        except Exception as e:  # not a lost connection: poll from now on
+            message = e.message if isinstance(e, PlacetError) else repr(e)
+            log.warning("notify sender polls: the change waiter failed: %s", message)
 
     def start(self) -> Sender:
         self._thread = threading.Thread(target=self._run, name="placet-notify", daemon=True)

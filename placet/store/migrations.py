@@ -11,6 +11,7 @@ translated unless a migration gives its own (docs/decisions/0019-postgresql-writ
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import time
@@ -24,6 +25,9 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from placet.errors import SchemaTooNew, StoreError
 from placet.store.db import BEGIN_OPTION, is_busy, is_postgres, utcnow
 from placet.store.models import SCHEMA_MIGRATION
+from placet.store.reconnect import STARTUP_WAIT_S, reason, restarting, riding_out
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -478,6 +482,21 @@ END $$""",
 # hold (no row of it was ever written there), so its rows are orphans on SQLite only.
 _DIGEST_CACHE_HEX_ROOT_KEYS = ("DELETE FROM sync_digest_cache WHERE instr(root_key, char(0)) > 0",)
 
+# A passkey assertion that verified but whose sign count did not grow (a copied passkey):
+# refused and recorded (`placet.store.passkeys`, `web_passkey_alarm`).
+_WEB_PASSKEY_ALARM = (
+    """CREATE TABLE web_passkey_alarm (
+    id INTEGER NOT NULL,
+    passkey_id INTEGER NOT NULL,
+    at DATETIME NOT NULL,
+    stored_count INTEGER NOT NULL,
+    new_count INTEGER NOT NULL,
+    what TEXT NOT NULL,
+    PRIMARY KEY (id),
+    FOREIGN KEY(passkey_id) REFERENCES web_passkey (id)
+)""",
+)
+
 # Standing rules (`placet.rules.ledger`): the proposals each rule approved, and when the
 # owner last resumed a rule; the tables are declared in `placet.store.models`. A rule's
 # approval (an `approved` event whose actor is `rule:<id>`) goes to the notification
@@ -535,6 +554,7 @@ MIGRATIONS: list[Migration] = [
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
+    Migration("web_passkey_counter_alarms", _WEB_PASSKEY_ALARM),
     Migration("standing_rules", _STANDING_RULES, postgresql=_STANDING_RULES_PG),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
@@ -610,19 +630,64 @@ def schema_version(engine: Engine) -> int:
         return max(_recorded(conn) or {}, default=0)
 
 
-def migrate(engine: Engine, *, db_label: str, migrations: list[Migration] | None = None) -> int:
+def migrate(
+    engine: Engine,
+    *,
+    db_label: str,
+    migrations: list[Migration] | None = None,
+    wait_s: float = STARTUP_WAIT_S,
+    say: Callable[[str], None] | None = None,
+) -> int:
     """Apply every missing migration in order; return the resulting schema version.
 
     An up-to-date database is only read (no write lock), so opening the store costs
     nothing while other processes write. A lock that outlasts the busy timeout is retried
-    a few times, then raised as a retryable StoreError.
+    a few times, then raised as a retryable StoreError. A PostgreSQL server that refuses
+    connections because it is restarting (`placet.store.reconnect.restarting`) is waited
+    for, at most `wait_s` seconds in all, each wait said through `say` (default: logged
+    as a warning, which a terminal command shows on stderr).
 
     Raises:
         SchemaTooNew: the database records a version newer than the code knows.
         StoreError: the database's migration names disagree with the code's; the database
-            stayed locked; it is unreadable; or (PostgreSQL) its encoding is not UTF-8.
+            stayed locked; it is unreadable; (PostgreSQL) its encoding is not UTF-8, or
+            the server still refused connections after `wait_s` seconds (retryable).
     """
     migrations = MIGRATIONS if migrations is None else migrations
+    try:
+        return riding_out(
+            lambda: _migrate(engine, db_label, migrations),
+            wait_s=wait_s,
+            say=say or log.warning,
+            what=f"the database server {db_label}",
+        )
+    except OperationalError as e:
+        busy, unreachable = is_busy(e), restarting(e)
+        if unreachable:
+            then = (
+                f"it still refused connections after {wait_s:.0f}s; start it, or check "
+                "`placet doctor`"
+            )
+        elif busy:
+            then = "another placet process holds it locked, try again in a moment"
+        else:
+            then = "`placet doctor` checks it"
+        raise StoreError(
+            f"preparing the database {db_label} failed: {reason(e)}; {then}",
+            code="store_busy" if busy else None,
+            retryable=busy or unreachable,
+            details={"path": db_label},
+        ) from e
+    except SQLAlchemyError as e:
+        raise StoreError(
+            f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
+            "`placet doctor` checks it",
+            details={"path": db_label},
+        ) from e
+
+
+def _migrate(engine: Engine, db_label: str, migrations: list[Migration]) -> int:
+    """One attempt of `migrate`, with its few retries of a busy lock."""
     for attempt in range(MIGRATE_RETRIES + 1):
         try:
             with engine.connect() as conn:
@@ -638,23 +703,7 @@ def migrate(engine: Engine, *, db_label: str, migrations: list[Migration] | None
             if is_busy(e) and attempt < MIGRATE_RETRIES:
                 time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
                 continue
-            raise StoreError(
-                f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
-                + (
-                    "another placet process holds it locked, try again in a moment"
-                    if is_busy(e)
-                    else "`placet doctor` checks it"
-                ),
-                code="store_busy" if is_busy(e) else None,
-                retryable=is_busy(e),
-                details={"path": db_label},
-            ) from e
-        except SQLAlchemyError as e:
-            raise StoreError(
-                f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
-                "`placet doctor` checks it",
-                details={"path": db_label},
-            ) from e
+            raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 

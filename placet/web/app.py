@@ -4,8 +4,9 @@ Security at the edge (docs/security.md, "placet web and passkeys"): a strict
 Content-Security-Policy, `no-store` and `nosniff` on every response; a Host other than
 this server's is refused (``127.0.0.1:PORT`` redirects to ``localhost:PORT``); every
 state change is a POST from this origin (``origin_refused``) and, but for sign-in and
-pairing, needs a passkey session (``not_signed_in``); the cookie is HttpOnly,
-SameSite=Strict, Secure under TLS; Referrer-Policy ``same-origin``. Store work and
+pairing, needs a passkey session (``not_signed_in``) carried in the ``X-Placet-Session``
+header that only placet's own script sends, never a cookie, which every other port of
+the host would receive (`placet.web.session`); Referrer-Policy ``same-origin``. Store work and
 passkey checks run in the thread pool, never on the event loop. Deciding calls what the
 review UI and `placet accept` call (`check_before_accept`, `Store.accept` with the hash
 shown, `execute` in a thread) (docs/decisions/0029-web-passkeys.md). Time comes from the
@@ -48,10 +49,11 @@ from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
 from placet.store.decisions import changed_since_shown
 from placet.store.host import waiting_note
-from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
+from placet.store.passkeys import PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
 from placet.web.changes import QueueChanges
+from placet.web.session import session_token
 
 __all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
 
@@ -59,7 +61,6 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
-COOKIE = "placet_session"
 EXTEND_MINUTES = 15
 BODY_MAX = 1 << 20
 """Most bytes of a JSON request body (an accept lists at most a page of unticked ops)."""
@@ -328,8 +329,8 @@ def create_app(
     changes = QueueChanges(store)
 
     def session_of(request: Request) -> tuple[str, PasskeyRecord] | None:
-        token = request.cookies.get(COOKIE)
-        if not token:
+        token = session_token(request)
+        if token is None:
             return None
         key = store.session_passkey(token, now=clock())
         return None if key is None else (token, key)
@@ -337,11 +338,12 @@ def create_app(
     Handler = Callable[[Request], Awaitable[Response]]
 
     def page_route(fn: Callable[[Request], Response]) -> Handler:
-        """A page that needs a session: the sign-in page otherwise (in the thread pool)."""
+        """A page that needs a session: else the sign-in page, 401, on which placet's
+        script asks again with the session it keeps (in the thread pool)."""
 
         def page(request: Request) -> Response:
             if session_of(request) is None:
-                return _html(pages.signin_page(bool(store.passkeys())), 200)
+                return _html(pages.signin_page(bool(store.passkeys())), 401)
             try:
                 return fn(request)
             except PlacetError as e:
@@ -431,7 +433,8 @@ def create_app(
         after = _int(request.query_params.get("after"))
         verification = store.verify_audit() if request.query_params.get("verify") else None
         events = store.audit_events(after_id=after, limit=pages.AUDIT_PAGE)
-        return _html(pages.audit_page(events, verification, after=after))
+        alarms = store.counter_alarms()
+        return _html(pages.audit_page(events, verification, after=after, alarms=alarms))
 
     def status_sync(request: Request) -> Response:
         if session_of(request) is None:
@@ -592,9 +595,9 @@ def create_app(
                 key, answer = ceremony(body)
             except PlacetError as e:
                 return _refused_json(e, refused)
-            response = JSONResponse(answer)
-            _set_session(response, store.open_session(key.id, now=clock()), config)
-            return response
+            # the token goes to placet's own script only (`placet.web.session`)
+            session = store.open_session(key.id, now=clock())
+            return JSONResponse({**answer, "session": session})
 
         return await run_in_threadpool(sign_in)
 
@@ -607,12 +610,11 @@ def create_app(
         return await session_for(request, 403, assertion)
 
     def signout_sync(request: Request) -> Response:
-        token = request.cookies.get(COOKIE)
-        if token:
-            store.close_session(token)
-        response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(COOKIE, path="/")
-        return response
+        token = session_token(request)
+        if token is None or session_of(request) is None:
+            return _html(pages.refusal_page(_not_signed_in()), 403)
+        store.close_session(token)
+        return RedirectResponse("/", status_code=303)
 
     async def signout(request: Request) -> Response:
         return await run_in_threadpool(signout_sync, request)
@@ -699,15 +701,3 @@ def _flag_counts(records: list[ProposalRecord]) -> dict[int, int]:
         except PlacetError:
             continue
     return out
-
-
-def _set_session(response: Response, token: str, config: WebConfig) -> None:
-    response.set_cookie(
-        COOKIE,
-        token,
-        max_age=SESSION_HOURS * 3600,
-        path="/",
-        httponly=True,
-        samesite="strict",
-        secure=config.tls,
-    )

@@ -25,6 +25,7 @@ from placet.proposals.vetting import root_path_of
 from placet.rules.approving import rule_note
 from placet.schema import Op
 from placet.store import AuditRecord, AuditVerification, OpResultRecord, ProposalRecord
+from placet.store.passkeys import CounterAlarm
 from placet.web.html import Html, attr, join, page, path, said, text
 
 OPS_PAGE = 100
@@ -338,8 +339,11 @@ def history_page(records: Sequence[ProposalRecord], *, next_after: int | None) -
 
 
 def audit_page(
-    events: Sequence[AuditRecord], verification: AuditVerification | None, *, after: int
-) -> Html:
+    events: Sequence[AuditRecord], verification: AuditVerification | None, *, after: int,
+    alarms: Sequence[CounterAlarm] = (),
+) -> Html:  # fmt: skip
+    """The audit events from `after`, the chain's verification when asked, and above
+    them every passkey answer refused for a sign count that did not grow (`alarms`)."""
     verdict = ""
     if verification is not None:
         cls = "notice" if verification.ok else "refusal"
@@ -350,26 +354,50 @@ def audit_page(
         else ""
     )
     items = "".join(_event_html(e) for e in events)
+    warned = "".join(
+        f"<li><b>passkey {a.passkey_id}</b> {attr(a.at.isoformat(timespec='seconds'))}: "
+        f"signed with sign count {a.new_count} after {a.stored_count} ({text(a.what)}); "
+        f"refused. Another copy of it may be in use: <code>placet keys revoke "
+        f"{a.passkey_id}</code> if you did not expect this.</li>"
+        for a in alarms
+    )
+    alarmed = (
+        f'<section class="flags" id="passkey-alarms"><h2>Passkey alarms</h2><ul>{warned}</ul>'
+        "</section>"
+        if alarms
+        else ""
+    )
     return page(
         "Audit",
         '<h1>Audit</h1><p><a href="/audit?verify=1">Verify the chain and every signature</a>'
-        f"</p>{verdict}"
+        f"</p>{verdict}{alarmed}"
         f'<ul class="audit">{items}</ul>{more}',
     )
 
 
 def signin_page(has_passkeys: bool) -> Html:
+    """The answer to a page asked without the session (HTTP 401): the sign-in box in
+    ``#shell``, on which placet's script, when it keeps a session for this origin, reads
+    the page again with it and shows ``#opening`` meanwhile (`placet.web.session`)."""
+    why = (
+        '<p class="hint">not_signed_in: this page opens with the session that placet\'s '
+        "own page keeps for this address, sent by its script; sign in with your passkey.</p>"
+    )
     if not has_passkeys:
-        body = (
+        box = (
             "<h1>placet</h1><p>No passkey is registered yet. In your terminal run "
             "<code>placet web pair</code> and open the link it prints on this device.</p>"
         )
     else:
-        body = (
+        box = (
             "<h1>Sign in</h1><p>Only the owner's passkey opens this page.</p>"
             '<button type="button" id="signin" class="primary">Sign in with passkey</button>'
             '<p id="status" role="status"></p>'
         )
+    body = (
+        '<div id="shell"><p id="opening" class="notice" hidden>Opening...</p>'
+        f'<div id="signin-box">{box}{why}</div></div>'
+    )
     return page("Sign in", body, signed_in=False)
 
 

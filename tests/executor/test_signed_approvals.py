@@ -13,7 +13,7 @@ from placet.errors import PolicyRefused
 from placet.executor import execute
 from placet.store import ProposalRecord
 from placet.store.signatures import accept_challenge, check_signed_approval
-from tests.store.test_signed_audit import SoftKey
+from tests.support.passkey import SoftKey
 from tests.support.pins import register_pinned
 from tests.support.rig import Rig
 

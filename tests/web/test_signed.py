@@ -16,7 +16,7 @@ from placet.store import open_store
 from placet.store.signatures import check_signed_approval
 from tests.support.rig import PLACET, Rig
 from tests.support.terminal import PtyProcess
-from tests.support.web import Tab, browser, pair, serve, tab
+from tests.support.web import Tab, browser, pair, serve, tab, visit
 
 __all__ = ["browser", "tab"]
 
@@ -46,7 +46,7 @@ def test_terminal_accept_is_refused_and_the_browser_accept_runs(tab: Tab, signed
 
     with serve(signed_rig.store, signed_rig.settings) as served:
         pair(tab, served)
-        tab.page.goto(served.url(f"/p/{rec.id}"))
+        visit(tab, served.url(f"/p/{rec.id}"))
         tab.page.click("#accept")
         tab.page.wait_for_selector("#proposal-status:has-text('succeeded')")
     assert (
@@ -88,7 +88,7 @@ def test_the_executor_refuses_an_unsigned_or_revoked_approval(tab: Tab, signed_r
     signed = signed_rig.upload("c.txt")
     with serve(signed_rig.store, signed_rig.settings) as served:
         pair(tab, served)
-        tab.page.goto(served.url(f"/p/{signed.id}"))
+        visit(tab, served.url(f"/p/{signed.id}"))
         tab.page.click("#accept")
         tab.page.wait_for_selector("#proposal-status:has-text('succeeded')")
     record = signed_rig.store.get(signed.id)
