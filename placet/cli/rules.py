@@ -116,6 +116,7 @@ def _test_line(
     store: Store, settings: Settings, state: RulesState, rec: ProposalRecord
 ) -> list[str]:
     from placet.cli.proposals import _target
+    from placet.executor import load_plan
     from placet.rules.deciding import judge
 
     head = f"{rec.id:>6}  {rec.status:<10} {inert(rec.kind):<8} {_target(rec)}"
@@ -123,7 +124,8 @@ def _test_line(
     if by is not None:
         return [f"{head}", f"        approved by rule {inert(by)}"]
     try:
-        verdict, stopped = judge(store, settings, rec, state, now=utcnow())
+        ops = load_plan(store, rec).ops
+        verdict, stopped = judge(store, settings, rec, ops, state, now=utcnow())
     except PlacetError as e:
         return [head, f"        no rule can judge it: {inert(e.message)}"]
     if verdict.effect == "forbid":

@@ -25,20 +25,24 @@ from pathlib import Path
 
 from placet.config import Settings, approvals_mode
 from placet.errors import PlacetError
-from placet.executor.ops import load_plan
 from placet.rules.approving import RuleApproval, approve_by_rule
 from placet.rules.facts import facts_of
 from placet.rules.ledger import RuleLedger
 from placet.rules.loading import RulesState, load_rules, owner_drive
 from placet.rules.matcher import Verdict, evaluate
+from placet.schema import Op
 from placet.store import ProposalRecord, Store
 from placet.store import lifecycle as lc
 from placet.store.db import utcnow
 from placet.text import quote
 
-__all__ = ["Approve", "RuleOutcome", "apply_rules"]
+__all__ = ["Approve", "OpsOf", "RuleOutcome", "apply_rules", "judge"]
 
 log = logging.getLogger(__name__)
+
+OpsOf = Callable[[], Sequence[Op]]
+"""The proposal's parsed ops, as the executor runs them (`placet.executor.load_plan`),
+read only when a rule is there to judge them."""
 
 Approve = Callable[[Store, ProposalRecord, RuleApproval, datetime], ProposalRecord]
 """How a rule approval is made, at the given time (`approve_by_rule`)."""
@@ -66,16 +70,18 @@ def apply_rules(
     settings: Settings,
     record: ProposalRecord,
     *,
+    ops_of: OpsOf,
     roots: Sequence[Path],
     env: Mapping[str, str] | None = None,
     now: datetime | None = None,
     approve: Approve = _default_approve,
     state: RulesState | None = None,
 ) -> RuleOutcome:
-    """Judge pending `record` by the owner's rules and approve it when one allows it
-    (module docstring). `roots`: the local roots of the proposing process (the rules
-    file must lie outside each). Never raises for the rules' sake: a refusal or a store
-    failure leaves the proposal pending, logged and said in the note."""
+    """Judge pending `record`, whose ops `ops_of()` reads, by the owner's rules and
+    approve it when one allows it (module docstring). `roots`: the local roots of the
+    proposing process (the rules file must lie outside each). Never raises for the
+    rules' sake: a refusal or a store failure leaves the proposal pending, logged and
+    said in the note."""
     if record.status != lc.PENDING:
         return RuleOutcome(record)
     state = state or load_rules(settings, roots=roots, env=env)
@@ -87,7 +93,7 @@ def apply_rules(
     if not any(r.effect == "allow" for r in state.rules):
         return RuleOutcome(record)
     try:
-        return _judged(store, settings, record, state, env, now or utcnow(), approve)
+        return _judged(store, settings, record, ops_of, state, env, now or utcnow(), approve)
     except PlacetError as e:
         log.warning("standing rules left proposal %s to the owner: %s", record.id, e.message)
         return RuleOutcome(record, note=f"standing rules could not judge it: {e.message}")
@@ -97,6 +103,7 @@ def _judged(
     store: Store,
     settings: Settings,
     record: ProposalRecord,
+    ops_of: OpsOf,
     state: RulesState,
     env: Mapping[str, str] | None,
     when: datetime,
@@ -111,8 +118,7 @@ def _judged(
         signature, why_unsigned = signature_for(store, settings, state)
         if signature is None:
             return RuleOutcome(record, note=f"standing rules approve nothing: {why_unsigned}")
-    ops = load_plan(store, record).ops
-    verdict = evaluate(state.rules, facts_of(record, ops), when, owner_drive(settings, env))
+    verdict = evaluate(state.rules, facts_of(record, ops_of()), when, owner_drive(settings, env))
     if verdict.effect != "allow" or verdict.rule_id is None:
         forbidden = f"{verdict.reason}: the owner decides" if verdict.effect == "forbid" else None
         return RuleOutcome(record, note=forbidden, verdict=verdict)
@@ -140,19 +146,15 @@ def judge(
     store: Store,
     settings: Settings,
     record: ProposalRecord,
+    ops: Sequence[Op],
     state: RulesState,
     *,
     now: datetime,
     env: Mapping[str, str] | None = None,
 ) -> tuple[Verdict, str | None]:
-    """What the usable rules of `state` would do with `record` at `now`, changing
-    nothing: the verdict, and for an allow, why the store's limits would stop it (its
-    pause, its hourly cap) or None. For `placet rules test`.
-
-    Raises:
-        PlacetError: the proposal's stored ops do not parse (`load_plan`).
-    """
-    ops = load_plan(store, record).ops
+    """What the usable rules of `state` would do with `record`, whose ops are `ops`,
+    at `now`, changing nothing: the verdict, and for an allow, why the store's limits
+    would stop it (its pause, its hourly cap) or None. For `placet rules test`."""
     verdict = evaluate(state.rules, facts_of(record, ops), now, owner_drive(settings, env))
     if verdict.effect != "allow" or verdict.rule_id is None:
         return verdict, None

@@ -13,16 +13,24 @@ from functools import partial
 
 import anyio
 
+from placet.executor import load_plan
 from placet.rules.deciding import RuleOutcome, apply_rules
+from placet.schema import Op
 from placet.server.state import ServerState
-from placet.store import ProposalRecord
+from placet.store import ProposalRecord, Store
 
 __all__ = ["judged_by_rules"]
 
 
 async def judged_by_rules(state: ServerState, record: ProposalRecord) -> RuleOutcome:
-    """`apply_rules` on `record`, in a worker thread."""
+    """`apply_rules` on `record` (its ops as the executor would run them), in a worker
+    thread."""
     roots = tuple(r.path for r in state.roots)
+    ops_of = partial(_ops, state.store, record)
     return await anyio.to_thread.run_sync(
-        partial(apply_rules, state.store, state.settings, record, roots=roots)
+        partial(apply_rules, state.store, state.settings, record, ops_of=ops_of, roots=roots)
     )
+
+
+def _ops(store: Store, record: ProposalRecord) -> list[Op]:
+    return load_plan(store, record).ops

@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 
 from placet.config import Settings
-from placet.rules.deciding import apply_rules
 from placet.store import LeaseHolder, ProposalRecord, Store, open_store
 from tests.rules.test_matcher import MINIMAL
 from tests.support.proposals import propose_folder
 from tests.support.rig import placet_cli
-from tests.support.rules import become_owner, owner_settings, write_rules
+from tests.support.rules import become_owner, judge_now, owner_settings, write_rules
 
 
 @pytest.fixture
@@ -46,7 +45,7 @@ def _fail(store: Store, pid: int) -> None:
 def test_rules_list_test_and_resume(owner_rules: Settings, env: dict[str, str]) -> None:
     with open_store(owner_rules) as store:
         approved = _folder(store, owner_rules, "reports", "2026")
-        out = apply_rules(store, owner_rules, approved, roots=(), env=env)
+        out = judge_now(store, owner_rules, approved, env=env)
         assert out.approved_by == "report-folders"
         waiting = _folder(store, owner_rules, "reports", "2027")
         elsewhere = _folder(store, owner_rules, "", "reports-old")

@@ -8,9 +8,9 @@ import sys
 from datetime import datetime, timedelta
 
 from placet.config import load_settings
-from placet.rules.deciding import apply_rules
 from placet.rules.loading import owner_drive
 from placet.store import open_store
+from tests.support.rules import judge_now
 
 
 def main(worker: str, count: int, start: datetime) -> int:
@@ -26,7 +26,7 @@ def main(worker: str, count: int, start: datetime) -> int:
                 reason="rate test", drive_spec=owner_drive(settings, {}),
                 run_id=f"run-{worker}", ttl_seconds=600, now=now,
             )  # fmt: skip
-            out = apply_rules(store, settings, rec, roots=(), env={}, now=now)
+            out = judge_now(store, settings, rec, now=now)
             approved += out.approved_by is not None
     print(approved)
     return 0

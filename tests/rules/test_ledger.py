@@ -13,11 +13,10 @@ import pytest
 
 from placet.config import load_settings
 from placet.executor import execute
-from placet.rules.deciding import apply_rules
 from placet.rules.ledger import RuleLedger
 from placet.store import open_store
 from tests.support.rig import Rig
-from tests.support.rules import write_rules
+from tests.support.rules import judge_now, write_rules
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,16 +66,14 @@ def test_200_proposals_in_a_minute_from_4_processes_get_50_rule_approvals(
             drive_spec=str(settings.default_drive_dir), run_id="late", ttl_seconds=600,
             now=datetime(2026, 6, 1, 13, 0, 1, tzinfo=UTC),
         )  # fmt: skip
-        late = apply_rules(
-            store, settings, rec, roots=(), env={}, now=datetime(2026, 6, 1, 13, 0, 1, tzinfo=UTC)
-        )
+        late = judge_now(store, settings, rec, now=datetime(2026, 6, 1, 13, 0, 1, tzinfo=UTC))
         assert late.approved_by == "fifty"
 
 
 def test_a_rule_pauses_after_its_approved_run_fails_until_resumed(rig: Rig) -> None:
     write_rules(rig.settings, UPLOADS)
     rig.write("a.txt", b"approved bytes")
-    first = apply_rules(rig.store, rig.settings, rig.upload("a.txt", "reports"), roots=(), env={})
+    first = judge_now(rig.store, rig.settings, rig.upload("a.txt", "reports"))
     assert first.approved_by == "reports"
     assert first.record.status == "approved"
     assert first.record.resolved_by == "rule:reports"
@@ -84,7 +81,7 @@ def test_a_rule_pauses_after_its_approved_run_fails_until_resumed(rig: Rig) -> N
     assert execute(rig.store, rig.settings, first.record.id, drive=rig.drive).status == "failed"
 
     rig.write("b.txt", b"next report")
-    second = apply_rules(rig.store, rig.settings, rig.upload("b.txt", "reports"), roots=(), env={})
+    second = judge_now(rig.store, rig.settings, rig.upload("b.txt", "reports"))
     assert second.approved_by is None
     assert second.record.status == "pending"
     assert second.note is not None
@@ -93,7 +90,7 @@ def test_a_rule_pauses_after_its_approved_run_fails_until_resumed(rig: Rig) -> N
     assert rig.store.get(second.record.id).status == "pending"
 
     RuleLedger(rig.store).resume("reports", now=datetime.now(UTC))
-    again = apply_rules(rig.store, rig.settings, second.record, roots=(), env={})
+    again = judge_now(rig.store, rig.settings, second.record)
     assert again.approved_by == "reports"
     done = execute(rig.store, rig.settings, again.record.id, drive=rig.drive)
     assert done.status == "succeeded"
@@ -106,7 +103,7 @@ def test_a_refused_approval_gives_its_use_back(rig: Rig) -> None:
     rig.write("a.txt", b"x")
     rec = rig.upload("a.txt", "reports")
     rig.store.discard(rec.id)  # decided meanwhile: the rule's approval is refused
-    out = apply_rules(rig.store, rig.settings, rec, roots=(), env={})
+    out = judge_now(rig.store, rig.settings, rec)
     assert out.approved_by is None
     assert out.note is not None and "could not approve it" in out.note
     assert RuleLedger(rig.store).uses_since(datetime.now(UTC) - timedelta(hours=1)) == {}
@@ -115,16 +112,16 @@ def test_a_refused_approval_gives_its_use_back(rig: Rig) -> None:
 def test_rules_off_or_forbidding_say_why_in_the_note(rig: Rig) -> None:
     rig.write("a.txt", b"x")
     rec = rig.upload("a.txt", "reports")
-    assert apply_rules(rig.store, rig.settings, rec, roots=(), env={}).note is None  # no file
+    assert judge_now(rig.store, rig.settings, rec).note is None  # no file
     path = write_rules(rig.settings, UPLOADS)
-    moved = apply_rules(rig.store, rig.settings, rec, roots=(), env={"PLACET_HOME": "/x"})
+    moved = judge_now(rig.store, rig.settings, rec, env={"PLACET_HOME": "/x"})
     assert moved.approved_by is None
     assert moved.note is not None and moved.note.startswith("standing rules are off (PLACET_HOME")
     path.chmod(0o666)
-    writable = apply_rules(rig.store, rig.settings, rec, roots=(), env={})
+    writable = judge_now(rig.store, rig.settings, rec)
     assert writable.note is not None and "writable by group or others" in writable.note
     path.write_bytes(UPLOADS + b'\n[[rule]]\nid = "no"\neffect = "forbid"\nkinds = ["upload"]\n')
     path.chmod(0o600)
-    forbidden = apply_rules(rig.store, rig.settings, rec, roots=(), env={})
+    forbidden = judge_now(rig.store, rig.settings, rec)
     assert forbidden.note == "rule 'no' forbids op #0 (upload 'reports/a.txt'): the owner decides"
     assert rig.store.get(rec.id).status == "pending"

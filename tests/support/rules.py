@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from placet.config import Settings, load_settings
+from placet.executor import load_plan
+from placet.rules.deciding import RuleOutcome, apply_rules
 from placet.rules.loading import rules_path
+from placet.store import ProposalRecord, Store
 
 
 def become_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
@@ -43,3 +47,12 @@ def write_rules(settings: Settings, text: bytes) -> Path:
     path.write_bytes(text)
     path.chmod(0o600)
     return path
+
+
+def judge_now(store: Store, settings: Settings, record: ProposalRecord, **kw: Any) -> RuleOutcome:
+    """`apply_rules` on `record` as `placet serve` calls it (its ops read by
+    `load_plan`), no roots unless given, the environment `{}` (no `PLACET_HOME`) unless
+    given."""
+    kw.setdefault("roots", ())
+    kw.setdefault("env", {})
+    return apply_rules(store, settings, record, ops_of=lambda: load_plan(store, record).ops, **kw)
