@@ -48,6 +48,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     r = sub.add_parser("resume", help="let a rule paused by a failed run approve again")
     r.add_argument("rule", help="the rule's id")
     r.set_defaults(func=cmd_resume)
+    sg = sub.add_parser("sign", help="name the page of `placet web` that signs the rules file")
+    sg.add_argument("--port", type=int, default=8765, help="placet web's port (default 8765)")
+    sg.add_argument("--open", action="store_true", help="open the page in a browser too")
+    sg.set_defaults(func=cmd_sign)
 
 
 def _state(settings: Settings, store: Store) -> RulesState:
@@ -173,4 +177,30 @@ def cmd_resume(args: argparse.Namespace) -> int:
         print(f"rule {inert(args.rule)} was not paused; nothing changed")
     else:
         print(f"rule {inert(args.rule)} resumed (proposal {failed}'s failed run paused it)")
+    return EXIT_OK
+
+
+def cmd_sign(args: argparse.Namespace) -> int:
+    """Say which file would be signed (its SHA-256, to compare with the page) and where:
+    signing needs the owner's passkey, so it happens on `placet web`'s rules page."""
+    import webbrowser
+
+    from placet.config import approvals_mode
+    from placet.rules.signing import signature_for
+
+    settings = load_settings()
+    with open_store(settings) as store:
+        state = _state(settings, store)
+        print(inert(state.line()))
+        if not state.usable or state.sha256 is None:
+            return EXIT_OK if state.status == "absent" else EXIT_OP_FAILED
+        signed, why = signature_for(store, settings, state)
+    url = f"http://localhost:{args.port}/rules"
+    print(f"sha256 {state.sha256}")
+    print("signed: yes" if signed is not None else f"signed: no ({inert(why)})")
+    if approvals_mode(settings) != "signed":
+        print('approvals = "terminal": rules approve unsigned; a signature matters in signed mode')
+    print(f"sign it with your passkey at {url} (start `placet web` first if it is not running)")
+    if args.open:
+        webbrowser.open(url)
     return EXIT_OK

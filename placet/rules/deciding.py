@@ -117,7 +117,8 @@ def _judged(
 
         signature, why_unsigned = signature_for(store, settings, state)
         if signature is None:
-            return RuleOutcome(record, note=f"standing rules approve nothing: {why_unsigned}")
+            note = f'standing rules approve nothing (approvals = "signed"): {why_unsigned}'
+            return RuleOutcome(record, note=note)
     verdict = evaluate(state.rules, facts_of(record, ops_of()), when, owner_drive(settings, env))
     if verdict.effect != "allow" or verdict.rule_id is None:
         forbidden = f"{verdict.reason}: the owner decides" if verdict.effect == "forbid" else None

@@ -524,6 +524,14 @@ _STANDING_RULES = (
     resumed_at DATETIME NOT NULL,
     PRIMARY KEY (rule_id)
 )""",
+    """CREATE TABLE rules_signature (
+    rules_sha256 TEXT NOT NULL,
+    rules BLOB NOT NULL,
+    assertion TEXT NOT NULL,
+    passkey_id INTEGER NOT NULL,
+    signed_at DATETIME NOT NULL,
+    PRIMARY KEY (rules_sha256)
+)""",
     f"""CREATE TRIGGER tr_notify_rule_approved AFTER INSERT ON audit_event
 WHEN {_RULE_APPROVED_WHEN}
 BEGIN

@@ -24,6 +24,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -178,6 +179,18 @@ RULE_USE = declare(
 """One proposal a standing rule approved (`placet.rules.ledger`): counted for the rule's
 `max_per_hour` in the same transaction that adds it, and joined with the audit events to
 tell a rule whose approved run failed (paused)."""
+
+RULES_SIGNATURE = declare(
+    "rules_signature",
+    keys(Text, "rules_sha256"),
+    columns(LargeBinary, "rules"),
+    columns(Text, "assertion"),
+    columns(Integer, "passkey_id"),
+    columns(UTCDateTime, "signed_at"),
+)
+"""The owner's passkey signature over one rules file (signed mode, `placet rules sign`):
+the file's exact bytes, their SHA-256, and the assertion over `rules_challenge` of that
+hash (`placet.rules.signing`)."""
 
 RULE_RESUME = declare(
     "rule_resume",

@@ -21,7 +21,13 @@ from typing import Any
 from placet.schema import canonical_json
 from placet.text import inert
 
-__all__ = ["ASSERTION_FIELDS", "accept_challenge", "check_signed_approval"]
+__all__ = [
+    "ASSERTION_FIELDS",
+    "accept_challenge",
+    "check_signed_approval",
+    "check_signed_rules",
+    "rules_challenge",
+]
 
 ASSERTION_FIELDS = (
     "credential_id",
@@ -51,6 +57,14 @@ def accept_challenge(
     return hashlib.sha256(canonical_json(body).encode("utf-8")).digest()
 
 
+def rules_challenge(*, rules_sha256: str, nonce: str) -> bytes:
+    """The 32-byte WebAuthn challenge of signing a rules file: SHA-256 of the canonical
+    JSON ``{"purpose": "placet-rules", "rules_sha256", "nonce"}``. A signature over it
+    vouches for the rules file whose bytes hash to `rules_sha256`, and for no other."""
+    body = {"purpose": "placet-rules", "rules_sha256": rules_sha256, "nonce": nonce}
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).digest()
+
+
 def check_signed_approval(
     assertion: Mapping[str, Any],
     public_key: bytes,
@@ -64,15 +78,37 @@ def check_signed_approval(
     proposal, request hash and selection, or None when it is. The sign count is not
     checked here (it was checked when the approval was made). The reason is inert text
     (`placet.text.inert`): it may quote the stored client data."""
-    missing = [k for k in ASSERTION_FIELDS if not isinstance(assertion.get(k), str)]
+    missing = _missing(assertion)
     if missing:
-        return f"the stored assertion lacks {', '.join(missing)}"
+        return missing
     challenge = accept_challenge(
         proposal_id=proposal_id,
         request_hash=request_hash,
         skip_ops=skip_ops,
         nonce=str(assertion["nonce"]),
     )
+    return _verify(assertion, public_key, challenge)
+
+
+def check_signed_rules(
+    assertion: Mapping[str, Any], public_key: bytes, *, rules_sha256: str
+) -> str | None:
+    """Why the stored `assertion` is not a valid, user-verified signature by `public_key`
+    over `rules_challenge` of the rules file hashing to `rules_sha256`, or None."""
+    missing = _missing(assertion)
+    if missing:
+        return missing
+    challenge = rules_challenge(rules_sha256=rules_sha256, nonce=str(assertion["nonce"]))
+    return _verify(assertion, public_key, challenge)
+
+
+def _missing(assertion: Mapping[str, Any]) -> str | None:
+    missing = [k for k in ASSERTION_FIELDS if not isinstance(assertion.get(k), str)]
+    return f"the stored assertion lacks {', '.join(missing)}" if missing else None
+
+
+def _verify(assertion: Mapping[str, Any], public_key: bytes, challenge: bytes) -> str | None:
+    """Why `assertion` is not `public_key`'s user-verified signature over `challenge`."""
     credential = {
         "id": assertion["credential_id"],
         "rawId": assertion["credential_id"],

@@ -53,6 +53,7 @@ from placet.store.passkeys import PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
 from placet.web.changes import QueueChanges
+from placet.web.rules_page import RulesSigning
 from placet.web.session import session_token
 
 __all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
@@ -484,18 +485,17 @@ def create_app(
     async def extend(request: Request) -> Response:
         return await form_action(request, "extend")
 
-    def proposal_json(
-        answer: Callable[[Request, str, int, dict[str, Any]], Response],
+    def session_json(
+        answer: Callable[[Request, str, dict[str, Any]], Response],
     ) -> Callable[[Request], Awaitable[Response]]:
-        """A JSON endpoint on proposal `pid` for a signed-in owner: 403 without a session,
-        else `answer(request, session token, pid, JSON body)` run in the thread pool (it
-        does store work), a PlacetError as the refusal."""
+        """A JSON endpoint for a signed-in owner: 403 without a session, else
+        `answer(request, session token, JSON body)` run in the thread pool (it does store
+        work), a PlacetError as the refusal."""
 
         async def endpoint(request: Request) -> Response:
             session = await run_in_threadpool(session_of, request)
             if session is None:
                 return _refused_json(_not_signed_in(), 403)
-            pid = int(request.path_params["pid"])
             try:
                 body = await _json_body(request)
             except PlacetError as e:
@@ -503,13 +503,48 @@ def create_app(
 
             def run() -> Response:
                 try:
-                    return answer(request, session[0], pid, body)
+                    return answer(request, session[0], body)
                 except PlacetError as e:
                     return _refused_json(e)
 
             return await run_in_threadpool(run)
 
         return endpoint
+
+    def proposal_json(
+        answer: Callable[[Request, str, int, dict[str, Any]], Response],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """`session_json` on proposal `pid` of the path: `answer(request, session token,
+        pid, JSON body)`."""
+        return session_json(
+            lambda request, token, body: answer(
+                request, token, int(request.path_params["pid"]), body
+            )
+        )
+
+    rules = RulesSigning(store, settings, clock)
+
+    def rules_view(request: Request) -> Response:
+        return _html(rules.page())
+
+    @session_json
+    def rules_options(request: Request, token: str, body: dict[str, Any]) -> Response:
+        make = rules.issue(token_hash(token), body, ceremonies.expiry())
+        return JSONResponse(ceremonies.options(make))
+
+    @session_json
+    def rules_sign(request: Request, token: str, body: dict[str, Any]) -> Response:
+        issued = ceremonies.challenges.take(body.get("nonce"), "rules")
+        if issued.session != token_hash(token):
+            raise PolicyRefused(
+                "refusing to sign the rules: the passkey answer was asked for by another "
+                "session; nothing was kept",
+                code="challenge_invalid",
+            )
+        what = "refusing to sign the rules"
+        key, kept = ceremonies.verify_assertion(issued, body.get("credential"), what)
+        digest = rules.keep(issued, {**kept, "nonce": body["nonce"]}, key.id)
+        return JSONResponse({"ok": True, "rules_sha256": digest})
 
     @proposal_json
     def accept_options(request: Request, token: str, pid: int, body: dict[str, Any]) -> Response:
@@ -663,6 +698,9 @@ def create_app(
         Route("/p/{pid:int}/challenge", accept_options, methods=["POST"]),
         Route("/p/{pid:int}/accept", accept, methods=["POST"]),
         Route("/history", page_route(history)),
+        Route("/rules", page_route(rules_view)),
+        Route("/rules/challenge", rules_options, methods=["POST"]),
+        Route("/rules/sign", rules_sign, methods=["POST"]),
         Route("/audit", page_route(audit)),
         Route("/signin/options", signin_options, methods=["POST"]),
         Route("/signin", signin, methods=["POST"]),

@@ -3,6 +3,7 @@ installed command in an owner's environment (placet's config in its default fold
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,13 @@ def test_a_rules_file_inside_a_root_a_proposal_used_is_refused(
     listed = placet_cli("rules", "list", env=env)
     assert listed.returncode == 1
     assert "lies inside the local root" in listed.stdout
+
+
+def test_rules_sign_names_the_file_its_hash_and_the_page(
+    owner_rules: Settings, env: dict[str, str]
+) -> None:
+    done = placet_cli("rules", "sign", "--port", "8799", env=env)
+    assert done.returncode == 0, done.stderr
+    assert hashlib.sha256(MINIMAL).hexdigest() in done.stdout
+    assert "signed: no (the rules file as it is now" in done.stdout
+    assert "sign it with your passkey at http://localhost:8799/rules" in done.stdout
