@@ -31,10 +31,10 @@ from placet.display import (
     result_line,
 )
 from placet.errors import EXIT_OK, PlacetError, StoreError, UsageError
+from placet.executor.audit import verify_audit
 from placet.rules.approving import decider, rule_note
 from placet.store import (
     AuditRecord,
-    AuditVerification,
     OpResultRecord,
     ProposalRecord,
     Store,
@@ -246,7 +246,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     with _open() as store:
         if args.verify:
-            v = with_rule_approvals(store, store.verify_audit())
+            v = verify_audit(store)
             _emit(_jsonl([v.to_dict()]) if args.json else [v.message])
             if not v.ok:
                 where = f" at event {v.first_bad_event_id}" if v.first_bad_event_id else ""
@@ -262,26 +262,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         return _emit(_jsonl(e.to_dict() for e in events))
     return _emit([_event_line(e) for e in events] or ["no audit events"])
-
-
-def with_rule_approvals(store: Store, chain: AuditVerification) -> AuditVerification:
-    """`chain` (the hash chain's verification) with every rule approval that carries
-    signed rules checked against them (`placet.rules.signing.verify_rule_approvals`):
-    one whose rules hash, signature or rule no longer holds fails the whole check."""
-    from placet.executor import load_plan
-    from placet.rules.signing import verify_rule_approvals
-
-    if not chain.ok:
-        return chain
-    rules = verify_rule_approvals(
-        store, store.settings, store.audit_events(), lambda r: load_plan(store, r).ops
-    )
-    if not rules.ok:
-        eid = rules.first_bad[0] if rules.first_bad else None
-        return AuditVerification(False, chain.count, eid, rules.message())
-    if not rules.checked and not rules.unsigned:
-        return chain
-    return AuditVerification(True, chain.count, None, f"{chain.message}; {rules.message()}")
 
 
 # ---- rendering -----------------------------------------------------------------------

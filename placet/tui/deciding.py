@@ -29,6 +29,7 @@ from textual.screen import ModalScreen
 from placet.config import Settings
 from placet.errors import PlacetError, StaleEvidence
 from placet.executor import check_before_accept
+from placet.executor.audit import verify_audit
 from placet.executor.service import release, reserve
 from placet.proposals.approval import origin
 from placet.schema import is_by_reference
@@ -399,7 +400,7 @@ class DecidingApp(App[None]):
                     f"(in {countdown(r.expires_at, now)})",
                 )
             else:
-                v = self.store.verify_audit()
+                v = verify_audit(self.store)
                 msg = ActionDone(
                     "Audit chain intact" if v.ok else "Audit chain BROKEN",
                     inert(f"{v.count} events checked. {v.message}"),

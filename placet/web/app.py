@@ -43,6 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from placet.config import Settings
 from placet.errors import LimitExceeded, PlacetError, PolicyRefused, UsageError
 from placet.executor import check_before_accept, execute, plan_for
+from placet.executor.audit import verify_audit
 from placet.executor.service import release, reserve
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
@@ -432,7 +433,7 @@ def create_app(
 
     def audit(request: Request) -> Response:
         after = _int(request.query_params.get("after"))
-        verification = store.verify_audit() if request.query_params.get("verify") else None
+        verification = verify_audit(store) if request.query_params.get("verify") else None
         events = store.audit_events(after_id=after, limit=pages.AUDIT_PAGE)
         alarms = store.counter_alarms()
         return _html(pages.audit_page(events, verification, after=after, alarms=alarms))

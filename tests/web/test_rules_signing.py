@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from placet.cli.proposals import with_rule_approvals
 from placet.config import load_settings
 from placet.drive import RcloneDrive
 from placet.executor import execute
+from placet.executor.audit import verify_audit
 from tests.rules.test_ledger import UPLOADS
 from tests.support.rig import make_rig, write_config
 from tests.support.rules import become_owner, judge_now, write_rules
@@ -56,7 +56,7 @@ def test_the_owner_signs_the_rules_and_only_the_signed_file_approves(
         assert approved.approved_by == "reports"
         assert execute(rig.store, rig.settings, approved.record.id).status == "succeeded"
         assert (remote / "reports" / "a.txt").read_bytes() == b"weekly report\n"
-        v = with_rule_approvals(rig.store, rig.store.verify_audit())
+        v = verify_audit(rig.store)
         assert v.ok, v.message
         assert "1 rule approval(s) checked against the signed rules they used" in v.message
 
