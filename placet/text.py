@@ -121,6 +121,17 @@ def fit_cells(s: str, cols: int, ellipsis: str = "\u2026") -> str:
     return "".join(out) + ellipsis[: max(0, cols - used)]
 
 
+def fit_utf8(s: str, limit: int, ellipsis: str = "\u2026") -> str:
+    """`s` cut so that its UTF-8 encoding takes at most `limit` bytes, at a character
+    boundary (never inside a multibyte character), ending in `ellipsis` when cut."""
+    data = s.encode()
+    if len(data) <= limit:
+        return s
+    room = max(0, limit - len(ellipsis.encode()))
+    # A prefix of valid UTF-8 is valid but for a character cut at its end: dropped here.
+    return data[:room].decode(errors="ignore") + ellipsis
+
+
 def one_line_reason(s: str, limit: int = _REASON_LIMIT) -> str:
     """Validate an agent's reason: one non-empty line of at most `limit` characters.
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from placet.display import human_bytes
 from placet.store.lifecycle import rule_of
-from placet.store.outbox import Rendered
+from placet.store.outbox_rows import Rendered
 from placet.store.records import ProposalRecord
 from placet.text import inert
 

@@ -417,6 +417,14 @@ _PROPOSAL_HOST_ID = (
     "CREATE INDEX ix_proposal_host_status ON proposal (host_id, status)",
 )
 
+# A webhook delivery's id, sent in `X-Placet-Delivery` and signed with the body: random
+# (a UUID), so ids never repeat across databases, and stored, so every retry resends it.
+# A delivery made before this migration gets its id at its next claim.
+_NOTIFY_DELIVERY_UID = (
+    "ALTER TABLE notify_delivery ADD COLUMN uid TEXT",
+    "CREATE UNIQUE INDEX ux_notify_delivery_uid ON notify_delivery (uid)",
+)
+
 # Ingest on PostgreSQL: creating a proposal is one call of this function, its
 # own transaction (`placet.store.decisions`, `_CREATE_PG_SQL`), so the write lock is held
 # while the server works and never across a round trip to the client. Under the lock it
@@ -563,6 +571,7 @@ MIGRATIONS: list[Migration] = [
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
     Migration("web_passkey_counter_alarms", _WEB_PASSKEY_ALARM),
+    Migration("notify_delivery_uid", _NOTIFY_DELIVERY_UID),
     Migration("standing_rules", _STANDING_RULES, postgresql=_STANDING_RULES_PG),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]

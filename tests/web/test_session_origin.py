@@ -130,7 +130,8 @@ def test_a_server_on_another_port_learns_nothing_that_reads_or_changes(
     # The signed-in page navigates to the other port (a link the owner follows), whose
     # page loads an image and POSTs with credentials; the owner also opens it directly.
     other = f"http://localhost:{recorder.port}"
-    tab.page.evaluate(f"location.assign('{other}/from-placet')")
+    with tab.page.expect_navigation(url=f"{other}/from-placet"):  # until it has loaded
+        tab.page.evaluate(f"location.assign('{other}/from-placet')")
     recorder.wait_for("/fetched")
     tab.page.goto(f"{other}/from-address-bar")
     recorder.wait_for("/pixel.png")
