@@ -9,6 +9,9 @@ folder), driven with the official client over stdio:
   file and on one whose `rules.toml` holds **100 rules** that none of the proposals
   matches (98 allows with other prefixes, 2 forbids elsewhere): each proposal is read,
   hashed, and judged by all 100 (target: p50 at most 1.2x);
+- the same judging **in-process** (`apply_rules` on a stored mkdir proposal: the rules
+  file read, hashed and judged by the 100 rules, vs no rules file), without MCP, rclone
+  or a second process in the figure;
 - proposal to `succeeded` for a **rule-approved 4 KiB upload** on the default drive (the
   local folder in placet's data dir): from the `propose_upload` call until
   `proposal_wait` reports `succeeded`, each upload a new file.
@@ -79,12 +82,7 @@ def machine(base: Path, name: str, rules: str | None) -> tuple[dict[str, str], P
     """An owner's environment under `base/name` (config with raised caps, `rules` as
     its rules.toml when given) and a project root; returns (env, root)."""
     home = base / name
-    env = {
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_DATA_HOME": str(home / ".local/share"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-    }
+    env = machine_env(home)
     config = home / ".config" / "placet"
     config.mkdir(parents=True, mode=0o700)
     (config / "config.toml").write_text(
@@ -96,6 +94,55 @@ def machine(base: Path, name: str, rules: str | None) -> tuple[dict[str, str], P
     root = home / "proj"
     root.mkdir()
     return env, root
+
+
+def in_process(base: Path, n: int) -> dict[str, Any]:
+    """`apply_rules` timed in this process: the owner's machine `hundred` (100 rules) and
+    `none` (no rules file), on mkdir proposals of their own stores."""
+    from placet.config import load_settings
+    from placet.executor import load_plan
+    from placet.rules.deciding import apply_rules
+    from placet.store import open_store
+
+    out: dict[str, Any] = {}
+    for name in ("none", "hundred"):
+        env = machine_env(base / name)
+        os.environ.pop("PLACET_HOME", None)
+        os.environ.update(env)  # platformdirs reads the process's environment
+        settings = load_settings()
+        if not settings.data_dir.is_relative_to(base / name):
+            raise RuntimeError(f"the bench's settings left its folder: {settings.data_dir}")
+        times: list[float] = []
+        with open_store(settings) as store:
+            for i in range(n + 20):
+                rec, _ = store.create_proposal(
+                    kind="mkdir",
+                    request={"kind": "mkdir", "remote_parent": "inproc", "name": f"p{i:06d}"},
+                    evidence={"remote": {"exists": False}},
+                    reason="b", drive_spec=str(settings.default_drive_dir),
+                    run_id=f"inproc-{i // 50}", ttl_seconds=600,
+                )  # fmt: skip
+                t0 = time.perf_counter()
+                got = apply_rules(
+                    store, settings, rec, ops_of=lambda r=rec: load_plan(store, r).ops,
+                    roots=(), env=env,
+                )  # fmt: skip
+                if got.approved_by is not None:
+                    raise RuntimeError("a bench proposal was approved")
+                if i >= 20:
+                    times.append(time.perf_counter() - t0)
+        out["no_rules" if name == "none" else "100_rules"] = summary(times)
+    return out
+
+
+def machine_env(home: Path) -> dict[str, str]:
+    """The environment of the owner's machine `home` (`machine`)."""
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -121,8 +168,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         Client(params(rules_env, rules_root), client_info=info) as hundred,
     ):
         times: dict[str, list[float]] = {"no_rules": [], "100_rules": []}
+        pair = [("no_rules", none), ("100_rules", hundred)]
         for i in range(-args.warmup, args.calls):
-            for key, client in (("no_rules", none), ("100_rules", hundred)):
+            for key, client in pair if i % 2 else pair[::-1]:  # each goes first in turn
                 t0 = time.perf_counter()
                 r = await client.call_tool(
                     "propose_mkdir", {"remote_parent": "bench", "name": f"m{i + 100:07d}",
@@ -136,6 +184,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         out["propose_mkdir"] = {k: summary(v) for k, v in times.items()}
         mk = out["propose_mkdir"]
         out["ratio_p50"] = round(mk["100_rules"]["p50_ms"] / mk["no_rules"]["p50_ms"], 3)
+
+    out["apply_rules_in_process"] = in_process(base, args.calls)
 
     async with Client(params(up_env, up_root), client_info=info) as up:
         spans: list[float] = []
@@ -181,6 +231,9 @@ def main() -> None:
         print(f"propose_mkdir {k:10} p50 {s['p50_ms']:8.3f} ms  p99 {s['p99_ms']:8.3f} ms"
               f"  (n={s['n']})")  # fmt: skip
     print(f"p50 ratio, 100 rules vs none: {result['ratio_p50']} (target <= 1.2)")
+    ip = result["apply_rules_in_process"]
+    print(f"apply_rules in-process p50: no rules file {ip['no_rules']['p50_ms']:.3f} ms, "
+          f"100 rules {ip['100_rules']['p50_ms']:.3f} ms")  # fmt: skip
     s = result["rule_approved_4k_upload_to_succeeded"]
     print(f"rule-approved 4 KiB upload, propose to succeeded: p50 {s['p50_ms']:.1f} ms, "
           f"p99 {s['p99_ms']:.1f} ms (n={s['n']})")  # fmt: skip
