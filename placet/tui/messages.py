@@ -108,3 +108,10 @@ class TransferFinished(Message):
     results: list[OpResultRecord]
     error: str | None = None
     error_title: str = ""
+
+
+@dataclass
+class RulesRefused(Message):
+    """The owner's rules file is refused (`placet.rules.loading`): no rule applies."""
+
+    message: str

@@ -1,16 +1,30 @@
-"""A proposal a standing rule approved says so in the review UI: in the queue while it
-waits to run or runs, and in the history and its detail once it ran."""
+"""Standing rules in the review UI: a proposal a rule approved says so in the queue while
+it waits to run or runs, and in the history and its detail once it ran; a refused rules
+file is announced (no rule applies then)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from placet.config import Settings
+from placet.config import Settings, load_settings
 from placet.rules.approving import RuleApproval, approve_by_rule
-from placet.store import LeaseHolder, Store
+from placet.store import LeaseHolder, Store, open_store
 from placet.tui import make_app
 from placet.tui.detail import DetailPane
-from tests.support.review import Clock, add_mkdir, plain, quiet, screen_text, settle, until
+from tests.rules.test_matcher import MINIMAL
+from tests.support.review import (
+    Clock,
+    Recorder,
+    add_mkdir,
+    plain,
+    quiet,
+    screen_text,
+    settle,
+    until,
+)
+from tests.support.rules import become_owner, write_rules
 
 APPROVAL = RuleApproval("report-folders", "ab" * 32, "/home/o/.config/placet/rules.toml")
 
@@ -47,3 +61,27 @@ async def test_queue_and_history_show_approved_by_rule(settings: Settings, quiet
         detail = plain(history.query_one(DetailPane).body)
         assert "by rule report-folders" in detail
         assert "approved by rule report-folders" in detail
+
+
+@pytest.mark.asyncio
+async def test_the_review_ui_says_when_the_rules_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    become_owner(tmp_path, monkeypatch)
+    settings = quiet(load_settings())
+    path = write_rules(settings, MINIMAL)
+    for mode, says in ((0o600, None), (0o666, "writable by group or others (mode 666)")):
+        path.chmod(mode)
+        with open_store(settings) as store:
+            events = Recorder()
+            app = make_app(settings, store, clock=Clock())
+            async with app.run_test(size=(120, 30), message_hook=events) as pilot:
+                await settle(pilot)
+                if says is None:
+                    await settle(pilot, rounds=6)
+                    assert "Standing rules are off" not in events.titles()
+                    continue
+                seen = events
+                assert await until(pilot, lambda e=seen: "Standing rules are off" in e.titles())
+                assert says in events.text()
+                assert "refused, no rule applies" in events.text()
