@@ -16,7 +16,7 @@ proposals used).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
 
@@ -75,30 +75,40 @@ def _conditions(rule: Rule) -> str:
     return inert(" ".join(parts))
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def _with_rules(fn: Callable[[Settings, Store, RulesState], int]) -> int:
+    """Print the rules file's state; when it is usable, `fn(settings, store, state)`'s
+    exit code, else 0 for no file and 1 for a refused one."""
     settings = load_settings()
     with open_store(settings) as store:
         state = _state(settings, store)
         print(inert(state.line()))
-        if not state.usable:
+        if not state.usable or state.sha256 is None:
             return EXIT_OK if state.status == "absent" else EXIT_OP_FAILED
-        now = utcnow()
-        ledger = RuleLedger(store)
-        week = ledger.uses_since(now - WEEK)
-        width = max((len(r.id) for r in state.rules), default=2)
-        print(f"{'ID':<{width}}  {'EFFECT':<6}  {'7 DAYS':>6}  {'STATE':<28}  COVERS")
-        for rule in state.rules:
-            until = rule.expires_at()
-            if until is not None and now >= until:
-                shown = "expired"
-            elif rule.effect == "forbid":
-                shown = "in force"
-            else:
-                failed = ledger.paused_by(rule.id)
-                shown = "active" if failed is None else f"PAUSED (proposal {failed} failed)"
-            used = week.get(rule.id, 0) if rule.effect == "allow" else "-"
-            print(f"{rule.id:<{width}}  {rule.effect:<6}  {used:>6}  {shown:<28}  "
-                  f"{_conditions(rule)}")  # fmt: skip
+        return fn(settings, store, state)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    return _with_rules(_list)
+
+
+def _list(settings: Settings, store: Store, state: RulesState) -> int:
+    now = utcnow()
+    ledger = RuleLedger(store)
+    week = ledger.uses_since(now - WEEK)
+    width = max((len(r.id) for r in state.rules), default=2)
+    print(f"{'ID':<{width}}  {'EFFECT':<6}  {'7 DAYS':>6}  {'STATE':<28}  COVERS")
+    for rule in state.rules:
+        until = rule.expires_at()
+        if until is not None and now >= until:
+            shown = "expired"
+        elif rule.effect == "forbid":
+            shown = "in force"
+        else:
+            failed = ledger.paused_by(rule.id)
+            shown = "active" if failed is None else f"PAUSED (proposal {failed} failed)"
+        used = week.get(rule.id, 0) if rule.effect == "allow" else "-"
+        print(f"{rule.id:<{width}}  {rule.effect:<6}  {used:>6}  {shown:<28}  "
+              f"{_conditions(rule)}")  # fmt: skip
     return EXIT_OK
 
 
@@ -145,17 +155,14 @@ def _test_line(
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    with open_store(settings) as store:
-        state = _state(settings, store)
-        print(inert(state.line()))
-        if not state.usable:
-            return EXIT_OK if state.status == "absent" else EXIT_OP_FAILED
+    def test(settings: Settings, store: Store, state: RulesState) -> int:
         lines: list[str] = []
         for rec in _chosen(store, list(args.ids)):
             lines += _test_line(store, settings, state, rec)
-    print("\n".join(lines) if lines else "no pending or recent proposals")
-    return EXIT_OK
+        print("\n".join(lines) if lines else "no pending or recent proposals")
+        return EXIT_OK
+
+    return _with_rules(test)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -188,19 +195,18 @@ def cmd_sign(args: argparse.Namespace) -> int:
     from placet.config import approvals_mode
     from placet.rules.signing import signature_for
 
-    settings = load_settings()
-    with open_store(settings) as store:
-        state = _state(settings, store)
-        print(inert(state.line()))
-        if not state.usable or state.sha256 is None:
-            return EXIT_OK if state.status == "absent" else EXIT_OP_FAILED
+    def sign(settings: Settings, store: Store, state: RulesState) -> int:
         signed, why = signature_for(store, settings, state)
-    url = f"http://localhost:{args.port}/rules"
-    print(f"sha256 {state.sha256}")
-    print("signed: yes" if signed is not None else f"signed: no ({inert(why)})")
-    if approvals_mode(settings) != "signed":
-        print('approvals = "terminal": rules approve unsigned; a signature matters in signed mode')
-    print(f"sign it with your passkey at {url} (start `placet web` first if it is not running)")
-    if args.open:
-        webbrowser.open(url)
-    return EXIT_OK
+        url = f"http://localhost:{args.port}/rules"
+        print(f"sha256 {state.sha256}")
+        print("signed: yes" if signed is not None else f"signed: no ({inert(why)})")
+        if approvals_mode(settings) != "signed":
+            print('approvals = "terminal": rules approve unsigned; a signature matters only '
+                  "in signed mode")  # fmt: skip
+        print(f"sign it with your passkey at {url} (start `placet web` first if it is not "
+              "running)")  # fmt: skip
+        if args.open:
+            webbrowser.open(url)
+        return EXIT_OK
+
+    return _with_rules(sign)
