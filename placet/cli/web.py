@@ -18,7 +18,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from placet.cli.accept import code_typed, terminal
+from placet.cli.confirming import code_typed, terminal
 from placet.config import load_settings
 from placet.config.pins import Pins, editing_pins, key_sha256, read_pins
 from placet.errors import EXIT_OK, NotFound, PolicyRefused, UsageError

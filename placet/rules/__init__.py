@@ -7,5 +7,5 @@ a proposal, `matcher` which rule decides it (default deny, a forbid wins), and `
 keeps what the store must count: approvals per hour, the pause after a failed run.
 A rule approval is still a proposal: it is approved through the same decision as the
 owner's, audited with the rule's id and the rules file's SHA-256, and run like any other
-(docs/decisions/0036-standing-rules.md). No MCP tool reads or writes rules.
+(docs/decisions/0037-standing-rules.md). No MCP tool reads or writes rules.
 """

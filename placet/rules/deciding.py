@@ -1,18 +1,15 @@
 """Standing rules at work: a proposal just made, judged by the owner's rules, and approved
 when one allows it.
 
-`apply_rules` runs after a proposal is stored (the propose tools and `propose_sync`):
-it reads the rules file (`placet.rules.loading`; refused or absent: nothing happens),
-builds the proposal's facts from the ops the executor would run, asks the matcher, and
-for an allow records the use in the store (`placet.rules.ledger`: the hourly cap and the
-pause hold across processes) and approves through `placet.rules.approving`. The
-proposal then runs like any other: the host loop of the approving process claims it and
-the executor re-checks every op's evidence. Whatever happens, the agent's reply carries
-one line about it (`RuleOutcome.note`); the reason a rule did not apply is for the owner
-and the agent alike, never a secret.
-
-With ``approvals = "signed"`` a rule approves only while the rules file's current bytes
-carry a valid signature by a pinned passkey (`placet.rules.signing`).
+`apply_rules` runs after a proposal is stored (the propose tools and `propose_sync`): it
+reads the rules file (`placet.rules.loading`; refused or absent: nothing happens), builds
+the proposal's facts from the ops the executor would run, asks the matcher, and for an
+allow records the use in the store (`placet.rules.ledger`: the hourly cap and the pause
+hold across processes) and approves through `approve` (the decision core's
+`placet.decisions.standing.approve_by_rule`). The proposal then runs like any other. The
+agent's reply carries one line about what happened (`RuleOutcome.note`). With
+``approvals = "signed"`` a rule approves only while the rules file's current bytes carry
+a valid signature by a pinned passkey (`placet.rules.signing`).
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from pathlib import Path
 
 from placet.config import Settings, approvals_mode
 from placet.errors import PlacetError
-from placet.rules.approving import RuleApproval, approve_by_rule
+from placet.rules.approving import RuleApproval
 from placet.rules.facts import facts_of
 from placet.rules.ledger import RuleLedger
 from placet.rules.loading import RulesState, load_rules, owner_drive
@@ -44,8 +41,9 @@ OpsOf = Callable[[], Sequence[Op]]
 """The proposal's parsed ops, as the executor runs them (`placet.executor.load_plan`),
 read only when a rule is there to judge them."""
 
-Approve = Callable[[Store, ProposalRecord, RuleApproval, datetime], ProposalRecord]
-"""How a rule approval is made, at the given time (`approve_by_rule`)."""
+Approve = Callable[[ProposalRecord, RuleApproval, datetime], ProposalRecord]
+"""How a rule approval is made, at the given time: the decision core's
+`placet.decisions.standing.approve_by_rule`, its store and settings bound."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +57,6 @@ class RuleOutcome:
     verdict: Verdict | None = None
 
 
-def _default_approve(
-    store: Store, record: ProposalRecord, approval: RuleApproval, now: datetime
-) -> ProposalRecord:
-    return approve_by_rule(store, record, approval, now=now)
-
-
 def apply_rules(
     store: Store,
     settings: Settings,
@@ -74,7 +66,7 @@ def apply_rules(
     roots: Sequence[Path],
     env: Mapping[str, str] | None = None,
     now: datetime | None = None,
-    approve: Approve = _default_approve,
+    approve: Approve,
     state: RulesState | None = None,
 ) -> RuleOutcome:
     """Judge pending `record`, whose ops `ops_of()` reads, by the owner's rules and
@@ -131,7 +123,7 @@ def _judged(
         return RuleOutcome(record, note=f"{note}; the owner decides", verdict=verdict)
     approval = RuleApproval(rule.id, state.sha256, str(state.path), signature)
     try:
-        approved = approve(store, record, approval, when)
+        approved = approve(record, approval, when)
     except PlacetError as e:
         ledger.release(rule.id, record.id)
         log.warning("rule %s did not approve proposal %s: %s", rule.id, record.id, e.message)

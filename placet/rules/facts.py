@@ -1,6 +1,6 @@
 """The facts a rule may match: what placet itself established about a proposal.
 
-Only facts placet computed or checked go in (docs/decisions/0036-standing-rules.md): each
+Only facts placet computed or checked go in (docs/decisions/0037-standing-rules.md): each
 op's kind as a rule names it, its drive path and local path after the path rules, its
 size and digest from the evidence, placet's risk flags for it (`placet.proposals.vetting`),
 the folders it creates on the way, the drive it was made against, and the client name

@@ -1,7 +1,7 @@
 """What the store keeps for standing rules: each approval a rule made, and resumes.
 
 Two limits must hold across every `placet serve` sharing the store, so they are counted
-there, never in a process's memory (docs/decisions/0036-standing-rules.md):
+there, never in a process's memory (docs/decisions/0037-standing-rules.md):
 `max_per_hour` (`claim` counts the rule's uses in the hour before now and adds this one
 in one write transaction: 200 proposals from four processes against a 50-per-hour rule
 make exactly 50 uses) and the pause (a rule whose approved proposal's run ended `failed`

@@ -8,7 +8,7 @@ client, kinds, flags, remote prefix (and folders made on the way), local folder,
 The store's limits (hourly cap, pause) are `placet.rules.ledger`'s. A forbid covers a
 proposal when one op of a kind it names (`upload` covers `upload_replace`, `download`
 covers `download_replace`, `sync` any op of a sync) lies under its folders, compared
-folded. docs/decisions/0036-standing-rules.md says why each condition is there.
+folded. docs/decisions/0037-standing-rules.md says why each condition is there.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One standing rule as the owner writes it in `rules.toml`: a typed, frozen value.
 
 A rule names an `effect` (`allow` or `forbid`), the proposal `kinds` it is about, and the
-conditions a proposal's facts must meet (docs/decisions/0036-standing-rules.md). Kinds are
+conditions a proposal's facts must meet (docs/decisions/0037-standing-rules.md). Kinds are
 narrow on purpose: `upload` is a new file only; replacing one (`upload_replace`),
 downloading (`download`, `download_replace`) and a sync (`sync`, whose replacements and
 downloads need their own kinds named too) are covered only when the rule names them.

@@ -7,7 +7,7 @@ project's `.mcp.json` too, sets it for `placet serve`, so rules apply only from 
 default config folder); a link or anything but a regular file; a file not the owner's,
 or writable by group or others, or in a folder that is; a file inside a local root an
 agent may use, by realpath and by the device and inode of every folder above it.
-docs/decisions/0036-standing-rules.md records the choice.
+docs/decisions/0037-standing-rules.md records the choice.
 """
 
 from __future__ import annotations

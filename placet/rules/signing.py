@@ -11,7 +11,7 @@ until it is signed again. The approval carries the assertion, and the executor a
 recorded hash, the stored bytes hashing to it, and the rule in them still covering the
 proposal at the approval's time, so a rule approval written into the database, or one
 whose rules hash was changed there, runs nothing and fails verification.
-docs/decisions/0037-signed-rules.md records the choice.
+docs/decisions/0038-signed-rules.md records the choice.
 """
 
 from __future__ import annotations

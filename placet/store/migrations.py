@@ -505,6 +505,20 @@ _WEB_PASSKEY_ALARM = (
 )""",
 )
 
+# A signed approval is spent in the transaction that claims its run, in the database every
+# host reads (`placet.store.store.Store.claim`; docs/decisions/0030-signed-mode.md).
+_SPENT_SIGNATURES = (
+    """CREATE TABLE spent_signature (
+    signature TEXT NOT NULL,
+    proposal_id INTEGER NOT NULL,
+    claim_hash TEXT NOT NULL,
+    host_id TEXT,
+    spent_at DATETIME NOT NULL,
+    PRIMARY KEY (signature),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+)
+
 # Standing rules (`placet.rules.ledger`): the proposals each rule approved, and when the
 # owner last resumed a rule; the tables are declared in `placet.store.models`. A rule's
 # approval (an `approved` event whose actor is `rule:<id>`) goes to the notification
@@ -572,6 +586,7 @@ MIGRATIONS: list[Migration] = [
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
     Migration("web_passkey_counter_alarms", _WEB_PASSKEY_ALARM),
     Migration("notify_delivery_uid", _NOTIFY_DELIVERY_UID),
+    Migration("spent_signatures", _SPENT_SIGNATURES),
     Migration("standing_rules", _STANDING_RULES, postgresql=_STANDING_RULES_PG),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]

@@ -158,6 +158,19 @@ PENDING_TALLY = declare(
 An upper bound on live pending proposals (unswept expired ones still count), used as
 the cheap first check of the caps."""
 
+SPENT_SIGNATURE = declare(
+    "spent_signature",
+    keys(Text, "signature"),
+    proposal_ref(),
+    columns(Text, "claim_hash"),
+    columns(Text, "host_id", null=True),
+    columns(UTCDateTime, "spent_at"),
+)
+"""A passkey-signed approval that approved a run, written with that run's claim and read
+by every host sharing the database (migration `spent_signatures`): `signature` is
+`placet.store.signatures.signature_id` of its nonce, `claim_hash` the hash of the claim's
+audit event, `host_id` the host that claimed it. One signature approves one run."""
+
 SCHEMA_MIGRATION = declare(
     "schema_migration",
     keys(Integer, "version"),

@@ -1,14 +1,15 @@
 """A web approval's passkey signature: what its challenge binds, and checking it again.
 
-Every accept made in `placet web` is a fresh user-verified WebAuthn assertion whose
-challenge is `accept_challenge(...)`: SHA-256 over the canonical JSON of the proposal
-id, its request hash, the op indexes the owner unticked (sorted) and a one-time nonce
-(docs/design.md section 12). The approval's audit event keeps the assertion
-(`detail["passkey"]`: credential id, authenticator data, client data, signature, the
-nonce, origin and RP ID, all base64url or text), so anyone holding the stored public
-key can check afterwards that the owner's authenticator signed exactly that request
-and selection: `check_signed_approval` does, for `placet audit --verify` and for the
-executor in signed mode (`approvals = "signed"`). Core module: py_webauthn only.
+Every accept in `placet web` is a fresh user-verified WebAuthn assertion whose challenge
+is `accept_challenge(accept_fields(...), nonce)`: SHA-256 over the canonical JSON of the
+proposal id, its request hash, the unticked op indexes, the host id that runs it, the
+drive spec it was made against, and a one-time nonce (docs/design.md section 12), so a
+proposal moved to another host or drive by an edit of the shared database is no longer
+the one signed. The approval's audit event keeps the assertion (`detail["passkey"]`), so
+`check_signed_approval` can check it again against the stored public key, for `placet
+audit --verify` and for the executor in signed mode. An approval signed before host and
+drive were bound (`LEGACY_PURPOSE`) is told apart: the audit accepts it, the executor
+refuses it. Core module: py_webauthn only.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ from placet.text import inert
 
 __all__ = [
     "ASSERTION_FIELDS",
+    "LEGACY_SIGNED",
     "accept_challenge",
+    "accept_fields",
     "check_signed_approval",
     "check_signed_rules",
     "rules_challenge",
+    "signature_id",
 ]
 
 ASSERTION_FIELDS = (
@@ -40,21 +44,81 @@ ASSERTION_FIELDS = (
 )
 """The keys of an approval's `detail["passkey"]`."""
 
+PURPOSE = "placet-accept/2"
+"""What an accept's challenge says it is for (with the host and the drive bound)."""
+LEGACY_PURPOSE = "placet-accept"
+"""The challenge of an older placet, which bound neither the host nor the drive."""
 
-def accept_challenge(
-    *, proposal_id: int, request_hash: str, skip_ops: Iterable[int], nonce: str
-) -> bytes:
-    """The 32-byte WebAuthn challenge of an accept: SHA-256 of the canonical JSON
-    ``{"purpose": "placet-accept", "proposal_id", "request_hash", "skip_ops", "nonce"}``
-    (`skip_ops` sorted). A signature over it approves that request and selection only."""
-    body = {
-        "purpose": "placet-accept",
+
+def accept_fields(
+    *,
+    proposal_id: int,
+    request_hash: str,
+    skip_ops: Iterable[int],
+    host_id: str | None,
+    drive_spec: str,
+) -> dict[str, Any]:
+    """What an accept's challenge binds besides its nonce: the proposal, its request
+    hash, the ops left unticked (sorted), the host that runs it (its `host_id`; None for
+    a proposal made before host ids were recorded) and the drive it was made against.
+    The one place these fields are built: a signature approves exactly them."""
+    return {
+        "purpose": PURPOSE,
         "proposal_id": proposal_id,
         "request_hash": request_hash,
         "skip_ops": sorted(int(i) for i in skip_ops),
-        "nonce": nonce,
+        "host_id": host_id,
+        "drive_spec": drive_spec,
     }
-    return hashlib.sha256(canonical_json(body).encode("utf-8")).digest()
+
+
+def _legacy_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`fields` as an older placet bound them: no host, no drive."""
+    keep = ("proposal_id", "request_hash", "skip_ops")
+    return {"purpose": LEGACY_PURPOSE, **{k: fields[k] for k in keep}}
+
+
+def accept_challenge(fields: Mapping[str, Any], nonce: str) -> bytes:
+    """The 32-byte WebAuthn challenge of an accept: SHA-256 of the canonical JSON of
+    `fields` (`accept_fields`) and ``"nonce"``. A signature over it approves those
+    fields only."""
+    return hashlib.sha256(canonical_json({**fields, "nonce": nonce}).encode("utf-8")).digest()
+
+
+def signature_id(nonce: str) -> str:
+    """How a signed approval is named once spent (`placet.store.store.Store.claim`, the
+    spent-signatures file): SHA-256 hex of its nonce, unique to one assertion."""
+    return hashlib.sha256(nonce.encode("utf-8")).hexdigest()
+
+
+LEGACY_SIGNED = (
+    "the passkey signature was made by an older placet, whose challenge binds neither the "
+    "host nor the drive"
+)
+"""What `check_signed_approval` says of a valid signature over an older challenge."""
+
+
+def check_signed_approval(
+    assertion: Mapping[str, Any], public_key: bytes, fields: Mapping[str, Any]
+) -> str | None:
+    """Why the stored `assertion` (an approval's `detail["passkey"]`) is not a valid,
+    user-verified signature by `public_key` (COSE) over `accept_challenge` of `fields`
+    (`accept_fields` of the proposal as it is now), or None when it is. A valid
+    signature over an older placet's challenge of the same proposal, request hash and
+    selection (no host, no drive) is `LEGACY_SIGNED` exactly: the executor refuses it,
+    the audit accepts it. The sign count is not checked here (it was checked when the
+    approval was made). The reason is inert text (`placet.text.inert`): it may quote
+    the stored client data."""
+    missing = [k for k in ASSERTION_FIELDS if not isinstance(assertion.get(k), str)]
+    if missing:
+        return f"the stored assertion lacks {', '.join(missing)}"
+    nonce = str(assertion["nonce"])
+    why = _verify(assertion, public_key, accept_challenge(fields, nonce))
+    if why is None:
+        return None
+    if _verify(assertion, public_key, accept_challenge(_legacy_fields(fields), nonce)) is None:
+        return LEGACY_SIGNED
+    return why
 
 
 def rules_challenge(*, rules_sha256: str, nonce: str) -> bytes:
@@ -65,50 +129,19 @@ def rules_challenge(*, rules_sha256: str, nonce: str) -> bytes:
     return hashlib.sha256(canonical_json(body).encode("utf-8")).digest()
 
 
-def check_signed_approval(
-    assertion: Mapping[str, Any],
-    public_key: bytes,
-    *,
-    proposal_id: int,
-    request_hash: str,
-    skip_ops: Iterable[int],
-) -> str | None:
-    """Why the stored `assertion` (an approval's `detail["passkey"]`) is not a valid,
-    user-verified signature by `public_key` (COSE) over `accept_challenge` of this
-    proposal, request hash and selection, or None when it is. The sign count is not
-    checked here (it was checked when the approval was made). The reason is inert text
-    (`placet.text.inert`): it may quote the stored client data."""
-    missing = _missing(assertion)
-    if missing:
-        return missing
-    challenge = accept_challenge(
-        proposal_id=proposal_id,
-        request_hash=request_hash,
-        skip_ops=skip_ops,
-        nonce=str(assertion["nonce"]),
-    )
-    return _verify(assertion, public_key, challenge)
-
-
 def check_signed_rules(
     assertion: Mapping[str, Any], public_key: bytes, *, rules_sha256: str
 ) -> str | None:
     """Why the stored `assertion` is not a valid, user-verified signature by `public_key`
     over `rules_challenge` of the rules file hashing to `rules_sha256`, or None."""
-    missing = _missing(assertion)
+    missing = [k for k in ASSERTION_FIELDS if not isinstance(assertion.get(k), str)]
     if missing:
-        return missing
+        return f"the stored assertion lacks {', '.join(missing)}"
     challenge = rules_challenge(rules_sha256=rules_sha256, nonce=str(assertion["nonce"]))
     return _verify(assertion, public_key, challenge)
 
 
-def _missing(assertion: Mapping[str, Any]) -> str | None:
-    missing = [k for k in ASSERTION_FIELDS if not isinstance(assertion.get(k), str)]
-    return f"the stored assertion lacks {', '.join(missing)}" if missing else None
-
-
 def _verify(assertion: Mapping[str, Any], public_key: bytes, challenge: bytes) -> str | None:
-    """Why `assertion` is not `public_key`'s user-verified signature over `challenge`."""
     credential = {
         "id": assertion["credential_id"],
         "rawId": assertion["credential_id"],

@@ -82,6 +82,7 @@ class ReviewApp(DecidingApp):
         self.executor = executor
         self.confirm_guard_seconds = confirm_guard_seconds
         self.transfer: tuple[int, threading.Event] | None = None
+        self.shown_views = {}
         self.retrying: int | None = None
         self._data_version: int | None = None
         self._watch_stop = threading.Event()
@@ -103,10 +104,6 @@ class ReviewApp(DecidingApp):
             yield TabPane(Content("History [2]"), id="history")
             yield TabPane(Content("Audit [3]"), id="audit")
         yield Footer()
-
-    @property
-    def queue_pane(self) -> QueuePane:
-        return self.query_one(QueuePane)
 
     async def mount_later_tabs(self) -> None:
         """Mount the History and Audit panes (once), when either tab is first opened."""

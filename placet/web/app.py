@@ -7,10 +7,10 @@ state change is a POST from this origin (``origin_refused``) and, but for sign-i
 pairing, needs a passkey session (``not_signed_in``) carried in the ``X-Placet-Session``
 header that only placet's own script sends, never a cookie, which every other port of
 the host would receive (`placet.web.session`); Referrer-Policy ``same-origin``. Store work and
-passkey checks run in the thread pool, never on the event loop. Deciding calls what the
-review UI and `placet accept` call (`check_before_accept`, `Store.accept` with the hash
-shown, `execute` in a thread) (docs/decisions/0029-web-passkeys.md). Time comes from the
-injected `clock`."""
+passkey checks run in the thread pool, never on the event loop. Deciding goes through
+`placet.decisions`, as in the review UI and `placet accept`: the same checks before the
+passkey is asked, the accept with what the challenge bound (``via: "web"``), the run in
+a thread (`Runs`) (docs/decisions/0029-web-passkeys.md). Time comes from `clock`."""
 
 from __future__ import annotations
 
@@ -40,15 +40,16 @@ from starlette.responses import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from placet import decisions
 from placet.config import Settings
+from placet.decisions import Accepted, Proof, Shown
 from placet.errors import LimitExceeded, PlacetError, PolicyRefused, UsageError
-from placet.executor import check_before_accept, execute, plan_for
+from placet.executor import check_before_accept, plan_for
 from placet.executor.audit import verify_audit
-from placet.executor.service import release, reserve
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
-from placet.store.decisions import changed_since_shown
+from placet.store.decisions import changed_since_shown, moved_since_shown
 from placet.store.host import waiting_note
 from placet.store.passkeys import PasskeyRecord, token_hash
 from placet.web import pages
@@ -164,22 +165,24 @@ class Runs:
 
     store: Store
     settings: Settings
-    executor: Callable[..., ProposalRecord] = execute
+    executor: decisions.Executor | None = None
+    """None: `placet.executor.execute`."""
     _threads: dict[int, threading.Thread] = field(default_factory=dict)
     _cancel: threading.Event = field(default_factory=threading.Event)
     errors: dict[int, PlacetError] = field(default_factory=dict)
 
-    def start(self, pid: int) -> None:
-        """Execute `pid` in a daemon thread; ends its `reserve` (made before the accept,
-        so this process's host loop leaves it to this run) when the run returns."""
+    def start(self, accepted: Accepted) -> None:
+        """Execute `accepted` in a daemon thread (`decisions.run`, which ends the
+        reservation the accept made, so this process's host loop leaves it to this run)."""
+        pid = accepted.proposal_id
 
         def run() -> None:
             try:
-                self.executor(self.store, self.settings, pid, cancel=self._cancel)
+                decisions.run(
+                    self.store, self.settings, accepted, cancel=self._cancel, execute=self.executor
+                )
             except PlacetError as e:
                 self.errors[pid] = e
-            finally:
-                release(pid)
 
         t = threading.Thread(target=run, name=f"placet-web-run-{pid}", daemon=True)
         self._threads[pid] = t
@@ -471,9 +474,10 @@ def create_app(
         def decide() -> Response:
             try:
                 if action == "discard":
-                    store.discard(pid, actor="owner", reason=reason, now=clock())
+                    shown = Shown.of(store.get(pid))
+                    decisions.discard(store, [shown], reason=reason, now=clock())
                     return RedirectResponse("/?done=discarded", status_code=303)
-                store.extend(pid, minutes=EXTEND_MINUTES, actor="owner", now=clock())
+                decisions.extend(store, [pid], minutes=EXTEND_MINUTES, now=clock())
                 return RedirectResponse(f"/p/{pid}?done=extended", status_code=303)
             except PlacetError as e:
                 return _html(pages.refusal_page(e, back=f"/p/{pid}"), 409)
@@ -554,16 +558,9 @@ def create_app(
         if shown != record.request_hash:
             raise changed_since_shown(pid, record.request_hash, shown)
         skip = _skip_ops(body.get("skip_ops"))
-        if skip and record.kind != "sync":
-            raise UsageError(
-                f"cannot accept proposal {pid} with ops unticked: it is a {record.kind} "
-                "proposal with a single op; accept or discard it whole",
-                code="skip_invalid",
-                details={"proposal_id": pid},
-            )
-        return JSONResponse(
-            ceremonies.accept_options(token_hash(token), pid, record.request_hash, skip)
-        )
+        # every refusal (the selection's included) before the passkey is asked
+        decisions.check(store, settings, Shown.of(record, skip), now=clock(), signed=True)
+        return JSONResponse(ceremonies.accept_options(token_hash(token), record, skip))
 
     @proposal_json
     def accept(request: Request, token: str, pid: int, body: dict[str, Any]) -> Response:
@@ -575,41 +572,31 @@ def create_app(
                 code="challenge_invalid",
                 details={"proposal_id": pid},
             )
+        assert issued.request_hash is not None
         record = store.get(pid)
-        if record.request_hash != issued.request_hash:
-            raise changed_since_shown(pid, record.request_hash, issued.request_hash)
-        refusal, _ = check_before_accept(store, settings, record)
-        if refusal is not None:
-            raise refusal
+        if (record.host_id, record.drive_spec) != (
+            issued.bound.get("host_id"),
+            issued.bound.get("drive_spec"),
+        ):
+            raise moved_since_shown(pid)
+        shown = Shown(pid, issued.request_hash, record.status, frozenset(issued.skip_ops))
+        # every refusal before the assertion is verified (its sign count is then spent)
+        checked = decisions.check(store, settings, shown, now=clock(), signed=True)
         key, kept = ceremonies.verify_assertion(
             issued, body.get("credential"), f"refusing to accept proposal {pid}"
         )
-        assert issued.request_hash is not None
-        detail: dict[str, Any] = {
-            "request_hash": issued.request_hash,
-            "via": "web",
-            "web": {
-                "passkey_id": key.id,
-                "passkey_name": key.name,
-                "client": request.client.host if request.client else None,
-                "user_agent": request.headers.get("user-agent", "")[:200],
-            },
-            "passkey": {**kept, "nonce": body["nonce"]},
-        }
-        if record.kind == "sync":
-            detail["skip_ops"] = list(issued.skip_ops)
-        reserve(pid)  # this process runs it (`runs`): its host loop leaves it alone
-        try:
-            accepted = store.accept(pid, actor="owner", now=clock(), detail=detail)
-        except BaseException:
-            release(pid)
-            raise
-        waiting = waiting_note(accepted.status, accepted.host, accepted.host_id, store.host_id)
-        if waiting is None:
-            runs.start(pid)  # else its own host's placet runs it (`placet.store.host`)
-        else:
-            release(pid)
-        return JSONResponse({"ok": True, "status": "approved", "waiting": waiting})
+        proof = Proof.web(
+            {**kept, "nonce": body["nonce"]},
+            passkey_id=key.id,
+            passkey_name=key.name,
+            client=request.client.host if request.client else None,
+            user_agent=request.headers.get("user-agent", ""),
+        )
+        shown = Shown(pid, shown.request_hash, shown.status, shown.skip_ops, checked.plan)
+        [accepted] = decisions.accept(store, settings, [shown], proof, now=clock())
+        if accepted.runs_here:
+            runs.start(accepted)  # else its own host's placet runs it (`placet.store.host`)
+        return JSONResponse({"ok": True, "status": "approved", "waiting": accepted.waiting})
 
     async def signin_options(request: Request) -> Response:
         return JSONResponse(await run_in_threadpool(ceremonies.signin_options))

@@ -3,7 +3,8 @@
 Registration takes an unused, unexpired pairing link that `placet web pair` recorded in
 the pins file, and pins the key it registers; sign-in takes a registered, unrevoked,
 pinned passkey; an accept is an assertion over `accept_challenge` of the proposal id,
-the request hash shown, the unticked ops and a fresh nonce (docs/design.md section 12;
+the request hash shown, the unticked ops, its host and drive and a fresh nonce
+(docs/design.md section 12;
 docs/decisions/0030-signed-mode.md). Every ceremony requires user verification and the
 exact origin, port included. Every challenge is answered once (`placet.web.challenges`)
 and lapses after `CHALLENGE_SECONDS`; sign-in challenges are stored by nobody until
@@ -32,9 +33,9 @@ from webauthn.helpers.structs import (
 from placet.config import Settings
 from placet.config.pins import editing_pins, read_pins
 from placet.errors import PolicyRefused
-from placet.store import Store
+from placet.store import ProposalRecord, Store
 from placet.store.passkeys import PasskeyRecord, token_hash
-from placet.store.signatures import accept_challenge, credential_bytes
+from placet.store.signatures import accept_challenge, accept_fields, credential_bytes
 from placet.text import quote
 from placet.web.challenges import CHALLENGE_SECONDS, Challenges, Issued
 
@@ -195,18 +196,20 @@ class Ceremonies:
         return self._assertion_options(issued, nonce)
 
     def accept_options(
-        self, session: str, proposal_id: int, request_hash: str, skip_ops: list[int]
+        self, session: str, record: ProposalRecord, skip_ops: list[int]
     ) -> dict[str, Any]:
-        """Options whose challenge binds this proposal, the request hash shown, the
-        unticked ops and the nonce (`accept_challenge`)."""
+        """Options whose challenge binds this proposal as shown (`record`: its request
+        hash, host and drive), the unticked ops and the nonce (`accept_fields`)."""
         skip = tuple(sorted(set(skip_ops)))
+        bound = accept_fields(
+            proposal_id=record.id, request_hash=record.request_hash, skip_ops=skip,
+            host_id=record.host_id, drive_spec=record.drive_spec,
+        )  # fmt: skip
 
         def make(nonce: str) -> Issued:
-            challenge = accept_challenge(
-                proposal_id=proposal_id, request_hash=request_hash, skip_ops=skip, nonce=nonce
-            )
-            return Issued("accept", challenge, self._expiry(), session, proposal_id,
-                          request_hash, skip)  # fmt: skip
+            challenge = accept_challenge(bound, nonce)
+            return Issued("accept", challenge, self._expiry(), session, record.id,
+                          record.request_hash, skip, bound=bound)  # fmt: skip
 
         nonce, issued = self.challenges.issue(make)
         return self._assertion_options(issued, nonce)

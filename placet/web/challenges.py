@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from placet.errors import PolicyRefused
 
@@ -47,6 +48,8 @@ class Issued:
     skip_ops: tuple[int, ...] = ()
     nonce: str = ""
     """The sign-in nonce (spent once its assertion verifies); "" for a kept challenge."""
+    bound: dict[str, Any] = field(default_factory=dict)
+    """An accept's `placet.store.signatures.accept_fields`: what its signature approves."""
 
 
 def _no_open_request() -> PolicyRefused:

@@ -26,7 +26,7 @@ from placet.rules.approving import rule_note
 from placet.schema import Op
 from placet.store import AuditRecord, AuditVerification, OpResultRecord, ProposalRecord
 from placet.store.passkeys import CounterAlarm
-from placet.web.html import Html, attr, join, page, path, said, text
+from placet.web.html import Html, attr, join, page, path, path_end, said, text
 
 OPS_PAGE = 100
 """A sync's ops shown per page."""
@@ -92,9 +92,10 @@ def queue_page(
     rows = [
         _row(
             p,
-            f'<span class="target">{path(target(p))}</span>'
+            f'<span class="target">{path_end(target(p))}</span>'
             f'<span class="meta">{text(p.client_name or "?")} · expires in '
-            f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span>",
+            f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span>"
+            f'<span class="reason">{text(p.reason)}</span>',
         )
         for p in pending
     ]

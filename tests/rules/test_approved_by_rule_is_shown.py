@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 
+from placet.decisions.standing import approve_by_rule
 from placet.executor import load_plan
-from placet.rules.approving import RuleApproval, approve_by_rule
+from placet.rules.approving import RuleApproval
 from placet.store import Store
 from placet.web.pages import ProposalView, history_page, proposal_page
 from tests.support.review import T0, add_mkdir
@@ -15,8 +16,11 @@ from tests.support.rig import placet_cli
 APPROVAL = RuleApproval("report-folders", "ab" * 32, "/home/o/.config/placet/rules.toml")
 
 
-def test_placet_list_and_show_name_the_rule(store: Store) -> None:
-    ruled = approve_by_rule(store, add_mkdir(store, remote_parent="reports"), APPROVAL, now=T0)
+def test_placet_list_and_show_name_the_rule(quiet_store: Store) -> None:
+    store = quiet_store
+    ruled = approve_by_rule(
+        store, store.settings, add_mkdir(store, remote_parent="reports"), APPROVAL, now=T0
+    )
     add_mkdir(store, remote_parent="docs")
     env = dict(os.environ)
     listed = placet_cli("list", env=env).stdout.splitlines()
@@ -27,8 +31,11 @@ def test_placet_list_and_show_name_the_rule(store: Store) -> None:
     assert "approved by rule report-folders: the owner's standing rule" in shown
 
 
-def test_the_web_history_and_proposal_page_name_the_rule(store: Store) -> None:
-    ruled = approve_by_rule(store, add_mkdir(store, remote_parent="reports"), APPROVAL, now=T0)
+def test_the_web_history_and_proposal_page_name_the_rule(quiet_store: Store) -> None:
+    store = quiet_store
+    ruled = approve_by_rule(
+        store, store.settings, add_mkdir(store, remote_parent="reports"), APPROVAL, now=T0
+    )
     history = str(history_page([ruled], next_after=None))
     assert '<span class="rule">approved by rule report-folders</span>' in history
     view = ProposalView(ruled, load_plan(store, ruled).ops, [], None, [], [], T0)

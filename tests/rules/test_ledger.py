@@ -1,6 +1,6 @@
 """What the store counts for standing rules: the hourly cap across processes, the pause
 after a failed run until the owner resumes the rule, and a use given back when the
-approval is refused (docs/decisions/0036-standing-rules.md)."""
+approval is refused (docs/decisions/0037-standing-rules.md)."""
 
 from __future__ import annotations
 

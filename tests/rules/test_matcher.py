@@ -1,7 +1,7 @@
 """Which rule decides a proposal: a table of proposals against rules files, the hostile
 ones included (prefix tricks, Unicode and case twins, byte caps, flagged targets,
 replacements under an upload-only rule): default deny, a forbid wins
-(docs/decisions/0036-standing-rules.md)."""
+(docs/decisions/0037-standing-rules.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The rules file: read only when no agent can have written it, refused whole when any
-rule in it is wrong, and every refusal says why (docs/decisions/0036-standing-rules.md)."""
+rule in it is wrong, and every refusal says why (docs/decisions/0037-standing-rules.md)."""
 
 from __future__ import annotations
 

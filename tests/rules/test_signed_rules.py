@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from placet.decisions.standing import approve_by_rule
 from placet.errors import PolicyRefused
 from placet.executor import execute
-from placet.rules.approving import RuleApproval, approve_by_rule
+from placet.rules.approving import RuleApproval
 from placet.rules.loading import load_rules
 from placet.rules.signing import record_signature, signature_for
 from placet.store.audit import chain_hash, event_content
@@ -99,7 +100,7 @@ def test_the_executor_refuses_a_rule_approval_the_signed_rules_do_not_back(
     rig.write("x.txt", b"not a report")
     rec = rig.upload("x.txt", "elsewhere")
     forged = RuleApproval("reports", state.sha256, str(state.path), signature)
-    approve_by_rule(rig.store, rec, forged, now=_now())
+    approve_by_rule(rig.store, rig.settings, rec, forged, now=_now())
     with pytest.raises(PolicyRefused) as e:
         execute(rig.store, rig.settings, rec.id, drive=rig.drive)
     assert e.value.error_code == "signature_invalid"
@@ -110,7 +111,11 @@ def test_the_executor_refuses_a_rule_approval_the_signed_rules_do_not_back(
     bare = rig.upload("y.txt", "reports")
     with pytest.raises(PolicyRefused) as e2:
         approve_by_rule(
-            rig.store, bare, RuleApproval("reports", state.sha256, str(state.path)), now=_now()
+            rig.store,
+            rig.settings,
+            bare,
+            RuleApproval("reports", state.sha256, str(state.path)),
+            now=_now(),
         )
     assert e2.value.error_code == "signature_required"
 

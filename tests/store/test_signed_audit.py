@@ -13,11 +13,11 @@ import pytest
 
 from placet.config import Settings
 from placet.store import Store, open_store
-from placet.store.signatures import accept_challenge
 from tests.support.db import sql
 from tests.support.passkey import SoftKey
 from tests.support.pins import register_pinned
 from tests.support.review import T0, add_upload, quiet
+from tests.support.signing import challenge_of
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -25,9 +25,7 @@ pytestmark = pytest.mark.usefixtures("store_backend")
 def _signed_accept(quiet_store: Store, key: SoftKey, cid: str) -> Any:
     rec = add_upload(quiet_store)
     nonce = "ab" * 16
-    challenge = accept_challenge(
-        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
-    )
+    challenge = challenge_of(rec, nonce)
     passkey = {**key.assert_(challenge, cid), "nonce": nonce}
     quiet_store.accept(
         rec.id, now=T0, detail={"request_hash": rec.request_hash, "via": "web", "passkey": passkey}
@@ -61,9 +59,7 @@ def test_an_approval_signed_for_another_request_fails_verification(quiet_store: 
     other = add_upload(quiet_store, local_path="other.txt")
     rec = add_upload(quiet_store, local_path="this.txt")
     nonce = "cd" * 16
-    wrong = accept_challenge(
-        proposal_id=other.id, request_hash=other.request_hash, skip_ops=[], nonce=nonce
-    )  # a signature made for the other proposal, recorded on this one
+    wrong = challenge_of(other, nonce)  # made for the other proposal, recorded on this one
     passkey = {**key.assert_(wrong, cid), "nonce": nonce}
     quiet_store.accept(
         rec.id, now=T0, detail={"request_hash": rec.request_hash, "via": "web", "passkey": passkey}

@@ -5,15 +5,19 @@ writes it (0600, in a 0700 folder)."""
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from placet.config import Settings, load_settings
+from placet.decisions.standing import approve_by_rule
 from placet.executor import load_plan
+from placet.rules.approving import RuleApproval
 from placet.rules.deciding import RuleOutcome, apply_rules
 from placet.rules.loading import rules_path
+from placet.schema import Op
 from placet.store import ProposalRecord, Store
 
 
@@ -51,8 +55,15 @@ def write_rules(settings: Settings, text: bytes) -> Path:
 
 def judge_now(store: Store, settings: Settings, record: ProposalRecord, **kw: Any) -> RuleOutcome:
     """`apply_rules` on `record` as `placet serve` calls it (its ops read by
-    `load_plan`), no roots unless given, the environment `{}` (no `PLACET_HOME`) unless
-    given."""
+    `load_plan`, approved through the decision core), no roots unless given, the
+    environment `{}` (no `PLACET_HOME`) unless given."""
     kw.setdefault("roots", ())
     kw.setdefault("env", {})
-    return apply_rules(store, settings, record, ops_of=lambda: load_plan(store, record).ops, **kw)
+
+    def approve(rec: ProposalRecord, approval: RuleApproval, now: datetime) -> ProposalRecord:
+        return approve_by_rule(store, settings, rec, approval, now=now)
+
+    def ops() -> list[Op]:
+        return load_plan(store, record).ops
+
+    return apply_rules(store, settings, record, ops_of=ops, approve=approve, **kw)

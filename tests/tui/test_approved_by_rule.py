@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from placet.config import Settings, load_settings
-from placet.rules.approving import RuleApproval, approve_by_rule
+from placet.decisions.standing import approve_by_rule
+from placet.rules.approving import RuleApproval
 from placet.store import LeaseHolder, Store, open_store
 from placet.tui import make_app
 from placet.tui.detail import DetailPane
@@ -33,7 +34,7 @@ APPROVAL = RuleApproval("report-folders", "ab" * 32, "/home/o/.config/placet/rul
 async def test_queue_and_history_show_approved_by_rule(settings: Settings, quiet_store: Store):
     clock = Clock()
     ruled = add_mkdir(quiet_store, remote_parent="reports", name="2026")
-    approve_by_rule(quiet_store, ruled, APPROVAL, now=clock())
+    approve_by_rule(quiet_store, quiet_store.settings, ruled, APPROVAL, now=clock())
     waiting = add_mkdir(quiet_store, remote_parent="docs", name="old", reason="tidy up")
     app = make_app(quiet(settings), quiet_store, clock=clock)
     async with app.run_test(size=(160, 40)) as pilot:

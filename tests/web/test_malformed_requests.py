@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from placet.store import Store
+from placet.store.db import utcnow
 from placet.web.session import SESSION_HEADER
 from tests.support.pins import register_pinned
 from tests.support.review import add_upload
@@ -121,7 +122,7 @@ def test_sign_in_options_flooded_do_not_drop_an_accept_challenge(
     and the passkey answer was refused as challenge_invalid."""
     from placet.web.challenges import MAX_OPEN_CHALLENGES
 
-    rec = add_upload(quiet_store)
+    rec = add_upload(quiet_store, now=utcnow())  # the page's clock is the real one
     token = session(quiet_store)
     status, text = served.post(
         f"/p/{rec.id}/challenge", {"request_hash": rec.request_hash}, session=token
