@@ -89,6 +89,7 @@ def run_checks(environ: dict[str, str] | None = None) -> list[Check]:
         _drive(out, settings, env)
     out += _database(settings)
     out += _approvals(settings)
+    out.append(_rules(settings, env))
     out += _notify(settings, env)
     return out
 
@@ -98,6 +99,39 @@ def _approvals(settings: Settings) -> list[Check]:
     from placet.cli.doctor_signed import approval_checks
 
     return [Check(*row) for row in approval_checks(settings)]
+
+
+def _rules(settings: Settings, env: dict[str, str]) -> Check:
+    """The rules file (`placet.rules`): absent, usable, or refused and why (no rule then
+    applies). The roots checked are those the recent proposals used."""
+    from placet.rules.loading import load_rules
+
+    roots: list[Path] = []
+    if settings.database is None and settings.db_path.exists():
+        try:
+            con = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
+            try:
+                rows = con.execute(_ROOTS_SQL).fetchall()
+            finally:
+                con.close()
+            roots = [Path(str(p)) for (p,) in rows if p]
+        except sqlite3.Error:
+            roots = []  # no proposal table yet (the database check above says why)
+    state = load_rules(settings, roots=roots, env=env)
+    if state.status == "refused":
+        fix = "see the message; no standing rule approves anything until then"
+        return Check("rules", "FAIL", state.line(), fix)
+    if state.status == "absent" and env.get("PLACET_HOME"):
+        why = "PLACET_HOME is set: rules apply only from placet's default config folder"
+        fix = "unset PLACET_HOME to use rules.toml (PLACET_DB still moves the database)"
+        return Check("rules", "warn", why, fix)
+    return Check("rules", "ok", state.line())
+
+
+_ROOTS_SQL = (
+    "SELECT DISTINCT json_extract(request, '$.root.path') FROM "
+    "(SELECT request FROM proposal ORDER BY id DESC LIMIT 1000)"
+)
 
 
 def _notify(settings: Settings, env: dict[str, str]) -> list[Check]:

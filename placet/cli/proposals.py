@@ -36,6 +36,8 @@ from placet.display import (
     result_line,
 )
 from placet.errors import EXIT_OK, PlacetError, PolicyRefused, StoreError, UsageError
+from placet.executor.audit import verify_audit
+from placet.rules.approving import decider, rule_note
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord, Store, open_store
 from placet.store.db import utcnow
 from placet.store.host import waiting_note
@@ -138,7 +140,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"{p.id:>6}  {p.status:<11} {inert(p.kind):<8} {_when(p, now):<18} "
             f"{target}{' ' * (TARGET_WIDTH - cell_width(target))} "
         )
-        note = waiting_note(p.status, inert(p.host), p.host_id, here)
+        note = waiting_note(p.status, inert(p.host), p.host_id, here) or rule_note(p)
         lines.append(head + (f"[{note}] " if note else "") + inert(p.reason))
     if not rows:
         lines = ["no proposals" + (f" with status {', '.join(statuses)}" if statuses else "")]
@@ -185,7 +187,10 @@ def _show_lines(
     yield f"  created       {_ts(p.created_at)}"
     yield f"  expires       {_ts(p.expires_at)} ({_rel(p.expires_at, now)})"
     if p.resolved_at:
-        yield f"  decided       {_ts(p.resolved_at)} by {inert(p.resolved_by or '?')}"
+        yield f"  decided       {_ts(p.resolved_at)} by {inert(decider(p.resolved_by))}"
+        ruled = rule_note(p)
+        if ruled is not None:
+            yield f"  {inert(ruled)}: the owner's standing rule, not a decision made now"
     if p.label:
         yield f"  label         {inert(p.label)}"
     yield f"  drive         {inert(p.drive_spec)}"
@@ -298,7 +303,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     with _open() as store:
         if args.verify:
-            v = store.verify_audit()
+            v = verify_audit(store)
             _emit(_jsonl([v.to_dict()]) if args.json else [v.message])
             if not v.ok:
                 where = f" at event {v.first_bad_event_id}" if v.first_bad_event_id else ""

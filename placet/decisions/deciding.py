@@ -86,7 +86,7 @@ def accept(
     ids = [s.proposal_id for s in shown]
     _distinct("accept", ids)
     now = now or utcnow()
-    signed = proof.passkey is not None
+    signed = proof.signed
     checked: list[Checked] = []
     refused: list[tuple[int, PlacetError]] = []
     for s in shown:
@@ -109,7 +109,10 @@ def accept(
         reserve(pid)
     try:
         records = store.accept_set(
-            details, now=now, shown_status={s.proposal_id: s.status for s in shown}
+            details,
+            actor=proof.actor,
+            now=now,
+            shown_status={s.proposal_id: s.status for s in shown},
         )
     except BaseException:
         for pid in mine:

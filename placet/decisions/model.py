@@ -14,6 +14,7 @@ from typing import Any, Literal
 from placet.executor import Plan
 from placet.proposals.approval import origin
 from placet.store import ProposalRecord
+from placet.store import lifecycle as lc
 
 __all__ = ["Accepted", "Proof", "Shown", "Via"]
 
@@ -118,10 +119,41 @@ class Proof:
         return cls("web", {"web": web}, passkey=dict(passkey))
 
     @classmethod
-    def rule(cls, rule_id: str, rules_sha256: str) -> Proof:
-        """A standing rule of the owner's rules file: the rule's id and the SHA-256 of
-        the file's bytes it was read from."""
-        return cls("rule", {"rule": {"id": rule_id, "rules_sha256": rules_sha256}})
+    def rule(
+        cls,
+        rule_id: str,
+        rules_sha256: str,
+        *,
+        rules_path: str | None = None,
+        signature: Mapping[str, Any] | None = None,
+    ) -> Proof:
+        """A standing rule of the owner's rules file: the rule's id, the SHA-256 of the
+        file's bytes it was read from and the file's path; in signed mode, the owner's
+        passkey signature over those bytes (`placet.rules.signing`)."""
+        rule: dict[str, Any] = {"id": rule_id, "rules_sha256": rules_sha256}
+        if rules_path is not None:
+            rule["rules_path"] = rules_path
+        if signature is not None:
+            rule["signature"] = dict(signature)
+        return cls("rule", {"rule": rule})
+
+    @property
+    def signed(self) -> bool:
+        """The approval carries the owner's passkey: an assertion over the request, or
+        (a standing rule) the signature of the rules it came from."""
+        rule = self.facts.get("rule")
+        return self.passkey is not None or (
+            isinstance(rule, Mapping) and isinstance(rule.get("signature"), Mapping)
+        )
+
+    @property
+    def actor(self) -> str:
+        """Who approves, as the audit names it: ``rule:<id>`` for a standing rule
+        (`placet.store.lifecycle.rule_actor`), else the owner."""
+        rule = self.facts.get("rule")
+        if self.via == "rule" and isinstance(rule, Mapping):
+            return lc.rule_actor(str(rule.get("id")))
+        return lc.OWNER
 
     def detail(self) -> dict[str, Any]:
         """The approval event's detail entries this proof gives."""

@@ -25,6 +25,7 @@ from placet.errors import PlacetError, PolicyRefused
 from placet.executor.ops import Plan, load_plan, plan_for
 from placet.proposals.selection import needs
 from placet.proposals.vetting import refuse_own_paths
+from placet.rules.signing import approval_problem
 from placet.schema import is_by_reference, request_hash
 from placet.store import AuditRecord, ProposalRecord, Store
 from placet.store.host import host_label, runs_elsewhere
@@ -143,7 +144,9 @@ def bind(
             details={"proposal_id": pid, "approved": bound, "proposal": record.request_hash},
         )
     skip = owner_skips(approvals[-1].detail)
-    if approvals_mode(settings) == "signed":  # config.toml as it is now
+    signed = approvals_mode(settings) == "signed"  # config.toml as it is now
+    by_rule = approvals[-1].detail.get("via") == "rule"
+    if signed and not by_rule:
         _check_signature(store, settings, record, events, skip)
     _check_drive(settings, record, drive)
     if shown is not None and shown.request_hash == record.request_hash:
@@ -169,8 +172,33 @@ def bind(
             code="folder_unticked",
             details={"proposal_id": pid, "folder_op": folder.index, "needed_by": op.index},
         )
+    if signed and by_rule:
+        _check_signed_rule(store, settings, record, plan, approvals[-1])
     _check_own_paths(settings, record, plan)
     return replace(plan, skip=skip)
+
+
+def _check_signed_rule(
+    store: Store, settings: Settings, record: ProposalRecord, plan: Plan, approval: AuditRecord
+) -> None:
+    """Signed mode, an approval by a standing rule: the rules it names must be signed by
+    the owner's pinned passkey and still cover the proposal at the approval's time
+    (`placet.rules.signing.approval_problem`).
+
+    Raises:
+        PolicyRefused (``signature_invalid``; ``signature_required`` without a signature).
+    """
+    why = approval_problem(store, settings, record, plan.ops, approval.detail, approval.at)
+    if why is not None:
+        rule = approval.detail.get("rule")
+        signed = isinstance(rule, dict) and isinstance(rule.get("signature"), dict)
+        raise PolicyRefused(
+            f'refusing to execute proposal {record.id}: approvals = "signed" and its rule '
+            f"approval does not hold: {why}; sign the rules (`placet rules sign`) or accept "
+            "it in `placet web` with your passkey",
+            code="signature_invalid" if signed else "signature_required",
+            details={"proposal_id": record.id},
+        )
 
 
 def _check_signature(

@@ -197,6 +197,17 @@ def _selection(
     return {"skip_ops": sorted(unticked)}
 
 
+def _signed_rule(detail: Mapping[str, Any]) -> bool:
+    """An approval by a standing rule that carries the owner's signature of the rules
+    (`placet.rules.signing`): the executor checks it before anything runs."""
+    rule = detail.get("rule")
+    return (
+        detail.get("via") == "rule"
+        and isinstance(rule, dict)
+        and isinstance(rule.get("signature"), dict)
+    )
+
+
 def signature_required(pid: int, config_file: object) -> PolicyRefused:
     """The refusal of an approval without a passkey signature in signed mode."""
     return PolicyRefused(
@@ -511,7 +522,7 @@ class Decisions(StoreBase):
             given = dict(detail)
             skip = given.pop("skip_ops", None)
             if signed:
-                if not isinstance(given.get("passkey"), dict):
+                if not (isinstance(given.get("passkey"), dict) or _signed_rule(given)):
                     raise signature_required(pid, self.settings.config_file)
                 given["approvals"] = "signed"  # the audit shows the mode (`verify_chain`)
             cur = self._row(conn, pid)

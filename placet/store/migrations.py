@@ -535,6 +535,60 @@ _PROPOSAL_PREVIEWS = (
 )""",
 )
 
+# Standing rules (`placet.rules.ledger`): the proposals each rule approved, and when the
+# owner last resumed a rule; the tables are declared in `placet.store.models`. A rule's
+# approval (an `approved` event whose actor is `rule:<id>`) goes to the notification
+# outbox as a `rule_approved` event, under one empty session key so that the sender
+# batches the rule approvals of a burst into one digest (`placet.notify.sender`).
+_RULE_APPROVED_WHEN = "new.to_status = 'approved' AND substr(new.actor, 1, 5) = 'rule:'"
+_RULE_APPROVED_INSERT = """\
+INSERT INTO notify_event (kind, proposal_id, run_id, audit_event_id, dedupe, state,
+        created_at)
+    VALUES ('rule_approved', new.proposal_id, '', new.id, 'audit:' || new.id, 'new', new.at);"""
+_STANDING_RULES = (
+    """CREATE TABLE rule_use (
+    id INTEGER NOT NULL,
+    rule_id TEXT NOT NULL,
+    proposal_id INTEGER NOT NULL,
+    rules_sha256 TEXT NOT NULL,
+    at DATETIME NOT NULL,
+    PRIMARY KEY (id),
+    CONSTRAINT ux_rule_use_proposal UNIQUE (proposal_id),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+    "CREATE INDEX ix_rule_use_rule_at ON rule_use (rule_id, at)",
+    """CREATE TABLE rule_resume (
+    rule_id TEXT NOT NULL,
+    resumed_at DATETIME NOT NULL,
+    PRIMARY KEY (rule_id)
+)""",
+    """CREATE TABLE rules_signature (
+    rules_sha256 TEXT NOT NULL,
+    rules BLOB NOT NULL,
+    assertion TEXT NOT NULL,
+    passkey_id INTEGER NOT NULL,
+    signed_at DATETIME NOT NULL,
+    PRIMARY KEY (rules_sha256)
+)""",
+    f"""CREATE TRIGGER tr_notify_rule_approved AFTER INSERT ON audit_event
+WHEN {_RULE_APPROVED_WHEN}
+BEGIN
+    {_RULE_APPROVED_INSERT}
+END""",
+)
+
+_STANDING_RULES_PG = (
+    *(postgresql_ddl(s) for s in _STANDING_RULES[:-1]),
+    f"""CREATE FUNCTION placet_notify_rule_approved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    {_RULE_APPROVED_INSERT}
+    RETURN NULL;
+END $$""",
+    f"""CREATE TRIGGER tr_notify_rule_approved AFTER INSERT ON audit_event FOR EACH ROW
+WHEN ({_RULE_APPROVED_WHEN})
+EXECUTE FUNCTION placet_notify_rule_approved()""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -550,6 +604,7 @@ MIGRATIONS: list[Migration] = [
     Migration("notify_delivery_uid", _NOTIFY_DELIVERY_UID),
     Migration("spent_signatures", _SPENT_SIGNATURES),
     Migration("proposal_previews", _PROPOSAL_PREVIEWS),
+    Migration("standing_rules", _STANDING_RULES, postgresql=_STANDING_RULES_PG),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

@@ -193,3 +193,37 @@ SCHEMA_MIGRATION = declare(
     columns(UTCDateTime, "applied_at"),
 )
 """One applied migration: `version` is its 1-based position in the ordered list."""
+
+RULE_USE = declare(
+    "rule_use",
+    serial_id(),
+    columns(Text, "rule_id"),
+    proposal_ref(),
+    columns(Text, "rules_sha256"),
+    columns(UTCDateTime, "at"),
+    UniqueConstraint("proposal_id", name="ux_rule_use_proposal"),
+    Index("ix_rule_use_rule_at", "rule_id", "at"),
+)
+"""One proposal a standing rule approved (`placet.rules.ledger`): counted for the rule's
+`max_per_hour` in the same transaction that adds it, and joined with the audit events to
+tell a rule whose approved run failed (paused)."""
+
+RULES_SIGNATURE = declare(
+    "rules_signature",
+    keys(Text, "rules_sha256"),
+    columns(LargeBinary, "rules"),
+    columns(Text, "assertion"),
+    columns(Integer, "passkey_id"),
+    columns(UTCDateTime, "signed_at"),
+)
+"""The owner's passkey signature over one rules file (signed mode, `placet rules sign`):
+the file's exact bytes, their SHA-256, and the assertion over `rules_challenge` of that
+hash (`placet.rules.signing`)."""
+
+RULE_RESUME = declare(
+    "rule_resume",
+    keys(Text, "rule_id"),
+    columns(UTCDateTime, "resumed_at"),
+)
+"""When the owner last resumed a rule (`placet rules resume`): a failed run of a proposal
+the rule approved before that no longer pauses it."""

@@ -29,7 +29,9 @@ __all__ = [
     "accept_challenge",
     "accept_fields",
     "check_signed_approval",
+    "check_signed_rules",
     "check_signed_set",
+    "rules_challenge",
     "set_challenge",
     "set_entry",
     "signature_id",
@@ -166,6 +168,26 @@ def set_entry(entries: object, proposal_id: int) -> Mapping[str, Any] | None:
         return None
     found = [e for e in entries if isinstance(e, dict) and e.get("proposal_id") == proposal_id]
     return found[0] if len(found) == 1 else None
+
+
+def rules_challenge(*, rules_sha256: str, nonce: str) -> bytes:
+    """The 32-byte WebAuthn challenge of signing a rules file: SHA-256 of the canonical
+    JSON ``{"purpose": "placet-rules", "rules_sha256", "nonce"}``. A signature over it
+    vouches for the rules file whose bytes hash to `rules_sha256`, and for no other."""
+    body = {"purpose": "placet-rules", "rules_sha256": rules_sha256, "nonce": nonce}
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).digest()
+
+
+def check_signed_rules(
+    assertion: Mapping[str, Any], public_key: bytes, *, rules_sha256: str
+) -> str | None:
+    """Why the stored `assertion` is not a valid, user-verified signature by `public_key`
+    over `rules_challenge` of the rules file hashing to `rules_sha256`, or None."""
+    missing = [k for k in ASSERTION_FIELDS if not isinstance(assertion.get(k), str)]
+    if missing:
+        return f"the stored assertion lacks {', '.join(missing)}"
+    challenge = rules_challenge(rules_sha256=rules_sha256, nonce=str(assertion["nonce"]))
+    return _verify(assertion, public_key, challenge)
 
 
 def _verify(assertion: Mapping[str, Any], public_key: bytes, challenge: bytes) -> str | None:

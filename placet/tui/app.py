@@ -38,6 +38,7 @@ from placet.tui.messages import (
     DetailLoaded,
     HistoryLoaded,
     QueueLoaded,
+    RulesRefused,
     StoreChanged,
     SweepDone,
 )
@@ -136,6 +137,31 @@ class ReviewApp(DecidingApp):
             self._refuse(e.error_code, inert(e.message))
             self.reload_queue()
         self.queue_table.focus()
+        self.check_rules()
+
+    @work(thread=True, group="rules", exit_on_error=False)
+    def check_rules(self) -> None:
+        """Tell the owner when the rules file is refused (no standing rule approves
+        anything then), as `placet doctor` does: the roots checked are those the recent
+        proposals used."""
+        from pathlib import Path
+
+        from placet.rules.ledger import RuleLedger
+        from placet.rules.loading import load_rules
+
+        try:
+            roots = [Path(p) for p in RuleLedger(self.store).recent_roots()]
+        except PlacetError:
+            roots = []
+        state = load_rules(self.settings, roots=roots)
+        if state.status == "refused":
+            self.post_message(RulesRefused(state.line()))
+
+    def on_rules_refused(self, msg: RulesRefused) -> None:
+        self.notify(
+            inert(msg.message), title="Standing rules are off", severity="warning",
+            markup=False, timeout=30,
+        )  # fmt: skip
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # App-level keys do nothing while a modal (confirmation, discard, help) is up.

@@ -33,6 +33,7 @@ from placet.config import Settings
 from placet.decisions import Proof, Shown, state_refusal
 from placet.errors import PlacetError, SetRefused, one_or_set
 from placet.executor import check_before_accept
+from placet.executor.audit import verify_audit
 from placet.schema import is_by_reference
 from placet.store import OpResultRecord, ProposalRecord, Store
 from placet.store.host import waiting_note
@@ -516,7 +517,7 @@ class DecidingApp(App[None]):
                     marked=True,
                 )
             else:
-                v = self.store.verify_audit()
+                v = verify_audit(self.store)
                 msg = ActionDone(
                     "Audit chain intact" if v.ok else "Audit chain BROKEN",
                     inert(f"{v.count} events checked. {v.message}"),

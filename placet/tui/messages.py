@@ -114,3 +114,10 @@ class TransferFinished(Message):
     """More proposals of the same decision run after this one."""
     again: list[ProposalRecord] = field(default_factory=list)
     """A set refused whole: its proposals still pending, to show again."""
+
+
+@dataclass
+class RulesRefused(Message):
+    """The owner's rules file is refused (`placet.rules.loading`): no rule applies."""
+
+    message: str

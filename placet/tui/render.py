@@ -26,6 +26,7 @@ from rich.text import Text
 
 from placet.display import already_inert, failure_line, human_bytes, plain
 from placet.proposals.risk import RiskFlag
+from placet.rules.approving import decider, rule_note
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.store.host import waiting_note
 from placet.text import fit_cells, fit_path_end, inert, inert_with_ascii
@@ -127,6 +128,10 @@ def queue_cells(
     kind = Text(record.kind, end="")
     if effect.flags:
         kind.append(" !", style="bold red")
+    reason = lit(record.reason)
+    ruled = rule_note(record)
+    if ruled is not None:  # placet's fact first, then the agent's claim
+        reason = Text.assemble((inert(ruled), "bold cyan"), " · ", reason, end="")
     return [
         Text(str(record.id), end=""),
         kind,
@@ -134,7 +139,7 @@ def queue_cells(
         Text(human_bytes(size_of(record)), end=""),
         lit(agent_of(record)),
         expires_cell(record, now),
-        lit(record.reason),
+        reason,
     ]
 
 
@@ -185,7 +190,7 @@ def history_cells(record: ProposalRecord) -> list[Text]:
         Text(record.status, style=style, end=""),
         lit(agent_of(record)),
         Text(when(record.resolved_at), end=""),
-        lit(record.resolved_by or "-"),
+        lit(decider(record.resolved_by)),
     ]
 
 
@@ -403,7 +408,10 @@ def facts_block(record: ProposalRecord) -> Text:
     out.append(f"\ncreated {when(record.created_at)}")
     if record.resolved_at is not None:
         out.append(f"   resolved {when(record.resolved_at)} by ")
-        out.append_text(lit(record.resolved_by or "-"))
+        out.append_text(lit(decider(record.resolved_by)))
+        ruled = rule_note(record)
+        if ruled is not None:
+            out.append(f"\n{inert(ruled)}", style="bold cyan")
     if record.attempt:
         out.append(f"   attempts {record.attempt}")
     return out

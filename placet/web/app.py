@@ -44,6 +44,7 @@ from placet.config import Settings
 from placet.decisions import Shown
 from placet.errors import LimitExceeded, PlacetError, PolicyRefused, SetRefused, UsageError
 from placet.executor import check_before_accept, plan_for
+from placet.executor.audit import verify_audit
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
@@ -54,6 +55,7 @@ from placet.web import pages
 from placet.web.ceremonies import Ceremonies
 from placet.web.changes import QueueChanges
 from placet.web.previews import ContentPages
+from placet.web.rules_page import RulesSigning
 from placet.web.runs import Runs
 from placet.web.session import session_token
 from placet.web.sets import SetDecisions, web_proof
@@ -399,7 +401,7 @@ def create_app(
 
     def audit(request: Request) -> Response:
         after = _int(request.query_params.get("after"))
-        verification = store.verify_audit() if request.query_params.get("verify") else None
+        verification = verify_audit(store) if request.query_params.get("verify") else None
         events = store.audit_events(after_id=after, limit=pages.AUDIT_PAGE)
         alarms = store.counter_alarms()
         return _html(pages.audit_page(events, verification, after=after, alarms=alarms))
@@ -498,6 +500,30 @@ def create_app(
     @json_endpoint
     def set_accept(request: Request, token: str, body: dict[str, Any]) -> Response:
         return JSONResponse(sets.accept(request, token, body))
+
+    rules = RulesSigning(store, settings, clock)
+
+    def rules_view(request: Request) -> Response:
+        return _html(rules.page())
+
+    @json_endpoint
+    def rules_options(request: Request, token: str, body: dict[str, Any]) -> Response:
+        make = rules.issue(token_hash(token), body, ceremonies.expiry())
+        return JSONResponse(ceremonies.options(make))
+
+    @json_endpoint
+    def rules_sign(request: Request, token: str, body: dict[str, Any]) -> Response:
+        issued = ceremonies.challenges.take(body.get("nonce"), "rules")
+        if issued.session != token_hash(token):
+            raise PolicyRefused(
+                "refusing to sign the rules: the passkey answer was asked for by another "
+                "session; nothing was kept",
+                code="challenge_invalid",
+            )
+        what = "refusing to sign the rules"
+        key, kept = ceremonies.verify_assertion(issued, body.get("credential"), what)
+        digest = rules.keep(issued, {**kept, "nonce": body["nonce"]}, key.id)
+        return JSONResponse({"ok": True, "rules_sha256": digest})
 
     @proposal_json
     def accept_options(request: Request, token: str, pid: int, body: dict[str, Any]) -> Response:
@@ -630,6 +656,9 @@ def create_app(
         Route("/set/challenge", set_options, methods=["POST"]),
         Route("/set/accept", set_accept, methods=["POST"]),
         Route("/history", page_route(history)),
+        Route("/rules", page_route(rules_view)),
+        Route("/rules/challenge", rules_options, methods=["POST"]),
+        Route("/rules/sign", rules_sign, methods=["POST"]),
         Route("/audit", page_route(audit)),
         Route("/signin/options", signin_options, methods=["POST"]),
         Route("/signin", signin, methods=["POST"]),

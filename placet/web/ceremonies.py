@@ -82,6 +82,10 @@ class Ceremonies:
     def _expiry(self) -> datetime:
         return self.clock() + timedelta(seconds=CHALLENGE_SECONDS)
 
+    def expiry(self) -> datetime:
+        """When a challenge issued now lapses."""
+        return self._expiry()
+
     # ---- registration --------------------------------------------------------------
 
     def check_pairing(self, pairing_token: str) -> None:
@@ -185,6 +189,12 @@ class Ceremonies:
             user_verification=UserVerificationRequirement.REQUIRED,
         )
         return {"nonce": nonce, "publicKey": json.loads(options_to_json(opts))}
+
+    def options(self, make: Callable[[str], Issued]) -> dict[str, Any]:
+        """Options for an assertion over the challenge `make(nonce)` builds, kept under
+        its nonce (the rules page's signature: `placet.web.rules_page`)."""
+        nonce, issued = self.challenges.issue(make)
+        return self._assertion_options(issued, nonce)
 
     def signin_options(self) -> dict[str, Any]:
         nonce, issued = self.challenges.issue_signin()

@@ -74,6 +74,7 @@ def page(title: str, body: str, *, signed_in: bool = True) -> Html:
     """A whole page: the frame, the navigation (when signed in) and `body` (markup)."""
     nav = (
         '<nav><a href="/">Queue</a><a href="/history">History</a><a href="/audit">Audit</a>'
+        '<a href="/rules">Rules</a>'
         '<form method="post" action="/signout" class="inline">'
         '<button type="submit" class="link">Sign out</button></form></nav>'
         if signed_in

@@ -22,6 +22,7 @@ from placet.errors import PlacetError
 from placet.proposals.facts import proposed_state
 from placet.proposals.risk import RiskFlag, needs_typed_confirmation
 from placet.proposals.vetting import root_path_of
+from placet.rules.approving import rule_note
 from placet.schema import Op
 from placet.store import AuditRecord, AuditVerification, OpResultRecord, ProposalRecord
 from placet.store.passkeys import CounterAlarm
@@ -248,7 +249,7 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
     )
     facts = (
         '<dl class="facts">'
-        f'<dt>status</dt><dd id="proposal-status">{text(r.status)} · {when}'
+        f'<dt>status</dt><dd id="proposal-status">{text(r.status)} · {when}{_ruled(r)}'
         + (f' · <span id="waiting">{text(v.waiting)}</span>' if v.waiting else "")
         + "</dd>"
         f"<dt>drive</dt><dd><code>{text(r.drive_spec)}</code></dd>"
@@ -346,9 +347,18 @@ def _event_html(e: AuditRecord) -> str:
     )
 
 
+def _ruled(p: ProposalRecord) -> str:
+    """`` · approved by rule R`` (HTML) for a proposal a standing rule approved."""
+    note = rule_note(p)
+    return "" if note is None else f' · <span class="rule">{text(note)}</span>'
+
+
 def history_page(records: Sequence[ProposalRecord], *, next_after: int | None) -> Html:
     rows = [
-        _row(p, f'<b>{text(p.status)}</b> <span class="target">{path(target(p))}</span>')
+        _row(
+            p,
+            f'<b>{text(p.status)}</b>{_ruled(p)} <span class="target">{path(target(p))}</span>',
+        )
         for p in records
     ]
     more = f'<p><a href="/history?after={next_after}">older</a></p>' if next_after else ""

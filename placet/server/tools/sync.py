@@ -35,6 +35,7 @@ from placet.server.framework import (
     define_tool,
 )
 from placet.server.models import ProposeOut
+from placet.server.standing import judged_by_rules
 from placet.server.state import ServerState, caller
 from placet.server.sync_proposals import proposal_view
 from placet.server.tools.sync_pages import (
@@ -328,8 +329,11 @@ async def propose_sync(
             decisions=decisions, reason=reason, ttl_minutes=ttl_minutes,
         )
     )  # fmt: skip
-    view = await anyio.to_thread.run_sync(proposal_view, who.state.store, rec, who.state.run_id)
-    return ProposeOut(proposal=view, created=created)
+    ruled = await judged_by_rules(who.state, rec)
+    view = await anyio.to_thread.run_sync(
+        proposal_view, who.state.store, ruled.record, who.state.run_id
+    )
+    return ProposeOut.judged(view, created=created, rule=ruled.approved_by, note=ruled.note)
 
 
 TOOLS = (local_index, sync_plan, drive_changes, propose_sync)

@@ -205,6 +205,20 @@ async function acceptSet(button) {
   showPicks();
 }
 
+// Sign the rules file the page shows: the passkey signs its SHA-256 (and a nonce); the
+// server keeps the signature only if the file still hashes to what was shown.
+async function signRules(button) {
+  button.disabled = true;
+  try {
+    const hash = button.dataset.hash;
+    const opts = await post("/rules/challenge", { rules_sha256: hash });
+    const cred = await navigator.credentials.get(requestOptions(opts));
+    await post("/rules/sign", { nonce: opts.nonce, rules_sha256: hash, credential: assertionJSON(cred) });
+    await show(location.href);
+    say("Signed: these rules approve in signed mode until the file changes.", false);
+  } catch (e) { say("Not signed: " + e.message, true); button.disabled = false; }
+}
+
 // A form of the page (discard, extend, sign out) sent by this script with the session;
 // the page it leads to is shown in place.
 async function submit(form) {
@@ -297,9 +311,9 @@ function bind() {
 }
 
 document.addEventListener("click", (e) => {
-  const el = e.target.closest("#signin, #pair, #accept, #accept-set");
+  const el = e.target.closest("#signin, #pair, #accept, #accept-set, #sign-rules");
   if (!el) return;
-  ({ signin: signIn, pair: pair, accept: accept, "accept-set": acceptSet })[el.id](el);
+  ({ signin: signIn, pair: pair, accept: accept, "accept-set": acceptSet, "sign-rules": signRules })[el.id](el);
 });
 
 document.addEventListener("change", (e) => {
