@@ -74,8 +74,8 @@ class SyncSummary(BaseModel):
         "failed, skipped); null before it runs. Each op's result: proposal_ops."
     )
     how_to_page: str = Field(
-        default="call proposal_ops(id) for every op with its result; pass next_cursor "
-        "back until it is null"
+        default="not needed to follow the proposal: proposal_ops(id) lists each op with "
+        "its result, paged, only if you want to check some"
     )
 
 
