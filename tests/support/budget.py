@@ -134,19 +134,21 @@ async def plan_and_propose(
     m: Measured,
     local: str,
     remote: str,
-    n: int,
+    n: int | None,
     tick: Callable[[str], None] = lambda _: None,
     *,
     conflicts: Sequence[str] = (),
 ) -> Proposed:
-    """Plan and propose a sync of `local` (n files, `conflicts` of them conflicting) to
-    `remote` as an agent following the tool descriptions does: sync_plan (again while it
-    answers in_progress), then propose_sync with plan_id and a decision per conflict, and
-    nothing else. Then, outside the task, list the plan's ops by kind (`sync_plan_ops`)
-    and the proposal's (`proposal_ops`) and check that each is listed once and that they
-    are the same."""
+    """Plan and propose a sync of `local` (n new files, None: as many as the plan says;
+    `conflicts` more, conflicting) to `remote` as an agent following the tool
+    descriptions does: sync_plan (again while it answers in_progress), then propose_sync
+    with plan_id and a decision per conflict, and nothing else. Then, outside the task,
+    list the plan's ops by kind (`sync_plan_ops`) and the proposal's (`proposal_ops`) and
+    check that each is listed once and that they are the same."""
     before = m.read
     plan = await m.settled("sync_plan", local_path=local, remote_path=remote)
+    if n is None:
+        n = plan["counts"]["upload"] + len(conflicts)
     assert plan["counts"]["upload"] == n - len(conflicts)
     listed = [c["path"] for c in plan["conflicts"]]
     cursor = plan["conflicts_cursor"]
@@ -223,4 +225,4 @@ async def check_ran(m: Measured, proposed: Proposed, remote: str, drive: Path) -
         assert (drive / remote / rel).is_file(), rel
     for o in after:
         if o["kind"] == "upload_revision":  # a conflict decided keep_local: the local bytes
-            assert not (drive / o["remote_path"]).read_text().startswith("remote "), o
+            assert not (drive / o["remote_path"]).read_bytes().startswith(b"remote "), o
