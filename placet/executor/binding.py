@@ -22,6 +22,7 @@ from placet.config.pins import read_pins, spend_signature
 from placet.drive import configured_spec
 from placet.drive.base import Drive
 from placet.errors import PlacetError, PolicyRefused
+from placet.executor.beside import for_execution
 from placet.executor.ops import Plan, load_plan, plan_for
 from placet.proposals.selection import needs
 from placet.proposals.vetting import refuse_own_paths
@@ -91,12 +92,20 @@ def _check_drive(settings: Settings, record: ProposalRecord, drive: Drive | None
         )  # fmt: skip
 
 
+def reuses_shown(record: ProposalRecord, shown: Plan | None) -> bool:
+    """Whether `bind` runs `shown` (read for the approved request hash) instead of
+    reading the ops again."""
+    return shown is not None and shown.request_hash == record.request_hash
+
+
 def bind(
     store: Store,
     settings: Settings,
     record: ProposalRecord,
     drive: Drive | None,
     shown: Plan | None = None,
+    *,
+    beside: bool = False,
 ) -> Plan:
     """The binding checks of docs/design.md section 9; returns the parsed plan, with the ops
     the owner unticked (the approval event's `skip_ops`) as its `skip`. `shown`: the plan
@@ -105,6 +114,9 @@ def bind(
     the stored request and the approval): the ops it holds were verified against the
     `ops_digest` of exactly that request, and the stored rows are hashed again
     (`Store.check_ops`, nothing parsed); any other plan is ignored and the ops are read.
+    `beside`: the caller runs the checks that go over every op of a sync beside its
+    transfers (`placet.executor.beside`): the own-folder check of each op, and the hash
+    of the rows of a `shown` plan; they are left out here.
 
     Raises:
         PolicyRefused: ``request_altered`` (the stored request + evidence no longer hash
@@ -149,8 +161,9 @@ def bind(
     if signed and not by_rule:
         _check_signature(store, settings, record, events, skip)
     _check_drive(settings, record, drive)
-    if shown is not None and shown.request_hash == record.request_hash:
-        store.check_ops(pid, record.request)  # the rows still the ones shown: hashed only
+    if shown is not None and reuses_shown(record, shown):
+        if not beside:  # the rows still the ones shown: hashed only
+            store.check_ops(pid, record.request)
         plan = shown
     else:
         plan = load_plan(store, record)
@@ -174,7 +187,8 @@ def bind(
         )
     if signed and by_rule:
         _check_signed_rule(store, settings, record, plan, approvals[-1])
-    _check_own_paths(settings, record, plan)
+    if not (beside and plan.kind == "sync"):
+        _check_own_paths(settings, record, plan)
     return replace(plan, skip=skip)
 
 
@@ -325,8 +339,7 @@ def _check_own_paths(settings: Settings, record: ProposalRecord, plan: Plan) -> 
     try:
         refuse_own_paths(settings, record, [op for op in plan.ops if op.kind != "download"])
     except PolicyRefused as e:
-        message = e.message.replace("refusing to accept", "refusing to execute", 1)
-        raise PolicyRefused(message, code=e.error_code, details=e.details) from None
+        raise for_execution(e) from None
 
 
 def refusal_before_accept(

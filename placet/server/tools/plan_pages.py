@@ -21,7 +21,6 @@ from __future__ import annotations
 import threading
 import unicodedata
 from collections import Counter, OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -374,14 +373,29 @@ def clean_folder(folder: str | None) -> str | None:
     return None if f in ("", FOLDER_ITSELF) else f
 
 
-def _matching(items: Iterable[Entry], kind: str | None, folder: str | None) -> list[Entry]:
+_CHOSEN: OrderedDict[tuple[int, str | None, str | None], list[Entry]] = OrderedDict()
+
+
+def _matching(sp: StoredPlan, kind: str | None, folder: str | None) -> list[Entry]:
+    """`sp`'s items of `kind` under `folder`, in page order; kept for the 8 lists paged
+    last, so that paging through 100,000 items filters them once, not once a page."""
+    key = (sp.id, kind, folder)
+    with _ORDERS_LOCK:
+        hit = _CHOSEN.get(key)
+    if hit is not None:
+        return hit
     prefix = f"{folder}/" if folder else ""
-    return [
+    got = [
         x
-        for x in items
+        for x in _order(sp).items
         if (kind is None or x.kind == kind)
         and (folder is None or x.path == folder or x.path.startswith(prefix))
     ]
+    with _ORDERS_LOCK:
+        _CHOSEN[key] = got
+        while len(_CHOSEN) > 8:
+            _CHOSEN.popitem(last=False)
+    return got
 
 
 def plan_items_page(
@@ -411,7 +425,7 @@ def plan_items_page(
             )
         offset = got[3]
     order = _order(sp)
-    chosen = _matching(order.items, kind, folder)
+    chosen = _matching(sp, kind, folder)
     blocking = _policy(svc, sp) != "allow-overwrite"
     view = _Viewer(order, blocking, with_kind=kind is None)
     page = chosen[offset : offset + PLAN_PAGE]
