@@ -8,30 +8,27 @@ approves all of them or none (`placet.decisions`; ``via: "terminal"``), so a com
 without one (an agent's shell tool, a pipe) cannot approve; `--yes` skips it only with
 `allow_yes = true` (docs/security.md). `--skip INDEX` unticks an op of one sync. An
 approved proposal runs without asking again; one made on another host is only approved
-here (docs/decisions/0021-hosts.md). Progress goes to stderr (docs/decisions/0034-cli.md);
+here (docs/decisions/0021-hosts.md). Progress goes to stderr, one live line and a summary
+(`placet.cli.accept_progress`; docs/decisions/0034-cli.md);
 Ctrl-C interrupts cleanly, a second quits at once. Exit codes: docs/errors.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import signal
 import sys
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any
 
 from placet import decisions
 from placet.cli.accept_effect import effect_lines, flag_counts
+from placet.cli.accept_progress import PHASE_QUIET, RunProgress, StepProgress, summary_line
 from placet.cli.confirming import code_typed, no_terminal, terminal, yes_allowed
 from placet.config import Settings, load_settings
 from placet.decisions import Accepted, Proof, Shown
-from placet.display import human_bytes
 from placet.errors import (
     EXIT_DRIVE_UNAVAILABLE,
     EXIT_OK,
@@ -41,16 +38,14 @@ from placet.errors import (
     UsageError,
     one_or_set,
 )
-from placet.executor import Plan, ProgressEvent, check_binding, execute, load_plan
+from placet.executor import Plan, check_binding, execute, load_plan
 from placet.proposals.risk import RiskFlag
 from placet.proposals.vetting import proposal_flags
-from placet.schema import Op
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
 from placet.store.db import utcnow
 from placet.store.host import host_label, runs_elsewhere
 from placet.store.lifecycle import APPROVED
-from placet.text import cell_width as _width
-from placet.text import fit_cells, inert
+from placet.text import inert
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,6 +63,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--yes",
         action="store_true",
         help="skip the confirmation code; works only with allow_yes = true in config.toml",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print a line for every op as it ends (by default only for ops not done, "
+        "beside one progress line)",
     )
     p.add_argument(
         "--skip",
@@ -95,7 +96,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         store.sweep()
         records = [store.get(i) for i in ids]
         if len(records) == 1 and records[0].status == APPROVED:
-            return _run_approved(store, settings, records[0], args.skip)
+            return _run_approved(store, settings, records[0], args.skip, args.verbose)
         shown = _show(store, settings, records, args.skip)
         with terminal() as tty:
             if not args.yes:
@@ -119,7 +120,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
             )
         here = [a for a in accepted if a.runs_here]
         for n, a in enumerate(here):
-            code, stopped = _run(store, settings, a)
+            code, stopped = _run(store, settings, a, args.verbose)
             codes.append(code)
             if stopped:
                 _leave_rest(here[n + 1 :])
@@ -158,7 +159,9 @@ def _show(
     return shown
 
 
-def _run_approved(store: Store, settings: Settings, record: ProposalRecord, skip: list[int]) -> int:
+def _run_approved(
+    store: Store, settings: Settings, record: ProposalRecord, skip: list[int], verbose: bool
+) -> int:
     """A proposal already approved (elsewhere, never claimed): shown, then executed here
     without asking again, or left to the host it was made on."""
     if skip:
@@ -185,7 +188,7 @@ def _run_approved(store: Store, settings: Settings, record: ProposalRecord, skip
         )
         return EXIT_OK
     _emit([f"proposal {record.id} was already approved; executing it now"])
-    return _execute(store, settings, record, plan)
+    return _execute(store, settings, record, plan, verbose=verbose)
 
 
 def _leave_rest(rest: list[Accepted]) -> None:
@@ -259,183 +262,8 @@ def _confirm(tty: int, shown: list[tuple[Shown, list[RiskFlag]]]) -> None:
 
 # ---- execution with progress on stderr ---------------------------------------------------
 
-_TTY_EVERY = 0.1  # seconds between redraws of the terminal line (at most 10 a second)
-_LOG_EVERY = 5.0  # seconds between status lines when stderr is not a terminal
-_RATE_WINDOW = 5.0  # seconds of byte counts the current rate is measured over
-_LOG_COLS = 160  # width of a status line written to a file or pipe
-PHASE_QUIET = 1.0
-"""Seconds a step before the transfers (`StepProgress`) runs before its progress is shown."""
 
-
-def _fit(s: str, cols: int) -> str:
-    """`s` cut to at most `cols` terminal cells, ending '...' if cut."""
-    return fit_cells(s, cols, "...")
-
-
-def status_line(
-    ev: ProgressEvent, names: dict[int, str], rate: float | None, cols: int, *, bar: bool
-) -> str:
-    """One line of progress, at most `cols` cells: ops ended of total (more than one op),
-    bytes done of total, the rate in bytes/s (None: not measured yet), then the ops in
-    flight by name (`names`: op index -> inert name), as many as fit, then ``+N more``.
-    With `bar`, a 20-cell bar comes first where about 20 cells for names remain after it."""
-    multi = ev.op_count > 1
-    frac = ev.bytes_done / ev.bytes_total if ev.bytes_total else ev.ops_done / max(1, ev.op_count)
-    parts = [f"{ev.ops_done}/{ev.op_count} ops ended"] if multi or not ev.bytes_total else []
-    if ev.bytes_total:
-        done, total = human_bytes(ev.bytes_done), human_bytes(ev.bytes_total)
-        parts.append(f"{done}/{total} ({frac * 100:.0f}%)")
-    if rate is not None:
-        parts.append(f"{human_bytes(rate)}/s")
-    head = ", ".join(parts)
-    if bar and _width(head) + 42 <= cols:  # the bar only where names still fit after it
-        head = f"[{'#' * int(frac * 20):.<20}] {head}"
-    flying = list(ev.in_flight) if multi else [] if ev.op_result else [ev.op_index]
-    if not flying:
-        return _fit(head, cols)
-    prefix = head + (", in flight: " if multi else "  ")
-    shown: list[str] = []
-    for k, i in enumerate(flying):
-        left = len(flying) - k - 1
-        trial = prefix + ", ".join([*shown, names.get(i, f"#{i}")])
-        if shown and _width(trial + (f", +{left} more" if left else "")) > cols:
-            break
-        shown.append(names.get(i, f"#{i}"))
-    hidden = len(flying) - len(shown)
-    return _fit(prefix + ", ".join(shown) + (f", +{hidden} more" if hidden else ""), cols)
-
-
-class StepProgress:
-    """Progress of a long step before the transfers (reading a big sync's ops, checking
-    them for risk flags) on stderr: silent for a step that ends within `PHASE_QUIET`
-    seconds; after that ``what: N/M ops`` redrawn in place on a terminal (at most every
-    `_TTY_EVERY` s) or a plain line every `_LOG_EVERY` s elsewhere, and a last line with
-    the time taken. Call it with (done, total) as the step goes; `done(total)` ends it."""
-
-    def __init__(self, what: str, out: TextIO | None = None) -> None:
-        self.what, self.out = what, out or sys.stderr
-        self.tty = self.out.isatty()
-        self._start = self._last = time.monotonic()
-        self._shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self._start < PHASE_QUIET:
-            return
-        if self._shown and now - self._last < (_TTY_EVERY if self.tty else _LOG_EVERY):
-            return
-        self._line(f"{self.what}: {done:,}/{total:,} ops", end="\r" if self.tty else "\n")
-        self._last, self._shown = now, True
-
-    def done(self, total: int) -> None:
-        """End the step: one line with its time, if it took long enough to be shown."""
-        took = time.monotonic() - self._start
-        if took >= PHASE_QUIET:
-            self._line(f"{self.what}: {total:,} ops in {took:.1f} s", end="\n")
-
-    def _line(self, text: str, end: str) -> None:
-        self.out.write(("\r\x1b[K" if self.tty else "") + text + (end if self.tty else "\n"))
-        self.out.flush()
-
-
-class _Progress:
-    """Execution progress on stderr. Every op result is one line, numbered by ops ended
-    (``[3/20]``) when there is more than one op. The status line (`status_line`) is
-    redrawn in place on a terminal at most every `_TTY_EVERY` s, cut to its width;
-    elsewhere it is a plain line at most every `_LOG_EVERY` s, never a control
-    sequence, and lines are written in one go at most every `_TTY_EVERY` s (a
-    100,000-op sync is not 100,000 writes). `finish` writes the last status once,
-    whatever the timing, and everything held."""
-
-    def __init__(self, ops: list[Op], out: TextIO | None = None) -> None:
-        self.out = out or sys.stderr
-        self.tty = self.out.isatty()
-        self._ops = {op.index: op for op in ops}  # names made only for the ops shown
-        self._start = self._last = self._flushed = time.monotonic()
-        self._samples: deque[tuple[float, int]] = deque()
-        self._first: int | None = None
-        self._ev: ProgressEvent | None = None
-        self._drawn = False
-        self._held: list[str] = []  # lines not yet written (not a terminal)
-
-    def __call__(self, ev: ProgressEvent) -> None:
-        now = time.monotonic()
-        self._ev = ev
-        self._first = ev.bytes_done if self._first is None else self._first
-        self._samples.append((now, ev.bytes_done))
-        while now - self._samples[0][0] > _RATE_WINDOW:
-            self._samples.popleft()
-        if ev.op_result is not None:
-            self._clear()
-            count = f"[{ev.ops_done}/{ev.op_count}] " if ev.op_count > 1 else ""
-            self._write(f"  {count}{_result_line(ev.op_result)}\n")
-        if now - self._last >= (_TTY_EVERY if self.tty else _LOG_EVERY):
-            self._draw(now)
-        if self.tty or now - self._flushed >= _TTY_EVERY:
-            self._flush(now)
-
-    def finish(self) -> None:
-        """Write the final status line (also after a failure: the line is ended)."""
-        if self._ev is not None:
-            self._draw(time.monotonic(), final=True)
-        self._flush(time.monotonic())
-
-    def _write(self, text: str) -> None:
-        if self.tty:
-            self.out.write(text)
-        else:
-            self._held.append(text)
-
-    def _flush(self, now: float) -> None:
-        if self._held:
-            self.out.write("".join(self._held))
-            self._held.clear()
-        self.out.flush()
-        self._flushed = now
-
-    def _rate(self, now: float, final: bool) -> float | None:
-        (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
-        if final:
-            t0, b0, t1 = self._start, self._first or 0, now
-        return max(0.0, (b1 - b0) / (t1 - t0)) if t1 - t0 >= 0.5 else None
-
-    def _draw(self, now: float, final: bool = False) -> None:
-        assert self._ev is not None
-        cols = _LOG_COLS
-        if self.tty:
-            with contextlib.suppress(OSError, ValueError):
-                cols = os.get_terminal_size(self.out.fileno()).columns
-        ev = self._ev
-        names = {i: self._name(i) for i in (*ev.in_flight, ev.op_index)}
-        line = status_line(ev, names, self._rate(now, final), cols - 1, bar=self.tty)
-        if self.tty:
-            self.out.write("\r" + line + "\x1b[K" + ("\n" if final else ""))
-            self._drawn = not final
-        else:
-            self._write(line + "\n")
-        self._last = now
-
-    def _name(self, index: int) -> str:
-        op = self._ops.get(index)
-        return f"#{index}" if op is None else inert(op.remote_path or op.local_path or "")
-
-    def _clear(self) -> None:
-        if self._drawn:
-            self.out.write("\r\x1b[K")
-            self._drawn = False
-
-
-def _result_line(r: OpResultRecord) -> str:
-    d = r.detail
-    what = inert(str(r.op.get("remote_path") or r.op.get("local_path") or ""))
-    if r.outcome in ("done", "already_done"):
-        how = d.get("verification")
-        extra = f" ({inert(str(how))}" + (f", {d['path_taken']}" if d.get("path_taken") else "")
-        return f"#{r.op_index} {r.outcome}: {what}" + (extra + ")" if how else "")
-    return f"#{r.op_index} {r.outcome}: {what}: {inert(str(d.get('message', '')))}"
-
-
-def _run(store: Store, settings: Settings, accepted: Accepted) -> tuple[int, bool]:
+def _run(store: Store, settings: Settings, accepted: Accepted, verbose: bool) -> tuple[int, bool]:
     """Execute `accepted` here with progress on stderr (`decisions.run`); returns its
     exit code and whether the owner stopped it (Ctrl-C)."""
     record = accepted.record
@@ -447,6 +275,7 @@ def _run(store: Store, settings: Settings, accepted: Accepted) -> tuple[int, boo
         record,
         plan,
         cancel=cancel,
+        verbose=verbose,
         run=lambda progress: decisions.run(
             store, settings, accepted, progress=progress, cancel=cancel
         ),
@@ -461,7 +290,8 @@ def _execute(
     plan: Plan,
     *,
     cancel: threading.Event | None = None,
-    run: Callable[[_Progress], ProposalRecord] | None = None,
+    verbose: bool = False,
+    run: Callable[[RunProgress], ProposalRecord] | None = None,
 ) -> int:
     """Execute `record` (`run(progress)`, default `execute` with the plan shown), Ctrl-C
     stopping it cleanly, and print its outcome; returns the exit code."""
@@ -474,7 +304,7 @@ def _execute(
         sys.stderr.write("\nstopping after cleaning up (Ctrl-C again to quit at once)\n")
 
     previous: Any = signal.signal(signal.SIGINT, on_sigint)
-    shown = _Progress(plan.ops)
+    shown = RunProgress(verbose=verbose)
     try:
         if run is not None:
             final = run(shown)
@@ -482,11 +312,10 @@ def _execute(
             final = execute(store, settings, record.id, progress=shown, cancel=stop, shown=plan)
     finally:
         signal.signal(signal.SIGINT, previous)
-        shown.finish()
+        figures = shown.finish()
     del plan, shown  # the ops are not needed to count the journal
     counts = store.outcome_counts(final.id)
-    said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no ops journaled"
-    _emit([f"proposal {final.id} {final.status}: {said}"])
+    _emit([summary_line(final.id, final.status, counts, figures)])
     if final.status == "succeeded":
         return EXIT_OK
     return exit_code(final, store.op_results(final.id, outcomes=_BAD))

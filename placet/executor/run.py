@@ -224,6 +224,7 @@ class _Run:
             result,
             ops_done=self.ended,
             in_flight=indexes,
+            current=self.flight.name(indexes[0]) if indexes else None,
         )
 
     def _on_bytes(self, op: Op, done: int, total: int) -> None:
