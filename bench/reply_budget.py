@@ -99,19 +99,18 @@ async def run_tree(
         for k in (0, conflicts) if conflicts else (0,):
             chosen = paths[:: max(1, len(paths) // k)][:k] if k else []
             make_conflicts(ws.drive / "big", chosen)
-            calls = sum(m.calls.values())
             proposed = await plan_and_propose(
                 m, "big", "big", None, lambda w, k=k: tick(f"{k} conflicts: {w}"),
                 conflicts=chosen,
             )  # fmt: skip
             tasks[f"{k} conflicts"] = {
                 "task_bytes": proposed.task_bytes,
+                "task_replies": proposed.task_replies,
                 "target": TASK_TARGET.get(k),
                 "ops": len(proposed.paged),
-                "replies_after_planning": sum(m.calls.values()) - calls,
             }
-            print(f"  {tree}: {k} conflicts: the task read {proposed.task_bytes:,} bytes",
-                  flush=True)  # fmt: skip
+            print(f"  {tree}: {k} conflicts: the task read {proposed.task_bytes:,} bytes in "
+                  f"{proposed.task_replies} replies", flush=True)  # fmt: skip
         assert proposed is not None
         last = time.monotonic()
         summary = await m.call("drive_changes", path="big", since_anchor=anchor)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent
 
 from tests.support.mcp import error_payload
 
@@ -32,7 +32,7 @@ def model_bytes(result: CallToolResult) -> int:
     if result.structured_content is not None:
         data = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
         return len(data.encode())
-    return sum(len(c.text.encode()) for c in result.content if c.type == "text")
+    return sum(len(c.text.encode()) for c in result.content if isinstance(c, TextContent))
 
 
 def reply_sizes(result: CallToolResult) -> tuple[int, int]:
@@ -52,10 +52,13 @@ class Measured:
     calls: dict[str, int] = field(default_factory=dict)
     read: int = 0
     """Bytes of every reply so far as a host hands them to the model (`model_bytes`)."""
+    replies: int = 0
+    """Replies so far, an in_progress answer included."""
 
     async def call(self, tool: str, **args: Any) -> dict[str, Any]:
         result = await self.client.call_tool(tool, args)
         self.read += model_bytes(result)
+        self.replies += 1
         text, data = reply_sizes(result)
         assert text <= self.budget and data <= self.budget, (tool, text, data)
         top = self.largest.setdefault(tool, [0, 0])
@@ -77,6 +80,7 @@ class Measured:
         while True:
             result = await self.client.call_tool(tool, args)
             self.read += model_bytes(result)
+            self.replies += 1
             text, data = reply_sizes(result)
             assert text <= self.budget and data <= self.budget, (tool, text, data)
             sc = error_payload(result) if result.is_error else {}
@@ -123,6 +127,7 @@ class Proposed:
     from `sync_plan_ops`, the proposal's ops from `proposal_ops`)."""
 
     task_bytes: int
+    task_replies: int
     plan_id: int
     pid: int
     plan_paths: list[str]
@@ -145,7 +150,7 @@ async def plan_and_propose(
     with plan_id and a decision per conflict, and nothing else. Then, outside the task,
     list the plan's ops by kind (`sync_plan_ops`) and the proposal's (`proposal_ops`) and
     check that each is listed once and that they are the same."""
-    before = m.read
+    before, replies = m.read, m.replies
     plan = await m.settled("sync_plan", local_path=local, remote_path=remote)
     if n is None:
         n = plan["counts"]["upload"] + len(conflicts)
@@ -162,7 +167,7 @@ async def plan_and_propose(
     decisions = dict.fromkeys(listed, "keep_local")
     prop = await m.call("propose_sync", plan_id=plan["plan_id"], decisions=decisions,
                         reason="back up the tree")  # fmt: skip
-    task = m.read - before
+    task, task_replies = m.read - before, m.replies - replies
     pid = prop["proposal"]["id"]
     summary = prop["proposal"]["sync"]
     tick("propose_sync")
@@ -195,7 +200,7 @@ async def plan_and_propose(
         remote if d == "." else f"{prefix}{d}" for d in plan_dirs
     }
     tick("proposal_ops")
-    return Proposed(task, plan["plan_id"], pid, plan_paths, plan_dirs, paged)
+    return Proposed(task, task_replies, plan["plan_id"], pid, plan_paths, plan_dirs, paged)
 
 
 async def _items(m: Measured, plan_id: int, kind: str) -> list[str]:
