@@ -12,6 +12,7 @@ interrupted -> approved without an expiry check, docs/design.md section 9), disc
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -46,6 +47,8 @@ from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
 from placet.store.models import PROPOSAL
 from placet.store.previews import StoredPreview, insert_previews
 from placet.store.records import EventFacts, LeaseHolder, ProposalRecord
+
+log = logging.getLogger(__name__)
 
 # Creation is the hot path (docs/design.md section 8 asks >= 1,000/s from 4 processes): when no
 # duplicate is pending, its whole transaction runs on a pooled driver connection
@@ -279,8 +282,9 @@ class Decisions(StoreBase):
         """Persist a pending proposal; returns (record, created).
 
         `previews`: content previews of its ops (`placet.preview`), stored in the same
-        transaction, cut to `preview_proposal_bytes` (`placet.store.previews`); none
-        is stored when an identical proposal was pending.
+        transaction (on PostgreSQL, right after the one statement that creates it), cut
+        to `preview_proposal_bytes` (`placet.store.previews`); none is stored when an
+        identical proposal was pending.
 
         Idempotent: while a proposal with the same kind, request hash
         (`placet.schema.request_hash`) and `drive_spec` is pending and unexpired, that
@@ -406,8 +410,13 @@ class Decisions(StoreBase):
 
         what = f"creating a {kind} proposal"
         try:
-            if self.postgres and not op_rows and not previews:
-                return one_statement() or self._write(what, general)
+            if self.postgres and not op_rows:
+                made = one_statement()
+                if made is None:
+                    return self._write(what, general)
+                if previews:  # after the one statement, which keeps the lock off round trips
+                    self._previews_after(made[0].id, previews)
+                return made
             return self._write_raw(what, fast) or self._write(what, general)
         except StoreError as e:
             # The partial unique index is the backstop; with BEGIN IMMEDIATE the SELECT
@@ -420,6 +429,19 @@ class Decisions(StoreBase):
                 if found is not None:
                     return proposal_of_row(found), False
             raise
+
+    def _previews_after(self, pid: int, previews: Sequence[StoredPreview]) -> None:
+        """Store the previews of proposal `pid`, just made, in their own transaction; a
+        failure leaves it without them (they are then read when opened, `placet.preview`)
+        and is logged, never raised: the proposal exists."""
+        budget = self.settings.preview_proposal_bytes
+        try:
+            self._write_raw(
+                f"storing the previews of proposal {pid}",
+                lambda db, _: insert_previews(db, pid, previews, budget),
+            )
+        except StoreError as e:
+            log.warning("the previews of proposal %d were not stored: %s", pid, e.message)
 
     def _check_caps(self, db: RawDB, run_id: str, now: datetime) -> None:
         caps = {

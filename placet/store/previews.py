@@ -3,8 +3,8 @@ or replace, as captured when it was made (`placet.preview` decides what to captu
 
 A preview is shown to the owner, never executed or trusted: the executor re-checks the
 evidence, not these bytes. They are written once, by `insert_previews` in the
-transaction that creates the proposal (`Store.create_proposal(previews=...)`: no second
-write, and never a proposal half stored), at most `Settings.preview_proposal_bytes` of
+transaction that creates the proposal (`Store.create_proposal(previews=...)`; on
+PostgreSQL right after its one statement), at most `Settings.preview_proposal_bytes` of
 them per proposal, whatever the caller hands in. The previews of proposals decided more
 than `RETENTION` ago are dropped by the sweep (`prune_previews`, looked for at most once
 an hour per store), so the table holds what the owner may still review.
