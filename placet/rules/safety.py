@@ -2,18 +2,21 @@
 
 `placet.rules.loading` opens the file without following a link and asks `problem` about
 the open file; a refusal is shown by `placet doctor`, `placet rules list` and the agent's
-reply, and no rule applies. Refused: a `PLACET_HOME` (an MCP host's configuration, a
-project's `.mcp.json` too, sets it for `placet serve`, so rules apply only from placet's
-default config folder); a link or anything but a regular file; a file not the owner's,
-or writable by group or others, or in a folder that is; a file inside a local root an
-agent may use, by realpath and by the device and inode of every folder above it.
+reply, and no rule applies. Refused: a `PLACET_HOME` or an `XDG_CONFIG_HOME` off
+``$HOME/.config`` (an MCP host's configuration, a project's `.mcp.json` too, sets them
+for `placet serve`, so rules apply only from placet's default config folder); a link or
+anything but a regular file; a file not the owner's, or writable by group or others, or
+in a folder that is; a file inside a local root an agent may use, by realpath and by the
+device and inode of every folder above it.
 docs/decisions/0038-standing-rules.md records the choice.
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +35,29 @@ class Refusal:
     message: str
 
 
+def _xdg_moved(env: Mapping[str, str]) -> str | None:
+    """`XDG_CONFIG_HOME` when it moves placet's config folder off ``$HOME/.config``
+    (platformdirs reads it on Linux and the BSDs only), else None."""
+    xdg = env.get("XDG_CONFIG_HOME", "").strip()
+    if not xdg or sys.platform in ("darwin", "win32"):
+        return None
+    home = env.get("HOME") or os.path.expanduser("~")
+    usual = posixpath.normpath(posixpath.join(home, ".config"))
+    return None if posixpath.normpath(xdg) == usual else xdg
+
+
 def env_problem(env: Mapping[str, str]) -> Refusal | None:
-    """A refusal when `PLACET_HOME` moves placet's configuration (module docstring)."""
+    """A refusal when `PLACET_HOME`, or `XDG_CONFIG_HOME` off ``$HOME/.config``, moves
+    placet's configuration (module docstring)."""
+    xdg = _xdg_moved(env)
+    if xdg is not None:
+        return Refusal(
+            "rules_home_moved",
+            f"XDG_CONFIG_HOME is set ({quote(xdg)}), not to $HOME/.config: an MCP host's "
+            "configuration (a project's .mcp.json too) can set it for placet serve, so "
+            "standing rules apply only from placet's default config folder; unset "
+            "XDG_CONFIG_HOME where placet runs to use them",
+        )
     home = env.get("PLACET_HOME")
     if not home:
         return None
