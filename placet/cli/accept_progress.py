@@ -1,23 +1,13 @@
 """What `placet accept` prints while it reads and runs a proposal: progress people can read.
 
-A sync of 6,000 files printed one line per op; what `rclone copy -P` shows, and what a
-person follows, is one line. So while the ops run (`RunProgress`), stderr holds:
-
-- on a terminal, one live line redrawn in place at most 10 times a second, cut to the
-  terminal's width: a bar, ops ended of all, bytes of all, the rate, the time left and
-  the op running by inert name (`placet.executor.progress.Figures.line`, the same words
-  the review UI and `placet web` show);
-- elsewhere (a pipe, a log file), that line as plain text every `LOG_EVERY` seconds,
-  never a control sequence;
-- a line per op only for an op that did not end as chosen (stale, failed), numbered by
-  ops ended (``[3/20]``), or for every op with ``--verbose`` (a proposal of one op:
-  always its line, which says how it was verified);
-- at the end, the last figures (the rate over the whole run), and on stdout the summary
-  (`summary_line`).
-
-A long step before the transfers (reading a big sync's ops, checking them for risk
-flags) shows its own progress (`StepProgress`). Split from `placet.cli.accept`, which
-decides; this module only shows.
+While the ops run (`RunProgress`), stderr holds one live line on a terminal, redrawn at
+most 10 times a second and cut to its width (bar, ops ended, bytes, rate, time left, the
+op running by inert name: `placet.executor.progress.Figures.line`); elsewhere that line
+as plain text every `LOG_EVERY` seconds; a line per op only for an op that did not end
+as chosen, or for every op with ``--verbose``; and at the end the summary on stdout
+(`summary_line`). A long step before the transfers shows its own progress
+(`StepProgress`). `placet.cli.accept` decides; this module only shows
+(docs/decisions/0034-cli.md).
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
 """The checks a sync needs over every op, run beside its transfers rather than before the
-first one (docs/design.md section 9; the first op starts within 1 s of the accept).
+first one, so the first op starts within 1 s of the accept (docs/design.md section 8;
+docs/decisions/0027-sync-execution.md).
 
-Three checks touch something for every op or target folder of a sync, and took seconds
-per 10,000 ops when they all ran between the owner's decision and the first op:
-
-- **Own folders**: no upload or mkdir may write into placet's own folders
-  (`placet.proposals.vetting.OwnPaths`, a realpath and a stat per target). Each op is
-  checked right before it acts, on the thread that runs it, which is also closer to
-  the moment it writes; an op refused fails `placet_own_path` and writes nothing. The
-  front ends refuse such a proposal as a whole before the owner decides, and a
-  single-op proposal is still refused whole by `bind`.
-- **Old temporary names** (`Drive.cleanup_temps`, a listing per folder): a folder's
-  names older than 15 minutes are removed before the first transfer into it, once.
-  The run's own temporary names are younger, so the sweep never races them.
-- **The stored rows** (`Store.check_ops`, every row read and hashed): when the executor
-  runs the ops the owner was shown, read and verified before the decision, the rows
-  are hashed again on a thread of their own while the transfers run. Rows rewritten
-  since stop the run (`request_altered`, the proposal ends `failed`); the ops that ran
-  were the ones shown and approved.
+- Own folders (`placet.proposals.vetting.OwnPaths`): each op is checked right before it
+  acts, on its own thread; one refused fails `placet_own_path` and writes nothing (the
+  front ends still refuse such a proposal whole before the decision).
+- Old temporary names (`Drive.cleanup_temps`): a folder's names older than 15 minutes
+  are removed before the first transfer into it, once; the run's own are younger.
+- The stored rows (`Store.check_ops`): when the executor runs the ops the owner was
+  shown, the rows are hashed again on a thread of their own; rows rewritten since stop
+  the run (`request_altered`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """The values the executor hands back while it runs: progress events, the figures every
 front end shows, and op outcomes.
 
-`ProgressEvent` is what a caller's `progress` callback receives (the review UI's transfer
-panel, the CLI's line, the web page): byte counts are cumulative over the whole proposal
-(ended ops plus the bytes of the ops in flight), so one bar can show it, and an event
-carrying `op_result` is sent once per op, right after that op was journaled. Events
-always come from the thread that called `execute`, even while a sync's transfers run on
-a pool. `Tracker` turns the events into `Figures` (ops ended of all, bytes, the rate over
-the last few seconds, the time left, the op running by name), one model so that
-`placet accept`, the review UI and `placet web` show the same numbers in the same words
-(`Figures.line`). `OpOutcome` is one op's end state before it is journaled: an outcome of
-docs/design.md section 9 ("Op results") and a JSON-safe detail. A failure's detail
-always has the typed-error shape `{code, message, retryable, details}` of
-docs/design.md section 5, so the MCP tool, the UI and the CLI read every failure the
-same way.
+`ProgressEvent` is what a `progress` callback receives: cumulative byte counts over the
+whole proposal, an `op_result` once per op right after it was journaled, always from the
+thread that called `execute`. `Tracker` turns the events into `Figures` (ops ended,
+bytes, rate, time left, the op running), one model so that `placet accept`, the review UI
+and `placet web` show the same numbers in the same words (`Figures.line`). `OpOutcome`
+is one op's end state before it is journaled (docs/design.md section 9, "Op results");
+a failure's detail has the typed-error shape of docs/design.md section 5.
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
 """What the agent reads of a stored sync plan: the summary `sync_plan` answers and the
 pages `sync_plan_ops` lists, both in one compact item form.
 
-The agent's whole task, planning and proposing, must fit its context, not only each
-reply (docs/decisions.md, "The agent's whole task fits its context"): a plan of 100,000
-files is answered as a summary (counts and bytes by kind, every conflict, since each
-needs a decision, a few examples of every other kind, the usual reason of each kind)
-that says `propose_sync` needs only `plan_id` and the conflicts' decisions. The ops are
-listed only when asked for, by kind or folder, from the stored plan (never a new
-listing), each once, in the order: conflicts, folders to create, file ops, the other
-reports (`skip` paths are only counted).
-
-An item says nothing its page already says: no kind when the page lists one kind, no
-reason when it is the kind's usual one (`usual_reasons`), no kind for a side that is a
-file, no size for a side of the op's size, no digest equal to the SHA-256, no empty or
-false field. Every page holds at most `PLAN_PAGE` items and what fits the reply budget.
+The agent's whole task must fit its context, not only each reply
+(docs/decisions/0015-reply-budget.md): a plan of any size is answered as a summary
+(counts and bytes by kind, every conflict, a few examples of every other kind, each
+kind's usual reason) that says `propose_sync` needs only `plan_id` and the conflicts'
+decisions. Ops are listed only when asked for, by kind or folder, from the stored plan,
+each once. An item says nothing its page already says (the kind listed, the kind's
+usual reason, a side that is a file, a size equal to the op's, a digest equal to the
+SHA-256, an empty field). A page holds at most `PLAN_PAGE` items and what fits the
+reply budget.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
 """What one reply of `local_index` and `drive_changes` holds, and the opaque cursors of
 the sync read tools.
 
-Split from `placet.server.tools.sync` (which keeps the tool handlers) because this is
-the agent's view of a result, not the call into the core (docs/design.md section 5).
-Each answers a summary by default (counts, bytes, the first few entries or changes of
-each kind) and lists its entries or changes only when asked, by kind, in pages whose
-cursor carries enough to go on after the last item shown and which a tool refuses
-(`invalid_cursor`) when it was not one it gave: the agent's whole task must fit its
-context, not only each reply (docs/decisions.md, "The agent's whole task fits its
-context"). Items are compact: a field the page already says (the kind listed, the
-index's digest type, a digest equal to the SHA-256) or an empty one is left out. A page
-holds at most its count (`INDEX_PAGE`, `CHANGES_PAGE`) and no more items than fit the
-reply budget (`placet.server.budget.fitting`). A plan's summary and pages are
-`placet.server.tools.plan_pages`.
+Split from `placet.server.tools.sync` (the tool handlers): this is the agent's view of a
+result (docs/design.md section 5). Each answers a summary by default (counts, bytes, the
+first few entries or changes of each kind) and lists entries or changes only when asked,
+by kind, in pages whose cursor a tool refuses (`invalid_cursor`) when it did not give it:
+the agent's whole task must fit its context (docs/decisions/0015-reply-budget.md). Items
+leave out what the page already says; a page holds at most `INDEX_PAGE`/`CHANGES_PAGE`
+items and what fits the reply budget (`placet.server.budget.fitting`). A plan's summary
+and pages are `placet.server.tools.plan_pages`.
 """
 
 from __future__ import annotations
