@@ -420,7 +420,9 @@ class QueuePane(Vertical):
             count.append(f"  {len(table.marked)} marked: a, d, e decide them", style="bold green")
         if not table.exhausted:
             count.append(f"  ({len(table.order)} loaded: move down to load more)", style="dim")
-        self.query_one("#queue-count", Static).update(count)
+        shown = self.query("#queue-count")
+        if shown:  # none while the pane is being removed (the app closing)
+            shown.first(Static).update(count)
 
     def on_queue_table_marks_changed(self, event: QueueTable.MarksChanged) -> None:
         event.stop()
