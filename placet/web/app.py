@@ -63,7 +63,7 @@ from placet.web.sets import SetDecisions, web_proof
 __all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
 
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 EXTEND_MINUTES = 15

@@ -7,13 +7,16 @@ proposed), so the page never waits on the remote. Every file op has a content pa
 each side checked against the evidence now. ``/p/{pid}/op/{index}/image`` serves the new
 bytes as a thumbnail only when their magic number says PNG, JPEG, GIF or WebP, with that
 content type (never the name's, never SVG or HTML), under the page's `nosniff` and CSP
-(``img-src 'self'``): a "PNG" that is really HTML is refused there and shown as text.
+(``img-src 'self' data:``; the page shows it inline as a ``data:`` URL of that type,
+since an ``<img>`` request carries no session header): a "PNG" that is really HTML is
+refused there and shown as text.
 Every line of a preview is inert already (`placet.preview.render`) and escaped once
 more for HTML (`said`): bytes of a file never become markup.
 """
 
 from __future__ import annotations
 
+import base64
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +46,18 @@ _MARK = {"add": "+", "del": "-", "context": " ", "hunk": "", "text": "", "note":
 def _line_html(line: Line) -> str:
     cut = f'<span class="cut"> ... [{line.cut} more characters]</span>' if line.cut else ""
     return f'<span class="{line.kind}">{said(_MARK.get(line.kind, "") + line.text)}</span>{cut}'
+
+
+def thumb_src(preview: OpPreview) -> str | None:
+    """The new bytes as a ``data:`` URL when their magic number says an image placet shows
+    (PNG, JPEG, GIF, WebP: never SVG or HTML), else None. Inline, because an ``<img>``
+    request carries no session header (`placet.web.session`); the type is placet's own."""
+    new = preview.new
+    data = new.content.data if new is not None and new.content is not None else b""
+    kind = sniff(data)
+    if kind is None or not kind.thumbnail:
+        return None
+    return f"data:{kind.mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def rendering_html(r: Rendering, image_url: str | None = None) -> Html:
@@ -122,7 +137,7 @@ class ContentPages:
             )
         url = f"/p/{record.id}/op/{op.index}"
         more = f'<p><a href="{url}">check it against the drive now</a></p>'
-        return Html(rendering_html(render_op(preview), url + "/image") + more)
+        return Html(rendering_html(render_op(preview), thumb_src(preview)) + more)
 
     def routes(self, page_route: Callable[[Callable[[Request], Response]], Any],
                signed_in: Callable[[Request], bool]) -> list[Route]:  # fmt: skip
@@ -173,7 +188,7 @@ class ContentPages:
             f"<h1>#{record.id} op {op.index} <small>{text(op.kind)}</small></h1>"
             f'<p><a href="/p/{record.id}">back to the proposal</a></p>'
             f"<p>{_op_line(op)}</p>"
-            + rendering_html(render_op(preview), f"{base}/{op.index}/image")
+            + rendering_html(render_op(preview), thumb_src(preview))
             + steps
         )
         return page(f"#{record.id} op {op.index}", body)

@@ -106,8 +106,8 @@ async def test_a_proposal_reaches_ntfy_and_the_webhook_and_the_agent_hears_of_it
             return ok(r)
 
         out = await status()
-        for _ in range(100):
-            if "notified by" in out["status"]:
+        for _ in range(100):  # each channel records its delivery on its own thread
+            if "notified by" in out["status"] and "ntfy" in out["status"]:
                 break
             await anyio.sleep(0.1)
             out = await status()

@@ -18,7 +18,18 @@ from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
 from tests.support.clocks import ScanClock
 from tests.support.rig import Rig
-from tests.support.web import Tab, browser, pair, screenshots_dir, serve, session_cookie, tab
+from tests.support.web import (
+    SESSION_HEADER,
+    Tab,
+    browser,
+    pair,
+    screenshots_dir,
+    serve,
+    session_token,
+    shown,
+    tab,
+    visit,
+)
 
 __all__ = ["browser", "tab"]
 
@@ -36,8 +47,8 @@ def png(width: int = 3, height: int = 2) -> bytes:
             + chunk(b"IEND", b""))  # fmt: skip
 
 
-def _get(url: str, cookie: str) -> tuple[int, dict[str, str], bytes]:
-    req = urllib.request.Request(url, headers={"Cookie": cookie})
+def _get(url: str, session: str | None) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, headers={SESSION_HEADER: session} if session else {})
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
@@ -57,7 +68,7 @@ def test_a_replacement_s_diff_is_on_the_page(tab: Tab, rig: Rig, tmp_path: Path)
     with serve(rig.store, rig.settings) as served:
         pair(tab, served)
         page = tab.page
-        page.goto(served.url(f"/p/{rec.id}"))
+        visit(tab, served.url(f"/p/{rec.id}"))
         preview = page.locator("#preview")
         assert page.locator("#preview .del").all_inner_texts() == ["-Total: 3"]
         [added] = page.locator("#preview .add").all_inner_texts()
@@ -79,22 +90,22 @@ def test_an_image_is_a_thumbnail_and_a_png_that_is_html_is_text(tab: Tab, rig: R
     with serve(rig.store, rig.settings) as served:
         pair(tab, served)
         page = tab.page
-        page.goto(served.url(f"/p/{real.id}"))
+        visit(tab, served.url(f"/p/{real.id}"))
         thumb = page.locator("img.thumb")
         thumb.wait_for()
         assert page.evaluate("document.querySelector('img.thumb').naturalWidth") == 3
-        status, headers, body = _get(served.url(f"/p/{real.id}/op/0/image"), session_cookie(tab))
+        status, headers, body = _get(served.url(f"/p/{real.id}/op/0/image"), session_token(tab))
         assert (status, headers["content-type"], body) == (200, "image/png", png())
         assert headers["x-content-type-options"] == "nosniff"
         assert "img-src 'self'" in headers["content-security-policy"]
 
-        page.goto(served.url(f"/p/{fake.id}"))
+        visit(tab, served.url(f"/p/{fake.id}"))
         assert page.locator("img").count() == 0
         assert "<script>window.pwned=1</script>" in page.locator("#preview").inner_text()
         assert page.evaluate("typeof window.pwned") == "undefined"
-        status, headers, _ = _get(served.url(f"/p/{fake.id}/op/0/image"), session_cookie(tab))
+        status, headers, _ = _get(served.url(f"/p/{fake.id}/op/0/image"), session_token(tab))
         assert status == 404 and not headers["content-type"].startswith("image/")
-        assert _get(served.url(f"/p/{real.id}/op/0/image"), "")[0] == 403
+        assert _get(served.url(f"/p/{real.id}/op/0/image"), "")[0] in (401, 403)
 
 
 def test_a_sync_op_s_content_has_its_own_page(tab: Tab, rig: Rig) -> None:
@@ -109,12 +120,13 @@ def test_a_sync_op_s_content_has_its_own_page(tab: Tab, rig: Rig) -> None:
     with serve(rig.store, rig.settings) as served:
         pair(tab, served)
         page = tab.page
-        page.goto(served.url(f"/p/{rec.id}"))
+        visit(tab, served.url(f"/p/{rec.id}"))
         assert page.locator("section.content").count() == 0  # a sync's ops open one by one
         page.locator("#op-1 a.content-link").click()
+        shown(tab)
         assert page.locator("h1").inner_text().startswith(f"#{rec.id} op 1")
-        shown = page.locator("#preview").inner_text()
-        assert "bravo" in shown
+        assert "bravo" in page.locator("#preview").inner_text()
         assert "its digest matches" in page.locator("section.content").inner_text()
         page.click("text=previous op")
+        shown(tab)
         assert "alpha" in page.locator("#preview").inner_text()
