@@ -98,6 +98,7 @@ class QueueTable(DataTable[Text]):
         self.target_width = TARGET_MAX
         self._needs: dict[int, int] = {}  # cells each loaded target takes whole
         self._under_cursor: int | None = None
+        self._fitted_width = -1  # the width the columns were last sized for
 
     def on_mount(self) -> None:
         tables.add_columns(self, COLUMNS, FLEX_MIN)
@@ -106,13 +107,14 @@ class QueueTable(DataTable[Text]):
 
     def on_resize(self) -> None:
         self.fit_reason()
+        self.call_after_refresh(self.fit_reason)  # the compositor's region may lag the event
 
     def fit_reason(self) -> None:
         """Size the columns to the table's width: below `NARROW` cells the fixed columns
         shrink; the target gets what its longest loaded target needs, up to 60 % of what
         they leave (and `TARGET_MAX`), the reason the rest, so nothing runs off screen at
         80 columns and two targets in one folder still differ by their ends."""
-        width = self.scrollable_content_region.width
+        width = self._fitted_width = self.scrollable_content_region.width
         narrow = width < NARROW
         fixed = {k: (NARROW_WIDTHS.get(k, w) if narrow else w) for k, _l, w in COLUMNS if w}
         fixed["id"] = len(str(max(self.order, default=1))) + 1  # room for the mark too
@@ -318,7 +320,10 @@ class QueueTable(DataTable[Text]):
             self.move_cursor(row=len(self.order) - 1, animate=False)
 
     def tick(self) -> None:
-        """Rewrite the countdown of the rows on screen (a 1 s timer owned by the table)."""
+        """Rewrite the countdown of the rows on screen (a 1 s timer owned by the table),
+        and refit the columns if the width changed without a resize reaching the table."""
+        if self.scrollable_content_region.width != self._fitted_width:
+            self.fit_reason()
         if not self.order:
             return
         now = self.clock()
