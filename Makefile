@@ -27,7 +27,7 @@ test: lint
 	$(BIN)/pytest -n $(WORKERS) --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then echo 'pytest collected no tests' >&2; exit 1; fi; exit $$rc
 	$(MAKE) --no-print-directory calendar
 
-# The calendar guard (docs/decisions/0033-calendar-guard.md): the tests that check time
+# The calendar guard (docs/decisions/0032-test-suite.md): the tests that check time
 # in-process run again with the clock 5 years ahead. Left out: tests marked `transfers`
 # and the files that run rclone or compare the kernel's file times with the clock (drive,
 # executor, indexer, sync service/selection/names, MCP and CLI subprocesses with a rebuilt

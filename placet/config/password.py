@@ -3,7 +3,7 @@
 `placet drive login` stores an encrypted rclone config's password in the keyring; it
 reaches rclone only through ``--password-command`` naming the hidden
 ``placet drive password-for-rclone``, never argv or the environment (docs/design.md
-section 9, "rclone hygiene"; docs/decisions/0009-rclone-password.md). The command answers
+section 9, "rclone hygiene"; docs/decisions/0008-rclone-children.md). The command answers
 only an rclone placet itself started (`check_caller`, against a token file placet writes),
 so it is no oracle for other processes. This module imports only the standard library
 and `placet.errors` (keyring lazily): `placet.cli.main` answers the command from here

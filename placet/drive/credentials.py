@@ -6,7 +6,7 @@ the binary, `$XDG_CONFIG_HOME/rclone/rclone.conf`, `~/.rclone.conf`. An encrypte
 config's password reaches each child through ``--password-command``, never argv or the
 environment, unless the owner set `RCLONE_CONFIG_PASS` for placet, which is passed on as
 their choice (docs/design.md section 9, "rclone hygiene";
-docs/decisions/0009-rclone-password.md)."""
+docs/decisions/0008-rclone-children.md)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ keyring (a file-backed test keyring shared with the `placet accept` subprocess).
 Secrets: the SFTP password, its rclone-obscured form (reversible, so as secret as the
 password) and the rclone config password. The rclone children get the config password
 from placet's hidden `--password-command` (docs/design.md section 9,
-docs/decisions/0009-rclone-password.md), so it is in neither their argv nor their
+docs/decisions/0008-rclone-children.md), so it is in neither their argv nor their
 environment: `ps` and `ps eww` (which adds each process's environment, and shows it to the
 same user) are both read as root, the user the children run as, while the upload runs
 (through `rclone rcd`, which streams uploads to sftp:

@@ -1,7 +1,7 @@
 """The calendar guard's own check: under `make calendar` the clock really stands ahead.
 
 `make test` runs the in-process tests that check time a second time under `faketime` with
-the clock 5 years ahead (docs/decisions/0033-calendar-guard.md).
+the clock 5 years ahead (docs/decisions/0032-test-suite.md).
 If faketime silently failed to load, that run would prove nothing; this test, run in it,
 compares the process clock with the kernel's time of a file it just wrote, which faketime
 does not shift. Outside the guard it is skipped.
