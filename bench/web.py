@@ -73,7 +73,7 @@ def main() -> None:
     from placet.store import open_store
     from placet.store.passkeys import open_pairing_link
     from placet.web import WebConfig, create_app
-    from placet.web.app import Runs
+    from placet.web.runs import Runs
 
     tmp = Path(tempfile.mkdtemp(prefix="placet-bench-web-"))
     home, drive_dir, root = tmp / "home", tmp / "drive", tmp / "proj"

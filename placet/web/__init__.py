@@ -1,10 +1,16 @@
 """`placet web`: the review page for a phone or another browser (docs/design.md sections
-11 and 12).
+11 and 12), a Starlette app (`create_app`) that `serve` runs under uvicorn.
 
-A Starlette app (`placet.web.app.create_app`), server-rendered HTML (`pages`, `html`),
-one static script for the WebAuthn calls and one stylesheet (`static/`), and the passkey
-ceremonies verified server-side with py_webauthn (`ceremonies`). It decides through the
-same core as `placet review` and `placet accept`. `serve` runs it under uvicorn.
+One module per resource (`placet.web.app` lists them), server-rendered HTML (`pages`,
+`html`), one script and one stylesheet (`static/`), passkey ceremonies verified
+server-side with py_webauthn (`ceremonies`); it decides through the core that
+`placet review` and `placet accept` use.
+
+The rule for the event loop: a handler is a plain `async def` that reaches the app's
+shared parts through `web_state(request)` (`placet.web.state`) and runs every piece of
+store, drive, pins-file or passkey work through `await web.off_loop(work, ...)`, which
+calls `work(web, ...)` in Starlette's thread pool (each may block on a lock, a disk or
+rclone). The loop itself only parses requests, reads bodies and holds long-polls.
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ import uvicorn
 
 from placet.config import Settings
 from placet.store import Store
-from placet.web.app import Runs, WebConfig, bind_listener, check_listen, create_app
+from placet.web.app import create_app
 from placet.web.connections import calm_accept_errors, guarded_h11
+from placet.web.listen import WebConfig, bind_listener, check_listen
+from placet.web.runs import Runs
 
 __all__ = ["Runs", "WebConfig", "bind_listener", "check_listen", "create_app", "serve"]
 

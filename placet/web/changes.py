@@ -16,9 +16,14 @@ import logging
 import secrets
 import threading
 
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import Receive
 
 from placet.store import Store
+from placet.web.endpoints import not_signed_in, refused_json
+from placet.web.state import WebState, web_state
 
 log = logging.getLogger(__name__)
 
@@ -142,3 +147,19 @@ class QueueChanges:
                     log.warning("waiting for queue changes failed; trying again", exc_info=True)
                 broken = True
                 self.closing.wait(RETRY_SECONDS)
+
+
+async def changes_poll(request: Request) -> Response:
+    """Held open until the store changes (`QueueChanges.wait`): ``{"v": token,
+    "closing": bool}``. Signed-in owners only; the token tells nothing."""
+    web = web_state(request)
+    if await web.off_loop(WebState.session, request) is None:
+        return refused_json(not_signed_in())
+    seen = request.query_params.get("v", "")[:64]
+    token = await web.changes.wait(seen, gone=request.receive)
+    if token is None:  # the page is gone: nobody reads an answer
+        return Response(status_code=204)
+    return JSONResponse({"v": token, "closing": web.changes.closing.is_set()})
+
+
+ROUTES = [Route("/changes", changes_poll)]

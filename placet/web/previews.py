@@ -18,13 +18,6 @@ from __future__ import annotations
 
 import base64
 import threading
-from collections.abc import Callable
-from typing import Any
-
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
-from starlette.routing import Route
 
 from placet.config import Settings
 from placet.drive.base import Drive
@@ -101,8 +94,9 @@ def _op_line(op: Op) -> str:
 
 
 class ContentPages:
-    """The content pages and the thumbnail route over `store` (see the module docstring);
-    the drive is opened when a remote file is first read, closed by `close`."""
+    """The content pages and thumbnails over `store` (see the module docstring; their routes
+    are `placet.web.proposal`'s); the drive is opened when a remote file is first read,
+    closed by `close`."""
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
@@ -139,42 +133,26 @@ class ContentPages:
         more = f'<p><a href="{url}">check it against the drive now</a></p>'
         return Html(rendering_html(render_op(preview), thumb_src(preview)) + more)
 
-    def routes(self, page_route: Callable[[Callable[[Request], Response]], Any],
-               signed_in: Callable[[Request], bool]) -> list[Route]:  # fmt: skip
-        """The content page (behind `page_route`: a session, refusals as a page) and the
-        image route (`signed_in` checked; 404 for anything but a thumbnail)."""
+    def page(self, pid: int, index: int) -> Html:
+        """The content page of op `index` of proposal `pid`, each side checked against its
+        evidence now (the drive opened). Raises PlacetError (``not_found``...)."""
+        record = self.store.get(pid)
+        op = op_at(self.store, record, index)
+        preview = open_preview(self.store, self.settings, record, op, self.drive)
+        return self._page(record, op, preview)
 
-        def content(request: Request) -> Response:
-            pid, index = int(request.path_params["pid"]), int(request.path_params["index"])
-            record = self.store.get(pid)
-            op = op_at(self.store, record, index)
-            preview = open_preview(self.store, self.settings, record, op, self.drive)
-            return HTMLResponse(self._page(record, op, preview))
-
-        def image_sync(request: Request) -> Response:
-            if not signed_in(request):
-                return PlainTextResponse("not signed in", status_code=403)
-            pid, index = int(request.path_params["pid"]), int(request.path_params["index"])
-            try:
-                record = self.store.get(pid)
-                op = op_at(self.store, record, index)
-                preview = open_preview(self.store, self.settings, record, op, self.drive)
-            except PlacetError as e:
-                return PlainTextResponse(e.error_code, status_code=404)
-            new = preview.new
-            data = new.content.data if new is not None and new.content is not None else b""
-            kind = sniff(data)
-            if kind is None or not kind.thumbnail:
-                return PlainTextResponse("not an image placet shows", status_code=404)
-            return Response(data, media_type=kind.mime)
-
-        async def image(request: Request) -> Response:
-            return await run_in_threadpool(image_sync, request)
-
-        return [
-            Route("/p/{pid:int}/op/{index:int}", page_route(content)),
-            Route("/p/{pid:int}/op/{index:int}/image", image),
-        ]
+    def thumbnail(self, pid: int, index: int) -> tuple[bytes, str] | None:
+        """The new bytes of op `index` of proposal `pid` and their type, when their magic
+        number says an image placet shows; else None. Raises PlacetError."""
+        record = self.store.get(pid)
+        op = op_at(self.store, record, index)
+        preview = open_preview(self.store, self.settings, record, op, self.drive)
+        new = preview.new
+        data = new.content.data if new is not None and new.content is not None else b""
+        kind = sniff(data)
+        if kind is None or not kind.thumbnail:
+            return None
+        return data, kind.mime
 
     def _page(self, record: ProposalRecord, op: Op, preview: OpPreview) -> Html:
         base = f"/p/{record.id}/op"

@@ -18,17 +18,24 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
 from placet.config import Settings, approvals_mode
 from placet.errors import PolicyRefused
 from placet.rules.ledger import RuleLedger
 from placet.rules.loading import RulesState, load_rules
 from placet.rules.signing import record_signature, signature_for, signed_rules
 from placet.store import Store
+from placet.store.passkeys import token_hash
 from placet.store.signatures import rules_challenge
 from placet.web.challenges import Issued
+from placet.web.endpoints import signed_json, signed_page
 from placet.web.html import Html, attr, join, page, said, text
+from placet.web.state import WebState
 
-__all__ = ["RulesSigning", "rules_page"]
+__all__ = ["ROUTES", "RulesSigning", "rules_page"]
 
 
 def rules_page(state: RulesState, signed: str, mode: str) -> Html:
@@ -114,3 +121,44 @@ class RulesSigning:
         state = self._current(issued.request_hash)
         assert state.data is not None
         return record_signature(self.store, state.data, assertion, passkey_id, self.clock())
+
+
+async def rules_view(request: Request) -> Response:
+    """The rules file as `placet serve` reads it, and whether it carries a signature."""
+    return await signed_page(request, lambda web: web.rules.page())
+
+
+async def rules_options(request: Request) -> Response:
+    """The assertion options for signing the rules the page showed."""
+    return await signed_json(request, rules_challenge_for)
+
+
+def rules_challenge_for(web: WebState, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    make = web.rules.issue(token_hash(token), body, web.ceremonies.expiry())
+    return web.ceremonies.options(make)
+
+
+async def rules_sign(request: Request) -> Response:
+    """Keep the signature answering the rules challenge, if the file is still as shown."""
+    return await signed_json(request, sign_rules)
+
+
+def sign_rules(web: WebState, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    issued = web.challenges.take(body.get("nonce"), "rules")
+    if issued.session != token_hash(token):
+        raise PolicyRefused(
+            "refusing to sign the rules: the passkey answer was asked for by another "
+            "session; nothing was kept",
+            code="challenge_invalid",
+        )
+    what = "refusing to sign the rules"
+    key, kept = web.ceremonies.verify_assertion(issued, body.get("credential"), what)
+    digest = web.rules.keep(issued, {**kept, "nonce": body["nonce"]}, key.id)
+    return {"ok": True, "rules_sha256": digest}
+
+
+ROUTES = [
+    Route("/rules", rules_view),
+    Route("/rules/challenge", rules_options, methods=["POST"]),
+    Route("/rules/sign", rules_sign, methods=["POST"]),
+]

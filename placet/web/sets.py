@@ -12,38 +12,24 @@ more (one is accepted on its own page, with its ops to untick).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from placet import decisions
-from placet.config import Settings
-from placet.decisions import Proof, Shown
+from placet.decisions import Shown
 from placet.errors import PlacetError, PolicyRefused, UsageError, one_or_set
-from placet.store import Store
-from placet.store.passkeys import PasskeyRecord, token_hash
-from placet.web.ceremonies import Ceremonies
-from placet.web.runs import Runs
+from placet.store.passkeys import token_hash
+from placet.web.endpoints import signed_json
+from placet.web.passkeys import web_proof
+from placet.web.state import WebState
 
-__all__ = ["MAX_SET", "SetDecisions", "web_proof"]
+__all__ = ["MAX_SET", "ROUTES"]
 
 MAX_SET = 100
 """Most proposals one assertion accepts (a queue page lists 50)."""
-
-
-def web_proof(request: Request, key: PasskeyRecord, kept: dict[str, Any], nonce: object) -> Proof:
-    """The proof of an approval made on the page: the verified assertion as the audit
-    keeps it (`Ceremonies.verify_assertion`) with its nonce, the passkey and the client."""
-    return Proof.web(
-        {**kept, "nonce": nonce},
-        passkey_id=key.id,
-        passkey_name=key.name,
-        client=request.client.host if request.client else None,
-        user_agent=request.headers.get("user-agent", ""),
-    )
 
 
 def _proposals(body: dict[str, Any]) -> list[tuple[int, str]]:
@@ -71,79 +57,87 @@ def _proposals(body: dict[str, Any]) -> list[tuple[int, str]]:
     return pairs
 
 
-@dataclass
-class SetDecisions:
-    """The two steps of a set's accept, for the page's session `token`."""
+async def set_options(request: Request) -> Response:
+    """The assertion options for accepting the proposals the queue page selected."""
+    return await signed_json(request, set_challenge_for)
 
-    store: Store
-    settings: Settings
-    ceremonies: Ceremonies
-    runs: Runs
-    clock: Callable[[], datetime]
 
-    def _checked(self, shown: list[Shown]) -> None:
-        """Every refusal of the set, before the passkey is asked or its answer verified:
-        the proposal's own for one, `SetRefused` listing each for several."""
-        refused: list[tuple[int, PlacetError]] = []
-        for s in shown:
-            try:
-                decisions.check(self.store, self.settings, s, now=self.clock(), signed=True)
-            except PlacetError as e:
-                refused.append((s.proposal_id, e))
-        if refused:
-            raise one_or_set("accept", len(shown), refused)
+def set_challenge_for(web: WebState, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The assertion options for the selected proposals as shown (every one is pending
+    with the request hash the page showed), binding them in that order."""
+    shown = []
+    refused: list[tuple[int, PlacetError]] = []
+    pairs = _proposals(body)
+    for pid, request_hash in pairs:
+        try:
+            record = web.store.get(pid)
+        except PlacetError as e:
+            refused.append((pid, e))
+            continue
+        shown.append(Shown(pid, request_hash, host_id=record.host_id, drive_spec=record.drive_spec))
+    if refused:
+        raise one_or_set("accept", len(pairs), refused)
+    _checked(web, shown)
+    entries = decisions.set_entries(shown)
+    return web.ceremonies.accept_set_options(token_hash(token), entries)
 
-    def options(self, token: str, body: dict[str, Any]) -> dict[str, Any]:
-        """The assertion options for the selected proposals as shown (every one is pending
-        with the request hash the page showed), binding them in that order."""
-        shown = []
-        refused: list[tuple[int, PlacetError]] = []
-        pairs = _proposals(body)
-        for pid, request_hash in pairs:
-            try:
-                record = self.store.get(pid)
-            except PlacetError as e:
-                refused.append((pid, e))
-                continue
-            shown.append(
-                Shown(pid, request_hash, host_id=record.host_id, drive_spec=record.drive_spec)
-            )
-        if refused:
-            raise one_or_set("accept", len(pairs), refused)
-        self._checked(shown)
-        entries = decisions.set_entries(shown)
-        return self.ceremonies.accept_set_options(token_hash(token), entries)
 
-    def accept(self, request: Request, token: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Verify the assertion answering a set's challenge and accept exactly that set."""
-        issued = self.ceremonies.challenges.take(body.get("nonce"), "accept-set")
-        if issued.session != token_hash(token) or len(issued.entries) < 2:
-            raise PolicyRefused(
-                "refusing to accept these proposals: the passkey answer was made for "
-                "another request; nothing was approved",
-                code="challenge_invalid",
-            )
-        shown = [
-            Shown(
-                int(e["proposal_id"]),
-                str(e["request_hash"]),
-                skip_ops=frozenset(e["skip_ops"]),
-                host_id=e["host_id"],
-                drive_spec=str(e["drive_spec"]),
-            )
-            for e in issued.entries
-        ]
-        self._checked(shown)  # before the assertion is verified (its sign count is spent)
-        ids = ", ".join(str(s.proposal_id) for s in shown)
-        key, kept = self.ceremonies.verify_assertion(
-            issued, body.get("credential"), f"refusing to accept proposals {ids}"
+async def set_accept(request: Request) -> Response:
+    """Accept exactly the set the answered challenge bound, or none of it."""
+    return await signed_json(request, accept_set_signed, request)
+
+
+def accept_set_signed(
+    web: WebState, token: str, body: dict[str, Any], request: Request
+) -> dict[str, Any]:
+    """Verify the assertion answering a set's challenge and accept exactly that set."""
+    issued = web.challenges.take(body.get("nonce"), "accept-set")
+    if issued.session != token_hash(token) or len(issued.entries) < 2:
+        raise PolicyRefused(
+            "refusing to accept these proposals: the passkey answer was made for "
+            "another request; nothing was approved",
+            code="challenge_invalid",
         )
-        proof = web_proof(request, key, kept, body["nonce"])
-        accepted = decisions.accept(self.store, self.settings, shown, proof, now=self.clock())
-        for a in accepted:
-            if a.runs_here:
-                self.runs.start(a)  # else its own host's placet runs it
-        return {
-            "ok": True,
-            "accepted": [{"proposal_id": a.proposal_id, "waiting": a.waiting} for a in accepted],
-        }
+    shown = [
+        Shown(
+            int(e["proposal_id"]),
+            str(e["request_hash"]),
+            skip_ops=frozenset(e["skip_ops"]),
+            host_id=e["host_id"],
+            drive_spec=str(e["drive_spec"]),
+        )
+        for e in issued.entries
+    ]
+    _checked(web, shown)  # before the assertion is verified (its sign count is spent)
+    ids = ", ".join(str(s.proposal_id) for s in shown)
+    key, kept = web.ceremonies.verify_assertion(
+        issued, body.get("credential"), f"refusing to accept proposals {ids}"
+    )
+    proof = web_proof(request, key, kept, body["nonce"])
+    accepted = decisions.accept(web.store, web.settings, shown, proof, now=web.clock())
+    for a in accepted:
+        if a.runs_here:
+            web.runs.start(a)  # else its own host's placet runs it
+    return {
+        "ok": True,
+        "accepted": [{"proposal_id": a.proposal_id, "waiting": a.waiting} for a in accepted],
+    }
+
+
+def _checked(web: WebState, shown: list[Shown]) -> None:
+    """Every refusal of the set, before the passkey is asked or its answer verified:
+    the proposal's own for one, `SetRefused` listing each for several."""
+    refused: list[tuple[int, PlacetError]] = []
+    for s in shown:
+        try:
+            decisions.check(web.store, web.settings, s, now=web.clock(), signed=True)
+        except PlacetError as e:
+            refused.append((s.proposal_id, e))
+    if refused:
+        raise one_or_set("accept", len(shown), refused)
+
+
+ROUTES = [
+    Route("/set/challenge", set_options, methods=["POST"]),
+    Route("/set/accept", set_accept, methods=["POST"]),
+]

@@ -30,9 +30,9 @@ from placet.config import Settings
 from placet.store import Store
 from placet.store.passkeys import open_pairing_link
 from placet.web import WebConfig, create_app
-from placet.web.app import Runs
 from placet.web.changes import QueueChanges
 from placet.web.connections import guarded_h11
+from placet.web.runs import Runs
 from placet.web.session import SESSION_HEADER
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -22,7 +22,7 @@ from cryptography.x509.oid import NameOID
 
 from placet.config import Settings
 from placet.store import open_store
-from placet.web.app import CSP
+from placet.web.guard import CSP
 from tests.support.rig import PLACET
 from tests.support.terminal import PtyProcess
 from tests.support.web import free_port

@@ -76,7 +76,7 @@ def test_an_oversized_body_is_refused_before_it_is_read(served: Served) -> None:
 def test_an_oversized_stream_is_cut_at_the_cap(served: Served) -> None:
     """A chunked body (no Content-Length) is read only until it passes the cap: one byte
     over it (the last thing sent: not even its chunk's line end) gets the 413."""
-    from placet.web.app import BODY_MAX
+    from placet.web.endpoints import BODY_MAX
 
     piece = b"a" * 65536
     body = b"%x\r\n%s\r\n" % (len(piece), piece) * (BODY_MAX // len(piece)) + b"1\r\na"

@@ -16,7 +16,7 @@ from placet.errors import UsageError
 from placet.store import Store
 from placet.store.passkeys import open_pairing_link
 from placet.web import check_listen
-from placet.web.app import CSP
+from placet.web.guard import CSP
 from tests.support.review import add_upload
 from tests.support.rig import PLACET, Rig
 from tests.support.web import (
