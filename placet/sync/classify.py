@@ -332,7 +332,7 @@ class Classifier:
         b: BaselineEntry | None,
     ) -> None:
         if lo.kind == "dir":
-            self.pending_dirs.append(key)  # mkdir or deleted_remote: decided by finish_dirs
+            self.pending_dirs.append(key)  # mkdir or deleted_remote: `finish_dir`, later
         elif b is None:
             self.op(path, "upload", "new here", lo, None)
             self.needed_dirs.update(self.missing_parents(key))
@@ -385,27 +385,27 @@ class Classifier:
                 r,
             )
 
-    def finish_dirs(self) -> None:
-        """Local folders the remote lacks: `mkdir`, unless the baseline says the remote
+    def finish_dir(self, key: str) -> None:
+        """Decide one local folder the remote lacks (a key `local_only` set aside), once
+        everything beneath it is classified: `mkdir`, unless the baseline says the remote
         deleted it and no new upload needs it (then `deleted_remote`)."""
-        for key in self.pending_dirs:
-            lo = self.loc[key]
-            b = self.base.get(key)
-            if (key in self.needed_dirs or b is None or b.sha256 is not None) and self.refused(
-                lo.path, lo, None
-            ):
-                continue
-            if key in self.needed_dirs:
-                self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "parent of new uploads", lo))
-            elif b is None or b.sha256 is not None:
-                self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "new folder here", lo))
-            else:
-                self.report(
-                    lo.path,
-                    "deleted_remote",
-                    "folder deleted on the remote since the last sync; not created again",
-                    local=lo,
-                )
+        lo = self.loc[key]
+        b = self.base.get(key)
+        needed = key in self.needed_dirs
+        self.needed_dirs.discard(key)  # nothing beneath asks again
+        if (needed or b is None or b.sha256 is not None) and self.refused(lo.path, lo, None):
+            return
+        if needed:
+            self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "parent of new uploads", lo))
+        elif b is None or b.sha256 is not None:
+            self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "new folder here", lo))
+        else:
+            self.report(
+                lo.path,
+                "deleted_remote",
+                "folder deleted on the remote since the last sync; not created again",
+                local=lo,
+            )
 
     def missing_parents(self, key: str) -> list[str]:
         """Keys of the ancestors of `key` that the remote lacks, nearest first."""

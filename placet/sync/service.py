@@ -47,11 +47,9 @@ from placet.sync.heap import release_free_heap
 from placet.sync.index_file import IndexResult
 from placet.sync.indexer import index_local
 from placet.sync.jobs import LongReads, Progress
-from placet.sync.listings import read_listings
 from placet.sync.model import SyncPlan
-from placet.sync.planner import plan_listings
+from placet.sync.planner import plan
 from placet.sync.remote import RemoteLister, SyncDigestStore
-from placet.sync.sharing import share_equal_strings
 from placet.sync.stored import SyncData
 from placet.sync.tables import Pair, RowPacker, SkipRow, StoredPlan
 from placet.text import inert
@@ -457,44 +455,27 @@ class SyncService:
         if progress is not None:
             progress.phase = "planning"
         cap = self.settings.plan_entry_cap
-        listings = read_listings(
+        # The skips are packed as they are classified, never held as reports.
+        skips = SkipPacker(baseline)
+        p = plan(
             idx.entries,
             remote_entries,
+            baseline,
             caps,
             include_hidden=include_hidden,
+            allow_empty_side=allow_empty_side,
             entry_cap=cap,
-            share=True,  # one object for equal strings of both sides (placet.sync.sharing)
-            # The local dict's outgrown tables go back to the system before the remote
-            # dict is built beside it (the plan's peak; placet.sync.heap).
-            between_sides=release_free_heap,
+            on_skip=skips.skip,
         )
-        del idx, remote_entries  # the listings hold what the plan needs
-        if dtype is not None:  # a kept copy of the remote digest cache shares them too
-            prefix = f"{remote}/" if remote else ""
-            shared = share_equal_strings(listings.both_files(), prefix)
-            self.data.share_remote_digests(drive.spec, dtype, shared)
-            del shared  # an unread generator would keep the listings alive
+        del idx, remote_entries
         options = {"include_hidden": include_hidden, "allow_empty_side": allow_empty_side}
         meta = {"digest_type": dtype, "remote_folder_missing": missing}
-        fps = (listings.local_fingerprint, listings.remote_fingerprint)
+        fps = (p.local_fingerprint, p.remote_fingerprint)
         stored = self.data.find_plan(
             pair=pair, options=options, fingerprints=fps, baseline_generation=generation,
             meta=meta,
         )  # fmt: skip
         if stored is None:
-            release_free_heap()  # before classifying grows the ops, reports and skips
-            # The skips are packed as they are classified, never held as reports.
-            skips = SkipPacker(baseline)
-            p = plan_listings(
-                listings,
-                baseline,
-                allow_empty_side=allow_empty_side,
-                on_skip=skips.skip,
-                consume=True,
-            )
-            # The plan holds the entries it needs; the keyed listings (two dicts of
-            # every entry) go before the plan is encoded.
-            del listings
             # Transfers of remote files without digests: bound to the bytes read now.
             p = bind_content(p, drive, remote, budget=self.read_budget, progress=progress)
             stored = self.data.save_plan(
