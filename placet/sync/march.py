@@ -16,7 +16,7 @@ sorted by name, as the listing named them."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Generic, Protocol, TypeVar
 
@@ -26,6 +26,7 @@ from placet.sync.entries import BaselineEntry, LocalEntry, RemoteEntry, nfc
 from placet.sync.model import EmptySideRefused
 
 _E = TypeVar("_E", LocalEntry, RemoteEntry)
+_T = TypeVar("_T")
 
 
 class LocalSide(Protocol):
@@ -41,6 +42,10 @@ class LocalSide(Protocol):
         key "" for the synced folder itself), in listing order."""
         ...
 
+    def done(self, folders: Sequence[LocalEntry]) -> None:
+        """Everything beneath `folders` (listed) is classified."""
+        ...
+
 
 class RemoteSide(Protocol):
     """The remote tree as the merge reads it: `listing` is called for the synced folder
@@ -53,9 +58,26 @@ class RemoteSide(Protocol):
 
 
 class BaselineSide(Protocol):
-    """The baseline by key, asked in sorted key order."""
+    """The baseline as the merge reads it."""
 
-    def get(self, key: str) -> BaselineEntry | None: ...
+    def folder(self, key: str, subfolders: Collection[str]) -> Mapping[str, BaselineEntry]:
+        """The entries directly in the folder of `key` ("" the synced folder) by key
+        (more may be there); `subfolders`: the names of the folders beneath it on
+        either side, whose entries are asked for when the merge enters them."""
+        ...
+
+
+class HeldBaseline:
+    """A baseline in memory (`entries`: NFC path -> entry), by key (`ci`: case-folded)."""
+
+    def __init__(self, entries: Mapping[str, BaselineEntry], ci: bool) -> None:
+        self.by_key: dict[str, BaselineEntry] = {}
+        for k, v in entries.items():
+            p = nfc(k)
+            self.by_key[p.casefold() if ci else p] = v
+
+    def folder(self, key: str, subfolders: Collection[str]) -> Mapping[str, BaselineEntry]:
+        return self.by_key
 
 
 def hidden(path: str) -> bool:
@@ -72,18 +94,23 @@ def cap_error(side: str, cap: int, what: str) -> LimitExceeded:
     )
 
 
-def subfolders(entries: Sequence[_E], ci: bool, include_hidden: bool) -> list[tuple[str, list[_E]]]:
-    """The folders among one folder's `entries` as the merge enters them: (key, the
-    `dir` entries under it in listing order), sorted by key + "/". The remote lister
-    lists ahead in this order."""
-    found: dict[str, list[_E]] = {}
-    for e in entries:
-        if e.kind != "dir":
-            continue
-        p = e.path if e.path.isascii() else nfc(e.path)
-        if not include_hidden and hidden(p):
-            continue
-        found.setdefault(p.casefold() if ci else p, []).append(e)
+def key_of(path: str, ci: bool) -> tuple[str, str]:
+    """A listed path's NFC form and its key (the NFC form, case-folded when `ci`)."""
+    p = path if path.isascii() else nfc(path)
+    return p, p.casefold() if ci else p
+
+
+def subfolders(
+    folders: Iterable[tuple[str, _T]], ci: bool, include_hidden: bool
+) -> list[tuple[str, list[_T]]]:
+    """The folders the merge enters beneath one folder, given (listed path, item) for
+    each folder among its entries in listing order: (key, their items), sorted by
+    key + "/" as the merge enters them. The remote side lists ahead in this order."""
+    found: dict[str, list[_T]] = {}
+    for path, item in folders:
+        p, k = key_of(path, ci)
+        if include_hidden or not hidden(p):
+            found.setdefault(k, []).append(item)
     return sorted(found.items(), key=lambda kv: kv[0] + "/")
 
 
@@ -191,7 +218,7 @@ class March:
         counts, cap, implied = self.counts[side], self.cap, self.implied
         listed: list[_E] = []
         for e in entries:
-            p = e.path if e.path.isascii() else nfc(e.path)
+            p, k = key_of(e.path, ci)
             if not show and hidden(p):
                 continue
             if local and p != e.path:
@@ -202,7 +229,6 @@ class March:
                 if counts[i] > cap:
                     raise cap_error(side, cap, "folders" if i else "files")
                 listed.append(e)
-            k = p.casefold() if ci else p
             first = into.get(k)
             if first is not None:
                 dups.setdefault(k, [first]).append(e)
@@ -232,7 +258,8 @@ class March:
         events.sort()
         parent_blocked = n in blocked
         opened: dict[str, list[LocalEntry]] = {}
-        get_base = self.baseline.get
+        cut = len(n) + 1 if n else 0
+        get_base = self.baseline.folder(n, [k[cut:] for k in dirs]).get
         for k in events:
             if k[-1] == "/":
                 k = k[:-1]
@@ -303,3 +330,5 @@ class March:
             rfolders = [r]
         rchildren = self.remote.listing(k, rfolders) if rfolders or more else []
         self._folder(k, lchildren, rchildren)
+        if lfolders:
+            self.local.done(lfolders)

@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 
 from placet.sync.classify import Classifier, SkipSink
 from placet.sync.entries import BaselineEntry, CapabilityFlags, LocalEntry, RemoteEntry, nfc
-from placet.sync.march import March, cap_error, hidden
+from placet.sync.march import HeldBaseline, March, cap_error, hidden
 from placet.sync.model import DEFAULT_ENTRY_CAP, OP_KINDS, REPORT_KINDS, EmptySideRefused, SyncPlan
 
 __all__ = ["assemble", "check_entry_cap", "plan"]
@@ -69,6 +69,9 @@ class _Listed(Generic[_E]):
 
     def listing(self, key: str, folders: Sequence[_E]) -> list[_E]:
         return self.groups.pop(key, [])
+
+    def done(self, folders: Sequence[_E]) -> None:
+        pass
 
 
 def check_entry_cap(entries: Sequence[_E], include_hidden: bool, cap: int, side: str) -> None:
@@ -143,7 +146,7 @@ def plan(
     lside = _Listed(lo_all, pl.ci, include_hidden, made)
     rside = _Listed(re_all, pl.ci, include_hidden, made)
     del lo_all, re_all
-    base = {pl.key(nfc(k)): v for k, v in baseline.items()}
+    base = HeldBaseline(baseline, pl.ci)
     march = March(
         pl, lside, rside, base, include_hidden=include_hidden, entry_cap=entry_cap,
         implied=lambda e: id(e) in made,

@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 from placet.errors import NotFound
 from placet.store.db import RawDB, dt_text, utcnow
 from placet.store.store import Store
-from placet.sync.digest_store import MEMORY_ROWS, DigestCaches
+from placet.sync.cache import FolderRows, OwnedRows, Ranges
+from placet.sync.digest_store import MEMORY_ROWS, DigestCaches, gaps, in_ranges
 from placet.sync.entries import BaselineEntry
 from placet.sync.model import SyncPlan
 from placet.sync.tables import (
@@ -80,6 +81,11 @@ def _int(value: object) -> int | None:
         return value
     return int(value) if isinstance(value, str) and value.isdigit() else None
 
+
+_BASELINE_ROWS = (
+    "SELECT path, sha256, remote_digest_type, remote_digest, size, mtime FROM sync_baseline "
+    "WHERE pair_key = ? AND path >= ? AND (CAST(? AS TEXT) IS NULL OR path < ?)"
+)
 
 REUSE_WITHIN = timedelta(hours=1)
 """A new plan identical to one stored this recently reuses its id instead of a new row."""
@@ -355,9 +361,44 @@ class SyncData(DigestCaches):
 
         generation, rows = self._read("reading a sync baseline", rd)
         entries = {r[0]: BaselineEntry(*r) for r in rows}
-        with self._lock:
-            self._baselines[key] = (generation, entries)
+        if len(entries) <= self.memory_rows:  # kept for the next plan, as the digest caches
+            with self._lock:
+                self._baselines[key] = (generation, entries)
         return entries, generation
+
+    def baseline_count(self, pair: Pair) -> tuple[int, int]:
+        """(the number of the pair's baseline entries, its generation)."""
+        key = pair.key
+
+        def rd(db: RawDB) -> tuple[int, int]:
+            db.begin(write=False)
+            try:
+                row = db.execute(
+                    "SELECT generation FROM sync_pair WHERE pair_key = ?", (key,)
+                ).fetchone()
+                n = db.execute(
+                    "SELECT count(*) FROM sync_baseline WHERE pair_key = ?", (key,)
+                ).fetchone()
+            finally:
+                db.commit()
+            return int(n[0]), int(row[0]) if row else 0
+
+        return self._read("counting a sync baseline", rd)
+
+    def baseline_folders(self, pair: Pair) -> FolderRows[BaselineEntry]:
+        """The pair's baseline a folder at a time (`FolderRows`: NFC path -> entry),
+        for a plan too big to hold it (`baseline` keeps it in memory)."""
+        key = pair.key
+
+        def read(db: RawDB, ranges: Ranges) -> OwnedRows[BaselineEntry]:
+            return OwnedRows(
+                (r[0], BaselineEntry(*r)) for r in in_ranges(db, _BASELINE_ROWS, (key,), ranges)
+            )
+
+        return FolderRows(
+            lambda ranges: self._read("reading a sync baseline", lambda db: read(db, ranges)),
+            gaps,
+        )
 
     def record_baseline(
         self, pair: Pair, entries: Sequence[BaselineEntry], now: datetime | None = None
