@@ -336,7 +336,22 @@ class Rcd:
         timeout: float,
         abortable: bool = False,
     ) -> dict[str, Any]:
-        """POST `parts` to `target` on this thread's connection; see `call` for errors.
+        """POST `parts` to `target` on this thread's connection; see `call` for errors."""
+        return self._decode(
+            *self._send(method, target, parts, headers, timeout=timeout, abortable=abortable)
+        )
+
+    def _send(
+        self,
+        method: str,
+        target: str,
+        parts: Sequence[bytes],
+        headers: Mapping[str, str],
+        *,
+        timeout: float,
+        abortable: bool = False,
+    ) -> tuple[int, bytes]:
+        """POST `parts` to `target` on this thread's connection: (status, raw body).
 
         A keep-alive connection the daemon closed meanwhile is replaced once at no cost;
         a failure on a fresh connection restarts a dead daemon once. With `abortable`,
@@ -381,7 +396,7 @@ class Rcd:
                 continue
             if closing:
                 self._drop(conn)
-            return self._decode(status, raw)
+            return status, raw
 
     def call(
         self, method: str, params: Mapping[str, Any], *, timeout: float = 300
@@ -396,6 +411,16 @@ class Rcd:
         body = json.dumps(params).encode()
         headers = {"Content-Type": "application/json"}
         return self._request(method, "/" + method, [body], headers, timeout=timeout)
+
+    def call_raw(self, method: str, params: Mapping[str, Any], *, timeout: float = 300) -> bytes:
+        """`call`, a successful answer's JSON body returned undecoded: a thread that only
+        waits for the answer then holds the interpreter lock for no decoding."""
+        body = json.dumps(params).encode()
+        headers = {"Content-Type": "application/json"}
+        status, raw = self._send(method, "/" + method, [body], headers, timeout=timeout)
+        if status != 200:
+            self._decode(status, raw)  # raises RcFailure
+        return raw
 
     def upload(
         self, fs: str, folder: str, name: str, chunks: Sequence[bytes], *, timeout: float

@@ -15,6 +15,7 @@ and an evidence check or a sync plan makes many of them.
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -375,6 +376,15 @@ class RcloneCore:
             PathRefused: a path placet refuses to pass on (nothing is listed).
                 DriveUnavailable / DriveError: the request as a whole failed.
         """
+        raw = self.list_folders_raw(paths, digest_type=digest_type, concurrency=concurrency)
+        return self.folders_from_raw(raw, paths, digest_type=digest_type)
+
+    def list_folders_raw(
+        self, paths: Sequence[str], *, digest_type: str | None = None, concurrency: int = 4
+    ) -> bytes:
+        """The request of `list_folders_rows`, its answer undecoded (`folders_from_raw`
+        decodes it): the I/O alone, for a thread that should leave the interpreter lock
+        to the one that decodes. Raises what `list_folders_rows` raises."""
         checked = [check_drive_path(p) for p in paths]
         dtype = digest_type.lower() if digest_type else None
         types = (dtype,) if dtype else ()
@@ -382,22 +392,42 @@ class RcloneCore:
             {"_path": "operations/list", **self._listing_params(p, types, recurse=False)}
             for p in checked
         ]
-        body = self._rc(
-            "job/batch",
-            {"inputs": inputs, "concurrency": concurrency},
+        target = checked[0] if checked else ""
+        raw: bytes = self._mapped(
+            lambda: self._rcd.call_raw(
+                "job/batch",
+                {"inputs": inputs, "concurrency": concurrency},
+                timeout=LONG_CALL_SECONDS,
+            ),
             action="list",
-            target=checked[0] if checked else "",
-            timeout=LONG_CALL_SECONDS,
+            target=target,
         )
+        return raw
+
+    def folders_from_raw(
+        self, raw: bytes, paths: Sequence[str], *, digest_type: str | None = None
+    ) -> list[list[ListRow] | PlacetError]:
+        """`list_folders_rows`' result from the answer `list_folders_raw` got for the
+        same `paths` and `digest_type`.
+
+        Raises:
+            DriveError: the answer is not one result per path.
+        """
+        dtype = digest_type.lower() if digest_type else None
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {}
         results = body.get("results") if isinstance(body, dict) else None
-        if not isinstance(results, list) or len(results) != len(checked):
+        if not isinstance(results, list) or len(results) != len(paths):
             raise DriveError(
-                f"rclone answered a batch of {len(checked)} listings with "
+                f"rclone answered a batch of {len(paths)} listings with "
                 f"{len(results) if isinstance(results, list) else 'no'} results; try again",
-                details={"path": checked[0] if checked else ""},
+                details={"path": paths[0] if paths else ""},
             )
         out: list[list[ListRow] | PlacetError] = []
-        for p, res in zip(checked, results, strict=True):
+        for path, res in zip(paths, results, strict=True):
+            p = path[:-1] if path.endswith("/") else path
             res = res if isinstance(res, dict) else {}
             if "error" in res:
                 status = res.get("status")

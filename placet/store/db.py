@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import random
-import secrets
 import sqlite3
 import stat
 import sys
@@ -128,19 +127,6 @@ class RawDB:
                 cur.executemany(_pg_sql(sql), rows)
         else:
             self.driver.executemany(sql, rows)
-
-    def stream(self, sql: str, params: Sequence[Any] = (), size: int = 4096) -> Iterator[Any]:
-        """The rows of a query, read `size` at a time (PostgreSQL: a server-side cursor),
-        so a big result is never held whole."""
-        if self.postgres:
-            with self.driver.cursor(name=f"placet_{secrets.token_hex(6)}") as cur:
-                cur.itersize = size
-                cur.execute(_pg_sql(sql), params)
-                yield from cur
-        else:
-            cur = self.driver.execute(sql, params)
-            while rows := cur.fetchmany(size):
-                yield from rows
 
     def begin(self, *, write: bool) -> None:
         """Begin a transaction: the write lock first for a write (module docstring)."""

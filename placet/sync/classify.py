@@ -1,6 +1,6 @@
 """Classification of one path: its local entry, remote entry and baseline in, one op or report out.
 
-This is the table of docs/design.md section 7, path by path; `placet.sync.planner` feeds
+This is the table of docs/design.md section 7, path by path; `placet.sync.march` feeds
 it the keys in sorted order (parents first). No op deletes: a path gone from one side is
 reported, and a conflict if the other side changed. One side changed since the baseline
 is a fast-forward, both a conflict. Equality needs a digest of the strongest common type;
@@ -48,8 +48,9 @@ MAX_PLAN_DEPTH = 8
 
 
 class Classifier:
-    """One planning run's state: the keyed listings and baseline it reads (set by
-    `placet.sync.planner.plan_listings`) and the ops and reports it builds."""
+    """One planning run's state: the keyed entries and baseline it reads (the folders
+    on the merge's path, kept by `placet.sync.march`) and the ops and reports it
+    builds."""
 
     def __init__(self, capabilities: CapabilityFlags) -> None:
         self.ci = bool(capabilities.case_insensitive)
@@ -72,7 +73,7 @@ class Classifier:
         self.base: dict[str, BaselineEntry] = {}
         self._names: dict[str, str] = {}  # segment -> refusal ("" = usable), memoised
         # Where skips of a path on both sides go instead of `reports` (see
-        # `placet.sync.planner.plan_listings`), and how many went there.
+        # `placet.sync.planner.plan`), and how many went there.
         self.on_skip: SkipSink | None = None
         self.skips_sunk = 0
 

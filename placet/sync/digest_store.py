@@ -214,9 +214,12 @@ class DigestCaches:
             return
         with self._lock:  # a copy not loaded yet is read whole when first needed
             mem = self._local.get(root_key)
-            keep = mem is not None and len(mem) + len(batch) <= self.memory_rows
+            # Rows of paths the copy holds update it; new ones drop it (it is read again
+            # when next needed), so a walk never grows it towards `memory_rows` beside
+            # everything else it holds.
+            keep = mem is not None and all(c.path in mem for c in batch)
             if mem is not None and not keep:
-                del self._local[root_key]  # too big to keep (module docstring)
+                del self._local[root_key]
 
         def rows(part: list[CachedDigest]) -> Iterator[tuple[object, ...]]:
             # A generator made afresh by each attempt (a retried write starts over), not
@@ -371,7 +374,7 @@ class DigestCaches:
         with self._lock:  # a copy not loaded yet is read whole when first needed
             if (mem := self._remote.get(key)) is None:
                 pass
-            elif len(mem) + len(rows) > self.memory_rows:
-                del self._remote[key]  # too big to keep (module docstring)
+            elif not all(r[0] in mem for r in rows):
+                del self._remote[key]  # new paths: read again when next needed (`put_many`)
             else:
                 mem.update((path, (size, mtime, digest)) for path, size, mtime, digest in rows)

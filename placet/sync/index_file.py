@@ -33,7 +33,7 @@ mtime), SMB and every finer filesystem, conservatively."""
 POOL_MIN_BYTES = 256 * 1024
 """Files at least this large are hashed by the thread pool; smaller ones inline."""
 
-FRESH_PART = 65_536
+FRESH_PART = 16_384
 """Fresh digests handed to the cache at a time while the walk goes on (`spill`)."""
 
 _PATH = attrgetter("path")

@@ -32,7 +32,15 @@ from placet.paths.local import MAX_LOCAL_DEPTH
 from placet.sync.cache import CachedDigest, DigestCache, FolderRows, OwnedRows
 from placet.sync.digests import normalise_types
 from placet.sync.entries import LocalEntry, new_local_entry, nfc
-from placet.sync.index_file import Walk, add_entry, add_file, error_entry, over_cap, spill
+from placet.sync.index_file import (
+    FRESH_PART,
+    Walk,
+    add_entry,
+    add_file,
+    error_entry,
+    over_cap,
+    spill,
+)
 from placet.sync.model import DEFAULT_ENTRY_CAP
 
 _NAME = attrgetter("name")
@@ -112,11 +120,7 @@ class LocalTree:
         self.stats: dict[str, tuple[int, int]] = {}
         self.root_path = root_path
         self.rows_found = 0  # lookups that found a cached row
-        # The cached rows the walk may ask for, when it reads the in-memory copy.
-        self.rows_shown = 0
-        cached = self.w.cached
-        if self.by_folder is None and type(cached) is not OwnedRows:  # the in-memory copy
-            self.rows_shown = sum(1 for p in cached if self._shown(p))
+        self.rows_at_start = len(self.w.cached)
 
     # ---- the merge's local side -----------------------------------------------------
 
@@ -318,7 +322,7 @@ class LocalTree:
                 w.fresh.append(cached)
                 w.bytes_hashed += n
         w.jobs = []
-        if len(w.fresh) >= 65_536:
+        if len(w.fresh) >= FRESH_PART:
             spill(w)
         return [pooled.get(e.raw_path, e) if e.sha256 is None else e for e in entries]
 
@@ -346,11 +350,13 @@ class LocalTree:
         cached = w.cached
         if type(cached) is OwnedRows:
             return [p for p in cached if self._shown(p)]
-        if self.rows_found == self.rows_shown:
+        if self.rows_found == self.rows_at_start:
+            return []  # every row was asked for (the copy may have gained fresh ones)
+        rows = list(cached)
+        if self.rows_found == sum(1 for p in rows if self._shown(p)):
             return []  # every row the walk could ask for was asked for
         # Rare (files were deleted): the rows of paths no longer there. The copy may
         # have gained the walk's fresh digests meanwhile: their files exist.
-        rows = list(cached)
         lexists, root = os.path.lexists, self.root_path
         return [p for p in rows if self._shown(p) and not lexists(root / p)]
 

@@ -115,19 +115,19 @@ def subfolders(
 
 
 class Fingerprint(Generic[_E]):
-    """SHA-256 of one side's entries, fed a folder at a time (each folder's lines sorted
-    by name, stably: duplicates keep their listed order)."""
+    """SHA-256 of one side's entries, fed a folder at a time (each folder's lines sorted:
+    by name first, the listed one)."""
 
-    def __init__(self, line: Callable[[_E], str], name: Callable[[_E], str]) -> None:
+    def __init__(self, line: Callable[[_E], str]) -> None:
         self.h = hashlib.sha256()
         self.line: Callable[[_E], str] = line
-        self.name: Callable[[_E], str] = name
 
     def add(self, entries: list[_E]) -> None:
         if entries:
-            entries = sorted(entries, key=self.name)
-            text = "\n".join([self.line(e) for e in entries]) + "\n"
-            self.h.update(text.encode("utf-8", "surrogateescape"))
+            lines = [self.line(e) for e in entries]
+            lines.sort()
+            lines.append("")
+            self.h.update("\n".join(lines).encode("utf-8", "surrogateescape"))
 
     def hexdigest(self) -> str:
         return self.h.hexdigest()
@@ -139,14 +139,6 @@ def local_line(e: LocalEntry) -> str:
 
 def remote_line(e: RemoteEntry) -> str:
     return f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0{chr(0).join(e.digests.values())}"
-
-
-def _raw(e: LocalEntry) -> str:
-    return e.raw_path
-
-
-def _listed(e: RemoteEntry) -> str:
-    return e.path
 
 
 class March:
@@ -172,8 +164,8 @@ class March:
         self.include_hidden, self.cap = include_hidden, entry_cap
         self.implied, self.beneath = implied, beneath
         self.counts = {"local": [0, 0], "remote": [0, 0]}  # files, folders
-        self.local_fp: Fingerprint[LocalEntry] = Fingerprint(local_line, _raw)
-        self.remote_fp: Fingerprint[RemoteEntry] = Fingerprint(remote_line, _listed)
+        self.local_fp: Fingerprint[LocalEntry] = Fingerprint(local_line)
+        self.remote_fp: Fingerprint[RemoteEntry] = Fingerprint(remote_line)
 
     def run(self, *, baseline_entries: int, allow_empty_side: bool) -> None:
         """Classify both trees.
@@ -215,29 +207,39 @@ class March:
         `keys`, and those with a folder to `dirs`."""
         ci, show, other = self.pl.ci, self.include_hidden, self.pl.loc
         local = side == "local"
-        counts, cap, implied = self.counts[side], self.cap, self.implied
-        listed: list[_E] = []
+        counts, implied = self.counts[side], self.implied
+        listed: list[_E] = []  # what counts: neither hidden nor implied
+        keep, find, add_key = listed.append, into.get, keys.append
+        files = folders = 0
         for e in entries:
-            p, k = key_of(e.path, ci)
-            if not show and hidden(p):
+            p = e.path  # `key_of` and `hidden`, inline: the hot loop
+            if not p.isascii():
+                p = nfc(p)
+                if local and p != e.path:
+                    e = replace(e, path=p)
+            if not show and (p[:1] == "." or "/." in p):
                 continue
-            if local and p != e.path:
-                e = replace(e, path=p)
+            k = p.casefold() if ci else p
+            is_dir = e.kind == "dir"
+            if is_dir:
+                dirs.add(k)
             if implied is None or not implied(e):
-                i = 1 if e.kind == "dir" else 0
-                counts[i] += 1
-                if counts[i] > cap:
-                    raise cap_error(side, cap, "folders" if i else "files")
-                listed.append(e)
-            first = into.get(k)
+                keep(e)
+                if is_dir:
+                    folders += 1
+                else:
+                    files += 1
+            first = find(k)
             if first is not None:
                 dups.setdefault(k, [first]).append(e)
             else:
                 into[k] = e
                 if local or k not in other:
-                    keys.append(k)
-            if e.kind == "dir":
-                dirs.add(k)
+                    add_key(k)
+        counts[0] += files
+        counts[1] += folders
+        if counts[0] > self.cap or counts[1] > self.cap:
+            raise cap_error(side, self.cap, "files" if counts[0] > self.cap else "folders")
         fp.add(listed)
         if self.beneath is not None:
             dirs.update(k for k in keys if self.beneath(k))

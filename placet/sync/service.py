@@ -63,7 +63,7 @@ KEEP_IN_MEMORY = 8
 """Plans and indexes kept in memory for their next pages."""
 
 WRITES_QUEUED = 2
-"""Parts of fresh digests (65,536 each) waiting for the cache writer, at most."""
+"""Parts of fresh digests (`FRESH_PART` each) waiting for the cache writer, at most."""
 
 
 def root_key(root: Root) -> str:

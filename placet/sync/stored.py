@@ -38,6 +38,7 @@ from placet.sync.tables import (
     pack,
     pack_rows,
     parse_dt,
+    read_sealed,
     unpack,
 )
 
@@ -86,6 +87,14 @@ _BASELINE_ROWS = (
     "SELECT path, sha256, remote_digest_type, remote_digest, size, mtime FROM sync_baseline "
     "WHERE pair_key = ? AND path >= ? AND (CAST(? AS TEXT) IS NULL OR path < ?)"
 )
+
+_INSERT_PLAN = (
+    "INSERT INTO sync_plan (pair_key, root_name, root_path, local_path, drive_spec, "
+    "remote_path, options, local_fingerprint, remote_fingerprint, baseline_generation, "
+    "summary, meta, body, skips, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {skips}, ?) RETURNING id"
+)
+"""A new plan row; `skips` is "?", or "zeroblob(?)" for a blob written after (SQLite)."""
 
 REUSE_WITHIN = timedelta(hours=1)
 """A new plan identical to one stored this recently reuses its id instead of a new row."""
@@ -229,26 +238,41 @@ class SyncData(DigestCaches):
             plan.remote_fingerprint,
             plan.content,
         )
-        skip_blob = skips.finish() if isinstance(skips, RowPacker) else pack_rows(skips)
+        sealed = skips.seal() if isinstance(skips, RowPacker) else (None, 0)
+        spool, size = sealed
+        skip_blob = pack_rows(skips) if spool is None else None  # type: ignore[arg-type]
         body = pack(kept.to_dict())
         summary = json.dumps(dict(plan.summary))
 
         def tx(db: RawDB) -> int:
             self._prune(db, now)
+            blob: object = skip_blob
+            # SQLite: the skips copied into the row a piece at a time, never held whole.
+            piecewise = spool is not None and not db.postgres
+            if spool is not None and db.postgres:
+                blob = read_sealed(spool, size)
             cur = db.execute(
-                "INSERT INTO sync_plan (pair_key, root_name, root_path, local_path, drive_spec, "
-                "remote_path, options, local_fingerprint, remote_fingerprint, "
-                "baseline_generation, summary, meta, body, skips, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                _INSERT_PLAN.format(skips="zeroblob(?)" if piecewise else "?"),
                 (pair.key, root_name, pair.root_path, pair.local_path, pair.drive_spec,
                  pair.remote_path, opts, plan.local_fingerprint, plan.remote_fingerprint,
-                 baseline_generation, summary, meta_text, body, skip_blob, dt_text(now)),
+                 baseline_generation, summary, meta_text, body, size if piecewise else blob,
+                 dt_text(now)),
             )  # fmt: skip
             new_id = int(cur.fetchone()[0])
+            if piecewise:
+                assert spool is not None
+                spool.seek(0)
+                with db.driver.blobopen("sync_plan", "skips", new_id) as out:
+                    while chunk := spool.read(1 << 20):
+                        out.write(chunk)
             self._enforce_caps(db, "sync_plan", new_id)
             return new_id
 
-        pid = self._write("storing a sync plan", tx)
+        try:
+            pid = self._write("storing a sync plan", tx)
+        finally:
+            if spool is not None:
+                spool.close()
         return StoredPlan(
             pid, pair, root_name, dict(options), plan.local_fingerprint,
             plan.remote_fingerprint, baseline_generation, dict(plan.summary), dict(meta),

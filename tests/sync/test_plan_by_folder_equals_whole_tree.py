@@ -3,20 +3,28 @@ trees (`tests.support.whole_tree_planner`): the same ops in the same order, the 
 reports and counts, or the same refusal. On generated small trees (names that meet under
 NFC or case folding, names sorting around "/", hidden names, unlisted parents, special
 and unreadable entries, duplicates, baselines) and on a 20,000-file tree with a folder
-of 8,000 files, NFC/NFD and case twins, conflicts, downloads and replacements."""
+of 8,000 files, NFC/NFD and case twins, conflicts, downloads and replacements; and
+through the service on a real pair, its caches and baseline held or read by folder."""
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from placet.drive.base import preferred_digest
 from placet.sync import plan
 from placet.sync.entries import BaselineEntry, LocalEntry, PlanCapabilities, RemoteEntry, nfc
 from placet.sync.model import SyncPlan
+from placet.sync.service import SyncService
+from placet.sync.tables import Pair
+from tests.support.clocks import ScanClock
 from tests.support.listings import B, L, R
+from tests.support.rig import Rig
 from tests.support.whole_tree_planner import whole_tree_plan
 
 _NFD_E = unicodedata.normalize("NFD", "é")
@@ -173,3 +181,56 @@ def test_a_tree_of_20000_files_plans_alike(ci: bool) -> None:
     )
     # The listings in another order: the same plan.
     same(list(reversed(local)), list(reversed(remote)), baseline, caps)
+
+
+@pytest.mark.parametrize("rows", [5, 250_000], ids=["read-by-folder", "held"])
+def test_the_service_plans_a_real_pair_as_the_whole_tree_planner(rig: Rig, rows: int) -> None:
+    """`make_plan` (the local walk, rclone's batched listings, the caches and baseline
+    read a folder at a time when too big to keep) gives the ops and reports the
+    whole-tree planner gives for the same listings and baseline, cold and warm."""
+    assert rig.remote_dir is not None
+    remote = rig.remote_dir
+    nfd = unicodedata.normalize("NFD", "café")
+
+    def put(root: Path, rel: str, text: str) -> None:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+    for i in range(300):  # a folder of many files, a tenth edited here, a tenth there
+        put(rig.root.path, f"big/f{i:03d}.txt", f"{i} here" if i % 10 == 1 else f"{i}")
+        put(remote, f"big/f{i:03d}.txt", f"{i} there" if i % 10 == 2 else f"{i}")
+    for rel in ("a/x.txt", "a-b/y.txt", "a.b", "a0/z.txt", "deep/1/2/3/f.txt", f"n/{nfd}.txt"):
+        put(rig.root.path, rel, rel)
+        put(remote, rel, rel)
+    put(rig.root.path, "only-here/new.txt", "new")
+    put(remote, "only-there/new.txt", "theirs")
+    put(rig.root.path, "gone-there.txt", "same")  # in the baseline: deleted on the remote
+    put(remote, "gone-here.txt", "same")  # in the baseline: deleted here
+    put(rig.root.path, ".hidden/h.txt", "h")
+    clock = ScanClock()
+    clock.settle()
+    svc = SyncService(rig.store, rig.settings, clock_ns=clock)
+    svc.data.memory_rows = rows
+    folder = svc.folder(rig.ctx, "", None)
+    pair = Pair(str(folder.root.path), "", rig.ctx.drive_spec, "")
+    same_sha = hashlib.sha256(b"same").hexdigest()
+    base = [BaselineEntry(p, same_sha, "sha256", same_sha, 4, None)
+            for p in ("gone-there.txt", "gone-here.txt")]  # fmt: skip
+    base += [BaselineEntry(f"big/f{i:03d}.txt", hashlib.sha256(str(i).encode()).hexdigest(),
+                           "sha256", hashlib.sha256(str(i).encode()).hexdigest(), len(str(i)))
+             for i in range(300)]  # fmt: skip
+    base += [BaselineEntry(d, None) for d in ("big", "a", "gone-folder")]
+    svc.data.record_baseline(pair, base)
+    caps = rig.drive.capabilities()
+    for _ in ("cold", "warm"):
+        got = svc.make_plan(rig.ctx, folder, "", include_hidden=False, allow_empty_side=False)
+        local = svc.index(folder, digest_type=preferred_digest(caps), include_hidden=False)
+        listed, _ = svc.remote_listing(rig.drive, "")
+        baseline = {b.path: b for b in base}
+        want = whole_tree_plan(local.entries, listed, baseline, caps)
+        assert got.plan.ops == want.ops
+        assert got.plan.reports == tuple(r for r in want.reports if r.kind != "skip")
+        assert got.summary == dict(want.summary)
+        assert got.summary["upload_revision"] == 30 and got.summary["download"] == 31
+        assert got.summary["deleted_remote"] == 1 and got.summary["deleted_local"] == 1

@@ -76,12 +76,13 @@ def test_first_sync_then_warm_replan_hashes_nothing(rig: Rig) -> None:
     hashed = svc.local_files_hashed, svc.remote_files_hashed
     second = plan(svc, rig)
     assert kinds(second) == {"skip": 23}  # 22 files and the folder a/
-    # Only the files the sync itself wrote were new to the caches.
+    # Only the file the sync downloaded was new to the local cache; the remote cache
+    # holds the digests the sync recorded for what it uploaded.
     fresh_local, fresh_remote = (
         svc.local_files_hashed - hashed[0],
         svc.remote_files_hashed - hashed[1],
     )
-    assert (fresh_local, fresh_remote) == (1, 21)
+    assert (fresh_local, fresh_remote) == (1, 0)
 
     hashed = svc.local_files_hashed, svc.remote_files_hashed
     third = plan(svc, rig)
@@ -210,7 +211,7 @@ def test_cold_remote_listing_by_subfolders_matches_one_hashed_listing(rig: Rig) 
 
 
 class _Rows(list):  # type: ignore[type-arg]
-    """A folder's rows as `list_folders_rows` returned them, trackable by a weak
+    """A folder's rows as `folders_from_raw` decoded them, trackable by a weak
     reference."""
 
 
@@ -236,8 +237,8 @@ class _WatchedDrive:
         self.recursive += recurse
         return self.drive.list_rows(path, recurse=recurse, digest_type=digest_type)  # type: ignore[attr-defined]
 
-    def list_folders_rows(self, paths: list[str], **kw: object) -> list[object]:
-        got = self.drive.list_folders_rows(paths, **kw)  # type: ignore[attr-defined]
+    def folders_from_raw(self, raw: bytes, paths: list[str], **kw: object) -> list[object]:
+        got = self.drive.folders_from_raw(raw, paths, **kw)  # type: ignore[attr-defined]
         out = [_Rows(r) if isinstance(r, list) else r for r in got]
         with self.lock:
             for r in out:
