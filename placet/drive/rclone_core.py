@@ -445,6 +445,23 @@ class RcloneCore:
             out.append(_list_rows(items if isinstance(items, list) else [], dtype))
         return out
 
+    def soft_memory_limit(self, limit: int) -> int | None:
+        """Set rcd's soft memory limit to `limit` bytes (Go's `SetMemoryLimit`: the
+        collector runs more often near it; a negative `limit` only reads it) and return
+        the one before, or None when this rclone cannot (the call is then a no-op). A
+        plan sets one while it lists (docs/decisions/0026-plan-memory.md): without it,
+        rcd's heap grows with every hashed listing (~700 MiB over 1,000,000 files).
+        rclone reads JSON numbers as float64: a limit past 2**62 (none, in effect) is sent
+        as 2**62."""
+        try:
+            body = self._rcd.call(
+                "debug/set-soft-memory-limit", {"mem-limit": min(limit, 1 << 62)}, timeout=10
+            )
+        except (RcFailure, PlacetError):
+            return None
+        prev = body.get("existing-mem-limit") if isinstance(body, dict) else None
+        return prev if isinstance(prev, int) else None
+
     def use_digest_store(self, store: DigestStore) -> None:
         """Keep the digests this drive computes by reading the data in `store` (see
         `placet.drive.base.DigestStore`) instead of its own in-memory one."""

@@ -51,15 +51,13 @@ def _under(folder: str) -> tuple[str, str | None, str | None]:
 
 _LOCAL_ROWS = (
     "SELECT path, size, mtime_ns, inode, ctime_ns, sha256, sha1, md5, verified "
-    "FROM sync_digest_cache WHERE root_key = ? AND version = ? AND path >= ? "
-    "AND (CAST(? AS TEXT) IS NULL OR path < ?)"  # CAST: as in `remote_digests_under`
+    "FROM sync_digest_cache WHERE root_key = ? AND version = ?"
 )
 
 
 _REMOTE_ROWS = (
     "SELECT path, size, mtime, digest FROM sync_remote_digest "
-    "WHERE drive_spec = ? AND digest_type = ? AND path >= ? "
-    "AND (CAST(? AS TEXT) IS NULL OR path < ?)"  # CAST: as in _LOCAL_ROWS
+    "WHERE drive_spec = ? AND digest_type = ?"
 )
 
 
@@ -105,10 +103,14 @@ def gaps(folder: str, skip: Collection[str]) -> Ranges:
 
 
 def in_ranges(db: RawDB, sql: str, params: Sequence[Any], ranges: Ranges) -> Iterator[Any]:
-    """The rows of `sql` (ending in path bounds: >= ?, CAST(? AS TEXT) IS NULL OR < ?)
-    for each of `ranges`."""
+    """The rows of `sql` (a SELECT whose WHERE takes `params`) with paths in each of
+    `ranges`, each a range of the primary key: both bounds in the SQL (`path < ?` OR'ed
+    with a NULL test would leave the range open above, a scan to the table's end)."""
     for low, high in ranges:
-        yield from db.execute(sql, (*params, low, high, high))
+        if high is None:
+            yield from db.execute(sql + " AND path >= ?", (*params, low))
+        else:
+            yield from db.execute(sql + " AND path >= ? AND path < ?", (*params, low, high))
 
 
 class DigestCaches:

@@ -5,13 +5,13 @@ tree (docs/decisions/0026-plan-memory.md).
 
 Keys are NFC paths, case-folded on a case-insensitive remote. A folder's events run in
 sorted order: each name at its key, each subfolder's contents at key + "/", so every key
-of the trees is classified in sorted order, parents first, as `Classifier` expects, and
-each side is read in that order too: a local folder is opened when its name is classified
-(an unreadable one is an `error` entry then) and listed when entered; the remote side
-lists folders in the order `subfolders` predicts; the baseline is asked key by key. A
+of the trees is classified in sorted order, parents first, as `Classifier` expects. A
+local folder is opened when its name is classified (an unreadable one is an `error`
+entry then) and listed when entered; the remote side lists folders in the order
+`subfolders` predicts; the baseline gives a folder's entries as it is entered. A
 local-only folder is decided once everything beneath it is classified. Each side's
-fingerprint hashes its entries folder by folder in that order, each folder's entries
-sorted by name, as the listing named them."""
+fingerprint hashes its entries folder by folder in that order, each folder's lines
+sorted."""
 
 from __future__ import annotations
 

@@ -144,27 +144,26 @@ class RowDigests:
                     append(new_remote_entry(p[cut:], "file", size, mtime, digests))
             return out
         get = (self.copy if self.copy is not None else self._cached(rows, folders)).get
-        found: list[tuple[str, str] | None] = []
-        misses: list[ListRow] = []
-        for row in rows:
-            c = None if row[1] else get(row[0])
-            if c is not None and c[0] == row[2] and c[1] == row[3]:
-                found.append((c[1], c[2]))  # the cache's mtime string: one copy kept
-            else:
-                found.append(None)
-                if not row[1]:
-                    misses.append(row)
-        fresh = self._hash(misses, len(rows)) if misses else {}
-        for row, hit in zip(rows, found, strict=True):
-            p, is_dir, size, mtime, _ = row
+        missed: list[int] = []  # where a miss's entry goes once it is hashed
+        for p, is_dir, size, mtime, _ in rows:
             if is_dir:
                 append(new_remote_entry(p[cut:], "dir", 0, mtime, NO_DIGESTS))
-            elif hit is not None:
-                append(new_remote_entry(p[cut:], "file", size, hit[0], OneDigest(dtype, hit[1])))
+                continue
+            c = get(p)
+            if c is not None and c[0] == size and c[1] == mtime:
+                # The cache's mtime string: one copy kept.
+                append(new_remote_entry(p[cut:], "file", size, c[1], OneDigest(dtype, c[2])))
             else:
-                d = fresh.get(p)
-                digests = OneDigest(dtype, d) if d else NO_DIGESTS
-                append(new_remote_entry(p[cut:], "file", size, mtime, digests))
+                missed.append(len(out))
+                append(new_remote_entry(p[cut:], "file", size, mtime, NO_DIGESTS))
+        if missed:
+            misses = [rows[i] for i in missed]  # one entry per row, in order
+            fresh = self._hash(misses, len(rows))
+            for i, row in zip(missed, misses, strict=True):
+                d = fresh.get(row[0])
+                if d:
+                    e = out[i]
+                    out[i] = new_remote_entry(e.path, "file", e.size, e.mtime, OneDigest(dtype, d))
         return out
 
     def _hash(self, misses: list[ListRow], listed: int) -> dict[str, str]:

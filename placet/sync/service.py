@@ -62,6 +62,9 @@ log = logging.getLogger(__name__)
 KEEP_IN_MEMORY = 8
 """Plans and indexes kept in memory for their next pages."""
 
+RCD_MEMORY_LIMIT = 64 << 20
+"""rcd's soft memory limit while a plan lists (`Drive.soft_memory_limit`), bytes."""
+
 WRITES_QUEUED = 2
 """Parts of fresh digests (`FRESH_PART` each) waiting for the cache writer, at most."""
 
@@ -431,6 +434,7 @@ class SyncService:
         pl.on_skip = skips.skip
         tree: LocalTree | None = None
         listing: RemoteTree | None = None
+        before = drive.soft_memory_limit(RCD_MEMORY_LIMIT)
         try:
             tree = self._tree(
                 folder, cache, digest_type=digest_type, include_hidden=include_hidden,
@@ -444,6 +448,8 @@ class SyncService:
         finally:
             if listing is not None:
                 listing.finish()
+            if before is not None:
+                drive.soft_memory_limit(before)
             if tree is not None:
                 tree.close()
                 self._walked(tree, cache)

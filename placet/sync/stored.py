@@ -85,7 +85,7 @@ def _int(value: object) -> int | None:
 
 _BASELINE_ROWS = (
     "SELECT path, sha256, remote_digest_type, remote_digest, size, mtime FROM sync_baseline "
-    "WHERE pair_key = ? AND path >= ? AND (CAST(? AS TEXT) IS NULL OR path < ?)"
+    "WHERE pair_key = ?"
 )
 
 _INSERT_PLAN = (

@@ -17,6 +17,7 @@ import pytest
 
 from placet.errors import NotFound, UsageError
 from placet.sync import remote_tree
+from placet.sync.jobs import Progress
 from placet.sync.model import EmptySideRefused
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService, root_key
@@ -418,3 +419,27 @@ def test_a_plan_returns_with_its_digests_stored(rig: Rig) -> None:
     with raw_db(rig.settings) as db:
         (count,) = db.execute("SELECT count(*) FROM sync_digest_cache").fetchone()
     assert count == 3
+
+
+def test_a_plan_lists_with_rcds_memory_limited_and_gives_the_limit_back(rig: Rig) -> None:
+    """While a plan lists, rcd's soft memory limit is `RCD_MEMORY_LIMIT` (its heap grew
+    with every hashed listing: ~700 MiB over 1,000,000 files); after, what it was (none:
+    2**62 bytes, as rclone's float64 numbers allow)."""
+    from placet.sync.service import RCD_MEMORY_LIMIT
+
+    rig.write("a.txt", b"a\n")
+    before = rig.drive.soft_memory_limit(-1)
+    assert before is not None and before > RCD_MEMORY_LIMIT
+    during: list[int | None] = []
+
+    class Watched(Progress):
+        def __setattr__(self, name: str, value: object) -> None:
+            if name == "phase" and value == "listing the remote":
+                during.append(rig.drive.soft_memory_limit(-1))
+            super().__setattr__(name, value)
+
+    svc = SyncService(rig.store, rig.settings, clock_ns=ScanClock())
+    svc.make_plan(rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False,
+                  allow_empty_side=False, progress=Watched())  # fmt: skip
+    assert during == [RCD_MEMORY_LIMIT]
+    assert rig.drive.soft_memory_limit(-1) == min(before, 1 << 62)  # none, in effect
