@@ -35,6 +35,10 @@ from placet.drive.proc import COMMON_FLAGS, adopted, spawn, stop
 from placet.errors import DriveError, DriveUnavailable
 
 _SOCKET_NAME = "rc.sock"
+_JOB_EXPIRY = ("--rc-job-expire-duration", "5s", "--rc-job-expire-interval", "2s")
+"""rcd keeps each finished job, with its output, this long (its default: 60 s): every
+call of a `job/batch` is a job, so the listings of a plan's last minute stayed in rcd's
+heap (~500 MiB over 1,000,000 files). placet starts no job it polls later."""
 _MAX_SUN_PATH = 100
 
 
@@ -146,7 +150,8 @@ class Rcd:
         user, password = secrets.token_hex(8), secrets.token_urlsafe(24)
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         env = dict(self._env, RCLONE_RC_USER=user, RCLONE_RC_PASS=password)
-        argv = [str(self._rclone), "rcd", *self._flags, "--rc-addr", f"unix://{_SOCKET_NAME}"]
+        argv = [str(self._rclone), "rcd", *self._flags, *_JOB_EXPIRY, "--rc-addr",
+                f"unix://{_SOCKET_NAME}"]  # fmt: skip
         log = open(d / "rcd.log", "wb")  # noqa: SIM115 - owned by the daemon's lifetime
         box: list[subprocess.Popen[bytes] | BaseException] = []
         ready = threading.Event()

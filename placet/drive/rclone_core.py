@@ -449,8 +449,8 @@ class RcloneCore:
         """Set rcd's soft memory limit to `limit` bytes (Go's `SetMemoryLimit`: the
         collector runs more often near it; a negative `limit` only reads it) and return
         the one before, or None when this rclone cannot (the call is then a no-op). A
-        plan sets one while it lists (docs/decisions/0026-plan-memory.md): without it,
-        rcd's heap grows with every hashed listing (~700 MiB over 1,000,000 files).
+        plan sets one while it lists (docs/decisions/0026-plan-memory.md): rcd's heap grew
+        past its live data while hashing.
         rclone reads JSON numbers as float64: a limit past 2**62 (none, in effect) is sent
         as 2**62."""
         try:

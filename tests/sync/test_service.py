@@ -423,8 +423,8 @@ def test_a_plan_returns_with_its_digests_stored(rig: Rig) -> None:
 
 def test_a_plan_lists_with_rcds_memory_limited_and_gives_the_limit_back(rig: Rig) -> None:
     """While a plan lists, rcd's soft memory limit is `RCD_MEMORY_LIMIT` (its heap grew
-    with every hashed listing: ~700 MiB over 1,000,000 files); after, what it was (none:
-    2**62 bytes, as rclone's float64 numbers allow)."""
+    past its live data while hashing); after, what it was (none: 2**62 bytes, as
+    rclone's float64 numbers allow)."""
     from placet.sync.service import RCD_MEMORY_LIMIT
 
     rig.write("a.txt", b"a\n")
