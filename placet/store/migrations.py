@@ -478,6 +478,17 @@ END $$""",
 # hold (no row of it was ever written there), so its rows are orphans on SQLite only.
 _DIGEST_CACHE_HEX_ROOT_KEYS = ("DELETE FROM sync_digest_cache WHERE instr(root_key, char(0)) > 0",)
 
+# A plan's verified skips in a table of their own, the blob its last column: SQLite
+# then reserves it (zeroblob) without building it in memory and takes it a piece at a
+# time (`placet.sync.stored.SyncData.save_plan`); `sync_plan.skips` stays for older rows.
+_SYNC_PLAN_SKIPS = (
+    """CREATE TABLE sync_plan_skips (
+    plan_id INTEGER NOT NULL,
+    skips BLOB NOT NULL,
+    PRIMARY KEY (plan_id)
+)""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -489,6 +500,7 @@ MIGRATIONS: list[Migration] = [
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
+    Migration("sync_plan_skips", _SYNC_PLAN_SKIPS),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

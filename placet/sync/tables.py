@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
-from sqlalchemy import Index, Integer, LargeBinary, Text
+from sqlalchemy import Column, Index, Integer, LargeBinary, Text
 
 from placet.errors import StoreError
 from placet.store.db import UTCDateTime
@@ -50,6 +50,14 @@ SYNC_PLAN = declare(
     Index("ix_sync_plan_pair", "pair_key", "created_at"),
 )
 """One stored, immutable sync plan (see the module docstring)."""
+
+SYNC_PLAN_SKIPS = declare(
+    "sync_plan_skips",
+    Column("plan_id", Integer, primary_key=True, autoincrement=False),
+    columns(LargeBinary, "skips"),
+)
+"""A plan's verified skips (see `RowPacker`), the blob last: SQLite reserves it without
+building it in memory (`zeroblob`) and takes it a piece at a time."""
 
 SYNC_DIGEST_CACHE = declare(
     "sync_digest_cache",

@@ -155,8 +155,7 @@ def test_digest_cache_rows_of_nul_joined_root_keys_are_dropped(settings: Setting
     hex (`digest_cache_hex_root_keys`); rows under any other key stay."""
     ensure_data_dir(settings)
     engine = make_engine(settings.db_path)
-    before = len(MIGRATIONS) - 1
-    assert MIGRATIONS[before].name == "digest_cache_hex_root_keys"
+    before = next(i for i, m in enumerate(MIGRATIONS) if m.name == "digest_cache_hex_root_keys")
     migrate(engine, db_label="t", migrations=MIGRATIONS[:before])
     engine.dispose()
     con = sqlite3.connect(settings.db_path)
