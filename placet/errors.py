@@ -128,6 +128,36 @@ class PolicyRefused(PlacetError, code="refused"):
     folders); codes in docs/errors.md."""
 
 
+class SetRefused(PolicyRefused, code="set_refused"):
+    """A decision on several proposals at once, refused whole: nothing of the set was
+    decided. `refusals` holds each refused proposal's id and its own error (the same
+    error, with the same code, that deciding it alone gives); `details["refused"]` lists
+    them as ``{proposal_id, code, message}``."""
+
+    def __init__(self, verb: str, size: int, refusals: list[tuple[int, PlacetError]]) -> None:
+        self.refusals = refusals
+        said = "; ".join(f"#{pid}: {e.message}" for pid, e in refusals)
+        super().__init__(
+            f"refusing to {verb} the {size} proposals shown: {len(refusals)} of them "
+            f"cannot be decided as shown, so none was ({said}); review the set again",
+            details={
+                "size": size,
+                "refused": [
+                    {"proposal_id": pid, "code": e.error_code, "message": e.message}
+                    for pid, e in refusals
+                ],
+            },
+        )
+
+
+def one_or_set(verb: str, size: int, refusals: list[tuple[int, PlacetError]]) -> PlacetError:
+    """The error for `refusals` among `size` proposals decided together: the proposal's
+    own error when it was decided alone, else `SetRefused` listing each."""
+    if size == 1 and len(refusals) == 1:
+        return refusals[0][1]
+    return SetRefused(verb, size, refusals)
+
+
 class InProgress(PlacetError, code="in_progress", retryable=True):
     """A long read continues in the background; call again."""
 

@@ -121,6 +121,43 @@ def fit_cells(s: str, cols: int, ellipsis: str = "\u2026") -> str:
     return "".join(out) + ellipsis[: max(0, cols - used)]
 
 
+def fit_path_end(path: str, cols: int, ellipsis: str = "\u2026") -> str:
+    """`path` (text already made `inert`) in at most `cols` cells, told apart by its end:
+    the file name and as many whole trailing segments as fit, `ellipsis` in front
+    (``…/backup/todo.txt``); a file name longer than `cols` keeps its last cells.
+    Unchanged when it fits."""
+    if cell_width(path) <= cols:
+        return path
+    room = cols - cell_width(ellipsis)
+    segments = path.split("/")
+    kept = segments[-1]
+    for segment in reversed(segments[:-1]):
+        longer = f"{segment}/{kept}"
+        if cell_width("/" + longer) > room:
+            break
+        kept = longer
+    if cell_width("/" + kept) <= room:
+        return f"{ellipsis}/{kept}"
+    tail, used = [], 0
+    for c in reversed(kept):
+        if used + _cells(c) > room:
+            break
+        tail.append(c)
+        used += _cells(c)
+    return ellipsis + "".join(reversed(tail)) if room > 0 else ellipsis[: max(0, cols)]
+
+
+def fit_utf8(s: str, limit: int, ellipsis: str = "\u2026") -> str:
+    """`s` cut so that its UTF-8 encoding takes at most `limit` bytes, at a character
+    boundary (never inside a multibyte character), ending in `ellipsis` when cut."""
+    data = s.encode()
+    if len(data) <= limit:
+        return s
+    room = max(0, limit - len(ellipsis.encode()))
+    # A prefix of valid UTF-8 is valid but for a character cut at its end: dropped here.
+    return data[:room].decode(errors="ignore") + ellipsis
+
+
 def one_line_reason(s: str, limit: int = _REASON_LIMIT) -> str:
     """Validate an agent's reason: one non-empty line of at most `limit` characters.
 

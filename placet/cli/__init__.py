@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "placet.cli.doctor",
     "placet.cli.drive",
     "placet.cli.notify",
+    "placet.cli.rules",
     "placet.cli.web",
 )
 

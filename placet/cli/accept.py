@@ -1,76 +1,74 @@
-"""`placet accept ID [--yes] [--skip INDEX]...`: the owner's headless decision, then the
-execution.
+"""`placet accept ID... [--yes] [--skip INDEX]...`: the owner's headless decision on one
+or several proposals, then their execution with progress on stderr.
 
-What the owner approves is what runs: the effect is computed from the same parsed ops
-the executor runs, every risk flag is shown above the agent's reason, and the approval
-binds the request hash shown (docs/design.md section 9, "Accept binds to what was
-shown"). The confirmation is a random code written to and read back from the
-controlling terminal, so a command without one (an agent's shell tool, a pipe) cannot
-approve; `--yes` skips it only with `allow_yes = true` (docs/security.md).
-
-Sequence: sweep, read and flag the ops (a sync's a page at a time, held once), show,
-confirm, accept, execute with progress on stderr (docs/decisions/0034-cli.md). A
-proposal made on another host is only approved here (docs/decisions/0021-hosts.md).
-Ctrl-C interrupts cleanly; a second quits at once. Exit codes: docs/errors.md."""
+Each proposal's effect is shown from the ops the executor runs, placet's risk flags
+above the agent's reason and the request hash the approval binds to (docs/design.md
+section 9). One random code, written to and read back from the controlling terminal,
+approves all of them or none (`placet.decisions`; ``via: "terminal"``), so a command
+without one (an agent's shell tool, a pipe) cannot approve; `--yes` skips it only with
+`allow_yes = true` (docs/security.md). `--skip INDEX` unticks an op of one sync. An
+approved proposal runs without asking again; one made on another host is only approved
+here (docs/decisions/0021-hosts.md). Progress goes to stderr, one live line and a summary
+(`placet.cli.accept_progress`; docs/decisions/0034-cli.md);
+Ctrl-C interrupts cleanly, a second quits at once. Exit codes: docs/errors.md.
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import secrets
 import signal
 import sys
-import termios
 import threading
-import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any
 
+from placet import decisions
 from placet.cli.accept_effect import effect_lines, flag_counts
-from placet.config import Settings, approvals_mode, load_settings
-from placet.display import human_bytes
+from placet.cli.accept_progress import PHASE_QUIET, RunProgress, StepProgress, summary_line
+from placet.cli.confirming import code_typed, no_terminal, terminal, yes_allowed
+from placet.config import Settings, load_settings
+from placet.decisions import Accepted, Proof, Shown
 from placet.errors import (
     EXIT_DRIVE_UNAVAILABLE,
     EXIT_OK,
     EXIT_OP_FAILED,
-    Expired,
+    PlacetError,
     PolicyRefused,
     UsageError,
-    WrongState,
+    one_or_set,
 )
-from placet.executor import Plan, ProgressEvent, check_binding, execute, load_plan
-from placet.proposals.approval import origin
+from placet.executor import Plan, check_binding, execute, load_plan
 from placet.proposals.risk import RiskFlag
-from placet.proposals.vetting import proposal_flags, refuse_own_paths
-from placet.schema import Op
+from placet.proposals.vetting import proposal_flags
 from placet.store import OpResultRecord, ProposalRecord, Store, open_store
-from placet.store.decisions import signature_required
+from placet.store.db import utcnow
 from placet.store.host import host_label, runs_elsewhere
-from placet.store.lifecycle import ACCEPTABLE
-from placet.text import cell_width as _width
-from placet.text import fit_cells, inert
-
-CODE_ALPHABET = "ACDEFHJKLMNPRTUVWXY3479"
-"""Letters and digits that cannot be misread for one another (no 0/O, 1/I/L, 5/S...)."""
-CODE_LENGTH = 6
+from placet.store.lifecycle import APPROVED
+from placet.text import inert
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `accept` to the `placet` parser."""
     p = subparsers.add_parser(
         "accept",
-        help="accept a proposal (confirmation code on the terminal) and execute it",
-        description="Show a proposal's exact effect, ask for a confirmation code on the "
-        "terminal, record the approval and execute it.",
+        help="accept proposals (one confirmation code on the terminal) and execute them",
+        description="Show each proposal's exact effect, ask for one confirmation code on "
+        "the terminal, record the approval of all of them (or of none) and execute them.",
     )
-    p.add_argument("id", type=int, help="the proposal id (see `placet list`)")
+    p.add_argument(
+        "ids", type=int, nargs="+", metavar="ID", help="the proposal id(s) (see `placet list`)"
+    )
     p.add_argument(
         "--yes",
         action="store_true",
         help="skip the confirmation code; works only with allow_yes = true in config.toml",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print a line for every op as it ends (by default only for ops not done, "
+        "beside one progress line)",
     )
     p.add_argument(
         "--skip",
@@ -78,150 +76,140 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=[],
         metavar="INDEX",
-        help="a sync only: leave op INDEX out (repeatable); it is recorded as skipped",
+        help="one sync only: leave op INDEX out (repeatable); it is recorded as skipped",
     )
     p.set_defaults(func=cmd_accept)
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
     settings = load_settings()
-    if args.yes and not settings.allow_yes:
-        raise PolicyRefused(
-            f"refusing --yes for proposal {args.id}: accepting without the confirmation "
-            f"code is off. Set allow_yes = true in {settings.config_file} to allow it, or "
-            "run `placet accept ID` at a terminal and type the code",
-            code="yes_not_allowed",
-            details={"config_key": "allow_yes", "config_file": str(settings.config_file)},
+    ids: list[int] = list(args.ids)
+    yes_allowed(settings, ids, args.yes)
+    if args.skip and len(ids) > 1:
+        raise UsageError(
+            "--skip leaves out ops of one sync: accept that sync alone with --skip, and "
+            "the others without it",
+            code="skip_invalid",
+            details={"proposal_ids": ids},
         )
     with open_store(settings) as store:
         store.sweep()
-        record = store.get(args.id)
-        _check_state(record)
-        if approvals_mode(settings) == "signed" and record.status in ACCEPTABLE:
-            raise signature_required(record.id, settings.config_file)
-        # Refuse a proposal that could never run (altered request, another drive) before
-        # the owner types a code, leaving it as it is. Made on another host: that host's
-        # drive and folders are its executor's to check.
-        elsewhere = runs_elsewhere(record.host_id, store.host_id)
-        check_binding(settings, record, elsewhere=elsewhere)
+        records = [store.get(i) for i in ids]
+        if len(records) == 1 and records[0].status == APPROVED:
+            return _run_approved(store, settings, records[0], args.skip, args.verbose)
+        shown = _show(store, settings, records, args.skip)
+        with terminal() as tty:
+            if not args.yes:
+                if tty is None:
+                    raise no_terminal(ids, settings)
+                _confirm(tty, shown)
+            accepted = decisions.accept(
+                store, settings, [s for s, _ in shown], Proof.terminal(tty, yes=args.yes)
+            )
+        codes = []
+        for a in accepted:
+            if a.runs_here:
+                continue
+            where = host_label(inert(a.record.host), a.record.host_id)  # a database value
+            _emit(
+                [
+                    f"proposal {a.proposal_id} is approved; it was made on host {where}, "
+                    "where its files are, and that host runs it: `placet executor` there "
+                    f"runs it now, or `placet accept {a.proposal_id}` there"
+                ]
+            )
+        here = [a for a in accepted if a.runs_here]
+        for n, a in enumerate(here):
+            code, stopped = _run(store, settings, a, args.verbose)
+            codes.append(code)
+            if stopped:
+                _leave_rest(here[n + 1 :])
+                break
+        return _worst(codes)
+
+
+def _show(
+    store: Store, settings: Settings, records: list[ProposalRecord], skip: list[int]
+) -> list[tuple[Shown, list[RiskFlag]]]:
+    """Check each proposal (`decisions.check`: every refusal before the code is asked,
+    all of them listed for a set) and print its effect; returns what was shown."""
+    now = utcnow()
+    shown: list[tuple[Shown, list[RiskFlag]]] = []
+    refused: list[tuple[int, PlacetError]] = []
+    for record in records:
         # a sync's ops read a page at a time, verified against its digest, held once:
-        # the executor runs this same plan (`execute(shown=...)`)
+        # the executor runs this same plan (`decisions.run`)
         reading = StepProgress("reading the ops")
-        plan = load_plan(store, record, on_page=reading)
+        try:
+            checked = decisions.check(
+                store, settings, Shown.of(record, skip), now=now, on_page=reading
+            )
+        except PlacetError as e:
+            refused.append((record.id, e))
+            continue
+        plan = checked.plan
         reading.done(len(plan.ops))
-        if not elsewhere:
-            refuse_own_paths(settings, record, plan.ops)
-        skip = _check_skip(record, plan.ops, args.skip)
         flagging = StepProgress("checking the ops for risk flags")
         flags = proposal_flags(record, plan.ops)
         flagging.done(len(plan.ops))
-        _emit(effect_lines(record, plan.ops, skip, flags=flags))
-        if record.status in ACCEPTABLE:
-            with terminal() as tty:
-                if not args.yes:
-                    if tty is None:
-                        raise PolicyRefused(
-                            f"refusing to accept proposal {record.id}: there is no terminal "
-                            "to confirm on (placet reads the confirmation code from "
-                            "/dev/tty, never from stdin); run `placet accept` in a terminal, "
-                            f"or opt in to --yes with allow_yes = true in {settings.config_file}",
-                            code="no_terminal",
-                            details={"proposal_id": record.id},
-                        )
-                    _confirm(tty, record, skip, covers=_covers(plan.ops, flags))
-                detail: dict[str, Any] = {
-                    "request_hash": record.request_hash,
-                    "via": "cli",
-                    "yes": bool(args.yes),
-                    "tty": tty is not None,
-                    "origin": origin(tty),
-                }
-                if record.kind == "sync":
-                    detail["skip_ops"] = skip
-                accepted = store.accept(record.id, detail=detail)
-                if accepted.request_hash != record.request_hash:  # changed while shown
-                    raise PolicyRefused(
-                        f"proposal {record.id} changed while it was shown (request hash "
-                        f"{accepted.request_hash[:16]}..., shown {record.request_hash[:16]}...); "
-                        "not executing it: discard it",
-                        code="not_approved_as_shown",
-                        details={"shown": record.request_hash, "now": accepted.request_hash},
-                    )
-        elif not elsewhere:
-            _emit([f"proposal {record.id} was already approved; executing it now"])
-        if elsewhere:
-            where = host_label(inert(record.host), record.host_id)  # a database value: inert
-            _emit(
-                [
-                    f"proposal {record.id} is approved; it was made on host {where}, where "
-                    "its files are, and that host runs it: `placet executor` there runs it "
-                    f"now, or `placet accept {record.id}` there"
-                ]
-            )
-            return EXIT_OK
-        return _run(store, settings, record, plan)
+        _emit(effect_lines(record, plan.ops, sorted(set(skip)), flags=flags))
+        shown.append((Shown.of(record, skip, plan), flags))
+    if refused:
+        raise one_or_set("accept", len(records), refused)
+    return shown
 
 
-def _check_skip(record: ProposalRecord, ops: list[Op], skip: list[int]) -> list[int]:
-    """The `--skip` indexes, sorted and checked before anything is shown or asked.
-
-    Raises:
-        UsageError (``skip_invalid``): not a sync, already approved (its selection is
-            bound), or an index the proposal has no op for; (``nothing_selected``):
-            every op skipped (discard it instead).
-    """
-    if not skip:
-        return []
-    chosen = sorted(set(skip))
-    if record.kind != "sync" or record.status == "approved":
-        why = (
-            f"it is a {record.kind} proposal with a single op"
-            if record.kind != "sync"
-            else "it is already approved, with the selection made then"
-        )
+def _run_approved(
+    store: Store, settings: Settings, record: ProposalRecord, skip: list[int], verbose: bool
+) -> int:
+    """A proposal already approved (elsewhere, never claimed): shown, then executed here
+    without asking again, or left to the host it was made on."""
+    if skip:
         raise UsageError(
-            f"cannot skip ops of proposal {record.id}: {why}; run it without --skip",
+            f"cannot skip ops of proposal {record.id}: it is already approved, with the "
+            "selection made then; run it without --skip",
             code="skip_invalid",
             details={"proposal_id": record.id},
         )
-    unknown = sorted(set(chosen) - {op.index for op in ops})
-    if unknown:
-        raise UsageError(
-            f"cannot skip op(s) {unknown} of proposal {record.id}: it has no such op; "
-            f"its ops are {', '.join(f'#{op.index}' for op in ops[:20])}",
-            code="skip_invalid",
-            details={"proposal_id": record.id, "unknown": unknown},
+    elsewhere = runs_elsewhere(record.host_id, store.host_id)
+    check_binding(settings, record, elsewhere=elsewhere)
+    reading = StepProgress("reading the ops")
+    plan = load_plan(store, record, on_page=reading)
+    reading.done(len(plan.ops))
+    _emit(effect_lines(record, plan.ops, [], flags=proposal_flags(record, plan.ops)))
+    if elsewhere:
+        where = host_label(inert(record.host), record.host_id)
+        _emit(
+            [
+                f"proposal {record.id} is approved; it was made on host {where}, where its "
+                "files are, and that host runs it: `placet executor` there runs it now, or "
+                f"`placet accept {record.id}` there"
+            ]
         )
-    if len(chosen) >= len(ops):
-        raise UsageError(
-            f"cannot skip every op of proposal {record.id}: nothing would run; discard it "
-            "instead (`placet discard ID`)",
-            code="nothing_selected",
-            details={"proposal_id": record.id},
-        )
-    return chosen
+        return EXIT_OK
+    _emit([f"proposal {record.id} was already approved; executing it now"])
+    return _execute(store, settings, record, plan, verbose=verbose)
 
 
-def _check_state(record: ProposalRecord) -> None:
-    if record.status == "expired":
-        raise Expired(
-            f"cannot accept proposal {record.id}: it expired at "
-            f"{record.expires_at.isoformat()}; ask the agent to propose again",
-            details={"proposal_id": record.id},
+def _leave_rest(rest: list[Accepted]) -> None:
+    """Stopped mid-set: the proposals not run yet stay approved; this host's placet
+    runs them (or `placet accept ID`)."""
+    for a in rest:
+        decisions.leave(a)
+    if rest:
+        ids = ", ".join(str(a.proposal_id) for a in rest)
+        _emit(
+            [f"proposal(s) {ids} stay approved: `placet accept ID` or `placet executor` runs them"]
         )
-    if record.status == "executing":
-        raise WrongState(
-            f"cannot accept proposal {record.id}: it is executing under "
-            f"{inert(record.lease_holder or '?')}; wait for it, or, if that process is gone, "
-            "run `placet sweep` and accept again",
-            details={"proposal_id": record.id, "status": record.status},
-        )
-    if record.status not in (*ACCEPTABLE, "approved"):
-        raise WrongState(
-            f"cannot accept proposal {record.id}: it is {record.status}; only a pending, "
-            "failed or interrupted proposal can be accepted",
-            details={"proposal_id": record.id, "status": record.status},
-        )
+
+
+def _worst(codes: list[int]) -> int:
+    """0 when every run succeeded; 5 when every failed one could not reach the drive
+    (retryable); else 1."""
+    bad = [c for c in codes if c != EXIT_OK]
+    if not bad:
+        return EXIT_OK
+    return EXIT_DRIVE_UNAVAILABLE if all(c == EXIT_DRIVE_UNAVAILABLE for c in bad) else bad[0]
 
 
 def _emit(lines: list[str]) -> None:
@@ -230,278 +218,104 @@ def _emit(lines: list[str]) -> None:
     sys.stdout.flush()
 
 
-# ---- the confirmation on the terminal ---------------------------------------------------
-
-
-@contextlib.contextmanager
-def terminal() -> Iterator[int | None]:
-    """The controlling terminal, opened read-write, or None when there is none."""
-    try:
-        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
-        yield None
-        return
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def read_line(fd: int, limit: int = 64) -> str:
-    """One line read from `fd` a byte at a time (at most `limit` bytes, no newline)."""
-    buf = b""
-    while len(buf) < limit:
-        ch = os.read(fd, 1)
-        if not ch or ch in b"\r\n":
-            break
-        buf += ch
-    return buf.decode("utf-8", "replace")
-
-
-def code_typed(tty: int, prompt: Callable[[str], str]) -> bool:
-    """Write `prompt(code)` for a fresh confirmation code to the terminal `tty` (its
-    type-ahead flushed first, so it cannot answer a code not yet shown) and read a line
-    back from it: True when the line is the code (case and surrounding blanks aside)."""
-    code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
-    with contextlib.suppress(termios.error):
-        termios.tcflush(tty, termios.TCIFLUSH)
-    os.write(tty, prompt(code).encode())
-    typed = read_line(tty).strip().upper()
-    return secrets.compare_digest(typed.encode(), code.encode())
-
-
-def _covers(ops: list[Op], flags: list[RiskFlag]) -> str:
+def _covers(op_count: int, flags: list[RiskFlag]) -> str:
     """What the code accepts, said in the prompt: the op count and every risk flag by kind."""
     said = f"{len(flags)} risk flag(s): {flag_counts(flags)}" if flags else "no risk flags"
-    return f"{len(ops)} op(s), {said}, all listed above"
+    return f"{op_count} op(s), {said}, all listed above"
 
 
-def _confirm(
-    tty: int, record: ProposalRecord, skip: list[int] | None = None, *, covers: str = ""
-) -> None:
+def _confirm(tty: int, shown: list[tuple[Shown, list[RiskFlag]]]) -> None:
     """Write a fresh code to the terminal and read it back from the terminal. The prompt
-    repeats `covers` (op count, risk flags by kind) so the code is typed for all of them.
+    names each proposal with its request hash and repeats what the code covers (op
+    count, risk flags by kind), so one code is typed for exactly those.
 
     Raises:
         PolicyRefused (code ``confirmation_mismatch``): something else was typed.
     """
+    op_count = sum(len(s.plan.ops) for s, _ in shown if s.plan is not None)
+    covers = _covers(op_count, [f for _, fl in shown for f in fl])
+    if len(shown) == 1:
+        s = shown[0][0]
+        skip = sorted(s.skip_ops)
+        what = f"proposal {s.proposal_id} (request hash {s.request_hash[:16]}...) with {covers}" + (
+            f" without op(s) {', '.join(f'#{i}' for i in skip)}" if skip else ""
+        )
+    else:
+        each = ", ".join(f"{s.proposal_id} ({s.request_hash[:12]})" for s, _ in shown)
+        what = f"the {len(shown)} proposals {each} (id, request hash) with {covers}"
 
     def prompt(code: str) -> str:
         return (
-            f"\nTo accept proposal {record.id} (request hash {record.request_hash[:16]}...)"
-            + (f" with {covers}" if covers else "")
-            + (f" without op(s) {', '.join(f'#{i}' for i in skip)}" if skip else "")
-            + ", "
-            f"type the code {code} and press Enter (anything else declines): "
+            f"\nTo accept {what}, type the code {code} and press Enter (anything else declines): "
         )
 
     if not code_typed(tty, prompt):
+        ids = [s.proposal_id for s, _ in shown]
         raise PolicyRefused(
-            f"proposal {record.id} was not accepted: the confirmation code did not match; "
-            "it is unchanged",
+            f"proposal {', '.join(map(str, ids))} "
+            f"{'was' if len(ids) == 1 else 'were'} not accepted: the confirmation code did "
+            "not match; nothing changed",
             code="confirmation_mismatch",
-            details={"proposal_id": record.id},
+            details={"proposal_ids": ids},
         )
 
 
 # ---- execution with progress on stderr ---------------------------------------------------
 
-_TTY_EVERY = 0.1  # seconds between redraws of the terminal line (at most 10 a second)
-_LOG_EVERY = 5.0  # seconds between status lines when stderr is not a terminal
-_RATE_WINDOW = 5.0  # seconds of byte counts the current rate is measured over
-_LOG_COLS = 160  # width of a status line written to a file or pipe
-PHASE_QUIET = 1.0
-"""Seconds a step before the transfers (`StepProgress`) runs before its progress is shown."""
 
-
-def _fit(s: str, cols: int) -> str:
-    """`s` cut to at most `cols` terminal cells, ending '...' if cut."""
-    return fit_cells(s, cols, "...")
-
-
-def status_line(
-    ev: ProgressEvent, names: dict[int, str], rate: float | None, cols: int, *, bar: bool
-) -> str:
-    """One line of progress, at most `cols` cells: ops ended of total (more than one op),
-    bytes done of total, the rate in bytes/s (None: not measured yet), then the ops in
-    flight by name (`names`: op index -> inert name), as many as fit, then ``+N more``.
-    With `bar`, a 20-cell bar comes first where about 20 cells for names remain after it."""
-    multi = ev.op_count > 1
-    frac = ev.bytes_done / ev.bytes_total if ev.bytes_total else ev.ops_done / max(1, ev.op_count)
-    parts = [f"{ev.ops_done}/{ev.op_count} ops ended"] if multi or not ev.bytes_total else []
-    if ev.bytes_total:
-        done, total = human_bytes(ev.bytes_done), human_bytes(ev.bytes_total)
-        parts.append(f"{done}/{total} ({frac * 100:.0f}%)")
-    if rate is not None:
-        parts.append(f"{human_bytes(rate)}/s")
-    head = ", ".join(parts)
-    if bar and _width(head) + 42 <= cols:  # the bar only where names still fit after it
-        head = f"[{'#' * int(frac * 20):.<20}] {head}"
-    flying = list(ev.in_flight) if multi else [] if ev.op_result else [ev.op_index]
-    if not flying:
-        return _fit(head, cols)
-    prefix = head + (", in flight: " if multi else "  ")
-    shown: list[str] = []
-    for k, i in enumerate(flying):
-        left = len(flying) - k - 1
-        trial = prefix + ", ".join([*shown, names.get(i, f"#{i}")])
-        if shown and _width(trial + (f", +{left} more" if left else "")) > cols:
-            break
-        shown.append(names.get(i, f"#{i}"))
-    hidden = len(flying) - len(shown)
-    return _fit(prefix + ", ".join(shown) + (f", +{hidden} more" if hidden else ""), cols)
-
-
-class StepProgress:
-    """Progress of a long step before the transfers (reading a big sync's ops, checking
-    them for risk flags) on stderr: silent for a step that ends within `PHASE_QUIET`
-    seconds; after that ``what: N/M ops`` redrawn in place on a terminal (at most every
-    `_TTY_EVERY` s) or a plain line every `_LOG_EVERY` s elsewhere, and a last line with
-    the time taken. Call it with (done, total) as the step goes; `done(total)` ends it."""
-
-    def __init__(self, what: str, out: TextIO | None = None) -> None:
-        self.what, self.out = what, out or sys.stderr
-        self.tty = self.out.isatty()
-        self._start = self._last = time.monotonic()
-        self._shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self._start < PHASE_QUIET:
-            return
-        if self._shown and now - self._last < (_TTY_EVERY if self.tty else _LOG_EVERY):
-            return
-        self._line(f"{self.what}: {done:,}/{total:,} ops", end="\r" if self.tty else "\n")
-        self._last, self._shown = now, True
-
-    def done(self, total: int) -> None:
-        """End the step: one line with its time, if it took long enough to be shown."""
-        took = time.monotonic() - self._start
-        if took >= PHASE_QUIET:
-            self._line(f"{self.what}: {total:,} ops in {took:.1f} s", end="\n")
-
-    def _line(self, text: str, end: str) -> None:
-        self.out.write(("\r\x1b[K" if self.tty else "") + text + (end if self.tty else "\n"))
-        self.out.flush()
-
-
-class _Progress:
-    """Execution progress on stderr. Every op result is one line, numbered by ops ended
-    (``[3/20]``) when there is more than one op. The status line (`status_line`) is
-    redrawn in place on a terminal at most every `_TTY_EVERY` s, cut to its width;
-    elsewhere it is a plain line at most every `_LOG_EVERY` s, never a control
-    sequence, and lines are written in one go at most every `_TTY_EVERY` s (a
-    100,000-op sync is not 100,000 writes). `finish` writes the last status once,
-    whatever the timing, and everything held."""
-
-    def __init__(self, ops: list[Op], out: TextIO | None = None) -> None:
-        self.out = out or sys.stderr
-        self.tty = self.out.isatty()
-        self._ops = {op.index: op for op in ops}  # names made only for the ops shown
-        self._start = self._last = self._flushed = time.monotonic()
-        self._samples: deque[tuple[float, int]] = deque()
-        self._first: int | None = None
-        self._ev: ProgressEvent | None = None
-        self._drawn = False
-        self._held: list[str] = []  # lines not yet written (not a terminal)
-
-    def __call__(self, ev: ProgressEvent) -> None:
-        now = time.monotonic()
-        self._ev = ev
-        self._first = ev.bytes_done if self._first is None else self._first
-        self._samples.append((now, ev.bytes_done))
-        while now - self._samples[0][0] > _RATE_WINDOW:
-            self._samples.popleft()
-        if ev.op_result is not None:
-            self._clear()
-            count = f"[{ev.ops_done}/{ev.op_count}] " if ev.op_count > 1 else ""
-            self._write(f"  {count}{_result_line(ev.op_result)}\n")
-        if now - self._last >= (_TTY_EVERY if self.tty else _LOG_EVERY):
-            self._draw(now)
-        if self.tty or now - self._flushed >= _TTY_EVERY:
-            self._flush(now)
-
-    def finish(self) -> None:
-        """Write the final status line (also after a failure: the line is ended)."""
-        if self._ev is not None:
-            self._draw(time.monotonic(), final=True)
-        self._flush(time.monotonic())
-
-    def _write(self, text: str) -> None:
-        if self.tty:
-            self.out.write(text)
-        else:
-            self._held.append(text)
-
-    def _flush(self, now: float) -> None:
-        if self._held:
-            self.out.write("".join(self._held))
-            self._held.clear()
-        self.out.flush()
-        self._flushed = now
-
-    def _rate(self, now: float, final: bool) -> float | None:
-        (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
-        if final:
-            t0, b0, t1 = self._start, self._first or 0, now
-        return max(0.0, (b1 - b0) / (t1 - t0)) if t1 - t0 >= 0.5 else None
-
-    def _draw(self, now: float, final: bool = False) -> None:
-        assert self._ev is not None
-        cols = _LOG_COLS
-        if self.tty:
-            with contextlib.suppress(OSError, ValueError):
-                cols = os.get_terminal_size(self.out.fileno()).columns
-        ev = self._ev
-        names = {i: self._name(i) for i in (*ev.in_flight, ev.op_index)}
-        line = status_line(ev, names, self._rate(now, final), cols - 1, bar=self.tty)
-        if self.tty:
-            self.out.write("\r" + line + "\x1b[K" + ("\n" if final else ""))
-            self._drawn = not final
-        else:
-            self._write(line + "\n")
-        self._last = now
-
-    def _name(self, index: int) -> str:
-        op = self._ops.get(index)
-        return f"#{index}" if op is None else inert(op.remote_path or op.local_path or "")
-
-    def _clear(self) -> None:
-        if self._drawn:
-            self.out.write("\r\x1b[K")
-            self._drawn = False
-
-
-def _result_line(r: OpResultRecord) -> str:
-    d = r.detail
-    what = inert(str(r.op.get("remote_path") or r.op.get("local_path") or ""))
-    if r.outcome in ("done", "already_done"):
-        how = d.get("verification")
-        extra = f" ({inert(str(how))}" + (f", {d['path_taken']}" if d.get("path_taken") else "")
-        return f"#{r.op_index} {r.outcome}: {what}" + (extra + ")" if how else "")
-    return f"#{r.op_index} {r.outcome}: {what}: {inert(str(d.get('message', '')))}"
-
-
-def _run(store: Store, settings: Settings, record: ProposalRecord, plan: Plan) -> int:
+def _run(store: Store, settings: Settings, accepted: Accepted, verbose: bool) -> tuple[int, bool]:
+    """Execute `accepted` here with progress on stderr (`decisions.run`); returns its
+    exit code and whether the owner stopped it (Ctrl-C)."""
+    record = accepted.record
+    plan = accepted.plan if accepted.plan is not None else load_plan(store, record)
     cancel = threading.Event()
+    code = _execute(
+        store,
+        settings,
+        record,
+        plan,
+        cancel=cancel,
+        verbose=verbose,
+        run=lambda progress: decisions.run(
+            store, settings, accepted, progress=progress, cancel=cancel
+        ),
+    )
+    return code, cancel.is_set()
+
+
+def _execute(
+    store: Store,
+    settings: Settings,
+    record: ProposalRecord,
+    plan: Plan,
+    *,
+    cancel: threading.Event | None = None,
+    verbose: bool = False,
+    run: Callable[[RunProgress], ProposalRecord] | None = None,
+) -> int:
+    """Execute `record` (`run(progress)`, default `execute` with the plan shown), Ctrl-C
+    stopping it cleanly, and print its outcome; returns the exit code."""
+    stop = cancel or threading.Event()
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
-        if cancel.is_set():
+        if stop.is_set():
             raise KeyboardInterrupt
-        cancel.set()
+        stop.set()
         sys.stderr.write("\nstopping after cleaning up (Ctrl-C again to quit at once)\n")
 
     previous: Any = signal.signal(signal.SIGINT, on_sigint)
-    shown = _Progress(plan.ops)
+    shown = RunProgress(verbose=verbose)
     try:
-        final = execute(store, settings, record.id, progress=shown, cancel=cancel, shown=plan)
+        if run is not None:
+            final = run(shown)
+        else:
+            final = execute(store, settings, record.id, progress=shown, cancel=stop, shown=plan)
     finally:
         signal.signal(signal.SIGINT, previous)
-        shown.finish()
+        figures = shown.finish()
     del plan, shown  # the ops are not needed to count the journal
     counts = store.outcome_counts(final.id)
-    said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no ops journaled"
-    _emit([f"proposal {final.id} {final.status}: {said}"])
+    _emit([summary_line(final.id, final.status, counts, figures)])
     if final.status == "succeeded":
         return EXIT_OK
     return exit_code(final, store.op_results(final.id, outcomes=_BAD))

@@ -4,7 +4,8 @@ Checked in the order a broken setup fails: the config file, the data directory (
 0700), the rclone binary, the rclone config and its keyring password, the drive and its
 capabilities, the database (mode, schema version, journal; on PostgreSQL the server,
 docs/decisions/0020-postgresql-connections.md) and, in signed mode, the pinned passkeys
-(docs/design.md section 12).
+(docs/design.md section 12; on a shared queue on this host too, `placet.cli.doctor_signed`).
+A Proton Drive remote gets a warning with what is known of rclone's Proton backend.
 
 Nothing is changed: the database is opened read-only, a missing data directory or
 default drive folder is reported, not created (asking the remote borrows a scratch run
@@ -23,10 +24,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from placet.config import Settings, approvals_mode, data_dir_from_env, load_settings
-from placet.config.pins import pins_path, read_pins
+from placet.config import Settings, data_dir_from_env, load_settings
 from placet.errors import EXIT_OK, EXIT_OP_FAILED, ConfigError, PlacetError
 from placet.text import inert
+
+PROTON_NOTE = (
+    "Proton Drive through rclone is reported failing since August 2026: logins refused "
+    'with "This version of the app is no longer supported" (rclone#9764), and '
+    "files made by Proton's newer apps unreadable, uploads failing (rclone#9622)"
+)
+PROTON_FIX = (
+    "if this drive fails, follow those rclone issues and meanwhile use a remote that works "
+    "(e.g. `placet drive set gdrive:Agents`, or an SFTP or WebDAV remote)"
+)
+
+
+def is_proton(name: str | None, backend: str | None) -> bool:
+    """A drive spec naming rclone's Proton Drive backend (`protondrive:`, `:protondrive:`)."""
+    return "protondrive" in ((name or "").lower(), (backend or "").lower())
 
 
 @dataclass(frozen=True)
@@ -74,52 +89,49 @@ def run_checks(environ: dict[str, str] | None = None) -> list[Check]:
         _drive(out, settings, env)
     out += _database(settings)
     out += _approvals(settings)
+    out.append(_rules(settings, env))
     out += _notify(settings, env)
     return out
 
 
-_KEYS_SQL = "SELECT credential_id, public_key FROM web_passkey WHERE revoked_at IS NULL"
-
-
 def _approvals(settings: Settings) -> list[Check]:
-    """Signed mode only: a registered, unrevoked passkey pinned with the key the database
-    holds (else nothing can be approved), and pins outside the database's folder (else a
-    process that writes the database can write them too: docs/security.md)."""
-    try:
-        if approvals_mode(settings) != "signed":
-            return []
-        pins = read_pins(settings.config_file)
-    except ConfigError as e:
-        return [Check("approvals", "FAIL", e.message, "correct or remove the file named above")]
-    keys: list[tuple[str, bytes]] = []
-    if settings.db_path.exists():
+    """Signed mode: can this host approve and run (`placet.cli.doctor_signed`)."""
+    from placet.cli.doctor_signed import approval_checks
+
+    return [Check(*row) for row in approval_checks(settings)]
+
+
+def _rules(settings: Settings, env: dict[str, str]) -> Check:
+    """The rules file (`placet.rules`): absent, usable, or refused and why (no rule then
+    applies). The roots checked are those the recent proposals used."""
+    from placet.rules.loading import load_rules
+
+    roots: list[Path] = []
+    if settings.database is None and settings.db_path.exists():
         try:
             con = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
             try:
-                keys = [(str(c), bytes(k)) for c, k in con.execute(_KEYS_SQL)]
+                rows = con.execute(_ROOTS_SQL).fetchall()
             finally:
                 con.close()
+            roots = [Path(str(p)) for (p,) in rows if p]
         except sqlite3.Error:
-            keys = []  # no passkey table yet (or the database check above failed)
-    pinned = sum(1 for c, k in keys if pins.problem(c, k, active=True) is None)
-    if not pinned:
-        out = [Check("approvals", "FAIL",
-                     'approvals = "signed", but no registered passkey is pinned: nothing can '
-                     "be approved",
-                     "run `placet web`, then `placet web pair` in another terminal and open "
-                     "its link (or `placet keys pin ID` for a passkey `placet keys` lists "
-                     "NOT PINNED)")]  # fmt: skip
-    else:
-        out = [Check("approvals", "ok", f"signed, {pinned} pinned passkey(s)")]
-    folder = pins_path(settings.config_file).parent
-    if folder.resolve() == settings.db_path.parent.resolve():
-        out.append(Check("pins", "warn",
-                         f"{inert(str(folder))} holds both the pinned passkeys and the "
-                         "database: a process that can write the database can pin a key of "
-                         "its own",
-                         "unset PLACET_HOME (config.toml and the pins then live in your "
-                         "config folder), or move the database with PLACET_DB"))  # fmt: skip
-    return out
+            roots = []  # no proposal table yet (the database check above says why)
+    state = load_rules(settings, roots=roots, env=env)
+    if state.status == "refused":
+        fix = "see the message; no standing rule approves anything until then"
+        return Check("rules", "FAIL", state.line(), fix)
+    if state.status == "absent" and env.get("PLACET_HOME"):
+        why = "PLACET_HOME is set: rules apply only from placet's default config folder"
+        fix = "unset PLACET_HOME to use rules.toml (PLACET_DB still moves the database)"
+        return Check("rules", "warn", why, fix)
+    return Check("rules", "ok", state.line())
+
+
+_ROOTS_SQL = (
+    "SELECT DISTINCT json_extract(request, '$.root.path') FROM "
+    "(SELECT request FROM proposal ORDER BY id DESC LIMIT 1000)"
+)
 
 
 def _notify(settings: Settings, env: dict[str, str]) -> list[Check]:
@@ -233,6 +245,8 @@ def _drive(out: list[Check], settings: Settings, env: dict[str, str]) -> None:
     except PlacetError as e:
         out.append(Check("drive", "FAIL", f"{spec}: {e.message}", "`placet drive set SPEC`"))
         return
+    if is_proton(parsed.name, parsed.backend_hint):
+        out.append(Check("proton", "warn", PROTON_NOTE, PROTON_FIX))
     problem = local_folder_problem(parsed)
     if problem is not None:
         if spec == default_drive_spec(settings) and not Path(spec).exists():
@@ -274,6 +288,8 @@ def _ask_drive(out: list[Check], settings: Settings, spec: str, env: dict[str, s
         replace = "server-side replace" if caps.server_side_replace else "direct replace"
         out.append(Check("capabilities", "ok" if best else "warn",
                          f"{caps.backend or '?'}: {digests}; {case}; {replace}"))  # fmt: skip
+        if caps.backend == "protondrive" and not any(c.name == "proton" for c in out):
+            out.append(Check("proton", "warn", PROTON_NOTE, PROTON_FIX))
     except PlacetError as e:
         out.append(Check("drive", "FAIL", f"{drive.redact(spec)}: {e.message}", _fix_for(e)))
     finally:

@@ -5,8 +5,11 @@ agent works on): the owner accepts from another host sharing the database, and t
 host's executor runs it, since its files are here (`placet.executor.service`). One line
 per proposal started and ended on stdout. `--once` runs what is approved now and exits.
 Ctrl-C (or SIGTERM) stops cleanly: a running proposal is cancelled and marked
-`interrupted` (accept it again to resume); a second Ctrl-C quits at once. Exit 0, or the
-store's exit code when the database cannot be read.
+`interrupted` (accept it again to resume); a second Ctrl-C quits at once. A lost
+connection to the database server (a PostgreSQL restart) is said on stderr, and the
+executor reconnects with backoff and rescans what is approved
+(`placet.store.reconnect`). Exit 0, or the store's exit code when the database cannot be
+read.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from placet.errors import EXIT_OK
 from placet.executor.service import Ran, run_host_executor
 from placet.store import open_store
 from placet.store.host import host_label
+from placet.store.reconnect import say_on_stderr
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,6 +80,7 @@ def cmd_executor(args: argparse.Namespace) -> int:
                 once=args.once,
                 on_start=lambda pid: _say(f"proposal {pid} running"),
                 on_done=_done,
+                say=say_on_stderr,
             )
     finally:
         for s, handler in previous.items():

@@ -41,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_test(args: argparse.Namespace) -> int:
     from placet.notify import channels as ch
     from placet.notify.content import test_message
+    from placet.store.outbox import new_uid
 
     settings = load_settings()
     n = settings.notify
@@ -50,6 +51,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         return EXIT_OK
     built = ch.build(n)
     content = test_message(datetime.now(UTC))
+    delivery = new_uid()  # one id for this test on every channel, never an earlier one's
     failed = False
     for name in configured:
         channel = built.get(name)
@@ -64,7 +66,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             )
             continue
         try:
-            channel.send(0, content)
+            channel.send(delivery, content)
         except ch.DeliveryFailed as e:
             failed = True
             print(f"{name}: FAILED: {inert(e.message)}")
@@ -92,6 +94,7 @@ def cmd_log(args: argparse.Namespace) -> int:
                 json.dumps(
                     {
                         "delivery": r.delivery_id,
+                        "uid": r.uid,
                         "message": r.message_id,
                         "channel": r.channel,
                         "state": r.state,

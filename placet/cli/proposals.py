@@ -1,5 +1,6 @@
 """`placet list | show | discard | extend | sweep | audit`: the owner's headless view of the
-queue and the audit log.
+queue and the audit log; discarding and extending one or several proposals go through
+`placet.decisions` (several discarded with one confirmation code, all or none).
 
 Human output is for a terminal: every agent, file or remote string goes through
 `placet.text.inert` (docs/design.md section 9, "Untrusted text"); `show` renders a
@@ -20,9 +21,13 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from placet import decisions
 from placet.cli.accept_effect import reason_lines
+from placet.cli.confirming import code_typed, no_terminal, terminal, yes_allowed
+from placet.cli.show_diff import diff_lines
 from placet.cli.show_ops import SHOWN, json_chunks, op_lines, scan, summary_lines
-from placet.config import load_settings
+from placet.config import Settings, load_settings
+from placet.decisions import Shown
 from placet.display import (
     evidence_lines,
     flat_pairs,
@@ -30,7 +35,9 @@ from placet.display import (
     plain,
     result_line,
 )
-from placet.errors import EXIT_OK, PlacetError, StoreError, UsageError
+from placet.errors import EXIT_OK, PlacetError, PolicyRefused, StoreError, UsageError
+from placet.executor.audit import verify_audit
+from placet.rules.approving import decider, rule_note
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord, Store, open_store
 from placet.store.db import utcnow
 from placet.store.host import waiting_note
@@ -66,16 +73,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"every op, risk flag and op result (without it: the first {SHOWN} and counts)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object, every op included")
+    p.add_argument(
+        "--diff",
+        action="store_true",
+        help="what the bytes say: each file op's content or diff, checked against its evidence",
+    )
+    p.add_argument("--op", type=int, metavar="N", help="with --diff: only op N (its index)")
     p.set_defaults(func=cmd_show)
 
-    p = subparsers.add_parser("discard", help="discard a pending proposal")
-    p.add_argument("id", type=int, help="the pending proposal's id")
+    p = subparsers.add_parser(
+        "discard", help="discard pending proposals (several: one confirmation code)"
+    )
+    p.add_argument("ids", type=int, nargs="+", metavar="ID", help="the pending proposals' ids")
     p.add_argument("--reason", help="recorded in the audit log")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="several: skip the confirmation code; works only with allow_yes = true",
+    )
     p.set_defaults(func=cmd_discard)
 
-    p = subparsers.add_parser("extend", help="give a pending proposal more time")
-    p.add_argument("id", type=int, help="the pending proposal's id")
-    p.add_argument("--minutes", type=int, required=True, help="added to its expiry")
+    p = subparsers.add_parser("extend", help="give pending proposals more time")
+    p.add_argument("ids", type=int, nargs="+", metavar="ID", help="the pending proposals' ids")
+    p.add_argument("--minutes", type=int, required=True, help="added to each expiry")
     p.set_defaults(func=cmd_extend)
 
     p = subparsers.add_parser("sweep", help="expire due proposals, recover interrupted ones")
@@ -120,7 +140,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"{p.id:>6}  {p.status:<11} {inert(p.kind):<8} {_when(p, now):<18} "
             f"{target}{' ' * (TARGET_WIDTH - cell_width(target))} "
         )
-        note = waiting_note(p.status, inert(p.host), p.host_id, here)
+        note = waiting_note(p.status, inert(p.host), p.host_id, here) or rule_note(p)
         lines.append(head + (f"[{note}] " if note else "") + inert(p.reason))
     if not rows:
         lines = ["no proposals" + (f" with status {', '.join(statuses)}" if statuses else "")]
@@ -128,8 +148,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    if args.op is not None and not args.diff:
+        raise UsageError("--op N goes with --diff: placet show ID --diff --op N")
+    if args.diff and args.json:
+        raise UsageError("--diff and --json do not go together; choose one")
     with _open() as store:
         p = store.get(args.id)
+        if args.diff:
+            return _emit(diff_lines(store, store.settings, p, args.op))
         results = store.op_results(p.id)
         events = store.audit_events(proposal_id=p.id)
         if args.json:
@@ -161,7 +187,10 @@ def _show_lines(
     yield f"  created       {_ts(p.created_at)}"
     yield f"  expires       {_ts(p.expires_at)} ({_rel(p.expires_at, now)})"
     if p.resolved_at:
-        yield f"  decided       {_ts(p.resolved_at)} by {inert(p.resolved_by or '?')}"
+        yield f"  decided       {_ts(p.resolved_at)} by {inert(decider(p.resolved_by))}"
+        ruled = rule_note(p)
+        if ruled is not None:
+            yield f"  {inert(ruled)}: the owner's standing rule, not a decision made now"
     if p.label:
         yield f"  label         {inert(p.label)}"
     yield f"  drive         {inert(p.drive_spec)}"
@@ -210,19 +239,58 @@ def _folder_lines(p: ProposalRecord) -> list[str]:
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
-    with _open() as store:
-        p = store.discard(args.id, reason=args.reason)
-    return _emit([f"discarded proposal {p.id} ({inert(p.kind)} {_target(p)})"])
+    """Discard one proposal, or several with one confirmation code on the terminal that
+    names each (id, request hash): all of them, or none (`placet.decisions.discard`)."""
+    settings = load_settings()
+    ids: list[int] = list(args.ids)
+    yes_allowed(settings, ids, args.yes)
+    with open_store(settings) as store:
+        records = [store.get(i) for i in ids]
+        if len(records) > 1:
+            _emit(
+                f"  {p.id:<6} {p.request_hash[:12]}  {inert(p.kind):<8} {_target(p)}"
+                for p in records
+            )
+            with terminal() as tty:
+                if not args.yes:
+                    _confirm_discard(tty, records, settings)
+        done = decisions.discard(store, [Shown.of(p) for p in records], reason=args.reason)
+    return _emit(f"discarded proposal {p.id} ({inert(p.kind)} {_target(p)})" for p in done)
+
+
+def _confirm_discard(tty: int | None, records: list[ProposalRecord], settings: Settings) -> None:
+    ids = [p.id for p in records]
+    if tty is None:
+        raise no_terminal(ids, settings, "discard")
+    each = ", ".join(f"{p.id} ({p.request_hash[:12]})" for p in records)
+
+    def prompt(code: str) -> str:
+        return (
+            f"\nTo discard the {len(records)} proposals {each} (id, request hash), type the "
+            f"code {code} and press Enter (anything else declines): "
+        )
+
+    if not code_typed(tty, prompt):
+        raise PolicyRefused(
+            f"proposals {', '.join(map(str, ids))} were not discarded: the confirmation "
+            "code did not match; nothing changed",
+            code="confirmation_mismatch",
+            details={"proposal_ids": ids},
+        )
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
     with _open() as store:
-        before = store.get(args.id)
-        p = store.extend(args.id, minutes=args.minutes)
+        before = {p.id: p.expires_at for p in (store.get(i) for i in args.ids)}
+        done = decisions.extend(store, list(args.ids), minutes=args.minutes)
         max_hours = store.settings.max_extend_hours
-    wanted = before.expires_at + timedelta(minutes=args.minutes)
-    capped = f" (capped: at most {max_hours} h after its creation)" if p.expires_at < wanted else ""
-    return _emit([f"proposal {p.id} now expires at {_ts(p.expires_at)}{capped}"])
+    lines = []
+    for p in done:
+        wanted = before[p.id] + timedelta(minutes=args.minutes)
+        capped = p.expires_at < wanted
+        said = f" (capped: at most {max_hours} h after its creation)" if capped else ""
+        lines.append(f"proposal {p.id} now expires at {_ts(p.expires_at)}{said}")
+    return _emit(lines)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -235,7 +303,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     with _open() as store:
         if args.verify:
-            v = store.verify_audit()
+            v = verify_audit(store)
             _emit(_jsonl([v.to_dict()]) if args.json else [v.message])
             if not v.ok:
                 where = f" at event {v.first_bad_event_id}" if v.first_bad_event_id else ""

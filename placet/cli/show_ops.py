@@ -19,15 +19,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
 from placet.cli.accept_effect import flag_counts, ops_lines
 from placet.display import already_inert, size_text
-from placet.errors import PlacetError
-from placet.executor.ops import plan_for
+from placet.executor.ops import stored_ops
 from placet.proposals.risk import RiskFlag
 from placet.proposals.vetting import op_flags, root_path_of
-from placet.schema import Op, parse_sync_request
+from placet.schema import Op
 from placet.store import ProposalRecord, Store
 from placet.text import inert
 
@@ -49,34 +46,6 @@ class OpsScan:
     @property
     def moving(self) -> int:
         return sum(b for k, (_, b) in self.by_kind.items() if k != "mkdir")
-
-
-def _bad(record: ProposalRecord, e: Exception) -> PlacetError:
-    return PlacetError(
-        f"the stored {record.kind} request does not parse ({e}); it was not written by "
-        "this placet or was altered",
-        code="request_invalid",
-    )
-
-
-def stored_ops(store: Store, record: ProposalRecord) -> Iterator[Op]:
-    """Every op of `record` in stored order, parsed (a sync's read a page at a time).
-
-    Raises:
-        PlacetError (``request_invalid``): the request or an op does not parse.
-    """
-    if record.kind != "sync":
-        yield from plan_for(record.kind, record.request, record.evidence).ops
-        return
-    try:
-        parse_sync_request(record.request)
-    except ValidationError as e:
-        raise _bad(record, e) from e
-    for raw in store.iter_ops(record.id):
-        try:
-            yield Op.model_validate(raw)
-        except ValidationError as e:
-            raise _bad(record, e) from e
 
 
 def scan(store: Store, record: ProposalRecord, keep: int = SHOWN) -> OpsScan:

@@ -18,7 +18,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from placet.cli.accept import code_typed, terminal
+from placet.cli.confirming import code_typed, terminal
 from placet.config import load_settings
 from placet.config.pins import Pins, editing_pins, key_sha256, read_pins
 from placet.errors import EXIT_OK, NotFound, PolicyRefused, UsageError
@@ -143,6 +143,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     settings = load_settings()
     with open_store(settings) as store:
         keys = store.passkeys(include_revoked=args.all)
+        alarms = store.counter_alarms(limit=10)
     pins = read_pins(settings.config_file)
     if args.json:
         for k in keys:
@@ -157,6 +158,13 @@ def cmd_keys(args: argparse.Namespace) -> int:
         print(
             f"{k.id}  {json.dumps(k.name)}  added {k.created_at.isoformat(timespec='seconds')}"
             f"  last used {used}  signatures {k.sign_count}  {pinned}{revoked}"
+        )
+    for alarm in alarms:
+        print(
+            f"WARNING: passkey {alarm.passkey_id} signed with sign count {alarm.new_count} "
+            f"after {alarm.stored_count} at {alarm.at.isoformat(timespec='seconds')} "
+            f"({alarm.what}): refused; another copy of it may be in use (revoke it with "
+            f"`placet keys revoke {alarm.passkey_id}` if you did not expect this)"
         )
     unpinned = [k.id for k in keys if k.revoked_at is None and not _pinned(pins, k)]
     if unpinned:

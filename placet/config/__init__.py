@@ -89,6 +89,13 @@ class Settings(BaseModel):
     work goes on in the background (docs/design.md section 9, "Long reads"); 0: never wait."""
     read_cap_bytes: int = Field(16 * 1024, ge=1)
     upload_cap_bytes: int = Field(64 * 1024**3, ge=1)
+    preview_op_bytes: int = Field(64 * 1024, ge=0, le=1024**2)
+    """Most bytes of one file an op's content preview holds (`placet.preview`); a larger
+    file's preview is its first bytes, marked partial. 0: no previews (none captured when
+    proposing, none read when reviewing)."""
+    preview_proposal_bytes: int = Field(1024**2, ge=0, le=64 * 1024**2)
+    """Most preview bytes stored with one proposal (the new bytes and the replaced ones
+    together); a sync's previews are read op by op when opened, never stored in bulk."""
     transfers: int = Field(4, ge=1, le=32)
     """How many file transfers of one sync run at once (rclone's `--transfers` default is
     4); folders are created first, one at a time (`placet.executor.pool`)."""

@@ -4,15 +4,14 @@
 [notify]
 detail = "full"          # or "minimal": no path, no name in any message
 [notify.ntfy]
-url = "https://ntfy.example.org/placet-owner"   # the topic URL; priority, click optional
+url = "https://ntfy.example.org/placet-owner"   # priority, click optional
+# allow_insecure_token = true   # send the token over http:// to a host not loopback
 [notify.webhook]
-url = "https://bridge.example.org/placet"
-[notify.desktop]
-enabled = true
+url = "https://bridge.example.org/placet"   # [notify.desktop] enabled = true: desktop
 ```
 
-Secrets never live here: the ntfy token and the webhook's HMAC secret are in the keyring
-(`placet notify secret`). Bad values are a `ConfigError` naming the dotted key."""
+Secrets never live here but in the keyring (`placet notify secret`). Bad values are a
+`ConfigError` naming the dotted key."""
 
 from __future__ import annotations
 
@@ -38,12 +37,18 @@ def _http_url(value: str, *, need_path: bool) -> str:
 
 
 class NtfyChannel(BaseModel):
-    """An ntfy topic (self-hosted or public); the token, if any, is in the keyring."""
+    """An ntfy topic (self-hosted or public); the token, if any, is in the keyring.
+
+    `allow_insecure_token`: send the token even over plain `http://` to a host that is
+    not loopback, where anyone on the path can read it (refused otherwise:
+    `placet.notify.channels.token_in_clear`).
+    """
 
     model_config = ConfigDict(extra="forbid")
     url: str
     priority: int = Field(4, ge=1, le=5)
     click: str | None = None
+    allow_insecure_token: bool = False
 
     @field_validator("url")
     @classmethod

@@ -15,7 +15,7 @@ from placet.executor.binding import (
     check_binding,
     refusal_before_accept,
 )
-from placet.executor.ops import Plan, load_plan, plan_for
+from placet.executor.ops import Plan, load_plan, op_at, plan_for, stored_ops
 from placet.executor.progress import OpOutcome, ProgressEvent
 from placet.executor.run import ProgressCallback, execute
 
@@ -29,6 +29,8 @@ __all__ = [
     "check_binding",
     "execute",
     "load_plan",
+    "op_at",
     "plan_for",
     "refusal_before_accept",
+    "stored_ops",
 ]

@@ -22,13 +22,23 @@ from placet.config.pins import read_pins, spend_signature
 from placet.drive import configured_spec
 from placet.drive.base import Drive
 from placet.errors import PlacetError, PolicyRefused
+from placet.executor.beside import for_execution
 from placet.executor.ops import Plan, load_plan, plan_for
+from placet.proposals.selection import needs
 from placet.proposals.vetting import refuse_own_paths
+from placet.rules.signing import approval_problem
 from placet.schema import is_by_reference, request_hash
-from placet.store import ProposalRecord, Store
-from placet.store.host import runs_elsewhere
-from placet.store.lifecycle import APPROVED, owner_skips
-from placet.store.signatures import check_signed_approval
+from placet.store import AuditRecord, ProposalRecord, Store
+from placet.store.host import host_label, runs_elsewhere
+from placet.store.lifecycle import APPROVED, EXECUTING, owner_skips
+from placet.store.signatures import (
+    LEGACY_SIGNED,
+    accept_fields,
+    check_signed_approval,
+    check_signed_set,
+    set_entry,
+    signature_id,
+)
 from placet.text import quote
 
 
@@ -82,12 +92,20 @@ def _check_drive(settings: Settings, record: ProposalRecord, drive: Drive | None
         )  # fmt: skip
 
 
+def reuses_shown(record: ProposalRecord, shown: Plan | None) -> bool:
+    """Whether `bind` runs `shown` (read for the approved request hash) instead of
+    reading the ops again."""
+    return shown is not None and shown.request_hash == record.request_hash
+
+
 def bind(
     store: Store,
     settings: Settings,
     record: ProposalRecord,
     drive: Drive | None,
     shown: Plan | None = None,
+    *,
+    beside: bool = False,
 ) -> Plan:
     """The binding checks of docs/design.md section 9; returns the parsed plan, with the ops
     the owner unticked (the approval event's `skip_ops`) as its `skip`. `shown`: the plan
@@ -96,6 +114,9 @@ def bind(
     the stored request and the approval): the ops it holds were verified against the
     `ops_digest` of exactly that request, and the stored rows are hashed again
     (`Store.check_ops`, nothing parsed); any other plan is ignored and the ops are read.
+    `beside`: the caller runs the checks that go over every op of a sync beside its
+    transfers (`placet.executor.beside`): the own-folder check of each op, and the hash
+    of the rows of a `shown` plan; they are left out here.
 
     Raises:
         PolicyRefused: ``request_altered`` (the stored request + evidence no longer hash
@@ -107,20 +128,24 @@ def bind(
             configured drive, or the drive handed in, is not the one the proposal was
             made against), ``signature_required`` / ``signature_invalid`` (signed
             mode: the approval carries no passkey signature, or one that does not verify
-            for exactly this request, or one that already approved a run: spent beside
-            config.toml, `placet.config.pins.spend_signature`), ``passkey_not_pinned``
+            for exactly this request, selection, host and drive, or one that already
+            approved a run: spent with its claim in the database, or beside config.toml,
+            `placet.config.pins.spend_signature`), ``passkey_not_pinned``
             (signed mode: the signing
             passkey is not pinned in the owner's config folder with the key the database
-            holds: `placet.config.pins`), ``placet_own_path`` (an upload, upload_revision
-            or mkdir, ticked or not, targets a local-folder drive path inside placet's
-            data, config or database folder; details ``proposal_id``, ``op_index``).
+            holds: `placet.config.pins`), ``folder_unticked`` (the approval unticks a
+            `create folder` op that ticked ops go into), ``placet_own_path`` (an upload,
+            upload_revision or mkdir, ticked or not, targets a local-folder drive path
+            inside placet's data, config or database folder; details ``proposal_id``,
+            ``op_index``).
         PlacetError (``request_invalid``): the stored request does not parse.
         ConfigError: `config.toml` cannot be read to tell the approval mode
             (`placet.config.approvals_mode`), or a spent signature cannot be recorded.
     """
     pid = record.id
     _check_hash(record)
-    approvals = [e for e in store.audit_events(proposal_id=pid) if e.to_status == APPROVED]
+    events = store.audit_events(proposal_id=pid)
+    approvals = [e for e in events if e.to_status == APPROVED]
     bound = approvals[-1].detail.get("request_hash") if approvals else None
     if bound != record.request_hash:
         raise PolicyRefused(
@@ -131,12 +156,14 @@ def bind(
             details={"proposal_id": pid, "approved": bound, "proposal": record.request_hash},
         )
     skip = owner_skips(approvals[-1].detail)
-    if approvals_mode(settings) == "signed":  # config.toml as it is now
-        earlier = [e.detail.get("passkey") for e in approvals[:-1]]
-        _check_signature(store, settings, record, approvals[-1].detail, skip, earlier)
+    signed = approvals_mode(settings) == "signed"  # config.toml as it is now
+    by_rule = approvals[-1].detail.get("via") == "rule"
+    if signed and not by_rule:
+        _check_signature(store, settings, record, events, skip)
     _check_drive(settings, record, drive)
-    if shown is not None and shown.request_hash == record.request_hash:
-        store.check_ops(pid, record.request)  # the rows still the ones shown: hashed only
+    if shown is not None and reuses_shown(record, shown):
+        if not beside:  # the rows still the ones shown: hashed only
+            store.check_ops(pid, record.request)
         plan = shown
     else:
         plan = load_plan(store, record)
@@ -149,32 +176,72 @@ def bind(
             code="not_approved_as_shown",
             details={"proposal_id": pid, "skip_ops": sorted(skip), "unknown": unknown},
         )
-    _check_own_paths(settings, record, plan)
+    if missing := needs(plan.ops, skip):  # rclone would create the unticked folder anyway
+        op, folder = missing[0]
+        raise PolicyRefused(
+            f"refusing to execute proposal {pid}: the owner's approval unticks op "
+            f"#{folder.index} (create folder {quote(folder.remote_path or '')}) while op "
+            f"#{op.index} goes into it; review and accept it again",
+            code="folder_unticked",
+            details={"proposal_id": pid, "folder_op": folder.index, "needed_by": op.index},
+        )
+    if signed and by_rule:
+        _check_signed_rule(store, settings, record, plan, approvals[-1])
+    if not (beside and plan.kind == "sync"):
+        _check_own_paths(settings, record, plan)
     return replace(plan, skip=skip)
+
+
+def _check_signed_rule(
+    store: Store, settings: Settings, record: ProposalRecord, plan: Plan, approval: AuditRecord
+) -> None:
+    """Signed mode, an approval by a standing rule: the rules it names must be signed by
+    the owner's pinned passkey and still cover the proposal at the approval's time
+    (`placet.rules.signing.approval_problem`).
+
+    Raises:
+        PolicyRefused (``signature_invalid``; ``signature_required`` without a signature).
+    """
+    why = approval_problem(store, settings, record, plan.ops, approval.detail, approval.at)
+    if why is not None:
+        rule = approval.detail.get("rule")
+        signed = isinstance(rule, dict) and isinstance(rule.get("signature"), dict)
+        raise PolicyRefused(
+            f'refusing to execute proposal {record.id}: approvals = "signed" and its rule '
+            f"approval does not hold: {why}; sign the rules (`placet rules sign`) or accept "
+            "it in `placet web` with your passkey",
+            code="signature_invalid" if signed else "signature_required",
+            details={"proposal_id": record.id},
+        )
 
 
 def _check_signature(
     store: Store,
     settings: Settings,
     record: ProposalRecord,
-    detail: dict[str, Any],
+    events: list[AuditRecord],
     skip: frozenset[int],
-    earlier: list[object],
 ) -> None:
-    """Signed mode: the approval must carry a passkey assertion that verifies against a
-    registered, unrevoked passkey over exactly this proposal, request hash and selection
-    (`placet.store.signatures`), and whose nonce no earlier approval of this proposal
-    (`earlier`: their ``passkey`` details) carried: an assertion copied from an approval
-    that was already run does not approve a retry. The passkey must also be pinned, with
-    the public key the database holds, in the owner's config folder
-    (`placet.config.pins`): a key added to the database alone approves nothing. A
-    signature that verifies is then spent there (`spend_signature`): one already spent
-    is refused even when the approval that ran it was edited out of the database.
+    """Signed mode: the last approval in `events` (the proposal's audit events, this
+    run's claim last) must carry a passkey assertion that verifies against a registered,
+    unrevoked passkey over exactly this proposal, request hash, selection, host and drive
+    (`placet.store.signatures.accept_fields`: a proposal moved to another host or drive
+    in the database is not the one signed; a signature made by an older placet, which
+    bound neither, is refused), and whose nonce no earlier approval of this proposal
+    carried: an assertion copied from an approval that was already run does not approve
+    a retry. The passkey must also be pinned, with the public key the database holds, in
+    the owner's config folder (`placet.config.pins`): a key added to the database alone
+    approves nothing. The signature must have been spent by this run's claim, in the
+    database every host reads (`Store.claim`, `Store.spent`): one another claim spent
+    first (a proposal reset in the database, on any host) is refused; it is then spent
+    beside config.toml too (`spend_signature`), which no edit of the database undoes.
 
     Raises:
         PolicyRefused: see `bind`. ConfigError: the spent signatures cannot be recorded."""
     pid = record.id
-    assertion = detail.get("passkey")
+    approvals = [e for e in events if e.to_status == APPROVED]
+    assertion = approvals[-1].detail.get("passkey")
+    earlier = [e.detail.get("passkey") for e in approvals[:-1]]
     key = (
         store.passkey_by_credential(str(assertion.get("credential_id")))
         if isinstance(assertion, dict)
@@ -196,16 +263,10 @@ def _check_signature(
             details={"proposal_id": pid, "passkey_id": key.id},
         )
     else:
-        problem = check_signed_approval(
-            assertion, key.public_key, proposal_id=pid, request_hash=record.request_hash,
-            skip_ops=skip,
-        )  # fmt: skip
-        why = "" if problem is None else f"has a passkey signature that fails: {problem}"
-        if not why and not spend_signature(settings.config_file, str(assertion["nonce"])):
-            why = (
-                "carries a passkey signature that already approved a run (recorded as "
-                "spent beside config.toml): one signature approves once"
-            )
+        detail = approvals[-1].detail
+        why = _signature_problem(
+            store, settings, record, events, skip, assertion, key.public_key, detail
+        )
     if why:
         raise PolicyRefused(
             f'refusing to execute proposal {pid}: approvals = "signed" and its approval '
@@ -215,13 +276,70 @@ def _check_signature(
         )
 
 
+def _signature_problem(
+    store: Store, settings: Settings, record: ProposalRecord, events: list[AuditRecord],
+    skip: frozenset[int], assertion: dict[str, Any], public_key: bytes,
+    detail: dict[str, Any],
+) -> str:  # fmt: skip
+    """Why the verified-looking `assertion` does not approve this run ("" when it
+    does), spending it beside config.toml when it does (`_check_signature`). An
+    approval made with others by one assertion is checked over their set, which must
+    hold this proposal with its request hash, selection, host and drive
+    (`check_signed_set`); such an assertion approves each of its proposals once."""
+    nonce = str(assertion["nonce"])
+    in_set = "set" in detail
+    if in_set:
+        problem = check_signed_set(assertion, public_key, detail["set"])
+        entry = set_entry(detail["set"], record.id)
+        if problem is None and (
+            entry is None
+            or entry.get("request_hash") != record.request_hash
+            or set(entry.get("skip_ops") or []) != skip
+            or entry.get("host_id") != record.host_id
+            or entry.get("drive_spec") != record.drive_spec
+        ):
+            problem = "the set it signed does not hold this proposal as it is (moved or changed)"
+    else:
+        fields = accept_fields(
+            proposal_id=record.id, request_hash=record.request_hash, skip_ops=skip,
+            host_id=record.host_id, drive_spec=record.drive_spec,
+        )  # fmt: skip
+        problem = check_signed_approval(assertion, public_key, fields)
+        if problem == LEGACY_SIGNED:
+            return f"carries a signature that does not approve a run now: {problem}"
+    if problem is not None:
+        return (
+            f"has a passkey signature that fails for this proposal on host "
+            f"{host_label(record.host, record.host_id)} with drive {quote(record.drive_spec)} "
+            f"(signed for another request, selection, host or drive): {problem}"
+        )
+    spent = store.spent(signature_id(nonce, record.id if in_set else None))
+    claims = [e for e in events if e.to_status == EXECUTING]
+    if spent is None or not claims or spent.claim_hash != claims[-1].hash:
+        if spent is None:
+            return (
+                "carries a passkey signature whose spending this run's claim did not record "
+                "in the database (the record was removed): one signature approves once"
+            )
+        return (
+            f"carries a passkey signature that already approved a run (spent by a claim of "
+            f"proposal {spent.proposal_id} on host id {(spent.host_id or 'unrecorded')[:8]}, "
+            "recorded in the database): one signature approves once"
+        )
+    if not spend_signature(settings.config_file, nonce + (f" #{record.id}" if in_set else "")):
+        return (
+            "carries a passkey signature that already approved a run (recorded as spent "
+            "beside config.toml): one signature approves once"
+        )
+    return ""
+
+
 def _check_own_paths(settings: Settings, record: ProposalRecord, plan: Plan) -> None:
     """`refuse_own_paths` on the plan's uploads and mkdirs, worded for execution."""
     try:
         refuse_own_paths(settings, record, [op for op in plan.ops if op.kind != "download"])
     except PolicyRefused as e:
-        message = e.message.replace("refusing to accept", "refusing to execute", 1)
-        raise PolicyRefused(message, code=e.error_code, details=e.details) from None
+        raise for_execution(e) from None
 
 
 def refusal_before_accept(

@@ -11,13 +11,13 @@ stored request that no longer parses is refused before anything is touched.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from placet.errors import PlacetError
+from placet.errors import NotFound, PlacetError
 from placet.schema import (
     AnyRequest,
     DownloadEvidence,
@@ -31,6 +31,7 @@ from placet.schema import (
     UploadEvidence,
     UploadRequest,
     is_by_reference,
+    parse_sync_request,
     request_hash,
 )
 
@@ -215,6 +216,56 @@ def plan_for(
         return Plan(kind, req.root, sync_order(req.ops))
     except (ValidationError, ValueError) as e:
         raise _bad(kind, e) from e
+
+
+def stored_ops(store: Store, record: ProposalRecord) -> Iterator[Op]:
+    """Every op of `record` in stored order, parsed, for display (a sync's read from the
+    store a page at a time, unverified as `Store.ops` is; the executor reads its own).
+
+    Raises:
+        PlacetError (``request_invalid``): the request or an op does not parse.
+    """
+    if record.kind != "sync":
+        yield from plan_for(record.kind, record.request, record.evidence).ops
+        return
+    try:
+        parse_sync_request(record.request)
+    except ValidationError as e:
+        raise _bad(record.kind, e) from e
+    for raw in store.iter_ops(record.id):
+        try:
+            yield Op.model_validate(raw)
+        except ValidationError as e:
+            raise _bad(record.kind, e) from e
+
+
+def op_at(store: Store, record: ProposalRecord, index: int) -> Op:
+    """Op `index` of `record` for display (a content preview): a single op from its
+    request and evidence, a by-reference sync's op read alone from the store (its
+    position is its index when the ops are numbered from 0, else they are scanned).
+    Unverified, as `Store.ops` is: the executor re-reads and checks every op.
+
+    Raises:
+        NotFound: no op has that index.
+        PlacetError (``request_invalid``): the request or the op does not parse.
+    """
+    if record.kind != "sync" or not is_by_reference(record.kind, record.request):
+        found = [op for op in plan_for(record.kind, record.request, record.evidence).ops
+                 if op.index == index]  # fmt: skip
+    else:
+        page = store.ops(record.id, start=index, limit=1) if index >= 0 else []
+        if not page or page[0].get("index") != index:
+            page = [o for o in store.iter_ops(record.id) if o.get("index") == index][:1]
+        try:
+            found = [Op.model_validate(o) for o in page]
+        except ValidationError as e:
+            raise _bad(record.kind, e) from e
+    if not found:
+        raise NotFound(
+            f"proposal {record.id} has no op #{index}; `placet show {record.id}` lists its ops",
+            details={"proposal_id": record.id, "op_index": index},
+        )
+    return found[0]
 
 
 def sync_order(ops: list[Op]) -> list[Op]:

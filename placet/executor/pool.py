@@ -48,6 +48,7 @@ class Flight:
         self._bytes: dict[int, int] = {}
         self._sizes: dict[int, int] = {}
         self._landed: set[int] = set()
+        self._names: dict[int, str] = {}  # drive (else local) path of each op started
         self._total = 0  # sum of self._bytes
         self._running: tuple[int, ...] | None = ()  # cached; None: to recompute
         self.version = 0
@@ -57,6 +58,7 @@ class Flight:
             self._total -= self._bytes.get(op.index, 0)
             self._bytes[op.index] = 0
             self._sizes[op.index] = op.size or 0
+            self._names[op.index] = op.remote_path or op.local_path or ""
             self._running = None
             self.version += 1
 
@@ -78,11 +80,17 @@ class Flight:
         with self._lock:
             self._total -= self._bytes.pop(op.index, 0)
             self._sizes.pop(op.index, None)
+            self._names.pop(op.index, None)
             if op.index in self._landed:
                 self._landed.discard(op.index)
             else:
                 self._running = None
             self.version += 1
+
+    def name(self, index: int) -> str | None:
+        """The drive (else local) path of op `index` while it is not ended."""
+        with self._lock:
+            return self._names.get(index)
 
     def snapshot(self) -> tuple[int, tuple[int, ...]]:
         """(bytes moved by the ops not yet journaled, indexes of those still running)."""

@@ -30,7 +30,8 @@ from placet.drive import drive_for
 from placet.drive.base import Drive
 from placet.errors import PlacetError, StaleEvidence, WrongState
 from placet.executor.batch import BatchContext, batch_units, run_upload_batch
-from placet.executor.binding import bind
+from placet.executor.beside import Beside
+from placet.executor.binding import bind, reuses_shown
 from placet.executor.download import run_download
 from placet.executor.lease import Heartbeat
 from placet.executor.ops import Plan
@@ -45,6 +46,7 @@ from placet.executor.temps import (
     remove_temp,
     temps_detail,
 )
+from placet.proposals.vetting import OwnPaths
 from placet.schema import Op
 from placet.store import LeaseHolder, OpResultRecord, ProposalRecord, Store
 from placet.store.lifecycle import APPROVED, SUCCESS_OUTCOMES
@@ -131,14 +133,19 @@ def execute(
     owned: Drive | None = None
     try:
         try:
-            plan = bind(store, settings, record, drive, shown)
+            plan = bind(store, settings, record, drive, shown, beside=True)
             if drive is None:
                 drive = owned = drive_for(settings)
+            beside = None
+            if plan.kind == "sync":  # its checks over every op go beside the transfers
+                beside = Beside(store, record, drive, OwnPaths(settings, record))
         except PlacetError as e:
             store.finish(proposal_id, holder=holder, summary={"error": e.to_dict()}, expected_ops=1)
             raise
         run = _Run(store, settings, record, plan, drive, holder, beat, progress, cancel)
-        return run.go(journaled_temps(prior))
+        run.beside = beside
+        rows = beside is not None and reuses_shown(record, shown)
+        return run.go(journaled_temps(prior), check_rows=rows)
     finally:
         beat.stop()
         if owned is not None:
@@ -181,6 +188,7 @@ class _Run:
         self._pending_since = 0.0  # monotonic time of the oldest unjournaled result
         self._op_json: dict[int, dict[str, Any]] = {}  # ops dumped, until journaled
         self._batched: set[int] = set()  # indexes of the ops run in batches
+        self.beside: Beside | None = None  # a sync's checks over every op (`beside`)
         self.leftover: dict[int, list[Temp]] = {}  # earlier attempts' temps not yet removed
         self.backups_left: list[str] = []  # earlier backups left in place for the owner
         # A sync's baseline is written with each committed batch of results
@@ -216,6 +224,7 @@ class _Run:
             result,
             ops_done=self.ended,
             in_flight=indexes,
+            current=self.flight.name(indexes[0]) if indexes else None,
         )
 
     def _on_bytes(self, op: Op, done: int, total: int) -> None:
@@ -308,6 +317,13 @@ class _Run:
         new files of one folder (`placet.executor.batch`); raises `Aborted`."""
         if unit[0].index not in self._batched:
             return [(op, self._attempt(op)) for op in unit]
+        refused = self._refused(unit)
+        if refused:  # written nowhere: the others of the batch still run
+            rest = [op for op in unit if op.index not in refused]
+            return [*((op, refused[op.index]) for op in unit if op.index in refused),
+                    *(self._run_unit(rest) if rest else [])]  # fmt: skip
+        if self.beside is not None:
+            self.beside.sweep(unit[0])  # one folder per batch
         for op in unit:
             self.flight.start(op)
         batch = BatchContext(
@@ -322,14 +338,25 @@ class _Run:
             for op in unit:
                 self.flight.landed(op)
 
+    def _refused(self, unit: list[Op]) -> dict[int, OpOutcome]:
+        """The ops of `unit` that write into placet's own folders, failed (any thread)."""
+        out: dict[int, OpOutcome] = {}
+        for op in unit:
+            err = self.beside.refusal(op) if self.beside is not None else None
+            if err is not None:
+                out[op.index] = failed(err)
+        return out
+
     def _halt(self, why: str) -> None:
         self._halted = why
 
     # ---- the run --------------------------------------------------------------------
 
-    def go(self, earlier_temps: dict[int, list[Temp]]) -> ProposalRecord:
+    def go(self, earlier_temps: dict[int, list[Temp]], *, check_rows: bool) -> ProposalRecord:
         started = time.monotonic()
         removed = self._clean(earlier_temps)
+        if self.beside is not None and check_rows:  # rows rewritten since shown: stop
+            self.beside.check_rows(lambda e: self._halt("request_altered"))
         outcomes: Counter[str] = Counter()
         ops, pooled = self.plan.ops, []
         if self.plan.kind == "sync":  # folders (and unticked ops) first, then the pool
@@ -369,6 +396,10 @@ class _Run:
                 return self._stop(ran.stopped, ran.cut_short)
         if not self._flush():
             return self._stop("lease lost", [])
+        if self.beside is not None:
+            if self.beside.rows_checked() is not None:
+                return self._stop("request_altered", [])
+            removed += self.beside.removed
         if self.baseline is not None:
             self.baseline.ops_finished()
         summary: dict[str, Any] = {
@@ -435,16 +466,22 @@ class _Run:
                     self.backups_left.append(t["path"])
                 else:
                     removed.append(f"{t['side']}:{t['path']}")
-        folders = {
-            (op.remote_path or "").rpartition("/")[0]
-            for op in self.plan.ops
-            if op.kind in ("upload", "upload_revision") and op.index not in self.plan.skip
-        }
-        removed += [f"remote:{p}" for p in cleanup_old_temps(self.drive, folders)]
+        if self.beside is None:  # a sync sweeps each folder beside its transfers
+            folders = {
+                (op.remote_path or "").rpartition("/")[0]
+                for op in self.plan.ops
+                if op.kind in ("upload", "upload_revision") and op.index not in self.plan.skip
+            }
+            removed += [f"remote:{p}" for p in cleanup_old_temps(self.drive, folders)]
         return removed
 
     def _run_op(self, ctx: OpContext, op: Op) -> OpOutcome:
         step = _STEPS.get(op.kind)
+        if self.beside is not None:
+            refused = self.beside.refusal(op)
+            if refused is not None:
+                return failed(refused)
+            self.beside.sweep(op)
         try:
             if step is None:
                 raise PlacetError(
@@ -525,9 +562,22 @@ class _Run:
         return True
 
     def _stop(self, why: str, cut_short: list[Op]) -> ProposalRecord:
-        """End early: cancelled (journal the ops cut short, mark interrupted) or lease
-        lost (write nothing more: another process may own the proposal now)."""
+        """End early: cancelled (journal the ops cut short, mark interrupted), the stored
+        rows altered (journal them, end failed with the reason) or lease lost (write
+        nothing more: another process may own the proposal now)."""
         log.warning("stopping execution of proposal %s: %s", self.pid, why)
+        altered = self.beside.altered if self.beside is not None else None
+        if why == "request_altered" and altered is not None:
+            for op in sorted(cut_short, key=lambda o: o.index):
+                self._pending.append(self._prepare(op, failed(altered)))
+            if not self._flush():
+                return self.store.get(self.pid)
+            self.beat.stop()
+            summary = {"error": altered.to_dict(), "ops": self.count, "bytes": self.moved}
+            with contextlib.suppress(WrongState):
+                return self.store.finish(
+                    self.pid, holder=self.holder, summary=summary, expected_ops=self.count
+                )
         if why == "cancelled":
             try:
                 for op in sorted(cut_short, key=lambda o: o.index):

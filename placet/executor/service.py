@@ -9,7 +9,10 @@ compare-and-set), then sleeps in `Store.change_waiter()` until the store changes
 work (`HostLoop`). A process that approves a proposal of its own host runs it itself:
 the loops leave it to that process while it lives, for at most `HANDOFF_SECONDS`, and
 leave proposals of another drive to a process serving that drive. Setting `stop`
-cancels a running proposal (it becomes `interrupted`) and ends the loop."""
+cancels a running proposal (it becomes `interrupted`) and ends the loop.
+A lost connection to the database server ends no loop: it
+reconnects with backoff, LISTENs again and rescans (`placet.store.reconnect`).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from placet.config import Settings
@@ -27,6 +30,7 @@ from placet.drive import configured_spec
 from placet.errors import PlacetError, WrongState
 from placet.executor.run import ProgressCallback, execute
 from placet.store import LeaseHolder, ProposalRecord, Store
+from placet.store.reconnect import Backoff, Reconnecting, connection_lost
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +116,8 @@ def run_host_executor(
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[Ran], None] | None = None,
     progress: ProgressCallback | None = None,
+    say: Callable[[str], None] | None = None,
+    backoff: Backoff | None = None,
 ) -> list[Ran]:
     """Run this host's approved proposals until `stop` is set (or, with `once`, until
     none is left). Returns what it ran, in order.
@@ -121,48 +127,96 @@ def run_host_executor(
     `handoff_seconds` by `clock`, a monotonic clock in seconds: never the wall clock) or
     made against another drive is skipped (module docstring).
     A proposal another process claimed first is skipped silently; any other domain
-    error is reported through `on_done` and the loop goes on. StoreError from the loop's
-    own reads propagates (the database is gone: the caller decides).
+    error is reported through `on_done` and the loop goes on.
+
+    A lost connection to the database server (a PostgreSQL restart) does not end the
+    loop: it says so through `say` (default: logged as a warning), reconnects after
+    `backoff` (`placet.store.reconnect`), LISTENs again and rescans the approved
+    proposals, since what was approved while it was away woke nobody. With `once` it
+    propagates. Any other StoreError from the loop's own reads propagates (the caller
+    decides).
     """
-    ran: list[Ran] = []
+    scan = _Scan(store, settings, stop, handoff_seconds, clock, on_start, on_done, progress)
+    reconnecting = Reconnecting(stop, say or log.warning, backoff=backoff)
     swept = -idle_seconds
-    spec = configured_spec(settings)
-    waiting_since: dict[int, float] = {}  # proposal -> when first left to its approver
-    with store.change_waiter() as waiter:
-        while not stop.is_set():
-            if time.monotonic() - swept >= idle_seconds:  # not at every wake-up: its writes
-                store.sweep()  # would delay the claim the wake-up is for
-                swept = time.monotonic()
-            leaving = False
-            approved = store.approvals_here()
-            for gone in waiting_since.keys() - {pid for pid, _, _ in approved}:
-                del waiting_since[gone]
-            for pid, drive_spec, approver in approved:
-                if stop.is_set():
-                    break
-                if drive_spec != spec:
-                    continue  # another drive's: the process serving it runs it
-                if _leave(store, pid, approver, waiting_since, handoff_seconds, clock):
-                    leaving = True
-                    continue
-                if on_start is not None:
-                    on_start(pid)
-                try:
-                    done = Ran(
-                        pid, execute(store, settings, pid, cancel=stop, progress=progress), None
-                    )
-                except WrongState:
-                    continue  # claimed by another executor of this host first
-                except PlacetError as e:
-                    log.warning("proposal %s: %s", pid, e)
-                    done = Ran(pid, None, e)
-                ran.append(done)
-                if on_done is not None:
-                    on_done(done)
-            if once:
+
+    def session() -> None:
+        nonlocal swept
+        # LISTEN first, then read: a change committed in between wakes the next wait.
+        with store.change_waiter() as waiter:
+            reconnecting.connected()
+            while not stop.is_set():
+                if time.monotonic() - swept >= idle_seconds:  # not at every wake-up: its
+                    store.sweep()  # writes would delay the claim the wake-up is for
+                    swept = time.monotonic()
+                leaving = scan.run_approved()
+                if once:
+                    return
+                waiter.wait(min(idle_seconds, RECHECK_SECONDS) if leaving else idle_seconds, stop)
+
+    if once:
+        session()
+    else:
+        reconnecting.run(session)
+    return scan.ran
+
+
+@dataclass
+class _Scan:
+    """What `run_host_executor` keeps across its scans (and its reconnections)."""
+
+    store: Store
+    settings: Settings
+    stop: threading.Event
+    handoff_seconds: float
+    clock: Callable[[], float]
+    on_start: Callable[[int], None] | None
+    on_done: Callable[[Ran], None] | None
+    progress: ProgressCallback | None
+    ran: list[Ran] = field(default_factory=list)
+    waiting_since: dict[int, float] = field(default_factory=dict)
+    """Proposal -> when this loop first left it to its approver."""
+
+    spec: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.spec = configured_spec(self.settings)
+
+    def run_approved(self) -> bool:
+        """One scan: run each approved proposal of this host, in id order. True when one
+        was left to its approver (look again soon). A lost connection raises (the caller
+        reconnects and scans again)."""
+        leaving = False
+        approved = self.store.approvals_here()
+        for gone in self.waiting_since.keys() - {pid for pid, _, _ in approved}:
+            del self.waiting_since[gone]
+        for pid, drive_spec, approver in approved:
+            if self.stop.is_set():
                 break
-            waiter.wait(min(idle_seconds, RECHECK_SECONDS) if leaving else idle_seconds, stop)
-    return ran
+            if drive_spec != self.spec:
+                continue  # another drive's: the process serving it runs it
+            if _leave(self.store, pid, approver, self.waiting_since, self.handoff_seconds,
+                      self.clock):  # fmt: skip
+                leaving = True
+                continue
+            if self.on_start is not None:
+                self.on_start(pid)
+            try:
+                final = execute(
+                    self.store, self.settings, pid, cancel=self.stop, progress=self.progress
+                )
+                done = Ran(pid, final, None)
+            except WrongState:
+                continue  # claimed by another executor of this host first
+            except PlacetError as e:
+                if connection_lost(e):
+                    raise  # not the proposal's doing: reconnect, then scan again
+                log.warning("proposal %s: %s", pid, e)
+                done = Ran(pid, None, e)
+            self.ran.append(done)
+            if self.on_done is not None:
+                self.on_done(done)
+        return leaving
 
 
 def _leave(
@@ -183,7 +237,8 @@ def _leave(
 
 
 RETRY_SECONDS = 5.0
-"""How long a `HostLoop` waits before starting its loop again after the database failed."""
+"""How long a `HostLoop` waits before starting its loop again after it failed for another
+reason than a lost connection (which the loop rides out itself)."""
 
 
 class HostLoop:
@@ -192,8 +247,9 @@ class HostLoop:
     entering it) until `stop()` (or leaving it).
 
     Quiet: it writes nothing to stdout (stdout is `placet serve`'s protocol); what it ran
-    is logged at INFO, a refused proposal at WARNING, to the logging setup of the
-    process. A database failure is logged and the loop started again after
+    is logged at INFO, a refused proposal and a lost database connection at WARNING, to
+    the logging setup of the process. The loop itself reconnects after a lost connection
+    (`run_host_executor`); any other failure is logged and the loop started again after
     `RETRY_SECONDS`. `stop()` cancels a running proposal (marked `interrupted`, as
     `placet executor` does on Ctrl-C) and waits for the thread at most `timeout` seconds,
     so a process never hangs on exit (a thread still cleaning up then dies with the
@@ -224,7 +280,7 @@ class HostLoop:
                         ran.final.status if ran.final is not None else ran.error,
                     ),
                 )
-            except Exception:  # StoreError, or the driver's own from a dropped connection
+            except Exception:  # a StoreError other than a lost connection, or a bug
                 log.warning("the host's executor loop stopped; again in %ss", RETRY_SECONDS,
                             exc_info=True)  # fmt: skip
                 self.stopping.wait(RETRY_SECONDS)

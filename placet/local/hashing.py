@@ -6,7 +6,9 @@ types (SHA-256 plus the remote's) are the common case; hashlib releases the GIL,
 type gets its own thread over the same descriptor, kept in lockstep so the second pass
 reads from the page cache: two digests cost about one read. A length that differs
 between passes means the file was being written, and is refused as stale evidence
-rather than reported as a digest of no version of the file.
+rather than reported as a digest of no version of the file. The first bytes of the file
+can be kept by that same read (`hash_fd_head`), so a preview shown to the owner is of
+the bytes the digest names (`placet.preview`), not of a second read.
 """
 
 from __future__ import annotations
@@ -20,14 +22,21 @@ from typing import Any
 from placet.errors import StaleEvidence, UsageError
 from placet.text import quote
 
-__all__ = ["CHUNK", "hash_fd", "hash_fd_sized", "sha256_fd"]
+__all__ = ["CHUNK", "hash_fd", "hash_fd_head", "hash_fd_sized", "sha256_fd"]
 
 CHUNK = 1024 * 1024
 """Read size for hashing, bytes (1 MiB: large enough that per-call overhead vanishes)."""
 _LOCKSTEP_CHUNKS = 32
 
 
-def _hash_pass(fd: int, hasher: Any, chunk: int, barrier: threading.Barrier | None) -> int:
+def _hash_pass(
+    fd: int,
+    hasher: Any,
+    chunk: int,
+    barrier: threading.Barrier | None,
+    head: bytearray | None = None,
+    head_max: int = 0,
+) -> int:
     buf = bytearray(chunk)
     view = memoryview(buf)
     offset = 0
@@ -37,6 +46,8 @@ def _hash_pass(fd: int, hasher: Any, chunk: int, barrier: threading.Barrier | No
         if n == 0:
             break
         hasher.update(view[:n])
+        if head is not None and len(head) < head_max:
+            head += view[: min(n, head_max - len(head))]
         offset += n
         chunks += 1
         if barrier is not None and chunks % _LOCKSTEP_CHUNKS == 0:
@@ -50,6 +61,14 @@ def _hash_pass(fd: int, hasher: Any, chunk: int, barrier: threading.Barrier | No
 
 
 def hash_fd_sized(fd: int, types: Sequence[str], chunk: int = CHUNK) -> tuple[dict[str, str], int]:
+    """`hash_fd_head` keeping no head: ({type: hex}, size)."""
+    digests, size, _ = hash_fd_head(fd, types, 0, chunk)
+    return digests, size
+
+
+def hash_fd_head(
+    fd: int, types: Sequence[str], head_max: int, chunk: int = CHUNK
+) -> tuple[dict[str, str], int, bytes]:
     """Digest a regular file's bytes from offset 0 to EOF with one or more hashlib types.
 
     Reads with ``pread`` into a reused buffer (the file position is not moved). With
@@ -58,8 +77,11 @@ def hash_fd_sized(fd: int, types: Sequence[str], chunk: int = CHUNK) -> tuple[di
     hashlib releases the GIL, so two types cost about as much as one on two cores (a
     single loop feeding both hashers costs the sum).
 
+    The first `head_max` bytes are kept from the same reads the first type's digest is
+    computed from (no second read of the file).
+
     Returns:
-        ({type: lower-case hex}, size in bytes read).
+        ({type: lower-case hex}, size in bytes read, the first `head_max` bytes).
 
     Raises:
         UsageError: a type hashlib does not offer (use rclone for those).
@@ -74,16 +96,19 @@ def hash_fd_sized(fd: int, types: Sequence[str], chunk: int = CHUNK) -> tuple[di
                 f"hash type {quote(t)} is not available in hashlib; compute it with rclone",
                 details={"type": t},
             ) from e
+    head = bytearray() if head_max > 0 else None
+    first = next(iter(hashers), "")
     if len(hashers) == 1:
-        size = _hash_pass(fd, next(iter(hashers.values())), chunk, None)
-        return {t: h.hexdigest() for t, h in hashers.items()}, size
+        size = _hash_pass(fd, hashers[first], chunk, None, head, head_max)
+        return {t: h.hexdigest() for t, h in hashers.items()}, size, bytes(head or b"")
     barrier = threading.Barrier(len(hashers))
     sizes: dict[str, int] = {}
     errors: list[BaseException] = []
 
     def run(t: str) -> None:
         try:
-            sizes[t] = _hash_pass(fd, hashers[t], chunk, barrier)
+            keep = head if t == first else None
+            sizes[t] = _hash_pass(fd, hashers[t], chunk, barrier, keep, head_max)
         except BaseException as e:
             errors.append(e)
             barrier.abort()
@@ -101,7 +126,8 @@ def hash_fd_sized(fd: int, types: Sequence[str], chunk: int = CHUNK) -> tuple[di
             "no longer being written",
             details={"sizes": sizes},
         )
-    return {t: h.hexdigest() for t, h in hashers.items()}, next(iter(sizes.values()))
+    size = next(iter(sizes.values()))
+    return {t: h.hexdigest() for t, h in hashers.items()}, size, bytes(head or b"")
 
 
 def hash_fd(fd: int, types: Sequence[str], chunk: int = CHUNK) -> dict[str, str]:

@@ -8,5 +8,6 @@ display, errors and schema, never Textual, MCP or Starlette.
   "minimal"` names no path.
 - `placet.notify.channels`: ntfy, webhook (HMAC-signed JSON) and desktop.
 - `placet.notify.sender`: the thread `placet serve` and `placet review` run, which groups
-  the outbox's events into messages and sends the deliveries it claims.
+  the outbox's events into messages, and flushes them when the session ends.
+- `placet.notify.worker`: one thread per channel, which claims and sends its deliveries.
 """

@@ -4,10 +4,12 @@ Each channel's `send(delivery_id, content)` returns once the receiver accepted t
 message, else raises `DeliveryFailed` saying whether a retry may help (connection
 refused, timeout, HTTP 408/429/5xx) or not (another 4xx: the owner must fix the config).
 HTTP goes through `urllib.request`, bounded by `TIMEOUT_S`, no redirects followed. ntfy
-gets a JSON publish to the server root (token as `Authorization: Bearer`); the webhook a
-JSON body signed `X-Placet-Signature: sha256=<HMAC>` with the same `X-Placet-Delivery`
-id on every retry; the desktop `desktop-notifier`, off without a session bus
-(docs/decisions/0031-notifications.md)."""
+gets a JSON publish to the server root, cut to `NTFY_MESSAGE_MAX` bytes at a character
+boundary, its token only where it cannot be read on the way (`token_in_clear`); the
+webhook a JSON body signed `X-Placet-Signature: t=<unix>,v1=<HMAC of "<t>.<id>." + body>`
+with the delivery's random id, the same on every retry, so a receiver can refuse a
+replay (README, "Notifications"); the desktop `desktop-notifier`, off without a session
+bus (docs/decisions/0031-notifications.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import contextlib
 import hashlib
 import hmac
 import http.client
+import ipaddress
 import json
 import logging
 import os
@@ -36,11 +39,15 @@ from placet.config.notify import (
     NotifySettings,
 )
 from placet.errors import ConfigError
-from placet.store.outbox import Rendered
+from placet.store.outbox_rows import Rendered
+from placet.text import fit_utf8
 
 log = logging.getLogger("placet.notify")
 
 TIMEOUT_S = 10.0
+NTFY_MESSAGE_MAX = 4096
+"""ntfy's limit on a message, in bytes (a longer one becomes an attachment, or is
+refused where attachments are off): placet cuts its text to fit, with an ellipsis."""
 KEYRING_SERVICE = "placet"
 USER_AGENT = "placet-notify/1"
 
@@ -57,7 +64,7 @@ class DeliveryFailed(Exception):
 class Channel(Protocol):
     name: str
 
-    def send(self, delivery_id: int, content: Rendered) -> None: ...
+    def send(self, delivery: str, content: Rendered) -> None: ...
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -208,6 +215,30 @@ def click_url(base: str, payload: dict[str, Any]) -> str:
     return base
 
 
+def token_in_clear(url: str) -> str | None:
+    """The host a token sent to `url` would cross the network to unencrypted (a plain
+    `http://` URL whose host is not loopback: `localhost`, 127.0.0.0/8, ::1), or None."""
+    p = urlsplit(url)
+    host = (p.hostname or "").rstrip(".")
+    if p.scheme != "http" or host == "localhost" or host.endswith(".localhost"):
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass  # a name, not an address
+    return host
+
+
+def refusal_in_clear(host: str) -> str:
+    """Why a token is not sent to `host` over plain http, and what to do."""
+    return (
+        f"refusing to send the ntfy access token to {host} over plain http://: anyone on "
+        "the network path could read it; use an https:// URL, or set "
+        "allow_insecure_token = true under [notify.ntfy] if that path is trusted"
+    )
+
+
 @dataclass
 class Ntfy:
     url: str
@@ -217,15 +248,20 @@ class Ntfy:
     name: str = "ntfy"
     cancel: threading.Event | None = None
     """Set when the process stops: a send in flight is cut off (`post`)."""
+    allow_insecure_token: bool = False
+    """Send the token even where `token_in_clear` finds it would cross in clear."""
 
-    def send(self, delivery_id: int, content: Rendered) -> None:
+    def send(self, delivery: str, content: Rendered) -> None:
+        clear = token_in_clear(self.url) if self.token else None
+        if clear and not self.allow_insecure_token:
+            raise DeliveryFailed(refusal_in_clear(clear), retryable=False)
         p = urlsplit(self.url)
         base, _, topic = p.path.rstrip("/").rpartition("/")
         root = urlunsplit((p.scheme, p.netloc, base + "/", "", ""))
         body: dict[str, Any] = {
             "topic": topic,
             "title": content.title,
-            "message": content.body,
+            "message": fit_utf8(content.body, NTFY_MESSAGE_MAX),
             # The owner's priority; a failure or interruption is always urgent.
             "priority": 5 if content.priority >= 5 else self.priority,
             "tags": ["placet", str(content.payload.get("tag") or content.payload.get("event"))],
@@ -238,9 +274,11 @@ class Ntfy:
         post(root, json.dumps(body, ensure_ascii=False).encode(), headers, cancel=self.cancel)
 
 
-def signature(secret: str, body: bytes) -> str:
-    """The `X-Placet-Signature` value: ``sha256=`` and the hex HMAC-SHA256 of `body`."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def signature(secret: str, timestamp: int, delivery: str, body: bytes) -> str:
+    """The `X-Placet-Signature` value, ``t=<timestamp>,v1=<hex>``: the HMAC-SHA256, with
+    `secret`, of ``<timestamp>.<delivery>.`` (ASCII) followed by the exact `body` bytes."""
+    signed = f"{timestamp}.{delivery}.".encode() + body
+    return f"t={timestamp},v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 @dataclass
@@ -251,7 +289,7 @@ class Webhook:
     cancel: threading.Event | None = None
     """Set when the process stops: a send in flight is cut off (`post`)."""
 
-    def send(self, delivery_id: int, content: Rendered) -> None:
+    def send(self, delivery: str, content: Rendered) -> None:
         if not self.secret:
             raise DeliveryFailed(
                 "no webhook secret in the keyring: run `placet notify secret webhook`",
@@ -259,7 +297,7 @@ class Webhook:
             )
         body = json.dumps(
             {
-                "delivery": delivery_id,
+                "delivery": delivery,
                 "title": content.title,
                 "body": content.body,
                 "priority": content.priority,
@@ -273,8 +311,8 @@ class Webhook:
             body,
             {
                 "Content-Type": "application/json",
-                "X-Placet-Signature": signature(self.secret, body),
-                "X-Placet-Delivery": str(delivery_id),
+                "X-Placet-Signature": signature(self.secret, int(time.time()), delivery, body),
+                "X-Placet-Delivery": delivery,
             },
             cancel=self.cancel,
         )
@@ -297,7 +335,7 @@ def desktop_available(env: dict[str, str] | None = None) -> tuple[bool, str]:
 class Desktop:
     name: str = "desktop"
 
-    def send(self, delivery_id: int, content: Rendered) -> None:
+    def send(self, delivery: str, content: Rendered) -> None:
         try:
             from desktop_notifier import DesktopNotifier
         except ImportError as e:  # pragma: no cover (a declared dependency)
@@ -338,7 +376,14 @@ def build(
 
     if settings.ntfy is not None:
         n = settings.ntfy
-        out["ntfy"] = Ntfy(n.url, n.priority, n.click, secret(NTFY_TOKEN_USER), cancel=cancel)
+        out["ntfy"] = Ntfy(
+            n.url,
+            n.priority,
+            n.click,
+            secret(NTFY_TOKEN_USER),
+            cancel=cancel,
+            allow_insecure_token=n.allow_insecure_token,
+        )
     if settings.webhook is not None:
         key = secret(WEBHOOK_SECRET_USER)
         if key:  # a process that cannot sign leaves the webhook to one that can

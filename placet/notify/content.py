@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from placet.display import human_bytes
-from placet.store.outbox import Rendered
+from placet.store.lifecycle import rule_of
+from placet.store.outbox_rows import Rendered
 from placet.store.records import ProposalRecord
 from placet.text import inert
 
@@ -29,14 +30,23 @@ LINES_MAX = 10
 PAYLOAD_MAX = 100
 """Most proposals the webhook payload lists; `count` gives how many the message is about."""
 
-PRIORITY = {"proposed": 4, "expiring": 4, "failed": 5, "interrupted": 5, "test": 3}
+PRIORITY = {
+    "proposed": 4,
+    "expiring": 4,
+    "failed": 5,
+    "interrupted": 5,
+    "rule_approved": 3,
+    "test": 3,
+}
 
 _HEADS = {
     "proposed": ("{n} proposal{s} wait{v} for you", "new"),
     "expiring": ("{n} proposal{s} expire{v} within 5 minutes", "expiring"),
     "failed": ("{n} accepted proposal{s} failed", "failed"),
     "interrupted": ("{n} accepted proposal{s} {w} interrupted", "interrupted"),
+    "rule_approved": ("{n} proposal{s} approved by your standing rules", "rule"),
 }
+_TAILS = {"rule_approved": "Nothing waits for you; `placet rules list` shows the rules."}
 
 
 def clip(s: str, limit: int = FIELD_MAX) -> str:
@@ -127,6 +137,9 @@ def line(rec: ProposalRecord, *, minimal: bool, now: datetime) -> str:
         bits.append(f"expires {_clock(rec.expires_at)} (in {_minutes(left)})")
     else:
         bits.append(rec.status)
+    rule = rule_of(rec.resolved_by)
+    if rule is not None:
+        bits.append(f"approved by rule {clip(rule, 40)}")
     return ", ".join(bits)
 
 
@@ -146,7 +159,7 @@ def render(
     shown = [line(r, minimal=minimal, now=now) for r in records[:LINES_MAX]]
     if n > LINES_MAX:
         shown.append(f"and {n - LINES_MAX} more")
-    shown.append("Decide in `placet review`.")
+    shown.append(_TAILS.get(kind, "Decide in `placet review`."))
     items: list[dict[str, Any]] = []
     for r in records[:PAYLOAD_MAX]:
         item: dict[str, Any] = {
@@ -158,6 +171,8 @@ def render(
         }
         if r.kind == "sync":
             item["ops"] = ops(r)
+        if rule_of(r.resolved_by) is not None:
+            item["rule"] = clip(str(rule_of(r.resolved_by)), 40)
         if not minimal:
             item["target"] = clip(target(r))
             item["agent"] = clip(agent(r), 40)

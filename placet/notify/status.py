@@ -2,9 +2,11 @@
 
 `channel_checks` returns one (name, status, text, fix) per configured channel, status
 ``ok``, ``warn`` or ``FAIL`` as in `placet doctor`: a webhook without its secret in the
-keyring fails (nothing could be signed); a desktop channel without a session bus is
-``warn`` ("off"); and deliveries that failed for good are counted from the database
-(opened read-only; a database without the outbox yet counts none).
+keyring fails (nothing could be signed), and so does an ntfy token that would be sent in
+clear (`token_in_clear`) unless `allow_insecure_token` (then ``warn``); a desktop
+channel without a session bus is ``warn`` ("off"); and deliveries that failed for good
+are counted from the database (opened read-only; a database without the outbox yet
+counts none).
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from urllib.parse import urlsplit
 from placet.config import Settings
 from placet.config.notify import NTFY_TOKEN_USER, WEBHOOK_SECRET_USER
 from placet.errors import ConfigError
-from placet.notify.channels import desktop_available, read_secret
+from placet.notify.channels import (
+    desktop_available,
+    read_secret,
+    refusal_in_clear,
+    token_in_clear,
+)
 
 CheckRow = tuple[str, str, str, str]
 
@@ -56,14 +63,17 @@ def channel_checks(settings: Settings, env: dict[str, str] | None = None) -> lis
     if n.ntfy is not None:
         has, err = _secret(NTFY_TOKEN_USER)
         token = "no token" if has is False else "token in keyring" if has else f"keyring: {err}"
-        out.append(
-            (
-                "notify ntfy",
-                "ok" if has is not None else "warn",
-                f"{_host(n.ntfy.url)} (topic hidden; {token}; detail {n.detail})",
-                "",
-            )
-        )
+        shown = f"{_host(n.ntfy.url)} (topic hidden; {token}; detail {n.detail})"
+        clear = token_in_clear(n.ntfy.url) if has else None
+        if clear and not n.ntfy.allow_insecure_token:
+            out.append(("notify ntfy", "FAIL", f"{shown}: {refusal_in_clear(clear)}",
+                        "use an https:// URL for [notify.ntfy] url"))  # fmt: skip
+        elif clear:
+            out.append(("notify ntfy", "warn", f"{shown}: the token crosses the network to "
+                        f"{clear} in clear (allow_insecure_token = true)",
+                        "use an https:// URL"))  # fmt: skip
+        else:
+            out.append(("notify ntfy", "ok" if has is not None else "warn", shown, ""))
     if n.webhook is not None:
         has, err = _secret(WEBHOOK_SECRET_USER)
         if has:

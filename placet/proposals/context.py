@@ -23,9 +23,12 @@ from placet.paths.roots import Root, is_within
 from placet.text import quote
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from placet.config import Settings
     from placet.drive.base import Drive
     from placet.store import ProposalRecord, Store
+    from placet.store.previews import StoredPreview
 
 __all__ = [
     "OwnerScope",
@@ -122,10 +125,12 @@ def store_proposal(
     evidence: dict[str, Any],
     reason: str,
     ttl: int,
+    previews: Sequence[StoredPreview] = (),
 ) -> tuple[ProposalRecord, bool]:
     """Store one pending proposal of `kind` with the context's attribution (run id,
-    client, label) and drive; `ttl` in seconds. Returns (record, created): created is
-    False when an identical pending proposal already existed (`Store.create_proposal`)."""
+    client, label) and drive, and its content `previews`; `ttl` in seconds. Returns
+    (record, created): created is False when an identical pending proposal already
+    existed (`Store.create_proposal`)."""
     return ctx.store.create_proposal(
         kind=kind,
         request=request,
@@ -137,4 +142,5 @@ def store_proposal(
         client_version=ctx.client_version,
         label=ctx.label,
         ttl_seconds=ttl,
+        previews=previews,
     )

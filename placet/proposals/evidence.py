@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "local_file_evidence",
+    "local_file_evidence_and_head",
     "preferred_digest_type",
     "remote_evidence",
 ]
@@ -128,7 +129,21 @@ def _content_evidence(ctx: ProposeContext, path: str, entry: Entry) -> RemoteEvi
 def local_file_evidence(
     root: Root, rel: PurePosixPath, digest_type: DigestType | None, *, size_cap: int | None
 ) -> LocalFileEvidence:
-    """Size, mtime, SHA-256 and `digest_type` of the regular file `root/rel`, in one pass.
+    """`local_file_evidence_and_head` keeping no head."""
+    return local_file_evidence_and_head(root, rel, digest_type, size_cap=size_cap, head=0)[0]
+
+
+def local_file_evidence_and_head(
+    root: Root,
+    rel: PurePosixPath,
+    digest_type: DigestType | None,
+    *,
+    size_cap: int | None,
+    head: int,
+) -> tuple[LocalFileEvidence, bytes]:
+    """Size, mtime, SHA-256 and `digest_type` of the regular file `root/rel`, in one pass,
+    and its first `head` bytes kept by that same pass (the content preview of what the
+    digest names, `placet.preview`).
 
     The file is opened by `placet.local.walk.open_file_for_read`, which walks from the root's
     descriptor with `O_NOFOLLOW` and refuses links, FIFOs, devices and hard-linked files.
@@ -150,7 +165,7 @@ def local_file_evidence(
         types: list[str] = ["sha256"]
         if digest_type is not None and digest_type != "sha256":
             types.append(digest_type)
-        digests, hashed = hashing.hash_fd_sized(fd, types)
+        digests, hashed, first = hashing.hash_fd_head(fd, types, head)
         after = os.fstat(fd)
     finally:
         os.close(fd)
@@ -161,13 +176,14 @@ def local_file_evidence(
             details={"path": str(rel), "root": root.name},
             retryable=True,
         )
-    return LocalFileEvidence(
+    evidence = LocalFileEvidence(
         size=st.st_size,
         mtime_ns=st.st_mtime_ns,
         sha256=digests["sha256"].lower(),
         digest_type=digest_type,
         digest=digests[digest_type].lower() if digest_type is not None else None,
     )
+    return evidence, first
 
 
 def missing_parents(ctx: ProposeContext, parent: str) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from placet.errors import AlreadyExists, PathRefused, PolicyRefused
 from placet.paths.remote import check_name, check_remote_path, refuse_unless_file
+from placet.preview.capture import capture_local, capture_remote, op_cap
 from placet.proposals.context import (
     ProposeContext,
     resolve_in_client_roots,
@@ -26,7 +27,7 @@ from placet.proposals.context import (
     ttl_seconds,
 )
 from placet.proposals.evidence import (
-    local_file_evidence,
+    local_file_evidence_and_head,
     local_target_state,
     missing_parents,
     remote_digest_type,
@@ -45,7 +46,10 @@ from placet.schema import (
 from placet.text import one_line_reason, quote
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from placet.store import ProposalRecord
+    from placet.store.previews import StoredPreview
 
 __all__ = [
     "propose_download",
@@ -60,8 +64,10 @@ def _store(
     evidence: UploadEvidence | MkdirEvidence | DownloadEvidence,
     why: str,
     ttl: int,
+    previews: Sequence[StoredPreview | None] = (),
 ) -> tuple[ProposalRecord, bool]:
-    """`store_proposal` for a single-op request and its evidence, as their JSON."""
+    """`store_proposal` for a single-op request and its evidence, as their JSON, and the
+    content previews captured (`placet.preview.capture`)."""
     return store_proposal(
         ctx,
         request.kind,
@@ -69,6 +75,7 @@ def _store(
         evidence.model_dump(mode="json"),
         why,
         ttl,
+        [p for p in previews if p is not None],
     )
 
 
@@ -120,8 +127,9 @@ def propose_upload(
         )
     # an existing target's folders exist; an absent one's are read from the drive
     missing = missing_parents(ctx, parent) if not remote.exists else ()
-    local = local_file_evidence(
-        the_root, rel, remote_digest_type(ctx), size_cap=ctx.settings.upload_cap_bytes
+    cap = op_cap(ctx.settings)
+    local, head = local_file_evidence_and_head(
+        the_root, rel, remote_digest_type(ctx), size_cap=ctx.settings.upload_cap_bytes, head=cap
     )
     request = UploadRequest(
         root=the_root.to_ref(),
@@ -133,7 +141,10 @@ def propose_upload(
     evidence = UploadEvidence(
         local=local, remote=remote, missing_parents=missing if parent else None
     )
-    return _store(ctx, request, evidence, why, ttl)
+    previews = [capture_local(0, "new", head, local, cap)]
+    if remote.exists:
+        previews.append(capture_remote(ctx.drive, target, remote, cap, 0, "current"))
+    return _store(ctx, request, evidence, why, ttl, previews)
 
 
 def propose_mkdir(
@@ -214,6 +225,8 @@ def propose_download(
     )
     st = local_target_state(the_root, rel)
     local: LocalFileEvidence | None = None
+    cap = op_cap(ctx.settings)
+    head = b""
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
             raise AlreadyExists(
@@ -236,7 +249,9 @@ def propose_download(
                 "new name instead",
                 details={"path": str(rel), "root": the_root.name, "policy": policy},
             )
-        local = local_file_evidence(the_root, rel, remote.digest_type, size_cap=None)
+        local, head = local_file_evidence_and_head(
+            the_root, rel, remote.digest_type, size_cap=None, head=cap
+        )
     request = DownloadRequest(
         remote_path=source,
         root=the_root.to_ref(),
@@ -244,4 +259,7 @@ def propose_download(
         overwrite=overwrite,
     )
     evidence = DownloadEvidence(remote=remote, local=local)
-    return _store(ctx, request, evidence, why, ttl)
+    previews = [capture_remote(ctx.drive, source, remote, cap, 0, "new")]
+    if local is not None:
+        previews.append(capture_local(0, "current", head, local, cap))
+    return _store(ctx, request, evidence, why, ttl, previews)

@@ -100,30 +100,44 @@ def refuse_own_paths(settings: Settings, record: ProposalRecord, ops: Sequence[O
     Raises:
         PolicyRefused (code ``placet_own_path``; details ``proposal_id``, ``op_index``).
     """
-    root_path = root_path_of(record)
-    drive_dir = local_drive_dir(record.drive_spec)
-    default_drive = os.path.realpath(settings.default_drive_dir)
-    own = PlacetDirs.of(settings)
-    folders: dict[str, str] = {}  # realpath of each folder named, resolved once
+    check = OwnPaths(settings, record)
     for op in ops:
-        if op.kind == "download" and op.local_path and root_path:
-            target = _realpath(posixpath.join(root_path, op.local_path), folders)
+        check(op)
+
+
+class OwnPaths:
+    """`refuse_own_paths` one op at a time, placet's folders and the targets' folders
+    resolved once for all the ops of `record` (the executor checks each op of a sync
+    right before it runs; safe to call from several threads)."""
+
+    def __init__(self, settings: Settings, record: ProposalRecord) -> None:
+        self.record = record
+        self.root_path = root_path_of(record)
+        self.drive_dir = local_drive_dir(record.drive_spec)
+        self.default_drive = os.path.realpath(settings.default_drive_dir)
+        self.own = PlacetDirs.of(settings)
+        self.folders: dict[str, str] = {}  # realpath of each folder named, resolved once
+
+    def __call__(self, op: Op) -> None:
+        """Raises PolicyRefused (``placet_own_path``) as `refuse_own_paths`."""
+        if op.kind == "download" and op.local_path and self.root_path:
+            target = _realpath(posixpath.join(self.root_path, op.local_path), self.folders)
             fix = "start placet serve with a --root apart from placet's folders"
-        elif op.kind != "download" and op.remote_path and drive_dir:
-            target = _realpath(posixpath.join(drive_dir, op.remote_path), folders)
-            if os.path.commonpath([target, default_drive]) == default_drive:
-                continue
+        elif op.kind != "download" and op.remote_path and self.drive_dir:
+            target = _realpath(posixpath.join(self.drive_dir, op.remote_path), self.folders)
+            if os.path.commonpath([target, self.default_drive]) == self.default_drive:
+                return
             fix = "set a drive folder apart from placet's folders (`placet drive set`)"
         else:
-            continue
-        hit = own.overlap(target)
+            return
+        hit = self.own.overlap(target)
         if hit is not None:
             raise PolicyRefused(
-                f"refusing to accept proposal {record.id}: op #{op.index} would write "
+                f"refusing to accept proposal {self.record.id}: op #{op.index} would write "
                 f"{inert_with_ascii(target)} inside placet's own {hit[0]} "
                 f"'{inert(str(hit[1]))}'; discard it, and {fix}",
                 code="placet_own_path",
-                details={"proposal_id": record.id, "op_index": op.index},
+                details={"proposal_id": self.record.id, "op_index": op.index},
             )
 
 

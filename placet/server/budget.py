@@ -24,11 +24,18 @@ MARGIN = 1_000
 """Bytes kept free under the budget for what is set after a page is filled (a cursor)."""
 
 
-def json_bytes(value: Any) -> int:
-    """Bytes of `value` as JSON with non-ASCII text as UTF-8 (the size a host counts)."""
+def _dumped(value: Any) -> Any:
     if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "backslashreplace"))
+        return value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def json_bytes(value: Any) -> int:
+    """Bytes of `value` as JSON with non-ASCII text as UTF-8 (the size a host counts);
+    pydantic models anywhere in it as they are sent (`model_dump`)."""
+    text = json.dumps(_dumped(value) if isinstance(value, BaseModel) else value,
+                      ensure_ascii=False, default=_dumped)  # fmt: skip
+    return len(text.encode("utf-8", "backslashreplace"))
 
 
 def fitting(views: Iterable[T], room: int, most: int) -> list[T]:

@@ -74,8 +74,8 @@ class SyncSummary(BaseModel):
         "failed, skipped); null before it runs. Each op's result: proposal_ops."
     )
     how_to_page: str = Field(
-        default="call proposal_ops(id) for every op with its result; pass next_cursor "
-        "back until it is null"
+        default="not needed to follow the proposal: proposal_ops(id) lists each op with "
+        "its result, paged, only if you want to check some"
     )
 
 
@@ -228,19 +228,49 @@ NEXT_STEP = (
 )
 
 
+RULE_NEXT_STEP = (
+    "A standing rule of the owner approved it and it runs now; call proposal_wait(id) "
+    "(up to 50 s a call, repeat while it runs) or proposal_get(id) to learn the outcome."
+)
+
+
 class ProposeOut(ToolOutput):
     """A proposal was stored (or an identical pending one was found)."""
 
     proposal: ProposalView
     created: bool = Field(description="False: an identical proposal was already pending.")
+    approved_by_rule: str | None = Field(
+        default=None,
+        description="The id of the owner's standing rule that approved it (it then runs "
+        "without waiting for the owner); null when the owner decides.",
+    )
+    rules: str | None = Field(
+        default=None,
+        description="What the owner's standing rules did with it, when they did or said "
+        "something (approved, forbidden, paused, off); null otherwise.",
+    )
     next_step: str = NEXT_STEP
+
+    @classmethod
+    def judged(
+        cls, proposal: ProposalView, *, created: bool, rule: str | None, note: str | None
+    ) -> ProposeOut:
+        """The reply for `proposal` after the rules judged it (`rule`: the approving
+        rule's id, `note`: their one line)."""
+        step = RULE_NEXT_STEP if rule is not None else NEXT_STEP
+        return cls(
+            proposal=proposal, created=created, approved_by_rule=rule, rules=note, next_step=step
+        )
 
     def summary(self) -> str:
         verb = "proposed" if self.created else "already pending:"
-        return inert(
-            f"{verb} {self.proposal.kind} {self.proposal.target()} as proposal "
-            f"{self.proposal.id}; it does nothing until the owner accepts it"
+        head = (
+            f"{verb} {self.proposal.kind} {self.proposal.target()} as proposal {self.proposal.id}"
         )
+        if self.approved_by_rule is not None:
+            return inert(f"{head}; approved by rule {self.approved_by_rule}: it runs now")
+        tail = f" ({self.rules})" if self.rules else ""
+        return inert(f"{head}; it does nothing until the owner accepts it{tail}")
 
 
 class ProposalOut(ToolOutput):

@@ -29,7 +29,13 @@ from placet.store import lifecycle as lc
 from placet.store.db import RawDB, dt_text, qmark, raw
 from placet.store.models import AUDIT_EVENT, PROPOSAL
 from placet.store.records import AuditVerification, EventFacts
-from placet.store.signatures import check_signed_approval
+from placet.store.signatures import (
+    LEGACY_SIGNED,
+    accept_fields,
+    check_signed_approval,
+    check_signed_set,
+    set_entry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +258,9 @@ def verify_chain(
         more = f" ({len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
         return AuditVerification(False, count, first_id, first_msg + more)
 
+    places: dict[int, tuple[str | None, str]] = {}  # proposal -> (host id, drive spec)
     for p in conn.execute(select(PROPOSAL).order_by(PROPOSAL.c.id)):
+        places[p.id] = (p.host_id, p.drive_spec)
         last = last_to.get(p.id)
         created = created_hash.get(p.id)
         if last is None or created is None:
@@ -280,7 +288,8 @@ def verify_chain(
         if altered:
             return AuditVerification(False, count, created[0], altered)
 
-    bad_signature = _signatures_problem(conn, signed, pins()) if signed else None
+    legacy: list[int] = []
+    bad_signature = _signatures_problem(conn, signed, places, pins(), legacy) if signed else None
     if bad_signature is not None:
         return AuditVerification(False, count, bad_signature[0], bad_signature[1])
 
@@ -298,6 +307,11 @@ def verify_chain(
         )
     head = f", head {prev[:16]}…" if count else ""
     sigs = f", {len(signed)} passkey-signed approval(s) re-verified" if signed else ""
+    if legacy:
+        sigs += (
+            f" ({len(legacy)} signed by an older placet, binding neither host nor drive: "
+            f"events {', '.join(map(str, legacy[:10]))}{', ...' if len(legacy) > 10 else ''})"
+        )
     if unsigned_after:
         shown = ", ".join(map(str, unsigned_after[:10])) + (
             ", ..." if len(unsigned_after) > 10 else ""
@@ -314,20 +328,34 @@ _PUBLIC_KEY_SQL = "SELECT public_key FROM web_passkey WHERE credential_id = ?"
 
 
 def _signatures_problem(
-    conn: Connection, signed: list[tuple[int, int, str, dict[str, Any]]], pins: Pins
+    conn: Connection,
+    signed: list[tuple[int, int, str, dict[str, Any]]],
+    places: dict[int, tuple[str | None, str]],
+    pins: Pins,
+    legacy: list[int],
 ) -> tuple[int, str] | None:
     """(event id, why) for the first approval whose stored passkey assertion does not
     verify against the stored public key of its credential (revoked keys included), over
-    the challenge of that event's proposal, request hash and `skip_ops`
-    (`placet.store.signatures`), that repeats the nonce of an earlier signed approval
-    (an assertion copied into a second approval), or whose passkey the owner never pinned
-    with that key (`pins`); None when every one verifies."""
+    the challenge of that event's proposal, request hash and `skip_ops` and the
+    proposal's host and drive as stored now (`places`; `placet.store.signatures`: a
+    proposal moved to another host or drive fails here), that repeats the nonce of an
+    earlier signed approval (an assertion copied into a second approval), or whose
+    passkey the owner never pinned with that key (`pins`); None when every one verifies.
+    An approval of a set is checked over the set's challenge, which must hold this
+    proposal as approved, on its host and drive as stored; its assertion approves each
+    of its proposals once.
+    An approval signed by an older placet (no host, no drive bound) verifies, and its
+    event id is added to `legacy`."""
     nonces: dict[str, int] = {}
     for eid, pid, rh, detail in signed:
         assertion = detail.get("passkey")
         if not isinstance(assertion, dict):
             return eid, f"event {eid} (approval of proposal {pid}) has a malformed passkey entry"
-        first = nonces.setdefault(str(assertion.get("nonce")), eid)
+        together = detail.get("set")
+        # One assertion approves each proposal of its set once: the nonce names the
+        # signature, and with the proposal id one approval of a set.
+        name = str(assertion.get("nonce")) + (f" #{pid}" if together is not None else "")
+        first = nonces.setdefault(name, eid)
         if first != eid:
             return eid, (
                 f"event {eid} (approval of proposal {pid}) repeats the passkey signature of "
@@ -348,15 +376,33 @@ def _signatures_problem(
                 f"event {eid} (approval of proposal {pid}) was signed by a passkey that {unpinned}"
             )
         skip = detail.get("skip_ops") or []
-        why = check_signed_approval(
-            assertion,
-            bytes(row[0]),
-            proposal_id=pid,
-            request_hash=rh,
-            skip_ops=skip if isinstance(skip, list) else [],
-        )
+        skip = skip if isinstance(skip, list) else []
+        host_id, drive_spec = places.get(pid, (None, ""))
+        if together is not None:
+            why = check_signed_set(assertion, bytes(row[0]), together)
+            entry = set_entry(together, pid)
+            if why is None and (
+                entry is None
+                or entry.get("request_hash") != rh
+                or sorted(entry.get("skip_ops") or []) != sorted(skip)
+                or entry.get("host_id") != host_id
+                or entry.get("drive_spec") != drive_spec
+            ):
+                why = "the set its passkey signed does not hold this proposal as approved"
+        else:
+            fields = accept_fields(
+                proposal_id=pid, request_hash=rh, skip_ops=skip,
+                host_id=host_id, drive_spec=drive_spec,
+            )  # fmt: skip
+            why = check_signed_approval(assertion, bytes(row[0]), fields)
+            if why == LEGACY_SIGNED:
+                legacy.append(eid)
+                why = None
         if why is not None:
-            return eid, f"event {eid} (approval of proposal {pid}): {why}"
+            return eid, (
+                f"event {eid} (approval of proposal {pid}): {why}; it was signed for another "
+                "request, selection, host or drive than the proposal's as stored"
+            )
     return None
 
 

@@ -67,6 +67,7 @@ from placet.store.db import (
 )
 from placet.store.host import host_id
 from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
+from placet.store.reconnect import riding_out
 from placet.store.records import (
     AuditRecord,
     AuditVerification,
@@ -266,8 +267,15 @@ class StoreBase:
         busy_type: type[Exception] | tuple[type[Exception], ...],
         error_type: type[Exception] | tuple[type[Exception], ...],
     ) -> T:
-        """`attempt()` under `placet.store.db.retry_busy`, its errors as `_store_error`."""
-        return retry_busy(attempt, busy_type, error_type, lambda e: self._store_error(what, e))
+        """`attempt()` under `placet.store.db.retry_busy`, its errors as `_store_error`; on
+        PostgreSQL made again while the server is restarting, for a few seconds
+        (`placet.store.reconnect.riding_out`: only when the server refused the connection
+        or ended the session in a shutdown, so nothing of it was committed)."""
+
+        def once() -> T:
+            return retry_busy(attempt, busy_type, error_type, lambda e: self._store_error(what, e))
+
+        return riding_out(once, what=f"{what}: the database server") if self.postgres else once()
 
     def _store_error(self, what: str, e: Exception) -> StoreError:
         """The StoreError for the driver's error `e`: retryable when the database stayed
@@ -473,7 +481,11 @@ class StoreBase:
             return conn
 
         conn = self._retrying("listening for changes", listen, driver_errors(), driver_errors())
-        return ChangeWaiter(listener=conn, close=conn.close)
+        return ChangeWaiter(
+            listener=conn,
+            close=conn.close,
+            failed=lambda e: self._store_error("waiting for changes", e),
+        )
 
     def data_version(self) -> int:
         """SQLite's `PRAGMA data_version` on a private connection that never writes: it

@@ -35,6 +35,9 @@ class ChangeWaiter:
     `wait(timeout, stop)` returns True as soon as something changed since the waiter was
     made or last returned True, False when `timeout` seconds passed (or `stop` was set)
     first. One thread uses a waiter; each waiter holds its own connection on PostgreSQL.
+    When that connection fails (the server restarted), `wait` raises `failed(error)`
+    (the store's StoreError): the waiter is dead, and whoever used it makes a new one and
+    reads everything again (`placet.store.reconnect`).
     """
 
     def __init__(
@@ -43,10 +46,12 @@ class ChangeWaiter:
         version: Callable[[], int] | None = None,
         listener: Any = None,
         close: Callable[[], None] | None = None,
+        failed: Callable[[Exception], Exception] | None = None,
     ) -> None:
         self._version = version
         self._listener = listener  # a psycopg connection that ran LISTEN, or None
         self._close = close
+        self._failed = failed
         self._seen = version() if version is not None else 0
 
     @property
@@ -76,11 +81,16 @@ class ChangeWaiter:
 
     def _notified(self, seconds: float) -> bool:
         got = False
-        for _ in self._listener.notifies(timeout=seconds, stop_after=1):
-            got = True
-        if got:  # what queued meanwhile says the same: read once, not once per commit
-            for _ in self._listener.notifies(timeout=0):
-                pass
+        try:
+            for _ in self._listener.notifies(timeout=seconds, stop_after=1):
+                got = True
+            if got:  # what queued meanwhile says the same: read once, not once per commit
+                for _ in self._listener.notifies(timeout=0):
+                    pass
+        except Exception as e:  # the driver's: the server went away (a restart)
+            if self._failed is None:
+                raise
+            raise self._failed(e) from e
         return got
 
     def close(self) -> None:

@@ -371,7 +371,7 @@ def is_busy(exc: BaseException) -> bool:
     return "database is locked" in text or "database is busy" in text
 
 
-_PG_GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
+PG_GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
 """admin_shutdown, crash_shutdown, cannot_connect_now: the server ended or refuses the
 session (a restart); with class 08 (connection exception), the connection is lost."""
 
@@ -379,7 +379,7 @@ session (a restart); with class 08 (connection exception), the connection is los
 def is_disconnect(exc: BaseException) -> bool:
     """True when `exc` (a driver error, or SQLAlchemy's wrapping one) means the connection
     to the PostgreSQL server was lost or refused: the server restarted or went away
-    (`_PG_GONE_STATES`, SQLSTATE class 08, or psycopg's OperationalError with no SQLSTATE:
+    (`PG_GONE_STATES`, SQLSTATE class 08, or psycopg's OperationalError with no SQLSTATE:
     "server closed the connection unexpectedly", "the connection is closed"). Never true
     on SQLite, whose errors carry no SQLSTATE."""
     if getattr(exc, "connection_invalidated", False):
@@ -387,7 +387,7 @@ def is_disconnect(exc: BaseException) -> bool:
     orig = getattr(exc, "orig", exc)
     state = getattr(orig, "sqlstate", None)
     if state is not None:
-        return state in _PG_GONE_STATES or str(state).startswith("08")
+        return state in PG_GONE_STATES or str(state).startswith("08")
     pg = sys.modules.get("psycopg")
     return pg is not None and isinstance(orig, pg.OperationalError)
 

@@ -12,7 +12,8 @@ interrupted -> approved without an expiry check, docs/design.md section 9), disc
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,9 +25,12 @@ from placet.config import approvals_mode
 from placet.errors import (
     Expired,
     LimitExceeded,
+    PlacetError,
     PolicyRefused,
     StoreError,
     UsageError,
+    WrongState,
+    one_or_set,
 )
 from placet.schema import by_reference, canonical_json, is_by_reference, request_hash
 from placet.store import lifecycle as lc
@@ -41,7 +45,10 @@ from placet.store.base import (
 )
 from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
 from placet.store.models import PROPOSAL
+from placet.store.previews import StoredPreview, insert_previews
 from placet.store.records import EventFacts, LeaseHolder, ProposalRecord
+
+log = logging.getLogger(__name__)
 
 # Creation is the hot path (docs/design.md section 8 asks >= 1,000/s from 4 processes): when no
 # duplicate is pending, its whole transaction runs on a pooled driver connection
@@ -193,6 +200,17 @@ def _selection(
     return {"skip_ops": sorted(unticked)}
 
 
+def _signed_rule(detail: Mapping[str, Any]) -> bool:
+    """An approval by a standing rule that carries the owner's signature of the rules
+    (`placet.rules.signing`): the executor checks it before anything runs."""
+    rule = detail.get("rule")
+    return (
+        detail.get("via") == "rule"
+        and isinstance(rule, dict)
+        and isinstance(rule.get("signature"), dict)
+    )
+
+
 def signature_required(pid: int, config_file: object) -> PolicyRefused:
     """The refusal of an approval without a passkey signature in signed mode."""
     return PolicyRefused(
@@ -204,17 +222,42 @@ def signature_required(pid: int, config_file: object) -> PolicyRefused:
     )
 
 
-def changed_since_shown(pid: int, request_hash: str, shown: object) -> PolicyRefused:
-    """The ``not_approved_as_shown`` refusal of accepting proposal `pid` whose request hash
+def changed_since_shown(
+    pid: int, request_hash: str, shown: object, *, verb: str = "accept"
+) -> PolicyRefused:
+    """The ``not_approved_as_shown`` refusal of deciding proposal `pid` whose request hash
     is now `request_hash` while the owner was shown `shown` (docs/design.md section 9,
-    "Accept binds to what was shown")."""
+    "Accept binds to what was shown"): one code for this cause in every shell."""
     return PolicyRefused(
-        f"refusing to accept proposal {pid}: it changed after it was shown "
+        f"refusing to {verb} proposal {pid}: it changed after it was shown "
         f"(request hash {request_hash[:16]}..., shown {str(shown)[:16]}...); "
-        "nothing was approved: review it again",
+        f"nothing was {verb}ed: review it again",
         code="not_approved_as_shown",
         details={"proposal_id": pid, "shown": shown, "now": request_hash},
     )
+
+
+def moved_since_shown(pid: int) -> PolicyRefused:
+    """The ``not_approved_as_shown`` refusal of accepting proposal `pid` whose host or
+    drive is no longer the one its passkey challenge bound (an edit of the database moved
+    it to another host's drive after the page showed it)."""
+    return PolicyRefused(
+        f"refusing to accept proposal {pid}: its host or drive changed after it was shown "
+        "(the database was edited); nothing was approved: review it again",
+        code="not_approved_as_shown",
+        details={"proposal_id": pid},
+    )
+
+
+def _decided_since(pid: int, status: str, shown: str | None) -> None:
+    """Refuse (``wrong_state``) a proposal whose status is no longer `shown`, the status
+    the owner saw: someone decided it since (None: the caller showed no status)."""
+    if shown is not None and status != shown:
+        raise WrongState(
+            f"cannot decide proposal {pid} as shown: it was {shown} when shown and is "
+            f"{status} now (decided since); review it again",
+            details={"proposal_id": pid, "status": status, "shown_status": shown},
+        )
 
 
 class Decisions(StoreBase):
@@ -234,8 +277,14 @@ class Decisions(StoreBase):
         label: str | None = None,
         ttl_seconds: int,
         now: datetime | None = None,
+        previews: Sequence[StoredPreview] = (),
     ) -> tuple[ProposalRecord, bool]:
         """Persist a pending proposal; returns (record, created).
+
+        `previews`: content previews of its ops (`placet.preview`), stored in the same
+        transaction (on PostgreSQL, right after the one statement that creates it), cut
+        to `preview_proposal_bytes` (`placet.store.previews`); none is stored when an
+        identical proposal was pending.
 
         Idempotent: while a proposal with the same kind, request hash
         (`placet.schema.request_hash`) and `drive_spec` is pending and unexpired, that
@@ -308,6 +357,8 @@ class Decisions(StoreBase):
             )
             if op_rows:  # one statement for every op, in the proposal's transaction
                 db.executemany(_OP_INSERT_SQL, ((new_id, i, t) for i, t in op_rows))
+            if previews:
+                insert_previews(db, new_id, previews, self.settings.preview_proposal_bytes)
             heads.append(
                 append_event(
                     db, EventFacts(new_id, rh, actor, None, lc.PENDING, now), detail=event_detail
@@ -360,7 +411,12 @@ class Decisions(StoreBase):
         what = f"creating a {kind} proposal"
         try:
             if self.postgres and not op_rows:
-                return one_statement() or self._write(what, general)
+                made = one_statement()
+                if made is None:
+                    return self._write(what, general)
+                if previews:  # after the one statement, which keeps the lock off round trips
+                    self._previews_after(made[0].id, previews)
+                return made
             return self._write_raw(what, fast) or self._write(what, general)
         except StoreError as e:
             # The partial unique index is the backstop; with BEGIN IMMEDIATE the SELECT
@@ -373,6 +429,19 @@ class Decisions(StoreBase):
                 if found is not None:
                     return proposal_of_row(found), False
             raise
+
+    def _previews_after(self, pid: int, previews: Sequence[StoredPreview]) -> None:
+        """Store the previews of proposal `pid`, just made, in their own transaction; a
+        failure leaves it without them (they are then read when opened, `placet.preview`)
+        and is logged, never raised: the proposal exists."""
+        budget = self.settings.preview_proposal_bytes
+        try:
+            self._write_raw(
+                f"storing the previews of proposal {pid}",
+                lambda db, _: insert_previews(db, pid, previews, budget),
+            )
+        except StoreError as e:
+            log.warning("the previews of proposal %d were not stored: %s", pid, e.message)
 
     def _check_caps(self, db: RawDB, run_id: str, now: datetime) -> None:
         caps = {
@@ -413,6 +482,7 @@ class Decisions(StoreBase):
         actor: str = lc.OWNER,
         now: datetime | None = None,
         detail: dict[str, Any] | None = None,
+        status: str | None = None,
     ) -> ProposalRecord:
         """pending -> approved while `expires_at > now`; failed | interrupted -> approved.
 
@@ -423,7 +493,9 @@ class Decisions(StoreBase):
         without touching anything for them (docs/design.md section 9, "Op results").
 
         `detail["request_hash"]`, when given, is the hash the owner was shown: a proposal
-        that no longer has it is refused and nothing is approved.
+        that no longer has it is refused and nothing is approved. `status`, when given,
+        is the status the owner was shown: a proposal decided since (another status) is
+        refused (``wrong_state``).
 
         The event records the approving process as ``detail["process"]`` (host name, pid,
         start time, as a lease holder, and this store's host id): a process that approves
@@ -435,22 +507,48 @@ class Decisions(StoreBase):
         (``signature_required``); the executor verifies the signature itself. The event
         of an approval made in signed mode records ``"approvals": "signed"``.
 
+        The owner's decisions go through `placet.decisions`, which checks what the store
+        cannot (the binding, the selection) before it calls `accept_set`.
+
         Raises NotFound, Expired, WrongState; PolicyRefused `not_approved_as_shown`,
         `signature_required`;
         UsageError `skip_invalid` (skip_ops on
         another kind, not a list of integers, or naming an op the request does not
         have) or `nothing_selected` (every op unticked: discard it instead).
         """
-        now = now_or_utcnow(now)
-        given = dict(detail or {})
-        skip = given.pop("skip_ops", None)
-        if approvals_mode(self.settings) == "signed":  # config.toml as it is now
-            if not isinstance(given.get("passkey"), dict):
-                raise signature_required(pid, self.settings.config_file)
-            given["approvals"] = "signed"  # the audit shows the mode (see `verify_chain`)
+        shown = {} if status is None else {pid: status}
+        return self.accept_set({pid: detail or {}}, actor=actor, now=now, shown_status=shown)[0]
 
-        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+    def accept_set(
+        self,
+        details: Mapping[int, Mapping[str, Any]],
+        *,
+        actor: str = lc.OWNER,
+        now: datetime | None = None,
+        shown_status: Mapping[int, str] | None = None,
+    ) -> list[ProposalRecord]:
+        """`accept` every proposal of `details` (proposal id -> its approval detail) in
+        one transaction: all of them, or none. `shown_status`: proposal id -> the status
+        the owner was shown.
+
+        Raises:
+            the proposal's own error (see `accept`) for a set of one; SetRefused
+            (``set_refused``) listing each refused proposal otherwise.
+        """
+        now = now_or_utcnow(now)
+        signed = approvals_mode(self.settings) == "signed"  # config.toml as it is now
+        process = {**LeaseHolder.current().to_dict(), "host_id": self.host_id}
+        statuses = shown_status or {}
+
+        def one(conn: Connection, heads: Heads, pid: int, detail: Mapping[str, Any]) -> Any:
+            given = dict(detail)
+            skip = given.pop("skip_ops", None)
+            if signed:
+                if not (isinstance(given.get("passkey"), dict) or _signed_rule(given)):
+                    raise signature_required(pid, self.settings.config_file)
+                given["approvals"] = "signed"  # the audit shows the mode (`verify_chain`)
             cur = self._row(conn, pid)
+            _decided_since(pid, cur.status, statuses.get(pid))
             selection = _selection(
                 pid,
                 cur.kind,
@@ -489,8 +587,33 @@ class Decisions(StoreBase):
                 },
             )
 
-        process = {**LeaseHolder.current().to_dict(), "host_id": self.host_id}
-        return self._write(f"accepting proposal {pid}", tx)
+        return self._decide_set("accept", details, one)
+
+    def _decide_set(
+        self,
+        verb: str,
+        items: Mapping[int, Any],
+        one: Callable[[Connection, Heads, int, Any], ProposalRecord],
+    ) -> list[ProposalRecord]:
+        """`one(conn, heads, id, item)` for every item, in one transaction: committed
+        when every one passed, else rolled back whole (`one_or_set` names each refusal)."""
+        if not items:
+            raise UsageError(f"cannot {verb} an empty set of proposals: name at least one")
+
+        def tx(conn: Connection, heads: Heads) -> list[ProposalRecord]:
+            done: list[ProposalRecord] = []
+            refused: list[tuple[int, PlacetError]] = []
+            for pid, item in items.items():
+                try:
+                    done.append(one(conn, heads, pid, item))
+                except PlacetError as e:
+                    refused.append((pid, e))
+            if refused:  # raised inside the transaction: it rolls back, nothing is anchored
+                raise one_or_set(verb, len(items), refused)
+            return done
+
+        ids = ", ".join(str(i) for i in items)
+        return self._write(f"{verb}ing proposal{'s' if len(items) > 1 else ''} {ids}", tx)
 
     def discard(
         self,
@@ -499,23 +622,47 @@ class Decisions(StoreBase):
         actor: str = lc.OWNER,
         reason: str | None = None,
         now: datetime | None = None,
+        request_hash: str | None = None,
     ) -> ProposalRecord:
-        """pending -> discarded (expired-but-unswept included). Raises NotFound, WrongState."""
-        now = now_or_utcnow(now)
+        """pending -> discarded (expired-but-unswept included). `request_hash`, when
+        given, is the hash the owner was shown (see `accept`). Raises NotFound,
+        WrongState, PolicyRefused ``not_approved_as_shown``."""
+        shown = {} if request_hash is None else {pid: request_hash}
+        return self.discard_set([pid], actor=actor, reason=reason, now=now, shown_hash=shown)[0]
 
-        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+    def discard_set(
+        self,
+        pids: Sequence[int],
+        *,
+        actor: str = lc.OWNER,
+        reason: str | None = None,
+        now: datetime | None = None,
+        shown_hash: Mapping[int, str] | None = None,
+    ) -> list[ProposalRecord]:
+        """`discard` every proposal of `pids` with one reason, in one transaction: all of
+        them, or none (raises as `accept_set`). `shown_hash`: id -> the request hash the
+        owner was shown."""
+        now = now_or_utcnow(now)
+        hashes = shown_hash or {}
+
+        def one(conn: Connection, heads: Heads, pid: int, _: object) -> ProposalRecord:
+            cur = self._row(conn, pid)
+            shown = hashes.get(pid)
+            if cur.status == lc.PENDING and shown is not None and shown != cur.request_hash:
+                raise changed_since_shown(pid, cur.request_hash, shown, verb="discard")
             return self._cas(
                 conn,
                 heads,
-                self._row(conn, pid),
+                cur,
                 transition="discard",
                 actor=actor,
                 now=now,
+                guard=(P.request_hash == cur.request_hash,),
                 values={"resolved_at": now, "resolved_by": actor},
                 detail={"reason": reason} if reason else None,
             )
 
-        return self._write(f"discarding proposal {pid}", tx)
+        return self._decide_set("discard", dict.fromkeys(pids), one)
 
     def withdraw(self, pid: int, *, run_id: str, now: datetime | None = None) -> ProposalRecord:
         """pending -> withdrawn, only by the session (run id) that proposed it.
@@ -557,11 +704,24 @@ class Decisions(StoreBase):
         Raises UsageError (minutes < 1), NotFound, WrongState, Expired, LimitExceeded
         (already at the cap).
         """
+        return self.extend_set([pid], minutes=minutes, actor=actor, now=now)[0]
+
+    def extend_set(
+        self,
+        pids: Sequence[int],
+        *,
+        minutes: int,
+        actor: str = lc.OWNER,
+        now: datetime | None = None,
+    ) -> list[ProposalRecord]:
+        """`extend` every proposal of `pids` by `minutes`, in one transaction: all of
+        them, or none (raises as `accept_set`)."""
         now = now_or_utcnow(now)
         if minutes < 1:
-            raise UsageError(f"cannot extend proposal {pid} by {minutes} minutes: give 1 or more")
+            which = ", ".join(str(p) for p in pids)
+            raise UsageError(f"cannot extend proposal {which} by {minutes} minutes: give 1 or more")
 
-        def tx(conn: Connection, heads: Heads) -> ProposalRecord:
+        def one(conn: Connection, heads: Heads, pid: int, _: object) -> ProposalRecord:
             cur = self._row(conn, pid)
             if cur.status != lc.PENDING:
                 raise self._wrong_state(pid, "extend", cur.status)
@@ -600,4 +760,4 @@ class Decisions(StoreBase):
                 },
             )
 
-        return self._write(f"extending proposal {pid}", tx)
+        return self._decide_set("extend", dict.fromkeys(pids), one)

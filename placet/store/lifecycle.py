@@ -11,8 +11,8 @@ pending ──extend──▶ pending (TTL only; audited like a transition)
 ```
 
 The store turns each `Transition` into one compare-and-set UPDATE whose `WHERE status IN`
-is `sources`, plus its audit event, in one transaction. Actors: `owner`,
-`agent:<run_id>`, `sweeper`, `executor`.
+is `sources`, plus its audit event, in one transaction. Actors: `owner`, `agent:<run_id>`,
+`sweeper`, `executor`, `rule:<rule id>` (an owner's standing rule: it may only accept).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ OWNER: Final = "owner"
 SWEEPER: Final = "sweeper"
 EXECUTOR: Final = "executor"
 AGENT_PREFIX: Final = "agent:"
+RULE_PREFIX: Final = "rule:"
 
 OP_OUTCOMES: Final = ("done", "already_done", "stale", "failed", "skipped")
 SUCCESS_OUTCOMES: Final = frozenset({"done", "already_done"})
@@ -61,13 +62,29 @@ def agent_actor(run_id: str) -> str:
     return AGENT_PREFIX + run_id
 
 
+def rule_actor(rule_id: str) -> str:
+    """The actor string of an approval by standing rule `rule_id`: `rule:<rule id>`."""
+    return RULE_PREFIX + rule_id
+
+
+def rule_of(actor: str | None) -> str | None:
+    """The rule id of an actor (a proposal's `resolved_by`) that is a rule, else None."""
+    if actor is not None and actor.startswith(RULE_PREFIX) and len(actor) > len(RULE_PREFIX):
+        return actor[len(RULE_PREFIX) :]
+    return None
+
+
 def actor_kind(actor: str) -> str:
-    """`owner`, `sweeper`, `executor` or `agent`; ValueError for anything else."""
+    """`owner`, `sweeper`, `executor`, `agent` or `rule`; ValueError for anything else."""
     if actor in (OWNER, SWEEPER, EXECUTOR):
         return actor
     if actor.startswith(AGENT_PREFIX) and len(actor) > len(AGENT_PREFIX):
         return "agent"
-    raise ValueError(f"unknown actor {actor!r}: expected owner, sweeper, executor or agent:<run>")
+    if actor.startswith(RULE_PREFIX) and len(actor) > len(RULE_PREFIX):
+        return "rule"
+    raise ValueError(
+        f"unknown actor {actor!r}: expected owner, sweeper, executor, agent:<run> or rule:<id>"
+    )
 
 
 @dataclass(frozen=True)
@@ -88,7 +105,7 @@ TRANSITIONS: Final[dict[str, Transition]] = {
     t.name: t
     for t in (
         _t("create", {None}, {PENDING}, {"agent", OWNER}),
-        _t("accept", set(ACCEPTABLE), {APPROVED}, {OWNER}),
+        _t("accept", set(ACCEPTABLE), {APPROVED}, {OWNER, "rule"}),
         _t("discard", {PENDING}, {DISCARDED}, {OWNER}),
         _t("expire", {PENDING}, {EXPIRED}, {SWEEPER}),
         _t("withdraw", {PENDING}, {WITHDRAWN}, {"agent"}),

@@ -11,6 +11,7 @@ translated unless a migration gives its own (docs/decisions/0019-postgresql-writ
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import time
@@ -24,6 +25,9 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from placet.errors import SchemaTooNew, StoreError
 from placet.store.db import BEGIN_OPTION, is_busy, is_postgres, utcnow
 from placet.store.models import SCHEMA_MIGRATION
+from placet.store.reconnect import STARTUP_WAIT_S, reason, restarting, riding_out
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -413,6 +417,14 @@ _PROPOSAL_HOST_ID = (
     "CREATE INDEX ix_proposal_host_status ON proposal (host_id, status)",
 )
 
+# A webhook delivery's id, sent in `X-Placet-Delivery` and signed with the body: random
+# (a UUID), so ids never repeat across databases, and stored, so every retry resends it.
+# A delivery made before this migration gets its id at its next claim.
+_NOTIFY_DELIVERY_UID = (
+    "ALTER TABLE notify_delivery ADD COLUMN uid TEXT",
+    "CREATE UNIQUE INDEX ux_notify_delivery_uid ON notify_delivery (uid)",
+)
+
 # Ingest on PostgreSQL: creating a proposal is one call of this function, its
 # own transaction (`placet.store.decisions`, `_CREATE_PG_SQL`), so the write lock is held
 # while the server works and never across a round trip to the client. Under the lock it
@@ -478,6 +490,105 @@ END $$""",
 # hold (no row of it was ever written there), so its rows are orphans on SQLite only.
 _DIGEST_CACHE_HEX_ROOT_KEYS = ("DELETE FROM sync_digest_cache WHERE instr(root_key, char(0)) > 0",)
 
+# A passkey assertion that verified but whose sign count did not grow (a copied passkey):
+# refused and recorded (`placet.store.passkeys`, `web_passkey_alarm`).
+_WEB_PASSKEY_ALARM = (
+    """CREATE TABLE web_passkey_alarm (
+    id INTEGER NOT NULL,
+    passkey_id INTEGER NOT NULL,
+    at DATETIME NOT NULL,
+    stored_count INTEGER NOT NULL,
+    new_count INTEGER NOT NULL,
+    what TEXT NOT NULL,
+    PRIMARY KEY (id),
+    FOREIGN KEY(passkey_id) REFERENCES web_passkey (id)
+)""",
+)
+
+# A signed approval is spent in the transaction that claims its run, in the database every
+# host reads (`placet.store.store.Store.claim`; docs/decisions/0030-signed-mode.md).
+_SPENT_SIGNATURES = (
+    """CREATE TABLE spent_signature (
+    signature TEXT NOT NULL,
+    proposal_id INTEGER NOT NULL,
+    claim_hash TEXT NOT NULL,
+    host_id TEXT,
+    spent_at DATETIME NOT NULL,
+    PRIMARY KEY (signature),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+)
+
+# Content previews (`placet.preview`): the first bytes of the files a proposal's ops write
+# or replace, captured when it was made; the table is `placet.store.models.PROPOSAL_PREVIEW`.
+_PROPOSAL_PREVIEWS = (
+    """CREATE TABLE proposal_preview (
+    proposal_id INTEGER NOT NULL,
+    op_index INTEGER NOT NULL,
+    side TEXT NOT NULL,
+    size INTEGER,
+    binding TEXT NOT NULL,
+    content BLOB NOT NULL,
+    captured_at DATETIME NOT NULL,
+    PRIMARY KEY (proposal_id, op_index, side),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+)
+
+# Standing rules (`placet.rules.ledger`): the proposals each rule approved, and when the
+# owner last resumed a rule; the tables are declared in `placet.store.models`. A rule's
+# approval (an `approved` event whose actor is `rule:<id>`) goes to the notification
+# outbox as a `rule_approved` event, under one empty session key so that the sender
+# batches the rule approvals of a burst into one digest (`placet.notify.sender`).
+_RULE_APPROVED_WHEN = "new.to_status = 'approved' AND substr(new.actor, 1, 5) = 'rule:'"
+_RULE_APPROVED_INSERT = """\
+INSERT INTO notify_event (kind, proposal_id, run_id, audit_event_id, dedupe, state,
+        created_at)
+    VALUES ('rule_approved', new.proposal_id, '', new.id, 'audit:' || new.id, 'new', new.at);"""
+_STANDING_RULES = (
+    """CREATE TABLE rule_use (
+    id INTEGER NOT NULL,
+    rule_id TEXT NOT NULL,
+    proposal_id INTEGER NOT NULL,
+    rules_sha256 TEXT NOT NULL,
+    at DATETIME NOT NULL,
+    PRIMARY KEY (id),
+    CONSTRAINT ux_rule_use_proposal UNIQUE (proposal_id),
+    FOREIGN KEY(proposal_id) REFERENCES proposal (id)
+)""",
+    "CREATE INDEX ix_rule_use_rule_at ON rule_use (rule_id, at)",
+    """CREATE TABLE rule_resume (
+    rule_id TEXT NOT NULL,
+    resumed_at DATETIME NOT NULL,
+    PRIMARY KEY (rule_id)
+)""",
+    """CREATE TABLE rules_signature (
+    rules_sha256 TEXT NOT NULL,
+    rules BLOB NOT NULL,
+    assertion TEXT NOT NULL,
+    passkey_id INTEGER NOT NULL,
+    signed_at DATETIME NOT NULL,
+    PRIMARY KEY (rules_sha256)
+)""",
+    f"""CREATE TRIGGER tr_notify_rule_approved AFTER INSERT ON audit_event
+WHEN {_RULE_APPROVED_WHEN}
+BEGIN
+    {_RULE_APPROVED_INSERT}
+END""",
+)
+
+_STANDING_RULES_PG = (
+    *(postgresql_ddl(s) for s in _STANDING_RULES[:-1]),
+    f"""CREATE FUNCTION placet_notify_rule_approved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    {_RULE_APPROVED_INSERT}
+    RETURN NULL;
+END $$""",
+    f"""CREATE TRIGGER tr_notify_rule_approved AFTER INSERT ON audit_event FOR EACH ROW
+WHEN ({_RULE_APPROVED_WHEN})
+EXECUTE FUNCTION placet_notify_rule_approved()""",
+)
+
 # A plan's verified skips in a table of their own, the blob its last column: SQLite
 # then reserves it (zeroblob) without building it in memory and takes it a piece at a
 # time (`placet.sync.stored.SyncData.save_plan`); `sync_plan.skips` stays for older rows.
@@ -500,6 +611,11 @@ MIGRATIONS: list[Migration] = [
     Migration("proposal_host_id", _PROPOSAL_HOST_ID),
     Migration("create_proposal_function", (), postgresql=_CREATE_PROPOSAL_FN_PG),
     Migration("digest_cache_hex_root_keys", _DIGEST_CACHE_HEX_ROOT_KEYS, postgresql=()),
+    Migration("web_passkey_counter_alarms", _WEB_PASSKEY_ALARM),
+    Migration("notify_delivery_uid", _NOTIFY_DELIVERY_UID),
+    Migration("spent_signatures", _SPENT_SIGNATURES),
+    Migration("proposal_previews", _PROPOSAL_PREVIEWS),
+    Migration("standing_rules", _STANDING_RULES, postgresql=_STANDING_RULES_PG),
     Migration("sync_plan_skips", _SYNC_PLAN_SKIPS),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
@@ -575,19 +691,64 @@ def schema_version(engine: Engine) -> int:
         return max(_recorded(conn) or {}, default=0)
 
 
-def migrate(engine: Engine, *, db_label: str, migrations: list[Migration] | None = None) -> int:
+def migrate(
+    engine: Engine,
+    *,
+    db_label: str,
+    migrations: list[Migration] | None = None,
+    wait_s: float = STARTUP_WAIT_S,
+    say: Callable[[str], None] | None = None,
+) -> int:
     """Apply every missing migration in order; return the resulting schema version.
 
     An up-to-date database is only read (no write lock), so opening the store costs
     nothing while other processes write. A lock that outlasts the busy timeout is retried
-    a few times, then raised as a retryable StoreError.
+    a few times, then raised as a retryable StoreError. A PostgreSQL server that refuses
+    connections because it is restarting (`placet.store.reconnect.restarting`) is waited
+    for, at most `wait_s` seconds in all, each wait said through `say` (default: logged
+    as a warning, which a terminal command shows on stderr).
 
     Raises:
         SchemaTooNew: the database records a version newer than the code knows.
         StoreError: the database's migration names disagree with the code's; the database
-            stayed locked; it is unreadable; or (PostgreSQL) its encoding is not UTF-8.
+            stayed locked; it is unreadable; (PostgreSQL) its encoding is not UTF-8, or
+            the server still refused connections after `wait_s` seconds (retryable).
     """
     migrations = MIGRATIONS if migrations is None else migrations
+    try:
+        return riding_out(
+            lambda: _migrate(engine, db_label, migrations),
+            wait_s=wait_s,
+            say=say or log.warning,
+            what=f"the database server {db_label}",
+        )
+    except OperationalError as e:
+        busy, unreachable = is_busy(e), restarting(e)
+        if unreachable:
+            then = (
+                f"it still refused connections after {wait_s:.0f}s; start it, or check "
+                "`placet doctor`"
+            )
+        elif busy:
+            then = "another placet process holds it locked, try again in a moment"
+        else:
+            then = "`placet doctor` checks it"
+        raise StoreError(
+            f"preparing the database {db_label} failed: {reason(e)}; {then}",
+            code="store_busy" if busy else None,
+            retryable=busy or unreachable,
+            details={"path": db_label},
+        ) from e
+    except SQLAlchemyError as e:
+        raise StoreError(
+            f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
+            "`placet doctor` checks it",
+            details={"path": db_label},
+        ) from e
+
+
+def _migrate(engine: Engine, db_label: str, migrations: list[Migration]) -> int:
+    """One attempt of `migrate`, with its few retries of a busy lock."""
     for attempt in range(MIGRATE_RETRIES + 1):
         try:
             with engine.connect() as conn:
@@ -603,23 +764,7 @@ def migrate(engine: Engine, *, db_label: str, migrations: list[Migration] | None
             if is_busy(e) and attempt < MIGRATE_RETRIES:
                 time.sleep(random.uniform(0.01, 0.05) * (2**attempt))
                 continue
-            raise StoreError(
-                f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
-                + (
-                    "another placet process holds it locked, try again in a moment"
-                    if is_busy(e)
-                    else "`placet doctor` checks it"
-                ),
-                code="store_busy" if is_busy(e) else None,
-                retryable=is_busy(e),
-                details={"path": db_label},
-            ) from e
-        except SQLAlchemyError as e:
-            raise StoreError(
-                f"preparing the database {db_label} failed: {getattr(e, 'orig', e)}; "
-                "`placet doctor` checks it",
-                details={"path": db_label},
-            ) from e
+            raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -24,6 +24,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -133,6 +134,21 @@ docs/decisions/0023-ops-by-reference.md): `op` is its canonical JSON, `op_index`
 `index`. Written once, with the proposal row, and never changed; the request's
 `ops_digest` binds them all."""
 
+PROPOSAL_PREVIEW = declare(
+    "proposal_preview",
+    proposal_ref(primary_key=True),
+    keys(Integer, "op_index"),
+    keys(Text, "side"),
+    columns(Integer, "size", null=True),
+    columns(Text, "binding"),
+    columns(LargeBinary, "content"),
+    columns(UTCDateTime, "captured_at"),
+)
+"""The first bytes of a file one op writes (`side` ``new``) or replaces (``current``),
+captured when the proposal was made (migration `proposal_previews`, `placet.preview`):
+`size` is the whole file's, `binding` how the bytes were tied to the evidence's digest
+(``same_read``, ``digest``, ``unchecked``). Written once, after the proposal row."""
+
 AUDIT_EVENT = declare(
     "audit_event",
     serial_id(),
@@ -157,6 +173,19 @@ PENDING_TALLY = declare(
 An upper bound on live pending proposals (unswept expired ones still count), used as
 the cheap first check of the caps."""
 
+SPENT_SIGNATURE = declare(
+    "spent_signature",
+    keys(Text, "signature"),
+    proposal_ref(),
+    columns(Text, "claim_hash"),
+    columns(Text, "host_id", null=True),
+    columns(UTCDateTime, "spent_at"),
+)
+"""A passkey-signed approval that approved a run, written with that run's claim and read
+by every host sharing the database (migration `spent_signatures`): `signature` is
+`placet.store.signatures.signature_id` of its nonce, `claim_hash` the hash of the claim's
+audit event, `host_id` the host that claimed it. One signature approves one run."""
+
 SCHEMA_MIGRATION = declare(
     "schema_migration",
     keys(Integer, "version"),
@@ -164,3 +193,37 @@ SCHEMA_MIGRATION = declare(
     columns(UTCDateTime, "applied_at"),
 )
 """One applied migration: `version` is its 1-based position in the ordered list."""
+
+RULE_USE = declare(
+    "rule_use",
+    serial_id(),
+    columns(Text, "rule_id"),
+    proposal_ref(),
+    columns(Text, "rules_sha256"),
+    columns(UTCDateTime, "at"),
+    UniqueConstraint("proposal_id", name="ux_rule_use_proposal"),
+    Index("ix_rule_use_rule_at", "rule_id", "at"),
+)
+"""One proposal a standing rule approved (`placet.rules.ledger`): counted for the rule's
+`max_per_hour` in the same transaction that adds it, and joined with the audit events to
+tell a rule whose approved run failed (paused)."""
+
+RULES_SIGNATURE = declare(
+    "rules_signature",
+    keys(Text, "rules_sha256"),
+    columns(LargeBinary, "rules"),
+    columns(Text, "assertion"),
+    columns(Integer, "passkey_id"),
+    columns(UTCDateTime, "signed_at"),
+)
+"""The owner's passkey signature over one rules file (signed mode, `placet rules sign`):
+the file's exact bytes, their SHA-256, and the assertion over `rules_challenge` of that
+hash (`placet.rules.signing`)."""
+
+RULE_RESUME = declare(
+    "rule_resume",
+    keys(Text, "rule_id"),
+    columns(UTCDateTime, "resumed_at"),
+)
+"""When the owner last resumed a rule (`placet rules resume`): a failed run of a proposal
+the rule approved before that no longer pauses it."""

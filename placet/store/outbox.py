@@ -3,29 +3,28 @@
 Three tables (migration `notify_outbox`): `notify_event`, written by a trigger on
 `audit_event` in the transition's own transaction (a proposal created, failed or
 interrupted), or by `add_expiring` once per proposal and expiry time; `notify_message`,
-rendered once from one or more events so every channel and retry says the same; and
+grouped from one or more events (said again from current state at each attempt); and
 `notify_delivery`, one per message and channel, `pending` -> `sending` (claimed by
 compare-and-set on state and attempt) -> `sent`, back to `pending` after a failed
-attempt, or `failed`. Every write is one write transaction, so two processes never
-group the same events or claim the same delivery; a claim lapses after `CLAIM_S`, the
-one way a message can arrive twice (docs/decisions/0031-notifications.md). Time is
-injected (`now=`)."""
+attempt, `failed`, or `dropped` when every proposal it announced was decided before it
+went out (values in `placet.store.outbox_rows`). Every write is one write transaction,
+so two processes never group the same events or claim the same delivery; a claim
+lapses after `CLAIM_S`, the one way a message can arrive twice
+(docs/decisions/0031-notifications.md). Time is injected (`now=`)."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from sqlalchemy import Column, ForeignKey, Index, Integer, Text, UniqueConstraint
 from sqlalchemy.engine import Engine
 
 from placet.errors import StoreError
 from placet.store.db import (
     RawDB,
-    UTCDateTime,
     as_utc,
     driver_errors,
     dt_text,
@@ -34,130 +33,20 @@ from placet.store.db import (
     raw_transaction,
     retry_busy,
 )
-from placet.store.models import columns, declare, serial_id
+from placet.store.outbox_rows import (
+    CLAIM_S,
+    EXPIRY_LEAD,
+    RETENTION,
+    STALE,
+    Claim,
+    DeliveryLog,
+    EventRow,
+    Rendered,
+    parse_time,
+    time_of,
+)
 
 T = TypeVar("T")
-
-CLAIM_S = 60.0
-"""How long a claimed delivery is held by its sender before another may take it over."""
-
-RETENTION = timedelta(days=30)
-"""Sent and failed deliveries (and their messages and events) kept for `placet notify log`."""
-
-STALE = timedelta(hours=1)
-"""An event not grouped, or a delivery not sent, within this long is given up (skipped /
-failed): a notification an hour late tells the owner nothing useful."""
-
-EXPIRY_LEAD = timedelta(minutes=5)
-"""A pending proposal this close to its expiry gets an `expiring` event."""
-
-
-# ---- tables (migration `notify_outbox` builds exactly these) ---------------------------
-
-
-NOTIFY_EVENT = declare(
-    "notify_event",
-    serial_id(),
-    columns(Text, "kind"),
-    columns(Integer, "proposal_id"),
-    columns(Text, "run_id"),
-    columns(Integer, "audit_event_id", null=True),
-    columns(Text, "dedupe", "state"),
-    columns(Integer, "message_id", null=True),
-    columns(UTCDateTime, "created_at"),
-    UniqueConstraint("dedupe", name="ux_notify_event_dedupe"),
-    Index("ix_notify_event_state", "state", "created_at"),
-    Index("ix_notify_event_proposal", "proposal_id"),
-)
-"""One event that needs the owner (see the module docstring)."""
-
-NOTIFY_MESSAGE = declare(
-    "notify_message",
-    serial_id(),
-    columns(Text, "kind", "run_id", "title", "body", "payload"),
-    columns(Integer, "priority"),
-    columns(UTCDateTime, "created_at"),
-)
-"""One message, rendered once: title, body and the webhook's JSON payload."""
-
-NOTIFY_DELIVERY = declare(
-    "notify_delivery",
-    serial_id(),
-    Column("message_id", Integer, ForeignKey("notify_message.id"), nullable=False),
-    columns(Text, "channel", "state"),
-    columns(Integer, "attempts"),
-    columns(UTCDateTime, "next_at"),
-    columns(Text, "claimed_by", null=True),
-    columns(UTCDateTime, "claim_until", null=True),
-    columns(Text, "last_error", null=True),
-    columns(UTCDateTime, "created_at"),
-    columns(UTCDateTime, "sent_at", null=True),
-    UniqueConstraint("message_id", "channel", name="ux_notify_delivery_channel"),
-    Index("ix_notify_delivery_state", "state", "next_at"),
-)
-"""One message through one channel, with its attempts (see the module docstring)."""
-
-
-# ---- values ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EventRow:
-    """An event waiting to be grouped into a message."""
-
-    id: int
-    kind: str
-    proposal_id: int
-    run_id: str
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """A message's content as the sender made it (placet's own words, agent text inert)."""
-
-    title: str
-    body: str
-    payload: dict[str, Any]
-    priority: int
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A delivery this process claimed, with its message's `content`: send it, then `Outbox.sent`
-    or `Outbox.attempt_failed`."""
-
-    delivery_id: int
-    message_id: int
-    channel: str
-    attempt: int
-    content: Rendered
-
-
-@dataclass(frozen=True)
-class DeliveryLog:
-    """One delivery as `placet notify log` shows it."""
-
-    delivery_id: int
-    message_id: int
-    channel: str
-    state: str
-    attempts: int
-    title: str
-    created_at: datetime
-    sent_at: datetime | None
-    next_at: datetime
-    last_error: str | None
-
-
-def _parse(text: str | datetime | None) -> datetime | None:
-    """A naive-UTC column as read raw (text on SQLite, a datetime on PostgreSQL)."""
-    if text is None:
-        return None
-    if isinstance(text, datetime):
-        return text.replace(tzinfo=UTC)
-    return as_utc(datetime.fromisoformat(text + "+00:00"))
-
 
 _EXPIRING = (
     "SELECT p.id, p.run_id, p.expires_at FROM proposal p "
@@ -177,14 +66,13 @@ _EXPIRING_PG = (
 `dt_text`'s form on both backends (SQLite stores that text; PostgreSQL formats it)."""
 
 
+def new_uid() -> str:
+    """A delivery's id for its receiver: a random UUID, unique across databases."""
+    return str(uuid.uuid4())
+
+
 class _Lost(Exception):
     """A compare-and-set matched fewer rows than it must: undo the transaction."""
-
-
-def _at(text: str | datetime) -> datetime:
-    at = _parse(text)
-    assert at is not None
-    return at
 
 
 # ---- the outbox --------------------------------------------------------------------------
@@ -259,7 +147,7 @@ class Outbox:
             write=False,
         )
         return [
-            EventRow(r[0], r[1], r[2], r[3], _parse(r[4]) or as_utc(datetime.min)) for r in rows
+            EventRow(r[0], r[1], r[2], r[3], parse_time(r[4]) or as_utc(datetime.min)) for r in rows
         ]
 
     def skip(self, event_ids: Sequence[int]) -> int:
@@ -317,8 +205,8 @@ class Outbox:
                 raise _Lost  # rolls the message back; another process grouped them
             db.executemany(
                 "INSERT INTO notify_delivery (message_id, channel, state, attempts, next_at, "
-                "created_at) VALUES (?, ?, 'pending', 0, ?, ?)",
-                [(mid, ch, n, n) for ch in channels],
+                "created_at, uid) VALUES (?, ?, 'pending', 0, ?, ?, ?)",
+                [(mid, ch, n, n, new_uid()) for ch in channels],
             )
             return mid
 
@@ -356,22 +244,50 @@ class Outbox:
             for did, state, attempts in db.execute(due_sql, args).fetchall():
                 won = db.execute(
                     "UPDATE notify_delivery SET state = 'sending', attempts = attempts + 1, "
-                    "claimed_by = ?, claim_until = ? WHERE id = ? AND state = ? AND attempts = ?",
-                    (holder, until, did, state, attempts),
+                    "claimed_by = ?, claim_until = ?, uid = coalesce(uid, ?) "
+                    "WHERE id = ? AND state = ? AND attempts = ?",
+                    (holder, until, new_uid(), did, state, attempts),
                 ).rowcount
                 if not won:
                     continue
                 m = db.execute(
-                    "SELECT m.id, d.channel, m.title, m.body, m.payload, m.priority FROM "
-                    "notify_delivery d JOIN notify_message m ON m.id = d.message_id "
+                    "SELECT m.id, d.channel, m.title, m.body, m.payload, m.priority, m.kind, "
+                    "d.uid FROM notify_delivery d JOIN notify_message m ON m.id = d.message_id "
                     "WHERE d.id = ?",
                     (did,),
                 ).fetchone()
+                about = db.execute(
+                    "SELECT DISTINCT proposal_id FROM notify_event WHERE message_id = ? "
+                    "ORDER BY proposal_id",
+                    (m[0],),
+                ).fetchall()
                 content = Rendered(m[2], m[3], json.loads(m[4]), m[5])
-                out.append(Claim(did, m[0], m[1], attempts + 1, content))
+                about_ids = tuple(r[0] for r in about)
+                out.append(Claim(did, m[0], m[1], attempts + 1, content, m[6], about_ids, m[7]))
             return out
 
         return self._tx("claiming deliveries", tx, write=True)
+
+    def due_channels(
+        self, channels: Sequence[str], *, now: datetime, holder: str | None = None
+    ) -> set[str]:
+        """Which of `channels` have deliveries to claim at `now` (as `claim` finds them)
+        or, with `holder`, being sent under that holder's claim (a read)."""
+        if not channels:
+            return set()
+        n = dt_text(now)
+        marks = ",".join("?" * len(channels))
+        mine = " OR (d.state = 'sending' AND d.claimed_by = ?)" if holder else ""
+        sql = (
+            "SELECT DISTINCT d.channel FROM notify_delivery d "  # noqa: S608
+            f"WHERE d.channel IN ({marks}) AND ((d.state = 'pending' AND d.next_at <= ?) "
+            f"OR (d.state = 'sending' AND d.claim_until <= ?){mine})"
+        )
+        args = (*channels, n, n, *((holder,) if holder else ()))
+        rows = self._tx(
+            "reading due deliveries", lambda db: db.execute(sql, args).fetchall(), write=False
+        )
+        return {str(r[0]) for r in rows}
 
     def sent(self, claim: Claim, *, holder: str, now: datetime) -> bool:
         """Record `claim` as sent; False when the claim was lost meanwhile."""
@@ -420,6 +336,22 @@ class Outbox:
 
         return self._tx("recording a failed delivery", tx, write=True)
 
+    def dropped(self, claim: Claim, *, holder: str, reason: str, now: datetime) -> bool:
+        """Record `claim` as `dropped`: not sent, since what it said is no longer so (every
+        proposal it announced was decided meanwhile). False when the claim was lost."""
+
+        def tx(db: RawDB) -> bool:
+            return bool(
+                db.execute(
+                    "UPDATE notify_delivery SET state = 'dropped', next_at = ?, last_error = ?, "
+                    "claim_until = NULL WHERE id = ? AND state = 'sending' AND claimed_by = ? "
+                    "AND attempts = ?",
+                    (dt_text(now), reason[:500], claim.delivery_id, holder, claim.attempt),
+                ).rowcount
+            )
+
+        return self._tx("recording a dropped delivery", tx, write=True)
+
     def give_up_stale(self, now: datetime, *, stale: timedelta = STALE) -> int:
         """Fail deliveries still pending `stale` after they were made (no process could
         send them: e.g. a desktop channel and no process with a desktop session)."""
@@ -441,7 +373,8 @@ class Outbox:
 
         def tx(db: RawDB) -> int:
             gone = db.execute(
-                "DELETE FROM notify_delivery WHERE created_at < ? AND state IN ('sent', 'failed')",
+                "DELETE FROM notify_delivery WHERE created_at < ? "
+                "AND state IN ('sent', 'failed', 'dropped')",
                 (cutoff,),
             ).rowcount
             db.execute(
@@ -467,7 +400,7 @@ class Outbox:
             "reading the notification log",
             lambda db: db.execute(
                 "SELECT d.id, d.message_id, d.channel, d.state, d.attempts, m.title, "
-                "d.created_at, d.sent_at, d.next_at, d.last_error FROM notify_delivery d "
+                "d.created_at, d.sent_at, d.next_at, d.last_error, d.uid FROM notify_delivery d "
                 "JOIN notify_message m ON m.id = d.message_id ORDER BY d.id DESC LIMIT ?",
                 (limit,),
             ).fetchall(),
@@ -475,9 +408,19 @@ class Outbox:
         )
         return [
             DeliveryLog(
-                r[0], r[1], r[2], r[3], r[4], r[5], _at(r[6]), _parse(r[7]), _at(r[8]), r[9]
+                did,
+                mid,
+                ch,
+                state,
+                tries,
+                title,
+                time_of(made),
+                parse_time(sent),
+                time_of(due),
+                error,
+                uid,
             )
-            for r in rows
+            for did, mid, ch, state, tries, title, made, sent, due, error, uid in rows
         ]
 
     def sent_for(self, proposal_id: int) -> list[tuple[str, datetime]]:
@@ -493,7 +436,7 @@ class Outbox:
             ).fetchall(),
             write=False,
         )
-        return [(str(c), t) for c, s in rows if (t := _parse(s)) is not None]
+        return [(str(c), t) for c, s in rows if (t := parse_time(s)) is not None]
 
     def counts(self) -> dict[str, int]:
         """Deliveries per state (for `placet doctor`)."""

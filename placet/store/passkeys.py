@@ -3,9 +3,12 @@
 Tables (migration `web_passkeys_sessions_pairings`): `web_passkey` (a registered
 WebAuthn credential: its id, COSE public key, sign count, name; revoking sets
 `revoked_at` and keeps the key, so `placet audit --verify` can still check the
-approvals it signed), `web_session` (a signed-in browser: the SHA-256 of its cookie
+approvals it signed), `web_session` (a signed-in browser: the SHA-256 of its session
 token, the passkey that signed in, expiry) and `web_pairing` (a pairing link made by
-`placet web pair`: the SHA-256 of its token, expiry, when it was used). Tokens are never
+`placet web pair`: the SHA-256 of its token, expiry, when it was used); and (migration
+`web_passkey_counter_alarms`) `web_passkey_alarm`: an assertion that verified but whose
+sign count did not grow, the sign of a copied (cloned) passkey, refused and recorded
+here for `placet keys` and the audit page. Tokens are never
 stored, only their hashes. A pairing link is used at most once, while unexpired: the
 compare-and-set that marks it used and the passkey's insert are one transaction
 (docs/design.md section 12). Times are injectable (`now=`), aware UTC.
@@ -16,7 +19,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -44,6 +47,7 @@ from placet.store.records import LEFT_OUT, Record
 __all__ = [
     "PAIRING_MINUTES",
     "SESSION_HOURS",
+    "CounterAlarm",
     "PasskeyRecord",
     "Passkeys",
     "open_pairing_link",
@@ -75,7 +79,7 @@ SESSION = declare(
     Column("passkey_id", Integer, ForeignKey("web_passkey.id"), nullable=False),
     columns(UTCDateTime, "created_at", "expires_at"),
 )
-"""A browser signed in with a passkey; `token_hash` is SHA-256 hex of its cookie."""
+"""A browser signed in with a passkey; `token_hash` is SHA-256 hex of its session token."""
 
 PAIRING = declare(
     "web_pairing",
@@ -84,6 +88,16 @@ PAIRING = declare(
     columns(UTCDateTime, "used_at", null=True),
 )
 """A one-time pairing link; `token_hash` is SHA-256 hex of the link's token."""
+
+ALARM = declare(
+    "web_passkey_alarm",
+    serial_id(),
+    Column("passkey_id", Integer, ForeignKey("web_passkey.id"), nullable=False),
+    columns(UTCDateTime, "at"),
+    columns(Integer, "stored_count", "new_count"),
+    columns(Text, "what"),
+)
+"""A verified assertion refused because its sign count did not grow past the stored one."""
 
 K = PASSKEY.c
 
@@ -101,6 +115,19 @@ class PasskeyRecord(Record):
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CounterAlarm(Record):
+    """An assertion by passkey `passkey_id` that verified, refused at `at` because its
+    sign count `new_count` was not above `stored_count`; `what` names the ceremony."""
+
+    id: int
+    passkey_id: int
+    at: datetime
+    stored_count: int
+    new_count: int
+    what: str
 
 
 def _passkey(row: Any) -> PasskeyRecord:
@@ -256,6 +283,34 @@ class Passkeys(StoreBase):
             return bool(res.rowcount == 1)
 
         return self._write(f"using passkey {passkey_id}", tx)
+
+    def record_counter_alarm(
+        self, passkey_id: int, *, stored: int, new: int, what: str, now: datetime | None = None
+    ) -> CounterAlarm:
+        """Record that passkey `passkey_id` signed (verified) with sign count `new`, not
+        above the `stored` one: the assertion was refused (`CounterAlarm`)."""
+        alarm = CounterAlarm(id=0, passkey_id=passkey_id, at=now_or_utcnow(now),
+                             stored_count=stored, new_count=new, what=what[:200])  # fmt: skip
+        values = {k: getattr(alarm, k) for k in ("passkey_id", "at", "stored_count",
+                                                 "new_count", "what")}  # fmt: skip
+
+        def tx(conn: Connection, heads: Heads) -> int:
+            q = insert(ALARM).values(**values).returning(ALARM.c.id)
+            return int(conn.execute(q).scalar_one())
+
+        alarm_id = self._write(f"recording passkey {passkey_id}'s sign count", tx)
+        return replace(alarm, id=alarm_id)
+
+    def counter_alarms(self, *, limit: int = 100) -> builtins.list[CounterAlarm]:
+        """The latest `limit` sign-count alarms, newest first."""
+        q = select(ALARM).order_by(ALARM.c.id.desc()).limit(limit)
+        rows = self._read("reading passkey alarms", lambda c: c.execute(q).all())
+        return [
+            CounterAlarm(id=int(r.id), passkey_id=int(r.passkey_id), at=r.at,
+                         stored_count=int(r.stored_count), new_count=int(r.new_count),
+                         what=str(r.what))
+            for r in rows
+        ]  # fmt: skip
 
     def open_session(self, passkey_id: int, *, now: datetime | None = None) -> str:
         """A new session token for a browser that signed in with `passkey_id`."""

@@ -131,6 +131,18 @@ class AuditVerification(Record):
 
 
 @dataclass(frozen=True)
+class SpentSignature(Record):
+    """A signed approval spent by a run's claim (`Store.claim`, table `spent_signature`)."""
+
+    signature: str
+    proposal_id: int
+    claim_hash: str
+    """The hash of the audit event of the claim that spent it."""
+    host_id: str | None
+    spent_at: datetime
+
+
+@dataclass(frozen=True)
 class SweepResult(Record):
     """Ids moved by one sweep: pending -> expired, executing -> interrupted."""
 

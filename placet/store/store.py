@@ -27,16 +27,19 @@ from placet.store.base import SWEEP_BATCH, Heads, P, now_or_utcnow
 from placet.store.db import upsert
 from placet.store.decisions import Decisions
 from placet.store.host import host_label, runs_elsewhere
-from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
+from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL, SPENT_SIGNATURE
 from placet.store.passkeys import Passkeys
+from placet.store.previews import Previews
 from placet.store.records import (
     LeaseHolder,
     ProposalRecord,
+    SpentSignature,
     SweepResult,
 )
+from placet.store.signatures import signature_id
 
 
-class Store(Decisions, Passkeys):
+class Store(Decisions, Passkeys, Previews):
     """Proposals, op results and the audit chain in one SQLite database.
 
     Build with `placet.store.open_store(settings)`. Safe to share between threads; each
@@ -54,7 +57,11 @@ class Store(Decisions, Passkeys):
         written otherwise.
 
         Only this host's proposals are claimed (`placet.store.host.runs_elsewhere`): a
-        proposal's files live on the host it was made on.
+        proposal's files live on the host it was made on. An approval signed with a
+        passkey is spent in the same transaction (table `spent_signature`, read by every
+        host: `spent`), and the claim's audit event names it (``detail["signature"]``); a
+        signature some other claim spent first stays that claim's (the executor's
+        binding refuses the run in signed mode).
 
         Raises NotFound, WrongState (not approved, e.g. another executor claimed it),
         PolicyRefused (``not_approved_as_shown``: approved, but its last audit event is
@@ -66,6 +73,7 @@ class Store(Decisions, Passkeys):
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
             cur = self._row(conn, pid)
+            approval: dict[str, Any] = {}
             if runs_elsewhere(cur.host_id, self.host_id):
                 raise PolicyRefused(
                     f"cannot run proposal {pid} here: it was made on host "
@@ -75,8 +83,12 @@ class Store(Decisions, Passkeys):
                     details={"proposal_id": pid, "host_id": cur.host_id, "host": cur.host},
                 )
             if cur.status == lc.APPROVED:
-                _require_approval_event(conn, pid)
-            return self._cas(
+                approval = _require_approval_event(conn, pid)
+            signature = _signature_of(approval, pid)
+            detail: dict[str, Any] = {"holder": holder.to_dict(), "attempt": cur.attempt + 1}
+            if signature is not None:
+                detail["signature"] = signature
+            claimed = self._cas(
                 conn,
                 heads,
                 cur,
@@ -88,10 +100,31 @@ class Store(Decisions, Passkeys):
                     "lease_holder": str(holder),
                     "lease_expires_at": lease,
                 },
-                detail={"holder": holder.to_dict(), "attempt": cur.attempt + 1},
+                detail=detail,
             )
+            if signature is not None:  # the first claim keeps it; `spent` tells the others
+                row = {"signature": signature, "proposal_id": pid, "claim_hash": heads[-1][1],
+                       "host_id": self.host_id, "spent_at": now}  # fmt: skip
+                conn.execute(
+                    upsert(conn, SPENT_SIGNATURE)
+                    .values(**row)
+                    .on_conflict_do_nothing(index_elements=["signature"])
+                )
+            return claimed
 
         return self._write(f"claiming proposal {pid}", tx)
+
+    def spent(self, signature: str) -> SpentSignature | None:
+        """The claim that spent the signed approval `signature`
+        (`placet.store.signatures.signature_id` of its nonce), on any host; None if no
+        claim did."""
+        S = SPENT_SIGNATURE.c
+        q = select(SPENT_SIGNATURE).where(S.signature == signature)
+        row = self._read("reading a spent signature", lambda c: c.execute(q).first())
+        if row is None:
+            return None
+        return SpentSignature(row.signature, int(row.proposal_id), row.claim_hash, row.host_id,
+                              row.spent_at)  # fmt: skip
 
     def heartbeat(self, pid: int, *, holder: LeaseHolder, now: datetime | None = None) -> bool:
         """Renew `holder`'s lease for another `lease_seconds`; False if it no longer holds it
@@ -386,9 +419,14 @@ class Store(Decisions, Passkeys):
         return self._write("recovering interrupted proposals", tx)
 
     def sweep(self, now: datetime | None = None) -> SweepResult:
-        """`expire_due` then `recover_interrupted`, at one `now`."""
+        """`expire_due` then `recover_interrupted`, at one `now`; then old content previews
+        are dropped (`prune_previews`, at most once an hour)."""
         now = now_or_utcnow(now)
-        return SweepResult(expired=self.expire_due(now), interrupted=self.recover_interrupted(now))
+        result = SweepResult(
+            expired=self.expire_due(now), interrupted=self.recover_interrupted(now)
+        )
+        self.prune_previews(now)
+        return result
 
 
 def _holder_dict(value: str | None) -> dict[str, Any] | None:
@@ -398,17 +436,31 @@ def _holder_dict(value: str | None) -> dict[str, Any] | None:
         return {"unreadable": value}
 
 
-def _require_approval_event(conn: Connection, pid: int) -> None:
-    """PolicyRefused (``not_approved_as_shown``) unless proposal `pid`'s last audit event
-    moved it to approved (the owner's accept)."""
+def _signature_of(approval: dict[str, Any], pid: int) -> str | None:
+    """`signature_id` of the passkey assertion an approval's detail carries (per proposal
+    for an assertion over a set), or None."""
+    passkey = approval.get("passkey")
+    nonce = passkey.get("nonce") if isinstance(passkey, dict) else None
+    if not isinstance(nonce, str):
+        return None
+    return signature_id(nonce, pid if "set" in approval else None)
+
+
+def _require_approval_event(conn: Connection, pid: int) -> dict[str, Any]:
+    """The detail of proposal `pid`'s last audit event when it moved it to approved (the
+    owner's accept), else PolicyRefused (``not_approved_as_shown``)."""
     last = conn.execute(
-        select(AUDIT_EVENT.c.id, AUDIT_EVENT.c.to_status)
+        select(AUDIT_EVENT.c.id, AUDIT_EVENT.c.to_status, AUDIT_EVENT.c.detail)
         .where(AUDIT_EVENT.c.proposal_id == pid)
         .order_by(AUDIT_EVENT.c.id.desc())
         .limit(1)
     ).first()
     if last is not None and last.to_status == lc.APPROVED:
-        return
+        try:
+            detail = json.loads(last.detail)
+        except ValueError:  # edited in the database: the binding refuses what it lacks
+            return {}
+        return detail if isinstance(detail, dict) else {}
     said = f"event {last.id} says {last.to_status!r}" if last is not None else "there is none"
     raise PolicyRefused(
         f"refusing to execute proposal {pid}: it is approved, but no approval by the owner "

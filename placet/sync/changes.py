@@ -96,24 +96,33 @@ def read_anchor(anchor: str) -> int:
     return int(data["id"])  # type: ignore[index]
 
 
-def make_cursor(old_id: int, new_id: int, offset: int) -> str:
-    return f"{_CURSOR_V}.{_b64([old_id, new_id, offset])}"
+def make_cursor(old_id: int, new_id: int, offset: int, kind: str = "all") -> str:
+    """The opaque cursor of the changes of `kind` ("all": every kind) between two
+    snapshots, from position `offset` of those changes."""
+    return f"{_CURSOR_V}.{_b64([old_id, new_id, offset, kind])}"
 
 
-def read_cursor(cursor: str) -> tuple[int, int, int]:
-    """(old snapshot id, new snapshot id, offset). Raises UsageError if malformed."""
+def read_cursor(cursor: str) -> tuple[int, int, int, str]:
+    """(old snapshot id, new snapshot id, offset, kind listed). Raises UsageError if
+    malformed."""
     head, _, body = cursor.partition(".")
     try:
         data = _unb64(body) if head == _CURSOR_V else None
-        ok = isinstance(data, list) and len(data) == 3 and all(isinstance(x, int) for x in data)
+        ok = (
+            isinstance(data, list)
+            and len(data) == 4
+            and all(isinstance(x, int) for x in data[:3])
+            and isinstance(data[3], str)
+        )
     except (ValueError, binascii.Error):
         ok = False
     if not ok:
         raise UsageError(
-            "the cursor is malformed; call drive_changes again without a cursor",
+            "the cursor is not one drive_changes gave; call drive_changes again without a "
+            "cursor to restart paging",
             code="invalid_cursor",
         )
-    return data[0], data[1], data[2]  # type: ignore[index]
+    return data[0], data[1], data[2], data[3]  # type: ignore[index]
 
 
 def _view(v: list[Any]) -> dict[str, Any]:
@@ -224,7 +233,7 @@ def drive_changes(
 def changes_page(data: SyncData, drive: Drive, folder: str, cursor: str) -> ChangeSet:
     """The change set a `make_cursor` cursor continues (both snapshots re-read, no
     listing). Raises UsageError / NotFound as `drive_changes`."""
-    old_id, new_id, _ = read_cursor(cursor)
+    old_id, new_id, _, _ = read_cursor(cursor)
     old = _load(data, old_id, drive.spec, folder)
     new = _load(data, new_id, drive.spec, folder)
     return ChangeSet(

@@ -32,7 +32,7 @@ from placet.text import inert, one_line_reason
 
 if TYPE_CHECKING:
     from placet.store import ProposalRecord
-    from placet.sync.service import SyncService
+    from placet.sync.service import Folder, SyncService
     from placet.sync.tables import StoredPlan
 
 
@@ -86,6 +86,39 @@ def _refuse_unbound(stored: StoredPlan, op: Mapping[str, Any]) -> None:
     )
 
 
+def plan_in_scope(
+    service: SyncService, ctx: ProposeContext, plan_id: int, doing: str
+) -> tuple[StoredPlan, Folder]:
+    """Stored plan `plan_id` and its local folder, when the plan is bound to where the
+    caller is (module docstring): this server's drive, one of its roots, a folder inside
+    the caller's scope. `doing` names the refused action in messages ("propose").
+
+    Raises:
+        NotFound: no such plan (or pruned after 7 days).
+        PolicyRefused (`drive_changed`): the plan was made against another drive.
+        PathRefused: the plan's root is not one of this server's roots, or its folder is
+            no longer usable or outside the caller's scope.
+    """
+    stored = service.load_plan(plan_id)
+    pair = stored.pair
+    if pair.drive_spec != ctx.drive_spec:
+        raise PolicyRefused(
+            f"refusing to {doing} sync plan {plan_id}: it was made against another drive "
+            "than the one this placet uses; call sync_plan again",
+            code="drive_changed",
+            details={"plan_id": plan_id},
+        )
+    root = next((r for r in ctx.roots if str(r.path) == pair.root_path), None)
+    if root is None:
+        raise PathRefused(
+            f"refusing to {doing} sync plan {plan_id}: its local root "
+            f"{inert(pair.root_path)!r} is not one of this placet's roots; plan again here",
+            code="root_unknown",
+            details={"plan_id": plan_id},
+        )
+    return stored, service.folder(ctx, pair.local_path, root.name)
+
+
 def propose_sync(
     service: SyncService,
     ctx: ProposeContext,
@@ -111,24 +144,8 @@ def propose_sync(
     """
     why = one_line_reason(reason)
     ttl = ttl_seconds(ctx.settings, ttl_minutes)
-    stored = service.load_plan(plan_id)
+    stored, folder = plan_in_scope(service, ctx, plan_id, "propose")
     pair = stored.pair
-    if pair.drive_spec != ctx.drive_spec:
-        raise PolicyRefused(
-            f"refusing to propose sync plan {plan_id}: it was made against another drive "
-            "than the one this placet uses; call sync_plan again",
-            code="drive_changed",
-            details={"plan_id": plan_id},
-        )
-    root = next((r for r in ctx.roots if str(r.path) == pair.root_path), None)
-    if root is None:
-        raise PathRefused(
-            f"refusing to propose sync plan {plan_id}: its local root "
-            f"{inert(pair.root_path)!r} is not one of this placet's roots; plan again here",
-            code="root_unknown",
-            details={"plan_id": plan_id},
-        )
-    folder = service.folder(ctx, pair.local_path, root.name)
     ops = sync_ops(stored, decisions)
     skips = service.data.plan_skips(plan_id)
     if not ops and not skips:

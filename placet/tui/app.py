@@ -21,6 +21,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
@@ -37,6 +38,7 @@ from placet.tui.messages import (
     DetailLoaded,
     HistoryLoaded,
     QueueLoaded,
+    RulesRefused,
     StoreChanged,
     SweepDone,
 )
@@ -60,6 +62,7 @@ class ReviewApp(DecidingApp):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "request_quit", "Quit"),
         Binding("question_mark", "help", "Help"),
+        Binding("c", "view_content", "Content"),
         Binding("1", "show_tab('queue')", "Queue", show=False),
         Binding("2", "show_tab('history')", "History", show=False),
         Binding("3", "show_tab('audit')", "Audit", show=False),
@@ -81,6 +84,7 @@ class ReviewApp(DecidingApp):
         self.executor = executor
         self.confirm_guard_seconds = confirm_guard_seconds
         self.transfer: tuple[int, threading.Event] | None = None
+        self.shown_views = {}
         self.retrying: int | None = None
         self._data_version: int | None = None
         self._watch_stop = threading.Event()
@@ -102,10 +106,6 @@ class ReviewApp(DecidingApp):
             yield TabPane(Content("History [2]"), id="history")
             yield TabPane(Content("Audit [3]"), id="audit")
         yield Footer()
-
-    @property
-    def queue_pane(self) -> QueuePane:
-        return self.query_one(QueuePane)
 
     async def mount_later_tabs(self) -> None:
         """Mount the History and Audit panes (once), when either tab is first opened."""
@@ -137,6 +137,31 @@ class ReviewApp(DecidingApp):
             self._refuse(e.error_code, inert(e.message))
             self.reload_queue()
         self.queue_table.focus()
+        self.check_rules()
+
+    @work(thread=True, group="rules", exit_on_error=False)
+    def check_rules(self) -> None:
+        """Tell the owner when the rules file is refused (no standing rule approves
+        anything then), as `placet doctor` does: the roots checked are those the recent
+        proposals used."""
+        from pathlib import Path
+
+        from placet.rules.ledger import RuleLedger
+        from placet.rules.loading import load_rules
+
+        try:
+            roots = [Path(p) for p in RuleLedger(self.store).recent_roots()]
+        except PlacetError:
+            roots = []
+        state = load_rules(self.settings, roots=roots)
+        if state.status == "refused":
+            self.post_message(RulesRefused(state.line()))
+
+    def on_rules_refused(self, msg: RulesRefused) -> None:
+        self.notify(
+            inert(msg.message), title="Standing rules are off", severity="warning",
+            markup=False, timeout=30,
+        )  # fmt: skip
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # App-level keys do nothing while a modal (confirmation, discard, help) is up.
@@ -148,7 +173,7 @@ class ReviewApp(DecidingApp):
             panes = self.query(HistoryPane)
             record = panes.first().selected() if panes else None
             return record is not None and record.status in RETRY_STATUSES
-        return not (modal and action in ("request_quit", "help", "show_tab"))
+        return not (modal and action in ("request_quit", "help", "show_tab", "view_content"))
 
     # -- loading --------------------------------------------------------------------------
 
@@ -392,6 +417,29 @@ class ReviewApp(DecidingApp):
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_view_content(self) -> None:
+        """Open the content view (`placet.tui.content_view`) of the selected proposal: the
+        op under its op table's cursor, or its first op that writes a file."""
+        from placet.tui.content_view import ContentScreen
+        from placet.tui.detail import DetailPane
+
+        if self.query_one(TabbedContent).active == "history":
+            from placet.tui.history import HistoryPane
+
+            panes = self.query(HistoryPane)
+            record = panes.first().selected() if panes else None
+            pane: Widget = panes.first() if panes else self.queue_pane
+        else:
+            record, pane = self.queue_table.selected(), self.queue_pane
+        if record is None:
+            self.notify("select a proposal first", title="Content", markup=False)
+            return
+        table = (detail := pane.query_one(DetailPane)).ops_table
+        index = None
+        if detail.has_class("-ops") and table.row_count:
+            index = int(str(table.get_row_at(table.cursor_row)[0]))
+        self.push_screen(ContentScreen(self.store, self.settings, record, index))
 
     async def action_show_tab(self, tab: str) -> None:
         if tab != "queue":

@@ -1,12 +1,14 @@
 """Modal decisions: accept (with its guard and typed confirmation), discard, quit.
 
 Accept binds to what was shown (docs/design.md section 9): the modal states the exact
-effect (remote folders created on the way included) and the request hash, which the
-caller accepts with. It ignores every key and click for `guard_seconds` (0.5 s) after it
-opens, so a key meant for the queue cannot land on "Accept"; a proposal with risk flags
-needs its id typed before Accept enables. A sync's ops are grouped by kind with a tick
-box each (`placet.tui.sync_view.SyncPicker`); unticked ops become `skip_ops`, bound into
-the approval. Unticking every op is refused (discard instead)."""
+effect (remote folders created on the way included) and the request hash, and the app
+hands that very record, hash and selection to `placet.decisions`. Every accept modal
+(`GuardedConfirm`: one proposal here, a marked set in `placet.tui.set_confirm`) ignores
+keys and clicks for `guard_seconds` (0.5 s) after it opens, so a key meant for the queue
+cannot land on "Accept"; a proposal carrying placet's risk flags needs a word typed. A
+sync gets its ops with a tick box each (`placet.tui.sync_view.SyncPicker`); the unticked
+ops are its `skip_ops`. Unticking every op is refused here (discard instead).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from textual.widgets import Button, Input, Label, Static
 from placet.store import OpResultRecord, ProposalRecord
 from placet.tui.detail import with_created_folders
 from placet.tui.facts import Effect
-from placet.tui.render import header_line, lit, name, proposal_view
+from placet.tui.render import header_line, lit, name, proposal_view, set_lines
 from placet.tui.sync_view import SyncPicker
 
 ResultT = TypeVar("ResultT")
@@ -87,17 +89,17 @@ class _Scrolling(VerticalScroll, can_focus=False):
     click on a disabled button cannot pull focus away from the typed-id field."""
 
 
-class AcceptScreen(ModalDialog[bool]):
-    """Confirm acceptance of one proposal; dismisses True to accept, False to cancel."""
+class GuardedConfirm(ModalDialog[bool]):
+    """An accept confirmation: its controls ignore every key and click for
+    `guard_seconds` after it opens, and a flagged decision needs `word` typed (the
+    screen's `decide_controls` yields the typed field and the buttons). Dismisses True
+    to accept, False to cancel."""
 
     DEFAULT_CSS = """
-    AcceptScreen > #dialog { height: auto; max-height: 95%; }
-    AcceptScreen #decide { dock: bottom; height: auto; background: $surface; }
-    AcceptScreen #effect { height: auto; max-height: 30; border: round $primary; }
-    AcceptScreen.-sync #effect { max-height: 10; }
-    AcceptScreen #hash { height: auto; }
-    AcceptScreen #retry-note { height: auto; border: round $error; }
-    AcceptScreen #typed-label { height: auto; color: $error; }
+    GuardedConfirm > #dialog { height: auto; max-height: 95%; }
+    GuardedConfirm #decide { dock: bottom; height: auto; background: $surface; }
+    GuardedConfirm #hash { height: auto; }
+    GuardedConfirm #typed-label { height: auto; color: $error; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Accept"),
@@ -106,93 +108,38 @@ class AcceptScreen(ModalDialog[bool]):
         Binding("pageup", "scroll_dialog(-1)", "Scroll", show=False),
     ]
 
-    def __init__(
-        self,
-        record: ProposalRecord,
-        effect: Effect,
-        now: datetime,
-        *,
-        guard_seconds: float = 0.5,
-        previous: Sequence[OpResultRecord] | None = None,
-    ) -> None:
+    def __init__(self, *, guard_seconds: float, typed_required: bool, word: str) -> None:
         super().__init__()
-        self.record = record
-        self.previous = previous
-        """Accepting again: the op results of the last attempt; None for a first accept."""
-        self.note = retry_note(previous) if previous is not None else None
-        """What accepting again will do (a Rich Text; tests render it to text)."""
-        self.effect = effect
-        self.now = now
         self.guard_seconds = guard_seconds
         self.armed = False
-        self.typed_required = effect.needs_typed_confirmation
-        self.shown_hash = record.request_hash
-        self.body = with_created_folders(record, proposal_view(record, effect))
-        """The effect as shown (a Rich renderable; tests render it to text)."""
+        self.typed_required = typed_required
+        self.word = word
+        """What the owner must type for a flagged decision."""
 
-    @property
-    def word(self) -> str:
-        """What the owner must type for a risk-flagged proposal: its id."""
-        return str(self.record.id)
-
-    def compose(self) -> ComposeResult:
-        r = self.record
-        # The dialog scrolls; the hash, the typed field and the buttons are docked at its
-        # bottom, so they stay on screen at 80x24 however long the effect is.
-        with _Scrolling(id="dialog"):
-            with Vertical(id="decide"):
-                hash_line = Text("request hash (recorded with your approval): ", end="")
-                hash_line.append(self.shown_hash, style="bold")
-                yield Static(hash_line, id="hash")
-                if self.typed_required:
-                    yield Label(
-                        Text(
-                            f"placet flagged this proposal. Type {self.word} and press "
-                            "Enter to accept it.",
-                            style="bold",
-                        ),
-                        id="typed-label",
-                    )
-                    yield Input(placeholder=f"type {self.word}", id="typed", disabled=True)
-                with Horizontal(id="buttons"):
-                    yield Button(
-                        "Accept",
-                        id="accept",
-                        variant="error" if self.typed_required else "success",
-                        disabled=True,
-                    )
-                    yield Button("Cancel", id="cancel", disabled=True)
-            title = Text(f"Accept proposal #{r.id}? ", style="bold", end="")
-            title.append("placet will then execute exactly this:", style="")
-            yield Label(title, id="title")
-            yield Static(header_line(r, self.now), id="head")
-            if self.note is not None:
-                yield Static(self.note, id="retry-note")
-            if r.kind == "sync":
-                done = None
-                if self.previous is not None:
-                    ended = ("done", "already_done")
-                    done = sum(1 for p in self.previous if p.outcome in ended)
-                yield SyncPicker(r, self.effect, id="sync-picker", disabled=True, done_before=done)
-            with VerticalScroll(id="effect"):
-                yield Static(self.body, id="effect-body")
-
-    @property
-    def picker(self) -> SyncPicker | None:
-        """The op selection of a sync proposal; None for any other kind."""
-        found = self.query(SyncPicker)
-        return found.first() if found else None
-
-    @property
-    def skip_ops(self) -> list[int]:
-        """Op indexes the owner unticked (a sync's selection); [] otherwise."""
-        picker = self.picker
-        return picker.skip_ops if picker is not None else []
+    def decide_controls(self, top: Text, what: str) -> ComposeResult:
+        """The part docked at the dialog's bottom (on screen at 80x24 however long the
+        rest is): `top` (the request hash), the typed field when flagged, the buttons."""
+        yield Static(top, id="hash")
+        if self.typed_required:
+            yield Label(
+                Text(
+                    f"placet flagged {what}. Type {self.word} and press Enter to accept.",
+                    style="bold",
+                ),
+                id="typed-label",
+            )
+            yield Input(placeholder=f"type {self.word}", id="typed", disabled=True)
+        with Horizontal(id="buttons"):
+            yield Button(
+                "Accept",
+                id="accept",
+                variant="error" if self.typed_required else "success",
+                disabled=True,
+            )
+            yield Button("Cancel", id="cancel", disabled=True)
 
     def on_mount(self) -> None:
         self.set_focus(None)
-        if self.record.kind == "sync":
-            self.add_class("-sync")
         if self.guard_seconds <= 0:
             self.arm()
         else:
@@ -202,8 +149,6 @@ class AcceptScreen(ModalDialog[bool]):
         """End of the guard: controls become usable."""
         self.armed = True
         self.query_one("#cancel", Button).disabled = False
-        if self.picker is not None:
-            self.picker.disabled = False
         if self.typed_required:
             typed = self.query_one("#typed", Input)
             typed.disabled = False
@@ -226,21 +171,10 @@ class AcceptScreen(ModalDialog[bool]):
         return self.query_one("#typed", Input).value.strip() == self.word
 
     def _accept(self) -> None:
-        """Dismiss True, unless every op of a sync is unticked (nothing would run)."""
-        picker = self.picker
-        if picker is not None and picker.nothing_selected:
-            self.notify(
-                "every op is unticked, so nothing would run: tick at least one, or cancel "
-                "and discard the proposal",
-                title="not accepted",
-                severity="warning",
-                markup=False,
-            )
-            return
         self.dismiss(True)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Nothing during the guard; and a single key never accepts a flagged proposal.
+        # Nothing during the guard; and a single key never accepts a flagged decision.
         return self.armed and not (action == "confirm" and self.typed_required)
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -276,23 +210,123 @@ class AcceptScreen(ModalDialog[bool]):
         self.dismiss(False)
 
 
-class DiscardScreen(ModalDialog[str | None]):
-    """Discard one proposal with an optional reason; dismisses the reason, None to cancel."""
+class AcceptScreen(GuardedConfirm):
+    """Confirm acceptance of one proposal; dismisses True to accept, False to cancel."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    AcceptScreen #effect { height: auto; max-height: 30; border: round $primary; }
+    AcceptScreen.-sync #effect { max-height: 10; }
+    AcceptScreen #retry-note { height: auto; border: round $error; }
+    """
 
-    def __init__(self, record: ProposalRecord) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        record: ProposalRecord,
+        effect: Effect,
+        now: datetime,
+        *,
+        guard_seconds: float = 0.5,
+        previous: Sequence[OpResultRecord] | None = None,
+    ) -> None:
+        super().__init__(
+            guard_seconds=guard_seconds,
+            typed_required=effect.needs_typed_confirmation,
+            word=str(record.id),
+        )
         self.record = record
+        self.previous = previous
+        """Accepting again: the op results of the last attempt; None for a first accept."""
+        self.note = retry_note(previous) if previous is not None else None
+        """What accepting again will do (a Rich Text; tests render it to text)."""
+        self.effect = effect
+        self.now = now
+        self.shown_hash = record.request_hash
+        self.body = with_created_folders(record, proposal_view(record, effect))
+        """The effect as shown (a Rich renderable; tests render it to text)."""
 
     def compose(self) -> ComposeResult:
         r = self.record
+        # The dialog scrolls; the hash, the typed field and the buttons are docked at its
+        # bottom, so they stay on screen at 80x24 however long the effect is.
+        with _Scrolling(id="dialog"):
+            with Vertical(id="decide"):
+                hash_line = Text("request hash (recorded with your approval): ", end="")
+                hash_line.append(self.shown_hash, style="bold")
+                yield from self.decide_controls(hash_line, "this proposal")
+            title = Text(f"Accept proposal #{r.id}? ", style="bold", end="")
+            title.append("placet will then execute exactly this:", style="")
+            yield Label(title, id="title")
+            yield Static(header_line(r, self.now), id="head")
+            if self.note is not None:
+                yield Static(self.note, id="retry-note")
+            if r.kind == "sync":
+                done = None
+                if self.previous is not None:
+                    ended = ("done", "already_done")
+                    done = sum(1 for p in self.previous if p.outcome in ended)
+                yield SyncPicker(r, self.effect, id="sync-picker", disabled=True, done_before=done)
+            with VerticalScroll(id="effect"):
+                yield Static(self.body, id="effect-body")
+
+    @property
+    def picker(self) -> SyncPicker | None:
+        """The op selection of a sync proposal; None for any other kind."""
+        found = self.query(SyncPicker)
+        return found.first() if found else None
+
+    @property
+    def skip_ops(self) -> list[int]:
+        """Op indexes the owner unticked (a sync's selection); [] otherwise."""
+        picker = self.picker
+        return picker.skip_ops if picker is not None else []
+
+    def on_mount(self) -> None:
+        if self.record.kind == "sync":
+            self.add_class("-sync")
+        super().on_mount()
+
+    def arm(self) -> None:
+        super().arm()
+        if self.picker is not None:
+            self.picker.disabled = False
+
+    def _accept(self) -> None:
+        """Dismiss True, unless every op of a sync is unticked (nothing would run)."""
+        picker = self.picker
+        if picker is not None and picker.nothing_selected:
+            self.notify(
+                "every op is unticked, so nothing would run: tick at least one, or cancel "
+                "and discard the proposal",
+                title="not accepted",
+                severity="warning",
+                markup=False,
+            )
+            return
+        self.dismiss(True)
+
+
+class DiscardScreen(ModalDialog[str | None]):
+    """Discard one proposal, or a marked set (each listed with its request hash), with an
+    optional reason; dismisses the reason, None to cancel."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, records: Sequence[ProposalRecord]) -> None:
+        super().__init__()
+        self.records = list(records)
+
+    def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            title = Text(f"Discard proposal #{r.id} ({r.kind})?", style="bold", end="")
-            yield Label(title)
-            reason = Text("The agent's reason was: ", style="dim", end="")
-            reason.append_text(lit(r.reason))
-            yield Static(reason)
+            if len(self.records) == 1:
+                r = self.records[0]
+                yield Label(Text(f"Discard proposal #{r.id} ({r.kind})?", style="bold", end=""))
+                reason = Text("The agent's reason was: ", style="dim", end="")
+                reason.append_text(lit(r.reason))
+                yield Static(reason)
+            else:
+                title = f"Discard these {len(self.records)} proposals? (id, kind, request hash)"
+                yield Static(Text(title, style="bold", end=""))
+                yield Static(set_lines(self.records), id="set-list")
             yield Label(Text("Your reason (optional, the agent will see it):"))
             yield Input(placeholder="reason", id="discard-reason", max_length=200)
             with Horizontal(id="buttons"):
@@ -301,6 +335,12 @@ class DiscardScreen(ModalDialog[str | None]):
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
+
+    def on_resize(self) -> None:
+        found = self.query("#set-list")
+        if found:  # the dialog: 90 % of the screen, at most 130 cells, less its frame
+            width = min(self.app.size.width * 9 // 10, 130) - 6
+            found.first(Static).update(set_lines(self.records, width=width))
 
     def _reason(self) -> str:
         return self.query_one(Input).value.strip()

@@ -1,40 +1,43 @@
 """Deciding in the review app: accept (and execute), discard, extend, verify, quit.
 
-Accept binds to what was shown (docs/design.md section 9): the record is re-read and
-refused if its hash changed, then accepted with the hash shown and the unticked ops,
-which the approval event records. A proposal past its expiry, or one `placet accept`
-would refuse before its code (`placet.executor.refusal_before_accept`), is refused before
-the modal opens and again in the worker before an approval is recorded. One transfer at
-a time: the executor runs in a thread worker and reports through dataclass messages
-(byte-only progress rate-limited). Quitting during a transfer asks first, then marks the
-proposal `interrupted` and stops the executor. `DecidingApp` is the base of `ReviewApp`
-(`app.py`), which supplies the loading side."""
+Every decision goes through `placet.decisions` (the checks, the binding to what was
+shown, the approval's proof, all or nothing for a set); this module keeps the input
+and the display. Accept binds to what was shown (docs/design.md section 9): the record
+the confirmation showed, its request hash and the ops the owner unticked. Refusals the
+core gives before any confirmation (`decisions.state_refusal`, `check_before_accept`)
+are shown before a modal opens. Marked proposals (space) are accepted, discarded or
+extended together with one confirmation that lists each id with its request hash; if
+any changed, expired or was decided since, nothing is decided and the set is shown
+again. One transfer at a time: accepted proposals run one after another in a thread
+worker that reports through dataclass messages. Quitting during a transfer asks first.
+`DecidingApp` is the base of `ReviewApp` (placet/tui/app.py), which supplies loading.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
 from textual.screen import ModalScreen
 
+from placet import decisions
 from placet.config import Settings
-from placet.errors import PlacetError, StaleEvidence
+from placet.decisions import Proof, Shown, state_refusal
+from placet.errors import PlacetError, SetRefused, one_or_set
 from placet.executor import check_before_accept
-from placet.executor.service import release, reserve
-from placet.proposals.approval import origin
+from placet.executor.audit import verify_audit
 from placet.schema import is_by_reference
 from placet.store import OpResultRecord, ProposalRecord, Store
-from placet.store.decisions import signature_required
-from placet.store.host import runs_elsewhere, waiting_note
+from placet.store.host import waiting_note
+from placet.store.lifecycle import PENDING
 from placet.text import inert
 from placet.tui.facts import Effect, countdown, effect_of
 from placet.tui.messages import (
@@ -43,7 +46,7 @@ from placet.tui.messages import (
     TransferProgress,
     TransferStarted,
 )
-from placet.tui.queue import QueueTable
+from placet.tui.queue import QueuePane, QueueTable
 from placet.tui.render import when
 from placet.tui.transfer import TransferPanel
 
@@ -51,8 +54,7 @@ if TYPE_CHECKING:  # imported where used: not needed for the first paint
     from placet.tui.history import HistoryPane
 
 Clock = Callable[[], datetime]
-Executor = Callable[..., ProposalRecord]
-"""`execute(store, settings, proposal_id, *, progress=None, cancel=None) -> ProposalRecord`."""
+Executor = decisions.Executor
 
 EXTEND_MINUTES = 15
 ACCEPT_IN_WORKER = 5000
@@ -87,12 +89,18 @@ class DecidingApp(App[None]):
     executor: Executor | None
     confirm_guard_seconds: float
     transfer: tuple[int, threading.Event] | None
+    shown_views: dict[int, tuple[ProposalRecord, list[int], Effect | None]]
+    """The proposals of the decision being carried out: record, unticked ops, effect."""
     retrying: int | None
     """The proposal being accepted again from History, while its transfer runs."""
 
     @property
     def queue_table(self) -> QueueTable:
         return self.query_one(QueueTable)
+
+    @property
+    def queue_pane(self) -> QueuePane:
+        return self.query_one(QueuePane)
 
     @property
     def history_pane(self) -> HistoryPane:
@@ -108,7 +116,76 @@ class DecidingApp(App[None]):
         raise NotImplementedError
 
     def action_accept_selected(self) -> None:
-        self._begin_accept(self.queue_table.selected(), retry=False)
+        marked = self.queue_table.marked_records()
+        if marked:
+            self._begin_accept_set(marked)
+        else:
+            self._begin_accept(self.queue_table.selected(), retry=False)
+
+    def _begin_accept_set(self, records: list[ProposalRecord], note: str | None = None) -> None:
+        """Check the marked `records` (`decisions.state_refusal`, then the checks before
+        accepting in a worker) and open the set's confirmation; a refusal lists each."""
+        if self.transfer is not None:
+            self._refuse("busy", f"#{self.transfer[0]} is executing; wait for it to finish")
+            return
+        now = self.clock()
+        refused = [(r.id, e) for r in records if (e := state_refusal(self.settings, r, now=now))]
+        if refused:
+            self._refuse_set(refused, len(records))
+            return
+        self.prepare_set(records, note)
+
+    def _refuse_set(self, refused: list[tuple[int, PlacetError]], size: int) -> None:
+        e = one_or_set("accept", size, refused)
+        self._refuse(f"not accepted: {e.error_code}", inert(e.message))
+
+    @work(thread=True, exclusive=True, group="prepare-accept", exit_on_error=False)
+    def prepare_set(self, records: list[ProposalRecord], note: str | None) -> None:
+        """`check_before_accept` of each marked proposal, off the event loop; the set's
+        confirmation opens when every one passed."""
+        refused: list[tuple[int, PlacetError]] = []
+        effects: dict[int, Effect] = {}
+        for r in records:
+            refusal, ops = check_before_accept(self.store, self.settings, r)
+            if refusal is not None:
+                refused.append((r.id, refusal))
+            else:
+                effects[r.id] = effect_of(r, ops)
+        self.call_from_thread(self._confirm_set, records, effects, refused, note)
+
+    def _confirm_set(
+        self,
+        records: list[ProposalRecord],
+        effects: dict[int, Effect],
+        refused: list[tuple[int, PlacetError]],
+        note: str | None,
+    ) -> None:
+        if refused:
+            self._refuse_set(refused, len(records))
+            return
+        if self.transfer is not None or isinstance(self.screen, ModalScreen):
+            return
+        from placet.tui.set_confirm import AcceptSetScreen
+
+        screen = AcceptSetScreen(
+            records, effects, self.clock(), guard_seconds=self.confirm_guard_seconds, note=note
+        )
+
+        def decided(accept: bool | None) -> None:
+            if accept:
+                self.retrying = None
+                views = {r.id: (r, effects.get(r.id)) for r in records}
+                self.start_decided([Shown.of(r) for r in records], views)
+
+        self.push_screen(screen, decided)
+
+    def show_set_again(self, records: list[ProposalRecord], why: str) -> None:
+        """A set refused whole: its proposals still pending are marked and shown again,
+        with the refusal above them."""
+        self.queue_table.set_marks({r.id for r in records})
+        self.queue_pane.show_count()
+        if records:
+            self._begin_accept_set(records, note=why)
 
     def action_accept_history(self) -> None:
         self._begin_accept(self.history_pane.selected(), retry=True)
@@ -124,28 +201,10 @@ class DecidingApp(App[None]):
             self._refuse("busy", f"#{self.transfer[0]} is executing; wait for it to finish")
             return
         now = self.clock()
-        if retry and record.status not in RETRY_STATUSES:
-            self._refuse(
-                "not accepted",
-                f"#{record.id} is {record.status}: only a failed or interrupted proposal "
-                "can be accepted again",
-            )
-            return
-        if not retry and record.status != "pending":
-            self._refuse("not accepted", f"#{record.id} is {record.status}, not pending")
-            return
-        if self.settings.approvals == "signed":  # the store refuses it too
-            refusal = signature_required(record.id, self.settings.config_file)
+        refusal = state_refusal(self.settings, record, now=now)
+        if refusal is not None:
             self._refuse(f"not accepted: {refusal.error_code}", inert(refusal.message))
             return
-        if not retry and record.is_expired(now):
-            self._refuse(
-                "expired",
-                f"#{record.id} expired at {when(record.expires_at)} and can no longer be "
-                "accepted; the agent must propose it again",
-            )
-            return
-
         count = record.request.get("op_count")
         large = isinstance(count, int) and count > ACCEPT_IN_WORKER
         if large and is_by_reference(record.kind, record.request):
@@ -195,6 +254,32 @@ class DecidingApp(App[None]):
 
         self.push_screen(screen, decided)
 
+    def _start_transfer(
+        self, record: ProposalRecord, skip_ops: list[int], effect: Effect | None = None
+    ) -> None:
+        """Accept `record` as shown, with `skip_ops` unticked, then run it."""
+        self.start_decided([Shown.of(record, skip_ops)], {record.id: (record, effect)})
+
+    def start_decided(
+        self,
+        shown: list[Shown],
+        views: dict[int, tuple[ProposalRecord, Effect | None]],
+    ) -> None:
+        """Accept the proposals `shown` (all or none) and run those of this host, one
+        after another; `views`: each one's record and effect as shown (the transfer
+        panel lists its ops)."""
+        cancel = threading.Event()
+        first = shown[0].proposal_id
+        self.transfer = (first, cancel)
+        self.shown_views = {
+            pid: (record, sorted(s.skip_ops), effect)
+            for s in shown
+            for pid, (record, effect) in [(s.proposal_id, views[s.proposal_id])]
+        }
+        record, skip, effect = self.shown_views[first]
+        self.query_one(TransferPanel).start(record, skip, effect)
+        self.run_transfer(shown, cancel)
+
     def _previous_results(self, record: ProposalRecord) -> list[OpResultRecord]:
         """The op results of `record`'s last attempt: those the history detail shows, else
         one indexed store read."""
@@ -208,39 +293,73 @@ class DecidingApp(App[None]):
         except PlacetError:
             return []
 
-    def _start_transfer(
-        self, record: ProposalRecord, skip_ops: list[int], effect: Effect | None = None
-    ) -> None:
-        cancel = threading.Event()
-        self.transfer = (record.id, cancel)
-        self.query_one(TransferPanel).start(record, skip_ops, effect)
-        self.run_transfer(record.id, record.request_hash, cancel, skip_ops)
-
-    def _resolve_executor(self) -> Executor:
-        if self.executor is not None:
-            return self.executor
-        try:
-            # Imported on first use: the review UI starts (and can discard) without it.
-            execute = cast(Executor, importlib.import_module("placet.executor").execute)
-        except (ImportError, AttributeError) as e:
-            raise PlacetError(
-                f"the proposal was accepted but this placet has no executor ({e}); "
-                "run `placet accept ID` from a placet that has one",
-                code="executor_unavailable",
-            ) from e
-        self.executor = execute
-        return execute
-
     @work(thread=True, exclusive=True, group="transfer", exit_on_error=False)
-    def run_transfer(
-        self,
-        proposal_id: int,
-        shown_hash: str,
-        cancel: threading.Event,
-        skip_ops: list[int] | None = None,
-    ) -> None:
-        """Accept with the hash that was shown and the ops the owner unticked (a sync's
-        `skip_ops`, recorded in the approval event), then execute, posting progress."""
+    def run_transfer(self, shown: list[Shown], cancel: threading.Event) -> None:
+        """Accept `shown` through the decision core (``via: "tui"``), then execute each
+        approved proposal of this host in turn, posting progress; one another host runs
+        is reported as waiting for it."""
+        first = shown[0].proposal_id
+        try:
+            accepted = decisions.accept(
+                self.store, self.settings, shown, Proof.tui(_terminal_fd()), now=self.clock()
+            )
+        except SetRefused as e:
+            self.post_message(
+                TransferFinished(first, None, [], e.message, e.error_code, again=self._again(e))
+            )
+            return
+        except PlacetError as e:
+            self.post_message(TransferFinished(first, None, [], e.message, e.error_code))
+            return
+        except Exception as e:  # the UI must survive and say what happened
+            said = f"{type(e).__name__}: {e}"
+            self.post_message(TransferFinished(first, None, [], said, "error"))
+            return
+        for n, a in enumerate(accepted):
+            more = n + 1 < len(accepted)
+            pid = a.proposal_id
+            if cancel.is_set():  # the owner quit: the rest stay approved for this host
+                decisions.leave(a)
+                continue
+            if not a.runs_here:  # its files are on the host it was made on
+                self.post_message(TransferFinished(pid, a.record, [], more=more))
+                continue
+            self.post_message(TransferStarted(a.record))
+            try:
+                final = decisions.run(
+                    self.store,
+                    self.settings,
+                    a,
+                    progress=self._progress_poster(pid),
+                    cancel=cancel,
+                    execute=self.executor,
+                )
+                results = self.store.op_results(pid)
+                self.post_message(TransferFinished(pid, final, results, more=more))
+            except PlacetError as e:
+                self.post_message(
+                    TransferFinished(pid, None, [], e.message, e.error_code, more=more)
+                )
+            except Exception as e:  # the UI must survive and say what happened
+                self.post_message(
+                    TransferFinished(pid, None, [], f"{type(e).__name__}: {e}", "error", more=more)
+                )
+
+    def _again(self, refused: SetRefused) -> list[ProposalRecord]:
+        """A set refused whole: its proposals still pending, read again, to show again."""
+        again = []
+        for pid in self.shown_views:
+            try:
+                record = self.store.get(pid)
+            except PlacetError:
+                continue
+            if record.status == PENDING and not record.is_expired(self.clock()):
+                again.append(record)
+        return again
+
+    def _progress_poster(self, proposal_id: int) -> Callable[[Any], None]:
+        """The executor's progress callback: every event that ends an op or changes the
+        ops ended or in flight, and byte-only events at most every `PROGRESS_EVERY` s."""
         last = 0.0
         shown: tuple[int | None, tuple[int, ...] | None] = (None, None)
 
@@ -267,53 +386,20 @@ class DecidingApp(App[None]):
                 )
             )
 
-        reserve(proposal_id)  # this process runs it: its host loop leaves it alone
-        try:
-            current = self.store.get(proposal_id)
-            if current.request_hash != shown_hash:
-                raise StaleEvidence(
-                    f"proposal #{proposal_id} changed after it was shown (request hash "
-                    f"{current.request_hash[:12]}, shown {shown_hash[:12]}); review it again",
-                    details={"shown": shown_hash, "stored": current.request_hash},
-                )
-            refusal, _ = check_before_accept(self.store, self.settings, current)
-            if refusal is not None:  # checked again: nothing is accepted or run
-                raise refusal
-            detail: dict[str, Any] = {
-                "request_hash": shown_hash,
-                "via": "review",
-                "tty": True,
-                "origin": origin(_terminal_fd()),
-            }
-            if current.kind == "sync":
-                detail["skip_ops"] = sorted(skip_ops or [])
-            accepted = self.store.accept(
-                proposal_id, actor="owner", now=self.clock(), detail=detail
-            )
-            if runs_elsewhere(accepted.host_id, self.store.host_id):
-                # Its files are on the host it was made on: that host's placet runs it.
-                self.post_message(TransferFinished(proposal_id, accepted, []))
-                return
-            self.post_message(TransferStarted(accepted))
-            execute = self._resolve_executor()
-            final = execute(
-                self.store, self.settings, proposal_id, progress=progress, cancel=cancel
-            )
-            results = self.store.op_results(proposal_id)
-            self.post_message(TransferFinished(proposal_id, final, results))
-        except PlacetError as e:
-            self.post_message(TransferFinished(proposal_id, None, [], e.message, e.error_code))
-        except Exception as e:  # the UI must survive and say what happened
-            self.post_message(
-                TransferFinished(proposal_id, None, [], f"{type(e).__name__}: {e}", "error")
-            )
-        finally:
-            release(proposal_id)
+        return progress
 
     def on_transfer_started(self, msg: TransferStarted) -> None:
+        if self.transfer is not None:
+            self.transfer = (msg.record.id, self.transfer[1])
+        panel = self.query_one(TransferPanel)
+        if panel.proposal_id != msg.record.id:  # the next one of a set
+            record, skip, effect = self.shown_views.get(msg.record.id, (msg.record, [], None))
+            panel.start(record, skip, effect)
         self.reload_queue()
 
     def on_transfer_progress(self, msg: TransferProgress) -> None:
+        if not self.query(TransferPanel):
+            return  # the app is closing
         panel = self.query_one(TransferPanel)
         if msg.op_result is not None:  # first: the event's in_flight no longer lists it
             panel.op_result(msg.op_result)
@@ -327,8 +413,11 @@ class DecidingApp(App[None]):
         )
 
     def on_transfer_finished(self, msg: TransferFinished) -> None:
-        self.transfer = None
-        self.retrying = None
+        if not self.query(TransferPanel):
+            return  # it landed while the app is closing: nothing left to show it
+        if not msg.more:
+            self.transfer = None
+            self.retrying = None
         self.query_one(TransferPanel).finish(msg.record, msg.results, msg.error)
         if msg.record is not None and msg.record.status == "approved":
             note = waiting_note("approved", msg.record.host, msg.record.host_id, "")
@@ -352,54 +441,83 @@ class DecidingApp(App[None]):
             )
         else:
             self._refuse(msg.error_title or "error", inert(msg.error or "unknown error"))
+        if msg.record is not None and not msg.more and len(self.shown_views) > 1:
+            self.queue_table.clear_marks()  # the marked set was decided
         self.reload_all()
+        if msg.error_title == "set_refused":
+            self.show_set_again(msg.again, msg.error or "")
+
+    def _chosen(self) -> list[ProposalRecord]:
+        """The marked proposals (id order), else the one under the cursor."""
+        table = self.queue_table
+        marked = table.marked_records()
+        if marked:
+            return marked
+        record = table.selected()
+        return [] if record is None else [record]
 
     def action_discard_selected(self) -> None:
-        record = self.queue_table.selected()
-        if record is None:
+        records = self._chosen()
+        if not records:
             return
-        if record.status != "pending":
-            self._refuse("not discarded", f"#{record.id} is {record.status}, not pending")
+        gone = [r for r in records if r.status != PENDING]
+        if gone:
+            which = ", ".join(f"#{r.id} is {r.status}" for r in gone)
+            self._refuse("not discarded", f"{which}, not pending")
             return
 
         def decided(reason: str | None) -> None:
             if reason is not None:
-                self.store_action("discard", record.id, reason or None)
+                self.store_action("discard", records, reason or None)
 
         from placet.tui.confirm import DiscardScreen
 
-        self.push_screen(DiscardScreen(record), decided)
+        self.push_screen(DiscardScreen(records), decided)
 
     def action_extend_selected(self) -> None:
-        record = self.queue_table.selected()
-        if record is None:
+        records = self._chosen()
+        if not records:
             return
-        if record.status != "pending" or record.is_expired(self.clock()):
-            self._refuse("not extended", f"#{record.id} is no longer pending")
+        now = self.clock()
+        gone = [r for r in records if r.status != PENDING or r.is_expired(now)]
+        if gone:
+            which = ", ".join(f"#{r.id}" for r in gone)
+            self._refuse("not extended", f"{which} no longer pending")
             return
-        self.store_action("extend", record.id)
+        self.store_action("extend", records)
 
     def action_verify_audit(self) -> None:
-        self.store_action("verify", 0)
+        self.store_action("verify", [])
 
     @work(thread=True, group="action", exit_on_error=False)
-    def store_action(self, kind: str, proposal_id: int, reason: str | None = None) -> None:
-        """Discard, extend or verify in a thread; the outcome comes back as `ActionDone`."""
+    def store_action(
+        self, kind: str, records: list[ProposalRecord], reason: str | None = None
+    ) -> None:
+        """Discard or extend `records` (all or none, `placet.decisions`) or verify the
+        audit chain, in a thread; the outcome comes back as `ActionDone`."""
         now = self.clock()
+        ids = ", ".join(f"#{r.id}" for r in records)
         try:
             if kind == "discard":
-                self.store.discard(proposal_id, actor="owner", reason=reason, now=now)
+                shown = [Shown.of(r) for r in records]
+                decisions.discard(self.store, shown, reason=reason, now=now)
                 said = f": {inert(reason)}" if reason else ""
-                msg = ActionDone("Discarded", f"#{proposal_id} discarded{said}")
+                msg = ActionDone("Discarded", f"{ids} discarded{said}", marked=True)
             elif kind == "extend":
-                r = self.store.extend(proposal_id, minutes=EXTEND_MINUTES, actor="owner", now=now)
+                done = decisions.extend(
+                    self.store, [r.id for r in records], minutes=EXTEND_MINUTES, now=now
+                )
                 msg = ActionDone(
                     "Extended",
-                    f"#{proposal_id} now expires at {when(r.expires_at)} "
-                    f"(in {countdown(r.expires_at, now)})",
+                    "; ".join(
+                        f"#{r.id} now expires at {when(r.expires_at)} "
+                        f"(in {countdown(r.expires_at, now)})"
+                        for r in done
+                    ),
+                    marked=True,
                 )
             else:
-                v = self.store.verify_audit()
+                v = verify_audit(self.store)
                 msg = ActionDone(
                     "Audit chain intact" if v.ok else "Audit chain BROKEN",
                     inert(f"{v.count} events checked. {v.message}"),
@@ -413,6 +531,8 @@ class DecidingApp(App[None]):
     def on_action_done(self, msg: ActionDone) -> None:
         severity = msg.severity if msg.severity in ("information", "warning", "error") else "error"
         self.notify(msg.message, title=msg.title, severity=severity, markup=False)  # type: ignore[arg-type]
+        if msg.marked:
+            self.queue_table.clear_marks()
         if msg.reload:
             self.reload_all()
 

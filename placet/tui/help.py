@@ -27,6 +27,9 @@ Queue [1]    pending proposals, oldest first; the detail pane shows the
   d          discard, with an optional reason the agent will see
   e          extend the time to live by 15 minutes (capped at 24 h
              from creation)
+  c          content: what the bytes of the selected op say (a new
+             file's first lines, a replacement's diff), checked
+             against the evidence now; n/p: next/previous op
 History [2]  finished proposals; filter by status and agent
   a          accept a failed or interrupted proposal again
 Audit [3]    the audit log, newest first

@@ -74,6 +74,8 @@ class ActionDone(Message):
     message: str
     severity: str = "information"
     reload: bool = True
+    marked: bool = False
+    """The marked proposals were decided: the marks go."""
 
 
 @dataclass
@@ -108,3 +110,14 @@ class TransferFinished(Message):
     results: list[OpResultRecord]
     error: str | None = None
     error_title: str = ""
+    more: bool = False
+    """More proposals of the same decision run after this one."""
+    again: list[ProposalRecord] = field(default_factory=list)
+    """A set refused whole: its proposals still pending, to show again."""
+
+
+@dataclass
+class RulesRefused(Message):
+    """The owner's rules file is refused (`placet.rules.loading`): no rule applies."""
+
+    message: str

@@ -7,7 +7,10 @@ window of `PAGE` proposals and grows as the cursor nears its end, since DataTabl
 measures every cell it is given; the "expires in" countdown rewrites only the rows on
 screen. A pending proposal that appears after the first load rings the bell once per
 reload and stays highlighted (`FRESH_STYLE`, a `*` before its id) until the owner moves
-onto it."""
+onto it. Space marks a pending proposal (a `+`) and moves down; `a`, `d` and `e` then
+decide the marked set. Each target is named by its distinctive end (``…/backup/todo.txt``)
+in what it needs, up to 60 % of the width the fixed columns leave; the reason gets the rest.
+"""
 
 from __future__ import annotations
 
@@ -27,9 +30,10 @@ from textual.widgets.data_table import ColumnKey
 
 from placet.proposals.risk import RiskFlag
 from placet.store import ProposalRecord
+from placet.text import cell_width, inert
 from placet.tui import tables
 from placet.tui.detail import DetailPane
-from placet.tui.facts import Effect, effect_of
+from placet.tui.facts import Effect, effect_of, target_of
 from placet.tui.render import expires_cell, queue_cells
 from placet.tui.transfer import TransferPanel
 
@@ -42,7 +46,7 @@ REBUILD_OVER = 40
 """Removing more rows than this rebuilds the table (DataTable.remove_row is O(rows))."""
 
 COLUMNS: tables.Columns = (
-    ("id", "id", 4),
+    ("id", "id", 5),
     ("kind", "kind", 10),
     ("target", "target", None),
     ("size", "size", 9),
@@ -51,6 +55,11 @@ COLUMNS: tables.Columns = (
     ("reason", "reason", None),
 )
 """Columns (key, label, width); target and reason (width None) share the width left."""
+NARROW = 110
+"""Below this many cells the fixed columns shrink to `NARROW_WIDTHS`."""
+NARROW_WIDTHS = {"size": 7, "agent": 6, "expires": 8}
+BUTTONS_FROM = 30
+"""Terminal rows from which the queue shows its action buttons."""
 FLEX_MIN = 8
 TARGET_MAX = 48
 FRESH_STYLE = "bold"
@@ -63,10 +72,15 @@ class QueueTable(DataTable[Text]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("home", "first_row", "First", show=False),
         Binding("end", "last_row", "Last", show=False),
+        Binding("space", "toggle_mark", "Mark"),
+        Binding("escape", "clear_marks", "Unmark all", show=False),
     ]
 
     class SelectionChanged(Message):
         """The proposal under the cursor may have changed (or its record did)."""
+
+    class MarksChanged(Message):
+        """The owner marked or unmarked a proposal."""
 
     def __init__(self, clock: Callable[[], datetime], *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -79,7 +93,12 @@ class QueueTable(DataTable[Text]):
         self.fresh: set[int] = set()
         """Ids of pending proposals that arrived after the first load and were not
         under the cursor yet."""
+        self.marked: set[int] = set()
+        """Ids the owner marked (space) to decide together."""
+        self.target_width = TARGET_MAX
+        self._needs: dict[int, int] = {}  # cells each loaded target takes whole
         self._under_cursor: int | None = None
+        self._fitted_width = -1  # the width the columns were last sized for
 
     def on_mount(self) -> None:
         tables.add_columns(self, COLUMNS, FLEX_MIN)
@@ -88,25 +107,44 @@ class QueueTable(DataTable[Text]):
 
     def on_resize(self) -> None:
         self.fit_reason()
+        self.call_after_refresh(self.fit_reason)  # the compositor's region may lag the event
 
     def fit_reason(self) -> None:
-        """Share the width the fixed columns leave: 40 % to the target (up to
-        `TARGET_MAX`), the rest to the reason, so nothing runs off screen at 80 columns."""
-        fixed = sum(w or 0 for _k, _l, w in COLUMNS)
+        """Size the columns to the table's width: below `NARROW` cells the fixed columns
+        shrink; the target gets what its longest loaded target needs, up to 60 % of what
+        they leave (and `TARGET_MAX`), the reason the rest, so nothing runs off screen at
+        80 columns and two targets in one folder still differ by their ends."""
+        width = self._fitted_width = self.scrollable_content_region.width
+        narrow = width < NARROW
+        fixed = {k: (NARROW_WIDTHS.get(k, w) if narrow else w) for k, _l, w in COLUMNS if w}
+        fixed["id"] = len(str(max(self.order, default=1))) + 1  # room for the mark too
         padding = 2 * self.cell_padding * len(COLUMNS)
-        free = self.scrollable_content_region.width - fixed - padding
-        target = min(max(free * 2 // 5, FLEX_MIN), TARGET_MAX)
-        widths = {"target": target, "reason": max(free - target, FLEX_MIN)}
+        free = width - sum(fixed.values()) - padding
+        need = max((self._need(r) for r in self.records.values()), default=FLEX_MIN)
+        target = max(min(need, free * 3 // 5, TARGET_MAX), FLEX_MIN)
+        widths = {**fixed, "target": target, "reason": max(free - target, FLEX_MIN)}
         changed = False
         for key, width in widths.items():
             column = self.columns.get(ColumnKey(key))
             if column is not None and column.width != width:
                 column.width = width
                 changed = True
+        if target != self.target_width:
+            self.target_width = target
+            now = self.clock()
+            for pid in self.order:
+                self.update_cell(str(pid), "target", self._cells(self.records[pid], now)[2])
         if changed:
             self._require_update_dimensions = True  # DataTable re-measures on idle
             self._clear_caches()
             self.refresh()
+
+    def _need(self, record: ProposalRecord) -> int:
+        """Cells the target of `record` takes whole."""
+        need = self._needs.get(record.id)
+        if need is None:
+            need = self._needs[record.id] = cell_width(inert(target_of(record)))
+        return need
 
     # -- reading -------------------------------------------------------------------------
 
@@ -127,13 +165,59 @@ class QueueTable(DataTable[Text]):
             eff = self.effects[pid] = effect_of(record)
         return eff
 
+    def marked_records(self) -> list[ProposalRecord]:
+        """The marked proposals still in the table, in id order."""
+        return [self.records[pid] for pid in sorted(self.marked) if pid in self.records]
+
+    def set_marks(self, ids: set[int]) -> None:
+        """Mark exactly `ids` (those in the table)."""
+        before, self.marked = self.marked, ids & set(self.records)
+        self._redraw(before ^ self.marked)
+
+    def clear_marks(self) -> None:
+        self.set_marks(set())
+        self.post_message(self.MarksChanged())
+
+    def action_clear_marks(self) -> None:
+        self.clear_marks()
+
+    def action_toggle_mark(self) -> None:
+        """Mark or unmark the proposal under the cursor (pending ones only), then move
+        down, so marking a run of proposals is one key each."""
+        record = self.selected()
+        if record is None:
+            return
+        if record.id in self.marked:
+            self.marked.discard(record.id)
+        elif record.status == "pending":
+            self.marked.add(record.id)
+        else:
+            self.app.notify(
+                f"#{record.id} is {record.status}: only pending proposals can be marked",
+                severity="warning",
+                markup=False,
+            )
+            return
+        self._redraw({record.id})
+        self.post_message(self.MarksChanged())
+        if self.cursor_row < len(self.order) - 1:
+            self.move_cursor(row=self.cursor_row + 1, animate=False)
+
+    def _redraw(self, ids: set[int]) -> None:
+        now = self.clock()
+        for pid in ids:
+            if pid in self.records:
+                self.update_cell(str(pid), "id", self._cells(self.records[pid], now)[0])
+
     def near_end(self) -> bool:
         return not self.exhausted and self.cursor_row >= len(self.order) - MORE_MARGIN
 
     # -- writing -------------------------------------------------------------------------
 
     def _cells(self, record: ProposalRecord, now: datetime) -> list[Text]:
-        cells = queue_cells(record, self.effect(record.id), now)
+        cells = queue_cells(record, self.effect(record.id), now, target_width=self.target_width)
+        if record.id in self.marked:
+            cells[0] = Text.assemble(("+", "bold reverse green"), cells[0], end="")
         if record.id in self.fresh:
             cells[0] = Text.assemble(("*", "bold reverse"), cells[0], end="")
             for cell in cells:
@@ -174,6 +258,8 @@ class QueueTable(DataTable[Text]):
         fresh_load = self.loaded and replace  # not the first load, nor a further page
         arrived = [pid for pid in added if target[pid].status == "pending"] if fresh_load else []
         self.fresh = (self.fresh & set(target)) | set(arrived)
+        self.marked &= set(target)
+        self._needs = {pid: n for pid, n in self._needs.items() if pid in target}
         self.records, self.order, self.exhausted = target, new_order, exhausted
         if len(removed) > REBUILD_OVER or inserted_inside:
             self.clear()
@@ -191,6 +277,7 @@ class QueueTable(DataTable[Text]):
             for pid in added:
                 self.add_row(*self._cells(target[pid], now), key=str(pid))
         self.loaded = True
+        self.fit_reason()
         self._restore(selected, old_row)
         if arrived:
             self.app.bell()  # a new proposal waits
@@ -233,7 +320,10 @@ class QueueTable(DataTable[Text]):
             self.move_cursor(row=len(self.order) - 1, animate=False)
 
     def tick(self) -> None:
-        """Rewrite the countdown of the rows on screen (a 1 s timer owned by the table)."""
+        """Rewrite the countdown of the rows on screen (a 1 s timer owned by the table),
+        and refit the columns if the width changed without a resize reaching the table."""
+        if self.scrollable_content_region.width != self._fitted_width:
+            self.fit_reason()
         if not self.order:
             return
         now = self.clock()
@@ -269,8 +359,8 @@ class QueuePane(Vertical):
 
     DEFAULT_CSS = """
     QueuePane > #queue-count { height: 1; padding: 0 1; }
-    QueuePane > QueueTable { height: 2fr; min-height: 5; }
-    QueuePane > DetailPane { height: 3fr; }
+    QueuePane > QueueTable { height: auto; max-height: 40%; min-height: 3; }
+    QueuePane > DetailPane { height: 1fr; min-height: 5; }
     QueuePane > #queue-actions { height: auto; }
     QueuePane > #queue-actions > Button { margin: 0 1; min-width: 12; }
     """
@@ -304,6 +394,11 @@ class QueuePane(Vertical):
     def table(self) -> QueueTable:
         return self.query_one(QueueTable)
 
+    def on_resize(self) -> None:
+        # Below `BUTTONS_FROM` rows the buttons go (the footer names the same keys), so
+        # the detail pane keeps most of the rows.
+        self.query_one("#queue-actions").display = self.app.size.height >= BUTTONS_FROM
+
     def apply(
         self,
         records: list[ProposalRecord],
@@ -316,14 +411,27 @@ class QueuePane(Vertical):
         table.apply(records, exhausted=exhausted, replace=replace)
         if counts is not None:
             self.counts = counts
+        self.show_count()
+
+    def show_count(self) -> None:
+        """The line above the table: pending, running, marked, loaded."""
+        table = self.table
         pending = self.counts.get("pending", 0)
         running = self.counts.get("approved", 0) + self.counts.get("executing", 0)
         count = Text(f"{pending} pending", style="bold", end="")
         if running:
             count.append(f", {running} accepted or executing")
+        if table.marked:
+            count.append(f"  {len(table.marked)} marked: a, d, e decide them", style="bold green")
         if not table.exhausted:
             count.append(f"  ({len(table.order)} loaded: move down to load more)", style="dim")
-        self.query_one("#queue-count", Static).update(count)
+        shown = self.query("#queue-count")
+        if shown:  # none while the pane is being removed (the app closing)
+            shown.first(Static).update(count)
+
+    def on_queue_table_marks_changed(self, event: QueueTable.MarksChanged) -> None:
+        event.stop()
+        self.show_count()
 
     def on_detail_pane_flags_checked(self, event: DetailPane.FlagsChecked) -> None:
         event.stop()

@@ -26,9 +26,10 @@ from rich.text import Text
 
 from placet.display import already_inert, failure_line, human_bytes, plain
 from placet.proposals.risk import RiskFlag
+from placet.rules.approving import decider, rule_note
 from placet.store import AuditRecord, OpResultRecord, ProposalRecord
 from placet.store.host import waiting_note
-from placet.text import inert, inert_with_ascii
+from placet.text import fit_cells, fit_path_end, inert, inert_with_ascii
 from placet.tui.facts import (
     Effect,
     EffectOp,
@@ -116,23 +117,65 @@ def expires_cell(record: ProposalRecord, now: datetime) -> Text:
     return Text(left, end="")
 
 
-def queue_cells(record: ProposalRecord, effect: Effect, now: datetime) -> list[Text]:
+def queue_cells(
+    record: ProposalRecord, effect: Effect, now: datetime, *, target_width: int = 48
+) -> list[Text]:
     """Cells of one queue row: id, kind, target, size, agent, expires in, reason.
 
     The target is `inert` only (no ASCII form: that would push the real name out of the
-    cell); the detail pane shows each name with its ASCII form."""
+    cell; the detail pane shows each name with its ASCII form), fitted to `target_width`
+    cells by its distinctive end (`target_cell`)."""
     kind = Text(record.kind, end="")
     if effect.flags:
         kind.append(" !", style="bold red")
+    reason = lit(record.reason)
+    ruled = rule_note(record)
+    if ruled is not None:  # placet's fact first, then the agent's claim
+        reason = Text.assemble((inert(ruled), "bold cyan"), " · ", reason, end="")
     return [
         Text(str(record.id), end=""),
         kind,
-        lit(target_of(record)),
+        target_cell(record, target_width),
         Text(human_bytes(size_of(record)), end=""),
         lit(agent_of(record)),
         expires_cell(record, now),
-        lit(record.reason),
+        reason,
     ]
+
+
+def target_cell(record: ProposalRecord, width: int) -> Text:
+    """A proposal's target in at most `width` cells: a path keeps its file name and as
+    many trailing folders as fit (``…/backup/todo.txt``); a sync's pair is cut at its
+    end."""
+    shown = inert(target_of(record))
+    if record.kind == "sync":
+        return Text(fit_cells(shown, width), end="")
+    return Text(fit_path_end(shown, width), end="")
+
+
+def set_lines(
+    records: Sequence[ProposalRecord],
+    effects: dict[int, Effect] | None = None,
+    *,
+    width: int = 100,
+) -> Text:
+    """A set of proposals decided together in `width` cells, one line each: id, kind
+    (``!`` with placet's risk flags), the request hash's first 12 characters, the size
+    and the target by its distinctive end (`target_cell`) in what is left."""
+    ids = max((len(str(r.id)) for r in records), default=1) + 2
+    out = Text(end="")
+    for n, r in enumerate(records):
+        effect = (effects or {}).get(r.id)
+        flagged = effect is not None and bool(effect.flags)
+        head = f"{'#' + str(r.id):<{ids}}{r.kind:<9}"
+        size = f" {human_bytes(size_of(r)):>9}  "
+        out.append("\n" if n else "")
+        out.append(head, style="bold")
+        out.append("! " if flagged else "  ", style="bold red")
+        out.append(r.request_hash[:12], style="bold")
+        out.append(size)
+        out.append_text(target_cell(r, max(width - len(head) - 14 - len(size), 8)))
+    return out
 
 
 def history_cells(record: ProposalRecord) -> list[Text]:
@@ -147,7 +190,7 @@ def history_cells(record: ProposalRecord) -> list[Text]:
         Text(record.status, style=style, end=""),
         lit(agent_of(record)),
         Text(when(record.resolved_at), end=""),
-        lit(record.resolved_by or "-"),
+        lit(decider(record.resolved_by)),
     ]
 
 
@@ -365,7 +408,10 @@ def facts_block(record: ProposalRecord) -> Text:
     out.append(f"\ncreated {when(record.created_at)}")
     if record.resolved_at is not None:
         out.append(f"   resolved {when(record.resolved_at)} by ")
-        out.append_text(lit(record.resolved_by or "-"))
+        out.append_text(lit(decider(record.resolved_by)))
+        ruled = rule_note(record)
+        if ruled is not None:
+            out.append(f"\n{inert(ruled)}", style="bold cyan")
     if record.attempt:
         out.append(f"   attempts {record.attempt}")
     return out

@@ -2,12 +2,14 @@
 the conflicts with the agent's decisions.
 
 What the owner unticks is bound into the approval like the request hash: `skip_ops` goes
-to `Store.accept`, into the hash-chained approval event, and the executor journals those
-ops `skipped` (docs/design.md section 9, "Op results"; docs/decisions/0018-audit.md).
+to `placet.decisions`, into the hash-chained approval event, and the executor journals
+those ops `skipped` (docs/design.md section 9, "Op results"; docs/decisions/0018-audit.md).
 Groups follow the execution order of kinds. Every path, kind and decision shown came
 from the agent: all of it goes through `render.lit` / `render.name`, never markup. A
 sync over `MAX_PICKABLE` ops, or with duplicate op indexes, gets no tick boxes (accept it
-whole, or `placet accept ID --skip INDEX`)."""
+whole, or `placet accept ID --skip INDEX`). Unticking a `create folder` op unticks the
+ops that go into it, and ticking one of those ticks the folder again; the owner is told.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from textual.widgets import SelectionList, Static
 from textual.widgets.selection_list import Selection
 
 from placet.display import human_bytes
+from placet.proposals.selection import settle
 from placet.store import ProposalRecord
 from placet.tui.facts import Effect, EffectOp
 from placet.tui.render import lit, name
@@ -210,6 +213,8 @@ class SyncPicker(VerticalScroll):
         self.groups = grouped(effect.ops)
         self.conflicts = conflicts_of(record, effect)
         self.can_pick = pickable(effect)
+        self._skipped: set[int] = set()  # the selection as last settled
+        self._settling = False
 
     def compose(self) -> ComposeResult:
         root = self.record.request.get("root")
@@ -258,6 +263,40 @@ class SyncPicker(VerticalScroll):
 
     def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged[int]) -> None:
         event.stop()
+        if self._settling:
+            return
+        self._settle()
         self.query_one("#sync-selection", Static).update(
             selection_line(self.effect.ops, self.skip_ops, self.done_before)
         )
+
+    def _settle(self) -> None:
+        """Keep the selection one the core accepts (`placet.proposals.selection.settle`):
+        unticking a folder unticks the ops that go into it; ticking an op inside an
+        unticked folder ticks the folder again; the owner is told which, before any
+        decision."""
+        now = set(self.skip_ops)
+        off, on = settle(self.effect.ops, now, now - self._skipped)
+        if off or on:
+            self._settling = True
+            try:
+                for sl in self.lists:
+                    values = {sl.get_option_at_index(i).value for i in range(sl.option_count)}
+                    for v in off & values:
+                        sl.deselect(v)
+                    for v in on & values:
+                        sl.select(v)
+            finally:
+                self._settling = False
+            said = []
+            if off:
+                said.append(f"unticked {_ids(off)} too: they go into a folder you unticked")
+            if on:
+                said.append(f"ticked {_ids(on)} again: ticked ops go into that folder")
+            self.app.notify("; ".join(said), title="selection", markup=False)
+        self._skipped = set(self.skip_ops)
+
+
+def _ids(indexes: set[int]) -> str:
+    shown = ", ".join(f"#{i}" for i in sorted(indexes)[:10])
+    return shown + (f" and {len(indexes) - 10} more" if len(indexes) > 10 else "")

@@ -9,6 +9,7 @@ same core as `placet review` and `placet accept`. `serve` runs it under uvicorn.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import threading
@@ -21,6 +22,7 @@ import uvicorn
 from placet.config import Settings
 from placet.store import Store
 from placet.web.app import Runs, WebConfig, bind_listener, check_listen, create_app
+from placet.web.connections import calm_accept_errors, guarded_h11
 
 __all__ = ["Runs", "WebConfig", "bind_listener", "check_listen", "create_app", "serve"]
 
@@ -59,6 +61,9 @@ def serve(
             proxy_headers=False,
             # a backstop: the open long-polls are released by `changes.release` first
             timeout_graceful_shutdown=GRACEFUL_SECONDS,
+            # a whole request within a deadline, connections capped below the
+            # descriptor limit (`placet.web.connections`)
+            http=guarded_h11(),
         ),
     )
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again against the
@@ -91,6 +96,10 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._closing()
         super().handle_exit(sig, frame)
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        calm_accept_errors(asyncio.get_running_loop())
+        await super().serve(sockets)
 
 
 def _exit_quietly(signum: int, frame: FrameType | None) -> None:

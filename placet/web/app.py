@@ -4,12 +4,13 @@ Security at the edge (docs/security.md, "placet web and passkeys"): a strict
 Content-Security-Policy, `no-store` and `nosniff` on every response; a Host other than
 this server's is refused (``127.0.0.1:PORT`` redirects to ``localhost:PORT``); every
 state change is a POST from this origin (``origin_refused``) and, but for sign-in and
-pairing, needs a passkey session (``not_signed_in``); the cookie is HttpOnly,
-SameSite=Strict, Secure under TLS; Referrer-Policy ``same-origin``. Store work and
-passkey checks run in the thread pool, never on the event loop. Deciding calls what the
-review UI and `placet accept` call (`check_before_accept`, `Store.accept` with the hash
-shown, `execute` in a thread) (docs/decisions/0029-web-passkeys.md). Time comes from the
-injected `clock`."""
+pairing, needs a passkey session (``not_signed_in``) carried in the ``X-Placet-Session``
+header that only placet's own script sends, never a cookie, which every other port of
+the host would receive (`placet.web.session`); Referrer-Policy ``same-origin``. Store work and
+passkey checks run in the thread pool, never on the event loop. Deciding goes through
+`placet.decisions`, as in the review UI and `placet accept`: the same checks before the
+passkey is asked, the accept with what the challenge bound (``via: "web"``), the run in
+a thread (`Runs`) (docs/decisions/0029-web-passkeys.md). Time comes from `clock`."""
 
 from __future__ import annotations
 
@@ -19,9 +20,8 @@ import errno
 import ipaddress
 import json
 import socket
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -39,27 +39,33 @@ from starlette.responses import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from placet import decisions
 from placet.config import Settings
-from placet.errors import LimitExceeded, PlacetError, PolicyRefused, UsageError
-from placet.executor import check_before_accept, execute, plan_for
-from placet.executor.service import release, reserve
+from placet.decisions import Shown
+from placet.errors import LimitExceeded, PlacetError, PolicyRefused, SetRefused, UsageError
+from placet.executor import check_before_accept, plan_for
+from placet.executor.audit import verify_audit
 from placet.proposals.vetting import proposal_flags
 from placet.schema import is_by_reference
 from placet.store import ProposalRecord, Store
-from placet.store.decisions import changed_since_shown
+from placet.store.decisions import changed_since_shown, moved_since_shown
 from placet.store.host import waiting_note
-from placet.store.passkeys import SESSION_HOURS, PasskeyRecord, token_hash
+from placet.store.passkeys import PasskeyRecord, token_hash
 from placet.web import pages
 from placet.web.ceremonies import Ceremonies
 from placet.web.changes import QueueChanges
+from placet.web.previews import ContentPages
+from placet.web.rules_page import RulesSigning
+from placet.web.runs import Runs
+from placet.web.session import session_token
+from placet.web.sets import SetDecisions, web_proof
 
 __all__ = ["CSP", "Runs", "WebConfig", "bind_listener", "check_listen", "create_app"]
 
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
-COOKIE = "placet_session"
 EXTEND_MINUTES = 15
 BODY_MAX = 1 << 20
 """Most bytes of a JSON request body (an accept lists at most a page of unticked ops)."""
@@ -153,46 +159,6 @@ class WebConfig:
         return self.origin.split("://", 1)[1]
 
 
-@dataclass
-class Runs:
-    """Executions started from the page, one daemon thread each (they die with the
-    process; a proposal left `executing` is recovered by the next sweep, its holder
-    being gone)."""
-
-    store: Store
-    settings: Settings
-    executor: Callable[..., ProposalRecord] = execute
-    _threads: dict[int, threading.Thread] = field(default_factory=dict)
-    _cancel: threading.Event = field(default_factory=threading.Event)
-    errors: dict[int, PlacetError] = field(default_factory=dict)
-
-    def start(self, pid: int) -> None:
-        """Execute `pid` in a daemon thread; ends its `reserve` (made before the accept,
-        so this process's host loop leaves it to this run) when the run returns."""
-
-        def run() -> None:
-            try:
-                self.executor(self.store, self.settings, pid, cancel=self._cancel)
-            except PlacetError as e:
-                self.errors[pid] = e
-            finally:
-                release(pid)
-
-        t = threading.Thread(target=run, name=f"placet-web-run-{pid}", daemon=True)
-        self._threads[pid] = t
-        t.start()
-
-    def running(self, pid: int) -> bool:
-        t = self._threads.get(pid)
-        return t is not None and t.is_alive()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Ask every execution to stop, and wait up to `timeout` s for each."""
-        self._cancel.set()
-        for t in list(self._threads.values()):
-            t.join(timeout)
-
-
 class Guard:
     """ASGI middleware: security headers, the Host check and the Origin check."""
 
@@ -250,11 +216,14 @@ def _html(body: str, status: int = 200) -> HTMLResponse:
 
 
 def _refused_json(e: PlacetError, status: int = 409) -> JSONResponse:
+    """A refusal as the page's script reads it; a set's names each refused proposal with
+    its own code (``refused``)."""
     if isinstance(e, LimitExceeded):
         status = 413
-    return JSONResponse(
-        {"ok": False, "code": e.error_code, "message": e.message}, status_code=status
-    )
+    body: dict[str, Any] = {"ok": False, "code": e.error_code, "message": e.message}
+    if isinstance(e, SetRefused):
+        body["refused"] = e.details["refused"]
+    return JSONResponse(body, status_code=status)
 
 
 def _not_signed_in() -> PolicyRefused:
@@ -326,10 +295,11 @@ def create_app(
     ceremonies = Ceremonies(store, settings, config.name, config.origin, clock)
     runs = runs if runs is not None else Runs(store, settings)
     changes = QueueChanges(store)
+    contents = ContentPages(store, settings)
 
     def session_of(request: Request) -> tuple[str, PasskeyRecord] | None:
-        token = request.cookies.get(COOKIE)
-        if not token:
+        token = session_token(request)
+        if token is None:
             return None
         key = store.session_passkey(token, now=clock())
         return None if key is None else (token, key)
@@ -337,11 +307,12 @@ def create_app(
     Handler = Callable[[Request], Awaitable[Response]]
 
     def page_route(fn: Callable[[Request], Response]) -> Handler:
-        """A page that needs a session: the sign-in page otherwise (in the thread pool)."""
+        """A page that needs a session: else the sign-in page, 401, on which placet's
+        script asks again with the session it keeps (in the thread pool)."""
 
         def page(request: Request) -> Response:
             if session_of(request) is None:
-                return _html(pages.signin_page(bool(store.passkeys())), 200)
+                return _html(pages.signin_page(bool(store.passkeys())), 401)
             try:
                 return fn(request)
             except PlacetError as e:
@@ -407,6 +378,7 @@ def create_app(
             running=runs.running(record.id),
             run_error=runs.errors.get(record.id),
             waiting=waiting_note(record.status, record.host, record.host_id, store.host_id),
+            content=contents.inline(record, ops),
         )
 
     def proposal(request: Request) -> Response:
@@ -429,9 +401,10 @@ def create_app(
 
     def audit(request: Request) -> Response:
         after = _int(request.query_params.get("after"))
-        verification = store.verify_audit() if request.query_params.get("verify") else None
+        verification = verify_audit(store) if request.query_params.get("verify") else None
         events = store.audit_events(after_id=after, limit=pages.AUDIT_PAGE)
-        return _html(pages.audit_page(events, verification, after=after))
+        alarms = store.counter_alarms()
+        return _html(pages.audit_page(events, verification, after=after, alarms=alarms))
 
     def status_sync(request: Request) -> Response:
         if session_of(request) is None:
@@ -466,9 +439,10 @@ def create_app(
         def decide() -> Response:
             try:
                 if action == "discard":
-                    store.discard(pid, actor="owner", reason=reason, now=clock())
+                    shown = Shown.of(store.get(pid))
+                    decisions.discard(store, [shown], reason=reason, now=clock())
                     return RedirectResponse("/?done=discarded", status_code=303)
-                store.extend(pid, minutes=EXTEND_MINUTES, actor="owner", now=clock())
+                decisions.extend(store, [pid], minutes=EXTEND_MINUTES, now=clock())
                 return RedirectResponse(f"/p/{pid}?done=extended", status_code=303)
             except PlacetError as e:
                 return _html(pages.refusal_page(e, back=f"/p/{pid}"), 409)
@@ -481,18 +455,17 @@ def create_app(
     async def extend(request: Request) -> Response:
         return await form_action(request, "extend")
 
-    def proposal_json(
-        answer: Callable[[Request, str, int, dict[str, Any]], Response],
+    def json_endpoint(
+        answer: Callable[[Request, str, dict[str, Any]], Response],
     ) -> Callable[[Request], Awaitable[Response]]:
-        """A JSON endpoint on proposal `pid` for a signed-in owner: 403 without a session,
-        else `answer(request, session token, pid, JSON body)` run in the thread pool (it
-        does store work), a PlacetError as the refusal."""
+        """A JSON endpoint for a signed-in owner: 403 without a session, else
+        `answer(request, session token, JSON body)` run in the thread pool (it does store
+        work), a PlacetError as the refusal."""
 
         async def endpoint(request: Request) -> Response:
             session = await run_in_threadpool(session_of, request)
             if session is None:
                 return _refused_json(_not_signed_in(), 403)
-            pid = int(request.path_params["pid"])
             try:
                 body = await _json_body(request)
             except PlacetError as e:
@@ -500,13 +473,57 @@ def create_app(
 
             def run() -> Response:
                 try:
-                    return answer(request, session[0], pid, body)
+                    return answer(request, session[0], body)
                 except PlacetError as e:
                     return _refused_json(e)
 
             return await run_in_threadpool(run)
 
         return endpoint
+
+    def proposal_json(
+        answer: Callable[[Request, str, int, dict[str, Any]], Response],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """`json_endpoint` on proposal `pid`: `answer(request, token, pid, body)`."""
+        return json_endpoint(
+            lambda request, token, body: answer(
+                request, token, int(request.path_params["pid"]), body
+            )
+        )
+
+    sets = SetDecisions(store, settings, ceremonies, runs, clock)
+
+    @json_endpoint
+    def set_options(request: Request, token: str, body: dict[str, Any]) -> Response:
+        return JSONResponse(sets.options(token, body))
+
+    @json_endpoint
+    def set_accept(request: Request, token: str, body: dict[str, Any]) -> Response:
+        return JSONResponse(sets.accept(request, token, body))
+
+    rules = RulesSigning(store, settings, clock)
+
+    def rules_view(request: Request) -> Response:
+        return _html(rules.page())
+
+    @json_endpoint
+    def rules_options(request: Request, token: str, body: dict[str, Any]) -> Response:
+        make = rules.issue(token_hash(token), body, ceremonies.expiry())
+        return JSONResponse(ceremonies.options(make))
+
+    @json_endpoint
+    def rules_sign(request: Request, token: str, body: dict[str, Any]) -> Response:
+        issued = ceremonies.challenges.take(body.get("nonce"), "rules")
+        if issued.session != token_hash(token):
+            raise PolicyRefused(
+                "refusing to sign the rules: the passkey answer was asked for by another "
+                "session; nothing was kept",
+                code="challenge_invalid",
+            )
+        what = "refusing to sign the rules"
+        key, kept = ceremonies.verify_assertion(issued, body.get("credential"), what)
+        digest = rules.keep(issued, {**kept, "nonce": body["nonce"]}, key.id)
+        return JSONResponse({"ok": True, "rules_sha256": digest})
 
     @proposal_json
     def accept_options(request: Request, token: str, pid: int, body: dict[str, Any]) -> Response:
@@ -515,16 +532,9 @@ def create_app(
         if shown != record.request_hash:
             raise changed_since_shown(pid, record.request_hash, shown)
         skip = _skip_ops(body.get("skip_ops"))
-        if skip and record.kind != "sync":
-            raise UsageError(
-                f"cannot accept proposal {pid} with ops unticked: it is a {record.kind} "
-                "proposal with a single op; accept or discard it whole",
-                code="skip_invalid",
-                details={"proposal_id": pid},
-            )
-        return JSONResponse(
-            ceremonies.accept_options(token_hash(token), pid, record.request_hash, skip)
-        )
+        # every refusal (the selection's included) before the passkey is asked
+        decisions.check(store, settings, Shown.of(record, skip), now=clock(), signed=True)
+        return JSONResponse(ceremonies.accept_options(token_hash(token), record, skip))
 
     @proposal_json
     def accept(request: Request, token: str, pid: int, body: dict[str, Any]) -> Response:
@@ -536,41 +546,25 @@ def create_app(
                 code="challenge_invalid",
                 details={"proposal_id": pid},
             )
+        assert issued.request_hash is not None
         record = store.get(pid)
-        if record.request_hash != issued.request_hash:
-            raise changed_since_shown(pid, record.request_hash, issued.request_hash)
-        refusal, _ = check_before_accept(store, settings, record)
-        if refusal is not None:
-            raise refusal
+        if (record.host_id, record.drive_spec) != (
+            issued.bound.get("host_id"),
+            issued.bound.get("drive_spec"),
+        ):
+            raise moved_since_shown(pid)
+        shown = Shown(pid, issued.request_hash, record.status, frozenset(issued.skip_ops))
+        # every refusal before the assertion is verified (its sign count is then spent)
+        checked = decisions.check(store, settings, shown, now=clock(), signed=True)
         key, kept = ceremonies.verify_assertion(
             issued, body.get("credential"), f"refusing to accept proposal {pid}"
         )
-        assert issued.request_hash is not None
-        detail: dict[str, Any] = {
-            "request_hash": issued.request_hash,
-            "via": "web",
-            "web": {
-                "passkey_id": key.id,
-                "passkey_name": key.name,
-                "client": request.client.host if request.client else None,
-                "user_agent": request.headers.get("user-agent", "")[:200],
-            },
-            "passkey": {**kept, "nonce": body["nonce"]},
-        }
-        if record.kind == "sync":
-            detail["skip_ops"] = list(issued.skip_ops)
-        reserve(pid)  # this process runs it (`runs`): its host loop leaves it alone
-        try:
-            accepted = store.accept(pid, actor="owner", now=clock(), detail=detail)
-        except BaseException:
-            release(pid)
-            raise
-        waiting = waiting_note(accepted.status, accepted.host, accepted.host_id, store.host_id)
-        if waiting is None:
-            runs.start(pid)  # else its own host's placet runs it (`placet.store.host`)
-        else:
-            release(pid)
-        return JSONResponse({"ok": True, "status": "approved", "waiting": waiting})
+        proof = web_proof(request, key, kept, body["nonce"])
+        shown = Shown(pid, shown.request_hash, shown.status, shown.skip_ops, checked.plan)
+        [accepted] = decisions.accept(store, settings, [shown], proof, now=clock())
+        if accepted.runs_here:
+            runs.start(accepted)  # else its own host's placet runs it (`placet.store.host`)
+        return JSONResponse({"ok": True, "status": "approved", "waiting": accepted.waiting})
 
     async def signin_options(request: Request) -> Response:
         return JSONResponse(await run_in_threadpool(ceremonies.signin_options))
@@ -592,9 +586,9 @@ def create_app(
                 key, answer = ceremony(body)
             except PlacetError as e:
                 return _refused_json(e, refused)
-            response = JSONResponse(answer)
-            _set_session(response, store.open_session(key.id, now=clock()), config)
-            return response
+            # the token goes to placet's own script only (`placet.web.session`)
+            session = store.open_session(key.id, now=clock())
+            return JSONResponse({**answer, "session": session})
 
         return await run_in_threadpool(sign_in)
 
@@ -607,12 +601,11 @@ def create_app(
         return await session_for(request, 403, assertion)
 
     def signout_sync(request: Request) -> Response:
-        token = request.cookies.get(COOKIE)
-        if token:
-            store.close_session(token)
-        response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(COOKIE, path="/")
-        return response
+        token = session_token(request)
+        if token is None or session_of(request) is None:
+            return _html(pages.refusal_page(_not_signed_in()), 403)
+        store.close_session(token)
+        return RedirectResponse("/", status_code=303)
 
     async def signout(request: Request) -> Response:
         return await run_in_threadpool(signout_sync, request)
@@ -660,7 +653,12 @@ def create_app(
         Route("/p/{pid:int}/extend", extend, methods=["POST"]),
         Route("/p/{pid:int}/challenge", accept_options, methods=["POST"]),
         Route("/p/{pid:int}/accept", accept, methods=["POST"]),
+        Route("/set/challenge", set_options, methods=["POST"]),
+        Route("/set/accept", set_accept, methods=["POST"]),
         Route("/history", page_route(history)),
+        Route("/rules", page_route(rules_view)),
+        Route("/rules/challenge", rules_options, methods=["POST"]),
+        Route("/rules/sign", rules_sign, methods=["POST"]),
         Route("/audit", page_route(audit)),
         Route("/signin/options", signin_options, methods=["POST"]),
         Route("/signin", signin, methods=["POST"]),
@@ -669,6 +667,7 @@ def create_app(
         Route("/pair/{token}/options", pair_options, methods=["POST"]),
         Route("/pair/{token}", pair, methods=["POST"]),
         Route("/static/{name}", static),
+        *contents.routes(page_route, lambda request: session_of(request) is not None),
     ]
 
     @contextlib.asynccontextmanager
@@ -678,6 +677,7 @@ def create_app(
             yield
         finally:
             await run_in_threadpool(changes.close)
+            await run_in_threadpool(contents.close)
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(Guard, config=config)
@@ -699,15 +699,3 @@ def _flag_counts(records: list[ProposalRecord]) -> dict[int, int]:
         except PlacetError:
             continue
     return out
-
-
-def _set_session(response: Response, token: str, config: WebConfig) -> None:
-    response.set_cookie(
-        COOKIE,
-        token,
-        max_age=SESSION_HOURS * 3600,
-        path="/",
-        httponly=True,
-        samesite="strict",
-        secure=config.tls,
-    )

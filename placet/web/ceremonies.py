@@ -3,16 +3,18 @@
 Registration takes an unused, unexpired pairing link that `placet web pair` recorded in
 the pins file, and pins the key it registers; sign-in takes a registered, unrevoked,
 pinned passkey; an accept is an assertion over `accept_challenge` of the proposal id,
-the request hash shown, the unticked ops and a fresh nonce (docs/design.md section 12;
-docs/decisions/0030-signed-mode.md). Every challenge is issued once (`Challenges`),
-taken out when answered and lapsing after `CHALLENGE_SECONDS`; a sign count must grow
-and is recorded by compare-and-set, so one assertion never passes twice."""
+the request hash shown, the unticked ops, its host and drive and a fresh nonce
+(docs/design.md section 12;
+docs/decisions/0030-signed-mode.md). Every ceremony requires user verification and the
+exact origin, port included. Every challenge is answered once (`placet.web.challenges`)
+and lapses after `CHALLENGE_SECONDS`; sign-in challenges are stored by nobody until
+spent, so a flood evicts none. A sign count that does not grow is refused and recorded
+(``passkey_counter``); it is stored by compare-and-set, so one assertion never passes twice."""
 
 from __future__ import annotations
 
 import json
 import secrets
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -31,71 +33,20 @@ from webauthn.helpers.structs import (
 from placet.config import Settings
 from placet.config.pins import editing_pins, read_pins
 from placet.errors import PolicyRefused
-from placet.store import Store
+from placet.store import ProposalRecord, Store
 from placet.store.passkeys import PasskeyRecord, token_hash
-from placet.store.signatures import accept_challenge, credential_bytes
+from placet.store.signatures import (
+    accept_challenge,
+    accept_fields,
+    credential_bytes,
+    set_challenge,
+)
 from placet.text import quote
+from placet.web.challenges import CHALLENGE_SECONDS, Challenges, Issued
 
 __all__ = ["CHALLENGE_SECONDS", "Ceremonies", "Issued"]
 
-CHALLENGE_SECONDS = 300
-"""How long an issued challenge may be answered."""
-MAX_OPEN_CHALLENGES = 1000
-"""Challenges of one purpose kept open at most (sign-in options can be asked without a
-session; they never push out an accept's or a pairing's)."""
 _USER_ID = b"placet-owner"
-
-
-@dataclass(frozen=True)
-class Issued:
-    """A challenge handed to a page: what it is for and what it binds."""
-
-    purpose: str  # "register" | "signin" | "accept"
-    challenge: bytes
-    expires_at: datetime
-    session: str = ""
-    """SHA-256 of the session cookie that asked (accept), or the pairing token hash."""
-    proposal_id: int | None = None
-    request_hash: str | None = None
-    skip_ops: tuple[int, ...] = ()
-
-
-@dataclass
-class Challenges:
-    """Issued challenges by nonce, each answered at most once."""
-
-    clock: Callable[[], datetime]
-    _issued: dict[str, Issued] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def issue(self, make: Callable[[str], Issued]) -> tuple[str, Issued]:
-        nonce = secrets.token_hex(16)
-        issued = make(nonce)
-        with self._lock:
-            now = self.clock()
-            for k in [k for k, v in self._issued.items() if v.expires_at <= now]:
-                del self._issued[k]
-            # At most MAX_OPEN_CHALLENGES of each purpose, the oldest of that purpose
-            # dropped first: sign-in options, which anyone may ask for, never push out
-            # the challenge of an accept the owner is answering.
-            same = [k for k, v in self._issued.items() if v.purpose == issued.purpose]
-            for k in same[: max(0, len(same) - MAX_OPEN_CHALLENGES + 1)]:
-                del self._issued[k]
-            self._issued[nonce] = issued
-        return nonce, issued
-
-    def take(self, nonce: object, purpose: str) -> Issued:
-        """The challenge issued under `nonce` for `purpose`, removed; else refused
-        (``challenge_invalid``: unknown, already answered, lapsed or another purpose)."""
-        with self._lock:
-            issued = self._issued.pop(nonce, None) if isinstance(nonce, str) else None
-        if issued is None or issued.purpose != purpose or issued.expires_at <= self.clock():
-            raise PolicyRefused(
-                "this passkey answer is for no open request (it was already used, has "
-                "lapsed, or was made for something else); reload the page and try again",
-                code="challenge_invalid",
-            )
-        return issued
 
 
 def _unpinned_pairing() -> PolicyRefused:
@@ -130,6 +81,10 @@ class Ceremonies:
 
     def _expiry(self) -> datetime:
         return self.clock() + timedelta(seconds=CHALLENGE_SECONDS)
+
+    def expiry(self) -> datetime:
+        """When a challenge issued now lapses."""
+        return self._expiry()
 
     # ---- registration --------------------------------------------------------------
 
@@ -235,28 +190,64 @@ class Ceremonies:
         )
         return {"nonce": nonce, "publicKey": json.loads(options_to_json(opts))}
 
+    def options(self, make: Callable[[str], Issued]) -> dict[str, Any]:
+        """Options for an assertion over the challenge `make(nonce)` builds, kept under
+        its nonce (the rules page's signature: `placet.web.rules_page`)."""
+        nonce, issued = self.challenges.issue(make)
+        return self._assertion_options(issued, nonce)
+
     def signin_options(self) -> dict[str, Any]:
-        nonce, issued = self.challenges.issue(
-            lambda n: Issued("signin", secrets.token_bytes(32), self._expiry())
-        )
+        nonce, issued = self.challenges.issue_signin()
         return self._assertion_options(issued, nonce)
 
     def accept_options(
-        self, session: str, proposal_id: int, request_hash: str, skip_ops: list[int]
+        self, session: str, record: ProposalRecord, skip_ops: list[int]
     ) -> dict[str, Any]:
-        """Options whose challenge binds this proposal, the request hash shown, the
-        unticked ops and the nonce (`accept_challenge`)."""
+        """Options whose challenge binds this proposal as shown (`record`: its request
+        hash, host and drive), the unticked ops and the nonce (`accept_fields`)."""
         skip = tuple(sorted(set(skip_ops)))
+        bound = accept_fields(
+            proposal_id=record.id, request_hash=record.request_hash, skip_ops=skip,
+            host_id=record.host_id, drive_spec=record.drive_spec,
+        )  # fmt: skip
 
         def make(nonce: str) -> Issued:
-            challenge = accept_challenge(
-                proposal_id=proposal_id, request_hash=request_hash, skip_ops=skip, nonce=nonce
-            )
-            return Issued("accept", challenge, self._expiry(), session, proposal_id,
-                          request_hash, skip)  # fmt: skip
+            challenge = accept_challenge(bound, nonce)
+            return Issued("accept", challenge, self._expiry(), session, record.id,
+                          record.request_hash, skip, bound=bound)  # fmt: skip
 
         nonce, issued = self.challenges.issue(make)
         return self._assertion_options(issued, nonce)
+
+    def accept_set_options(self, session: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+        """Options whose challenge binds the list `entries` (each proposal's id, request
+        hash, unticked ops, host and drive, in the order shown) and the nonce
+        (`set_challenge`): one assertion for the whole set, answered once."""
+        kept = tuple(dict(e) for e in entries)
+
+        def make(nonce: str) -> Issued:
+            challenge = set_challenge(kept, nonce)
+            return Issued("accept-set", challenge, self._expiry(), session, entries=kept)
+
+        nonce, issued = self.challenges.issue(make)
+        return self._assertion_options(issued, nonce)
+
+    def _check_count(self, key: PasskeyRecord, new: int, what: str) -> None:
+        """Refuse a verified assertion whose sign count does not grow past the stored one
+        (either non-zero: WebAuthn's sign of a copied authenticator), and record it
+        (`Store.record_counter_alarm`)."""
+        if (new or key.sign_count) and new <= key.sign_count:
+            self.store.record_counter_alarm(
+                key.id, stored=key.sign_count, new=new, what=what, now=self.clock()
+            )
+            raise PolicyRefused(
+                f"{what}: passkey {key.id} {quote(key.name)} signed with sign count {new}, "
+                f"not above the {key.sign_count} it reached before: another copy of this "
+                "passkey may be in use. Refused and recorded (`placet keys`); if you did "
+                f"not expect this, run `placet keys revoke {key.id}`",
+                code="passkey_counter",
+                details={"passkey_id": key.id, "stored": key.sign_count, "new": new},
+            )
 
     def verify_assertion(
         self, issued: Issued, credential: object, what: str
@@ -287,13 +278,18 @@ class Ceremonies:
                 credential=json.dumps(credential),
                 expected_challenge=issued.challenge,
                 expected_rp_id=self.rp_id,
-                expected_origin=self.origin,
+                expected_origin=self.origin,  # exact: scheme, host and port
                 credential_public_key=key.public_key,
-                credential_current_sign_count=key.sign_count,
+                # py_webauthn compares the count before the signature: compared below,
+                # once the signature verified, so only a genuine answer raises the alarm
+                credential_current_sign_count=0,
                 require_user_verification=True,
             )
         except (WebAuthnException, ValueError, KeyError, TypeError, AttributeError) as e:
             raise _refused(what, e) from e
+        self._check_count(key, auth.new_sign_count, what)
+        if not self.challenges.spend(issued):
+            raise _refused(what, "its challenge was already answered")
         if not self.store.use_passkey(
             key.id, seen=key.sign_count, new=auth.new_sign_count, now=self.clock()
         ):

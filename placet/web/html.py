@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from placet.display import already_inert
 from placet.text import inert, inert_with_ascii
 
-__all__ = ["Html", "attr", "page", "path", "said", "text"]
+__all__ = ["Html", "attr", "page", "path", "path_end", "said", "text"]
 
 
 class Html(str):
@@ -34,6 +34,26 @@ def text(s: object) -> Html:
 def path(s: object) -> Html:
     """An untrusted path, inert with its ASCII form when it has non-ASCII characters."""
     return Html(html.escape(inert_with_ascii(str(s)), quote=True))
+
+
+def path_end(s: object) -> Html:
+    """An untrusted path on one line that narrow screens cut in front, never at its end:
+    its last segment whole, the rest before it cut with an ellipsis at its start (the
+    stylesheet's ``.pathend``), so two files of one folder stay told apart at 390 px.
+    A path with non-ASCII characters gets its ASCII form on the next line."""
+    shown = inert(str(s))
+    head, _, tail = shown.rpartition("/")
+    parts = (
+        f'<span class="head"><span dir="ltr">{html.escape(head + "/", quote=True)}</span></span>'
+        if head or shown.startswith("/")
+        else ""
+    )
+    last = html.escape(tail, quote=True)
+    out = f'<span class="pathend">{parts}<span class="tail">{last}</span></span>'
+    full = inert_with_ascii(str(s))
+    if full != shown:
+        out += f'<span class="ascii">{html.escape(full[len(shown) :].strip(), quote=True)}</span>'
+    return Html(out)
 
 
 def said(s: object) -> Html:
@@ -54,6 +74,7 @@ def page(title: str, body: str, *, signed_in: bool = True) -> Html:
     """A whole page: the frame, the navigation (when signed in) and `body` (markup)."""
     nav = (
         '<nav><a href="/">Queue</a><a href="/history">History</a><a href="/audit">Audit</a>'
+        '<a href="/rules">Rules</a>'
         '<form method="post" action="/signout" class="inline">'
         '<button type="submit" class="link">Sign out</button></form></nav>'
         if signed_in

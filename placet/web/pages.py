@@ -22,9 +22,11 @@ from placet.errors import PlacetError
 from placet.proposals.facts import proposed_state
 from placet.proposals.risk import RiskFlag, needs_typed_confirmation
 from placet.proposals.vetting import root_path_of
+from placet.rules.approving import rule_note
 from placet.schema import Op
 from placet.store import AuditRecord, AuditVerification, OpResultRecord, ProposalRecord
-from placet.web.html import Html, attr, join, page, path, said, text
+from placet.store.passkeys import CounterAlarm
+from placet.web.html import Html, attr, join, page, path, path_end, said, text
 
 OPS_PAGE = 100
 """A sync's ops shown per page."""
@@ -90,9 +92,11 @@ def queue_page(
     rows = [
         _row(
             p,
-            f'<span class="target">{path(target(p))}</span>'
+            f'<span class="target">{path_end(target(p))}</span>'
             f'<span class="meta">{text(p.client_name or "?")} · expires in '
-            f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span>",
+            f"{countdown(p.expires_at, now)}{_flag_mark(flags.get(p.id))}</span>"
+            f'<span class="reason">{text(p.reason)}</span>',
+            pick=flags.get(p.id, 0 if p.kind != "sync" else -1),
         )
         for p in pending
     ]
@@ -106,14 +110,36 @@ def queue_page(
     )
     if live is not None:
         body = f'<div id="live" data-changes="{attr(live)}">{body}</div>'
-    return page("Queue", body)
+    return page("Queue", body + _set_bar())
 
 
-def _row(p: ProposalRecord, rest: str) -> str:
-    """One proposal in a list (queue, history): its id and kind, then `rest` (HTML, its
-    parts escaped), all one link to its page."""
+def _set_bar() -> str:
+    """Below the queue: the proposals selected, each with its request hash, and one
+    button that accepts all of them with one passkey assertion (`placet.web.sets`)."""
     return (
-        f'<li class="row"><a href="/p/{p.id}"><span class="id">#{p.id}</span> '
+        '<section id="set-bar" hidden><h2>Selected</h2><p id="set-summary"></p>'
+        '<label class="ack" id="set-ack-label" hidden><input type="checkbox" id="set-ack"> '
+        "I have read placet's risk flags of the flagged ones</label>"
+        '<div class="actions"><button type="button" id="accept-set" class="primary">'
+        "Accept the selected with one passkey</button></div>"
+        '<p class="hint">All of them or none: if one changed, expired or was decided '
+        "since it was shown, nothing is accepted and the queue is shown again.</p></section>"
+        '<p id="status" role="status"></p>'
+    )
+
+
+def _row(p: ProposalRecord, rest: str, *, pick: int | None = None) -> str:
+    """One proposal in a list (queue, history): its id and kind, then `rest` (HTML, its
+    parts escaped), all one link to its page. `pick`: a box to select it for a set, with
+    its risk flags counted (-1: not counted, a sync read on its own page)."""
+    box = (
+        ""
+        if pick is None
+        else f'<input type="checkbox" class="pick" data-proposal="{p.id}" '
+        f'data-hash="{attr(p.request_hash)}" data-flags="{pick}" aria-label="select #{p.id}">'
+    )
+    return (
+        f'<li class="row">{box}<a href="/p/{p.id}"><span class="id">#{p.id}</span> '
         f'<span class="kind">{text(p.kind)}</span> {rest}</a></li>'
     )
 
@@ -150,6 +176,7 @@ def _op_html(record: ProposalRecord, op: Op, root_path: str, *, tickable: bool) 
         digest = f"{ev_remote.digest_type} {ev_remote.digest}" if ev_remote.digest else "none"
         lines.append(f"remote digest <code>{text(digest)}</code>")
     lines += [f"{label}: {text(fact)}" for label, fact in proposed_state(op)]
+    lines.append(f'<a class="content-link" href="/p/{record.id}/op/{op.index}">content</a>')
     return head + "<br>".join(lines) + "</div>"
 
 
@@ -193,6 +220,8 @@ class ProposalView:
     """Why the execution started from this page stopped before it ran, if it did."""
     waiting: str | None = None
     """``waiting for host X`` when another host runs this approved proposal."""
+    content: str = ""
+    """A single upload's or download's content section (`placet.web.previews`)."""
 
 
 def proposal_page(v: ProposalView, notice: str = "") -> Html:
@@ -220,7 +249,7 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
     )
     facts = (
         '<dl class="facts">'
-        f'<dt>status</dt><dd id="proposal-status">{text(r.status)} · {when}'
+        f'<dt>status</dt><dd id="proposal-status">{text(r.status)} · {when}{_ruled(r)}'
         + (f' · <span id="waiting">{text(v.waiting)}</span>' if v.waiting else "")
         + "</dd>"
         f"<dt>drive</dt><dd><code>{text(r.drive_spec)}</code></dd>"
@@ -296,6 +325,7 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
         + facts
         + refusal
         + f"<section><h2>What accepting does</h2>{pager}{ops_html}{pager}</section>"
+        + v.content
         + _flags_html(v.flags)
         + reason
         + hash_html
@@ -317,9 +347,18 @@ def _event_html(e: AuditRecord) -> str:
     )
 
 
+def _ruled(p: ProposalRecord) -> str:
+    """`` · approved by rule R`` (HTML) for a proposal a standing rule approved."""
+    note = rule_note(p)
+    return "" if note is None else f' · <span class="rule">{text(note)}</span>'
+
+
 def history_page(records: Sequence[ProposalRecord], *, next_after: int | None) -> Html:
     rows = [
-        _row(p, f'<b>{text(p.status)}</b> <span class="target">{path(target(p))}</span>')
+        _row(
+            p,
+            f'<b>{text(p.status)}</b>{_ruled(p)} <span class="target">{path(target(p))}</span>',
+        )
         for p in records
     ]
     more = f'<p><a href="/history?after={next_after}">older</a></p>' if next_after else ""
@@ -328,8 +367,11 @@ def history_page(records: Sequence[ProposalRecord], *, next_after: int | None) -
 
 
 def audit_page(
-    events: Sequence[AuditRecord], verification: AuditVerification | None, *, after: int
-) -> Html:
+    events: Sequence[AuditRecord], verification: AuditVerification | None, *, after: int,
+    alarms: Sequence[CounterAlarm] = (),
+) -> Html:  # fmt: skip
+    """The audit events from `after`, the chain's verification when asked, and above
+    them every passkey answer refused for a sign count that did not grow (`alarms`)."""
     verdict = ""
     if verification is not None:
         cls = "notice" if verification.ok else "refusal"
@@ -340,26 +382,50 @@ def audit_page(
         else ""
     )
     items = "".join(_event_html(e) for e in events)
+    warned = "".join(
+        f"<li><b>passkey {a.passkey_id}</b> {attr(a.at.isoformat(timespec='seconds'))}: "
+        f"signed with sign count {a.new_count} after {a.stored_count} ({text(a.what)}); "
+        f"refused. Another copy of it may be in use: <code>placet keys revoke "
+        f"{a.passkey_id}</code> if you did not expect this.</li>"
+        for a in alarms
+    )
+    alarmed = (
+        f'<section class="flags" id="passkey-alarms"><h2>Passkey alarms</h2><ul>{warned}</ul>'
+        "</section>"
+        if alarms
+        else ""
+    )
     return page(
         "Audit",
         '<h1>Audit</h1><p><a href="/audit?verify=1">Verify the chain and every signature</a>'
-        f"</p>{verdict}"
+        f"</p>{verdict}{alarmed}"
         f'<ul class="audit">{items}</ul>{more}',
     )
 
 
 def signin_page(has_passkeys: bool) -> Html:
+    """The answer to a page asked without the session (HTTP 401): the sign-in box in
+    ``#shell``, on which placet's script, when it keeps a session for this origin, reads
+    the page again with it and shows ``#opening`` meanwhile (`placet.web.session`)."""
+    why = (
+        '<p class="hint">not_signed_in: this page opens with the session that placet\'s '
+        "own page keeps for this address, sent by its script; sign in with your passkey.</p>"
+    )
     if not has_passkeys:
-        body = (
+        box = (
             "<h1>placet</h1><p>No passkey is registered yet. In your terminal run "
             "<code>placet web pair</code> and open the link it prints on this device.</p>"
         )
     else:
-        body = (
+        box = (
             "<h1>Sign in</h1><p>Only the owner's passkey opens this page.</p>"
             '<button type="button" id="signin" class="primary">Sign in with passkey</button>'
             '<p id="status" role="status"></p>'
         )
+    body = (
+        '<div id="shell"><p id="opening" class="notice" hidden>Opening...</p>'
+        f'<div id="signin-box">{box}{why}</div></div>'
+    )
     return page("Sign in", body, signed_in=False)
 
 

@@ -80,7 +80,12 @@ def test_code_typed_on_the_terminal_accepts_and_executes(configured_rig: Rig) ->
     detail = _approval(configured_rig, rec.id)
     origin = detail.pop("origin")
     process = detail.pop("process")  # the approving process, which then ran it
-    assert detail == {"request_hash": rec.request_hash, "via": "cli", "yes": False, "tty": True}
+    assert detail == {
+        "request_hash": rec.request_hash,
+        "via": "terminal",
+        "yes": False,
+        "tty": True,
+    }
     assert process["pid"] == origin["pid"] and process["host_id"] == configured_rig.store.host_id
     assert configured_rig.store.get(rec.id).status == "succeeded"
     # how it was made: the terminal, the session, the parents (this test's own process)
@@ -128,7 +133,12 @@ def test_yes_with_opt_in_records_no_terminal(configured_rig: Rig) -> None:
     detail = _approval(configured_rig, rec.id)
     origin = detail.pop("origin")
     assert detail.pop("process")["host_id"] == configured_rig.store.host_id
-    assert detail == {"request_hash": rec.request_hash, "via": "cli", "yes": True, "tty": False}
+    assert detail == {
+        "request_hash": rec.request_hash,
+        "via": "terminal",
+        "yes": True,
+        "tty": False,
+    }
     assert isinstance(origin, dict) and origin["tty"] is None and origin["parents"]
     assert (configured_rig.remote_dir / "y.txt").read_bytes() == b"yes"
 

@@ -132,10 +132,15 @@ def test_make_demo_in_a_terminal_accepting_each_proposal(
     assert f"PLACET_HOME   {base / 'placet-home'}" in intro
     terminal.keys("Enter")
 
-    queue = terminal.wait_for("the review queue", lambda s: pending_count(s) == 3)
+    def rows_shown(screen: str) -> bool:
+        """Three pending rows, laid out for the terminal's width (agent names whole)."""
+        return pending_count(screen) == 3 and all(
+            re.search(rf"^\s*\d+\s+{kind}\b.*demo-agent", screen, re.MULTILINE)
+            for kind in ("upload", "mkdir", "download")
+        )
+
+    queue = terminal.wait_for("the review queue", rows_shown)
     assert "placet review" in queue
-    for kind in ("upload", "mkdir", "download"):
-        assert re.search(rf"^\s*\d+\s+{kind}\b.*demo-agent", queue, re.MULTILINE), queue
     assert "shared/report.md" in queue
 
     home = base / "placet-home"

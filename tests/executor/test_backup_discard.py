@@ -22,7 +22,7 @@ import pytest
 from placet.drive.rclone_core import backup_name
 from placet.executor.temps import Temp, journal_entry
 from placet.proposals.evidence import local_file_evidence, remote_digest_type, remote_evidence
-from placet.schema import Op, RemoteEvidence
+from placet.schema import Op
 from placet.store import LeaseHolder, ProposalRecord
 from tests.support.rig import Rig, placet_cli, rewrite_same_size, sha256, start_accept_yes
 
@@ -45,15 +45,6 @@ def _replacement(rig: Rig, index: int, rel: str, old: bytes, new: bytes) -> Op:
     return Op(index=index, kind="upload_revision", local_path=rel, remote_path=rel,
               size=len(new), expected_local=local, expected_remote=remote,
               replace=True)  # fmt: skip
-
-
-def _upload(rig: Rig, index: int, rel: str, data: bytes) -> Op:
-    rig.write(rel, data)
-    local = local_file_evidence(
-        rig.root, PurePosixPath(rel), remote_digest_type(rig.ctx), size_cap=None
-    )
-    return Op(index=index, kind="upload", local_path=rel, remote_path=rel, size=len(data),
-              expected_local=local, expected_remote=RemoteEvidence(exists=False))  # fmt: skip
 
 
 def _stop_after_the_move(rig: Rig, op: Op, new: bytes) -> Temp:
@@ -101,7 +92,7 @@ def test_a_replacement_the_owner_unticked_on_reaccepting_keeps_its_backup(
     """Stopped after the move; the owner accepts again with that op unticked: nothing
     may be done for it, so the previous content stays beside the new file, listed."""
     op = _replacement(yes_rig, 0, "t.txt", OLD, NEW)
-    rec = yes_rig.propose_ops([op, _upload(yes_rig, 1, "other.txt", b"other\n")])[0]
+    rec = yes_rig.propose_ops([op, yes_rig.upload_op(1, "other.txt", b"other\n")])[0]
     backup = _stop_after_the_move(yes_rig, op, NEW)
     _interrupted(yes_rig, rec, {0: [backup]})
     final = _run_again(yes_rig, rec, skip=[0])

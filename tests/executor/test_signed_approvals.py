@@ -12,10 +12,11 @@ import pytest
 from placet.errors import PolicyRefused
 from placet.executor import execute
 from placet.store import ProposalRecord
-from placet.store.signatures import accept_challenge, check_signed_approval
-from tests.store.test_signed_audit import SoftKey
+from placet.store.signatures import check_signed_approval
+from tests.support.passkey import SoftKey
 from tests.support.pins import register_pinned
 from tests.support.rig import Rig
+from tests.support.signing import challenge_of, fields_of
 
 
 def _signed_run_that_failed(rig: Rig, nonce: str) -> tuple[ProposalRecord, dict[str, Any]]:
@@ -25,9 +26,7 @@ def _signed_run_that_failed(rig: Rig, nonce: str) -> tuple[ProposalRecord, dict[
     register_pinned(rig.store, cid, key.cose(), "soft")
     rig.write("a.txt", b"alpha\n")
     rec = rig.upload("a.txt")
-    challenge = accept_challenge(
-        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
-    )
+    challenge = challenge_of(rec, nonce)
     signed: dict[str, Any] = {**key.assert_(challenge, cid), "nonce": nonce}
     detail = {"request_hash": rec.request_hash, "via": "web", "passkey": signed}
     rig.store.accept(rec.id, detail=detail)
@@ -67,9 +66,7 @@ def test_audit_verify_reports_a_garbled_signature_or_key(signed_rig: Rig) -> Non
     signed_rig.write("a.txt", b"alpha\n")
     rec = signed_rig.upload("a.txt")
     nonce = "ef" * 16
-    challenge = accept_challenge(
-        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
-    )
+    challenge = challenge_of(rec, nonce)
     signed: dict[str, Any] = {**key.assert_(challenge, cid), "nonce": nonce}
     signed["authenticator_data"] = "AAAA"  # 3 bytes: no authenticator data at all
     signed_rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "passkey": signed})
@@ -82,9 +79,7 @@ def test_audit_verify_reports_a_garbled_signature_or_key(signed_rig: Rig) -> Non
     # valid CBOR, an unknown key type (kty 99): UnsupportedPublicKeyType, not a crash
     garbled = bytes(cbor2.dumps({1: 99}))
     intact = {**key.assert_(challenge, cid), "nonce": nonce}
-    why = check_signed_approval(
-        intact, garbled, proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[]
-    )
+    why = check_signed_approval(intact, garbled, fields_of(rec))
     assert why is not None and "does not verify" in why
     con = sqlite3.connect(signed_rig.settings.db_path)
     with con:
@@ -111,9 +106,7 @@ def test_a_passkey_added_through_the_database_does_not_approve(signed_rig: Rig) 
         name="owner's phone",
     )  # fmt: skip
     nonce = "12" * 16
-    challenge = accept_challenge(
-        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
-    )
+    challenge = challenge_of(rec, nonce)
     signed = {**mine.assert_(challenge, cid), "nonce": nonce}
     signed_rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "passkey": signed})
     with pytest.raises(PolicyRefused) as e:
@@ -140,9 +133,7 @@ def test_a_pinned_key_swapped_in_the_database_does_not_approve(signed_rig: Rig) 
     signed_rig.write("a.txt", b"alpha\n")
     rec = signed_rig.upload("a.txt")
     nonce = "34" * 16
-    challenge = accept_challenge(
-        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
-    )
+    challenge = challenge_of(rec, nonce)
     signed = {**mine.assert_(challenge, cid), "nonce": nonce}
     signed_rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "passkey": signed})
     with pytest.raises(PolicyRefused) as e:
@@ -197,18 +188,14 @@ def test_a_hostile_stored_assertion_reaches_no_terminal_raw(signed_rig: Rig) -> 
     rec = signed_rig.upload("a.txt")
     hostile = "\x1b[2J\x1b[H12 events verified\u202e\r\n"
     nonce = "56" * 16
-    challenge = accept_challenge(
-        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
-    )
+    challenge = challenge_of(rec, nonce)
     signed: dict[str, Any] = {**key.assert_(challenge, cid), "nonce": nonce}
     right = base64.urlsafe_b64encode(challenge).decode().rstrip("=")
     for field in ("type", "origin"):
         client = {"type": "webauthn.get", "challenge": right, "origin": "http://localhost"}
         client[field] = hostile
         signed["client_data"] = base64.urlsafe_b64encode(json.dumps(client).encode()).decode()
-        why = check_signed_approval(
-            signed, key.cose(), proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[]
-        )
+        why = check_signed_approval(signed, key.cose(), fields_of(rec))
         assert why is not None and "12 events verified" in why, why
         assert not any(is_unsafe_char(c) for c in why), repr(why)
     signed_rig.store.accept(rec.id, detail={"request_hash": rec.request_hash, "passkey": signed})

@@ -90,7 +90,7 @@ async def test_accepted_in_host_bs_review_ui_runs_on_host_a_only(
         ]
     assert (rig.remote_dir or Path()).joinpath("report.txt").read_bytes() == b"made on host A\n"
     approved = [e for e in rig.store.audit_events(proposal_id=rec.id) if e.to_status == "approved"]
-    assert [e.detail["via"] for e in approved] == ["review"]
+    assert [e.detail["via"] for e in approved] == ["tui"]
     assert [e.to_status for e in rig.store.audit_events(proposal_id=rec.id)] == [
         "pending",
         "approved",

@@ -1,12 +1,11 @@
 """Notification channels against misbehaving receivers, real listeners on
 127.0.0.1: a receiver that answers something other than HTTP, and one that drips its
 answer a byte at a time so that no single read ever times out. A send must end within
-its timeout and the delivery be recorded as an attempt that failed, so the sender's one
-thread (every channel of the process) is never held by one receiver."""
+its timeout and the delivery be recorded as an attempt that failed, so a channel's
+thread is never held by one receiver for longer than that."""
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,55 +19,9 @@ from placet.notify.sender import Sender
 from placet.store import Store, open_store
 from placet.store.db import dt_text
 from placet.store.outbox import Outbox
-from tests.support.notify import Listener, notify_toml
+from tests.support.notify import Listener, RawListener, notify_toml
 
 T0 = datetime(2031, 3, 4, 12, 0, 0, tzinfo=UTC)
-
-
-class RawListener:
-    """A TCP listener that reads a request and answers with `answer(conn)`; records
-    whether the client hung up before the answer was over (`cut_off`)."""
-
-    def __init__(self, answer: str) -> None:
-        self.answer = answer
-        self.cut_off = threading.Event()
-        self.connected = threading.Event()
-        self.done = threading.Event()
-        self.stop = threading.Event()
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
-        with conn:
-            conn.recv(65536)
-            self.connected.set()
-            try:
-                if self.answer == "garbage":
-                    conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
-                else:  # drip a header forever (until stopped), a byte per 50 ms
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
-                    while not self.stop.wait(0.05):
-                        conn.sendall(b"a")
-            except OSError:
-                self.cut_off.set()
-            finally:
-                self.done.set()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
 
 
 @pytest.fixture

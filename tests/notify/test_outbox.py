@@ -6,11 +6,10 @@ Channels are the real ntfy and webhook channels posting to a real listener on 12
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
+import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -21,23 +20,12 @@ from placet.notify.sender import EXPIRY_SCAN_S, MAX_ATTEMPTS, TICK_S, Sender, ba
 from placet.store import Store, open_store
 from placet.store.outbox import Outbox
 from tests.support.db import raw_db
-from tests.support.notify import Listener, notify_toml
+from tests.support.notify import T0, Clock, Listener, WebhookReceiver, notify_toml
+from tests.support.notify import propose as _propose
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
-T0 = datetime(2031, 3, 4, 12, 0, 0, tzinfo=UTC)
 SECRET = "s3cret-for-tests"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def _settings(home: Path, listener: Listener, **kw: object) -> Settings:
@@ -60,23 +48,6 @@ def _channels(outbox_store: Store) -> dict[str, ch.Channel]:
         "ntfy": ch.Ntfy(n.ntfy.url, n.ntfy.priority, n.ntfy.click, "tok"),
         "webhook": ch.Webhook(n.webhook.url, SECRET),
     }
-
-
-def _propose(
-    outbox_store: Store, name: str, run: str = "run-a", at: datetime = T0, **kw: object
-) -> int:
-    rec, _ = outbox_store.create_proposal(
-        kind="mkdir",
-        request={"kind": "mkdir", "remote_parent": "", "name": name},
-        evidence={"remote": {"exists": False}},
-        reason="make a folder",
-        drive_spec="local:/tmp/x",
-        run_id=run,
-        ttl_seconds=1800,
-        now=at,
-        **kw,  # type: ignore[arg-type]
-    )
-    return rec.id
 
 
 def _events(outbox_store: Store) -> list[tuple[str, int, str]]:
@@ -145,11 +116,9 @@ def test_webhook_signature_verifies_with_the_secret(
     clock.advance(1)
     sender.tick()
     (hook,) = listener.on("/hook")
-    sig = hook.headers["x-placet-signature"]
-    assert sig == "sha256=" + hmac.new(SECRET.encode(), hook.body, hashlib.sha256).hexdigest()
-    assert hook.headers["x-placet-delivery"] == str(hook.json()["delivery"])
-    wrong = "sha256=" + hmac.new(b"other", hook.body, hashlib.sha256).hexdigest()
-    assert sig != wrong
+    assert WebhookReceiver(SECRET).refuse(hook, time.time()) is None
+    assert hook.headers["x-placet-delivery"] == hook.json()["delivery"]
+    assert WebhookReceiver("other").refuse(hook, time.time()) == "bad signature"
     (topic,) = listener.on("/")
     body = topic.json()
     assert topic.headers["authorization"] == "Bearer tok"

@@ -180,6 +180,7 @@ ID_TOOLS: list[tuple[str, str, dict[str, Any]]] = [
     ("proposal_withdraw", "id", {}),
     ("proposal_ops", "id", {}),
     ("propose_sync", "plan_id", {"reason": "x"}),
+    ("sync_plan_ops", "plan_id", {}),
 ]
 
 

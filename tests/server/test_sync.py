@@ -24,7 +24,8 @@ from tests.support.mcp import (
     connect,
     error_of,
     ok,
-    plan_pages,
+    plan_item_pages,
+    plan_items,
     proposal_ops,
     sha256_of,
     snapshot,
@@ -70,7 +71,11 @@ async def test_round_trip_conflict_keep_local_then_revision_then_stale(yes_ws: W
         assert [c["path"] for c in p1["conflicts"]] == ["a.txt"]  # no baseline: a conflict
         assert p1["conflicts"][0]["allowed_decisions"] == ["keep_local", "keep_remote", "skip"]
         assert p1["counts"]["skip"] == 3 and p1["counts"]["conflict"] == 1  # c, sub, sub/b
-        assert p1["ops"] == [] and p1["dirs_to_create"] == [] and p1["reports"] == []
+        assert p1["examples"] == {}  # nothing but the conflict
+        assert await plan_items(client, p1["plan_id"]) == [
+            {"path": "a.txt", **{k: v for k, v in p1["conflicts"][0].items() if k != "path"},
+             "kind": "conflict"}
+        ]  # fmt: skip
 
         prop = await call(client, "propose_sync", plan_id=p1["plan_id"],
                           decisions={"a.txt": "keep_local"}, reason="keep my edit")  # fmt: skip
@@ -88,7 +93,8 @@ async def test_round_trip_conflict_keep_local_then_revision_then_stale(yes_ws: W
         (work / "a.txt").write_text("third version\n")
         p3 = await call(client, "sync_plan", local_path="work", remote_path="work")
         assert p3["conflicts"] == []
-        assert [(o["kind"], o["path"]) for o in p3["ops"]] == [("upload_revision", "a.txt")]
+        items = await plan_items(client, p3["plan_id"])
+        assert [(o["kind"], o["path"]) for o in items] == [("upload_revision", "a.txt")]
         assert p3["counts"]["skip"] == 3
         prop3 = await call(client, "propose_sync", plan_id=p3["plan_id"], reason="publish")
         pid3 = prop3["proposal"]["id"]
@@ -118,13 +124,18 @@ async def test_plan_pages_and_keep_remote(yes_ws: Workspace) -> None:
     with (yes_ws.home / "config.toml").open("a") as f:  # keep_remote replaces both.txt
         f.write(f'[roots."{yes_ws.root.resolve()}"]\ndownloads = "allow-overwrite"\n')
     async with connect(yes_ws) as client:
-        pages = await plan_pages(client, local_path="many", remote_path="many")
-        first = pages[0]
-        assert first["counts"]["upload"] == 230 and first["next_cursor"]
-        assert [c["path"] for c in first["conflicts"]] == ["both.txt"]  # conflicts first
+        first = await call(client, "sync_plan", local_path="many", remote_path="many")
+        assert first["counts"]["upload"] == 230
+        assert [c["path"] for c in first["conflicts"]] == ["both.txt"]
+        assert first["conflicts_cursor"] is None
+        assert [e["path"] for e in first["examples"]["upload"]] == ["n000.txt", "n001.txt",
+                                                                    "n002.txt"]  # fmt: skip
+        pages = await plan_item_pages(client, first["plan_id"])
         assert len(pages) > 1 and {p["plan_id"] for p in pages} == {first["plan_id"]}
-        seen = [o["path"] for p in pages for o in p["ops"]]
-        assert seen == [f"n{i:03d}.txt" for i in range(230)]
+        seen = [(o["kind"], o["path"]) for p in pages for o in p["items"]]
+        assert seen == [("conflict", "both.txt")] + [  # conflicts first, each item once
+            ("upload", f"n{i:03d}.txt") for i in range(230)
+        ]
 
         err = error_of(await client.call_tool(
             "propose_sync", {"plan_id": first["plan_id"], "reason": "x",
@@ -163,14 +174,25 @@ async def test_drive_changes_reports_another_process_edits(yes_ws: Workspace) ->
         subprocess.run([sys.executable, "-c", script, str(shared)], check=True, timeout=30)
 
         got = await call(client, "drive_changes", path="shared", since_anchor=anchor)
-        assert [(c["path"], c["change"]) for c in got["changes"]] == [
+        assert got["counts"] == {"added": 1, "changed": 1, "removed": 1}
+        assert got["changes"] == [] and got["listed"] is None  # a summary
+        assert {k: [c["path"] for c in v] for k, v in got["examples"].items()} == {
+            "added": ["deep/new.txt"], "changed": ["edit.txt"], "removed": ["gone.txt"]
+        }  # fmt: skip
+        listed = await call(client, "drive_changes", path="shared", cursor=got["next_cursor"])
+        assert [(c["path"], c["change"]) for c in listed["changes"]] == [
             ("deep/new.txt", "added"),
             ("edit.txt", "changed"),
             ("gone.txt", "removed"),
         ]
-        assert got["counts"] == {"added": 1, "changed": 1, "removed": 1}
-        assert got["changes"][1]["before"]["size"] == 7
-        assert got["changes"][1]["after"]["size"] == 14
+        assert listed["changes"][1]["before"]["size"] == 7
+        assert listed["changes"][1]["after"]["size"] == 14
+        assert "before" not in listed["changes"][0]  # added: nothing before
+        assert listed["next_cursor"] is None and listed["anchor"] == got["anchor"]
+        changed = await call(client, "drive_changes", path="shared", since_anchor=anchor,
+                             changes="changed")  # fmt: skip
+        assert [c["path"] for c in changed["changes"]] == ["edit.txt"]
+        assert "change" not in changed["changes"][0]  # the kind listed
         assert got["anchor"] != anchor
 
         quiet = await call(client, "drive_changes", path="shared", since_anchor=got["anchor"])
@@ -213,7 +235,9 @@ async def test_long_read_answers_in_progress_then_the_result(yes_ws: Workspace) 
             time.sleep(0.05)
         idx = ok(r)
         assert idx["total_entries"] == 51 and idx["files_hashed"] == 0  # the plan's cache
-        assert {e["path"] for e in idx["entries"]} == {"guide.md"} | {
+        assert idx["counts"] == {"file": 51} and idx["entries"] == []  # a summary
+        listed = await call(client, "local_index", path="docs", cursor=idx["next_cursor"])
+        assert {e["path"] for e in listed["entries"]} == {"guide.md"} | {
             f"f{i}.txt" for i in range(50)
         }
 
@@ -225,14 +249,23 @@ async def test_local_index_pages_and_scope(yes_ws: Workspace) -> None:
         (big / f"x{i:04d}").write_text("x")
     (big / ".secret").write_text("hidden")
     async with connect(yes_ws) as client:
-        page = await call(client, "local_index", path="big")
-        paths = [e["path"] for e in page["entries"]]
+        page = await call(client, "local_index", path="big", entries="file")
+        paths, first_cursor = [e["path"] for e in page["entries"]], page["next_cursor"]
         while page["next_cursor"]:
-            page = await call(client, "local_index", path="big", cursor=page["next_cursor"])
+            page = await call(client, "local_index", path="big", entries="file",
+                              cursor=page["next_cursor"])  # fmt: skip
             paths += [e["path"] for e in page["entries"]]
         assert paths == [f"x{i:04d}" for i in range(1203)]
         hidden = await call(client, "local_index", path="big", include_hidden=True)
-        assert hidden["entries"][0]["path"] == ".secret"
+        assert hidden["counts"] == {"file": 1204}
+        assert hidden["examples"]["file"][0] == {
+            "path": ".secret", "size": 6, "mtime_ns": (big / ".secret").stat().st_mtime_ns,
+            "sha256": sha256_of(big / ".secret"),
+        }  # fmt: skip
+        bad = await client.call_tool(
+            "local_index", {"path": "big", "entries": "dir", "cursor": first_cursor}
+        )
+        assert error_of(bad)["code"] == "invalid_cursor"  # a cursor of another kind
         err = error_of(await client.call_tool("local_index", {"path": str(yes_ws.outside)}))
         assert err["code"] == "path_outside_root"
         err = error_of(await client.call_tool("local_index", {"path": "hello.txt"}))

@@ -20,7 +20,7 @@ from mcp import Client
 from placet.config import Settings
 from placet.store import open_store
 from placet.store.db import dt_text, utcnow
-from tests.support.mcp import Workspace, connect, error_of, ok, proposal_ops
+from tests.support.mcp import Workspace, connect, error_of, ok, plan_items, proposal_ops
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
@@ -117,7 +117,8 @@ async def test_an_applied_plan_is_refused_and_planning_again_gives_a_new_one(
         (work / "f0.txt").write_text("edited after the sync\n")
         p2 = await call(client, "sync_plan", local_path="work", remote_path="work")
         assert p2["plan_id"] != p1
-        assert [(o["kind"], o["path"]) for o in p2["ops"]] == [("upload_revision", "f0.txt")]
+        items = await plan_items(client, p2["plan_id"])
+        assert [(o["kind"], o["path"]) for o in items] == [("upload_revision", "f0.txt")]
         err = await refused(client, p1, reason="old plan")
         assert err["code"] == "plan_superseded"
         assert f"#{pid}" in err["message"] and f"plan {p2['plan_id']}" in err["message"]

@@ -43,9 +43,12 @@ async def test_local_index_and_sync_plan_of_folders_with_nothing_to_list(yes_ws:
             assert got["entries"] == [] and got["next_cursor"] is None
             assert got["total_entries"] == 0
         hidden = await call(client, "local_index", path="dots", include_hidden=True)
-        assert [e["path"] for e in hidden["entries"]] == [".hidden"]
+        assert [e["path"] for e in hidden["examples"]["file"]] == [".hidden"]
         plan = await call(client, "sync_plan", local_path="empty", remote_path="empty")
-        assert plan["ops"] == [] and plan["dirs_to_create"] == [] and plan["next_cursor"] is None
+        assert plan["examples"] == {} and plan["conflicts"] == []
+        assert plan["conflicts_cursor"] is None
+        items = await call(client, "sync_plan_ops", plan_id=plan["plan_id"])
+        assert items["items"] == [] and items["next_cursor"] is None
     bare = yes_ws.base / "bare"
     bare.mkdir()
     async with Client(yes_ws.params(roots=[str(bare)])) as client:  # a fresh, empty root
@@ -63,7 +66,7 @@ async def test_plan_counts_the_mkdir_of_a_missing_remote_folder(yes_ws: Workspac
         plan = await call(client, "sync_plan", local_path="fresh", remote_path="newfolder")
         assert plan["remote_folder_missing"] is True
         assert plan["counts"]["mkdir"] == 2 and plan["counts"]["upload"] == 2
-        assert plan["dirs_to_create"] == [".", "sub"]
+        assert [d["path"] for d in plan["examples"]["mkdir"]] == [".", "sub"]
         prop = await call(client, "propose_sync", plan_id=plan["plan_id"], reason="back up")
         ops = await proposal_ops(client, prop["proposal"]["id"])
         assert len(ops) == plan["counts"]["mkdir"] + plan["counts"]["upload"]
@@ -71,7 +74,7 @@ async def test_plan_counts_the_mkdir_of_a_missing_remote_folder(yes_ws: Workspac
 
         empty = await call(client, "sync_plan", local_path="hollow", remote_path="hollowed")
         assert empty["remote_folder_missing"] is True and empty["counts"]["mkdir"] == 1
-        assert empty["dirs_to_create"] == ["."]
+        assert [d["path"] for d in empty["examples"]["mkdir"]] == ["."]
         prop = await call(client, "propose_sync", plan_id=empty["plan_id"], reason="mirror")
         ops = await proposal_ops(client, prop["proposal"]["id"])
         assert [(o["kind"], o["remote_path"]) for o in ops] == [("mkdir", "hollowed")]
@@ -93,7 +96,7 @@ async def test_downloads_replacing_local_files_are_refused_under_new_only(
     async with connect(yes_ws) as client:
         plan = await call(client, "sync_plan", local_path="work", remote_path="work")
         (conflict,) = plan["conflicts"]
-        assert conflict["path"] == "both.txt" and conflict["keep_remote_blocked_by_policy"]
+        assert conflict["path"] == "both.txt" and conflict["blocked_by_policy"] is True
         assert plan["download_policy"] == "new-only" and plan["policy_note"]
         err = error_of(await client.call_tool("propose_sync", {
             "plan_id": plan["plan_id"], "reason": "x", "decisions": {"both.txt": "keep_remote"}
@@ -109,8 +112,8 @@ async def test_downloads_replacing_local_files_are_refused_under_new_only(
 
         (remote / "same.txt").write_text("edited on the drive\n")
         plan = await call(client, "sync_plan", local_path="work", remote_path="work")
-        (op,) = [o for o in plan["ops"] if o["path"] == "same.txt"]
-        assert op["kind"] == "download" and op["blocked_by_policy"] is True
+        (op,) = plan["examples"]["download"]
+        assert op["path"] == "same.txt" and op["blocked_by_policy"] is True
         assert plan["downloads_blocked_by_policy"] == 1
         err = error_of(await client.call_tool("propose_sync", {
             "plan_id": plan["plan_id"], "reason": "x", "decisions": {"both.txt": "skip"}
@@ -120,8 +123,8 @@ async def test_downloads_replacing_local_files_are_refused_under_new_only(
     allow_overwrite(yes_ws, root_path)
     async with connect(yes_ws) as client:
         plan = await call(client, "sync_plan", local_path="work", remote_path="work")
-        (op,) = [o for o in plan["ops"] if o["path"] == "same.txt"]
-        assert op["blocked_by_policy"] is False and plan["policy_note"] is None
+        (op,) = plan["examples"]["download"]
+        assert "blocked_by_policy" not in op and plan["policy_note"] is None
         prop = await call(client, "propose_sync", plan_id=plan["plan_id"], reason="pull",
                           decisions={"both.txt": "keep_remote"})  # fmt: skip
         accept(yes_ws, prop["proposal"]["id"])
@@ -133,9 +136,11 @@ async def test_every_paging_tool_answers_a_bad_cursor_with_invalid_cursor(
     yes_ws: Workspace,
 ) -> None:
     async with connect(yes_ws) as client:
+        plan = await call(client, "sync_plan", local_path="docs", remote_path="shared")
         for tool, args in (
             ("local_index", {"path": "docs"}),
-            ("sync_plan", {"local_path": "docs", "remote_path": "shared"}),
+            ("sync_plan_ops", {"plan_id": plan["plan_id"]}),
+            ("drive_changes", {"path": ""}),
             ("drive_list", {"path": ""}),
             ("proposal_list", {}),
         ):

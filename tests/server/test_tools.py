@@ -69,12 +69,13 @@ CATALOGUE: dict[str, tuple[set[str], set[str]]] = {
     "proposal_wait": ({"id", "timeout_s"}, {"id"}),
     "proposal_withdraw": ({"id"}, {"id"}),
     "proposal_ops": ({"id", "cursor"}, {"id"}),
-    "local_index": ({"path", "cursor", "root", "include_hidden"}, set()),
+    "local_index": ({"path", "entries", "cursor", "root", "include_hidden"}, set()),
     "sync_plan": (
-        {"local_path", "remote_path", "allow_empty_side", "include_hidden", "root", "cursor"},
+        {"local_path", "remote_path", "allow_empty_side", "include_hidden", "root"},
         {"local_path", "remote_path"},
     ),
-    "drive_changes": ({"path", "since_anchor", "cursor"}, {"path"}),
+    "sync_plan_ops": ({"plan_id", "kind", "folder", "cursor"}, {"plan_id"}),
+    "drive_changes": ({"path", "since_anchor", "changes", "cursor"}, {"path"}),
     "propose_sync": ({"plan_id", "decisions", "reason", "ttl_minutes"}, {"plan_id", "reason"}),
 }
 OPEN_WORLD = {"drive_list", "drive_read", "drive_changes", "sync_plan"}
@@ -88,6 +89,7 @@ READ_ONLY = {
     "proposal_ops",
     "local_index",
     "sync_plan",
+    "sync_plan_ops",
     "drive_changes",
 }
 

@@ -7,63 +7,25 @@ authenticator data and client data as WebAuthn specifies), so no browser is need
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-import cbor2
 import pytest
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
-from webauthn.helpers import bytes_to_base64url
 
 from placet.config import Settings
 from placet.store import Store, open_store
-from placet.store.signatures import accept_challenge
 from tests.support.db import sql
+from tests.support.passkey import SoftKey
 from tests.support.pins import register_pinned
 from tests.support.review import T0, add_upload, quiet
+from tests.support.signing import challenge_of
 
 pytestmark = pytest.mark.usefixtures("store_backend")
-
-ORIGIN, RP_ID = "http://localhost:8765", "localhost"
-
-
-class SoftKey:
-    """A passkey in software: COSE public key, and assertions over a challenge."""
-
-    def __init__(self) -> None:
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        self.count = 0
-
-    def cose(self) -> bytes:
-        n = self.key.public_key().public_numbers()
-        return bytes(cbor2.dumps(
-            {1: 2, 3: -7, -1: 1, -2: n.x.to_bytes(32, "big"), -3: n.y.to_bytes(32, "big")}
-        ))  # fmt: skip
-
-    def assert_(self, challenge: bytes, credential_id: str) -> dict[str, str]:
-        self.count += 1
-        client = json.dumps({"type": "webauthn.get", "challenge": bytes_to_base64url(challenge),
-                             "origin": ORIGIN, "crossOrigin": False}).encode()  # fmt: skip
-        auth = hashlib.sha256(RP_ID.encode()).digest() + bytes([0x05]) + self.count.to_bytes(4)
-        sig = self.key.sign(auth + hashlib.sha256(client).digest(), ec.ECDSA(hashes.SHA256()))
-        return {
-            "credential_id": credential_id,
-            "authenticator_data": bytes_to_base64url(auth),
-            "client_data": bytes_to_base64url(client),
-            "signature": bytes_to_base64url(sig),
-            "origin": ORIGIN,
-            "rp_id": RP_ID,
-        }
 
 
 def _signed_accept(quiet_store: Store, key: SoftKey, cid: str) -> Any:
     rec = add_upload(quiet_store)
     nonce = "ab" * 16
-    challenge = accept_challenge(
-        proposal_id=rec.id, request_hash=rec.request_hash, skip_ops=[], nonce=nonce
-    )
+    challenge = challenge_of(rec, nonce)
     passkey = {**key.assert_(challenge, cid), "nonce": nonce}
     quiet_store.accept(
         rec.id, now=T0, detail={"request_hash": rec.request_hash, "via": "web", "passkey": passkey}
@@ -97,9 +59,7 @@ def test_an_approval_signed_for_another_request_fails_verification(quiet_store: 
     other = add_upload(quiet_store, local_path="other.txt")
     rec = add_upload(quiet_store, local_path="this.txt")
     nonce = "cd" * 16
-    wrong = accept_challenge(
-        proposal_id=other.id, request_hash=other.request_hash, skip_ops=[], nonce=nonce
-    )  # a signature made for the other proposal, recorded on this one
+    wrong = challenge_of(other, nonce)  # made for the other proposal, recorded on this one
     passkey = {**key.assert_(wrong, cid), "nonce": nonce}
     quiet_store.accept(
         rec.id, now=T0, detail={"request_hash": rec.request_hash, "via": "web", "passkey": passkey}

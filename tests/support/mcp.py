@@ -182,14 +182,19 @@ async def proposal_ops(client: Client, pid: int) -> list[dict[str, Any]]:
             return out
 
 
-async def plan_pages(client: Client, **args: Any) -> list[dict[str, Any]]:
-    """Every page of `sync_plan(**args)`, following next_cursor with the same arguments."""
-    pages = [ok(await client.call_tool("sync_plan", args))]
-    while pages[-1]["next_cursor"]:
-        pages.append(
-            ok(await client.call_tool("sync_plan", {**args, "cursor": pages[-1]["next_cursor"]}))
-        )
+async def plan_item_pages(client: Client, plan_id: int, **args: Any) -> list[dict[str, Any]]:
+    """Every page of `sync_plan_ops(plan_id, **args)`, following next_cursor with the same
+    arguments."""
+    args = {"plan_id": plan_id, **args}
+    pages = [ok(await client.call_tool("sync_plan_ops", args))]
+    while cursor := pages[-1]["next_cursor"]:
+        pages.append(ok(await client.call_tool("sync_plan_ops", {**args, "cursor": cursor})))
     return pages
+
+
+async def plan_items(client: Client, plan_id: int, **args: Any) -> list[dict[str, Any]]:
+    """Every item of `sync_plan_ops(plan_id, **args)` (all its pages)."""
+    return [i for p in await plan_item_pages(client, plan_id, **args) for i in p["items"]]
 
 
 class Raw:

@@ -15,7 +15,9 @@ loaded box), `create_database` gives a blank one (for the tests of migrating its
 databases (stopping it and removing its directory then took a minute).
 
 `restart_pg_server` restarts it in place (fast shutdown, as `pg_ctl restart`), for the
-tests of a server that went away between two calls.
+tests of a server that went away between two calls; `pg_server_down` keeps it stopped
+for the length of a block (a server still restarting when a placet process starts);
+`listening` and `terminate_listeners` find and end the sessions that wait in LISTEN.
 
 Without PostgreSQL the tests that need it fail with a clear message when `CI` is set
 (`.ci/run` installs it) and skip otherwise.
@@ -35,6 +37,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -218,18 +221,27 @@ def start_pg_server() -> Iterator[PgServer]:
         stop(running.pop())
         running.append(launch())
 
+    def halt() -> None:
+        stop(running.pop())
+
+    def resume() -> None:
+        running.append(launch())
+
     try:
         running.append(launch())
         _restarts[server] = restart
+        _downs[server] = (halt, resume)
         yield server
     finally:
         _restarts.pop(server, None)
+        _downs.pop(server, None)
         for proc in running:
             stop(proc)
         shutil.rmtree(top, ignore_errors=True)
 
 
 _restarts: dict[PgServer, Any] = {}
+_downs: dict[PgServer, tuple[Any, Any]] = {}
 
 
 def restart_pg_server(server: PgServer) -> None:
@@ -237,6 +249,39 @@ def restart_pg_server(server: PgServer) -> None:
     ended, open transactions roll back) and start it again on the same port and data;
     returns once it accepts connections."""
     _restarts[server]()
+
+
+@contextmanager
+def pg_server_down(server: PgServer) -> Iterator[None]:
+    """Stop `server` (fast shutdown) for the block; start it again on the same port and
+    data when the block ends, returning once it accepts connections."""
+    halt, resume = _downs[server]
+    halt()
+    try:
+        yield
+    finally:
+        resume()
+
+
+def listening(server: PgServer, url: str) -> list[int]:
+    """The server pids of the sessions of the database `url` names whose last statement
+    is placet's LISTEN (`placet.store.changes`): the change waiters connected now."""
+    with _admin(server) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND query ILIKE 'LISTEN %%'",
+            (url.rsplit("/", 1)[1],),
+        ).fetchall()
+    return sorted(int(pid) for (pid,) in rows)
+
+
+def terminate_listeners(server: PgServer, url: str) -> list[int]:
+    """End every LISTEN session of the database `url` names (`listening`), as a lost
+    connection would, the server staying up; returns their pids."""
+    pids = listening(server, url)
+    with _admin(server) as conn:
+        for pid in pids:
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    return pids
 
 
 def _admin(server: PgServer) -> Any:

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from placet.config import Settings, load_settings
@@ -24,6 +24,7 @@ from placet.drive import RcloneDrive
 from placet.executor import ProgressEvent, execute
 from placet.paths.roots import Root, parse_root_spec
 from placet.proposals.context import ProposeContext
+from placet.proposals.evidence import local_file_evidence, remote_digest_type
 from placet.proposals.making import propose_download, propose_mkdir, propose_upload
 from placet.schema import Op, RemoteEvidence, SyncRequest
 from placet.store import ProposalRecord, Store, open_store
@@ -91,6 +92,16 @@ class Rig:
         return execute(
             self.store, self.settings, rec.id, drive=self.drive, progress=self.events.append, **kw
         )
+
+    def upload_op(self, index: int, rel: str, data: bytes) -> Op:
+        """A sync op uploading local `rel` (written with `data`) to the absent drive path
+        `rel`, with the evidence the proposing core records."""
+        self.write(rel, data)
+        local = local_file_evidence(
+            self.root, PurePosixPath(rel), remote_digest_type(self.ctx), size_cap=None
+        )
+        return Op(index=index, kind="upload", local_path=rel, remote_path=rel, size=len(data),
+                  expected_local=local, expected_remote=RemoteEvidence(exists=False))  # fmt: skip
 
     def sync_request(self, ops: Sequence[Op]) -> dict[str, Any]:
         """A sync request of `ops` from the whole root to the drive's root (plan 1), as

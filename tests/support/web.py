@@ -32,6 +32,8 @@ from placet.store.passkeys import open_pairing_link
 from placet.web import WebConfig, create_app
 from placet.web.app import Runs
 from placet.web.changes import QueueChanges
+from placet.web.connections import guarded_h11
+from placet.web.session import SESSION_HEADER
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -73,17 +75,18 @@ class Served:
 
     def post(
         self, path: str, body: dict[str, Any] | None = None, *, origin: str | None = "",
-        cookie: str | None = None,
+        session: str | None = None,
     ) -> tuple[int, str]:  # fmt: skip
-        """POST JSON from outside the browser; `origin` "" sends this server's own."""
+        """POST JSON from outside the browser; `origin` "" sends this server's own,
+        `session` a session token in the header placet's script sends it in."""
         req = urllib.request.Request(
             self.url(path), data=json.dumps(body or {}).encode(), method="POST"
         )
         req.add_header("Content-Type", "application/json")
         if origin is not None:
             req.add_header("Origin", origin or self.origin)
-        if cookie:
-            req.add_header("Cookie", cookie)
+        if session:
+            req.add_header(SESSION_HEADER, session)
         try:
             with urllib.request.urlopen(req, timeout=10) as r:
                 return r.status, r.read().decode()
@@ -92,13 +95,19 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve(store: Store, settings: Settings, clock: Clock | None = None) -> Iterator[Served]:
+def serve(
+    store: Store, settings: Settings, clock: Clock | None = None, *, cap: int | None = None
+) -> Iterator[Served]:
+    """`placet web` in a thread of the test; `cap` its connection cap (default: as the
+    process's descriptor limit gives, `placet.web.connections.connection_cap`)."""
     clock = clock or Clock()
     config = WebConfig(port=free_port())
     runs = Runs(store, settings)
     app = create_app(store, settings, config, clock=clock, runs=runs)
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=config.port, log_level="warning")
+        uvicorn.Config(
+            app, host="127.0.0.1", port=config.port, log_level="warning", http=guarded_h11(cap=cap)
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -171,11 +180,37 @@ def pair(tab: Tab, served: Served) -> None:
     tab.page.goto(served.url(f"/pair/{token}"))
     tab.page.click("#pair")
     tab.page.wait_for_url(served.url("/"))
+    shown(tab)
 
 
-def session_cookie(tab: Tab) -> str:
-    cookies = {c["name"]: c["value"] for c in tab.page.context.cookies()}
-    return f"placet_session={cookies['placet_session']}"
+def shown(tab: Tab) -> None:
+    """Wait until the page a navigation asked for is shown: placet answers the sign-in
+    page (``#shell``) to a navigation, which carries no session, and its script then
+    reads the page with the session it keeps (`placet.web.session`)."""
+    tab.page.wait_for_selector("#shell", state="detached")
+
+
+def visit(tab: Tab, url: str) -> None:
+    """Open `url` in the signed-in tab and wait until the page itself is shown."""
+    tab.page.goto(url)
+    shown(tab)
+
+
+def session_token(tab: Tab) -> str | None:
+    """The session placet's script keeps for the page the tab shows (its localStorage)."""
+    token = tab.page.evaluate("localStorage.getItem('placet_session')")
+    return None if token is None else str(token)
+
+
+def get(url: str, session: str | None, timeout: float = 10) -> tuple[int, str]:
+    """GET `url` from outside the browser, with `session` in placet's session header."""
+    headers = {SESSION_HEADER: session} if session else {}
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def screenshots_dir(tmp_path: Path) -> Path:

@@ -111,7 +111,7 @@ async def test_expired_proposal_cannot_be_accepted_before_any_sweep(
         await pilot.press("a")
         await settle(pilot)
         assert not isinstance(app.screen, AcceptScreen)
-        assert ("expired", "error") in [(t, s) for t, _, s in events.notifications]
+        assert ("not accepted: expired", "error") in [(t, s) for t, _, s in events.notifications]
         assert app.queue_table.selected_id() == rec.id  # still listed, marked expired
         assert quiet_store.get(rec.id).status == "pending"  # unswept, and not approved
         assert approvals(quiet_store, rec.id) == []
@@ -169,7 +169,7 @@ async def test_risk_flagged_proposal_needs_its_id_typed(settings: Settings, quie
         assert quiet_store.get(rec.id).status != "pending"
         (approval,) = approvals(quiet_store, rec.id)
         assert approval["request_hash"] == rec.request_hash
-        assert approval["via"] == "review" and approval["tty"] is True
+        assert approval["via"] == "tui" and approval["tty"] is True
 
 
 @pytest.mark.asyncio

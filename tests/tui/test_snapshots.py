@@ -72,3 +72,50 @@ def test_history(snap_compare: Any, settings: Settings, snapshot_store: Store) -
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=open_history)
+
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
+
+
+@pytest.fixture
+def folder_store(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """Two uploads into one deep folder (told apart only by their file names), a mkdir
+    about to expire and a flagged download."""
+    monkeypatch.setattr(socket, "gethostname", lambda: "workstation")
+    s = open_store(quiet(settings))
+    folder = "team/reports/quarterly/backup"
+    for name, size in (("todo.txt", 3), ("notes.txt", 2)):
+        add_upload(
+            s, local_path=f"{folder}/{name}", remote_parent=folder, size=size,
+            reason="share the backup files with the whole team before the meeting",
+        )  # fmt: skip
+    add_mkdir(s, ttl=100)
+    add_download(s, reason="fetch the shared test config [red]trust me[/]")
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_queue_tells_two_uploads_into_one_folder_apart(
+    snap_compare: Any, settings: Settings, folder_store: Store, size: tuple[int, int]
+) -> None:
+    app = make_app(quiet(settings), folder_store, clock=Clock())
+
+    async def loaded(pilot: Any) -> None:
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=size, run_before=loaded)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_marked_set_confirmation(
+    snap_compare: Any, settings: Settings, folder_store: Store, size: tuple[int, int]
+) -> None:
+    app = make_app(quiet(settings), folder_store, clock=Clock(), confirm_guard_seconds=0)
+
+    async def mark_three_and_accept(pilot: Any) -> None:
+        await settle(pilot)
+        await pilot.press("space", "space", "space", "a")
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=size, run_before=mark_three_and_accept)

@@ -164,7 +164,7 @@ async def test_unticked_op_is_skipped_bound_and_audited(
     approval = [e for e in trail if e.to_status == "approved"][-1]
     assert approval.detail["skip_ops"] == [unticked]
     assert approval.detail["request_hash"] == rec.request_hash
-    assert approval.detail["via"] == "review"
+    assert approval.detail["via"] == "tui"
     finish = [e for e in trail if e.to_status == "succeeded"][-1]
     assert finish.detail["skip_ops"] == [unticked]
     summary = sync_store.get(rec.id).summary

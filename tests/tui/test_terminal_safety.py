@@ -205,7 +205,7 @@ async def test_download_into_a_git_root_is_flagged_and_needs_the_typed_id(
         )
         assert done, (configured_rig.store.get(rec.id).status, events.text())
         (approval,) = _approvals(configured_rig.store, rec.id)
-        assert approval["request_hash"] == rec.request_hash and approval["via"] == "review"
+        assert approval["request_hash"] == rec.request_hash and approval["via"] == "tui"
     assert (gitdir / "hooks" / "pre-commit").read_bytes() == b"#!/bin/sh\necho pwned\n"
 
 

@@ -18,14 +18,14 @@ def test_a_slow_audit_verify_does_not_stall_the_queue_page(
     quiet_store: Store, served: Served
 ) -> None:
     rec = add_upload(quiet_store)
-    cookie = session(quiet_store)
+    token = session(quiet_store)
     anchor = quiet_store.anchor_path
     saved = anchor.read_bytes()
     anchor.unlink()
     os.mkfifo(anchor, 0o600)
     verified: dict[str, tuple[int, str]] = {}
     slow = threading.Thread(
-        target=lambda: verified.update(got=get(served, "/audit?verify=1", cookie)), daemon=True
+        target=lambda: verified.update(got=get(served, "/audit?verify=1", token)), daemon=True
     )
     writer = -1
     try:
@@ -38,7 +38,7 @@ def test_a_slow_audit_verify_does_not_stall_the_queue_page(
                 assert time.monotonic() < deadline, "the verify never opened the anchor"
                 time.sleep(0.01)
         # the verify now waits for the anchor's bytes; the queue must not wait with it
-        status, page = get(served, "/", cookie)
+        status, page = get(served, "/", token)
         assert status == 200 and f"/p/{rec.id}" in page
         assert slow.is_alive() and not verified  # the verify is still waiting
         os.write(writer, saved)

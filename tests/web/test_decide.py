@@ -15,16 +15,9 @@ from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
 from tests.support.review import add_upload, quiet
 from tests.support.rig import Rig
-from tests.support.web import Served, Tab, browser, pair, serve, tab
+from tests.support.web import Served, Tab, browser, pair, serve, tab, visit
 
 __all__ = ["browser", "tab"]  # fixtures imported for this module
-
-
-@pytest.fixture
-def served_rig(rig: Rig) -> Iterator[Served]:
-    with serve(rig.store, rig.settings) as s:
-        yield s
-    rig.store.close()
 
 
 @pytest.fixture
@@ -50,10 +43,9 @@ def test_pair_then_sign_in_again_with_the_passkey(tab: Tab, display_store: Store
         assert len(keys) == 1 and keys[0].name == "my phone"
         assert len(tab.credentials()) == 1
 
-        # Leave the queue first: its live long-poll, answered 403 once the cookie is
-        # gone, reloads the page, and that reload could abort the navigation below.
-        tab.page.goto("about:blank")
-        tab.page.context.clear_cookies()
+        # The session placet's script keeps is forgotten; the queue's live long-poll,
+        # answered 403 then, shows the sign-in page in place.
+        tab.page.evaluate("forget()")
         tab.page.goto(served.url("/"))
         assert tab.page.locator("#signin").is_visible()
         tab.page.click("#signin")
@@ -68,7 +60,7 @@ def test_accept_with_the_passkey_runs_the_upload_and_audit_verifies_it(
     rig.write("report.md", b"weekly numbers\n")
     rec = rig.upload("report.md")
     pair(tab, served)
-    tab.page.goto(served.url(f"/p/{rec.id}"))
+    visit(tab, served.url(f"/p/{rec.id}"))
     assert tab.page.locator("#request-hash").inner_text() == rec.request_hash
     tab.page.click("#accept")
     tab.page.wait_for_selector("#proposal-status:has-text('succeeded')")
@@ -90,7 +82,7 @@ def test_discard_with_a_reason_and_extend(tab: Tab, display_store: Store) -> Non
         a = add_upload(display_store, local_path="a.txt", now=served.clock())
         b = add_upload(display_store, local_path="b.txt", now=served.clock())
         pair(tab, served)
-        tab.page.goto(served.url(f"/p/{a.id}"))
+        visit(tab, served.url(f"/p/{a.id}"))
         tab.page.fill("input[name=reason]", "not <this> week")
         tab.page.click("#discard")
         tab.page.wait_for_selector("text=Discarded.")
@@ -98,7 +90,7 @@ def test_discard_with_a_reason_and_extend(tab: Tab, display_store: Store) -> Non
         events = display_store.audit_events(proposal_id=a.id)
         assert events[-1].detail == {"reason": "not <this> week"}
 
-        tab.page.goto(served.url(f"/p/{b.id}"))
+        visit(tab, served.url(f"/p/{b.id}"))
         tab.page.click("#extend")
         tab.page.wait_for_selector("text=Extended by 15 minutes.")
         after = display_store.get(b.id)
@@ -122,7 +114,7 @@ def test_unticked_ops_of_a_sync_are_skipped(tab: Tab, rig: Rig, served_rig: Serv
     rec = _sync(rig, 3)
     ops = rig.store.ops(rec.id)
     pair(tab, served)
-    tab.page.goto(served.url(f"/p/{rec.id}"))
+    visit(tab, served.url(f"/p/{rec.id}"))
     left_out = ops[1]["index"]
     tab.page.uncheck(f".op-tick[data-index='{left_out}']")
     tab.page.click("#accept")

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from placet.store import Store, open_store
+from placet.web.session import SESSION_HEADER
 from tests.support.review import add_mkdir
 from tests.support.rig import PLACET, Rig, approve_on_host_b, host_b_settings
 from tests.support.web import Served, Tab, browser, free_port, pair, serve, tab
@@ -70,8 +71,8 @@ def _session(store: Store) -> str:
     return store.open_session(key.id)
 
 
-def _get(url: str, cookie: str, timeout: float = 60) -> tuple[int, str]:
-    req = urllib.request.Request(url, headers={"Cookie": f"placet_session={cookie}"})
+def _get(url: str, session: str, timeout: float = 60) -> tuple[int, str]:
+    req = urllib.request.Request(url, headers={SESSION_HEADER: session})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.status, r.read().decode()
 
@@ -87,7 +88,7 @@ def _start_web(port: int) -> subprocess.Popen[str]:
     )
 
 
-def _live_token(proc: subprocess.Popen[str], origin: str, cookie: str) -> str:
+def _live_token(proc: subprocess.Popen[str], origin: str, session: str) -> str:
     """Once `placet web` said its address and answers its queue page (within 20 s): the
     page's change token (`data-changes`)."""
     assert proc.stdout is not None
@@ -95,7 +96,7 @@ def _live_token(proc: subprocess.Popen[str], origin: str, cookie: str) -> str:
     deadline = time.monotonic() + 20
     while True:
         try:
-            status, body = _get(origin + "/", cookie, timeout=5)
+            status, body = _get(origin + "/", session, timeout=5)
             break
         except OSError:
             assert proc.poll() is None and time.monotonic() < deadline, "no answer"
@@ -110,14 +111,14 @@ def test_placet_web_runs_its_host_loop_and_stops_at_once_with_a_long_poll_open(
     configured_rig: Rig, tmp_path: Path
 ) -> None:
     rig = configured_rig
-    cookie = _session(rig.store)
+    session = _session(rig.store)
     rig.write("note.txt", b"run by placet web's host loop\n")
     rec = rig.upload("note.txt")
     port = free_port()
     proc = _start_web(port)
     origin = f"http://localhost:{port}"
     try:
-        current = _live_token(proc, origin, cookie)
+        current = _live_token(proc, origin, session)
 
         # Host B approves host A's proposal: placet web's host loop (host A) runs it.
         approve_on_host_b(rig, tmp_path, rec, "placet web's host loop")
@@ -131,7 +132,7 @@ def test_placet_web_runs_its_host_loop_and_stops_at_once_with_a_long_poll_open(
             answer.clear()
 
             def hold(seen: str = current) -> None:
-                answer["reply"] = _get(f"{origin}/changes?v={seen}", cookie)
+                answer["reply"] = _get(f"{origin}/changes?v={seen}", session)
 
             poll = threading.Thread(target=hold, daemon=True)
             poll.start()
@@ -157,22 +158,22 @@ def test_placet_web_runs_its_host_loop_and_stops_at_once_with_a_long_poll_open(
             proc.wait()
 
 
-def _open_polls(served: Served, cookie: str, token: str, n: int) -> list[socket.socket]:
+def _open_polls(served: Served, session: str, token: str, n: int) -> list[socket.socket]:
     """`n` long-polls at `token`, each on its own connection, as `n` open pages hold."""
     socks = []
     for _ in range(n):
         s = socket.create_connection(("127.0.0.1", served.config.port), timeout=10)
         s.sendall(
             f"GET /changes?v={token} HTTP/1.1\r\nHost: {served.config.authority}\r\n"
-            f"Cookie: placet_session={cookie}\r\n\r\n".encode()
+            f"{SESSION_HEADER}: {session}\r\n\r\n".encode()
         )
         socks.append(s)
     return socks
 
 
-def _fetch(served: Served, path: str, cookie: str) -> tuple[int, str]:
+def _fetch(served: Served, path: str, session: str) -> tuple[int, str]:
     try:
-        return _get(served.url(path), cookie, timeout=10)
+        return _get(served.url(path), session, timeout=10)
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
 
@@ -190,14 +191,14 @@ def test_closed_tabs_end_their_long_polls_and_200_polls_hold_no_thread(
 ) -> None:
     """200 long-polls from one client are coroutines, not threads: the server answers its
     pages meanwhile; closing the tabs ends their polls at once, not after the 25 s poll."""
-    cookie = _session(quiet_store)  # before the app: its token does not move after
+    session = _session(quiet_store)  # before the app: its token does not move after
     with serve(quiet_store, quiet_store.settings) as served:
         changes = served.changes
         threads = threading.active_count()
-        socks = _open_polls(served, cookie, changes.token(), 200)
+        socks = _open_polls(served, session, changes.token(), 200)
         try:
             _until(lambda: changes.waiting == 200, f"{changes.waiting} of 200 polls held")
-            status, body = _fetch(served, "/", cookie)
+            status, body = _fetch(served, "/", session)
             assert status == 200 and "data-changes" in body
             # anyio's worker pool (at most 40 threads) ran their session checks; the
             # polls themselves wait as coroutines
@@ -214,19 +215,19 @@ def test_closed_tabs_end_their_long_polls_and_200_polls_hold_no_thread(
 
 
 def test_a_forged_or_garbage_token_is_answered_with_the_current_one(quiet_store: Store) -> None:
-    cookie = _session(quiet_store)
+    session = _session(quiet_store)
     with serve(quiet_store, quiet_store.settings) as served:
         current = served.changes.token()
         for forged in ("x", "0" * 64, "%ff%fe%00", "a" * 5000, f"{current}0", "..", "-1"):
-            status, body = _fetch(served, f"/changes?v={forged}", cookie)
+            status, body = _fetch(served, f"/changes?v={forged}", session)
             assert status == 200, (forged[:20], status, body[:200])
             assert json.loads(body) == {"v": current, "closing": False}
-        status, body = _fetch(served, "/changes?v=" + "a" * 100_000, cookie)
+        status, body = _fetch(served, "/changes?v=" + "a" * 100_000, session)
         if status == 200:  # httptools reads any length; only 64 characters are compared
             assert json.loads(body) == {"v": current, "closing": False}
         else:  # h11 refuses a request line past 16 KiB
             assert status in (400, 414, 431), status
-        assert _fetch(served, "/", cookie)[0] == 200
+        assert _fetch(served, "/", session)[0] == 200
         assert served.changes.waiting == 0
 
 
@@ -236,22 +237,22 @@ def test_placet_web_with_200_long_polls_answers_and_stops_at_once(configured_rig
     and SIGTERM ends it promptly: every poll is answered `closing` (or, not yet read by
     the server, its connection closed), none errs."""
     rig = configured_rig
-    cookie = _session(rig.store)
+    session = _session(rig.store)
     port = free_port()
     proc = _start_web(port)
     origin = f"http://localhost:{port}"
     socks: list[socket.socket] = []
     try:
-        token = _live_token(proc, origin, cookie)
+        token = _live_token(proc, origin, session)
         for _ in range(200):
             s = socket.create_connection(("127.0.0.1", port), timeout=20)
             s.sendall(
                 f"GET /changes?v={token} HTTP/1.1\r\nHost: localhost:{port}\r\n"
-                f"Cookie: placet_session={cookie}\r\n\r\n".encode()
+                f"{SESSION_HEADER}: {session}\r\n\r\n".encode()
             )
             socks.append(s)
         started = time.monotonic()
-        assert _get(origin + "/", cookie, timeout=10)[0] == 200
+        assert _get(origin + "/", session, timeout=10)[0] == 200
         print(f"the queue page answered in {time.monotonic() - started:.3f} s beside 200 polls")
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)

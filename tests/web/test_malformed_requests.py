@@ -10,10 +10,13 @@ import subprocess
 from pathlib import Path
 
 from placet.store import Store
+from placet.store.db import utcnow
+from placet.web.session import SESSION_HEADER
 from tests.support.pins import register_pinned
 from tests.support.review import add_upload
 from tests.support.rig import PLACET
 from tests.support.web import Served
+from tests.support.web import get as get_url
 
 
 def raw_post(served: Served, path: str, body: bytes) -> tuple[int, str]:
@@ -85,36 +88,29 @@ def test_an_oversized_stream_is_cut_at_the_cap(served: Served) -> None:
 
 
 def session(quiet_store: Store) -> str:
-    """A signed-in session's cookie (a passkey registered through the quiet_store's own
+    """A signed-in session's token (a passkey registered through the quiet_store's own
     pairing, and pinned; these probes need no signature)."""
     key = register_pinned(quiet_store, "c29tZS1rZXk", b"\x00", "probe")
-    return f"placet_session={quiet_store.open_session(key.id)}"
+    return quiet_store.open_session(key.id)
 
 
-def get(served: Served, path: str, cookie: str) -> tuple[int, str]:
-    import urllib.error
-    import urllib.request
-
-    req = urllib.request.Request(served.url(path), headers={"Cookie": cookie})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+def get(served: Served, path: str, token: str) -> tuple[int, str]:
+    """GET `path` with the session `token` in placet's session header."""
+    return get_url(served.url(path), token, timeout=30)
 
 
 def test_an_id_beyond_sqlite_range_is_not_found(quiet_store: Store, served: Served) -> None:
     """`/p/<30 digits>` was a 500 (OverflowError binding the id); `placet show` and
     `placet accept` printed a traceback for the same id."""
     add_upload(quiet_store)
-    cookie = session(quiet_store)
+    token = session(quiet_store)
     big = "9" * 30
-    assert get(served, f"/p/{big}", cookie)[0] == 404
-    assert get(served, f"/p/{big}/status", cookie)[0] == 404
+    assert get(served, f"/p/{big}", token)[0] == 404
+    assert get(served, f"/p/{big}/status", token)[0] == 404
     for action in ("discard", "extend"):
-        status, text = served.post(f"/p/{big}/{action}", cookie=cookie)
+        status, text = served.post(f"/p/{big}/{action}", session=token)
         assert status == 409 and "not_found" in text, (action, status, text[:200])
-    status, text = served.post(f"/p/{big}/challenge", {"request_hash": "x"}, cookie=cookie)
+    status, text = served.post(f"/p/{big}/challenge", {"request_hash": "x"}, session=token)
     assert status == 409 and "not_found" in text, (status, text[:200])
 
 
@@ -124,12 +120,12 @@ def test_sign_in_options_flooded_do_not_drop_an_accept_challenge(
     """`/signin/options` needs no session; asked 1,001 times (by a local process, which
     sets any Origin), it pushed the owner's open accept challenge out of the 1,000 kept,
     and the passkey answer was refused as challenge_invalid."""
-    from placet.web.ceremonies import MAX_OPEN_CHALLENGES
+    from placet.web.challenges import MAX_OPEN_CHALLENGES
 
-    rec = add_upload(quiet_store)
-    cookie = session(quiet_store)
+    rec = add_upload(quiet_store, now=utcnow())  # the page's clock is the real one
+    token = session(quiet_store)
     status, text = served.post(
-        f"/p/{rec.id}/challenge", {"request_hash": rec.request_hash}, cookie=cookie
+        f"/p/{rec.id}/challenge", {"request_hash": rec.request_hash}, session=token
     )
     assert status == 200, text
     nonce = json.loads(text)["nonce"]
@@ -139,7 +135,7 @@ def test_sign_in_options_flooded_do_not_drop_an_accept_challenge(
     # not as an answer to no open request
     status, text = served.post(
         f"/p/{rec.id}/accept", {"nonce": nonce, "credential": {"id": "c29tZS1rZXk"}},
-        cookie=cookie,
+        session=token,
     )  # fmt: skip
     assert status == 409 and "passkey_refused" in text, text
     assert quiet_store.get(rec.id).status == "pending"
@@ -176,20 +172,20 @@ def test_agent_strings_are_inert_on_every_page(quiet_store: Store, served: Serve
     decided = add_upload(
         quiet_store, local_path="n/b.md", reason=HOSTILE, client_name=HOSTILE, now=now
     )
-    cookie = session(quiet_store)
+    token = session(quiet_store)
     import urllib.parse
     import urllib.request
 
     form = urllib.parse.urlencode({"reason": HOSTILE}).encode()
     req = urllib.request.Request(served.url(f"/p/{decided.id}/discard"), data=form)
     req.add_header("Origin", served.origin)
-    req.add_header("Cookie", cookie)
+    req.add_header(SESSION_HEADER, token)
     req.add_header("Content-Type", "application/x-www-form-urlencoded")
     with urllib.request.urlopen(req, timeout=30) as r:
         assert r.status == 200  # the queue, after the redirect
     assert quiet_store.get(decided.id).status == "discarded"
     for path in ("/", f"/p/{pending.id}", f"/p/{decided.id}", "/history", "/audit"):
-        code, page = get(served, path, cookie)
+        code, page = get(served, path, token)
         assert code == 200, (path, code)
         body = page.split("<main>", 1)[1]
         assert "<img" not in body and "</script>" not in body and "&<b>" not in body, path
@@ -200,8 +196,8 @@ def test_agent_strings_are_inert_on_every_page(quiet_store: Store, served: Serve
 def test_a_cursor_beyond_sqlite_range_is_an_empty_page(quiet_store: Store, served: Served) -> None:
     """`?after=<30 digits>` on the queue, the history and the audit was a 500
     (OverflowError binding the cursor)."""
-    cookie = session(quiet_store)
+    token = session(quiet_store)
     big = "9" * 30
     for path in (f"/?after={big}", f"/history?after={big}", f"/audit?after={big}"):
-        code, _ = get(served, path, cookie)
+        code, _ = get(served, path, token)
         assert code == 200, (path, code)

@@ -9,7 +9,7 @@ import stat
 from placet.config.pins import editing_pins, key_sha256, pins_path, read_pins
 from placet.store import Store
 from tests.support.review import add_upload
-from tests.support.web import Served, Tab, browser, pair, tab
+from tests.support.web import Served, Tab, browser, pair, tab, visit
 from tests.web.test_refusals import SIGN_IN, approvals, send, sign
 
 __all__ = ["browser", "tab"]
@@ -47,7 +47,7 @@ def test_an_unpinned_passkey_signs_in_and_approves_nothing(
 ) -> None:
     a = add_upload(quiet_store, local_path="a.txt", now=served.clock())
     pair(tab, served)  # signed in, pinned
-    tab.page.goto(served.url(f"/p/{a.id}"))
+    visit(tab, served.url(f"/p/{a.id}"))
     body = sign(tab, a.id, a.request_hash)
     (key,) = quiet_store.passkeys()
     with editing_pins(quiet_store.settings.config_file) as pins:

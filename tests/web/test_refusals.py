@@ -19,7 +19,16 @@ from placet.web import check_listen
 from placet.web.app import CSP
 from tests.support.review import add_upload
 from tests.support.rig import PLACET, Rig
-from tests.support.web import Served, Tab, browser, pair, serve, session_cookie, tab
+from tests.support.web import (
+    Served,
+    Tab,
+    browser,
+    pair,
+    serve,
+    session_token,
+    tab,
+    visit,
+)
 
 __all__ = ["browser", "tab"]
 
@@ -29,7 +38,7 @@ SIGN = """async ([pid, hash, skip]) => {
   return {nonce: opts.nonce, request_hash: hash, skip_ops: skip, credential: assertionJSON(cred)};
 }"""
 SEND = """async ([pid, body]) => {
-  const r = await fetch("/p/" + pid + "/accept", {method: "POST", credentials: "same-origin",
+  const r = await authed("/p/" + pid + "/accept", {method: "POST",
     headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
   return {status: r.status, text: await r.text()};
 }"""
@@ -62,7 +71,7 @@ def test_an_assertion_for_one_proposal_is_refused_on_another(
     a = add_upload(quiet_store, local_path="a.txt", now=served.clock())
     b = add_upload(quiet_store, local_path="b.txt", now=served.clock())
     pair(tab, served)
-    tab.page.goto(served.url(f"/p/{a.id}"))
+    visit(tab, served.url(f"/p/{a.id}"))
     body = sign(tab, a.id, a.request_hash)
     got = send(tab, b.id, {**body, "request_hash": b.request_hash})
     assert got["status"] == 409 and "challenge_invalid" in got["text"], got
@@ -75,7 +84,7 @@ def test_a_request_changed_after_it_was_shown_is_refused(
 ) -> None:
     a = add_upload(quiet_store, local_path="a.txt", now=served.clock())
     pair(tab, served)
-    tab.page.goto(served.url(f"/p/{a.id}"))
+    visit(tab, served.url(f"/p/{a.id}"))
     body = sign(tab, a.id, a.request_hash)
     con = sqlite3.connect(quiet_store.db_path)
     con.execute(
@@ -95,7 +104,7 @@ def test_ops_cannot_be_unticked_on_a_single_op_proposal(
 ) -> None:
     a = add_upload(quiet_store, local_path="a.txt", now=served.clock())
     pair(tab, served)
-    tab.page.goto(served.url(f"/p/{a.id}"))
+    visit(tab, served.url(f"/p/{a.id}"))
     with pytest.raises(Exception, match="skip_invalid"):
         sign(tab, a.id, a.request_hash, [0])
 
@@ -105,7 +114,7 @@ def test_a_page_shown_before_a_change_cannot_ask_for_a_challenge(
 ) -> None:
     a = add_upload(quiet_store, local_path="a.txt", now=served.clock())
     pair(tab, served)
-    tab.page.goto(served.url(f"/p/{a.id}"))
+    visit(tab, served.url(f"/p/{a.id}"))
     with pytest.raises(Exception, match="not_approved_as_shown"):
         sign(tab, a.id, "0" * 64)
 
@@ -115,10 +124,10 @@ def test_a_replayed_assertion_is_refused(tab: Tab, rig: Rig) -> None:
     rec = rig.upload("one.txt")
     with serve(rig.store, rig.settings) as served:
         pair(tab, served)
-        tab.page.goto(served.url(f"/p/{rec.id}"))
+        visit(tab, served.url(f"/p/{rec.id}"))
         body = sign(tab, rec.id, rec.request_hash)
         assert send(tab, rec.id, body)["status"] == 200
-        tab.page.goto(served.url(f"/p/{rec.id}"))
+        visit(tab, served.url(f"/p/{rec.id}"))
         tab.page.wait_for_selector("#proposal-status:has-text('succeeded')")
         again = send(tab, rec.id, body)
         assert again["status"] == 409 and "challenge_invalid" in again["text"], again
@@ -132,15 +141,15 @@ def test_a_change_with_a_foreign_or_missing_origin_is_refused(
 ) -> None:
     a = add_upload(quiet_store, local_path="a.txt", now=served.clock())
     pair(tab, served)
-    cookie = session_cookie(tab)
+    token = session_token(tab)
     for origin in ("http://evil.example", None, "null", f"http://127.0.0.1:{served.config.port}"):
-        status, text = served.post(f"/p/{a.id}/discard", origin=origin, cookie=cookie)
+        status, text = served.post(f"/p/{a.id}/discard", origin=origin, session=token)
         assert status == 403 and "origin_refused" in text, (origin, status, text)
-        status, _ = served.post(f"/p/{a.id}/extend", origin=origin, cookie=cookie)
+        status, _ = served.post(f"/p/{a.id}/extend", origin=origin, session=token)
         assert status == 403
     assert quiet_store.get(a.id).status == "pending"
     assert quiet_store.get(a.id).expires_at == a.expires_at
-    status, _ = served.post(f"/p/{a.id}/extend", cookie=cookie)  # its own origin: allowed
+    status, _ = served.post(f"/p/{a.id}/extend", session=token)  # its own origin: allowed
     assert status in (200, 303) and quiet_store.get(a.id).expires_at > a.expires_at
 
 
@@ -171,14 +180,16 @@ def test_no_session_no_page_and_no_change(quiet_store: Store, served: Served) ->
         assert status == 403 and "not_signed_in" in text
     status, text = served.post(f"/p/{a.id}/discard")
     assert status == 403 and "not_signed_in" in text
-    status, text = served.post(f"/p/{a.id}/extend", cookie="placet_session=forged")
+    status, text = served.post(f"/p/{a.id}/extend", session="forged")
     assert status == 403 and "not_signed_in" in text
+    import urllib.error
     import urllib.request
 
-    with urllib.request.urlopen(served.url(f"/p/{a.id}"), timeout=10) as r:
-        page = r.read().decode()
-        assert r.headers["Content-Security-Policy"] == CSP
-    assert a.request_hash not in page and "placet web pair" in page
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(served.url(f"/p/{a.id}"), timeout=10)
+    page = e.value.read().decode()
+    assert e.value.code == 401 and e.value.headers["Content-Security-Policy"] == CSP
+    assert a.request_hash not in page and "placet web pair" in page and "not_signed_in" in page
     assert quiet_store.get(a.id).status == "pending" and approvals(quiet_store, a.id) == 0
 
 
@@ -214,7 +225,7 @@ def test_a_pairing_link_lapses_after_ten_minutes(
 def test_a_revoked_passkey_signs_nothing_more(tab: Tab, quiet_store: Store, served: Served) -> None:
     a = add_upload(quiet_store, local_path="a.txt", now=served.clock())
     pair(tab, served)
-    tab.page.goto(served.url(f"/p/{a.id}"))
+    visit(tab, served.url(f"/p/{a.id}"))
     body = sign(tab, a.id, a.request_hash)
     quiet_store.revoke_passkey(quiet_store.passkeys()[0].id)
     got = send(tab, a.id, body)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from placet.store import Store
 from tests.support.review import add_download, add_mkdir, add_upload
-from tests.support.web import Tab, browser, pair, screenshots_dir, serve, tab
+from tests.support.web import Tab, browser, pair, screenshots_dir, serve, shown, tab, visit
 
 __all__ = ["browser", "tab"]
 
@@ -44,7 +44,7 @@ def test_queue_and_proposal_at_phone_and_desktop_size(
         page = tab.page
         for name, size in (("phone", (390, 844)), ("desktop", (1280, 900))):
             page.set_viewport_size({"width": size[0], "height": size[1]})
-            page.goto(served.url("/"))
+            visit(tab, served.url("/"))
             rows = page.locator("li.row")
             assert rows.count() == 4
             assert "<img src=x onerror=pwned=1>" in rows.first.inner_text()
@@ -53,7 +53,7 @@ def test_queue_and_proposal_at_phone_and_desktop_size(
             assert "risk flag" not in rows.nth(2).inner_text()  # the mkdir has none
             page.screenshot(path=str(out / f"web-queue-{name}.png"), full_page=True)
 
-            page.goto(served.url(f"/p/{hooked.id}"))
+            visit(tab, served.url(f"/p/{hooked.id}"))
             reason = page.locator("#reason").inner_text()
             assert "<script>window.pwned=1</script><b>trust me</b>" in reason
             assert "\\x1b[31m" in reason and "\\u202e" in reason  # escapes, shown visibly
@@ -70,7 +70,7 @@ def test_queue_and_proposal_at_phone_and_desktop_size(
             page.screenshot(path=str(out / f"web-proposal-{name}.png"), full_page=True)
         # the phone layout never scrolls sideways
         page.set_viewport_size({"width": 390, "height": 844})
-        page.goto(served.url(f"/p/{hooked.id}"))
+        visit(tab, served.url(f"/p/{hooked.id}"))
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
 
 
@@ -96,7 +96,7 @@ def test_a_large_sync_is_paged_and_every_flag_is_shown_on_every_page(
         )  # fmt: skip
         pair(tab, served)
         page = tab.page
-        page.goto(served.url(f"/p/{rec.id}"))
+        visit(tab, served.url(f"/p/{rec.id}"))
         assert page.locator(".op").count() == 100 and page.locator(".op-tick").count() == 100
         assert "ops 1-100 of 150" in page.locator(".pager").first.inner_text()
         assert "runs_code" in page.locator("section.flags").inner_text()  # op 140's flag
@@ -104,7 +104,9 @@ def test_a_large_sync_is_paged_and_every_flag_is_shown_on_every_page(
         page.uncheck(".op-tick[data-index='3']")
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(screenshots_dir(tmp_path) / "web-sync-phone.png"))
-        page.click("text=next")
+        with page.expect_navigation():
+            page.click("text=next")
+        shown(tab)
         assert page.locator(".op").count() == 50
         assert ".git/hooks/pre-commit" in page.locator("#op-140").inner_text()
         assert "runs_code" in page.locator("section.flags").inner_text()

@@ -1,8 +1,8 @@
 """Signed mode (`approvals = "signed"` in config.toml): `placet accept ID` at a terminal
 is refused and names `placet web`; the browser accept, signed with the owner's passkey,
 runs; the executor refuses an approval whose signature is missing or made by a revoked
-passkey; a stored signature checks out only for exactly the request and selection it
-signed (what `placet audit --verify` re-verifies)."""
+passkey; a stored signature checks out only for exactly the request, selection, host
+and drive it signed (what `placet audit --verify` re-verifies)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from placet.executor import bind, execute
 from placet.store import open_store
 from placet.store.signatures import check_signed_approval
 from tests.support.rig import PLACET, Rig
+from tests.support.signing import fields_of
 from tests.support.terminal import PtyProcess
-from tests.support.web import Tab, browser, pair, serve, tab
+from tests.support.web import Tab, browser, pair, serve, tab, visit
 
 __all__ = ["browser", "tab"]
 
@@ -46,7 +47,7 @@ def test_terminal_accept_is_refused_and_the_browser_accept_runs(tab: Tab, signed
 
     with serve(signed_rig.store, signed_rig.settings) as served:
         pair(tab, served)
-        tab.page.goto(served.url(f"/p/{rec.id}"))
+        visit(tab, served.url(f"/p/{rec.id}"))
         tab.page.click("#accept")
         tab.page.wait_for_selector("#proposal-status:has-text('succeeded')")
     assert (
@@ -62,12 +63,16 @@ def test_terminal_accept_is_refused_and_the_browser_accept_runs(tab: Tab, signed
     signed = approval.detail["passkey"]
     key = signed_rig.store.passkey_by_credential(signed["credential_id"])
     assert key is not None
-    ok = {"proposal_id": rec.id, "request_hash": rec.request_hash, "skip_ops": []}
-    assert check_signed_approval(signed, key.public_key, **ok) is None  # type: ignore[arg-type]
-    for change in ({"request_hash": "0" * 64}, {"proposal_id": rec.id + 1}, {"skip_ops": [0]}):
-        assert check_signed_approval(signed, key.public_key, **{**ok, **change}) is not None  # type: ignore[arg-type]
+    ok = fields_of(rec)
+    assert check_signed_approval(signed, key.public_key, ok) is None
+    changes: list[dict[str, object]] = [
+        {"request_hash": "0" * 64}, {"proposal_id": rec.id + 1}, {"skip_ops": [0]},
+        {"host_id": "00000000-0000-4000-8000-000000000000"}, {"drive_spec": "/elsewhere"},
+    ]  # fmt: skip
+    for change in changes:
+        assert check_signed_approval(signed, key.public_key, {**ok, **change}) is not None
     forged = {**signed, "nonce": "00" * 16}
-    assert check_signed_approval(forged, key.public_key, **ok) is not None  # type: ignore[arg-type]
+    assert check_signed_approval(forged, key.public_key, ok) is not None
     signed_rig.store.close()
 
 
@@ -88,7 +93,7 @@ def test_the_executor_refuses_an_unsigned_or_revoked_approval(tab: Tab, signed_r
     signed = signed_rig.upload("c.txt")
     with serve(signed_rig.store, signed_rig.settings) as served:
         pair(tab, served)
-        tab.page.goto(served.url(f"/p/{signed.id}"))
+        visit(tab, served.url(f"/p/{signed.id}"))
         tab.page.click("#accept")
         tab.page.wait_for_selector("#proposal-status:has-text('succeeded')")
     record = signed_rig.store.get(signed.id)

@@ -18,6 +18,7 @@ from pydantic import Field
 from placet.proposals import making
 from placet.server.framework import PROPOSE, WAITS_FOR_OWNER, define_tool
 from placet.server.models import ProposalView, ProposeOut
+from placet.server.standing import judged_by_rules
 from placet.server.state import caller
 from placet.store import ProposalRecord
 
@@ -47,10 +48,13 @@ async def _propose(
     ctx: Context[Any, Any], make: Callable[..., tuple[ProposalRecord, bool]], **args: Any
 ) -> ProposeOut:
     """Call `make` (a `placet.proposals.making` function) with the caller's proposal
-    context and the tool's `args` in a worker thread; the tool's reply."""
+    context and the tool's `args` in a worker thread, then let the owner's standing
+    rules judge the proposal; the tool's reply."""
     who = await caller(ctx)
     rec, created = await anyio.to_thread.run_sync(partial(make, who.propose_context(), **args))
-    return ProposeOut(proposal=ProposalView.of(rec, who.state.run_id), created=created)
+    ruled = await judged_by_rules(who.state, rec)
+    view = ProposalView.of(ruled.record, who.state.run_id)
+    return ProposeOut.judged(view, created=created, rule=ruled.approved_by, note=ruled.note)
 
 
 @define_tool(title="Propose an upload", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)

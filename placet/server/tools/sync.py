@@ -1,4 +1,5 @@
-"""`local_index`, `sync_plan`, `drive_changes`, `propose_sync`: sync over MCP.
+"""`local_index`, `sync_plan`, `sync_plan_ops`, `drive_changes`, `propose_sync`: sync
+over MCP.
 
 Thin over `placet.sync`: the service indexes, lists, plans and stores
 (`placet.sync.service`), `placet.sync.changes` answers what changed on the drive, and
@@ -8,8 +9,9 @@ server (its caches and long reads live there), the checks that a cursor belongs 
 arguments it comes back with, and the long-read budget (`settings.long_read_seconds`,
 about 45 s): a cold index or plan that is not done by then answers the retryable
 `in_progress` with a progress figure and goes on in this server process; the same call
-again returns the result. What a page holds, its result models and cursors, is
-`placet.server.tools.sync_pages`.
+again returns the result. What a reply holds (a summary by default, items listed only
+when asked), its result models and cursors, is `placet.server.tools.sync_pages` and, for
+a plan, `placet.server.tools.plan_pages`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from pydantic import Field
 
 from placet.errors import UsageError
 from placet.paths.remote import check_remote_path
-from placet.server.budget import fit, room_for
 from placet.server.framework import (
     MAX_ID,
     PROPOSE,
@@ -35,22 +36,30 @@ from placet.server.framework import (
     define_tool,
 )
 from placet.server.models import ProposeOut
+from placet.server.standing import judged_by_rules
 from placet.server.state import ServerState, caller
 from placet.server.sync_proposals import proposal_view
-from placet.server.tools.sync_pages import (
-    CHANGES_PAGE,
-    ChangeView,
-    DriveChangesOut,
-    LocalIndexOut,
+from placet.server.tools.plan_pages import (
+    ItemKind,
+    SyncPlanOpsOut,
     SyncPlanOut,
+    clean_folder,
+    plan_items_page,
+    plan_summary,
+)
+from placet.server.tools.sync_pages import (
+    ChangesKind,
+    DriveChangesOut,
+    IndexKind,
+    LocalIndexOut,
+    changes_page,
     decode_cursor,
     index_page,
-    plan_page,
 )
 from placet.sync import changes as ch
 from placet.sync.download_policy import refuse_blocked_downloads
+from placet.sync.propose import plan_in_scope, refuse_outdated_plan
 from placet.sync.propose import propose_sync as _propose_sync
-from placet.sync.propose import refuse_outdated_plan
 from placet.sync.service import SyncService
 
 _services: dict[int, tuple[ServerState, SyncService]] = {}
@@ -85,23 +94,32 @@ Cursor = Annotated[
 
 
 def _local_index(
-    state: ServerState, svc: SyncService, who_ctx: Any, path: str, cursor: str | None,
-    root: str | None, include_hidden: bool,
+    state: ServerState, svc: SyncService, who_ctx: Any, path: str, entries: str | None,
+    cursor: str | None, root: str | None, include_hidden: bool,
 ) -> LocalIndexOut:  # fmt: skip
     budget = state.settings.long_read_seconds
+    reply = state.settings.reply_budget_bytes
     if cursor is None:
         ix = svc.local_index(
             who_ctx, path=path, root=root, include_hidden=include_hidden, budget=budget
         )
-        return index_page(svc, ix, svc.remember_index(ix), None, state.settings.reply_budget_bytes)
-    token, root_path, rel, hidden, after = decode_cursor("i1", cursor, "local_index")
+        return index_page(ix, svc.remember_index(ix), entries, None, reply)
+    got = decode_cursor("i2", cursor, "local_index")
     folder = svc.folder(who_ctx, path, root)
-    if (str(folder.root.path), folder.rel, include_hidden) != (root_path, rel, hidden):
+    here = [str(folder.root.path), folder.rel, include_hidden]
+    if (
+        not isinstance(got, list)
+        or len(got) != 6
+        or got[1:4] != here
+        or got[4] not in ("all", "file", "dir", "skipped", "error")
+        or entries not in (None, got[4])
+    ):
         raise UsageError(
-            "the cursor belongs to another folder or include_hidden; call local_index again "
-            "with the same arguments, or without a cursor to restart paging",
+            "the cursor belongs to another folder, include_hidden or entries kind; call "
+            "local_index again with the same arguments, or without a cursor to restart paging",
             code="invalid_cursor",
         )
+    token, entries, after = str(got[0]), str(got[4]), got[5]
     kept = svc.recall_index(token)
     if kept is not None:
         ix = kept
@@ -110,7 +128,7 @@ def _local_index(
             who_ctx, path=path, root=root, include_hidden=include_hidden, budget=budget
         )
         token = svc.remember_index(ix)
-    return index_page(svc, ix, token, after, state.settings.reply_budget_bytes)
+    return index_page(ix, token, entries, after, reply)
 
 
 @define_tool(title="Index a local folder", annotations=READ_LOCAL)
@@ -119,23 +137,33 @@ async def local_index(
     path: Annotated[
         str, Field(description='A folder: relative to the root, or absolute inside it ("" = root).')
     ] = "",
+    entries: Annotated[
+        IndexKind | None,
+        Field(
+            description="List the entries of this kind (all: every one), paged; omit for "
+            "the summary only."
+        ),
+    ] = None,
     cursor: Cursor = None,
     root: RootName = None,
     include_hidden: IncludeHidden = False,
 ) -> LocalIndexOut:
-    """Every file and folder under a local folder, with size, mtime, SHA-256 and the drive's
-    digest (cached: unchanged files are not read again).
+    """Index a local folder: every file with size, mtime, SHA-256 and the drive's digest
+    (cached: unchanged files are not read again). Answers a summary: entries and bytes
+    by kind and the first few of each kind. Only if you need every entry: call again with
+    the same arguments and cursor=next_cursor (or entries=<kind>: all, file, dir,
+    skipped, error), page after page until next_cursor is null. sync_plan does not need
+    this index.
 
     Symlinks, FIFOs and hard-linked files are listed as skipped and never opened. A cold
     index of a large tree may answer in_progress: call again with the same arguments.
-    Pages fit one reply (up to 500 entries): call again with the same arguments and the
-    next_cursor of the previous page until next_cursor is null.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
     return await anyio.to_thread.run_sync(
-        _local_index, who.state, svc, who.propose_context(), path, cursor, root, include_hidden
-    )
+        _local_index, who.state, svc, who.propose_context(), path, entries, cursor, root,
+        include_hidden,
+    )  # fmt: skip
 
 
 # ---- sync_plan ------------------------------------------------------------------------
@@ -143,19 +171,8 @@ async def local_index(
 
 def _sync_plan(
     state: ServerState, svc: SyncService, who_ctx: Any, local_path: str, remote_path: str,
-    allow_empty_side: bool, include_hidden: bool, root: str | None, cursor: str | None,
+    allow_empty_side: bool, include_hidden: bool, root: str | None,
 ) -> SyncPlanOut:  # fmt: skip
-    if cursor is not None:
-        plan_id, offset = decode_cursor("p1", cursor, "sync_plan")
-        sp = svc.load_plan(int(plan_id))
-        folder = svc.folder(who_ctx, local_path, root)
-        if (str(folder.root.path), folder.rel) != (sp.pair.root_path, sp.pair.local_path):
-            raise UsageError(
-                "the cursor belongs to a plan of another folder; call sync_plan again with "
-                "the same arguments, or without a cursor to restart paging",
-                code="invalid_cursor",
-            )
-        return plan_page(svc, sp.id, int(offset), state.settings.reply_budget_bytes)
     sp = svc.plan_sync(
         who_ctx,
         local_path=local_path,
@@ -165,7 +182,7 @@ def _sync_plan(
         allow_empty_side=allow_empty_side,
         budget=state.settings.long_read_seconds,
     )
-    return plan_page(svc, sp.id, 0, state.settings.reply_budget_bytes)
+    return plan_summary(svc, sp.id, state.settings.reply_budget_bytes)
 
 
 @define_tool(title="Plan a sync of a local folder with a remote folder", annotations=READ_DRIVE)
@@ -186,23 +203,67 @@ async def sync_plan(
     ] = False,
     include_hidden: IncludeHidden = False,
     root: RootName = None,
-    cursor: Cursor = None,
 ) -> SyncPlanOut:
     """Compare a local folder with a remote folder and store the plan; changes nothing.
 
     Every path is classified: upload, upload_revision, download, mkdir, skip, or reported
-    (conflict, deleted on one side, unverified...). Nothing is ever deleted. Conflicts
-    need a decision in propose_sync. A cold plan of a large tree may answer in_progress:
-    call again with the same arguments. The first page has the counts; pages fit one
-    reply (up to 200 items): call again with the same arguments and the next_cursor of
-    the previous page until next_cursor is null.
+    (conflict, deleted on one side, unverified...). Nothing is ever deleted. The answer is
+    a summary, whatever the plan's size: counts and bytes by kind, every conflict, a few
+    examples of each other kind, and next_step. To propose the sync, propose_sync needs
+    only the plan_id and one decision per conflict: do not list the ops for that. Call
+    sync_plan_ops(plan_id, kind, folder) only to look at ops. A cold plan of a large tree
+    may answer in_progress: call again with the same arguments.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
     return await anyio.to_thread.run_sync(
         _sync_plan, who.state, svc, who.propose_context(), local_path, remote_path,
-        allow_empty_side, include_hidden, root, cursor,
+        allow_empty_side, include_hidden, root,
     )  # fmt: skip
+
+
+# ---- sync_plan_ops --------------------------------------------------------------------
+
+
+def _sync_plan_ops(
+    state: ServerState, svc: SyncService, who_ctx: Any, plan_id: int, kind: str | None,
+    folder: str | None, cursor: str | None,
+) -> SyncPlanOpsOut:  # fmt: skip
+    sp, _ = plan_in_scope(svc, who_ctx, plan_id, "list the ops of")
+    return plan_items_page(
+        svc, sp, kind, clean_folder(folder), cursor, state.settings.reply_budget_bytes
+    )
+
+
+@define_tool(title="List a sync plan's ops by kind or folder", annotations=READ_LOCAL)
+async def sync_plan_ops(
+    ctx: Context[Any, Any],
+    plan_id: Annotated[
+        int, Field(ge=1, le=MAX_ID, description="The plan_id sync_plan returned (1 to 2^63-1).")
+    ],
+    kind: Annotated[
+        ItemKind | None,
+        Field(description="Only items of this op or report kind; omit for every kind."),
+    ] = None,
+    folder: Annotated[
+        str | None,
+        Field(
+            description="Only paths in this folder (relative to the synced folders), at any depth."
+        ),
+    ] = None,
+    cursor: Cursor = None,
+) -> SyncPlanOpsOut:
+    """The ops and reports of a stored sync plan, paged, in a compact form: conflicts,
+    folders to create, file ops, then the other reports (skip paths are only counted).
+    Not needed to propose: propose_sync takes the plan_id and the conflicts' decisions.
+    Pages fit one reply (up to 200 items): for more, call again with the same arguments
+    and the next_cursor of the previous page.
+    """
+    who = await caller(ctx)
+    svc = service_of(who.state)
+    return await anyio.to_thread.run_sync(
+        _sync_plan_ops, who.state, svc, who.propose_context(), plan_id, kind, folder, cursor
+    )
 
 
 # ---- drive_changes --------------------------------------------------------------------
@@ -210,16 +271,23 @@ async def sync_plan(
 
 def _drive_changes(
     state: ServerState, svc: SyncService, path: str, since_anchor: str | None,
-    cursor: str | None,
+    listed: str | None, cursor: str | None,
 ) -> DriveChangesOut:  # fmt: skip
     folder = check_remote_path(path)
     offset = 0
     if cursor is not None:
-        old_id, new_id, offset = ch.read_cursor(cursor)
+        old_id, new_id, offset, kind = ch.read_cursor(cursor)
+        if listed not in (None, kind) or kind not in ("all", *ch.CHANGE_KINDS):
+            raise UsageError(
+                "the cursor lists another kind of change; call drive_changes again with "
+                "the same changes argument, or without a cursor to restart paging",
+                code="invalid_cursor",
+            )
         key = (state.drive.spec, folder, old_id, new_id)
         with _services_lock:
             kept = _change_sets.get(key)
         cs = kept or ch.changes_page(svc.data, state.drive, folder, cursor)
+        listed = kind
     else:
         cs = ch.drive_changes(
             svc.data, state.drive, folder, since_anchor, state.settings.plan_entry_cap
@@ -229,27 +297,24 @@ def _drive_changes(
             _change_sets[(state.drive.spec, folder, cs.old_id, cs.new_id)] = cs
             while len(_change_sets) > 4:
                 _change_sets.popitem(last=False)
-    views = [
-        ChangeView(path=c.path, change=c.change, before=c.before, after=c.after)
-        for c in cs.changes[offset : offset + CHANGES_PAGE]
-    ]
-    counts = {k: sum(1 for c in cs.changes if c.change == k) for k in ch.CHANGE_KINDS}
+    chosen = [c for c in cs.changes if listed in (None, "all", c.change)]
     out = DriveChangesOut(
         path=folder,
         anchor=cs.anchor,
         taken_at=cs.taken_at.isoformat(),
         since=cs.since.isoformat() if cs.since else None,
         entry_count=cs.entry_count,
-        counts=counts,
+        counts={k: sum(1 for c in cs.changes if c.change == k) for k in ch.CHANGE_KINDS},
+        examples={},
+        listed=listed,
         changes=[],
-        next_cursor=ch.make_cursor(cs.new_id, cs.new_id, len(cs.changes)),
+        next_cursor=ch.make_cursor(cs.new_id, cs.new_id, len(chosen), listed or "all"),
     )
-    n = fit(views, lambda v: v, room_for(state.settings.reply_budget_bytes, out), CHANGES_PAGE)
-    out.changes = views[:n]
-    more = offset + n < len(cs.changes)
-    out.next_cursor = (
-        ch.make_cursor(cs.old_id, cs.new_id, offset + n)
-        if n and more and cs.old_id is not None
+    n = changes_page(out, chosen, offset, state.settings.reply_budget_bytes)
+    more = offset + n < len(chosen) and (n > 0 or listed is None)
+    out.next_cursor = (  # the summary's lists every change, from the first
+        ch.make_cursor(cs.old_id, cs.new_id, offset + n, listed or "all")
+        if more and cs.old_id is not None
         else None
     )
     return out
@@ -263,18 +328,26 @@ async def drive_changes(
         str | None,
         Field(description="The anchor a previous call returned; omit to only set an anchor."),
     ] = None,
+    changes: Annotated[
+        ChangesKind | None,
+        Field(
+            description="List the changes of this kind (all: every one), paged; omit for "
+            "the summary only."
+        ),
+    ] = None,
     cursor: Cursor = None,
 ) -> DriveChangesOut:
     """Files and folders added, changed or removed under a remote folder since the anchor's
     listing, and a new anchor. Lists the folder once per call; there is no background
     polling. Changes nothing on the drive (placet stores the listing as the anchor).
-    Pages fit one reply (up to 500 changes): call again with the same path and the
-    next_cursor of the previous page until next_cursor is null.
+    Answers a summary: the counts and the first few changes of each kind. To list every
+    change, call again with the same path and cursor=next_cursor, page after page until
+    next_cursor is null (or with the same since_anchor and changes=<kind> for one kind).
     """
     who = await caller(ctx)
     svc = service_of(who.state)
     return await anyio.to_thread.run_sync(
-        _drive_changes, who.state, svc, path, since_anchor, cursor
+        _drive_changes, who.state, svc, path, since_anchor, changes, cursor
     )
 
 
@@ -313,8 +386,8 @@ async def propose_sync(
     a conflict, or a decision is not allowed for that conflict; and (`refused`) if a
     download would replace a local file while the root's policy is downloads = new-only.
     Each op re-checks what the plan saw when it runs; a file changed since is reported
-    stale and left alone. The reply shows the proposal in brief (`proposal.sync`); page
-    through its ops with proposal_ops(id).
+    stale and left alone. The reply shows the proposal in brief (`proposal.sync`), which
+    is all you need; proposal_ops(id) lists its ops only if you want to check some.
     """
     who = await caller(ctx)
     svc = service_of(who.state)
@@ -328,11 +401,14 @@ async def propose_sync(
             decisions=decisions, reason=reason, ttl_minutes=ttl_minutes,
         )
     )  # fmt: skip
-    view = await anyio.to_thread.run_sync(proposal_view, who.state.store, rec, who.state.run_id)
-    return ProposeOut(proposal=view, created=created)
+    ruled = await judged_by_rules(who.state, rec)
+    view = await anyio.to_thread.run_sync(
+        proposal_view, who.state.store, ruled.record, who.state.run_id
+    )
+    return ProposeOut.judged(view, created=created, rule=ruled.approved_by, note=ruled.note)
 
 
-TOOLS = (local_index, sync_plan, drive_changes, propose_sync)
+TOOLS = (local_index, sync_plan, sync_plan_ops, drive_changes, propose_sync)
 __all__ = [
     "TOOLS",
     "drive_changes",
@@ -340,4 +416,5 @@ __all__ = [
     "propose_sync",
     "service_of",
     "sync_plan",
+    "sync_plan_ops",
 ]

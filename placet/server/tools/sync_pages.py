@@ -1,16 +1,14 @@
-"""What one page of a sync read tool holds: the result models of `local_index`,
-`sync_plan` and `drive_changes`, the page builders and their opaque cursors.
+"""What one reply of `local_index` and `drive_changes` holds, and the opaque cursors of
+the sync read tools.
 
-Split from `placet.server.tools.sync` (which keeps the tool handlers) because this is
-the agent's view of a result, not the call into the core: bounded pages (docs/design.md
-section 5) whose cursor carries enough to go on after the last path shown, and which a
-tool refuses (`invalid_cursor`) when it was not one it gave. A plan's page lists, in
-this order, its conflicts (they need decisions), the remote folders to create, the file
-ops, then the other reports (deleted on one side, unverified, collisions, special files
-and names placet cannot use, errors); `skip` paths are only counted in the summary.
-Pages of a plan come from the stored plan, never from a new listing. Every page holds
-at most its count (`INDEX_PAGE`, `PLAN_PAGE`, `CHANGES_PAGE`) and no more items than fit
-the reply budget (`placet.server.budget.fit`), so a page of long names is shorter.
+Split from `placet.server.tools.sync` (the tool handlers): this is the agent's view of a
+result (docs/design.md section 5). Each answers a summary by default (counts, bytes, the
+first few entries or changes of each kind) and lists entries or changes only when asked,
+by kind, in pages whose cursor a tool refuses (`invalid_cursor`) when it did not give it:
+the agent's whole task must fit its context (docs/decisions/0015-reply-budget.md). Items
+leave out what the page already says; a page holds at most `INDEX_PAGE`/`CHANGES_PAGE`
+items and what fits the reply budget (`placet.server.budget.fitting`). A plan's summary
+and pages are `placet.server.tools.plan_pages`.
 """
 
 from __future__ import annotations
@@ -21,28 +19,25 @@ import hashlib
 import hmac
 import json
 import secrets
-import threading
-from collections import OrderedDict
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
 from placet.errors import UsageError
-from placet.server.budget import fit, room_for
+from placet.server.budget import fitting, json_bytes, room_for
 from placet.server.framework import ToolOutput
-from placet.sync.download_policy import policy_note, replaces_local, replacing_downloads
-from placet.sync.entries import LocalEntry, RemoteEntry
-from placet.sync.model import PlanOp, PlanReport
-from placet.sync.service import IndexedFolder, SyncService
-from placet.sync.tables import StoredPlan
+from placet.sync.changes import Change
+from placet.sync.entries import LocalEntry
+from placet.sync.service import IndexedFolder
 from placet.text import inert
 
 INDEX_PAGE = 500
-PLAN_PAGE = 200
 CHANGES_PAGE = 500
-FOLDER_ITSELF = "."  # in dirs_to_create: the synced remote folder itself (it is missing)
+EXAMPLES = 3
+"""Entries (changes) of each kind a summary shows."""
+T = TypeVar("T")
+V = TypeVar("V", bound=BaseModel)
 
 
 _CURSOR_KEY = secrets.token_bytes(32)
@@ -86,23 +81,69 @@ def decode_cursor(tag: str, cursor: str, tool: str, *, signed: bool = False) -> 
     )
 
 
-# ---- local_index pages ---------------------------------------------------------------
+# ---- compact items and summaries (shared) --------------------------------------------
+
+
+def _none(v: object) -> bool:
+    return v is None
+
+
+def optional(description: str) -> Any:
+    """A field that defaults to None and is left out of the reply while it is None."""
+    return Field(default=None, exclude_if=_none, description=description)
+
+
+def examples_by_kind(
+    items: Iterable[T], kind_of: Callable[[T], str], view: Callable[[T], V], room: int
+) -> dict[str, list[V]]:
+    """The first `EXAMPLES` items of each kind, as `view` shows them, while they fit in
+    `room` bytes (a kind whose first item would not fit is left out)."""
+    firsts: dict[str, list[T]] = {}
+    for x in items:
+        got = firsts.setdefault(kind_of(x), [])
+        if len(got) < EXAMPLES:
+            got.append(x)
+    out: dict[str, list[V]] = {}
+    for kind, xs in firsts.items():
+        shown = fitting(map(view, xs), room - json_bytes({kind: []}), EXAMPLES)
+        size = json_bytes({kind: shown}) + 2
+        if shown and size <= room:
+            out[kind] = shown
+            room -= size
+    return out
+
+
+# ---- local_index ---------------------------------------------------------------------
+
+IndexKind = Literal["all", "file", "dir", "skipped", "error"]
 
 
 class LocalEntryView(BaseModel):
     path: str = Field(description="Relative to the indexed folder.")
-    kind: str = Field(description="file | dir | skipped (symlink, FIFO...) | error")
-    size: int = Field(description="Bytes (files).")
+    kind: str | None = optional(
+        "file | dir | skipped (symlink, FIFO...) | error; left out when it is the kind "
+        "listed (listing all: when it is a file)."
+    )
+    size: int | None = optional("Bytes (files).")
     mtime_ns: int = Field(description="Modification time, ns since the epoch.")
-    sha256: str | None
-    digest_type: str | None = Field(description="The drive's digest type, computed here.")
-    digest: str | None
-    note: str = Field(description="Why an entry is skipped or in error.")
+    sha256: str | None = optional("SHA-256 of the bytes (files).")
+    digest: str | None = optional(
+        "The drive's digest (digest_type), computed here; left out when equal to sha256."
+    )
+    note: str | None = optional("Why an entry is skipped or in error.")
 
     @classmethod
-    def of(cls, e: LocalEntry) -> LocalEntryView:
-        return cls(path=e.path, kind=e.kind, size=e.size, mtime_ns=e.mtime_ns, sha256=e.sha256,
-                   digest_type=e.digest_type, digest=e.digest, note=e.note)  # fmt: skip
+    def of(cls, e: LocalEntry, listed: str | None) -> LocalEntryView:
+        usual = "file" if listed in (None, "all") else listed
+        return cls(
+            path=e.path,
+            kind=None if e.kind == usual else e.kind,
+            size=None if e.kind == "dir" else e.size,
+            mtime_ns=e.mtime_ns,
+            sha256=e.sha256,
+            digest=e.digest if e.digest != e.sha256 else None,
+            note=e.note or None,
+        )
 
 
 class LocalIndexOut(ToolOutput):
@@ -111,6 +152,15 @@ class LocalIndexOut(ToolOutput):
     digest_type: str | None = Field(description="The drive's digest type (null: none).")
     total_entries: int
     files_hashed: int = Field(description="Files read and hashed (the rest came from cache).")
+    counts: dict[str, int] = Field(description="Entries per kind: file, dir, skipped, error.")
+    bytes: int = Field(description="Bytes of all the files.")
+    examples: dict[str, list[LocalEntryView]] = Field(
+        description=f"The first {EXAMPLES} entries of each kind (the summary only)."
+    )
+    listed: str | None = Field(
+        description="The kind `entries` lists (all: every one); null: the summary only, "
+        "whose next_cursor lists every entry."
+    )
     entries: list[LocalEntryView] = Field(
         description=f"At most {INDEX_PAGE} per page, fewer when they would not fit the reply."
     )
@@ -125,17 +175,21 @@ class LocalIndexOut(ToolOutput):
 
 
 def index_page(
-    svc: SyncService, ix: IndexedFolder, token: str, after: str | None, budget: int
+    ix: IndexedFolder,
+    token: str,
+    listed: str | None,
+    after: str | None,
+    budget: int,
 ) -> LocalIndexOut:
-    """The page of `ix` after path `after` (None: the first): at most `INDEX_PAGE` entries
-    and what fits a reply of `budget` bytes; its cursor carries `token`
-    (`SyncService.remember_index`), the folder and the last path.
+    """The summary of `ix` (`listed` None), or the page of its entries of kind `listed`
+    ("all": every kind) after path `after` (None: the first): at most `INDEX_PAGE`
+    entries and what fits a reply of `budget` bytes; its cursor carries `token`
+    (`SyncService.remember_index`), the folder, the kind and the last path.
     """
     entries = ix.result.entries
-    start = 0
-    if after is not None:
-        start = next((i for i, e in enumerate(entries) if e.path > after), len(entries))
-    views = [LocalEntryView.of(e) for e in entries[start : start + INDEX_PAGE]]
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.kind] = counts.get(e.kind, 0) + 1
     f = ix.folder
     out = LocalIndexOut(
         root=f.root.name,
@@ -143,246 +197,77 @@ def index_page(
         digest_type=ix.digest_type,
         total_entries=len(entries),
         files_hashed=ix.result.hashed_count,
+        counts=counts,
+        bytes=sum(e.size for e in entries if e.kind == "file"),
+        examples={},
+        listed=listed,
         entries=[],
         next_cursor=None,
     )
+    key = [token, str(f.root.path), f.rel, ix.include_hidden]
+    if listed is None:  # its cursor lists every entry, from the first
+        out.next_cursor = encode_cursor("i2", [*key, "all", None]) if entries else None
+        out.examples = examples_by_kind(
+            entries, lambda e: e.kind, lambda e: LocalEntryView.of(e, e.kind),
+            room_for(budget, out),
+        )  # fmt: skip
+        return out
+    start = 0
+    if after is not None:
+        start = next((i for i, e in enumerate(entries) if e.path > after), len(entries))
+    chosen = (e for e in entries[start:] if listed == "all" or e.kind == listed)
+    views = [LocalEntryView.of(e, listed) for e in _take(chosen, INDEX_PAGE + 1)]
     longest = max((v.path for v in views), key=len, default="")
-    cursor_room = len(encode_cursor("i1", [token, str(f.root.path), f.rel, True, longest]))
-    n = fit(views, lambda v: v, room_for(budget, out) - cursor_room, INDEX_PAGE)
-    out.entries = views[:n]
-    if n and start + n < len(entries):  # an empty folder is one empty page, not an error
-        out.next_cursor = encode_cursor(
-            "i1", [token, str(f.root.path), f.rel, ix.include_hidden, views[n - 1].path]
-        )
+    cursor_room = len(encode_cursor("i2", [*key, listed, longest]))
+    out.entries = fitting(views, room_for(budget, out) - cursor_room, INDEX_PAGE)
+    if out.entries and len(views) > len(out.entries):  # an empty folder: one empty page
+        out.next_cursor = encode_cursor("i2", [*key, listed, out.entries[-1].path])
     return out
 
 
-# ---- sync_plan pages -----------------------------------------------------------------
-
-
-def _local_facts(e: LocalEntry | None) -> dict[str, Any] | None:
-    if e is None:
-        return None
-    return {"kind": e.kind, "size": e.size, "mtime_ns": e.mtime_ns, "sha256": e.sha256,
-            "digest": e.digest}  # fmt: skip
-
-
-def _remote_facts(e: RemoteEntry | None) -> dict[str, Any] | None:
-    if e is None:
-        return None
-    return {"kind": e.kind, "size": e.size, "mtime": e.mtime, "digests": dict(e.digests)}
-
-
-class PlanOpView(BaseModel):
-    kind: str = Field(description="upload | upload_revision | download")
-    path: str = Field(description="Relative to the synced folders.")
-    size: int | None
-    reason: str
-    local: dict[str, Any] | None
-    remote: dict[str, Any] | None
-    blocked_by_policy: bool = Field(
-        description="A download replacing a local file while the root's policy is "
-        "downloads = new-only: propose_sync refuses the plan (see policy_note)."
-    )
-
-    @classmethod
-    def of(cls, o: PlanOp, policy: str) -> PlanOpView:
-        blocked = replaces_local(o) and policy != "allow-overwrite"
-        return cls(kind=o.kind, path=o.path, size=o.size, reason=o.reason,
-                   local=_local_facts(o.local), remote=_remote_facts(o.remote),
-                   blocked_by_policy=blocked)  # fmt: skip
-
-
-class ConflictView(BaseModel):
-    path: str
-    conflict_kind: str = Field(
-        description="content_differs | edited_here_deleted_there | deleted_here_edited_there "
-        "| type_conflict"
-    )
-    detail: str
-    allowed_decisions: list[str] = Field(description="Decide one in propose_sync(decisions).")
-    keep_remote_blocked_by_policy: bool = Field(
-        description="keep_remote would replace the local file, which the root's policy "
-        "(downloads = new-only) refuses: decide keep_local or skip, or see policy_note."
-    )
-    local: dict[str, Any] | None
-    remote: dict[str, Any] | None
-
-
-class ReportView(BaseModel):
-    path: str
-    kind: str = Field(
-        description="deleted_remote | deleted_local | unverified | collision | "
-        "skipped_special | error | unbound (nothing is done for these). skipped_special: a special "
-        "file (symlink, FIFO...) or a name placet cannot use (':', a leading '-', control "
-        "characters, the reserved '.placet-tmp-' prefix, too long or too deep); detail "
-        "says which. Rename it to sync it. unbound: a transfer of a remote file without "
-        "a digest that placet could not read while planning to bind it to its content "
-        "(over 64 MiB, beyond the plan's read budget, or gone); detail says which."
-    )
-    detail: str
-    blocked_by: str | None
-
-
-class SyncPlanOut(ToolOutput):
-    plan_id: int = Field(description="Pass to propose_sync.")
-    created_at: str
-    expires_at: str = Field(description="The stored plan is pruned after this time.")
-    reused: bool = Field(description="Nothing changed since an identical plan; its id again.")
-    root: str
-    local_path: str
-    remote_path: str
-    digest_type: str | None = Field(description="Compared by this digest (null: size only).")
-    remote_folder_missing: bool = Field(
-        description='propose_sync creates it first (counted in mkdir, "." in dirs_to_create).'
-    )
-    counts: dict[str, int] = Field(
-        description="Paths per op and report kind (skip included), and upload/download bytes; "
-        "mkdir includes the remote folder itself when it is missing."
-    )
-    download_policy: str = Field(
-        description="The root's downloads policy: new-only (default) | allow-overwrite."
-    )
-    downloads_blocked_by_policy: int = Field(
-        description="Downloads replacing local files that the policy refuses; propose_sync "
-        "refuses the plan while any is in it."
-    )
-    policy_note: str | None = Field(description="How the owner allows them, when any.")
-    conflicts: list[ConflictView]
-    dirs_to_create: list[str] = Field(
-        description='Remote folders, parents first; "." is the synced remote folder itself.'
-    )
-    ops: list[PlanOpView]
-    reports: list[ReportView]
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
-
-    def summary(self) -> str:
-        c = self.counts
-        kinds = ("upload", "upload_revision", "download", "mkdir", "conflict", "skip", "unbound")
-        parts = [f"{c[k]} {k}" for k in kinds if c.get(k)]
-        more = "; more with next_cursor" if self.next_cursor else ""
-        blocked = ""
-        if self.downloads_blocked_by_policy:
-            blocked = (
-                f"; {self.downloads_blocked_by_policy} download(s) would replace local files "
-                f"and are refused by policy: {self.policy_note}"
-            )
-        return inert(f"plan {self.plan_id}: {', '.join(parts) or 'nothing to do'}{more}{blocked}")
-
-
-def _folder_missing(meta: Mapping[str, Any], remote_path: str) -> bool:
-    return bool(meta.get("remote_folder_missing")) and bool(remote_path)
-
-
-_ORDERS: OrderedDict[int, tuple[list[PlanOp | PlanReport], list[str], set[str]]] = OrderedDict()
-_ORDERS_LOCK = threading.Lock()
-
-
-def _plan_order(sp: StoredPlan) -> tuple[list[PlanOp | PlanReport], list[str], set[str]]:
-    """The plan's items in page order, its plain downloads replacing a local file and
-    the conflicts whose keep_remote would (`replacing_downloads`); kept for the 4 plans
-    paged last, as a stored plan never changes (paging 100,000 items is then linear)."""
-    with _ORDERS_LOCK:
-        hit = _ORDERS.get(sp.id)
-    if hit is not None:
-        return hit
-    p = sp.plan
-    conflicts = [r for r in p.reports if r.kind == "conflict"]
-    mkdirs = [o for o in p.ops if o.kind == "mkdir"]
-    files = [o for o in p.ops if o.kind != "mkdir"]
-    others = [r for r in p.reports if r.kind not in ("conflict", "skip")]
-    plain, kept = replacing_downloads(p, None)
-    seq: list[PlanOp | PlanReport] = [*conflicts, *mkdirs, *files, *others]
-    got = (seq, plain, set(kept))
-    with _ORDERS_LOCK:
-        _ORDERS[sp.id] = got
-        while len(_ORDERS) > 4:
-            _ORDERS.popitem(last=False)
-    return got
-
-
-def plan_page(svc: SyncService, plan_id: int, offset: int, budget: int) -> SyncPlanOut:
-    """The page of stored plan `plan_id` from item `offset`: at most `PLAN_PAGE` items, in
-    the order the module docstring gives, and what fits a reply of `budget` bytes;
-    flagged by the root's downloads policy.
-
-    Raises:
-        NotFound: no such plan (or pruned after 7 days).
-    """
-    sp = svc.load_plan(plan_id)
-    seq, plain, kept = _plan_order(sp)
-    page = seq[offset : offset + PLAN_PAGE]
-    policy = svc.settings.download_policy(Path(sp.pair.root_path))
-    blocking = policy != "allow-overwrite"
-    counts = dict(sp.summary)
-    dv: list[str] = []
-    if _folder_missing(sp.meta, sp.pair.remote_path):  # propose_sync creates it first
-        counts["mkdir"] = counts.get("mkdir", 0) + 1
-        if offset == 0:
-            dv.append(FOLDER_ITSELF)
-    views: list[ConflictView | str | PlanOpView | ReportView] = []
-    for x in page:
-        if isinstance(x, PlanOp):
-            views.append(x.path if x.kind == "mkdir" else PlanOpView.of(x, policy))
-        elif x.kind == "conflict":
-            views.append(
-                ConflictView(
-                    path=x.path,
-                    conflict_kind=x.conflict_kind or "",
-                    detail=x.detail,
-                    allowed_decisions=list(x.allowed_decisions),
-                    keep_remote_blocked_by_policy=blocking and x.path in kept,
-                    local=_local_facts(x.local),
-                    remote=_remote_facts(x.remote),
-                )
-            )
-        else:
-            views.append(
-                ReportView(path=x.path, kind=x.kind, detail=x.detail, blocked_by=x.blocked_by)
-            )
-    out = SyncPlanOut(
-        plan_id=sp.id,
-        created_at=sp.created_at.isoformat(),
-        expires_at=sp.expires_at.isoformat(),
-        reused=sp.reused,
-        root=sp.root_name,
-        local_path=sp.pair.local_path,
-        remote_path=sp.pair.remote_path,
-        digest_type=sp.meta.get("digest_type"),
-        remote_folder_missing=bool(sp.meta.get("remote_folder_missing")),
-        counts=counts,
-        download_policy=policy,
-        downloads_blocked_by_policy=len(plain) if blocking else 0,
-        policy_note=policy_note(sp.pair.root_path) if blocking and (plain or kept) else None,
-        conflicts=[],
-        dirs_to_create=dv,
-        ops=[],
-        reports=[],
-        next_cursor=encode_cursor("p1", [sp.id, len(seq)]),
-    )
-    n = fit(views, lambda v: v, room_for(budget, out), PLAN_PAGE)
-    for v in views[:n]:
-        if isinstance(v, str):
-            out.dirs_to_create.append(v)
-        elif isinstance(v, ConflictView):
-            out.conflicts.append(v)
-        elif isinstance(v, PlanOpView):
-            out.ops.append(v)
-        else:
-            out.reports.append(v)
-    more = offset + n < len(seq)
-    out.next_cursor = encode_cursor("p1", [sp.id, offset + n]) if n and more else None
+def _take(items: Iterable[T], n: int) -> list[T]:
+    out: list[T] = []
+    for x in items:
+        out.append(x)
+        if len(out) == n:
+            break
     return out
 
 
 # ---- drive_changes pages -------------------------------------------------------------
 
+ChangesKind = Literal["all", "added", "changed", "removed"]
+
+
+def _side(v: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A listed side of a change, compact: kind only for a folder, no size for one, no
+    null digest."""
+    if v is None:
+        return None
+    out: dict[str, Any] = {"kind": "dir"} if v.get("kind") == "dir" else {"size": v.get("size")}
+    if v.get("mtime") is not None:
+        out["mtime"] = v["mtime"]
+    if v.get("digest"):
+        out["digest"] = v["digest"]
+    return out
+
 
 class ChangeView(BaseModel):
     path: str = Field(description="Relative to the folder asked about.")
-    change: Literal["added", "changed", "removed"]
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
+    change: str | None = optional("added | changed | removed; left out when it is the kind listed.")
+    before: dict[str, Any] | None = optional(
+        "As listed before (size, mtime, digest; kind only for a folder); absent: added."
+    )
+    after: dict[str, Any] | None = optional("As listed now; absent: removed.")
+
+    @classmethod
+    def of(cls, c: Change, listed: str | None) -> ChangeView:
+        return cls(
+            path=c.path,
+            change=None if c.change == listed else c.change,
+            before=_side(c.before),
+            after=_side(c.after),
+        )
 
 
 class DriveChangesOut(ToolOutput):
@@ -392,6 +277,13 @@ class DriveChangesOut(ToolOutput):
     since: str | None = Field(description="When the anchor's listing was taken; null: none given.")
     entry_count: int = Field(description="Entries under the folder now.")
     counts: dict[str, int] = Field(description="added / changed / removed in total.")
+    examples: dict[str, list[ChangeView]] = Field(
+        description=f"The first {EXAMPLES} changes of each kind (the summary only)."
+    )
+    listed: str | None = Field(
+        description="The kind `changes` lists (all: every one); null: the summary only, "
+        "whose next_cursor lists every change."
+    )
     changes: list[ChangeView] = Field(
         description=f"At most {CHANGES_PAGE} per page, fewer when they would not fit the reply."
     )
@@ -405,3 +297,17 @@ class DriveChangesOut(ToolOutput):
             else "anchor set; call again with since_anchor to see changes"
         )
         return inert(f"{self.path or '(drive root)'}: {base}")
+
+
+def changes_page(out: DriveChangesOut, changes: Sequence[Change], offset: int, budget: int) -> int:
+    """Fill `out` (its `listed` set) with the summary's examples (`listed` None) or the
+    changes of its kind from `offset`; returns how many changes were put in the page."""
+    if out.listed is None:
+        out.examples = examples_by_kind(
+            changes, lambda c: c.change, lambda c: ChangeView.of(c, c.change),
+            room_for(budget, out),
+        )  # fmt: skip
+        return 0
+    views = [ChangeView.of(c, out.listed) for c in changes[offset : offset + CHANGES_PAGE]]
+    out.changes = fitting(views, room_for(budget, out), CHANGES_PAGE)
+    return len(out.changes)
