@@ -74,6 +74,7 @@ class RemoteTree:
         self.ready: dict[str, tuple[tuple[str, ...], _Listed]] = {}
         self.ahead = 0  # rows ready and not yet taken
         self.stopped = False
+        self.waiting = False  # the thread waits for room to send
         self.rows_per_folder = 100.0
         # Folders beneath a folder whose name placet refuses, from its parent's
         # recursive listing (`_refused`): handed out when their turn comes.
@@ -85,15 +86,30 @@ class RemoteTree:
 
     # ---- the sending thread ---------------------------------------------------------
 
+    def _can_send(self) -> bool:
+        """Whether the thread may send its next request now (under the lock)."""
+        if not self.todo or len(self.arrived) >= 2:  # at most two answers wait, undecoded
+            return False
+        needed = not self.ready or self.todo[0][0] < min(self.ready)
+        return needed or self.ahead < AHEAD_ROWS
+
+    def _wake(self) -> None:
+        """Wake the thread if it waits and may send now (under the lock): each wake-up
+        costs both threads a hand-over of the interpreter lock."""
+        if self.waiting and self._can_send():
+            self.cond.notify_all()
+
     def _next_batch(self) -> list[_Node] | None:
         """The folders to list next (under the lock), or None to stop."""
         while not self.stopped:
-            if self.todo and len(self.arrived) < 2:  # at most two answers wait, undecoded
-                needed = not self.ready or self.todo[0][0] < min(self.ready)
-                if needed or self.ahead < AHEAD_ROWS:
-                    n = int(max(1, min(BATCH_FOLDERS, BATCH_ROWS // max(self.rows_per_folder, 1))))
-                    return [heapq.heappop(self.todo) for _ in range(min(n, len(self.todo)))]
-            self.cond.wait()
+            if self._can_send():
+                n = int(max(1, min(BATCH_FOLDERS, BATCH_ROWS // max(self.rows_per_folder, 1))))
+                return [heapq.heappop(self.todo) for _ in range(min(n, len(self.todo)))]
+            self.waiting = True
+            try:
+                self.cond.wait()
+            finally:
+                self.waiting = False
         return None
 
     def _fetch(self) -> None:
@@ -164,7 +180,7 @@ class RemoteTree:
             if listed:
                 avg = sum(listed) / len(listed)
                 self.rows_per_folder = 0.8 * self.rows_per_folder + 0.2 * avg
-            self.cond.notify_all()
+            self._wake()
 
     def _decoded(
         self,
@@ -240,10 +256,11 @@ class RemoteTree:
                 got = self.ready.pop(want, None)
                 if got is not None or want not in self.known:
                     break
+                self._wake()
                 self.cond.wait()
             if got is not None:
                 self.ahead -= len(got[1]) if isinstance(got[1], list) else 0
-            self.cond.notify_all()
+            self._wake()
         if got is not None and got[0] == paths:
             return got[1]
         # Not the folder the thread listed (never expected): list it here.
