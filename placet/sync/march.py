@@ -71,10 +71,13 @@ class HeldBaseline:
     """A baseline in memory (`entries`: NFC path -> entry), by key (`ci`: case-folded)."""
 
     def __init__(self, entries: Mapping[str, BaselineEntry], ci: bool) -> None:
-        self.by_key: dict[str, BaselineEntry] = {}
-        for k, v in entries.items():
-            p = nfc(k)
-            self.by_key[p.casefold() if ci else p] = v
+        self.by_key: Mapping[str, BaselineEntry] = entries
+        if ci or not all(nfc(k) == k for k in entries):  # else its keys are keys already
+            by_key: dict[str, BaselineEntry] = {}
+            for k, v in entries.items():
+                p = nfc(k)
+                by_key[p.casefold() if ci else p] = v
+            self.by_key = by_key
 
     def folder(self, key: str, subfolders: Collection[str]) -> Mapping[str, BaselineEntry]:
         return self.by_key
