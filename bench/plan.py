@@ -1,37 +1,41 @@
 """`sync_plan` through the service (index + remote listing + baseline + plan + store) on a
-local-folder remote pair, beside `rclone check` on the same pair.
+local-folder remote pair, beside `rclone check` and the remote listing alone.
 
-docs/design.md section 8: with warm digest caches at least 10x faster than `rclone check`;
-cold within 1.2x of it. The tree: `--files` small files (64 to 2,063 bytes, 100 per
-folder) plus `--large` files of `--large-mib` MiB, copied to a second folder that is the
-drive (rclone's `local` backend, which computes digests by reading the files, so the
-remote digest cache matters). Planning goes through `SyncService.make_plan`, the code
-`sync_plan` runs, with a fresh data directory: cold = both digest caches empty; warm =
-the same service again (a `placet serve` planning twice; both listings are taken and
-fingerprinted, and an unchanged pair is answered with the stored plan); warm with one
-file edited here (the pair is classified again and a new plan stored); warm, new
-process = a fresh interpreter planning from the persistent caches alone. `rclone check`
-(default flags: 8 checkers, md5 of both sides) runs on the same pair.
+docs/design.md section 8 and docs/decisions/0026-plan-memory.md: cold within 0.99x of
+`rclone check`; a warm re-plan with a few files edited within 1.3x of the remote listing
+alone (its floor: no plan can list the remote faster); the planning process and its rcd
+at most 300 MiB at 1,000,000 files, and no more than `rclone check` on the same tree. The
+tree: `--files` small files (64 to 2,063 bytes, 100 per folder) plus `--large` files of
+`--large-mib` MiB, copied to a second folder that is the drive (rclone's `local` backend,
+which computes digests by reading the files, so the remote digest cache matters).
+Planning goes through `SyncService.make_plan`, the code `sync_plan` runs, with a fresh
+data directory per run: cold = both digest caches empty; warm = the same service again;
+one edit / a few edits = files edited here, the pair classified anew; warm, new process =
+a fresh interpreter planning from the persistent caches alone. `rclone check` (default
+flags: 8 checkers, md5 of both sides) runs on the same pair; the floor is one lean
+recursive listing of the remote through rcd.
 
-Wall and CPU seconds are printed; CPU includes rclone rcd and other children. Peak RSS
-is the planning process's VmHWM per plan (reset before each through
-/proc/self/clear_refs); rcd's is printed beside it. The bench's data directory sets
-`plan_entry_cap` to the tree's file count (100,004 files by default, over the default cap;
-at most 1,000,000, the setting's bound).
+Each timed step runs after `os.sync()`; the load average is printed with it. Wall and CPU
+seconds; CPU includes rclone rcd. Peak RSS: the planning process's VmHWM and its rcd's,
+each reset before the step (/proc/PID/clear_refs); `rclone check`'s from wait4. With
+`--repeat N` the whole sequence runs N times (fresh data directory each) and the medians
+are printed. The bench's data directory sets `plan_entry_cap` to the tree's file count.
 
     .venv/bin/python bench/plan.py [--files 100000] [--large 4] [--large-mib 64]
-        [--dir /tmp/placet-bench-plan] [--profile]
+        [--dir /tmp/placet-bench-plan] [--repeat 3] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import json
 import os
 import pstats
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +46,8 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 RCLONE = Path(sys.executable).parent / "rclone"
+EDITS = 5
+"""Files edited here for the "a few edits" step."""
 
 
 def proc_figure(pid: int | None, field: str) -> float:
@@ -59,6 +65,13 @@ def proc_figure(pid: int | None, field: str) -> float:
     return 0.0
 
 
+def reset_peak(pid: int | None) -> None:
+    """Reset `pid`'s VmHWM to its RSS now."""
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
 def _cpu() -> float:
     me, kids = (
         resource.getrusage(resource.RUSAGE_SELF),
@@ -67,12 +80,27 @@ def _cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def timed(label: str, fn: Callable[[], T], rcd: Callable[[], int | None]) -> tuple[T, float, float]:
+def step(
+    label: str, fn: Callable[[], T], rcd: Callable[[], int | None]
+) -> tuple[T, dict[str, float]]:
+    """Run `fn` as one timed step: wall, CPU (this process, children, rcd), load, peaks."""
+    os.sync()
+    reset_peak(os.getpid())
+    reset_peak(rcd())
+    load = os.getloadavg()[0]
     t, c, r = time.perf_counter(), _cpu(), proc_figure(rcd(), "cpu")
     out = fn()
     wall, cpu = time.perf_counter() - t, _cpu() - c + proc_figure(rcd(), "cpu") - r
-    print(f"{label:<44}{wall:>8.2f} s wall {cpu:>8.2f} s CPU", flush=True)
-    return out, wall, cpu
+    fig = {"wall": wall, "cpu": cpu, "load": load, "rss": proc_figure(os.getpid(), "rss"),
+           "rcd_rss": proc_figure(rcd(), "rss")}  # fmt: skip
+    show(label, fig)
+    return out, fig
+
+
+def show(label: str, f: dict[str, float]) -> None:
+    rss = f"RSS {f['rss']:>5.0f} + rcd {f['rcd_rss']:>5.0f} MiB" if f.get("rss") else ""
+    print(f"{label:<42}{f['wall']:>8.2f} s wall {f['cpu']:>7.2f} s CPU  load {f['load']:>4.1f}  "
+          f"{rss}", flush=True)  # fmt: skip
 
 
 def make_tree(base: Path, files: int, large: int, large_mib: int) -> tuple[Path, Path]:
@@ -133,14 +161,111 @@ def child_warm(home: str, local: str, remote: str) -> None:
     """Run in a fresh interpreter: one warm plan from the persistent caches; prints JSON."""
     svc, ctx, drive, store = bench_service(Path(home), Path(local), Path(remote))
     drive.capabilities()  # start rcd outside the timing, as a running server has it
+    os.sync()
+    reset_peak(os.getpid())
+    reset_peak(drive.rcd_pid)
+    load = os.getloadavg()[0]
     t, c, r = time.perf_counter(), _cpu(), proc_figure(drive.rcd_pid, "cpu")
     plan_root(svc, ctx)
     wall, cpu = time.perf_counter() - t, _cpu() - c + proc_figure(drive.rcd_pid, "cpu") - r
-    hashed = [svc.local_files_hashed, svc.remote_files_hashed]
-    out = {"wall": wall, "cpu": cpu, "hashed": hashed, "peak_mib": proc_figure(os.getpid(), "rss")}
+    out = {"wall": wall, "cpu": cpu, "load": load, "rss": proc_figure(os.getpid(), "rss"),
+           "rcd_rss": proc_figure(drive.rcd_pid, "rss"),
+           "hashed": [svc.local_files_hashed, svc.remote_files_hashed]}  # fmt: skip
     print(json.dumps(out))
     drive.close()
     store.close()
+
+
+_WAIT4 = (
+    "import json, os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[1:])\n"
+    "_, _, ru = os.wait4(p.pid, 0)\n"
+    "print(json.dumps([ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024]))\n"
+)
+"""Runs a command and prints its CPU seconds and peak RSS (MiB) from wait4: a small
+process forks it, since a child forked from this big one counts this one's pages until
+it execs."""
+
+
+def rclone_check(local: Path, remote: Path, home: Path) -> dict[str, float]:
+    """`rclone check` of the pair: wall, CPU and peak RSS from wait4."""
+    env = {"PATH": os.environ.get("PATH", ""), "RCLONE_CONFIG": "/dev/null", "HOME": str(home)}
+    argv = [sys.executable, "-S", "-c", _WAIT4, str(RCLONE), "check", "-q", str(local),
+            str(remote)]  # fmt: skip
+    os.sync()
+    load = os.getloadavg()[0]
+    t = time.perf_counter()
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    cpu, rss = json.loads(out.stdout.strip().splitlines()[-1])
+    fig = {"wall": time.perf_counter() - t, "cpu": cpu, "load": load, "rss": rss,
+           "rcd_rss": 0.0}  # fmt: skip
+    show("rclone check (same pair, md5, 8 checkers)", fig)
+    return fig
+
+
+def edit(local: Path, n: int, salt: int) -> None:
+    for i in range(n):
+        (local / "d000" / f"e{i:02d}" / "f000.txt").write_bytes(os.urandom(100 + salt))
+
+
+def restore(local: Path, remote: Path, n: int) -> None:
+    for i in range(n):
+        src = remote / "d000" / f"e{i:02d}" / "f000.txt"
+        if src.exists():
+            shutil.copy2(src, local / "d000" / f"e{i:02d}" / "f000.txt")
+    time.sleep(2.1)  # past the racily-clean window, so the next run's warm plan trusts them
+
+
+def one_run(args: argparse.Namespace, local: Path, remote: Path) -> dict[str, dict[str, float]]:
+    """The whole sequence with a fresh data directory: each step's figures."""
+    home = Path(tempfile.mkdtemp(prefix="placet-bench-home-"))
+    figs: dict[str, dict[str, float]] = {}
+    try:
+        svc, ctx, drive, store = bench_service(home, local, remote)
+        drive.capabilities()  # rcd up before timing, as in a running server
+
+        def rcd() -> int | None:
+            return drive.rcd_pid  # type: ignore[no-any-return]
+
+        sp, figs["cold"] = step(
+            "sync_plan cold (both caches empty)", lambda: plan_root(svc, ctx), rcd
+        )
+        assert sp.summary["skip"] >= args.files, sp.summary
+        h = (svc.local_files_hashed, svc.remote_files_hashed)
+        print(f"  hashed: {h[0]} local, {h[1]} remote")
+        prof = cProfile.Profile() if args.profile else None
+        if prof is not None:
+            prof.enable()
+        _, figs["warm"] = step("sync_plan warm (same process)", lambda: plan_root(svc, ctx), rcd)
+        if prof is not None:
+            prof.disable()
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+        assert (svc.local_files_hashed, svc.remote_files_hashed) == h, "warm plan hashed files"
+        figs["check"] = rclone_check(local, remote, home)
+        edit(local, 1, 0)
+        sp3, figs["edit"] = step("sync_plan warm, one file edited here",
+                                 lambda: plan_root(svc, ctx), rcd)  # fmt: skip
+        assert not sp3.reused and sp3.summary["conflict"] == 1, sp3.summary
+        edit(local, EDITS, 1)
+        sp4, figs["edits"] = step(f"sync_plan warm, {EDITS} files edited here",
+                                  lambda: plan_root(svc, ctx), rcd)  # fmt: skip
+        assert sp4.summary["conflict"] == EDITS, sp4.summary
+        print(f"  hashed since cold: {svc.local_files_hashed - h[0]} local, "
+              f"{svc.remote_files_hashed - h[1]} remote files")  # fmt: skip
+        # Last: one recursive listing leaves rcd's heap grown for the steps after it.
+        _, figs["floor"] = step("remote listing alone (rcd, no digests)",
+                                lambda: len(drive.list_rows("")), rcd)  # fmt: skip
+        drive.close()
+        store.close()
+        argv = [sys.executable, __file__, "--child", str(home), str(local), str(remote)]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True)
+        child = json.loads(out.stdout.strip().splitlines()[-1])
+        show("sync_plan warm, new process (persistent)", child)
+        figs["child"] = child
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        restore(local, remote, EDITS)
+    return figs
 
 
 def main() -> int:
@@ -149,6 +274,7 @@ def main() -> int:
     ap.add_argument("--large", type=int, default=4)
     ap.add_argument("--large-mib", type=int, default=64)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-plan"))
+    ap.add_argument("--repeat", type=int, default=3, help="runs of the whole sequence")
     ap.add_argument("--profile", action="store_true", help="cProfile the warm plan")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -156,98 +282,35 @@ def main() -> int:
         child_warm(*args.child)
         return 0
     local, remote = make_tree(args.dir, args.files, args.large, args.large_mib)
-    home = Path(tempfile.mkdtemp(prefix="placet-bench-home-"))
-    try:
-        svc, ctx, drive, store = bench_service(home, local, remote)
-        drive.capabilities()  # rcd up before timing, as in a running server
+    runs = []
+    for i in range(args.repeat):
+        print(f"run {i + 1}/{args.repeat}: {args.files} files + {args.large} x {args.large_mib} "
+              f"MiB", flush=True)  # fmt: skip
+        runs.append(one_run(args, local, remote))
 
-        def rcd() -> int | None:
-            return drive.rcd_pid  # type: ignore[no-any-return]
+    def med(stepname: str, field: str) -> float:
+        return statistics.median(r[stepname][field] for r in runs)
 
-        def run(label: str) -> tuple[Any, float, float, float]:
-            """One timed plan and this process's peak RSS (MiB) during it."""
-            Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the RSS now
-            sp, wall, cpu = timed(label, lambda: plan_root(svc, ctx), rcd)
-            return sp, wall, cpu, proc_figure(os.getpid(), "rss")
-
-        load = os.getloadavg()[0]
-        print(f"{args.files} files + {args.large} x {args.large_mib} MiB; load {load:.1f}")
-        sp, cold_w, cold_c, cold_rss = run("sync_plan cold (both caches empty)")
-        assert sp.summary["skip"] >= args.files, sp.summary
-        print(f"  hashed: {svc.local_files_hashed} local, {svc.remote_files_hashed} remote")
-        h = (svc.local_files_hashed, svc.remote_files_hashed)
-        prof = cProfile.Profile() if args.profile else None
-        if prof is not None:
-            prof.enable()
-        sp2, warm_w, warm_c, warm_rss = run("sync_plan warm (same process)")
-        if prof is not None:
-            prof.disable()
-            pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
-        assert (svc.local_files_hashed, svc.remote_files_hashed) == h, "warm plan hashed files"
-        print(f"  plan {sp2.id} reused: {sp2.reused}")
-        env = {"PATH": os.environ.get("PATH", ""), "RCLONE_CONFIG": "/dev/null"}
-        env["HOME"] = str(home)
-        argv = [str(RCLONE), "check", "-q", str(local), str(remote)]
-        _, chk_w, chk_c = timed(
-            "rclone check (same pair, md5, 8 checkers)",
-            lambda: subprocess.run(argv, env=env, check=False),
-            rcd,
-        )
-        _, warm2_w, warm2_c, _ = run("sync_plan warm again")
-        # The floor: the remote listing alone, one lean recursive listing through rcd,
-        # which a plan cannot do without (the drive is "any rclone remote").
-        listed, list_w, list_c = timed(
-            "remote listing alone (rcd, no digests)", lambda: drive.list_rows(""), rcd
-        )
-        del listed
-        edited = local / "d000" / "e00" / "f000.txt"
-        edited.write_bytes(os.urandom(100))  # one local edit: the plan is classified anew
-        sp3, edit_w, edit_c, edit_rss = run("sync_plan warm, one file edited here")
-        assert not sp3.reused and sp3.summary["conflict"] == 1, sp3.summary
-        print(
-            f"  hashed since cold: {svc.local_files_hashed - h[0]} local, "
-            f"{svc.remote_files_hashed - h[1]} remote files"
-        )
-        rcd_rss = proc_figure(drive.rcd_pid, "rss")
-        drive.close()
-        store.close()
-        child_argv = [sys.executable, __file__, "--child", str(home), str(local), str(remote)]
-        out = subprocess.run(child_argv, capture_output=True, text=True, check=True)
-        child = json.loads(out.stdout.strip().splitlines()[-1])
-        label = "sync_plan warm, new process (persistent)"
-        print(
-            f"{label:<44}{child['wall']:>8.2f} s wall {child['cpu']:>8.2f} s CPU "
-            f"(hashed {child['hashed']})"
-        )
-        warm_w, warm_c = min(warm_w, warm2_w), min(warm_c, warm2_c)
-        print(
-            f"warm: {chk_w / warm_w:.1f}x faster than rclone check by wall, "
-            f"{chk_c / warm_c:.1f}x by CPU (target >= 10x)"
-        )
-        print(
-            f"warm, new process: {chk_w / child['wall']:.1f}x by wall, "
-            f"{chk_c / child['cpu']:.1f}x by CPU"
-        )
-        print(f"warm, one edit: {chk_w / edit_w:.1f}x by wall, {chk_c / edit_c:.1f}x by CPU")
-        print(
-            f"remote listing alone: {chk_w / list_w:.1f}x faster than rclone check by wall, "
-            f"{chk_c / list_c:.1f}x by CPU (no plan can beat this ratio)"
-        )
-        print(
-            f"cold: {cold_w / chk_w:.2f}x rclone check's time by wall, "
-            f"{cold_c / chk_c:.2f}x by CPU (target <= 1.2x)"
-        )
-        print(
-            f"peak RSS of the planning process (target < 300 MiB): cold {cold_rss:.0f}, "
-            f"warm {warm_rss:.0f}, one edit {edit_rss:.0f}, new-process warm "
-            f"{child['peak_mib']:.0f} MiB; rclone rcd {rcd_rss:.0f} MiB"
-        )
-        print(f"load average at the end: {os.getloadavg()[0]:.1f} (start {load:.1f})")
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-        src = remote / "d000" / "e00" / "f000.txt"
-        if src.exists():
-            shutil.copy2(src, local / "d000" / "e00" / "f000.txt")
+    print(f"medians of {len(runs)} runs (load {min(r[s]['load'] for r in runs for s in r):.1f}"
+          f"-{max(r[s]['load'] for r in runs for s in r):.1f}):")  # fmt: skip
+    for s in ("cold", "warm", "check", "floor", "edit", "edits", "child"):
+        print(f"  {s:<8}{med(s, 'wall'):>8.2f} s wall {med(s, 'cpu'):>7.2f} s CPU  "
+              f"RSS {med(s, 'rss'):>5.0f} + rcd {med(s, 'rcd_rss'):>5.0f} MiB")  # fmt: skip
+    chk_w, chk_c = med("check", "wall"), med("check", "cpu")
+    print(f"cold: {med('cold', 'wall') / chk_w:.2f}x rclone check's time by wall, "
+          f"{med('cold', 'cpu') / chk_c:.2f}x by CPU (target <= 0.99x)")  # fmt: skip
+    for s in ("edit", "edits", "warm", "child"):
+        print(f"{s}: {med(s, 'wall') / med('floor', 'wall'):.2f}x the remote listing alone by "
+              f"wall, {med(s, 'cpu') / med('floor', 'cpu'):.2f}x by CPU (target <= 1.3x); "
+              f"{chk_w / med(s, 'wall'):.1f}x faster than rclone check")  # fmt: skip
+    peaks = [max(r[s]["rss"] + r[s]["rcd_rss"] for s in r if s not in ("check", "floor"))
+             for r in runs]  # fmt: skip
+    alone = max(r[s]["rss"] for r in runs for s in r if s not in ("check", "floor"))
+    print(
+        f"peak RSS, planning process + rcd over all plans: {max(peaks):.0f} MiB; planning "
+        f"process alone {alone:.0f} MiB; rclone check {med('check', 'rss'):.0f} MiB "
+        "(target <= 300 MiB and <= rclone check)"
+    )
     return 0
 
 

@@ -42,7 +42,6 @@ def _rss() -> tuple[float, float]:
 def watch_phases() -> None:
     """Print RSS and the peak so far after each step of `make_plan` (the service's own
     functions, wrapped: what they do is unchanged)."""
-    import placet.sync.remote as remote
     import placet.sync.service as service
 
     def wrap(owner: Any, name: str) -> None:
@@ -56,10 +55,8 @@ def watch_phases() -> None:
 
         setattr(owner, name, wrapped)
 
-    wrap(service.SyncService, "index")
-    wrap(remote.PendingListing, "finish")
-    wrap(service, "read_listings")
-    wrap(service, "plan_listings")
+    wrap(service.SyncService, "_merge")
+    wrap(service, "bind_content")
     wrap(service.SyncData, "save_plan")
 
 

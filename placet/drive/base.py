@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from placet.errors import PlacetError
 from placet.schema import DIGEST_PREFERENCE
 
 ProgressFn = Callable[[int, int], None]
@@ -204,6 +205,20 @@ class Drive(Protocol):
     def list_rows(
         self, path: str, *, recurse: bool = True, digest_type: str | None = None
     ) -> list[ListRow]: ...
+
+    def list_folders_rows(
+        self, paths: Sequence[str], *, digest_type: str | None = None, concurrency: int = 4
+    ) -> list[list[ListRow] | PlacetError]: ...
+
+    def list_folders_raw(
+        self, paths: Sequence[str], *, digest_type: str | None = None, concurrency: int = 4
+    ) -> bytes: ...
+
+    def folders_from_raw(
+        self, raw: bytes, paths: Sequence[str], *, digest_type: str | None = None
+    ) -> list[list[ListRow] | PlacetError]: ...
+
+    def soft_memory_limit(self, limit: int) -> int | None: ...
 
     def use_digest_store(self, store: DigestStore) -> None: ...
 

@@ -35,6 +35,10 @@ from placet.drive.proc import COMMON_FLAGS, adopted, spawn, stop
 from placet.errors import DriveError, DriveUnavailable
 
 _SOCKET_NAME = "rc.sock"
+_JOB_EXPIRY = ("--rc-job-expire-duration", "5s", "--rc-job-expire-interval", "2s")
+"""rcd keeps each finished job, with its output, this long (its default: 60 s): every
+call of a `job/batch` is a job, so the listings of a plan's last minute stayed in rcd's
+heap (~500 MiB over 1,000,000 files). placet starts no job it polls later."""
 _MAX_SUN_PATH = 100
 
 
@@ -146,7 +150,8 @@ class Rcd:
         user, password = secrets.token_hex(8), secrets.token_urlsafe(24)
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         env = dict(self._env, RCLONE_RC_USER=user, RCLONE_RC_PASS=password)
-        argv = [str(self._rclone), "rcd", *self._flags, "--rc-addr", f"unix://{_SOCKET_NAME}"]
+        argv = [str(self._rclone), "rcd", *self._flags, *_JOB_EXPIRY, "--rc-addr",
+                f"unix://{_SOCKET_NAME}"]  # fmt: skip
         log = open(d / "rcd.log", "wb")  # noqa: SIM115 - owned by the daemon's lifetime
         box: list[subprocess.Popen[bytes] | BaseException] = []
         ready = threading.Event()
@@ -336,7 +341,22 @@ class Rcd:
         timeout: float,
         abortable: bool = False,
     ) -> dict[str, Any]:
-        """POST `parts` to `target` on this thread's connection; see `call` for errors.
+        """POST `parts` to `target` on this thread's connection; see `call` for errors."""
+        return self._decode(
+            *self._send(method, target, parts, headers, timeout=timeout, abortable=abortable)
+        )
+
+    def _send(
+        self,
+        method: str,
+        target: str,
+        parts: Sequence[bytes],
+        headers: Mapping[str, str],
+        *,
+        timeout: float,
+        abortable: bool = False,
+    ) -> tuple[int, bytes]:
+        """POST `parts` to `target` on this thread's connection: (status, raw body).
 
         A keep-alive connection the daemon closed meanwhile is replaced once at no cost;
         a failure on a fresh connection restarts a dead daemon once. With `abortable`,
@@ -381,7 +401,7 @@ class Rcd:
                 continue
             if closing:
                 self._drop(conn)
-            return self._decode(status, raw)
+            return status, raw
 
     def call(
         self, method: str, params: Mapping[str, Any], *, timeout: float = 300
@@ -396,6 +416,16 @@ class Rcd:
         body = json.dumps(params).encode()
         headers = {"Content-Type": "application/json"}
         return self._request(method, "/" + method, [body], headers, timeout=timeout)
+
+    def call_raw(self, method: str, params: Mapping[str, Any], *, timeout: float = 300) -> bytes:
+        """`call`, a successful answer's JSON body returned undecoded: a thread that only
+        waits for the answer then holds the interpreter lock for no decoding."""
+        body = json.dumps(params).encode()
+        headers = {"Content-Type": "application/json"}
+        status, raw = self._send(method, "/" + method, [body], headers, timeout=timeout)
+        if status != 200:
+            self._decode(status, raw)  # raises RcFailure
+        return raw
 
     def upload(
         self, fs: str, folder: str, name: str, chunks: Sequence[bytes], *, timeout: float

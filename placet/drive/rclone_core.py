@@ -15,6 +15,7 @@ and an evidence check or a sync plan makes many of them.
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -360,25 +361,106 @@ class RcloneCore:
         path = check_drive_path(path)
         dtype = digest_type.lower() if digest_type else None
         items = self._items(path, recurse=recurse, types=(dtype,) if dtype else ())
-        out: list[ListRow] = []
-        append = out.append
-        tmp = TEMP_PREFIX
-        for it in items:
-            p = it.get("Path")
-            if not isinstance(p, str) or (tmp in p and is_temp(p)):
+        return _list_rows(items, dtype)
+
+    def list_folders_rows(
+        self, paths: Sequence[str], *, digest_type: str | None = None, concurrency: int = 4
+    ) -> list[list[ListRow] | PlacetError]:
+        """`list_rows(path, recurse=False)` of each of `paths`, in one rcd request (a
+        `job/batch` of listings, `concurrency` at a time): per path its rows, or the
+        error its listing met (`NotFound`: no such folder, or a file). Batched, a
+        listing of a folder of 100 files costs rclone about what its share of one
+        recursive listing does; alone, about twice that.
+
+        Raises:
+            PathRefused: a path placet refuses to pass on (nothing is listed).
+                DriveUnavailable / DriveError: the request as a whole failed.
+        """
+        raw = self.list_folders_raw(paths, digest_type=digest_type, concurrency=concurrency)
+        return self.folders_from_raw(raw, paths, digest_type=digest_type)
+
+    def list_folders_raw(
+        self, paths: Sequence[str], *, digest_type: str | None = None, concurrency: int = 4
+    ) -> bytes:
+        """The request of `list_folders_rows`, its answer undecoded (`folders_from_raw`
+        decodes it): the I/O alone, for a thread that should leave the interpreter lock
+        to the one that decodes. Raises what `list_folders_rows` raises."""
+        checked = [check_drive_path(p) for p in paths]
+        dtype = digest_type.lower() if digest_type else None
+        types = (dtype,) if dtype else ()
+        inputs = [
+            {"_path": "operations/list", **self._listing_params(p, types, recurse=False)}
+            for p in checked
+        ]
+        target = checked[0] if checked else ""
+        raw: bytes = self._mapped(
+            lambda: self._rcd.call_raw(
+                "job/batch",
+                {"inputs": inputs, "concurrency": concurrency},
+                timeout=LONG_CALL_SECONDS,
+            ),
+            action="list",
+            target=target,
+        )
+        return raw
+
+    def folders_from_raw(
+        self, raw: bytes, paths: Sequence[str], *, digest_type: str | None = None
+    ) -> list[list[ListRow] | PlacetError]:
+        """`list_folders_rows`' result from the answer `list_folders_raw` got for the
+        same `paths` and `digest_type`.
+
+        Raises:
+            DriveError: the answer is not one result per path.
+        """
+        dtype = digest_type.lower() if digest_type else None
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {}
+        results = body.get("results") if isinstance(body, dict) else None
+        if not isinstance(results, list) or len(results) != len(paths):
+            raise DriveError(
+                f"rclone answered a batch of {len(paths)} listings with "
+                f"{len(results) if isinstance(results, list) else 'no'} results; try again",
+                details={"path": paths[0] if paths else ""},
+            )
+        out: list[list[ListRow] | PlacetError] = []
+        for path, res in zip(paths, results, strict=True):
+            p = path[:-1] if path.endswith("/") else path
+            res = res if isinstance(res, dict) else {}
+            if "error" in res:
+                status = res.get("status")
+                err = rclone_failure(
+                    "list", p, str(res.get("error") or ""), secrets=self._secrets,
+                    http_status=status if isinstance(status, int) else 500,
+                )  # fmt: skip
+                if isinstance(err, AlreadyExists):  # "not a directory": the path names a file
+                    err = NotFound(f"cannot list {p!r}: it is a file, not a folder",
+                                   details=err.details)  # fmt: skip
+                # The drive root not created yet is an empty drive (as `list_rows` says).
+                out.append([] if isinstance(err, NotFound) and not p else err)
                 continue
-            if it.get("IsDir"):
-                append((p, True, -1, it.get("ModTime"), None))
-                continue
-            size = it.get("Size")
-            d = None
-            if dtype is not None and (h := it.get("Hashes")):
-                d = h.get(dtype) or None
-                if d is not None:
-                    d = str(d).lower()
-            ok = isinstance(size, int) and size >= 0
-            append((p, False, size if ok else -1, it.get("ModTime"), d))
+            items = res.get("list")
+            out.append(_list_rows(items if isinstance(items, list) else [], dtype))
         return out
+
+    def soft_memory_limit(self, limit: int) -> int | None:
+        """Set rcd's soft memory limit to `limit` bytes (Go's `SetMemoryLimit`: the
+        collector runs more often near it; a negative `limit` only reads it) and return
+        the one before, or None when this rclone cannot (the call is then a no-op). A
+        plan sets one while it lists (docs/decisions/0026-plan-memory.md): rcd's heap grew
+        past its live data while hashing.
+        rclone reads JSON numbers as float64: a limit past 2**62 (none, in effect) is sent
+        as 2**62."""
+        try:
+            body = self._rcd.call(
+                "debug/set-soft-memory-limit", {"mem-limit": min(limit, 1 << 62)}, timeout=10
+            )
+        except (RcFailure, PlacetError):
+            return None
+        prev = body.get("existing-mem-limit") if isinstance(body, dict) else None
+        return prev if isinstance(prev, int) else None
 
     def use_digest_store(self, store: DigestStore) -> None:
         """Keep the digests this drive computes by reading the data in `store` (see
@@ -635,3 +717,26 @@ class RcloneCore:
 
     def __repr__(self) -> str:
         return f"RcloneDrive({self.redact(self.spec)!r})"
+
+
+def _list_rows(items: list[Any], dtype: str | None) -> list[ListRow]:
+    """rclone's `operations/list` items as `ListRow`s, temp objects left out."""
+    out: list[ListRow] = []
+    append = out.append
+    tmp = TEMP_PREFIX
+    for it in items:
+        p = it.get("Path")
+        if not isinstance(p, str) or (tmp in p and is_temp(p)):
+            continue
+        if it.get("IsDir"):
+            append((p, True, -1, it.get("ModTime"), None))
+            continue
+        size = it.get("Size")
+        d = None
+        if dtype is not None and (h := it.get("Hashes")):
+            d = h.get(dtype) or None
+            if d is not None:
+                d = str(d).lower()
+        ok = isinstance(size, int) and size >= 0
+        append((p, False, size if ok else -1, it.get("ModTime"), d))
+    return out

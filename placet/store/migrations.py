@@ -589,6 +589,17 @@ WHEN ({_RULE_APPROVED_WHEN})
 EXECUTE FUNCTION placet_notify_rule_approved()""",
 )
 
+# A plan's verified skips in a table of their own, the blob its last column: SQLite
+# then reserves it (zeroblob) without building it in memory and takes it a piece at a
+# time (`placet.sync.stored.SyncData.save_plan`); `sync_plan.skips` stays for older rows.
+_SYNC_PLAN_SKIPS = (
+    """CREATE TABLE sync_plan_skips (
+    plan_id INTEGER NOT NULL,
+    skips BLOB NOT NULL,
+    PRIMARY KEY (plan_id)
+)""",
+)
+
 MIGRATIONS: list[Migration] = [
     Migration("initial_proposals_audit_op_results", _INITIAL),
     Migration("pending_tally", _PENDING_TALLY, postgresql=_PENDING_TALLY_PG),
@@ -605,6 +616,7 @@ MIGRATIONS: list[Migration] = [
     Migration("spent_signatures", _SPENT_SIGNATURES),
     Migration("proposal_previews", _PROPOSAL_PREVIEWS),
     Migration("standing_rules", _STANDING_RULES, postgresql=_STANDING_RULES_PG),
+    Migration("sync_plan_skips", _SYNC_PLAN_SKIPS),
     # Append new migrations here, at the end; never edit or reorder the ones above.
 ]
 

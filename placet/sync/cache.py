@@ -10,9 +10,9 @@ the store provides a SQLite one keyed by `(root_key, path)` that discards entrie
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 _V = TypeVar("_V")
 
@@ -68,34 +68,35 @@ class OwnedRows(dict[str, _V]):
     __slots__ = ()
 
 
-class CachePieces(Protocol):
-    """A digest cache too big to hold at once, read a top-level folder at a time as a
-    walk enters it (`DigestCache.pieces`): the index of 1,000,000 files then holds one
-    folder's rows, not the whole cache, beside the entries it builds. Every row handed
-    out is the reader's own (`OwnedRows`): the walk takes (pops) what it uses."""
+Ranges = list[tuple[str, str | None]]
+"""(low, high) bounds of paths, high None: no bound."""
 
-    def rest(self, skip: Collection[str]) -> OwnedRows[CachedDigest]:
-        """The rows beneath the indexed folder except those beneath each folder of
-        `skip` (root-relative paths): its own files, and whatever lies beneath
-        folders that are not there now. Called once, before any `piece`."""
-        ...
 
-    def piece(self, folder: str) -> OwnedRows[CachedDigest]:
-        """The rows beneath `folder` (root-relative), one of `rest`'s `skip`."""
-        ...
+class FolderRows(Generic[_V]):
+    """Rows too many to hold (a big digest cache or baseline), read a folder at a time
+    as a walk lists it (docs/decisions/0026-plan-memory.md): `rows` gives, for the
+    caller alone, the rows directly in a folder and those beneath folders of it that
+    are not there now (gone since), one query per gap between the trees of the
+    folders that are; the walk takes (pops) what it uses."""
 
-    def left(self) -> list[str]:
-        """The paths of every row handed out and not taken (files gone since): called
-        once the walk is done."""
-        ...
+    def __init__(
+        self, read: Callable[[Ranges], OwnedRows[_V]], gaps: Callable[[str, list[str]], Ranges]
+    ):
+        self.read, self.gaps = read, gaps
+
+    def rows(self, folder: str, subfolders: Iterable[str]) -> OwnedRows[_V]:
+        """The rows of `folder` (a path, "" the top) outside the trees of its
+        `subfolders` (names)."""
+        below = f"{folder}/" if folder else ""
+        return self.read(self.gaps(folder, [below + s for s in subfolders]))
 
 
 class DigestCache(Protocol):
     """Where digests persist between indexes; the store implements it with SQLite.
 
-    `get_under` loads a folder's entries in one call (the indexer's only read), so a
-    warm index of 100,000 files costs one query, not 100,000; `pieces` offers the
-    same rows a top-level folder at a time when they are too many to hold.
+    `get_under` loads a folder's entries in one call, so a warm index of 100,000 files
+    costs one query, not 100,000; `local_folders` offers the same rows a folder at a
+    time when they are too many to hold.
     """
 
     def get(self, root_key: str, path: str) -> CachedDigest | None: ...
@@ -107,9 +108,9 @@ class DigestCache(Protocol):
 
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None: ...
 
-    def pieces(self, root_key: str, prefix: str) -> CachePieces | None:
-        """The rows at or under `prefix` to be read folder by folder (see
-        `CachePieces`), or None: read them whole with `get_under`."""
+    def local_folders(self, root_key: str) -> FolderRows[CachedDigest] | None:
+        """The root's rows a folder at a time (`FolderRows`), or None: read them whole
+        with `get_under`."""
         ...
 
 
@@ -132,5 +133,5 @@ class MemoryDigestCache:
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
         self._roots.setdefault(root_key, {}).update((c.path, c) for c in entries)
 
-    def pieces(self, root_key: str, prefix: str) -> CachePieces | None:
+    def local_folders(self, root_key: str) -> FolderRows[CachedDigest] | None:
         return None  # in memory already

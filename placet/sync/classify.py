@@ -1,6 +1,6 @@
 """Classification of one path: its local entry, remote entry and baseline in, one op or report out.
 
-This is the table of docs/design.md section 7, path by path; `placet.sync.planner` feeds
+This is the table of docs/design.md section 7, path by path; `placet.sync.march` feeds
 it the keys in sorted order (parents first). No op deletes: a path gone from one side is
 reported, and a conflict if the other side changed. One side changed since the baseline
 is a fast-forward, both a conflict. Equality needs a digest of the strongest common type;
@@ -48,8 +48,9 @@ MAX_PLAN_DEPTH = 8
 
 
 class Classifier:
-    """One planning run's state: the keyed listings and baseline it reads (set by
-    `placet.sync.planner.plan_listings`) and the ops and reports it builds."""
+    """One planning run's state: the keyed entries and baseline it reads (the folders
+    on the merge's path, kept by `placet.sync.march`) and the ops and reports it
+    builds."""
 
     def __init__(self, capabilities: CapabilityFlags) -> None:
         self.ci = bool(capabilities.case_insensitive)
@@ -72,7 +73,7 @@ class Classifier:
         self.base: dict[str, BaselineEntry] = {}
         self._names: dict[str, str] = {}  # segment -> refusal ("" = usable), memoised
         # Where skips of a path on both sides go instead of `reports` (see
-        # `placet.sync.planner.plan_listings`), and how many went there.
+        # `placet.sync.planner.plan`), and how many went there.
         self.on_skip: SkipSink | None = None
         self.skips_sunk = 0
 
@@ -332,7 +333,7 @@ class Classifier:
         b: BaselineEntry | None,
     ) -> None:
         if lo.kind == "dir":
-            self.pending_dirs.append(key)  # mkdir or deleted_remote: decided by finish_dirs
+            self.pending_dirs.append(key)  # mkdir or deleted_remote: `finish_dir`, later
         elif b is None:
             self.op(path, "upload", "new here", lo, None)
             self.needed_dirs.update(self.missing_parents(key))
@@ -385,27 +386,27 @@ class Classifier:
                 r,
             )
 
-    def finish_dirs(self) -> None:
-        """Local folders the remote lacks: `mkdir`, unless the baseline says the remote
+    def finish_dir(self, key: str) -> None:
+        """Decide one local folder the remote lacks (a key `local_only` set aside), once
+        everything beneath it is classified: `mkdir`, unless the baseline says the remote
         deleted it and no new upload needs it (then `deleted_remote`)."""
-        for key in self.pending_dirs:
-            lo = self.loc[key]
-            b = self.base.get(key)
-            if (key in self.needed_dirs or b is None or b.sha256 is not None) and self.refused(
-                lo.path, lo, None
-            ):
-                continue
-            if key in self.needed_dirs:
-                self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "parent of new uploads", lo))
-            elif b is None or b.sha256 is not None:
-                self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "new folder here", lo))
-            else:
-                self.report(
-                    lo.path,
-                    "deleted_remote",
-                    "folder deleted on the remote since the last sync; not created again",
-                    local=lo,
-                )
+        lo = self.loc[key]
+        b = self.base.get(key)
+        needed = key in self.needed_dirs
+        self.needed_dirs.discard(key)  # nothing beneath asks again
+        if (needed or b is None or b.sha256 is not None) and self.refused(lo.path, lo, None):
+            return
+        if needed:
+            self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "parent of new uploads", lo))
+        elif b is None or b.sha256 is not None:
+            self.mkdirs.append(PlanOp(lo.path, "mkdir", None, "new folder here", lo))
+        else:
+            self.report(
+                lo.path,
+                "deleted_remote",
+                "folder deleted on the remote since the last sync; not created again",
+                local=lo,
+            )
 
     def missing_parents(self, key: str) -> list[str]:
         """Keys of the ancestors of `key` that the remote lacks, nearest first."""

@@ -6,8 +6,8 @@ of another `DIGEST_CACHE_VERSION` dropped on load; the remote cache
 (`sync_remote_digest`) keeps, for remotes whose digests rclone computes by reading, each
 path's digest with the size and mtime it was computed for. Each keeps a process-local
 copy up to `MEMORY_ROWS` rows, so a long-lived `placet serve` plans warm without reading
-the tables, and every write updates that copy; above, each read loads `OwnedRows` that
-the index and the listing consume, so a plan of 1,000,000 files stays within 1 GiB
+the tables, and every write updates that copy; above, a plan reads the rows a folder
+at a time as it walks (`FolderRows`), so it never holds a cache whole
 (docs/decisions/0025-digest-caches.md, docs/decisions/0026-plan-memory.md). A copy can
 only be stale in ways its keys catch. Hot reads and bulk writes use plain SQL on the
 driver connection: SQLAlchemy's per-row cost dominated at 100,000 rows."""
@@ -17,12 +17,19 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from typing import TypeVar
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from placet.store.db import RawDB, driver_errors, is_busy
 from placet.store.store import Store
-from placet.sync.cache import DIGEST_CACHE_VERSION, NO_DIGESTS, CachedDigest, OwnedRows
+from placet.sync.cache import (
+    DIGEST_CACHE_VERSION,
+    NO_DIGESTS,
+    CachedDigest,
+    FolderRows,
+    OwnedRows,
+    Ranges,
+)
 
 T = TypeVar("T")
 _RETRIES = 3
@@ -44,42 +51,48 @@ def _under(folder: str) -> tuple[str, str | None, str | None]:
 
 _LOCAL_ROWS = (
     "SELECT path, size, mtime_ns, inode, ctime_ns, sha256, sha1, md5, verified "
-    "FROM sync_digest_cache WHERE root_key = ? AND version = ? AND path >= ? "
-    "AND (CAST(? AS TEXT) IS NULL OR path < ?)"  # CAST: as in `remote_digests_under`
+    "FROM sync_digest_cache WHERE root_key = ? AND version = ?"
 )
 
 
-def _digest_rows(
-    db: RawDB, root_key: str, ranges: Iterable[tuple[str, str | None]]
-) -> OwnedRows[CachedDigest]:
+_REMOTE_ROWS = (
+    "SELECT path, size, mtime, digest FROM sync_remote_digest "
+    "WHERE drive_spec = ? AND digest_type = ?"
+)
+
+
+def _cached(row: tuple[Any, ...]) -> CachedDigest:
+    """A `_LOCAL_ROWS` row as a `CachedDigest`."""
+    path, size, mtime, ino, ctime, sha256, sha1, md5, verified = row
+    if sha1 is None and md5 is None:
+        digests = NO_DIGESTS  # most rows: one shared empty mapping, not 100,000
+    else:
+        digests = {t: v for t, v in (("sha1", sha1), ("md5", md5)) if v}
+    if ctime == mtime:
+        ctime = mtime  # one int object when equal (most files): 32 bytes less
+    # The named tuple's own __new__ is a Python function; this is the same value
+    # without that call (0.25 s of CPU for 100,000 rows, row fetch included).
+    return _new_tuple(CachedDigest, (path, size, mtime, ino, ctime, sha256, digests, verified == 1))
+
+
+_new_tuple = tuple.__new__
+
+
+def _digest_rows(db: RawDB, root_key: str, ranges: Ranges) -> OwnedRows[CachedDigest]:
     """The local digest cache rows of `root_key` whose path lies in one of `ranges`
     ((low, high) bounds, high None = no bound), by path, for the caller alone."""
-    new, empty = tuple.__new__, NO_DIGESTS
     out: OwnedRows[CachedDigest] = OwnedRows()
-    for low, high in ranges:
-        cur = db.execute(_LOCAL_ROWS, (root_key, DIGEST_CACHE_VERSION, low, high, high))
-        for path, size, mtime, ino, ctime, sha256, sha1, md5, verified in cur:
-            if sha1 is None and md5 is None:
-                digests = empty  # most rows: one shared empty mapping, not 100,000
-            else:
-                digests = {t: v for t, v in (("sha1", sha1), ("md5", md5)) if v}
-            if ctime == mtime:
-                ctime = mtime  # one int object when equal (most files): 32 bytes less
-            # The named tuple's own __new__ is a Python function; this is the same
-            # value without that call (0.25 s of CPU for 100,000 rows, row fetch
-            # included).
-            out[path] = new(
-                CachedDigest, (path, size, mtime, ino, ctime, sha256, digests, verified == 1)
-            )
+    for row in in_ranges(db, _LOCAL_ROWS, (root_key, DIGEST_CACHE_VERSION), ranges):
+        out[row[0]] = _cached(row)
     return out
 
 
-def _gaps(folder: str, skip: Collection[str]) -> list[tuple[str, str | None]]:
+def gaps(folder: str, skip: Collection[str]) -> Ranges:
     """The (low, high) path ranges beneath `folder` ("" = all) outside the trees of
     the folders in `skip` (paths beneath `folder`): each tree is the range
     ["sub/", "sub0"), and no two overlap (names hold no "/")."""
     low, high, _ = _under(folder)
-    out: list[tuple[str, str | None]] = []
+    out: Ranges = []
     for sub in sorted(f"{s}/" for s in skip):
         if sub > low:
             out.append((low, sub))
@@ -89,41 +102,15 @@ def _gaps(folder: str, skip: Collection[str]) -> list[tuple[str, str | None]]:
     return out
 
 
-class LocalPieces:
-    """`CachePieces` over the SQLite local digest cache (`DigestCaches.pieces`): each
-    call is one query per range on the primary key; the rows of the last piece and of
-    `rest` are kept only until the next piece (their leftovers become `left`)."""
-
-    def __init__(self, caches: DigestCaches, root_key: str, folder: str) -> None:
-        self.caches, self.root_key, self.folder = caches, root_key, folder
-        self.top: OwnedRows[CachedDigest] | None = None
-        self.current: OwnedRows[CachedDigest] | None = None
-        self.gone: list[str] = []
-
-    def _rows(self, ranges: list[tuple[str, str | None]]) -> OwnedRows[CachedDigest]:
-        return self.caches._read(
-            "reading the digest cache", lambda db: _digest_rows(db, self.root_key, ranges)
-        )
-
-    def rest(self, skip: Collection[str]) -> OwnedRows[CachedDigest]:
-        self.top = self._rows(_gaps(self.folder, skip))
-        return self.top
-
-    def piece(self, folder: str) -> OwnedRows[CachedDigest]:
-        if self.current:
-            self.gone += self.current
-        self.current = None  # let go before the next is read
-        low, high, _ = _under(folder)
-        self.current = self._rows([(low, high)])
-        return self.current
-
-    def left(self) -> list[str]:
-        for rows in (self.current, self.top):
-            if rows:
-                self.gone += rows
-        self.current = self.top = None
-        gone, self.gone = self.gone, []
-        return gone
+def in_ranges(db: RawDB, sql: str, params: Sequence[Any], ranges: Ranges) -> Iterator[Any]:
+    """The rows of `sql` (a SELECT whose WHERE takes `params`) with paths in each of
+    `ranges`, each a range of the primary key: both bounds in the SQL (`path < ?` OR'ed
+    with a NULL test would leave the range open above, a scan to the table's end)."""
+    for low, high in ranges:
+        if high is None:
+            yield from db.execute(sql + " AND path >= ?", (*params, low))
+        else:
+            yield from db.execute(sql + " AND path >= ? AND path < ?", (*params, low, high))
 
 
 class DigestCaches:
@@ -194,23 +181,29 @@ class DigestCaches:
         with self._lock:  # iterating while another thread updates would raise
             return OwnedRows((p, c) for p, c in rows.items() if p == prefix or p.startswith(below))
 
-    def pieces(self, root_key: str, prefix: str) -> LocalPieces | None:
-        """The rows beneath `prefix` ("" = the root) a top-level folder at a time
-        (`placet.sync.cache.CachePieces`) when the root's cache is too big to keep (more
-        than `memory_rows` rows); None when it is in memory or small enough to be (then
-        `get_under` reads it whole and keeps it)."""
+    def local_folders(self, root_key: str) -> FolderRows[CachedDigest] | None:
+        """The root's rows a folder at a time (`FolderRows`) when its cache is too big
+        to keep (more than `memory_rows` rows); None when it is in memory or small
+        enough to be (then `get_under` reads it whole and keeps it)."""
         with self._lock:
             if root_key in self._local:
                 return None
-        count = self._read(
-            "counting the digest cache",
+        if self._count("sync_digest_cache", "root_key = ?", (root_key,)) <= self.memory_rows:
+            return None
+        return FolderRows(
+            lambda ranges: self._read(
+                "reading the digest cache", lambda db: _digest_rows(db, root_key, ranges)
+            ),
+            gaps,
+        )
+
+    def _count(self, table: str, where: str, params: Sequence[Any]) -> int:
+        return self._read(
+            f"counting {table}",
             lambda db: int(
-                db.execute(
-                    "SELECT count(*) FROM sync_digest_cache WHERE root_key = ?", (root_key,)
-                ).fetchone()[0]
+                db.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0]  # noqa: S608
             ),
         )
-        return LocalPieces(self, root_key, prefix) if count > self.memory_rows else None
 
     def put_many(
         self, root_key: str, entries: Iterable[CachedDigest], *, consume: bool = False
@@ -223,9 +216,12 @@ class DigestCaches:
             return
         with self._lock:  # a copy not loaded yet is read whole when first needed
             mem = self._local.get(root_key)
-            keep = mem is not None and len(mem) + len(batch) <= self.memory_rows
+            # Rows of paths the copy holds update it; new ones drop it (it is read again
+            # when next needed), so a walk never grows it towards `memory_rows` beside
+            # everything else it holds.
+            keep = mem is not None and all(c.path in mem for c in batch)
             if mem is not None and not keep:
-                del self._local[root_key]  # too big to keep (module docstring)
+                del self._local[root_key]
 
         def rows(part: list[CachedDigest]) -> Iterator[tuple[object, ...]]:
             # A generator made afresh by each attempt (a retried write starts over), not
@@ -320,16 +316,8 @@ class DigestCaches:
             mem = self._remote.get(f"{drive_spec}\0{digest_type}")
         if mem is not None:
             return mem
-        count = self._read(
-            "counting the remote digest cache",
-            lambda db: int(
-                db.execute(
-                    "SELECT count(*) FROM sync_remote_digest WHERE drive_spec = ? "
-                    "AND digest_type = ?",
-                    (drive_spec, digest_type),
-                ).fetchone()[0]
-            ),
-        )
+        where = "drive_spec = ? AND digest_type = ?"
+        count = self._count("sync_remote_digest", where, (drive_spec, digest_type))
         return None if count > self.memory_rows else self._remote_rows(drive_spec, digest_type)
 
     def has_remote_digests_under(self, drive_spec: str, digest_type: str, folder: str) -> bool:
@@ -347,29 +335,24 @@ class DigestCaches:
             ),
         )
 
-    def remote_digests_under(
-        self, drive_spec: str, digest_type: str, folder: str, *, recursive: bool
-    ) -> OwnedRows[tuple[int, str, str]]:
-        """Cached `digest_type` digests of `drive_spec` beneath `folder` ("" = the
-        drive), path -> (size, mtime, digest), read from the database for the caller
-        alone; with `recursive=False` only those of `folder`'s own files."""
-        low, high, _ = _under(folder)
-        # substr() counts characters from 1: what follows "folder/" must hold no "/"
-        # (LIKE, as PostgreSQL has no instr). CAST: PostgreSQL cannot infer the type of a
-        # parameter that is only tested for NULL.
-        own = 0 if recursive else len(low) + 1
+    def remote_folders(self, drive_spec: str, digest_type: str) -> FolderRows[tuple[int, str, str]]:
+        """Cached `digest_type` digests of `drive_spec`, path -> (size, mtime, digest),
+        a folder at a time (`FolderRows`), for a cache too big to keep."""
 
-        def rd(db: RawDB) -> OwnedRows[tuple[int, str, str]]:
-            cur = db.execute(
-                "SELECT path, size, mtime, digest FROM sync_remote_digest "
-                "WHERE drive_spec = ? AND digest_type = ? AND path >= ? "
-                "AND (CAST(? AS TEXT) IS NULL OR path < ?) "
-                "AND (? = 0 OR substr(path, ?) NOT LIKE '%/%')",
-                (drive_spec, digest_type, low, high, high, own, own),
+        def read(db: RawDB, ranges: Ranges) -> OwnedRows[tuple[int, str, str]]:
+            return OwnedRows(
+                (path, (size, mtime, digest))
+                for path, size, mtime, digest in in_ranges(
+                    db, _REMOTE_ROWS, (drive_spec, digest_type), ranges
+                )
             )
-            return OwnedRows((path, (size, mtime, digest)) for path, size, mtime, digest in cur)
 
-        return self._read("reading the remote digest cache", rd)
+        return FolderRows(
+            lambda ranges: self._read(
+                "reading the remote digest cache", lambda db: read(db, ranges)
+            ),
+            gaps,
+        )
 
     def put_remote_digests(
         self, drive_spec: str, digest_type: str, rows: Collection[tuple[str, int, str, str]]
@@ -393,24 +376,7 @@ class DigestCaches:
         with self._lock:  # a copy not loaded yet is read whole when first needed
             if (mem := self._remote.get(key)) is None:
                 pass
-            elif len(mem) + len(rows) > self.memory_rows:
-                del self._remote[key]  # too big to keep (module docstring)
+            elif not all(r[0] in mem for r in rows):
+                del self._remote[key]  # new paths: read again when next needed (`put_many`)
             else:
                 mem.update((path, (size, mtime, digest)) for path, size, mtime, digest in rows)
-
-    def share_remote_digests(
-        self, drive_spec: str, digest_type: str, rows: Iterable[tuple[str, str]]
-    ) -> None:
-        """Point the in-memory rows of `drive_spec`'s `digest_type` cache at the given
-        (path, digest) objects where they hold an equal digest: the same values, one
-        string object shared with the entries (`placet.sync.sharing`). Writes nothing
-        to the database; without an in-memory copy, `rows` is not read."""
-        with self._lock:
-            mem = self._remote.get(f"{drive_spec}\0{digest_type}")
-            if mem is None:
-                return
-            get = mem.get
-            for path, digest in rows:
-                c = get(path)
-                if c is not None and c[2] is not digest and c[2] == digest:
-                    mem[path] = (c[0], c[1], digest)

@@ -15,10 +15,8 @@ valid UTF-8 as surrogate escapes) because that is the name I/O must use;
 
 from __future__ import annotations
 
-import gc
 import unicodedata
 from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, Self
@@ -52,25 +50,6 @@ def parse_rfc3339_ns(s: str | None) -> int | None:
     if dt.tzinfo is None:
         return None
     return int(dt.timestamp()) * 1_000_000_000 + int((frac + "000000000")[:9] or 0)
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a plan or an index builds its entries.
-
-    Both build 100,000+ small acyclic objects; each burst of allocations triggers
-    collections that walk every live object again, about a quarter of the run time
-    (measured, docs/performance.md). Nothing built here forms a cycle, so nothing is
-    lost by waiting. The collector is re-enabled only if it was enabled on entry, so
-    nesting and concurrent callers leave it as they found it, at worst enabled.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class CapabilityFlags(Protocol):

@@ -22,7 +22,7 @@ from operator import attrgetter
 
 from placet.errors import LimitExceeded
 from placet.local.hashing import CHUNK
-from placet.sync.cache import NO_DIGESTS, CachedDigest, CachePieces, DigestCache
+from placet.sync.cache import NO_DIGESTS, CachedDigest
 from placet.sync.digests import hash_fd
 from placet.sync.entries import LocalEntry
 
@@ -33,7 +33,7 @@ mtime), SMB and every finer filesystem, conservatively."""
 POOL_MIN_BYTES = 256 * 1024
 """Files at least this large are hashed by the thread pool; smaller ones inline."""
 
-FRESH_PART = 65_536
+FRESH_PART = 16_384
 """Fresh digests handed to the cache at a time while the walk goes on (`spill`)."""
 
 _PATH = attrgetter("path")
@@ -85,9 +85,6 @@ class Walk:
     progress: Callable[[int, int], None] | None = None
     write_part: Callable[[list[CachedDigest]], None] | None = None  # see `spill`
     fresh_written: int = 0  # fresh digests handed to `write_part` so far
-    pieces: CachePieces | None = None  # `cached` read a top-level folder at a time
-    # Told each top-level folder's on-disk name and entries once the walk is past it.
-    folder_done: Callable[[str, list[LocalEntry]], None] | None = None
 
 
 _buffers = threading.local()
@@ -237,33 +234,3 @@ def spill(w: Walk) -> None:
         part, w.fresh = w.fresh, []
         w.fresh_written += len(part)
         w.write_part(part)
-
-
-def collect(w: Walk, cache: DigestCache, root_key: str, start: int) -> IndexResult:
-    """Finish a walk: take the pool's entries, sort by path, write fresh digests to
-    `cache` under `root_key`, and return the `IndexResult` (`start`: the scan clock)."""
-    pooled: dict[str, LocalEntry] = {}
-    for fut in w.jobs:
-        entry, cached, n = fut.result()
-        pooled[entry.raw_path] = entry
-        if cached is not None:
-            w.fresh.append(cached)
-            w.bytes_hashed += n
-    entries = w.entries
-    if pooled:
-        entries = [pooled.get(e.raw_path, e) if e.sha256 is None else e for e in entries]
-    entries.sort(key=_PATH)
-    scan = bool(w.specials or pooled)
-    hashed = w.fresh_written + len(w.fresh)
-    if w.fresh:
-        cache.put_many(root_key, w.fresh)
-    return IndexResult(
-        entries=tuple(entries),
-        hashed_count=hashed,
-        cache_hits=w.cache_hits,
-        # Most trees have neither: no scan of 100,000 entries for nothing.
-        skipped=tuple(e for e in entries if e.kind == "skipped") if scan else (),
-        errors=tuple(e for e in entries if e.kind == "error") if scan else (),
-        bytes_hashed=w.bytes_hashed,
-        scan_start_ns=start,
-    )

@@ -1,20 +1,20 @@
-"""The I/O around the pure planner: index the local folder, list the remote, load the
+"""The I/O around the pure planner: walk the local folder, list the remote, read the
 baseline, plan, store the plan (docs/design.md sections 5, 7-9).
 
-rclone lists (and hashes) the remote in its own process while this thread indexes the
-local folder, so the slower side sets the time; a helper thread only fetches pieces,
-decoded here between the index's folders (`PendingListing.pump`), since Python work in a
-second thread slows every `lstat` on the GIL. Digests cost once on each side
-(docs/decisions/0025-digest-caches.md). The plan is stored immutable and reused when
-identical within the hour; a missing remote folder is an empty side; with a `budget` a
-long plan raises the retryable `in_progress` and goes on in the background
-(docs/decisions/0024-sync-plans.md). Digest-less remote files a transfer would touch are
-read once (`placet.sync.content`). The plan's memory is bounded as
-docs/decisions/0026-plan-memory.md says. The caller's scope is a `ProposeContext`."""
+A plan merges the two folders folder by folder (`placet.sync.march`): the local walk
+(`placet.sync.local_tree`) runs in this thread, rclone lists the remote in its own process
+a batch of folders ahead (`placet.sync.remote_tree`), and the baseline and both digest
+caches are read in the same order, so a plan holds the folders on its path, not the trees
+(docs/decisions/0026-plan-memory.md). Digests cost once on each side
+(docs/decisions/0025-digest-caches.md); fresh local ones are written by a thread of their
+own. The plan is stored immutable and reused when identical within the hour; a missing
+remote folder is an empty side; with a `budget` a long plan raises the retryable
+`in_progress` and goes on in the background (docs/decisions/0024-sync-plans.md).
+Digest-less remote files a transfer would touch are read once (`placet.sync.content`).
+The caller's scope is a `ProposeContext`."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import os
@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Concatenate, ParamSpec
 
 from placet.config import Settings
 from placet.drive.base import Drive, preferred_digest
@@ -40,18 +39,20 @@ from placet.proposals.context import ProposeContext
 from placet.schema import DIGEST_PREFERENCE
 from placet.store import Store
 from placet.store.db import utcnow
-from placet.sync.cache import CachedDigest, CachePieces, OwnedRows
+from placet.sync.baselines import baseline_side
+from placet.sync.cache import CachedDigest, FolderRows
+from placet.sync.classify import Classifier
 from placet.sync.content import ReadBudget, bind_content
-from placet.sync.entries import BaselineEntry, LocalEntry, OneDigest, RemoteEntry, gc_paused
-from placet.sync.heap import release_free_heap
+from placet.sync.entries import BaselineEntry, LocalEntry, OneDigest, RemoteEntry
 from placet.sync.index_file import IndexResult
-from placet.sync.indexer import index_local
+from placet.sync.indexer import walk_whole
 from placet.sync.jobs import LongReads, Progress
-from placet.sync.listings import read_listings
+from placet.sync.local_tree import LocalTree
+from placet.sync.march import March
 from placet.sync.model import SyncPlan
-from placet.sync.planner import plan_listings
+from placet.sync.planner import assemble
 from placet.sync.remote import RemoteLister, SyncDigestStore
-from placet.sync.sharing import share_equal_strings
+from placet.sync.remote_tree import RemoteTree, collect
 from placet.sync.stored import SyncData
 from placet.sync.tables import Pair, RowPacker, SkipRow, StoredPlan
 from placet.text import inert
@@ -61,8 +62,13 @@ log = logging.getLogger(__name__)
 KEEP_IN_MEMORY = 8
 """Plans and indexes kept in memory for their next pages."""
 
+RCD_MEMORY_LIMIT = 96 << 20
+"""rcd's soft memory limit while a plan lists (`Drive.soft_memory_limit`), bytes: at
+100,000 files its peak went from 190 to 150 MiB for the same CPU (64 MiB doubled the
+CPU of a cold listing, the collector running all the time)."""
+
 WRITES_QUEUED = 2
-"""Parts of fresh digests (65,536 each) waiting for the cache writer, at most."""
+"""Parts of fresh digests (`FRESH_PART` each) waiting for the cache writer, at most."""
 
 
 def root_key(root: Root) -> str:
@@ -78,7 +84,7 @@ def _hidden(path: str) -> bool:
 
 
 class _DeferredWrites:
-    """The digest cache as `index_local` sees it: reads go to `SyncData`; writes (parts
+    """The digest cache as a walk sees it: reads go to `SyncData`; writes (parts
     of fresh digests, handed over while the walk goes on) are written in the calling
     thread, or with `background` by a thread of their own, started with the first
     part, that `close` hands back for the caller to wait for. A write that fails is
@@ -93,21 +99,15 @@ class _DeferredWrites:
             maxsize=WRITES_QUEUED
         )
         self.writer: threading.Thread | None = None
-        self.owned: OwnedRows[CachedDigest] | None = None  # what the index did not take
-        self.read_by_piece: CachePieces | None = None  # the rows, a folder at a time
 
     def get(self, root_key: str, path: str) -> CachedDigest | None:
         return self.data.get(root_key, path)
 
     def get_under(self, root_key: str, prefix: str) -> Mapping[str, CachedDigest]:
-        rows = self.data.get_under(root_key, prefix)
-        if type(rows) is OwnedRows:
-            self.owned = rows
-        return rows
+        return self.data.get_under(root_key, prefix)
 
-    def pieces(self, root_key: str, prefix: str) -> CachePieces | None:
-        self.read_by_piece = self.data.pieces(root_key, prefix)
-        return self.read_by_piece
+    def local_folders(self, root_key: str) -> FolderRows[CachedDigest] | None:
+        return self.data.local_folders(root_key)
 
     def put_many(self, root_key: str, entries: Iterable[CachedDigest]) -> None:
         batch = list(entries)
@@ -163,29 +163,12 @@ class IndexedFolder:
     made_at: datetime
 
 
-_P = ParamSpec("_P")
+@dataclass(frozen=True)
+class _Merged:
+    """A merge's plan and the verified skips packed beside it."""
 
-
-def _planning(
-    make: Callable[Concatenate[SyncService, _P], StoredPlan],
-) -> Callable[Concatenate[SyncService, _P], StoredPlan]:
-    """`make` run with the cyclic GC paused, then the digest cache writes it deferred
-    waited for (`SyncService.wait_for_writes`, on success or error), still paused.
-
-    What a plan builds is acyclic, and it is all freed (by reference counting) when
-    `make` returns, before the GC is back on, so no collection ever walks those
-    100,000s of objects (`placet.sync.entries.gc_paused`).
-    """
-
-    @functools.wraps(make)
-    def run(service: SyncService, /, *args: _P.args, **kwargs: _P.kwargs) -> StoredPlan:
-        with gc_paused():
-            try:
-                return make(service, *args, **kwargs)
-            finally:
-                service.wait_for_writes()
-
-    return run
+    plan: SyncPlan
+    skips: SkipPacker
 
 
 class SyncService:
@@ -211,7 +194,6 @@ class SyncService:
         self.read_budget = ReadBudget()  # placet.sync.content: what a plan reads to bind
         self._plans: OrderedDict[int, StoredPlan] = OrderedDict()
         self._indexes: OrderedDict[str, IndexedFolder] = OrderedDict()
-        self._writers: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     # ---- paths ------------------------------------------------------------------------
@@ -245,6 +227,45 @@ class SyncService:
 
     # ---- local index ------------------------------------------------------------------
 
+    def _tree(
+        self,
+        folder: Folder,
+        cache: _DeferredWrites,
+        *,
+        digest_type: str | None,
+        include_hidden: bool,
+        progress: Progress | None,
+    ) -> LocalTree:
+        """A walk of `folder` with SHA-256 and `digest_type`, through the digest cache."""
+
+        def tick(files: int, hashed: int) -> None:
+            if progress is not None:
+                progress.files, progress.bytes_hashed = files, hashed
+
+        return LocalTree(
+            folder.root.path,
+            folder.rel,
+            digest_types=[digest_type] if digest_type else [],
+            cache=cache,
+            root_key=root_key(folder.root),
+            include_hidden=include_hidden,
+            entry_cap=self.settings.plan_entry_cap,
+            now_ns=self.clock_ns(),
+            progress=tick,
+        )
+
+    def _walked(self, tree: LocalTree, cache: _DeferredWrites) -> None:
+        """After a walk: its fresh digests written (waited for), the rows of files gone
+        since dropped (hidden ones only when they were listed), the count of files
+        hashed."""
+        writer = cache.close()
+        if writer is not None:
+            writer.join()
+        self.local_files_hashed += tree.hashed_count
+        gone = tree.gone()
+        if gone:
+            self.data.forget_local(tree.root_key, gone)
+
     def index(
         self,
         folder: Folder,
@@ -252,106 +273,23 @@ class SyncService:
         digest_type: str | None,
         include_hidden: bool,
         progress: Progress | None = None,
-        defer_writes: bool = False,
-        between: Callable[[], None] | None = None,
-        folder_done: Callable[[str, list[LocalEntry]], None] | None = None,
     ) -> IndexResult:
-        """Index `folder` with SHA-256 and `digest_type`, through the digest cache.
-
-        Cache rows of files no longer there are dropped (hidden ones only when they were
-        listed). With `defer_writes`, fresh digests are written by a thread the caller
-        must wait for (`wait_for_writes`). `between` is called from this thread every
-        1,024 files (the plan decodes the remote listing there), `folder_done` as each
-        top-level folder is walked (see `index_local`). Raises what `index_local` raises.
-        """
-        key = root_key(folder.root)
-
-        def tick(files: int, hashed: int) -> None:
-            if progress is not None:
-                progress.files, progress.bytes_hashed = files, hashed
-            if between is not None:
-                between()
-
+        """Index `folder` whole with SHA-256 and `digest_type`, through the digest cache
+        (see `_walked`). Raises what `index_local` raises."""
         if progress is not None:
             progress.phase = "indexing local files"
-        cache = _DeferredWrites(self.data, background=defer_writes)
+        cache = _DeferredWrites(self.data, background=False)
+        tree = self._tree(
+            folder, cache, digest_type=digest_type, include_hidden=include_hidden,
+            progress=progress,
+        )  # fmt: skip
         try:
-            res = index_local(
-                folder.root.path,
-                folder.rel,
-                digest_types=[digest_type] if digest_type else [],
-                cache=cache,
-                root_key=key,
-                include_hidden=include_hidden,
-                entry_cap=self.settings.plan_entry_cap,
-                now_ns=self.clock_ns(),
-                progress=tick,
-                folder_done=folder_done,
-            )
+            res = walk_whole(tree)
         finally:
-            # With `defer_writes`, the fresh digests (about a second of SQLite work per
-            # 100,000, which releases the GIL) are written beside the walk, the listing
-            # and the planning; the caller waits for them (`wait_for_writes`).
-            writer = cache.close()
-            if writer is not None:
-                with self._lock:
-                    self._writers.append(writer)
-        self.local_files_hashed += res.hashed_count
+            self._walked(tree, cache)
         if progress is not None:
             progress.files, progress.bytes_hashed = len(res.entries), res.bytes_hashed
-        # Rows of files that are gone are dropped when the cache is in memory anyway (a
-        # warm index); right after a cold one it was just rewritten, and the next plan
-        # does it without reading the table back now.
-        loaded = self.data.loaded_local(key)
-        if cache.read_by_piece is not None:
-            # Read a top-level folder at a time: what no folder's walk took are files
-            # gone since (hidden ones only when they were listed).
-            prefix = folder.rel + "/" if folder.rel else ""
-            gone = [
-                p
-                for p in cache.read_by_piece.left()
-                if include_hidden or not _hidden(p[len(prefix) :])
-            ]
-            self.data.forget_local(key, gone)
-        elif cache.owned is not None:
-            # Rows loaded for this index alone: the walk took every path it listed, so
-            # what is left are files gone since (hidden ones only when they were listed).
-            prefix = folder.rel + "/" if folder.rel else ""
-            left, cache.owned = cache.owned, None
-            gone = [p for p in left if include_hidden or not _hidden(p[len(prefix) :])]
-            del left
-            self.data.forget_local(key, gone)
-        elif loaded is None or (
-            not folder.rel
-            and (
-                res.cache_hits == len(loaded)
-                or sum(1 for e in res.entries if e.raw_path in loaded) == len(loaded)
-            )
-        ):
-            pass  # not in memory, or every cached path is listed now: none is gone
-        else:
-            # Rare (files were deleted, or a subfolder was indexed): the paths and a set
-            # of what was listed, which a plain re-plan does not build.
-            cached = list(loaded)
-            prefix = folder.rel + "/" if folder.rel else ""
-            seen = {prefix + e.raw_path for e in res.entries}
-            below = folder.rel + "/"
-            gone = [
-                p
-                for p in cached
-                if (not folder.rel or p.startswith(below))
-                and p not in seen
-                and (include_hidden or not _hidden(p[len(prefix) :]))
-            ]
-            self.data.forget_local(key, gone)
         return res
-
-    def wait_for_writes(self) -> None:
-        """Wait until the digest cache writes `index` started are in the database."""
-        with self._lock:
-            writers, self._writers = self._writers, []
-        for w in writers:
-            w.join()
 
     def local_index(
         self,
@@ -393,8 +331,21 @@ class SyncService:
     def remote_listing(
         self, drive: Drive, folder: str, progress: Progress | None = None
     ) -> tuple[list[RemoteEntry], bool]:
-        """See `placet.sync.remote.RemoteLister.remote_listing`."""
-        return self.remote.remote_listing(drive, folder, progress)
+        """The whole listing of remote `folder` with digests, as a plan reads it, and
+        whether the folder is missing (an empty side).
+
+        Raises:
+            PathRefused (`not_a_directory`): `folder` is a file. DriveUnavailable /
+                DriveError: rclone failed.
+        """
+        ci = drive.capabilities().case_insensitive
+        tree = RemoteTree(self.remote, drive, folder, case_insensitive=ci,
+                          include_hidden=True, progress=progress)  # fmt: skip
+        try:
+            got = collect(tree, ci, include_hidden=True)
+        finally:
+            tree.finish()
+        return got, tree.missing
 
     # ---- planning ---------------------------------------------------------------------
 
@@ -405,7 +356,6 @@ class SyncService:
         processes. `placet serve` calls it at start-up; every plan calls it again."""
         drive.use_digest_store(SyncDigestStore(self.data, drive.spec))
 
-    @_planning
     def make_plan(
         self,
         ctx: ProposeContext,
@@ -416,8 +366,8 @@ class SyncService:
         allow_empty_side: bool,
         progress: Progress | None = None,
     ) -> StoredPlan:
-        """Index, list, load the baseline, plan, store (see the module docstring), with
-        the cyclic GC paused (`_planning`).
+        """Merge the two folders folder by folder against the baseline, and store the
+        plan (see the module docstring).
 
         Raises:
             EmptySideRefused: a side lists empty while a baseline exists (or a listing
@@ -429,85 +379,84 @@ class SyncService:
         self.share_digest_cache(drive)  # one digest cache
         caps = drive.capabilities()
         dtype = preferred_digest(caps)
+        ci = bool(caps.case_insensitive)
         try:
             drive.clear_caches()  # docs/design.md section 3: never plan from rclone's caches
         except PlacetError as e:
             log.warning("could not clear rclone's caches before planning: %s", e.message)
-        pending = self.remote.begin(drive, remote, progress)  # rclone lists meanwhile
-        try:
-            idx = self.index(
-                folder,
-                digest_type=dtype,
-                include_hidden=include_hidden,
-                progress=progress,
-                defer_writes=True,
-                between=pending.pump,
-                folder_done=pending.local_done,
-            )
-        except BaseException:
-            pending.abandon()  # the listing thread ends before the error goes up
-            raise
-        if progress is not None:
-            progress.phase = "listing the remote"
-        release_free_heap()  # what the walk freed, before the listing's rest is decoded
-        remote_entries, missing = pending.finish()
-        del pending  # what it gathered on the way (digest rows, misses) goes now
         pair = Pair(str(folder.root.path), folder.rel, ctx.drive_spec, remote)
-        baseline, generation = self.data.baseline(pair)
         if progress is not None:
             progress.phase = "planning"
-        cap = self.settings.plan_entry_cap
-        listings = read_listings(
-            idx.entries,
-            remote_entries,
-            caps,
-            include_hidden=include_hidden,
-            entry_cap=cap,
-            share=True,  # one object for equal strings of both sides (placet.sync.sharing)
-            # The local dict's outgrown tables go back to the system before the remote
-            # dict is built beside it (the plan's peak; placet.sync.heap).
-            between_sides=release_free_heap,
-        )
-        del idx, remote_entries  # the listings hold what the plan needs
-        if dtype is not None:  # a kept copy of the remote digest cache shares them too
-            prefix = f"{remote}/" if remote else ""
-            shared = share_equal_strings(listings.both_files(), prefix)
-            self.data.share_remote_digests(drive.spec, dtype, shared)
-            del shared  # an unread generator would keep the listings alive
+        p, generation, missing = self._merge(
+            folder, drive, remote, pair, ci=ci, digest_type=dtype, include_hidden=include_hidden,
+            allow_empty_side=allow_empty_side, progress=progress,
+        )  # fmt: skip
         options = {"include_hidden": include_hidden, "allow_empty_side": allow_empty_side}
         meta = {"digest_type": dtype, "remote_folder_missing": missing}
-        fps = (listings.local_fingerprint, listings.remote_fingerprint)
+        fps = (p.plan.local_fingerprint, p.plan.remote_fingerprint)
         stored = self.data.find_plan(
             pair=pair, options=options, fingerprints=fps, baseline_generation=generation,
             meta=meta,
         )  # fmt: skip
         if stored is None:
-            release_free_heap()  # before classifying grows the ops, reports and skips
-            # The skips are packed as they are classified, never held as reports.
-            skips = SkipPacker(baseline)
-            p = plan_listings(
-                listings,
-                baseline,
-                allow_empty_side=allow_empty_side,
-                on_skip=skips.skip,
-                consume=True,
-            )
-            # The plan holds the entries it needs; the keyed listings (two dicts of
-            # every entry) go before the plan is encoded.
-            del listings
             # Transfers of remote files without digests: bound to the bytes read now.
-            p = bind_content(p, drive, remote, budget=self.read_budget, progress=progress)
+            bound = bind_content(p.plan, drive, remote, budget=self.read_budget, progress=progress)
             stored = self.data.save_plan(
                 pair=pair,
                 root_name=folder.root.name,
                 options=options,
-                plan=p,
+                plan=bound,
                 baseline_generation=generation,
                 meta=meta,
-                skips=skips,
+                skips=p.skips,
             )
         self._remember(stored)
         return stored
+
+    def _merge(
+        self,
+        folder: Folder,
+        drive: Drive,
+        remote: str,
+        pair: Pair,
+        *,
+        ci: bool,
+        digest_type: str | None,
+        include_hidden: bool,
+        allow_empty_side: bool,
+        progress: Progress | None,
+    ) -> tuple[_Merged, int, bool]:
+        """Merge the local folder and the remote one folder by folder against the
+        baseline (`placet.sync.march`): (the plan and its packed skips, the baseline's
+        generation, whether the remote folder is missing)."""
+        base, count, generation, exact = baseline_side(self.data, pair, case_insensitive=ci)
+        cache = _DeferredWrites(self.data, background=True)
+        pl = Classifier(drive.capabilities())
+        skips = SkipPacker(exact if exact is not None else pl.base.get)
+        pl.on_skip = skips.skip
+        tree: LocalTree | None = None
+        listing: RemoteTree | None = None
+        before = drive.soft_memory_limit(RCD_MEMORY_LIMIT)
+        try:
+            tree = self._tree(
+                folder, cache, digest_type=digest_type, include_hidden=include_hidden,
+                progress=progress,
+            )  # fmt: skip
+            listing = RemoteTree(self.remote, drive, remote, case_insensitive=ci,
+                                 include_hidden=include_hidden, progress=progress)  # fmt: skip
+            march = March(pl, tree, listing, base, include_hidden=include_hidden,
+                          entry_cap=self.settings.plan_entry_cap)  # fmt: skip
+            march.run(baseline_entries=count, allow_empty_side=allow_empty_side)
+        finally:
+            if listing is not None:
+                listing.finish()
+            if before is not None:
+                drive.soft_memory_limit(before)
+            if tree is not None:
+                tree.close()
+                self._walked(tree, cache)
+        plan = assemble(pl, march.local_fp.hexdigest(), march.remote_fp.hexdigest())
+        return _Merged(plan, skips), generation, listing.missing
 
     def plan_sync(
         self,
@@ -601,14 +550,18 @@ def _changes_baseline(row: SkipRow, b: BaselineEntry | None) -> bool:
 
 
 class SkipPacker(RowPacker):
-    """The plan's verified skips packed as it classifies (`plan_listings`' `on_skip`):
-    the rows `skip_row` gives where they differ from `baseline`, so a plan of
+    """The plan's verified skips packed as it classifies (`plan`'s `on_skip`): the
+    rows `skip_row` gives where they differ from `baseline` (a mapping, or the lookup
+    of an NFC path), so a plan of
     1,000,000 equal files holds neither a report nor a row per file, only the packed
     blob (`SyncData.save_plan` stores it as is)."""
 
-    def __init__(self, baseline: Mapping[str, BaselineEntry]) -> None:
+    def __init__(
+        self,
+        baseline: Mapping[str, BaselineEntry] | Callable[[str], BaselineEntry | None],
+    ) -> None:
         super().__init__()
-        self.get = baseline.get
+        self.get = baseline.get if isinstance(baseline, Mapping) else baseline
 
     def skip(self, path: str, lo: LocalEntry, rem: RemoteEntry, dtype: str | None) -> None:
         row = skip_row(path, lo, rem, dtype)

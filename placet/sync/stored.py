@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from placet.errors import NotFound
 from placet.store.db import RawDB, dt_text, utcnow
 from placet.store.store import Store
-from placet.sync.digest_store import MEMORY_ROWS, DigestCaches
+from placet.sync.cache import FolderRows, OwnedRows, Ranges
+from placet.sync.digest_store import MEMORY_ROWS, DigestCaches, gaps, in_ranges
 from placet.sync.entries import BaselineEntry
 from placet.sync.model import SyncPlan
 from placet.sync.tables import (
@@ -35,14 +36,16 @@ from placet.sync.tables import (
     StoredRow,
     cap_victims,
     pack,
-    pack_rows,
     parse_dt,
+    read_sealed,
     unpack,
 )
 
 _ROWS_OF = {  # table -> (its rows as `StoredRow`s, delete one)
     "sync_plan": (
-        "SELECT id, pair_key, length(body) + length(skips) FROM sync_plan",
+        "SELECT id, pair_key, length(body) + length(skips) + coalesce((SELECT "
+        "length(s.skips) FROM sync_plan_skips s WHERE s.plan_id = sync_plan.id), 0) "
+        "FROM sync_plan",
         "DELETE FROM sync_plan WHERE id = ?",
     ),
     "drive_snapshot": (
@@ -79,6 +82,47 @@ def _int(value: object) -> int | None:
     if isinstance(value, int):
         return value
     return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+_BASELINE_ROWS = (
+    "SELECT path, sha256, remote_digest_type, remote_digest, size, mtime FROM sync_baseline "
+    "WHERE pair_key = ?"
+)
+
+_INSERT_PLAN = (
+    "INSERT INTO sync_plan (pair_key, root_name, root_path, local_path, drive_spec, "
+    "remote_path, options, local_fingerprint, remote_fingerprint, baseline_generation, "
+    "summary, meta, body, skips, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+)
+"""A new plan row (its skips in `sync_plan_skips`: `skips` here is empty)."""
+
+
+def _packed(rows: Iterable[SkipRow]) -> RowPacker:
+    packer = RowPacker()
+    for row in rows:
+        packer.add(row)
+    return packer
+
+
+def _store_skips(db: RawDB, plan_id: int, spool: IO[bytes], size: int) -> None:
+    """Store plan `plan_id`'s packed skips (`size` bytes of `spool`): on SQLite reserved
+    (`zeroblob`, the row's last column, so never built in memory) and copied a MiB at a
+    time; on PostgreSQL sent whole."""
+    # A row left by a plan deleted otherwise than by the prune or the caps: its id may
+    # come again (SQLite numbers rows from the largest id there).
+    db.execute("DELETE FROM sync_plan_skips WHERE plan_id = ?", (plan_id,))
+    if db.postgres:
+        blob = read_sealed(spool, size)
+        db.execute("INSERT INTO sync_plan_skips (plan_id, skips) VALUES (?, ?)", (plan_id, blob))
+        return
+    db.execute(
+        "INSERT INTO sync_plan_skips (plan_id, skips) VALUES (?, zeroblob(?))", (plan_id, size)
+    )
+    spool.seek(0)
+    with db.driver.blobopen("sync_plan_skips", "skips", plan_id) as out:
+        while chunk := spool.read(1 << 20):
+            out.write(chunk)
 
 
 REUSE_WITHIN = timedelta(hours=1)
@@ -153,6 +197,8 @@ class SyncData(DigestCaches):
         rest = [r for r in rows if r[0] not in gone]
         gone.update(cap_victims(rest, caps.total, caps.bytes_total, frozen))
         db.executemany(delete, [(i,) for i in sorted(gone)])
+        if table == "sync_plan":
+            db.executemany("DELETE FROM sync_plan_skips WHERE plan_id = ?", [(i,) for i in gone])
         with self._lock:
             self._mine[table] = [r[0] for r in own if r[0] not in gone]
 
@@ -223,26 +269,30 @@ class SyncData(DigestCaches):
             plan.remote_fingerprint,
             plan.content,
         )
-        skip_blob = skips.finish() if isinstance(skips, RowPacker) else pack_rows(skips)
+        if isinstance(skips, RowPacker):
+            spool, size = skips.seal()
+        else:  # packed here, into the same kind of file
+            spool, size = _packed(skips).seal()
         body = pack(kept.to_dict())
         summary = json.dumps(dict(plan.summary))
 
         def tx(db: RawDB) -> int:
             self._prune(db, now)
             cur = db.execute(
-                "INSERT INTO sync_plan (pair_key, root_name, root_path, local_path, drive_spec, "
-                "remote_path, options, local_fingerprint, remote_fingerprint, "
-                "baseline_generation, summary, meta, body, skips, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                _INSERT_PLAN,
                 (pair.key, root_name, pair.root_path, pair.local_path, pair.drive_spec,
                  pair.remote_path, opts, plan.local_fingerprint, plan.remote_fingerprint,
-                 baseline_generation, summary, meta_text, body, skip_blob, dt_text(now)),
+                 baseline_generation, summary, meta_text, body, b"", dt_text(now)),
             )  # fmt: skip
             new_id = int(cur.fetchone()[0])
+            _store_skips(db, new_id, spool, size)
             self._enforce_caps(db, "sync_plan", new_id)
             return new_id
 
-        pid = self._write("storing a sync plan", tx)
+        try:
+            pid = self._write("storing a sync plan", tx)
+        finally:
+            spool.close()
         return StoredPlan(
             pid, pair, root_name, dict(options), plan.local_fingerprint,
             plan.remote_fingerprint, baseline_generation, dict(plan.summary), dict(meta),
@@ -306,7 +356,9 @@ class SyncData(DigestCaches):
         row = self._read(
             "reading a sync plan's verified skips",
             lambda db: db.execute(
-                "SELECT skips FROM sync_plan WHERE id = ?", (plan_id,)
+                "SELECT coalesce((SELECT s.skips FROM sync_plan_skips s WHERE s.plan_id = ?), "
+                "skips) FROM sync_plan WHERE id = ?",
+                (plan_id, plan_id),
             ).fetchone(),
         )
         return [] if row is None else [BaselineEntry(*r) for r in unpack(row[0])]
@@ -315,6 +367,7 @@ class SyncData(DigestCaches):
     def _prune(db: RawDB, now: datetime) -> None:
         cutoff = dt_text(now - RETENTION)
         db.execute("DELETE FROM sync_plan WHERE created_at < ?", (cutoff,))
+        db.execute("DELETE FROM sync_plan_skips WHERE plan_id NOT IN (SELECT id FROM sync_plan)")
         db.execute("DELETE FROM drive_snapshot WHERE created_at < ?", (cutoff,))
 
     def prune(self, now: datetime | None = None) -> None:
@@ -355,9 +408,44 @@ class SyncData(DigestCaches):
 
         generation, rows = self._read("reading a sync baseline", rd)
         entries = {r[0]: BaselineEntry(*r) for r in rows}
-        with self._lock:
-            self._baselines[key] = (generation, entries)
+        if len(entries) <= self.memory_rows:  # kept for the next plan, as the digest caches
+            with self._lock:
+                self._baselines[key] = (generation, entries)
         return entries, generation
+
+    def baseline_count(self, pair: Pair) -> tuple[int, int]:
+        """(the number of the pair's baseline entries, its generation)."""
+        key = pair.key
+
+        def rd(db: RawDB) -> tuple[int, int]:
+            db.begin(write=False)
+            try:
+                row = db.execute(
+                    "SELECT generation FROM sync_pair WHERE pair_key = ?", (key,)
+                ).fetchone()
+                n = db.execute(
+                    "SELECT count(*) FROM sync_baseline WHERE pair_key = ?", (key,)
+                ).fetchone()
+            finally:
+                db.commit()
+            return int(n[0]), int(row[0]) if row else 0
+
+        return self._read("counting a sync baseline", rd)
+
+    def baseline_folders(self, pair: Pair) -> FolderRows[BaselineEntry]:
+        """The pair's baseline a folder at a time (`FolderRows`: NFC path -> entry),
+        for a plan too big to hold it (`baseline` keeps it in memory)."""
+        key = pair.key
+
+        def read(db: RawDB, ranges: Ranges) -> OwnedRows[BaselineEntry]:
+            return OwnedRows(
+                (r[0], BaselineEntry(*r)) for r in in_ranges(db, _BASELINE_ROWS, (key,), ranges)
+            )
+
+        return FolderRows(
+            lambda ranges: self._read("reading a sync baseline", lambda db: read(db, ranges)),
+            gaps,
+        )
 
     def record_baseline(
         self, pair: Pair, entries: Sequence[BaselineEntry], now: datetime | None = None

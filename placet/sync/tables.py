@@ -16,9 +16,9 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import IO, Any
 
-from sqlalchemy import Index, Integer, LargeBinary, Text
+from sqlalchemy import Column, Index, Integer, LargeBinary, Text
 
 from placet.errors import StoreError
 from placet.store.db import UTCDateTime
@@ -50,6 +50,14 @@ SYNC_PLAN = declare(
     Index("ix_sync_plan_pair", "pair_key", "created_at"),
 )
 """One stored, immutable sync plan (see the module docstring)."""
+
+SYNC_PLAN_SKIPS = declare(
+    "sync_plan_skips",
+    Column("plan_id", Integer, primary_key=True, autoincrement=False),
+    columns(LargeBinary, "skips"),
+)
+"""A plan's verified skips (see `RowPacker`), the blob last: SQLite reserves it without
+building it in memory (`zeroblob`) and takes it a piece at a time."""
 
 SYNC_DIGEST_CACHE = declare(
     "sync_digest_cache",
@@ -223,10 +231,10 @@ class RowPacker:
     """Rows packed as they come (`add`), into what `pack(list(rows))` would give
     (`finish`): encoded and compressed 4,096 rows at a time, so 100,000 rows never exist
     as one JSON string nor as one list. The compressed parts wait in a temporary file
-    once past `SPOOL_BYTES` (in memory below that), and `finish` reads them into one
-    `bytearray` of the exact size (which SQLite stores as a BLOB): the skips of
-    1,000,000 files are ~60 MB compressed, which a plan held in memory while it
-    classified (its high-water mark) and a join would hold twice."""
+    once past `SPOOL_BYTES` (in memory below that): `seal` hands over the file for a
+    store to copy a piece at a time (SQLite's incremental blob I/O), `finish` reads it
+    into one `bytearray` of the exact size. The skips of 1,000,000 files are ~60 MB
+    compressed, which a plan would otherwise hold, and SQLite copy, as it stores them."""
 
     def __init__(self) -> None:
         self.z = zlib.compressobj(1)
@@ -252,27 +260,49 @@ class RowPacker:
         self.count += len(self.batch)
         self.batch, self.first = [], False
 
+    def seal(self) -> tuple[IO[bytes], int]:
+        """The file of the packed rows (its caller closes it) and their size (call once;
+        nothing may be added after).
+
+        Raises:
+            StoreError (retryable): the temporary file could not be written.
+        """
+        if self.batch:
+            self._flush()
+        try:
+            self.out.write(self.z.compress(b"]"))
+            self.out.write(self.z.flush())
+            return self.out, self.out.tell()
+        except OSError as e:
+            raise _spool_error(e) from e
+
     def finish(self) -> bytearray:
         """The packed rows (call once; nothing may be added after).
 
         Raises:
             StoreError (retryable): the temporary file could not be written or read.
         """
-        if self.batch:
-            self._flush()
-        try:
-            with self.out as f:
-                f.write(self.z.compress(b"]"))
-                f.write(self.z.flush())
-                blob = bytearray(f.tell())
-                f.seek(0)
-                view, done = memoryview(blob), 0
-                while done < len(blob) and (n := f.readinto(view[done:])):
-                    done += n
-                view.release()
-        except OSError as e:
-            raise _spool_error(e) from e
-        return blob
+        f, size = self.seal()
+        with f:
+            return read_sealed(f, size)
+
+
+def read_sealed(f: IO[bytes], size: int) -> bytearray:
+    """The `size` bytes of a sealed `RowPacker` file, from its start.
+
+    Raises:
+        StoreError (retryable): the temporary file could not be read.
+    """
+    try:
+        blob = bytearray(size)
+        f.seek(0)
+        done = 0
+        while done < size and (chunk := f.read(min(1 << 20, size - done))):
+            blob[done : done + len(chunk)] = chunk
+            done += len(chunk)
+    except OSError as e:
+        raise _spool_error(e) from e
+    return blob
 
 
 def _spool_error(e: OSError) -> StoreError:

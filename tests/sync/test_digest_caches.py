@@ -1,6 +1,8 @@
-"""The digest caches' in-memory copies (`SyncData`): a bulk write keeps and updates the
-copy (a warm plan right after a cold one reads no table), and a new process reads back
-exactly the values written (one SELECT straight into the compact structure)."""
+"""The digest caches' in-memory copies (`SyncData`): a write of paths the copy holds
+updates it, one that adds paths drops it (it is read again, whole, when next needed: a
+walk never grows it beside what it holds, docs/decisions/0026-plan-memory.md), and a new
+process reads back exactly the values written (one SELECT straight into the compact
+structure)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from tests.support.db import raw_db, sql
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
-N = 1500  # more than 1,000 rows: a bulk write, which still updates the in-memory copy
+N = 1500  # more than 1,000 rows: a bulk write
 
 
 def _entries() -> list[CachedDigest]:
@@ -39,26 +41,31 @@ def _wipe(settings: Settings, table: str) -> None:
     sql(settings, f"DELETE FROM {table}")
 
 
-def test_bulk_local_write_keeps_the_loaded_copy_and_reads_back_equal(settings: Settings) -> None:
+def test_a_local_write_of_new_paths_drops_the_copy_and_reads_back_equal(
+    settings: Settings,
+) -> None:
     store = open_store(settings)
     data = SyncData(store)
     assert dict(data.get_under("root", "")) == {}  # loaded (empty), as a cold index does
     entries = _entries()
     data.put_many("root", entries)
+    assert data.loaded_local("root") is None  # new paths: the copy went
     fresh = SyncData(store).get_under("root", "")  # a new process: read from SQLite
     assert fresh == {c.path: c for c in entries}
     assert all(type(c.verified) is bool for c in fresh.values())
     assert fresh["d0/f1.bin"].digests is NO_DIGESTS  # shared, not one empty dict per row
     assert fresh["d0/f3.bin"].digests == {"sha1": f"{3:040x}"}
 
+    kept = data.get_under("root", "")  # read again, whole, and kept
+    changed = entries[-1]._replace(sha256="f" * 64)
+    data.put_many("root", [changed])  # a path the copy holds: updated in place
     _wipe(settings, "sync_digest_cache")
-    kept = data.get_under("root", "")  # the copy the bulk write updated: no table read
-    assert len(kept) == N and kept["d14/f1499.bin"] == entries[-1]
-    assert sorted(data.loaded_local("root") or []) == sorted(c.path for c in entries)
+    assert data.loaded_local("root") is kept
+    assert len(kept) == N and kept["d14/f1499.bin"] == changed
     assert SyncData(store).get_under("root", "") == {}
 
 
-def test_bulk_remote_write_keeps_the_loaded_copy_and_reads_back_equal(
+def test_a_remote_write_of_new_paths_drops_the_copy_and_reads_back_equal(
     settings: Settings,
 ) -> None:
     store = open_store(settings)
@@ -71,8 +78,11 @@ def test_bulk_remote_write_keeps_the_loaded_copy_and_reads_back_equal(
     assert dict(SyncData(store).remote_digests("spec:", "sha256")) == want
     assert dict(SyncData(store).remote_digests("spec:", "md5")) == {}
 
+    assert dict(data.remote_digests("spec:", "sha256")) == want  # read again, and kept
+    data.put_remote_digests("spec:", "sha256", [("d0/f0.bin", 1, "m", "e" * 64)])
+    want["d0/f0.bin"] = (1, "m", "e" * 64)
     _wipe(settings, "sync_remote_digest")
-    assert dict(data.remote_digests("spec:", "sha256")) == want
+    assert dict(data.remote_digests("spec:", "sha256")) == want  # updated in place
     assert dict(SyncData(store).remote_digests("spec:", "sha256")) == {}
 
 

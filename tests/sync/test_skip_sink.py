@@ -1,4 +1,4 @@
-"""Skips packed while classifying (`plan_listings`' `on_skip`, the service's
+"""Skips packed while classifying (`plan`'s `on_skip`, the service's
 `SkipPacker`): for every row of the planner's tables, the plan without the skip
 reports is the plan with them minus those reports (same ops, other reports and
 summary), and the packed rows are exactly the rows `verified_skips` gives from the
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from placet.sync.planner import Listings, plan_listings, read_listings
+from placet.sync.classify import SkipSink
+from placet.sync.model import SyncPlan
+from placet.sync.planner import plan
 from placet.sync.service import SkipPacker, verified_skips
 from placet.sync.tables import pack_rows, unpack
 from tests.support.listings import B, L, R
@@ -27,17 +29,18 @@ EXTRA = Row(
 def test_packed_skips_match_the_reports_they_replace(row: Row) -> None:
     baseline = {b.path: b for b in row.baseline}
 
-    def listings() -> Listings:
-        return read_listings(row.local, row.remote, row.caps, include_hidden=row.include_hidden)
+    def planned(on_skip: SkipSink | None = None) -> SyncPlan:
+        return plan(row.local, row.remote, baseline, row.caps,
+                    include_hidden=row.include_hidden, on_skip=on_skip)  # fmt: skip
 
     try:
-        whole = plan_listings(listings(), baseline)
+        whole = planned()
     except Exception as e:  # the same refusal either way
         with pytest.raises(type(e)):
-            plan_listings(listings(), baseline, on_skip=SkipPacker(baseline).skip)
+            planned(SkipPacker(baseline).skip)
         return
     packer = SkipPacker(baseline)
-    sunk = plan_listings(listings(), baseline, on_skip=packer.skip, consume=True)
+    sunk = planned(packer.skip)
     assert sunk.summary == whole.summary
     assert sunk.ops == whole.ops
     sunk_skips = [r for r in whole.reports if r.kind == "skip" and r.local and r.remote
