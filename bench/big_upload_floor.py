@@ -77,7 +77,7 @@ def main() -> int:
     spec = sftp.spec(sftp.root / "d")
     drive = RcloneDrive(spec, rclone_path=RCLONE, env=env, run_dir=base / "run")
     if args.rcat:
-        drive.rcd_stream_backends = frozenset()
+        drive.transfers.rcd_stream_backends = frozenset()
     drive.capabilities()  # rcd up before timing, as in a running review UI
     others = lambda: _cpu_of(drive.rcd_pid) + sftp.cpu()  # noqa: E731
     load = Path("/proc/loadavg").read_text().split()[:3]

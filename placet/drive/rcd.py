@@ -488,7 +488,7 @@ class Rcd:
         rclone pipes the part through `Rcat`: it buffers the first
         `--streaming-upload-cutoff` bytes and streams the rest with `PutStream` (size
         unknown), so callers use this only on backends where an upload of unknown size
-        costs nothing more (`placet.drive.rclone_core.RCD_STREAM_BACKENDS`). rclone's own
+        costs nothing more (`placet.drive.routes.RCD_STREAM_BACKENDS`). rclone's own
         read-back is skipped (``IgnoreChecksum``): the caller verifies the stored object.
 
         A stopped body is never an approved upload: when `pump` raises or the socket

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from placet.drive import RcloneDrive
-from placet.drive.rclone_core import RCD_UPLOAD_MAX
+from placet.drive.routes import RCD_UPLOAD_MAX
 from placet.errors import AlreadyExists, PathRefused, StaleEvidence
 
 if TYPE_CHECKING:
