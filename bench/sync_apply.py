@@ -319,7 +319,7 @@ def per_file_floor(n: int, scratch: Path) -> None:
 
     from placet.drive.proc import child_env, default_rclone_path
     from placet.drive.rcd import Rcd
-    from placet.drive.rcd import _UnixHTTPConnection as Conn
+    from placet.drive.rcd import UnixHTTPConnection as Conn
 
     src, d1, d2 = scratch / "src", scratch / "rcat", scratch / "upl"
     for d in (src, d1, d2):

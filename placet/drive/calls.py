@@ -3,8 +3,9 @@
 `RcloneCalls` holds what every part of `placet.drive.rclone.RcloneDrive` needs: the
 parsed spec (with Proton Drive's cache turned off and `replace_existing_draft` on,
 docs/design.md section 3), the allowlisted child environment, the lazily started
-`rclone rcd` (`placet.drive.rcd`), error mapping with redaction
-(`placet.drive.failures`), the remote's capabilities, and the one-call moves and deletes.
+`rclone rcd` (`placet.drive.rcd`; its uploads, `placet.drive.rcd_uploads`), error
+mapping with redaction (`placet.drive.failures`), the remote's capabilities, and the
+one-call moves and deletes.
 
 Metadata goes through rcd because a call there costs well under a millisecond against
 ~45 ms for a fresh `rclone` process (measured; docs/decisions/0006-rcd-and-uploads.md),
@@ -23,6 +24,7 @@ from placet.drive.base import Capabilities, Entry
 from placet.drive.failures import last_message, rclone_failure
 from placet.drive.proc import COMMON_FLAGS, child_env
 from placet.drive.rcd import Rcd, RcFailure
+from placet.drive.rcd_uploads import RcdUploads
 from placet.drive.routes import RCD_UPLOAD_MAX
 from placet.drive.spec import DriveSpec, parse_spec, redact, split_path
 from placet.errors import ConfigError, DriveUnavailable, PlacetError
@@ -101,6 +103,7 @@ class RcloneCalls:
         # Put (as `rcat --size` does), never a streamed or disk-spooled upload
         cutoff = ("--streaming-upload-cutoff", f"{RCD_UPLOAD_MAX + 1}B")
         self.rcd = Rcd(rclone_path, self.env, run_dir, self.redact, flags=(*self._flags, *cutoff))
+        self.uploads = RcdUploads(self.rcd)
         self._eff: DriveSpec | None = None  # the spec handed to rclone (Proton options added)
         self._caps: Capabilities | None = None
 
@@ -125,11 +128,11 @@ class RcloneCalls:
 
     def rc_upload(self, dest: str, chunks: Sequence[bytes]) -> None:
         """Store `chunks` (approved bytes, held in memory) at `dest` through rcd's
-        `operations/uploadfile` (`Rcd.upload`); errors mapped as for `rc`."""
+        `operations/uploadfile` (`RcdUploads.upload`); errors mapped as for `rc`."""
         folder, name = split_path(dest)
         fs = self.fs().raw
         self._mapped(
-            lambda: self.rcd.upload(fs, folder, name, chunks, timeout=LONG_CALL_SECONDS),
+            lambda: self.uploads.upload(fs, folder, name, chunks, timeout=LONG_CALL_SECONDS),
             action="upload to",
             target=dest,
         )
@@ -138,12 +141,12 @@ class RcloneCalls:
         self, dest: str, size: int, pump: Callable[[Callable[[bytes], None]], object]
     ) -> None:
         """Store the `size` bytes `pump(write)` produces at temporary object `dest`
-        through rcd, sent as they are read (`Rcd.upload_stream`); errors mapped as for
+        through rcd, sent as they are read (`RcdUploads.upload_stream`); errors mapped as for
         `rc`, what `pump` raised passes through."""
         folder, name = split_path(dest)
         fs = self.fs().raw
         self._mapped(
-            lambda: self.rcd.upload_stream(
+            lambda: self.uploads.upload_stream(
                 fs, folder, name, size, pump, timeout=SHORT_CALL_SECONDS
             ),
             action="upload to",
@@ -154,7 +157,7 @@ class RcloneCalls:
         """`rc_upload` of several (name, chunks) files into `folder` as one request."""
         fs = self.fs().raw
         self._mapped(
-            lambda: self.rcd.upload_many(fs, folder, files, timeout=LONG_CALL_SECONDS),
+            lambda: self.uploads.upload_many(fs, folder, files, timeout=LONG_CALL_SECONDS),
             action="upload to",
             target=folder,
         )

@@ -1,8 +1,8 @@
 """Which way an upload's bytes reach rclone: through rcd, or an `rclone rcat` child.
 
-A new file up to `RCD_UPLOAD_MAX` bytes goes to rcd as one request (`Rcd.upload`); a
+A new file up to `RCD_UPLOAD_MAX` bytes goes to rcd as one request (`RcdUploads.upload`); a
 larger one on `RCD_STREAM_BACKENDS`, up to its cap, streams to rcd as it is read
-(`Rcd.upload_stream`); every other upload, and every direct replacement, goes through
+(`RcdUploads.upload_stream`); every other upload, and every direct replacement, goes through
 `rclone rcat --size`. The figures come from bench/sync_apply.py and
 bench/big_upload_floor.py (docs/performance.md; docs/decisions/0006-rcd-and-uploads.md).
 """
@@ -22,7 +22,7 @@ rcd)."""
 
 
 RCD_STREAM_BACKENDS = frozenset({"sftp", "local"})
-"""Backends whose uploads above `RCD_UPLOAD_MAX` stream through rcd (`Rcd.upload_stream`)
+"""Backends whose uploads above `RCD_UPLOAD_MAX` stream through rcd (`RcdUploads.upload_stream`)
 instead of an `rclone rcat` process (and, on sftp, an SSH handshake) per file: rcd
 stores a streamed body with `PutStream` (size unknown), which sftp and a local folder
 write as they read it. Others size a chunked upload by the known size (S3: an unknown

@@ -1,8 +1,8 @@
 """How bytes move between placet's descriptors and the drive, and when an upload counts.
 
 Bytes go through `rclone rcat` / `rclone cat` fed from placet's own descriptors
-(`placet.drive.pumps`), through rcd for small new files (`Rcd.upload`) and, on
-`RCD_STREAM_BACKENDS`, for larger ones up to their cap (`Rcd.upload_stream`);
+(`placet.drive.pumps`), through rcd for small new files (`RcdUploads.upload`) and, on
+`RCD_STREAM_BACKENDS`, for larger ones up to their cap (`RcdUploads.upload_stream`);
 `placet.drive.routes` says which and why.
 
 An upload never shows unapproved bytes under the target name (docs/design.md section 3;
@@ -186,7 +186,7 @@ class Transfers:
         """Send `size` bytes of `fd` to `dest`, hashed as `types`; returns {type: hex}.
 
         `via` ``rcat`` (an `rclone rcat` child's stdin) and ``rcd-stream`` (a request to
-        rcd sent as the file is read, `Rcd.upload_stream`): `confirm(digests)` runs
+        rcd sent as the file is read, `RcdUploads.upload_stream`): `confirm(digests)` runs
         before the last chunk is sent. ``rcd`` (a small new file): read, hash and
         confirm every byte first (`pumps.read_held`), then send those bytes to rcd as
         one request."""

@@ -1,4 +1,4 @@
-"""The rcd stream to a local folder (`Rcd.upload_stream`, 2-48 MiB) under hostile input:
+"""The rcd stream to a local folder (`RcdUploads.upload_stream`, 2-48 MiB) under hostile input:
 names, normalization twins, a source that changes, shrinks or becomes a symlink while it
 streams, and the sizes at each cutoff. Real rclone, a local-folder drive that the tests
 read directly.

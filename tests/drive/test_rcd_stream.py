@@ -1,4 +1,4 @@
-"""Uploads above `RCD_UPLOAD_MAX` to sftp stream through rcd (`Rcd.upload_stream`):
+"""Uploads above `RCD_UPLOAD_MAX` to sftp stream through rcd (`RcdUploads.upload_stream`):
 real rclone, `rclone serve sftp` of a local folder (which the tests read directly).
 
 A stopped stream must leave nothing under the real name and no temporary object: rcd

@@ -1,5 +1,5 @@
 """Hostile names and files that change mid-stream, through the rcd stream to sftp
-(`Rcd.upload_stream`): real rclone, `rclone serve sftp` of a local folder that the tests
+(`RcdUploads.upload_stream`): real rclone, `rclone serve sftp` of a local folder that the tests
 read directly.
 
 Names reach rclone only inside the multipart header (RFC 2231 ``filename*``): whatever
