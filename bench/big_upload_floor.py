@@ -92,9 +92,9 @@ def main() -> int:
             cw, cc = _timed(lambda: subprocess.run(argv, env=env, check=True), others)  # noqa: B023
 
             def checks(copy: str = copy, moved: str = moved) -> None:
-                assert drive._stat(copy, ("sha1",)) is not None
-                drive._move(copy, moved)
-                assert drive._stat(moved, ("sha1",)) is not None
+                assert drive.listing.fresh_stat(copy, ("sha1",)) is not None
+                drive.calls.move(copy, moved)
+                assert drive.listing.fresh_stat(moved, ("sha1",)) is not None
 
             kw, kc = _timed(checks, others)
             pw, pc = _timed(

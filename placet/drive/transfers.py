@@ -144,7 +144,7 @@ class Transfers:
             raise self._calls.cli_failure("read", path, r.returncode, r.stderr)
         return r.stdout[:max_bytes]
 
-    # ----- transfers ------------------------------------------------------------------
+    # ----- uploads and downloads -------------------------------------------------------
 
     @contextlib.contextmanager
     def _cli_child(
