@@ -77,7 +77,7 @@ def main() -> int:
     spec = sftp.spec(sftp.root / "d")
     drive = RcloneDrive(spec, rclone_path=RCLONE, env=env, run_dir=base / "run")
     if args.rcat:
-        drive.rcd_stream_backends = frozenset()
+        drive.transfers.rcd_stream_backends = frozenset()
     drive.capabilities()  # rcd up before timing, as in a running review UI
     others = lambda: _cpu_of(drive.rcd_pid) + sftp.cpu()  # noqa: E731
     load = Path("/proc/loadavg").read_text().split()[:3]
@@ -92,9 +92,9 @@ def main() -> int:
             cw, cc = _timed(lambda: subprocess.run(argv, env=env, check=True), others)  # noqa: B023
 
             def checks(copy: str = copy, moved: str = moved) -> None:
-                assert drive._stat(copy, ("sha1",)) is not None
-                drive._move(copy, moved)
-                assert drive._stat(moved, ("sha1",)) is not None
+                assert drive.listing.fresh_stat(copy, ("sha1",)) is not None
+                drive.calls.move(copy, moved)
+                assert drive.listing.fresh_stat(moved, ("sha1",)) is not None
 
             kw, kc = _timed(checks, others)
             pw, pc = _timed(

@@ -72,7 +72,7 @@ def main() -> None:
             drive.capabilities()
             start_ms = (time.perf_counter() - t) * 1000
             rows += [
-                ("rcd `rc/noop` (unix socket)", lambda: drive._rcd.call("rc/noop", {})),
+                ("rcd `rc/noop` (unix socket)", lambda: drive.calls.rcd.call("rc/noop", {})),
                 ("rcd `RcloneDrive.stat` (one file)", lambda: drive.stat("f000.txt")),
                 (
                     f"rcd `RcloneDrive.list_folder` ({args.entries} entries)",

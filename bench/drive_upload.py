@@ -14,7 +14,7 @@ children and rcd) are printed beside wall seconds as the steadier figure on a bu
 
 `--per-size N` instead times N uploads of each size in `--sizes` (KiB) through both
 upload paths, rcd (`operations/uploadfile`) and `rclone rcat`, by setting
-`RcloneDrive.rcd_upload_max`: where a per-file rcat process stops mattering, which is
+`Transfers.rcd_upload_max`: where a per-file rcat process stops mattering, which is
 how `RCD_UPLOAD_MAX` was chosen.
 """
 
@@ -94,7 +94,7 @@ def per_size(n: int, sizes_kib: list[int]) -> None:
                 sha = make_source(src, kib << 10)
                 row = []
                 for limit in (kib << 10, -1):  # rcd, then rcat
-                    drive.rcd_upload_max = limit
+                    drive.transfers.rcd_upload_max = limit
                     fd = os.open(src, os.O_RDONLY)
 
                     def up(

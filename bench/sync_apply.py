@@ -22,7 +22,7 @@ Last, `--floor` small files are sent one by one through `rclone rcat` and throug
         [--dir /tmp/placet-bench-sync-apply]
 
 Small new files go through rcd in batches (`placet.executor.batch`), larger ones on sftp
-stream through rcd (`RcloneDrive.rcd_stream_backends`); `--rcat` sends
+stream through rcd (`Transfers.rcd_stream_backends`); `--rcat` sends
 every upload through `rclone rcat` instead, one at a time, as placet did before issue 6.
 """
 
@@ -262,8 +262,8 @@ def apply_once(
     store = open_store(settings)
     drive = drive_for(settings)
     if rcat:
-        drive.rcd_upload_max = -1
-        drive.rcd_stream_backends = frozenset()
+        drive.transfers.rcd_upload_max = -1
+        drive.transfers.rcd_stream_backends = frozenset()
     try:
         root = parse_root_spec(f"bench={tree}", settings.data_dir)
         ctx = ProposeContext(settings=settings, store=store, drive=drive, roots=(root,),
@@ -319,7 +319,7 @@ def per_file_floor(n: int, scratch: Path) -> None:
 
     from placet.drive.proc import child_env, default_rclone_path
     from placet.drive.rcd import Rcd
-    from placet.drive.rcd import _UnixHTTPConnection as Conn
+    from placet.drive.rcd import UnixHTTPConnection as Conn
 
     src, d1, d2 = scratch / "src", scratch / "rcat", scratch / "upl"
     for d in (src, d1, d2):

@@ -16,7 +16,16 @@ from typing import Any
 
 from placet.drive.base import Entry
 from placet.drive.spec import redact
-from placet.errors import AlreadyExists, DriveError, DriveUnavailable, NotFound, PlacetError
+from placet.errors import (
+    AlreadyExists,
+    DriveError,
+    DriveUnavailable,
+    NotFound,
+    PlacetError,
+    StaleEvidence,
+    UsageError,
+)
+from placet.schema import DIGEST_PREFERENCE
 
 _NOT_FOUND = re.compile(r"object not found|directory not found|file not found|no such file", re.I)
 _EXISTS = re.compile(r"already exists|is a file not a directory|not a directory", re.I)
@@ -129,3 +138,36 @@ def digest_mismatch(path: str, digest_type: str, remote: str | None, sent: str) 
         code="verify_failed",
         details={"path": path, "digest_type": digest_type, "remote": remote, "sent": sent},
     )
+
+
+def check_expected(
+    streamed: dict[str, str], sha256: str, digest: tuple[str, str] | None, target: str
+) -> None:
+    """Refuse bytes read for `target` whose digests `streamed` ({type: hex}) are not the
+    approved `sha256` (and `digest`, (type, hex)): the local file changed since the
+    proposal, and nothing of it may be kept.
+
+    Raises:
+        StaleEvidence: a digest differs (details ``digest_type``, ``approved``, ``now``).
+    """
+    pairs = [("sha256", sha256.lower())]
+    if digest is not None:
+        pairs.append((digest[0].lower(), digest[1].lower()))
+    for t, want in pairs:
+        if streamed[t] != want:
+            raise StaleEvidence(
+                f"the local file's {t} is now {streamed[t]}, the proposal approved {want}: "
+                f"it changed since the proposal; nothing was written to {target!r}; "
+                "propose the upload again",
+                details={"digest_type": t, "approved": want, "now": streamed[t]},
+            )
+
+
+def check_digest_type(digest: tuple[str, str] | None) -> None:
+    """Refuse an approved `digest` (type, hex) of a type placet cannot compute.
+
+    Raises:
+        UsageError: its type is not one of `DIGEST_PREFERENCE`.
+    """
+    if digest is not None and digest[0].lower() not in DIGEST_PREFERENCE:
+        raise UsageError(f"expected_digest type {digest[0]!r} is not one of {DIGEST_PREFERENCE}")

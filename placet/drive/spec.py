@@ -14,6 +14,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Literal
 
 from placet.errors import ConfigError, PathRefused
@@ -221,6 +222,13 @@ def check_drive_path(path: str) -> str:
             details={"path": path.encode("unicode_escape").decode("ascii")},
         )
     return norm
+
+
+def split_path(path: str) -> tuple[str, str]:
+    """(folder, name) of a drive path; the folder of a name at the root is ``""``."""
+    p = PurePosixPath(path)
+    parent = str(p.parent)
+    return ("" if parent == "." else parent), p.name
 
 
 # A connection string's options: ",key=value,..." up to the ':' that ends the remote part.

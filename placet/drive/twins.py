@@ -5,8 +5,8 @@ name to either object from one call to the next: an upload's check after the mov
 hashed the other object and the undo deleted it, a file the owner never approved to
 touch; a batch's move onto the name replaced the other object
 (docs/decisions/0010-names-on-the-drive.md). placet refuses to write a name beside its
-twin: uploads (`RcloneDrive.upload_from_fd`), batches of new files
-(`placet.drive.rclone_batch`) and mkdir (`RcloneCore.mkdir`) share this rule.
+twin: uploads (`Transfers.upload_from_fd`), batches of new files
+(`placet.drive.batches`) and mkdir (`Transfers.mkdir`) share this rule.
 """
 
 from __future__ import annotations

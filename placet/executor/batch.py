@@ -4,7 +4,7 @@ Per file, an upload costs several rcd calls and commits, so the ops of one batch
 files of one remote folder, at most `BATCH_OPS`; `batch_units` picks them) share each
 round trip while every op keeps its own checks and result
 (docs/decisions/0027-sync-execution.md): local evidence per op (descriptor walk, size and
-mtime); bytes batched through `placet.drive.rclone_batch`, matched to their digests
+mtime); bytes batched through `placet.drive.batches`, matched to their digests
 before anything is sent; and, right before the moves, whether each target is still
 absent. A target that is there leaves the batch and runs alone through `run_upload`,
 which asks already_done before stale, as a re-accept after a crash needs. An error of the
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placet.drive.base import Drive, UploadResult
-from placet.drive.rclone_batch import BATCH_MAX_BYTES, BATCH_MAX_FILES, NewFile
+from placet.drive.batches import BATCH_MAX_BYTES, BATCH_MAX_FILES, Batches, NewFile
 from placet.errors import AlreadyExists, NotFound, PlacetError, StaleEvidence
 from placet.executor.checks import local_as_seen, local_found
 from placet.executor.progress import OpOutcome
@@ -50,13 +50,15 @@ class BatchContext:
     journal_temps: JournalTemps
 
 
-def can_batch(drive: Drive) -> bool:
-    """True when `drive` takes batches of new files (`RcloneDrive.can_batch`)."""
-    check = getattr(drive, "can_batch", None)
+def batches_of(drive: Drive) -> Batches | None:
+    """`drive`'s batch part when it takes batches of new files now (`Batches.can_batch`)."""
+    part = getattr(drive, "batches", None)
+    if not isinstance(part, Batches):
+        return None
     try:
-        return bool(check()) if callable(check) else False
+        return part if part.can_batch() else None
     except PlacetError:
-        return False
+        return None
 
 
 def batchable(op: Op, max_size: int) -> bool:
@@ -79,9 +81,10 @@ def batch_units(
     """`ops` (a sync's selected file ops) as units for the transfer pool: batches of new
     small files of one folder (in the order of their first op), every other op alone;
     and the indexes of the ops put in batches."""
-    if not can_batch(drive):
+    part = batches_of(drive)
+    if part is None:
         return [[op] for op in ops], set()
-    max_size = int(getattr(drive, "rcd_upload_max", -1))
+    max_size = part.max_file_size
     units: list[list[Op]] = []
     batched: set[int] = set()
     open_units: dict[str, tuple[list[Op], int]] = {}  # folder -> (unit, bytes)
@@ -109,8 +112,8 @@ def run_upload_batch(b: BatchContext, ops: list[Op]) -> list[tuple[Op, OpOutcome
     Raises only `Aborted` (the owner cancelled or the lease was lost: nothing of an op
     not yet ended was moved into place, and its temporary objects are gone).
     """
-    drive, root = b.ctx.drive, b.ctx.root
-    assert root is not None
+    root, batches = b.ctx.root, batches_of(b.ctx.drive)
+    assert root is not None and batches is not None  # `batch_units` made this batch
     out: list[tuple[Op, OpOutcome]] = []
     started = time.monotonic()
     taken: list[tuple[Op, int]] = []  # (op, open descriptor)
@@ -132,7 +135,7 @@ def run_upload_batch(b: BatchContext, ops: list[Op]) -> list[tuple[Op, OpOutcome
             b.journal_temps([(taken[i][0], t) for i, t in temps])
 
         try:
-            results = drive.upload_new_batch(  # type: ignore[attr-defined]
+            results = batches.upload_new_batch(
                 files, journal=journal, ready=lambda i: b.ready(taken[i][0])
             )
         except PlacetError as e:

@@ -1,4 +1,4 @@
-"""Batches of small new files (`RcloneDrive.upload_new_batch`): one upload request with a
+"""Batches of small new files (`Batches.upload_new_batch`): one upload request with a
 part per file, every file verified and moved into place on its own terms. Real rclone
 against a local-folder remote.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from placet.drive import RcloneDrive, UploadResult
-from placet.drive.rclone_batch import NewFile
+from placet.drive.batches import NewFile
 from placet.errors import AlreadyExists, StaleEvidence, UsageError
 from placet.names import TEMP_PREFIX
 
@@ -38,7 +38,7 @@ def test_a_batch_stores_each_approved_file_and_refuses_the_others(
     remote = tmp_path / "drive"
     (remote / "box").mkdir(parents=True)
     drive = make_drive(str(remote))
-    assert drive.can_batch()
+    assert drive.batches.can_batch()
     datas = [b"--boundary\r\n\x00" + os.urandom(50 + i) + b"\r\n--" for i in range(len(NAMES))]
     files, fds = [], []
     for i, (name, data) in enumerate(zip(NAMES, datas, strict=True)):
@@ -53,7 +53,7 @@ def test_a_batch_stores_each_approved_file_and_refuses_the_others(
         journaled.append(temps)
 
     try:
-        out = drive.upload_new_batch(files, journal=journal)
+        out = drive.batches.upload_new_batch(files, journal=journal)
     finally:
         for fd in fds:
             os.close(fd)
@@ -85,9 +85,13 @@ def test_a_batch_takes_one_folder_of_small_files_only(
     fd, sha = _file(tmp_path, "a.txt", b"a")
     try:
         with pytest.raises(UsageError):
-            drive.upload_new_batch([NewFile(fd, 1, "x/a.txt", sha), NewFile(fd, 1, "y/a.txt", sha)])
+            drive.batches.upload_new_batch(
+                [NewFile(fd, 1, "x/a.txt", sha), NewFile(fd, 1, "y/a.txt", sha)]
+            )
         with pytest.raises(UsageError):
-            drive.upload_new_batch([NewFile(fd, drive.rcd_upload_max + 1, "x/a.txt", sha)])
+            drive.batches.upload_new_batch(
+                [NewFile(fd, drive.transfers.rcd_upload_max + 1, "x/a.txt", sha)]
+            )
     finally:
         os.close(fd)
     assert list(remote.iterdir()) == []
@@ -114,7 +118,7 @@ def test_a_batch_refuses_a_name_differing_only_by_normalization_before_any_byte(
     folder.mkdir(parents=True)
     (folder / one).write_bytes(b"the owner's own file")
     drive = make_drive(sftp_server.spec(sub))
-    assert drive.can_batch()
+    assert drive.batches.can_batch()
     new_nfc, new_nfd = "n\u00e9w.bin", unicodedata.normalize("NFD", "n\u00e9w.bin")
     names = ["plain.txt", other, new_nfc, new_nfd]  # the last a twin of one in the batch
     datas = [b"plain bytes", b"the twin's new bytes", b"new", b"new twin"]
@@ -125,7 +129,7 @@ def test_a_batch_refuses_a_name_differing_only_by_normalization_before_any_byte(
         files.append(NewFile(fd, len(data), n, sha))
     journaled: list[list[tuple[int, str]]] = []
     try:
-        out = drive.upload_new_batch(files, journal=journaled.append)
+        out = drive.batches.upload_new_batch(files, journal=journaled.append)
     finally:
         for fd in fds:
             os.close(fd)

@@ -1,4 +1,4 @@
-"""The rcd stream to a local folder (`Rcd.upload_stream`, 2-48 MiB) under hostile input:
+"""The rcd stream to a local folder (`RcdUploads.upload_stream`, 2-48 MiB) under hostile input:
 names, normalization twins, a source that changes, shrinks or becomes a symlink while it
 streams, and the sizes at each cutoff. Real rclone, a local-folder drive that the tests
 read directly.
@@ -19,7 +19,7 @@ from typing import Literal
 import pytest
 
 from placet.drive import RcloneDrive
-from placet.drive.rclone_core import RCD_STREAM_LOCAL_MAX, RCD_UPLOAD_MAX
+from placet.drive.routes import RCD_STREAM_LOCAL_MAX, RCD_UPLOAD_MAX
 from placet.errors import AlreadyExists, PathRefused, PlacetError, StaleEvidence
 
 SIZE = RCD_UPLOAD_MAX + 1  # the smallest upload that streams through rcd
@@ -62,7 +62,7 @@ def _upload(drive: RcloneDrive, src: Path, size: int, name: str, sha: str, **kw:
 
 def _received(drive: RcloneDrive) -> list[str]:
     """Names of the uploads rcd itself received (rcat's never reach it)."""
-    body = drive._rcd.call("core/transferred", {})
+    body = drive.calls.rcd.call("core/transferred", {})
     return [
         str(t.get("name"))
         for t in body.get("transferred") or []

@@ -75,7 +75,7 @@ CHILD = textwrap.dedent(
     root, run, src = map(Path, sys.argv[1:4])
     drive = RcloneDrive(str(root), rclone_path=Path(sys.argv[4]),
                         env={"RCLONE_CONFIG": "/dev/null"}, run_dir=run)
-    drive.rcd_stream_backends = frozenset()  # through an rclone rcat child
+    drive.transfers.rcd_stream_backends = frozenset()  # through an rclone rcat child
     def start_in_thread():  # rcd started from a thread that then exits
         drive.capabilities()
     t = threading.Thread(target=start_in_thread); t.start(); t.join()

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from placet.drive.rcd import Rcd, RcFailure
+from placet.drive.rcd_uploads import RcdUploads
 from placet.errors import PlacetError
 from tests.support.drives import RCLONE
 
@@ -66,9 +67,9 @@ def _one_call(rcd: Rcd, drive_dir: Path, k: int, timeout: float = 10) -> None:
     elif k % 4 == 1:
         rcd.call("operations/list", {"fs": str(drive_dir), "remote": ""}, timeout=timeout)
     elif k % 4 == 2:
-        rcd.upload(str(drive_dir), "", TEMP.format(k), [b"y" * 5000], timeout=timeout)
+        RcdUploads(rcd).upload(str(drive_dir), "", TEMP.format(k), [b"y" * 5000], timeout=timeout)
     else:
-        rcd.upload_stream(
+        RcdUploads(rcd).upload_stream(
             str(drive_dir), "", TEMP.format(k), 3, lambda write: write(b"abc"), timeout=timeout
         )
 

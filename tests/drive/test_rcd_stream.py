@@ -1,4 +1,4 @@
-"""Uploads above `RCD_UPLOAD_MAX` to sftp stream through rcd (`Rcd.upload_stream`):
+"""Uploads above `RCD_UPLOAD_MAX` to sftp stream through rcd (`RcdUploads.upload_stream`):
 real rclone, `rclone serve sftp` of a local folder (which the tests read directly).
 
 A stopped stream must leave nothing under the real name and no temporary object: rcd
@@ -21,7 +21,7 @@ import pytest
 
 from placet.drive import RcloneDrive
 from placet.drive.proc import Children
-from placet.drive.rclone_core import RCD_UPLOAD_MAX
+from placet.drive.routes import RCD_UPLOAD_MAX
 from placet.errors import DriveError, DriveUnavailable, StaleEvidence
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def _fd(tmp_path: Path, data: bytes, name: str = "src.bin") -> tuple[int, str]:
 
 def _rcd_received(drive: RcloneDrive) -> list[str]:
     """Names of the uploads rcd itself received (an rcat's never reach it)."""
-    body = drive._rcd.call("core/transferred", {})
+    body = drive.calls.rcd.call("core/transferred", {})
     return [
         str(t.get("name"))
         for t in body.get("transferred") or []
@@ -99,7 +99,7 @@ def test_above_the_stream_max_an_upload_goes_through_rcat(
     sftp_server: ServedRemote, make_drive: MakeDrive, tmp_path: Path, sub: str
 ) -> None:
     drive = make_drive(sftp_server.spec(sub))
-    drive.rcd_stream_max = 3 << 20
+    drive.transfers.rcd_stream_max = 3 << 20
     results = {}
     for size in (3 << 20, (3 << 20) + 1):
         data = os.urandom(size)

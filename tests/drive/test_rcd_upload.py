@@ -1,4 +1,4 @@
-"""Small new files through rcd's `operations/uploadfile` (`RcloneDrive.rcd_upload_max`):
+"""Small new files through rcd's `operations/uploadfile` (`Transfers.rcd_upload_max`):
 real rclone, a local-folder remote and `rclone serve webdav`.
 
 What rcd stored is read from its own accounting (`core/transferred`), so each test knows
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 from placet.drive import RcloneDrive
 from placet.drive.proc import Children
-from placet.drive.rclone_core import RCD_STREAM_LOCAL_MAX, RCD_UPLOAD_MAX
+from placet.drive.routes import RCD_STREAM_LOCAL_MAX, RCD_UPLOAD_MAX
 from placet.errors import DriveError, StaleEvidence
 from placet.names import TEMP_PREFIX
 
@@ -59,7 +59,7 @@ def _fd(tmp_path: Path, data: bytes, name: str = "src.bin") -> tuple[int, str]:
 def _rcd_received(drive: RcloneDrive) -> list[str]:
     """Names of the uploads rcd itself received (rcat's never reach it): transfers
     without a source remote (moves and digests are listed too, with one or as checks)."""
-    body = drive._rcd.call("core/transferred", {})
+    body = drive.calls.rcd.call("core/transferred", {})
     return [
         str(t.get("name"))
         for t in body.get("transferred") or []
@@ -103,8 +103,10 @@ def test_small_file_round_trip_through_rcd(local_drive: RcloneDrive, tmp_path: P
 def test_the_cutoff_sends_larger_files_through_rcat(
     local_drive: RcloneDrive, tmp_path: Path
 ) -> None:
-    local_drive.rcd_upload_max = 1000
-    local_drive.rcd_stream_backends = frozenset()  # else a local folder streams through rcd
+    local_drive.transfers.rcd_upload_max = 1000
+    local_drive.transfers.rcd_stream_backends = (
+        frozenset()
+    )  # else a local folder streams through rcd
     results = {}
     for size in (1000, 1001):
         data = os.urandom(size)

@@ -114,7 +114,7 @@ def test_unreachable_remote_is_retryable(
     served = start_server("webdav")
     drive = make_drive(served.spec())
     if rcd_upload_max is not None:  # -1: through `rclone rcat`; default: through rcd
-        drive.rcd_upload_max = rcd_upload_max
+        drive.transfers.rcd_upload_max = rcd_upload_max
     assert drive.list_folder("")[0] == []
     fd, sha = _src(tmp_path, b"abc")
     temps: list[str] = []

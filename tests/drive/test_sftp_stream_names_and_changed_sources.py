@@ -1,5 +1,5 @@
 """Hostile names and files that change mid-stream, through the rcd stream to sftp
-(`Rcd.upload_stream`): real rclone, `rclone serve sftp` of a local folder that the tests
+(`RcdUploads.upload_stream`): real rclone, `rclone serve sftp` of a local folder that the tests
 read directly.
 
 Names reach rclone only inside the multipart header (RFC 2231 ``filename*``): whatever
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from placet.drive import RcloneDrive
-from placet.drive.rclone_core import RCD_UPLOAD_MAX
+from placet.drive.routes import RCD_UPLOAD_MAX
 from placet.errors import AlreadyExists, PathRefused, StaleEvidence
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from placet.drive.rclone_core import backup_name
+from placet.drive.temps import backup_name
 from placet.executor.temps import Temp, journal_entry
 from placet.proposals.evidence import local_file_evidence, remote_digest_type, remote_evidence
 from placet.schema import Op

@@ -165,13 +165,13 @@ def test_stale_evidence_is_caught_per_op_inside_a_batch(
     )
 
     batches: list[list[str]] = []
-    real = serial_rig.drive.upload_new_batch
+    real = serial_rig.drive.batches.upload_new_batch
 
     def spy(files: Any, **kw: Any) -> Any:  # counts the calls, changes nothing
         batches.append([f.remote_path for f in files])
         return real(files, **kw)
 
-    monkeypatch.setattr(serial_rig.drive, "upload_new_batch", spy)
+    monkeypatch.setattr(serial_rig.drive.batches, "upload_new_batch", spy)
     final = serial_rig.run(rec)
     assert final.status == "failed"
     # One batch took every op whose local file was as the proposal saw it (f03 changed

@@ -1,4 +1,4 @@
-"""Uploads streaming through rcd to a local folder (2-48 MiB, `Rcd.upload_stream`), and
+"""Uploads streaming through rcd to a local folder (2-48 MiB, `RcdUploads.upload_stream`), and
 the accepting process or its rcd child stopped under them: kill -9, Ctrl-C once and
 twice (SIGINT to its process group) on one file and on a 4-file sync.
 

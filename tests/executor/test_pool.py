@@ -203,7 +203,7 @@ def test_cancel_kills_every_transfer_and_accepting_again_completes(
 ) -> None:
     # --bwlimit makes each rcat take ~2 s, so several are surely mid-stream at the cancel.
     slow = make_drive(str(remote), flags=("--bwlimit", "2M"))
-    slow.rcd_stream_backends = frozenset()  # each upload an rclone rcat child
+    slow.transfers.rcd_stream_backends = frozenset()  # each upload an rclone rcat child
     rig = _rig(settings, tmp_path, slow, transfers=3)
     names = _tree(rig, 8, size=4 << 20)
     rec = _propose(rig)
@@ -296,7 +296,7 @@ def test_lost_lease_stops_every_transfer(
     settings: Settings, tmp_path: Path, remote: Path, make_drive: Callable[..., RcloneDrive]
 ) -> None:
     slow = make_drive(str(remote), flags=("--bwlimit", "2M"))
-    slow.rcd_stream_backends = frozenset()  # each upload an rclone rcat child
+    slow.transfers.rcd_stream_backends = frozenset()  # each upload an rclone rcat child
     fast = settings.model_copy(update={"lease_seconds": 1.0, "heartbeat_seconds": 0.2})
     rig = _rig(fast, tmp_path, slow, transfers=3)
     names = _tree(rig, 8, size=4 << 20)
@@ -342,8 +342,8 @@ async def test_review_panel_shows_ops_in_flight_and_ops_ended(
     # Every upload alone through `rclone rcat` under a bandwidth limit (no batches): each
     # lasts >= ~0.2 s, so the pool surely shows several in flight whatever the load.
     slow = make_drive(str(remote), flags=("--bwlimit", "1M"))
-    slow.rcd_upload_max = -1
-    slow.rcd_stream_backends = frozenset()
+    slow.transfers.rcd_upload_max = -1
+    slow.transfers.rcd_stream_backends = frozenset()
     rig = _rig(settings, tmp_path, slow, transfers=4)
     _tree(rig, 16, size=192 << 10)
     rec = _propose(rig)
@@ -388,7 +388,7 @@ def test_an_error_on_the_calling_thread_leaves_no_transfer_behind(
     # A second Ctrl-C in `placet accept` raises KeyboardInterrupt inside the progress
     # callback, on the coordinating thread: execute must not return with rclone running.
     slow = make_drive(str(remote), flags=("--bwlimit", "2M"))
-    slow.rcd_stream_backends = frozenset()  # each upload an rclone rcat child
+    slow.transfers.rcd_stream_backends = frozenset()  # each upload an rclone rcat child
     fast = settings.model_copy(update={"lease_seconds": 1.0, "heartbeat_seconds": 0.2})
     rig = _rig(fast, tmp_path, slow, transfers=3)
     names = _tree(rig, 6, size=4 << 20)

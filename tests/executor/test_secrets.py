@@ -9,7 +9,7 @@ docs/decisions/0008-rclone-children.md), so it is in neither their argv nor thei
 environment: `ps` and `ps eww` (which adds each process's environment, and shows it to the
 same user) are both read as root, the user the children run as, while the upload runs
 (through `rclone rcd`, which streams uploads to sftp:
-`placet.drive.rclone_core.RCD_STREAM_BACKENDS`).
+`placet.drive.routes.RCD_STREAM_BACKENDS`).
 """
 
 from __future__ import annotations

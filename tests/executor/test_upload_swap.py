@@ -3,7 +3,7 @@
 A local process that can write the drive folder swaps placet's temporary object for
 other bytes of the same size after placet verified it and before the move. The swap
 happens at the last moment placet cannot see: just before rclone is asked to move the
-temporary object (`SwappingDrive._rc`, the real drive otherwise). Every upload path is
+temporary object (`SwappingDrive._swapping_rc`, the real drive otherwise). Every upload path is
 covered: one file through rcd, one through `rclone rcat`, a replacement, a batch of new
 files, and the executor: the op fails `verify_failed`, the target holds its previous
 content (or nothing, for a new file), and no temporary object or backup remains.
@@ -22,7 +22,7 @@ import pytest
 
 from placet.config import Settings
 from placet.drive import RcloneDrive
-from placet.drive.rclone_batch import NewFile
+from placet.drive.batches import NewFile
 from placet.errors import DriveError
 from placet.executor.temps import journal_entry, journaled_temps, remove_temp
 from placet.names import TEMP_PREFIX, is_placet_temp
@@ -35,17 +35,24 @@ RCLONE = Path(sys.executable).parent / "rclone"
 
 class SwappingDrive(RcloneDrive):
     """A real `RcloneDrive` over a local folder whose temporary objects an attacker
-    replaces (same size, other bytes) right before each move of one onto its target."""
+    replaces (same size, other bytes) right before each move of one onto its target:
+    every rcd call of its parts passes `_swapping_rc` first."""
 
     swaps: list[str]
 
-    def _rc(self, method: str, params: dict[str, Any], **kw: Any) -> Any:
+    def __init__(self, spec: str, **kw: Any) -> None:
+        super().__init__(spec, **kw)
+        self.swaps = []
+        self._real_rc = self.calls.rc
+        self.calls.rc = self._swapping_rc
+
+    def _swapping_rc(self, method: str, params: dict[str, Any], **kw: Any) -> Any:
         calls = params.get("inputs", [params]) if method == "job/batch" else [params]
         for call in calls:
             src = call.get("srcRemote")
             if isinstance(src, str) and is_placet_temp(src.rsplit("/", 1)[-1]):
                 self._swap(src)
-        return super()._rc(method, params, **kw)
+        return self._real_rc(method, params, **kw)
 
     def _swap(self, temp: str) -> None:
         p = Path(self.spec) / temp
@@ -62,7 +69,6 @@ def drive(tmp_path: Path, rclone_home: Path) -> Any:
     d = SwappingDrive(
         str(root), rclone_path=RCLONE, env={"RCLONE_CONFIG": "/dev/null"}, run_dir=tmp_path / "r"
     )
-    d.swaps = []
     yield d
     d.close()
 
@@ -82,8 +88,8 @@ def test_a_swapped_temp_never_becomes_a_new_file(
     drive: SwappingDrive, tmp_path: Path, via: str
 ) -> None:
     if via == "rcat":
-        drive.rcd_upload_max = -1
-        drive.rcd_stream_backends = frozenset()
+        drive.transfers.rcd_upload_max = -1
+        drive.transfers.rcd_stream_backends = frozenset()
     fd, sha = _fd(tmp_path, b"approved bytes\n")
     with pytest.raises(DriveError) as e:
         drive.upload_from_fd(fd, 15, "new.txt", expected_sha256=sha)
@@ -98,8 +104,8 @@ def test_a_swapped_temp_never_replaces_the_previous_content(
     drive: SwappingDrive, tmp_path: Path, via: str
 ) -> None:
     if via == "rcat":
-        drive.rcd_upload_max = -1
-        drive.rcd_stream_backends = frozenset()
+        drive.transfers.rcd_upload_max = -1
+        drive.transfers.rcd_stream_backends = frozenset()
     root = Path(drive.spec)
     (root / "t.txt").write_bytes(b"the owner's previous content\n")
     journaled: list[str] = []
@@ -142,7 +148,7 @@ def test_a_swapped_temp_in_a_batch_is_removed(drive: SwappingDrive, tmp_path: Pa
             )
         )
     drive.mkdir("b")
-    out = drive.upload_new_batch(files)
+    out = drive.batches.upload_new_batch(files)
     assert len(drive.swaps) == 3
     assert all(isinstance(o, DriveError) and o.error_code == "verify_failed" for o in out)
     assert os.listdir(Path(drive.spec) / "b") == []

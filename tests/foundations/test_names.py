@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from placet.drive.rclone import RcloneDrive
-from placet.drive.rclone_core import temp_name
+from placet.drive.temps import temp_name
 from placet.errors import UsageError
 from placet.local.atomic import temp_name_for
 from placet.names import has_placet_temp, is_placet_temp

@@ -20,7 +20,7 @@ from textual.widgets import Input, SelectionList
 
 from placet.config import Settings
 from placet.drive import configured_spec, drive_for
-from placet.drive.rclone_core import RCD_UPLOAD_MAX
+from placet.drive.routes import RCD_UPLOAD_MAX
 from placet.paths.roots import parse_root_spec
 from placet.proposals.context import ProposeContext
 from placet.store import ProposalRecord, Store, open_store

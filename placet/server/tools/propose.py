@@ -7,6 +7,7 @@ drive or to a local root; the owner accepts or discards in `placet review`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any
@@ -16,7 +17,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from placet.proposals import making
-from placet.server.framework import PROPOSE, WAITS_FOR_OWNER, define_tool
+from placet.server.framework import PROPOSE, WAITS_FOR_OWNER, ToolFn, define_tool
 from placet.server.models import ProposalView, ProposeOut
 from placet.server.standing import judged_by_rules
 from placet.server.state import caller
@@ -44,21 +45,31 @@ RootName = Annotated[
 ]
 
 
-async def _propose(
-    ctx: Context[Any, Any], make: Callable[..., tuple[ProposalRecord, bool]], **args: Any
-) -> ProposeOut:
-    """Call `make` (a `placet.proposals.making` function) with the caller's proposal
-    context and the tool's `args` in a worker thread, then let the owner's standing
-    rules judge the proposal; the tool's reply."""
-    who = await caller(ctx)
-    rec, created = await anyio.to_thread.run_sync(partial(make, who.propose_context(), **args))
-    ruled = await judged_by_rules(who.state, rec)
-    view = ProposalView.of(ruled.record, who.state.run_id)
-    return ProposeOut.judged(view, created=created, rule=ruled.approved_by, note=ruled.note)
+def _proposes(make: Callable[..., tuple[ProposalRecord, bool]]) -> Callable[[ToolFn], ToolFn]:
+    """The body of a propose tool, whose declaration (parameters, docstring) is its
+    schema: the caller's proposal context and the tool's arguments, by name, go to
+    `make` (a `placet.proposals.making` function) in a worker thread, then the owner's
+    standing rules judge the proposal; the tool's reply. The declared function itself
+    has no body and never runs."""
+
+    def wrap(fn: ToolFn) -> ToolFn:
+        @functools.wraps(fn)
+        async def tool(ctx: Context[Any, Any], **args: Any) -> ProposeOut:
+            who = await caller(ctx)
+            made = partial(make, who.propose_context(), **args)
+            rec, created = await anyio.to_thread.run_sync(made)
+            ruled = await judged_by_rules(who.state, rec)
+            view = ProposalView.of(ruled.record, who.state.run_id)
+            return ProposeOut.judged(view, created=created, rule=ruled.approved_by, note=ruled.note)
+
+        return tool
+
+    return wrap
 
 
 @define_tool(title="Propose an upload", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
-async def propose_upload(
+@_proposes(making.propose_upload)
+async def propose_upload(  # type: ignore[empty-body]  # `_proposes` serves it
     ctx: Context[Any, Any],
     *,
     local_path: Annotated[
@@ -86,21 +97,11 @@ async def propose_upload(
     placet records the file's size, mtime and digests and the remote target's state, and
     queues the proposal for the owner.
     """
-    return await _propose(
-        ctx,
-        making.propose_upload,
-        local_path=local_path,
-        remote_parent=remote_parent,
-        name=name,
-        replace_existing=replace_existing,
-        reason=reason,
-        ttl_minutes=ttl_minutes,
-        root=root,
-    )
 
 
 @define_tool(title="Propose a remote folder", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
-async def propose_mkdir(
+@_proposes(making.propose_mkdir)
+async def propose_mkdir(  # type: ignore[empty-body]  # `_proposes` serves it
     ctx: Context[Any, Any],
     *,
     remote_parent: Annotated[
@@ -112,18 +113,11 @@ async def propose_mkdir(
     ttl_minutes: TtlMinutes = None,
 ) -> ProposeOut:
     """Propose creating one folder on the drive. Nothing is created now."""
-    return await _propose(
-        ctx,
-        making.propose_mkdir,
-        remote_parent=remote_parent,
-        name=name,
-        reason=reason,
-        ttl_minutes=ttl_minutes,
-    )
 
 
 @define_tool(title="Propose a download", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
-async def propose_download(
+@_proposes(making.propose_download)
+async def propose_download(  # type: ignore[empty-body]  # `_proposes` serves it
     ctx: Context[Any, Any],
     *,
     remote_path: Annotated[str, Field(description="The remote file, relative to the drive.")],
@@ -146,16 +140,6 @@ async def propose_download(
     root: RootName = None,
 ) -> ProposeOut:
     """Propose downloading one remote file into a local root. Nothing is downloaded now."""
-    return await _propose(
-        ctx,
-        making.propose_download,
-        remote_path=remote_path,
-        local_path=local_path,
-        overwrite=overwrite,
-        reason=reason,
-        ttl_minutes=ttl_minutes,
-        root=root,
-    )
 
 
 TOOLS = (propose_upload, propose_mkdir, propose_download)

@@ -104,7 +104,7 @@ def read_held(
 
     `pump_file` with every chunk held: the caller sends these very bytes (never a second
     read) only after `confirm` accepted their digests, so a changed file sends nothing.
-    Meant for small files (the rcd upload path, `RcloneDrive.rcd_upload_max`); raises
+    Meant for small files (the rcd upload path, `Transfers.rcd_upload_max`); raises
     as `pump_file`.
     """
     chunks: list[bytes] = []

@@ -1,0 +1,376 @@
+"""Many small new files of one folder at once: one rcd request per step, not per file.
+
+Each step is one request for a whole batch: the bytes as one `operations/uploadfile` with
+a part per file, the checks as listings of the folder, the moves and deletes as one
+`job/batch` each (one result per call, in order). The rules are
+`Transfers.upload_from_fd`'s for a new file, per file (docs/decisions/0027-sync-execution.md,
+docs/decisions/0007-upload-checks.md): a normalization twin is that file's
+`AlreadyExists` (`placet.drive.twins`); every byte is matched to the approved digests
+before any is sent; temporary names are journaled before the request; each temporary
+object is checked, each target found absent just before the moves, and each moved name
+proven to hold the approved bytes (a target that does not is deleted, `verify_failed`).
+A file that does not end moved has its temporary object deleted."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from placet.drive import pumps
+from placet.drive.base import (
+    Entry,
+    UploadResult,
+    preferred_digest,
+)
+from placet.drive.calls import LONG_CALL_SECONDS, RcloneCalls
+from placet.drive.failures import (
+    check_digest_type,
+    check_expected,
+    digest_mismatch,
+    rclone_failure,
+    size_mismatch,
+)
+from placet.drive.listing import Listing
+from placet.drive.spec import check_drive_path
+from placet.drive.temps import Temps, temp_name
+from placet.drive.transfers import Transfers
+from placet.drive.twins import normalization_twins, twin_refused
+from placet.errors import AlreadyExists, DriveError, NotFound, PlacetError, UsageError
+from placet.names import TEMP_PREFIX
+
+BATCH_MAX_FILES = 200
+"""Most files one batch uploads (the executor groups a folder's new files by this)."""
+BATCH_MAX_BYTES = 8 << 20
+"""Most bytes one batch holds in memory (rclone parses up to 10 MiB of a form in memory)."""
+
+
+@dataclass(frozen=True)
+class NewFile:
+    """One file of a batch: `size` bytes of `fd` (from offset 0) for new object
+    `remote_path`, approved as `expected_sha256` (and `expected_digest` (type, hex))."""
+
+    fd: int
+    size: int
+    remote_path: str
+    expected_sha256: str
+    expected_digest: tuple[str, str] | None = None
+
+
+BatchOutcome = UploadResult | PlacetError
+
+
+def _split(path: str) -> tuple[str, str]:
+    """(folder, name) of a checked drive path (`check_drive_path`: no empty, ``.`` or
+    ``..`` segment), as `placet.drive.spec.split_path` gives it, without a PurePosixPath per
+    call (three per file of a batch)."""
+    folder, _, name = path.rpartition("/")
+    return folder, name
+
+
+def _not_kept(target: str, err: PlacetError) -> DriveError:
+    """The `verify_failed` outcome of a new file whose target, after the move, did not
+    hold the approved bytes (its temporary object was changed after it was verified)."""
+    return DriveError(
+        f"after the move, {target!r} did not hold the approved bytes (the temporary object "
+        "was changed after it was verified); it was removed; accept the proposal again to "
+        "retry",
+        code="verify_failed",
+        details={**err.details, "path": target, "restored": False},
+    )
+
+
+_GLOB_SPECIAL = frozenset("*?[]{}\\")
+
+
+def _glob_literal(name: str) -> str:
+    """An rclone filter rule matching exactly the file name `name` in any folder."""
+    return "".join("\\" + c if c in _GLOB_SPECIAL else c for c in name)
+
+
+def _every(out: list[BatchOutcome | None]) -> list[BatchOutcome]:
+    done = [o for o in out if o is not None]
+    assert len(done) == len(out), "a file of the batch was left without an outcome"
+    return done
+
+
+def _verify_one(
+    temp: str, size: int, streamed: dict[str, str], vtype: str, got: Entry | None
+) -> PlacetError | None:
+    """The stored temporary object against the bytes sent: None when it matches."""
+    if got is None or got.is_dir or (got.size is not None and got.size != size):
+        return size_mismatch(temp, size, got)
+    remote = got.digests.get(vtype)
+    if remote != streamed[vtype]:
+        return digest_mismatch(temp, vtype, remote, streamed[vtype])
+    return None
+
+
+class Batches:
+    """Batches of small new files of one folder (the ``batches`` part of `RcloneDrive`)."""
+
+    def __init__(
+        self, calls: RcloneCalls, listing: Listing, temps: Temps, transfers: Transfers
+    ) -> None:
+        self._calls = calls
+        self._listing = listing
+        self._temps = temps
+        self._transfers = transfers
+
+    @property
+    def max_file_size(self) -> int:
+        """Most bytes of one file of a batch (`Transfers.rcd_upload_max`)."""
+        return self._transfers.rcd_upload_max
+
+    def can_batch(self) -> bool:
+        """True when the drive can take batches: a temporary object moves onto its name
+        server-side, the remote reports a digest placet can compare, small files go by rcd."""
+        caps = self._calls.capabilities()
+        return (
+            caps.server_side_replace
+            and preferred_digest(caps) is not None
+            and (self.max_file_size >= 0)
+        )
+
+    def _batch(self, inputs: list[dict[str, Any]], *, action: str, target: str) -> list[Any]:
+        """One `job/batch` of rc calls; their results in order (each a dict)."""
+        body = self._calls.rc(
+            "job/batch", {"inputs": inputs}, action=action, target=target, timeout=LONG_CALL_SECONDS
+        )
+        results = body.get("results") if isinstance(body, dict) else None
+        if not isinstance(results, list) or len(results) != len(inputs):
+            raise DriveError(
+                f"rclone answered a batch of {len(inputs)} calls ({action} {target!r}) with "
+                f"{len(results) if isinstance(results, list) else 'no'} results; try again",
+                details={"path": target},
+            )
+        return [r if isinstance(r, dict) else {} for r in results]
+
+    def _failure(self, res: dict[str, Any], action: str, path: str) -> PlacetError | None:
+        """The mapped error of one `job/batch` result, None when it succeeded."""
+        if "error" not in res:
+            return None
+        status = res.get("status")
+        return rclone_failure(
+            action,
+            path,
+            str(res.get("error") or ""),
+            secrets=self._calls.secrets,
+            http_status=status if isinstance(status, int) else 500,
+        )
+
+    def _delete_temps(self, temps: Sequence[str]) -> None:
+        """Delete temporary objects, quietly (on the way out; the first error is reported)."""
+        if not temps:
+            return
+        fs = self._calls.fs().raw
+        inputs = [{"_path": "operations/deletefile", "fs": fs, "remote": t} for t in temps]
+        try:
+            self._batch(inputs, action="delete temp", target=temps[0])
+        except PlacetError:
+            for t in temps:  # one by one, so that each failure stays its own
+                self._temps.remove_temp(t, quiet=True)
+
+    def _delete_paths(self, paths: Sequence[str], action: str) -> None:
+        """Delete objects `paths` (new files this batch moved into place that did not hold
+        the approved bytes), quietly: their outcome already says `verify_failed`."""
+        if not paths:
+            return
+        fs = self._calls.fs().raw
+        inputs = [{"_path": "operations/deletefile", "fs": fs, "remote": p} for p in paths]
+        with contextlib.suppress(PlacetError):
+            self._batch(inputs, action=action, target=paths[0])
+
+    def upload_new_batch(
+        self,
+        files: Sequence[NewFile],
+        *,
+        journal: Callable[[list[tuple[int, str]]], None] | None = None,
+        ready: Callable[[int], None] | None = None,
+    ) -> list[BatchOutcome]:
+        """Upload new files of one folder, each verified, none over an existing name.
+
+        Args:
+            files: new files of one folder, each at most `Transfers.rcd_upload_max`
+                bytes, at most `BATCH_MAX_FILES` / `BATCH_MAX_BYTES` in all.
+            journal: called once with (file index, temporary path) of every file to be sent,
+                before any byte is.
+            ready: called with a file's index once its bytes were read and approved (it
+                may raise to stop the batch before anything is sent).
+
+        Returns:
+            Per file, in order: its `UploadResult` (with the stored object's `mtime`), or
+            the error that stopped it: `StaleEvidence` (its bytes are not the approved ones,
+            or its size changed; nothing was sent), `AlreadyExists` (its target appeared),
+            `DriveError` (``verify_failed``, ``local_io_error``, or rclone's).
+
+        Raises:
+            UsageError: files of several folders, too big, or the drive cannot batch
+                (`can_batch`). Whatever stops the whole request (DriveUnavailable...), after
+                deleting every temporary object of the batch.
+        """
+        if not files:
+            return []
+        if not self.can_batch():
+            raise UsageError("this drive cannot upload in batches; upload one file at a time")
+        vtype = preferred_digest(self._calls.capabilities())
+        assert vtype is not None
+        targets = [check_drive_path(f.remote_path) for f in files]
+        folder = _split(targets[0])[0]
+        total = sum(f.size for f in files)
+        if (
+            any(not t or _split(t)[0] != folder for t in targets)
+            or any(f.size > self.max_file_size for f in files)
+            or len(files) > BATCH_MAX_FILES
+            or total > BATCH_MAX_BYTES
+        ):
+            raise UsageError(
+                f"a batch takes at most {BATCH_MAX_FILES} new files of one folder, each at most "
+                f"{self.max_file_size} bytes, {BATCH_MAX_BYTES} bytes in all"
+            )
+        for f in files:
+            check_digest_type(f.expected_digest)
+        out: list[BatchOutcome | None] = [None] * len(files)
+        self._refuse_twins(folder, targets, out)
+        held: list[tuple[int, str, list[bytes], dict[str, str]]] = []
+        for i, (f, target) in enumerate(zip(files, targets, strict=True)):
+            if out[i] is not None:
+                continue
+            types = [
+                "sha256",
+                vtype,
+                *([f.expected_digest[0].lower()] if f.expected_digest else []),
+            ]
+            hs = pumps.hashers(types)
+
+            def confirm(got: dict[str, str], f: NewFile = f, target: str = target) -> None:
+                check_expected(got, f.expected_sha256, f.expected_digest, target)
+
+            try:
+                chunks = pumps.read_held(f.fd, f.size, hs, pumps.Ticker(None, f.size), confirm)
+            except PlacetError as e:  # StaleEvidence, local_io_error: this file sends nothing
+                out[i] = e
+                continue
+            if ready is not None:
+                ready(i)
+            temp = f"{folder}/{temp_name(_split(target)[1])}".lstrip("/")
+            held.append((i, temp, chunks, {t: h.hexdigest() for t, h in hs.items()}))
+        if not held:
+            return _every(out)
+        temps = [h[1] for h in held]
+        if journal is not None:
+            journal([(i, t) for i, t, _, _ in held])
+        keep: set[str] = set()  # temps moved into place
+        try:
+            self._calls.rc_upload_many(folder, [(_split(t)[1], chunks) for _, t, chunks, _ in held])
+            stored = self._listed(folder, vtype)
+            fold = str.casefold if self._calls.capabilities().case_insensitive else str
+            names = [_split(p)[1] for p in self._listed(folder, None)]
+            present = {fold(n) for n in names}
+            twins = normalization_twins([_split(targets[h[0]])[1] for h in held], names)
+            movable: list[tuple[int, str, Entry, dict[str, str]]] = []
+            for (i, temp, _, streamed), twin in zip(held, twins, strict=True):
+                got, there = stored.get(temp), fold(_split(targets[i])[1]) in present
+                err = _verify_one(temp, files[i].size, streamed, vtype, got)
+                if err is not None:
+                    out[i] = err
+                elif twin is not None:  # it appeared during the upload
+                    out[i] = twin_refused(targets[i], twin, "move the upload onto")
+                elif there:
+                    out[i] = AlreadyExists(
+                        f"refusing to move the upload onto {targets[i]!r}: something appeared "
+                        "there during the upload; propose a replacement",
+                        details={"path": targets[i]},
+                    )
+                else:
+                    assert got is not None
+                    movable.append((i, temp, got, streamed))
+            fs = self._calls.fs().raw
+            moves = [
+                {"_path": "operations/movefile", "srcFs": fs, "srcRemote": temp, "dstFs": fs,
+                 "dstRemote": targets[i]}
+                for i, temp, _, _ in movable
+            ]  # fmt: skip
+            moved = self._batch(moves, action="move into", target=folder) if moves else []
+            placed: list[tuple[int, str, dict[str, str]]] = []
+            for (i, temp, _, streamed), res in zip(movable, moved, strict=True):
+                err = self._failure(res, "move into", targets[i])
+                if err is not None:
+                    out[i] = err
+                    continue
+                keep.add(temp)
+                placed.append((i, temp, streamed))
+            # what a move took is what sat under the temporary name at that moment: prove
+            # each target holds the approved bytes, and delete the ones that do not
+            after = self._listed(folder, vtype, names=[_split(targets[i])[1] for i, _, _ in placed])
+            wrong: list[str] = []
+            for i, temp, streamed in placed:
+                got = after.get(targets[i])
+                err = _verify_one(targets[i], files[i].size, streamed, vtype, got)
+                if err is not None:
+                    wrong.append(targets[i])
+                    out[i] = _not_kept(targets[i], err)
+                    continue
+                assert got is not None
+                out[i] = UploadResult(
+                    remote_path=targets[i],
+                    size=files[i].size,
+                    sha256=streamed["sha256"],
+                    verification=f"digest:{vtype}",  # type: ignore[arg-type]
+                    path_taken="temp+move",
+                    digest_type=vtype,
+                    digest=got.digests[vtype],
+                    temp_path=temp,
+                    mtime=got.mtime,  # a server-side move keeps the object's mtime
+                )
+            self._delete_paths(wrong, "remove unverified")
+        except BaseException:
+            self._delete_temps([t for t in temps if t not in keep])
+            raise
+        self._delete_temps([t for t in temps if t not in keep])
+        return _every(out)
+
+    def _refuse_twins(
+        self, folder: str, targets: Sequence[str], out: list[BatchOutcome | None]
+    ) -> None:
+        """Set `out[i]` to `AlreadyExists` for each target whose name differs only by
+        Unicode normalization from a name in `folder` or an earlier target's
+        (`placet.drive.twins`), before any byte is read or sent: one listing of the folder,
+        none when every name is ASCII."""
+        names = [_split(t)[1] for t in targets]
+        if all(n.isascii() for n in names):
+            return
+        try:
+            there = [_split(row[0])[1] for row in self._listing.list_rows(folder, recurse=False)]
+        except NotFound:
+            there = []
+        for i, twin in enumerate(normalization_twins(names, there)):
+            if twin is not None:
+                out[i] = twin_refused(targets[i], twin)
+
+    def _listed(
+        self, folder: str, vtype: str | None, *, names: Sequence[str] | None = None
+    ) -> dict[str, Entry]:
+        """The entries directly in `folder` by path, from one `operations/list`: with `vtype`,
+        only placet's temporary objects (or, given `names`, only the files of those names),
+        with their `vtype` digests (the folder's other files are neither hashed nor sent);
+        without, every entry, no digest. (One listing costs rclone about what one
+        `operations/stat` does, which lists the parent folder to find its entry.)"""
+        if names is not None and not names:
+            return {}
+        types = (vtype,) if vtype else ()
+        params = self._calls.listing_params(folder, types, recurse=False)
+        if names is not None:
+            params["_filter"] = {"IncludeRule": [_glob_literal(n) for n in names]}
+        elif vtype:
+            params["_filter"] = {"IncludeRule": [f"{TEMP_PREFIX}*"]}  # a name in any folder
+        try:
+            body = self._calls.rc(
+                "operations/list", params, action="list", target=folder, timeout=LONG_CALL_SECONDS
+            )
+        except NotFound:
+            return {}  # the folder is gone: nothing to verify, nothing in the way
+        items = body.get("list") if isinstance(body, dict) else None
+        entries = (self._calls.entry(i) for i in items or [] if isinstance(i, dict))
+        return {e.path: e for e in entries}
