@@ -26,6 +26,7 @@ from typing import TypeVar
 from placet.sync import PlanCapabilities, RemoteEntry, plan
 from placet.sync.cache import MemoryDigestCache
 from placet.sync.indexer import index_local
+from placet.sync.local_tree import LocalTree
 
 T = TypeVar("T")
 
@@ -66,10 +67,11 @@ def main() -> int:
     cache = MemoryDigestCache()
 
     def index() -> list:  # type: ignore[type-arg]
-        res = index_local(
+        tree = LocalTree(
             base, "", digest_types=["sha1"], cache=cache, root_key="bench",
             now_ns=time.time_ns() + 10**10, entry_cap=cap,
         )  # fmt: skip
+        res = index_local(tree)
         return list(res.entries)
 
     print(f"{args.files} files under {base}")

@@ -120,33 +120,17 @@ class RcloneCalls:
         target: str,
         timeout: float = SHORT_CALL_SECONDS,
     ) -> Any:
-        """rcd's answer to `method` with `params`; a failure raised as placet's typed
-        error for "cannot `action` `target`" (`placet.drive.failures.rclone_failure`)."""
-        return self._mapped(
+        """rcd's answer to `method` with `params`; a failure raised as `mapped` says."""
+        return self.mapped(
             lambda: self.rcd.call(method, params, timeout=timeout), action=action, target=target
         )
-
-    def rc_raw(
-        self,
-        method: str,
-        params: dict[str, Any],
-        *,
-        action: str,
-        target: str,
-        timeout: float = SHORT_CALL_SECONDS,
-    ) -> bytes:
-        """`rc`, a successful answer's body returned undecoded (`Rcd.call_raw`)."""
-        raw: bytes = self._mapped(
-            lambda: self.rcd.call_raw(method, params, timeout=timeout), action=action, target=target
-        )
-        return raw
 
     def rc_upload(self, dest: str, chunks: Sequence[bytes]) -> None:
         """Store `chunks` (approved bytes, held in memory) at `dest` through rcd's
         `operations/uploadfile` (`RcdUploads.upload`); errors mapped as for `rc`."""
         folder, name = split_path(dest)
         fs = self.fs().raw
-        self._mapped(
+        self.mapped(
             lambda: self.uploads.upload(fs, folder, name, chunks, timeout=LONG_CALL_SECONDS),
             action="upload to",
             target=dest,
@@ -160,7 +144,7 @@ class RcloneCalls:
         `rc`, what `pump` raised passes through."""
         folder, name = split_path(dest)
         fs = self.fs().raw
-        self._mapped(
+        self.mapped(
             lambda: self.uploads.upload_stream(
                 fs, folder, name, size, pump, timeout=SHORT_CALL_SECONDS
             ),
@@ -171,13 +155,15 @@ class RcloneCalls:
     def rc_upload_many(self, folder: str, files: Sequence[tuple[str, Sequence[bytes]]]) -> None:
         """`rc_upload` of several (name, chunks) files into `folder` as one request."""
         fs = self.fs().raw
-        self._mapped(
+        self.mapped(
             lambda: self.uploads.upload_many(fs, folder, files, timeout=LONG_CALL_SECONDS),
             action="upload to",
             target=folder,
         )
 
-    def _mapped(self, fn: Callable[[], Any], *, action: str, target: str) -> Any:
+    def mapped(self, fn: Callable[[], Any], *, action: str, target: str) -> Any:
+        """`fn()` (an rcd call), a failure raised as placet's typed error for "cannot
+        `action` `target`" (`placet.drive.failures.rclone_failure`)."""
         try:
             return fn()
         except RcFailure as e:

@@ -214,13 +214,13 @@ class Listing:
             {"_path": "operations/list", **self._calls.listing_params(p, types, recurse=False)}
             for p in checked
         ]
-        return self._calls.rc_raw(
-            "job/batch",
-            {"inputs": inputs, "concurrency": concurrency},
+        params = {"inputs": inputs, "concurrency": concurrency}
+        raw: bytes = self._calls.mapped(  # undecoded: `Rcd.call_raw`
+            lambda: self._calls.rcd.call_raw("job/batch", params, timeout=LONG_CALL_SECONDS),
             action="list",
             target=checked[0] if checked else "",
-            timeout=LONG_CALL_SECONDS,
         )
+        return raw
 
     def folders_from_raw(
         self, raw: bytes, paths: Sequence[str], *, digest_type: str | None = None

@@ -303,22 +303,7 @@ class Rcd:
             conn.close()
         return self.decode(status, raw)
 
-    def request(
-        self,
-        method: str,
-        target: str,
-        parts: Sequence[bytes],
-        headers: Mapping[str, str],
-        *,
-        timeout: float,
-        abortable: bool = False,
-    ) -> dict[str, Any]:
-        """POST `parts` to `target` on this thread's connection; see `call` for errors."""
-        return self.decode(
-            *self._send(method, target, parts, headers, timeout=timeout, abortable=abortable)
-        )
-
-    def _send(
+    def send(
         self,
         method: str,
         target: str,
@@ -328,7 +313,9 @@ class Rcd:
         timeout: float,
         abortable: bool = False,
     ) -> tuple[int, bytes]:
-        """POST `parts` to `target` on this thread's connection: (status, raw body).
+        """POST `parts` to `target` on this thread's connection: (status, raw body),
+        which `decode` turns into the answer or rclone's `RcFailure`; other errors as
+        for `call`.
 
         A keep-alive connection the daemon closed meanwhile is replaced once at no cost;
         a failure on a fresh connection restarts a dead daemon once. With `abortable`,
@@ -387,14 +374,14 @@ class Rcd:
         """
         body = json.dumps(params).encode()
         headers = {"Content-Type": "application/json"}
-        return self.request(method, "/" + method, [body], headers, timeout=timeout)
+        return self.decode(*self.send(method, "/" + method, [body], headers, timeout=timeout))
 
     def call_raw(self, method: str, params: Mapping[str, Any], *, timeout: float = 300) -> bytes:
         """`call`, a successful answer's JSON body returned undecoded: a thread that only
         waits for the answer then holds the interpreter lock for no decoding."""
         body = json.dumps(params).encode()
         headers = {"Content-Type": "application/json"}
-        status, raw = self._send(method, "/" + method, [body], headers, timeout=timeout)
+        status, raw = self.send(method, "/" + method, [body], headers, timeout=timeout)
         if status != 200:
             self.decode(status, raw)  # raises RcFailure
         return raw

@@ -123,7 +123,7 @@ class RcdUploads:
             {"fs": fs, "remote": folder, "_config": config}, quote_via=urllib.parse.quote
         )
         headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
-        return self._rcd.request(
+        answer = self._rcd.send(
             "operations/uploadfile",
             "/operations/uploadfile?" + query,
             [b"".join(parts)] if len(files) > 1 else parts,  # one send for many small ones
@@ -131,6 +131,7 @@ class RcdUploads:
             timeout=timeout,
             abortable=True,
         )
+        return self._rcd.decode(*answer)
 
     def upload_stream(
         self,

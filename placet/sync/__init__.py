@@ -1,9 +1,9 @@
 """Sync: the local indexer and the pure planner (docs/design.md section 7).
 
-`index_local` walks a folder and digests its files (cached); `plan` classifies two
-listings against the last synced baseline into a `SyncPlan`; `to_request_ops` turns a
-plan plus the agent's conflict decisions into the executor's `Op`s. Only the indexer
-does I/O.
+`index_local` walks a folder (a `LocalTree`) whole and digests its files (cached);
+`plan` classifies two listings against the last synced baseline into a `SyncPlan`;
+`to_request_ops` turns a plan plus the agent's conflict decisions into the executor's
+`Op`s. Only the indexer does I/O.
 """
 
 from placet.sync.cache import CachedDigest, DigestCache, MemoryDigestCache
@@ -17,6 +17,7 @@ from placet.sync.entries import (
 )
 from placet.sync.index_file import IndexResult
 from placet.sync.indexer import index_local
+from placet.sync.local_tree import LocalTree
 from placet.sync.model import (
     ALLOWED_DECISIONS,
     DEFAULT_ENTRY_CAP,
@@ -43,6 +44,7 @@ __all__ = [
     "EmptySideRefused",
     "IndexResult",
     "LocalEntry",
+    "LocalTree",
     "MemoryDigestCache",
     "PlanCapabilities",
     "PlanOp",

@@ -60,7 +60,22 @@ _LISTING_ERRORS = (errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT)
 class LocalTree:
     """One walk of `root_path/rel` (see the module docstring); `close` ends it.
 
-    Args are `index_local`'s.
+    Args:
+        root_path: the local root (absolute; resolved when the owner nominated it).
+        rel: the folder to walk, relative to the root ("" = the root itself); entry
+            paths are relative to it.
+        digest_types: remote types to compute besides SHA-256 (sha256/sha1/md5); the
+            strongest becomes `LocalEntry.digest_type` (pass the remote's choice,
+            `choose_digest_type(capabilities.hash_types)`).
+        cache: digests from earlier walks; fresh ones are written back.
+        root_key: the cache namespace of this root (e.g. its name, device and inode).
+        workers: hashing threads (1 = hash in the calling thread).
+        now_ns: the scan's start for the racily-clean rule (default: the clock now).
+        include_hidden: also list names starting with "." (else not entered at all).
+        entry_cap: most files, and most folders (docs/design.md section 9: 100,000; the
+            cap counts files, so a tree of 100,000 files in 1,000 folders fits).
+        progress: called from the walking thread every 1,024 files with (files seen,
+            bytes hashed so far in that thread); for a long read's progress figure.
 
     Raises (from the constructor):
         NotFound / PathRefused: `rel` is missing, a symlink, not a folder, unreadable.

@@ -45,7 +45,7 @@ from placet.sync.classify import Classifier
 from placet.sync.content import ReadBudget, bind_content
 from placet.sync.entries import BaselineEntry, LocalEntry, OneDigest, RemoteEntry
 from placet.sync.index_file import IndexResult
-from placet.sync.indexer import walk_whole
+from placet.sync.indexer import index_local
 from placet.sync.jobs import LongReads, Progress
 from placet.sync.local_tree import LocalTree
 from placet.sync.march import March
@@ -275,7 +275,7 @@ class SyncService:
         progress: Progress | None = None,
     ) -> IndexResult:
         """Index `folder` whole with SHA-256 and `digest_type`, through the digest cache
-        (see `_walked`). Raises what `index_local` raises."""
+        (see `_walked`). Raises what `LocalTree` and `index_local` raise."""
         if progress is not None:
             progress.phase = "indexing local files"
         cache = _DeferredWrites(self.data, background=False)
@@ -284,7 +284,7 @@ class SyncService:
             progress=progress,
         )  # fmt: skip
         try:
-            res = walk_whole(tree)
+            res = index_local(tree)
         finally:
             self._walked(tree, cache)
         if progress is not None:

@@ -32,6 +32,7 @@ from placet.sync.cache import MemoryDigestCache
 from placet.sync.entries import BaselineEntry, LocalEntry, RemoteEntry
 from placet.sync.index_file import RACY_WINDOW_NS
 from placet.sync.indexer import index_local
+from placet.sync.local_tree import LocalTree
 from tests.support.listings import classify, index_as_nobody, make_public, public_dir
 
 HERE = Path(__file__).parent
@@ -137,7 +138,7 @@ class Runner:
         if self.as_nobody:
             entries = index_as_nobody(self.root, "", dtype or "")
         else:
-            res = index_local(
+            tree = LocalTree(
                 self.root,
                 "",
                 digest_types=[dtype] if dtype else [],
@@ -145,6 +146,7 @@ class Runner:
                 root_key="scenario",
                 now_ns=time.time_ns() + 10 * RACY_WINDOW_NS,  # scenario files are settled
             )
+            res = index_local(tree)
             entries = list(res.entries)
             if hashed is not None:
                 assert res.hashed_count == hashed, "files hashed by this index"

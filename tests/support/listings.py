@@ -118,9 +118,10 @@ import json, sys, time
 from pathlib import Path
 from placet.sync.cache import MemoryDigestCache
 from placet.sync.indexer import index_local
+from placet.sync.local_tree import LocalTree
 root, rel, types = sys.argv[1], sys.argv[2], [t for t in sys.argv[3].split(",") if t]
-res = index_local(Path(root), rel, digest_types=types, cache=MemoryDigestCache(),
-                  root_key="k", now_ns=time.time_ns() + 10**10)
+res = index_local(LocalTree(Path(root), rel, digest_types=types, cache=MemoryDigestCache(),
+                            root_key="k", now_ns=time.time_ns() + 10**10))
 json.dump([e.to_dict() for e in res.entries], sys.stdout, ensure_ascii=True)
 """
 

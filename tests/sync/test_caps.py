@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from placet.errors import LimitExceeded
-from placet.sync import MemoryDigestCache, index_local, plan
+from placet.sync import LocalTree, MemoryDigestCache, index_local, plan
 from tests.support.listings import SHA1, L, R
 
 
@@ -21,9 +21,10 @@ def _tree(root: Path, folders: int, per: int) -> None:
 
 
 def _index(root: Path, cap: int) -> int:
-    res = index_local(
+    tree = LocalTree(
         root, "", digest_types=["sha1"], cache=MemoryDigestCache(), root_key="k", entry_cap=cap
     )
+    res = index_local(tree)
     return len(res.entries)
 
 

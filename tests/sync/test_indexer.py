@@ -20,6 +20,7 @@ from placet.sync.cache import MemoryDigestCache
 from placet.sync.entries import LocalEntry
 from placet.sync.index_file import RACY_WINDOW_NS, IndexResult
 from placet.sync.indexer import index_local
+from placet.sync.local_tree import LocalTree
 from tests.support.listings import index_as_nobody, make_public, public_dir
 
 SETTLED = 10 * RACY_WINDOW_NS  # a scan clock far enough ahead that every file is settled
@@ -34,7 +35,7 @@ def idx(
     types: tuple[str, ...] = ("sha1",),
     **kw: object,
 ) -> IndexResult:
-    return index_local(
+    tree = LocalTree(
         root,
         rel,
         digest_types=types,
@@ -43,6 +44,7 @@ def idx(
         now_ns=time.time_ns() + SETTLED if now_ns is None else now_ns,
         **kw,  # type: ignore[arg-type]
     )
+    return index_local(tree)
 
 
 def by_path(res: IndexResult) -> dict[str, LocalEntry]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -30,6 +30,7 @@ from placet.server.budget import fitting, room_for
 from placet.server.framework import READ_LOCAL, ToolOutput, define_tool
 from placet.server.state import Caller, caller
 from placet.server.sync_proposals import op_count, ops_page
+from placet.server.tools.params import Cursor
 from placet.server.tools.proposals import ProposalId, get_visible
 from placet.server.tools.sync_pages import decode_cursor, encode_cursor
 from placet.store import ProposalRecord
@@ -39,10 +40,6 @@ READ_CHUNK = 64
 """Ops read from the store at a time while a page is filled (a page of long paths holds
 about 60 ops, so reading `OPS_PAGE` for each page read and decoded eight times too many)."""
 _TAG = "o1"
-
-Cursor = Annotated[
-    str | None, Field(description="The next_cursor of a previous call; omit to start.")
-]
 
 
 class OpOutcome(BaseModel):

@@ -21,6 +21,7 @@ from placet.server.framework import PROPOSE, WAITS_FOR_OWNER, ToolFn, define_too
 from placet.server.models import ProposalView, ProposeOut
 from placet.server.standing import judged_by_rules
 from placet.server.state import caller
+from placet.server.tools.params import RootName
 from placet.store import ProposalRecord
 
 Reason = Annotated[
@@ -38,10 +39,6 @@ TtlMinutes = Annotated[
         description="Minutes the proposal stays pending before it expires (5-30, default "
         "30; the owner may extend it).",
     ),
-]
-RootName = Annotated[
-    str | None,
-    Field(description="Name of the local root (see roots_list); default: the first root."),
 ]
 
 

@@ -39,6 +39,7 @@ from placet.server.models import ProposeOut
 from placet.server.standing import judged_by_rules
 from placet.server.state import ServerState, caller
 from placet.server.sync_proposals import proposal_view
+from placet.server.tools.params import Cursor, RootName
 from placet.server.tools.plan_pages import (
     ItemKind,
     SyncPlanOpsOut,
@@ -78,15 +79,14 @@ def service_of(state: ServerState) -> SyncService:
         return got[1]
 
 
-RootName = Annotated[
-    str | None,
-    Field(description="Name of the local root (see roots_list); default: the first root."),
-]
 IncludeHidden = Annotated[
     bool, Field(description='Also include names starting with "." (left out by default).')
 ]
-Cursor = Annotated[
-    str | None, Field(description="The next_cursor of a previous call; omit to start.")
+RemoteFolder = Annotated[
+    str, Field(description='A remote folder, relative to the drive ("" = top).')
+]
+PlanId = Annotated[
+    int, Field(ge=1, le=MAX_ID, description="The plan_id sync_plan returned (1 to 2^63-1).")
 ]
 
 
@@ -191,9 +191,7 @@ async def sync_plan(
     local_path: Annotated[
         str, Field(description='A local folder: relative to the root, or absolute ("" = root).')
     ],
-    remote_path: Annotated[
-        str, Field(description='A remote folder, relative to the drive ("" = top).')
-    ],
+    remote_path: RemoteFolder,
     allow_empty_side: Annotated[
         bool,
         Field(
@@ -238,9 +236,7 @@ def _sync_plan_ops(
 @define_tool(title="List a sync plan's ops by kind or folder", annotations=READ_LOCAL)
 async def sync_plan_ops(
     ctx: Context[Any, Any],
-    plan_id: Annotated[
-        int, Field(ge=1, le=MAX_ID, description="The plan_id sync_plan returned (1 to 2^63-1).")
-    ],
+    plan_id: PlanId,
     kind: Annotated[
         ItemKind | None,
         Field(description="Only items of this op or report kind; omit for every kind."),
@@ -323,7 +319,7 @@ def _drive_changes(
 @define_tool(title="What changed under a remote folder", annotations=READ_DRIVE)
 async def drive_changes(
     ctx: Context[Any, Any],
-    path: Annotated[str, Field(description='A remote folder, relative to the drive ("" = top).')],
+    path: RemoteFolder,
     since_anchor: Annotated[
         str | None,
         Field(description="The anchor a previous call returned; omit to only set an anchor."),
@@ -358,9 +354,7 @@ async def drive_changes(
 async def propose_sync(
     ctx: Context[Any, Any],
     *,
-    plan_id: Annotated[
-        int, Field(ge=1, le=MAX_ID, description="The plan_id sync_plan returned (1 to 2^63-1).")
-    ],
+    plan_id: PlanId,
     decisions: Annotated[
         dict[str, Literal["keep_local", "keep_remote", "skip"]],
         Field(
