@@ -115,7 +115,7 @@ def _accept_big(rig: Rig) -> tuple[bytes, ProposalRecord, subprocess.Popen[bytes
     data = _data(0, SIZE >> 20)
     rig.write("big.bin", data)
     rec = rig.upload("big.bin")
-    return data, rec, start_accept_yes(rec.id, own_session=False)
+    return data, rec, start_accept_yes(rec.id, own_session=False, lowest_priority=True)
 
 
 def _accept_again_lands(rig: Rig, rec_id: int, files: dict[str, bytes]) -> None:
@@ -195,7 +195,7 @@ def test_ctrl_c_during_a_four_file_sync_stops_it_and_a_sync_lands_after(
     rig = stream_rig
     assert rig.remote_dir is not None
     files, rec = _sync_four(rig)
-    proc = start_accept_yes(rec.id, own_session=False)
+    proc = start_accept_yes(rec.id, own_session=False, lowest_priority=True)
     rcd = None
     try:
         kids, rcd = _pause_mid_stream(proc, rig.remote_dir)
@@ -344,7 +344,7 @@ def test_kill_9_while_a_streamed_replacement_is_placed_loses_nothing(
         rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False, allow_empty_side=False
     )
     rec, _ = propose_sync(svc, rig.ctx, plan_id=plan.id, decisions={}, reason="replace")
-    proc = start_accept_yes(rec.id, own_session=False)
+    proc = start_accept_yes(rec.id, own_session=False, lowest_priority=True)
     hit = False
     try:
         deadline = time.monotonic() + 60
@@ -385,7 +385,7 @@ def test_the_rcd_child_killed_under_four_streams_leaves_one_clean_state(stream_r
     folder = rig.remote_dir
     assert folder is not None
     files, rec = _sync_four(rig)
-    proc = start_accept_yes(rec.id, own_session=False)
+    proc = start_accept_yes(rec.id, own_session=False, lowest_priority=True)
     kids: set[int] = set()
     try:
         deadline = time.monotonic() + 60

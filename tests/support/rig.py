@@ -247,12 +247,17 @@ def approve_on_host_b(rig: Rig, tmp_path: Path, rec: ProposalRecord, runner: str
         time.sleep(0.05)
 
 
-def start_accept_yes(rec_id: int, *, own_session: bool = True) -> subprocess.Popen[bytes]:
+def start_accept_yes(
+    rec_id: int, *, own_session: bool = True, lowest_priority: bool = False
+) -> subprocess.Popen[bytes]:
     """`placet accept ID --yes` started in the background: no controlling terminal, stdin
     closed, stdout dropped, stderr piped. In its own session, or with `own_session=False`
-    in its own process group of the test's session (what a terminal's foreground job is)."""
+    in its own process group of the test's session (what a terminal's foreground job is).
+    `lowest_priority` runs it and its rclone children under `nice -n 19`, so a test that
+    must catch a transfer mid-way does so on a busy machine too."""
+    nice = ["nice", "-n", "19"] if lowest_priority else []
     return subprocess.Popen(
-        [str(PLACET), "accept", str(rec_id), "--yes"],
+        [*nice, str(PLACET), "accept", str(rec_id), "--yes"],
         env=dict(os.environ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
