@@ -16,7 +16,7 @@ sorted."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Generic, Protocol, TypeVar
 
@@ -190,7 +190,7 @@ class March:
                         "allow_empty_side=true",
                         details={"side": side, "baseline_entries": baseline_entries},
                     )
-        self._folder("", lchildren, rchildren)
+        self._walk(lchildren, rchildren)
         pl = self.pl
         while pl.pending_dirs:  # each is decided once its folder is done; a safeguard
             pl.finish_dir(pl.pending_dirs.pop())
@@ -247,9 +247,24 @@ class March:
         if self.beneath is not None:
             dirs.update(k for k in keys if self.beneath(k))
 
-    def _folder(self, n: str, lchildren: list[LocalEntry], rchildren: list[RemoteEntry]) -> None:
+    def _walk(self, lchildren: list[LocalEntry], rchildren: list[RemoteEntry]) -> None:
+        """Classify the synced folder, whose entries are `lchildren` and `rchildren`, and
+        every folder beneath it, depth first on a stack of `_folder` steps (a tree may be
+        deeper than Python's recursion limit)."""
+        stack = [self._folder("", lchildren, rchildren)]
+        while stack:
+            entering = next(stack[-1], None)
+            if entering is None:
+                stack.pop()
+            else:
+                stack.append(self._folder(entering[0], *self._children(*entering)))
+
+    def _folder(
+        self, n: str, lchildren: list[LocalEntry], rchildren: list[RemoteEntry]
+    ) -> Iterator[tuple[str, list[LocalEntry]]]:
         """Classify the folder `n` (its key; "" the synced folder) whose entries are
-        `lchildren` and `rchildren`, entering each subfolder in turn."""
+        `lchildren` and `rchildren`; yields each subfolder to enter in turn (its key, its
+        opened local folders), and goes on once `_walk` classified all beneath it."""
         pl = self.pl
         loc, rem, ldups, rdups, base, blocked = (
             pl.loc, pl.rem, pl.ldups, pl.rdups, pl.base, pl.blocked,
@@ -268,7 +283,10 @@ class March:
         for k in events:
             if k[-1] == "/":
                 k = k[:-1]
-                self._enter(k, opened.pop(k, []))
+                lfolders = opened.pop(k, [])
+                yield k, lfolders
+                if lfolders:
+                    self.local.done(lfolders)
                 if pl.pending_dirs and pl.pending_dirs[-1] == k:
                     pl.finish_dir(pl.pending_dirs.pop())
                 continue
@@ -324,8 +342,10 @@ class March:
                         out.append(e)
         return out
 
-    def _enter(self, k: str, lfolders: list[LocalEntry]) -> None:
-        """Classify what lies beneath key `k`, on the sides that hold a folder there."""
+    def _children(
+        self, k: str, lfolders: list[LocalEntry]
+    ) -> tuple[list[LocalEntry], list[RemoteEntry]]:
+        """The entries beneath key `k`, on the sides that hold a folder there."""
         pl = self.pl
         more = self.beneath is not None and self.beneath(k)
         lchildren = self.local.listing(k, lfolders) if lfolders or more else []
@@ -334,6 +354,4 @@ class March:
         if not rfolders and r is not None and r.kind == "dir":
             rfolders = [r]
         rchildren = self.remote.listing(k, rfolders) if rfolders or more else []
-        self._folder(k, lchildren, rchildren)
-        if lfolders:
-            self.local.done(lfolders)
+        return lchildren, rchildren

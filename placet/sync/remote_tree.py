@@ -297,14 +297,12 @@ def _is_refused(path: str) -> bool:
 def collect(tree: RemoteTree, ci: bool, include_hidden: bool) -> list[RemoteEntry]:
     """Every entry of `tree`, depth first in the merge's order (tests, `remote_listing`)."""
     out: list[RemoteEntry] = []
-
-    def walk(key: str, folders: Sequence[RemoteEntry]) -> None:
-        got = tree.listing(key, folders)
+    todo: list[tuple[str, Sequence[RemoteEntry]]] = [("", ())]  # a stack: trees run deep
+    while todo:
+        got = tree.listing(*todo.pop())
         out.extend(got)
-        for k, sub in subfolders(((e.path, e) for e in got if e.kind == "dir"), ci, include_hidden):
-            walk(k, sub)
-
-    walk("", ())
+        found = subfolders(((e.path, e) for e in got if e.kind == "dir"), ci, include_hidden)
+        todo += reversed(found)
     return out
 
 
