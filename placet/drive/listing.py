@@ -24,6 +24,7 @@ from placet.drive.calls import LONG_CALL_SECONDS, SHORT_CALL_SECONDS, RcloneCall
 from placet.drive.failures import rclone_failure
 from placet.drive.rcd import RcFailure
 from placet.drive.spec import check_drive_path
+from placet.drive.unreadable import DENIED, new_group, refused_marked
 from placet.errors import (
     AlreadyExists,
     DriveError,
@@ -210,17 +211,25 @@ class Listing:
         checked = [check_drive_path(p) for p in paths]
         dtype = digest_type.lower() if digest_type else None
         types = (dtype,) if dtype else ()
+        group = new_group()  # a folder it may not read lists empty: `placet.drive.unreadable`
         inputs = [
-            {"_path": "operations/list", **self._calls.listing_params(p, types, recurse=False)}
+            {"_path": "operations/list", "_group": group,
+             **self._calls.listing_params(p, types, recurse=False)}
             for p in checked
-        ]
+        ]  # fmt: skip
+        target = checked[0] if checked else ""
+
+        def rc(method: str, params: dict[str, Any]) -> Any:
+            return self._calls.rc(method, params, action="list", target=target,
+                                  timeout=LONG_CALL_SECONDS)  # fmt: skip
+
         params = {"inputs": inputs, "concurrency": concurrency}
         raw: bytes = self._calls.mapped(  # undecoded: `Rcd.call_raw`
             lambda: self._calls.rcd.call_raw("job/batch", params, timeout=LONG_CALL_SECONDS),
             action="list",
-            target=checked[0] if checked else "",
+            target=target,
         )
-        return raw
+        return refused_marked(rc, raw, inputs, group)
 
     def folders_from_raw(
         self, raw: bytes, paths: Sequence[str], *, digest_type: str | None = None
@@ -256,6 +265,14 @@ class Listing:
                 if isinstance(err, AlreadyExists):  # "not a directory": the path names a file
                     err = NotFound(f"cannot list {p!r}: it is a file, not a folder",
                                    details=err.details)  # fmt: skip
+                elif status == 403 or DENIED.search(str(res.get("error") or "")):
+                    err = PathRefused(
+                        f"cannot list remote folder {p!r}: the drive refuses to list it "
+                        f"({err.details.get('rclone_message', '')}); nothing beneath it is "
+                        "known: grant read access to it, or plan a folder outside it",
+                        code="permission_denied",
+                        details=err.details,
+                    )
                 # The drive root not created yet is an empty drive (as `list_rows` says).
                 out.append([] if isinstance(err, NotFound) and not p else err)
                 continue

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import replace
 from typing import Generic, Protocol, TypeVar
 
-from placet.errors import LimitExceeded
+from placet.errors import LimitExceeded, PathRefused
 from placet.sync.classify import Classifier
 from placet.sync.entries import BaselineEntry, LocalEntry, RemoteEntry, nfc
 from placet.sync.model import EmptySideRefused
@@ -167,6 +167,9 @@ class March:
         self.include_hidden, self.cap = include_hidden, entry_cap
         self.implied, self.beneath = implied, beneath
         self.counts = {"local": [0, 0], "remote": [0, 0]}  # files, folders
+        # Remote folders whose classification waits for their listing: one the drive
+        # refuses to list is an error, not a folder on the remote (`_children`).
+        self.deferred: set[str] = set()
         self.local_fp: Fingerprint[LocalEntry] = Fingerprint(local_line)
         self.remote_fp: Fingerprint[RemoteEntry] = Fingerprint(remote_line)
 
@@ -309,6 +312,15 @@ class March:
                 and k not in rdups
             ):
                 pl.both_files(lo.path, lo, r, b if b is not None and b.sha256 is not None else None)
+            elif (
+                r is not None
+                and r.kind == "dir"
+                and (lo is None or lo.kind == "dir")
+                and not parent_blocked
+                and k not in ldups
+                and k not in rdups
+            ):
+                self.deferred.add(k)  # classified once its listing is known (`_children`)
             else:
                 pl.classify(k)
         for k in keys:  # the folder is done: only its ancestors' entries stay
@@ -353,5 +365,26 @@ class March:
         rfolders = [e for e in pl.rdups.get(k, ()) if e.kind == "dir"]
         if not rfolders and r is not None and r.kind == "dir":
             rfolders = [r]
-        rchildren = self.remote.listing(k, rfolders) if rfolders or more else []
+        rchildren: list[RemoteEntry] = []
+        if rfolders or more:
+            try:
+                rchildren = self.remote.listing(k, rfolders)
+            except PathRefused as e:
+                if k not in self.deferred or e.error_code != "permission_denied":
+                    raise
+                self.deferred.discard(k)
+                self._unlistable(k, e)
+                return lchildren, []
+        if k in self.deferred:
+            self.deferred.discard(k)
+            pl.classify(k)
         return lchildren, rchildren
+
+    def _unlistable(self, k: str, e: PathRefused) -> None:
+        """Report the remote folder of key `k`, which the drive refuses to list, as an
+        error, and everything beneath it as not planned: nothing there is known."""
+        pl = self.pl
+        lo, r = pl.loc.get(k), pl.rem.get(k)
+        path = lo.path if lo is not None else nfc(r.path) if r is not None else k
+        pl.report(path, "error", e.message, local=lo, remote=r)
+        pl.blocked[k] = ("error", path)

@@ -1,0 +1,70 @@
+"""Folders rclone lists as empty because it may not read them.
+
+rclone's local backend answers a folder it may not open (permission denied) with an empty
+listing and no error: the error only counts in the call's stats group ("ignore error but
+fail sync", which `rclone lsjson` turns into exit code 6, and rcd's `operations/list`
+drops). An empty folder and a folder nobody may read would then look alike, and a plan
+would infer what lies beneath the second. So each listing request runs in a stats group
+of its own (rc's ``_group``); a request whose answer holds an empty folder asks the group
+for errors, and when there are some, lists each empty folder alone to tell which one was
+refused. Listings of folders with entries, most of a tree, cost nothing more.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["DENIED", "new_group", "refused_marked"]
+
+DENIED = re.compile(r"permission denied|access denied|access is denied|forbidden", re.I)
+"""rclone's messages for a folder the drive refuses to list."""
+
+_COUNTER = itertools.count(1)
+
+Rc = Callable[[str, dict[str, Any]], Any]
+"""An rcd call: (method, params) -> decoded answer."""
+
+
+def new_group() -> str:
+    """A stats group name no other request of this rcd uses."""
+    return f"placet-list-{os.getpid()}-{next(_COUNTER)}"
+
+
+def _errors(rc: Rc, group: str) -> tuple[int, str]:
+    """(errors counted in `group`, the last one's message), the group then deleted."""
+    stats = rc("core/stats", {"group": group})
+    rc("core/stats-delete", {"group": group})
+    if not isinstance(stats, dict):
+        return 0, ""
+    errors = stats.get("errors")
+    return (errors if isinstance(errors, int) else 0), str(stats.get("lastError") or "")
+
+
+def refused_marked(rc: Rc, raw: bytes, inputs: Sequence[dict[str, Any]], group: str) -> bytes:
+    """The `job/batch` answer `raw` to listing `inputs` (run in stats `group`), with each
+    folder the drive refused to list answered as an error (status 403, rclone's message)
+    instead of an empty list. `raw` itself when no folder lists empty (no call made)."""
+    try:
+        body = json.loads(raw)
+        results = body["results"]
+        empty = [i for i, r in enumerate(results) if r == {"list": []}]
+    except (ValueError, KeyError, TypeError):
+        return raw  # decoded (and refused) by the caller
+    if not empty:
+        return raw
+    errors, _ = _errors(rc, group)
+    if not errors:
+        return raw
+    for i in empty:
+        alone = new_group()
+        params = {k: v for k, v in inputs[i].items() if k != "_path"}
+        rc(str(inputs[i]["_path"]), {**params, "_group": alone})
+        count, message = _errors(rc, alone)
+        if count and DENIED.search(message):
+            results[i] = {"error": message, "status": 403}
+    return json.dumps(body).encode()
