@@ -24,7 +24,7 @@ from placet.drive.calls import LONG_CALL_SECONDS, SHORT_CALL_SECONDS, RcloneCall
 from placet.drive.failures import rclone_failure
 from placet.drive.rcd import RcFailure
 from placet.drive.spec import check_drive_path
-from placet.drive.unreadable import DENIED, new_group, refused_marked
+from placet.drive.unreadable import DENIED, new_group, refused_in, refused_marked
 from placet.errors import (
     AlreadyExists,
     DriveError,
@@ -144,11 +144,16 @@ class Listing:
 
     def items(self, path: str, *, recurse: bool, types: Sequence[str] = ()) -> list[Any]:
         """rclone's `operations/list` items of `path` (temp objects included)."""
-        params = self._calls.listing_params(path, types, recurse=recurse)
-        try:
-            body = self._calls.rc(
-                "operations/list", params, action="list", target=path, timeout=LONG_CALL_SECONDS
+        group = new_group()  # a folder it may not read lists empty: `placet.drive.unreadable`
+        params = {**self._calls.listing_params(path, types, recurse=recurse), "_group": group}
+
+        def rc(method: str, params: dict[str, Any]) -> Any:
+            return self._calls.rc(
+                method, params, action="list", target=path, timeout=LONG_CALL_SECONDS
             )
+
+        try:
+            body = rc("operations/list", params)
         except AlreadyExists as e:  # "not a directory": the path names a file
             raise NotFound(
                 f"cannot list {path!r}: it is a file, not a folder; stat it or list its parent",
@@ -159,7 +164,11 @@ class Listing:
                 raise
             return []  # the drive root not created yet is an empty drive
         items = body.get("list")
-        return items if isinstance(items, list) else []
+        items = items if isinstance(items, list) else []
+        refused = refused_in(rc, items, recurse, group)
+        if refused is not None:
+            raise _denied(path, self._calls.redact(refused))
+        return items
 
     def _list(self, path: str, *, recurse: bool, types: tuple[str, ...] = ()) -> list[Entry]:
         return [
@@ -266,13 +275,7 @@ class Listing:
                     err = NotFound(f"cannot list {p!r}: it is a file, not a folder",
                                    details=err.details)  # fmt: skip
                 elif status == 403 or DENIED.search(str(res.get("error") or "")):
-                    err = PathRefused(
-                        f"cannot list remote folder {p!r}: the drive refuses to list it "
-                        f"({err.details.get('rclone_message', '')}); nothing beneath it is "
-                        "known: grant read access to it, or plan a folder outside it",
-                        code="permission_denied",
-                        details=err.details,
-                    )
+                    err = _denied(p, str(err.details.get("rclone_message", "")))
                 # The drive root not created yet is an empty drive (as `list_rows` says).
                 out.append([] if isinstance(err, NotFound) and not p else err)
                 continue
@@ -415,6 +418,16 @@ class Listing:
         """
         path = check_drive_path(path)
         return self._listing(path, recurse=True, include_digest=include_digest)
+
+
+def _denied(path: str, message: str) -> PathRefused:
+    """``permission_denied``: the drive refuses to list a folder at or beneath `path`."""
+    return PathRefused(
+        f"cannot list remote folder {path!r}: the drive refuses to list it ({message}); "
+        "nothing beneath it is known: grant read access to it, or plan a folder outside it",
+        code="permission_denied",
+        details={"path": path, "rclone_message": message},
+    )
 
 
 def _encode_cursor(path: str, after: str) -> str:

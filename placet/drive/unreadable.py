@@ -7,7 +7,8 @@ drops). An empty folder and a folder nobody may read would then look alike, and 
 would infer what lies beneath the second. So each listing request runs in a stats group
 of its own (rc's ``_group``); a request whose answer holds an empty folder asks the group
 for errors, and when there are some, lists each empty folder alone to tell which one was
-refused. Listings of folders with entries, most of a tree, cost nothing more.
+refused; a single listing (recursive or not) that holds an empty folder asks the same.
+Listings of folders with entries, most of a tree, cost nothing more.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["DENIED", "new_group", "refused_marked"]
+__all__ = ["DENIED", "new_group", "refused_in", "refused_marked"]
 
 DENIED = re.compile(r"permission denied|access denied|access is denied|forbidden", re.I)
 """rclone's messages for a folder the drive refuses to list."""
@@ -68,3 +69,26 @@ def refused_marked(rc: Rc, raw: bytes, inputs: Sequence[dict[str, Any]], group: 
         if count and DENIED.search(message):
             results[i] = {"error": message, "status": 403}
     return json.dumps(body).encode()
+
+
+def _has_empty_folder(items: list[Any], recurse: bool) -> bool:
+    """Whether a listing's `items` hold no entry, or (`recurse`) a folder with nothing
+    listed beneath it."""
+    if not items:
+        return True
+    if not recurse:
+        return False
+    folders = {i.get("Path") for i in items if isinstance(i, dict) and i.get("IsDir")}
+    for i in items:
+        if isinstance(i, dict) and isinstance(i.get("Path"), str):
+            folders.discard(i["Path"].rpartition("/")[0])
+    return bool(folders)
+
+
+def refused_in(rc: Rc, items: list[Any], recurse: bool, group: str) -> str | None:
+    """rclone's message for a folder the drive refused to list in a listing run in stats
+    `group` whose answer is `items`, or None (no call made unless a folder lists empty)."""
+    if not _has_empty_folder(items, recurse):
+        return None
+    count, message = _errors(rc, group)
+    return message if count and DENIED.search(message) else None

@@ -79,3 +79,21 @@ async def test_a_synced_remote_folder_the_drive_refuses_is_refused_with_its_caus
         err = error_of(await plan(client, local_path="work/locked", remote_path="work/locked"))
     assert err["code"] == "permission_denied", err
     assert "grant read access" in err["message"]
+
+
+async def test_drive_changes_and_drive_list_refuse_a_folder_the_drive_refuses(
+    ws: Workspace, locked: Path
+) -> None:
+    """A folder that turned unreadable since the anchor is refused, not reported with
+    everything beneath it deleted; listing it is refused, not answered empty."""
+    locked.chmod(0o755)
+    async with Client(unprivileged(ws), client_info=CLIENT_INFO) as client:
+        anchor = ok(await client.call_tool("drive_changes", {"path": "work"}))["anchor"]
+        locked.chmod(0)
+        again = {"path": "work", "since_anchor": anchor}
+        err = error_of(await client.call_tool("drive_changes", again))
+        assert err["code"] == "permission_denied", err
+        listed = error_of(await client.call_tool("drive_list", {"path": "work/locked"}))
+        assert listed["code"] == "permission_denied", listed
+        shown = ok(await client.call_tool("drive_list", {"path": "work"}))
+        assert "locked" in str(shown)
