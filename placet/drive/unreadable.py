@@ -25,6 +25,8 @@ __all__ = ["DENIED", "new_group", "refused_in", "refused_marked"]
 DENIED = re.compile(r"permission denied|access denied|access is denied|forbidden", re.I)
 """rclone's messages for a folder the drive refuses to list."""
 
+_EMPTY_LIST = re.compile(rb'"list":\s*\[\s*\]')
+"""An empty folder in rcd's answer, found without decoding it."""
 _COUNTER = itertools.count(1)
 
 Rc = Callable[[str, dict[str, Any]], Any]
@@ -50,17 +52,17 @@ def refused_marked(rc: Rc, raw: bytes, inputs: Sequence[dict[str, Any]], group: 
     """The `job/batch` answer `raw` to listing `inputs` (run in stats `group`), with each
     folder the drive refused to list answered as an error (status 403, rclone's message)
     instead of an empty list. `raw` itself when no folder lists empty (no call made)."""
+    if not _EMPTY_LIST.search(raw):  # most answers: not decoded here (the caller does)
+        return raw
+    errors, _ = _errors(rc, group)
+    if not errors:
+        return raw
     try:
         body = json.loads(raw)
         results = body["results"]
         empty = [i for i, r in enumerate(results) if r == {"list": []}]
     except (ValueError, KeyError, TypeError):
         return raw  # decoded (and refused) by the caller
-    if not empty:
-        return raw
-    errors, _ = _errors(rc, group)
-    if not errors:
-        return raw
     for i in empty:
         alone = new_group()
         params = {k: v for k, v in inputs[i].items() if k != "_path"}
