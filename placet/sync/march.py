@@ -370,10 +370,13 @@ class March:
             try:
                 rchildren = self.remote.listing(k, rfolders)
             except PathRefused as e:
-                if k not in self.deferred or e.error_code != "permission_denied":
+                if e.error_code != "permission_denied":
                     raise
-                self.deferred.discard(k)
-                self._unlistable(k, e)
+                if k in self.deferred:
+                    self.deferred.discard(k)
+                    self._unlistable(k, e)
+                elif k not in pl.blocked:  # else its report already blocks all beneath
+                    raise
                 return lchildren, []
         if k in self.deferred:
             self.deferred.discard(k)

@@ -97,3 +97,18 @@ async def test_drive_changes_and_drive_list_refuse_a_folder_the_drive_refuses(
         assert listed["code"] == "permission_denied", listed
         shown = ok(await client.call_tool("drive_list", {"path": "work"}))
         assert "locked" in str(shown)
+
+
+async def test_a_folder_neither_side_may_read_is_one_error(ws: Workspace) -> None:
+    work, remote = ws.root / "work", ws.drive / "work"
+    for side in (work, remote):
+        (side / "both" / "in").mkdir(parents=True)
+        (side / "both").chmod(0)
+    try:
+        async with Client(unprivileged(ws), client_info=CLIENT_INFO) as client:
+            got = ok(await plan(client, local_path="work", remote_path="work"))
+            errors = await plan_items(client, got["plan_id"], kind="error")
+    finally:
+        for side in (work, remote):
+            (side / "both").chmod(0o755)
+    assert [e["path"] for e in errors] == ["both"], errors
