@@ -203,7 +203,7 @@ def _parse(text: str, path: Path) -> Pins:
             PairingPin(str(p["token_sha256"]), _time(p["expires_at"], path))
             for p in data.get("pairings", [])
         ]
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise _malformed(path, f"{type(e).__name__}: {e}") from e
     return Pins(keys, pairings)
 

@@ -24,6 +24,7 @@ from placet.drive.calls import LONG_CALL_SECONDS, SHORT_CALL_SECONDS, RcloneCall
 from placet.drive.failures import rclone_failure
 from placet.drive.rcd import RcFailure
 from placet.drive.spec import check_drive_path
+from placet.drive.unreadable import DENIED, new_group, refused_in, refused_marked
 from placet.errors import (
     AlreadyExists,
     DriveError,
@@ -143,11 +144,16 @@ class Listing:
 
     def items(self, path: str, *, recurse: bool, types: Sequence[str] = ()) -> list[Any]:
         """rclone's `operations/list` items of `path` (temp objects included)."""
-        params = self._calls.listing_params(path, types, recurse=recurse)
-        try:
-            body = self._calls.rc(
-                "operations/list", params, action="list", target=path, timeout=LONG_CALL_SECONDS
+        group = new_group()  # a folder it may not read lists empty: `placet.drive.unreadable`
+        params = {**self._calls.listing_params(path, types, recurse=recurse), "_group": group}
+
+        def rc(method: str, params: dict[str, Any]) -> Any:
+            return self._calls.rc(
+                method, params, action="list", target=path, timeout=LONG_CALL_SECONDS
             )
+
+        try:
+            body = rc("operations/list", params)
         except AlreadyExists as e:  # "not a directory": the path names a file
             raise NotFound(
                 f"cannot list {path!r}: it is a file, not a folder; stat it or list its parent",
@@ -158,7 +164,11 @@ class Listing:
                 raise
             return []  # the drive root not created yet is an empty drive
         items = body.get("list")
-        return items if isinstance(items, list) else []
+        items = items if isinstance(items, list) else []
+        refused = refused_in(rc, items, recurse, group)
+        if refused is not None:
+            raise _denied(path, self._calls.redact(refused))
+        return items
 
     def _list(self, path: str, *, recurse: bool, types: tuple[str, ...] = ()) -> list[Entry]:
         return [
@@ -210,17 +220,25 @@ class Listing:
         checked = [check_drive_path(p) for p in paths]
         dtype = digest_type.lower() if digest_type else None
         types = (dtype,) if dtype else ()
+        group = new_group()  # a folder it may not read lists empty: `placet.drive.unreadable`
         inputs = [
-            {"_path": "operations/list", **self._calls.listing_params(p, types, recurse=False)}
+            {"_path": "operations/list", "_group": group,
+             **self._calls.listing_params(p, types, recurse=False)}
             for p in checked
-        ]
+        ]  # fmt: skip
+        target = checked[0] if checked else ""
+
+        def rc(method: str, params: dict[str, Any]) -> Any:
+            return self._calls.rc(method, params, action="list", target=target,
+                                  timeout=LONG_CALL_SECONDS)  # fmt: skip
+
         params = {"inputs": inputs, "concurrency": concurrency}
         raw: bytes = self._calls.mapped(  # undecoded: `Rcd.call_raw`
             lambda: self._calls.rcd.call_raw("job/batch", params, timeout=LONG_CALL_SECONDS),
             action="list",
-            target=checked[0] if checked else "",
+            target=target,
         )
-        return raw
+        return refused_marked(rc, raw, inputs, group)
 
     def folders_from_raw(
         self, raw: bytes, paths: Sequence[str], *, digest_type: str | None = None
@@ -256,6 +274,8 @@ class Listing:
                 if isinstance(err, AlreadyExists):  # "not a directory": the path names a file
                     err = NotFound(f"cannot list {p!r}: it is a file, not a folder",
                                    details=err.details)  # fmt: skip
+                elif status == 403 or DENIED.search(str(res.get("error") or "")):
+                    err = _denied(p, str(err.details.get("rclone_message", "")))
                 # The drive root not created yet is an empty drive (as `list_rows` says).
                 out.append([] if isinstance(err, NotFound) and not p else err)
                 continue
@@ -398,6 +418,16 @@ class Listing:
         """
         path = check_drive_path(path)
         return self._listing(path, recurse=True, include_digest=include_digest)
+
+
+def _denied(path: str, message: str) -> PathRefused:
+    """``permission_denied``: the drive refuses to list a folder at or beneath `path`."""
+    return PathRefused(
+        f"cannot list remote folder {path!r}: the drive refuses to list it ({message}); "
+        "nothing beneath it is known: grant read access to it, or plan a folder outside it",
+        code="permission_denied",
+        details={"path": path, "rclone_message": message},
+    )
 
 
 def _encode_cursor(path: str, after: str) -> str:

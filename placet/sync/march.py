@@ -16,11 +16,11 @@ sorted."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Generic, Protocol, TypeVar
 
-from placet.errors import LimitExceeded
+from placet.errors import LimitExceeded, PathRefused
 from placet.sync.classify import Classifier
 from placet.sync.entries import BaselineEntry, LocalEntry, RemoteEntry, nfc
 from placet.sync.model import EmptySideRefused
@@ -167,6 +167,9 @@ class March:
         self.include_hidden, self.cap = include_hidden, entry_cap
         self.implied, self.beneath = implied, beneath
         self.counts = {"local": [0, 0], "remote": [0, 0]}  # files, folders
+        # Remote folders whose classification waits for their listing: one the drive
+        # refuses to list is an error, not a folder on the remote (`_children`).
+        self.deferred: set[str] = set()
         self.local_fp: Fingerprint[LocalEntry] = Fingerprint(local_line)
         self.remote_fp: Fingerprint[RemoteEntry] = Fingerprint(remote_line)
 
@@ -190,7 +193,7 @@ class March:
                         "allow_empty_side=true",
                         details={"side": side, "baseline_entries": baseline_entries},
                     )
-        self._folder("", lchildren, rchildren)
+        self._walk(lchildren, rchildren)
         pl = self.pl
         while pl.pending_dirs:  # each is decided once its folder is done; a safeguard
             pl.finish_dir(pl.pending_dirs.pop())
@@ -247,9 +250,24 @@ class March:
         if self.beneath is not None:
             dirs.update(k for k in keys if self.beneath(k))
 
-    def _folder(self, n: str, lchildren: list[LocalEntry], rchildren: list[RemoteEntry]) -> None:
+    def _walk(self, lchildren: list[LocalEntry], rchildren: list[RemoteEntry]) -> None:
+        """Classify the synced folder, whose entries are `lchildren` and `rchildren`, and
+        every folder beneath it, depth first on a stack of `_folder` steps (a tree may be
+        deeper than Python's recursion limit)."""
+        stack = [self._folder("", lchildren, rchildren)]
+        while stack:
+            entering = next(stack[-1], None)
+            if entering is None:
+                stack.pop()
+            else:
+                stack.append(self._folder(entering[0], *self._children(*entering)))
+
+    def _folder(
+        self, n: str, lchildren: list[LocalEntry], rchildren: list[RemoteEntry]
+    ) -> Iterator[tuple[str, list[LocalEntry]]]:
         """Classify the folder `n` (its key; "" the synced folder) whose entries are
-        `lchildren` and `rchildren`, entering each subfolder in turn."""
+        `lchildren` and `rchildren`; yields each subfolder to enter in turn (its key, its
+        opened local folders), and goes on once `_walk` classified all beneath it."""
         pl = self.pl
         loc, rem, ldups, rdups, base, blocked = (
             pl.loc, pl.rem, pl.ldups, pl.rdups, pl.base, pl.blocked,
@@ -268,7 +286,10 @@ class March:
         for k in events:
             if k[-1] == "/":
                 k = k[:-1]
-                self._enter(k, opened.pop(k, []))
+                lfolders = opened.pop(k, [])
+                yield k, lfolders
+                if lfolders:
+                    self.local.done(lfolders)
                 if pl.pending_dirs and pl.pending_dirs[-1] == k:
                     pl.finish_dir(pl.pending_dirs.pop())
                 continue
@@ -291,6 +312,15 @@ class March:
                 and k not in rdups
             ):
                 pl.both_files(lo.path, lo, r, b if b is not None and b.sha256 is not None else None)
+            elif (
+                r is not None
+                and r.kind == "dir"
+                and (lo is None or lo.kind == "dir")
+                and not parent_blocked
+                and k not in ldups
+                and k not in rdups
+            ):
+                self.deferred.add(k)  # classified once its listing is known (`_children`)
             else:
                 pl.classify(k)
         for k in keys:  # the folder is done: only its ancestors' entries stay
@@ -324,8 +354,10 @@ class March:
                         out.append(e)
         return out
 
-    def _enter(self, k: str, lfolders: list[LocalEntry]) -> None:
-        """Classify what lies beneath key `k`, on the sides that hold a folder there."""
+    def _children(
+        self, k: str, lfolders: list[LocalEntry]
+    ) -> tuple[list[LocalEntry], list[RemoteEntry]]:
+        """The entries beneath key `k`, on the sides that hold a folder there."""
         pl = self.pl
         more = self.beneath is not None and self.beneath(k)
         lchildren = self.local.listing(k, lfolders) if lfolders or more else []
@@ -333,7 +365,29 @@ class March:
         rfolders = [e for e in pl.rdups.get(k, ()) if e.kind == "dir"]
         if not rfolders and r is not None and r.kind == "dir":
             rfolders = [r]
-        rchildren = self.remote.listing(k, rfolders) if rfolders or more else []
-        self._folder(k, lchildren, rchildren)
-        if lfolders:
-            self.local.done(lfolders)
+        rchildren: list[RemoteEntry] = []
+        if rfolders or more:
+            try:
+                rchildren = self.remote.listing(k, rfolders)
+            except PathRefused as e:
+                if e.error_code != "permission_denied":
+                    raise
+                if k in self.deferred:
+                    self.deferred.discard(k)
+                    self._unlistable(k, e)
+                elif k not in pl.blocked:  # else its report already blocks all beneath
+                    raise
+                return lchildren, []
+        if k in self.deferred:
+            self.deferred.discard(k)
+            pl.classify(k)
+        return lchildren, rchildren
+
+    def _unlistable(self, k: str, e: PathRefused) -> None:
+        """Report the remote folder of key `k`, which the drive refuses to list, as an
+        error, and everything beneath it as not planned: nothing there is known."""
+        pl = self.pl
+        lo, r = pl.loc.get(k), pl.rem.get(k)
+        path = lo.path if lo is not None else nfc(r.path) if r is not None else k
+        pl.report(path, "error", e.message, local=lo, remote=r)
+        pl.blocked[k] = ("error", path)

@@ -143,15 +143,26 @@ class RemoteTree:
 
     def _refused(self, path: str) -> list[ListRow]:
         """The rows of `path` (a name placet refuses to pass on, in a folder it may
-        list), from its parent's recursive listing; its subfolders' rows wait in
-        `extra`."""
+        list), from its parent's recursive listing; the rows of every other refused
+        folder beneath that parent (its siblings, their subfolders) wait in `extra`, so
+        the parent is listed once however many it holds."""
         parent = path.rpartition("/")[0]
-        below = path + "/"
         rows = self.drive.list_rows(parent, recurse=True, digest_type=self.digests.listing_type)
         by_folder: dict[str, list[ListRow]] = {path: []}
+        refused: dict[str, bool] = {}
+
+        def is_refused(folder: str) -> bool:  # beneath a refused name (the parent is not)
+            got = refused.get(folder)
+            if got is None:
+                got = refused[folder] = _is_refused(folder)
+            return got
+
         for r in rows:
-            if r[0].startswith(below):
-                by_folder.setdefault(r[0].rpartition("/")[0], []).append(r)
+            folder = r[0].rpartition("/")[0]
+            if folder != parent and is_refused(folder):
+                by_folder.setdefault(folder, []).append(r)
+            if r[1] and is_refused(r[0]):
+                by_folder.setdefault(r[0], [])  # also when it holds nothing
         mine = by_folder.pop(path)
         self.extra.update(by_folder)
         return mine
@@ -297,14 +308,12 @@ def _is_refused(path: str) -> bool:
 def collect(tree: RemoteTree, ci: bool, include_hidden: bool) -> list[RemoteEntry]:
     """Every entry of `tree`, depth first in the merge's order (tests, `remote_listing`)."""
     out: list[RemoteEntry] = []
-
-    def walk(key: str, folders: Sequence[RemoteEntry]) -> None:
-        got = tree.listing(key, folders)
+    todo: list[tuple[str, Sequence[RemoteEntry]]] = [("", ())]  # a stack: trees run deep
+    while todo:
+        got = tree.listing(*todo.pop())
         out.extend(got)
-        for k, sub in subfolders(((e.path, e) for e in got if e.kind == "dir"), ci, include_hidden):
-            walk(k, sub)
-
-    walk("", ())
+        found = subfolders(((e.path, e) for e in got if e.kind == "dir"), ci, include_hidden)
+        todo += reversed(found)
     return out
 
 

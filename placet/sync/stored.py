@@ -277,7 +277,6 @@ class SyncData(DigestCaches):
         summary = json.dumps(dict(plan.summary))
 
         def tx(db: RawDB) -> int:
-            self._prune(db, now)
             cur = db.execute(
                 _INSERT_PLAN,
                 (pair.key, root_name, pair.root_path, pair.local_path, pair.drive_spec,
@@ -285,6 +284,7 @@ class SyncData(DigestCaches):
                  baseline_generation, summary, meta_text, body, b"", dt_text(now)),
             )  # fmt: skip
             new_id = int(cur.fetchone()[0])
+            self._prune(db, now)  # after the insert: the new row holds the largest id
             _store_skips(db, new_id, spool, size)
             self._enforce_caps(db, "sync_plan", new_id)
             return new_id
@@ -365,10 +365,16 @@ class SyncData(DigestCaches):
 
     @staticmethod
     def _prune(db: RawDB, now: datetime) -> None:
+        # The newest row stays: SQLite numbers a new row after the largest id left, and a
+        # pruned id given again would name another plan (listing) to what still holds it.
         cutoff = dt_text(now - RETENTION)
-        db.execute("DELETE FROM sync_plan WHERE created_at < ?", (cutoff,))
+        for table in ("sync_plan", "drive_snapshot"):
+            db.execute(
+                f"DELETE FROM {table} WHERE created_at < ? "  # noqa: S608  (two names)
+                f"AND id < (SELECT max(id) FROM {table})",
+                (cutoff,),
+            )
         db.execute("DELETE FROM sync_plan_skips WHERE plan_id NOT IN (SELECT id FROM sync_plan)")
-        db.execute("DELETE FROM drive_snapshot WHERE created_at < ?", (cutoff,))
 
     def prune(self, now: datetime | None = None) -> None:
         """Delete plans and snapshots older than `RETENTION`."""
@@ -496,13 +502,13 @@ class SyncData(DigestCaches):
         body = pack(entries)
 
         def tx(db: RawDB) -> int:
-            self._prune(db, now)
             cur = db.execute(
                 "INSERT INTO drive_snapshot (drive_spec, path, entry_count, body, created_at) "
                 "VALUES (?, ?, ?, ?, ?) RETURNING id",
                 (drive_spec, path, len(entries), body, dt_text(now)),
             )
             new_id = int(cur.fetchone()[0])
+            self._prune(db, now)  # after the insert: the new row holds the largest id
             self._enforce_caps(db, "drive_snapshot", new_id)
             return new_id
 

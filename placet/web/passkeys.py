@@ -94,8 +94,13 @@ async def pair(request: Request) -> Response:
 
 
 async def signin_options(request: Request) -> Response:
+    """The options of a sign-in assertion; a refusal (a pins file that cannot be read:
+    ``config_error``) as JSON."""
     web = web_state(request)
-    return JSONResponse(await web.off_loop(lambda web: web.ceremonies.signin_options()))
+    try:
+        return JSONResponse(await web.off_loop(lambda web: web.ceremonies.signin_options()))
+    except PlacetError as e:
+        return refused_json(e)
 
 
 async def signin(request: Request) -> Response:

@@ -4,6 +4,7 @@ registers nothing; a passkey whose pin was taken back signs in and approves noth
 
 from __future__ import annotations
 
+import json
 import stat
 
 from placet.config.pins import editing_pins, key_sha256, pins_path, read_pins
@@ -58,3 +59,27 @@ def test_an_unpinned_passkey_signs_in_and_approves_nothing(
     refused = tab.page.evaluate(SIGN_IN)
     assert "passkey_not_pinned" in refused, refused
     assert approvals(quiet_store, a.id) == 0
+
+
+def test_a_corrupt_pins_file_refuses_sign_in_options_as_json(served: Served) -> None:
+    """Bytes that are not UTF-8, JSON nested past the parser's depth, a pins file of
+    another shape, a folder in its place: the sign-in options are refused as JSON naming
+    ``config_error``, the file and what to do, and the file is left as it was."""
+    path = pins_path(served.settings.config_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for bad in (
+        b"\xff\xfe not utf-8",
+        b"[" * 200_000,
+        b'{"placet_pinned_passkeys": 1, "passkeys": 7}',
+    ):
+        path.write_bytes(bad)
+        status, text = served.post("/signin/options")
+        assert status == 409, (status, text[:300])
+        body = json.loads(text)
+        assert body["ok"] is False and body["code"] == "config_error", body
+        assert str(path) in body["message"] and "placet keys pin" in body["message"]
+        assert path.read_bytes() == bad
+    path.unlink()
+    path.mkdir()
+    status, text = served.post("/signin/options")
+    assert status == 409 and json.loads(text)["code"] == "config_error", (status, text[:300])

@@ -24,6 +24,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from placet.errors import UsageError
+from placet.paths.local import MAX_LOCAL_PATH_BYTES
+from placet.paths.shape import utf8_len
 from placet.server.budget import fitting, json_bytes, room_for
 from placet.server.framework import ToolOutput
 from placet.server.tools.sync_pages import decode_cursor, encode_cursor, examples_by_kind, optional
@@ -362,10 +364,17 @@ class SyncPlanOpsOut(ToolOutput):
 
 def clean_folder(folder: str | None) -> str | None:
     """`folder` as plan paths name it (NFC, no surrounding slashes); None for the whole
-    plan ("", ".")."""
+    plan ("", "."). Raises UsageError (``invalid_argument``): longer than a local path."""
     if folder is None:
         return None
     f = unicodedata.normalize("NFC", folder).strip("/")
+    if utf8_len(f) > MAX_LOCAL_PATH_BYTES:  # the reply names it: it must fit the reply
+        raise UsageError(
+            f"folder is {utf8_len(f)} bytes long, over {MAX_LOCAL_PATH_BYTES}; name a shorter "
+            "folder of the plan, or list the plan by kind without a folder",
+            code="invalid_argument",
+            details={"field": "folder"},
+        )
     return None if f in ("", FOLDER_ITSELF) else f
 
 
