@@ -30,7 +30,7 @@ from typing import Any, Self, TypeVar
 
 from sqlalchemy import ColumnElement, cast, func, or_, select, update
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Connection, Engine, Row, RowMapping
+from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from placet.config import Settings
@@ -66,15 +66,16 @@ from placet.store.db import (
     utcnow,
 )
 from placet.store.host import host_id
-from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL
-from placet.store.reconnect import riding_out
-from placet.store.records import (
+from placet.store.models import (
+    AUDIT_EVENT,
+    OP_RESULT,
+    PROPOSAL,
     AuditRecord,
-    AuditVerification,
-    EventFacts,
     OpResultRecord,
     ProposalRecord,
 )
+from placet.store.reconnect import riding_out
+from placet.store.records import AuditVerification, EventFacts
 
 log = logging.getLogger(__name__)
 
@@ -101,36 +102,8 @@ _PG_VERSION_SQL = "SELECT coalesce(max(id), 0) FROM audit_event"
 
 
 def proposal_of_row(row: Row[Any]) -> ProposalRecord:
-    return proposal_of_values(row._mapping)
-
-
-def proposal_of_values(m: RowMapping | Mapping[str, Any]) -> ProposalRecord:
-    """A `ProposalRecord` from a proposal row's column values (request, evidence and
-    summary as their stored JSON text)."""
-    return ProposalRecord(
-        id=m["id"],
-        kind=m["kind"],
-        status=m["status"],
-        request=json.loads(m["request"]),
-        evidence=json.loads(m["evidence"]),
-        request_hash=m["request_hash"],
-        reason=m["reason"],
-        drive_spec=m["drive_spec"],
-        run_id=m["run_id"],
-        client_name=m["client_name"],
-        client_version=m["client_version"],
-        label=m["label"],
-        host=m["host"],
-        created_at=m["created_at"],
-        expires_at=m["expires_at"],
-        resolved_at=m["resolved_at"],
-        resolved_by=m["resolved_by"],
-        attempt=m["attempt"],
-        lease_holder=m["lease_holder"],
-        lease_expires_at=m["lease_expires_at"],
-        summary=None if m["summary"] is None else json.loads(m["summary"]),
-        host_id=m.get("host_id"),
-    )
+    """The typed row of a proposal row read through Core."""
+    return ProposalRecord.of(row._mapping)
 
 
 def now_or_utcnow(now: datetime | None) -> datetime:
@@ -218,7 +191,9 @@ class StoreBase:
         return self._retrying(what, attempt, OperationalError, SQLAlchemyError)
 
     def _write_raw(self, what: str, fn: Callable[[RawDB, Heads], T]) -> T:
-        """`_write` on a pooled driver connection, for the hot path (plain SQL only)."""
+        """`_write` on a pooled driver connection, for the hot path (plain SQL only): a
+        second write path beside the table models, kept for `bench/ingest.py` (creation)
+        and `bench/propose.py` (a sync's op rows)."""
         self._before_write()
 
         def attempt() -> T:
@@ -732,18 +707,8 @@ class StoreBase:
                 q = q.where(OP_RESULT.c.outcome.in_(sorted(outcomes)))
             return list(conn.execute(q.order_by(OP_RESULT.c.op_index)).all())
 
-        return [
-            OpResultRecord(
-                r.proposal_id,
-                r.attempt,
-                r.op_index,
-                json.loads(r.op),
-                r.outcome,
-                json.loads(r.detail),
-                r.recorded_at,
-            )
-            for r in self._read(f"reading op results of proposal {pid}", rd)
-        ]
+        rows = self._read(f"reading op results of proposal {pid}", rd)
+        return [OpResultRecord.of(r._mapping) for r in rows]
 
     def outcome_counts(self, pid: int) -> dict[str, int]:
         """How many ops of the proposal's latest attempt ended with each outcome (its
@@ -781,21 +746,7 @@ class StoreBase:
         if limit is not None:
             q = q.limit(limit)
         rows = self._read("reading the audit log", lambda c: c.execute(q).all())
-        return [
-            AuditRecord(
-                id=r.id,
-                proposal_id=r.proposal_id,
-                request_hash=r.request_hash,
-                actor=r.actor,
-                from_status=r.from_status,
-                to_status=r.to_status,
-                at=r.at,
-                detail=json.loads(r.detail),
-                prev_hash=r.prev_hash,
-                hash=r.hash,
-            )
-            for r in rows
-        ]
+        return [AuditRecord.of(r._mapping) for r in rows]
 
     def verify_audit(self) -> AuditVerification:
         """Walk the chain and the anchor file (`placet.store.audit.verify_chain`), and check

@@ -41,12 +41,11 @@ from placet.store.base import (
     StoreBase,
     now_or_utcnow,
     proposal_of_row,
-    proposal_of_values,
 )
 from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
-from placet.store.models import PROPOSAL
+from placet.store.models import PROPOSAL, ProposalRecord
 from placet.store.previews import StoredPreview, insert_previews
-from placet.store.records import EventFacts, LeaseHolder, ProposalRecord
+from placet.store.records import EventFacts, LeaseHolder
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,8 @@ log = logging.getLogger(__name__)
 # (`_write_raw`), as plain SQL over the columns of `placet.store.models.PROPOSAL`
 # (datetimes in `UTCDateTime`'s text form, `dt_text`): SQLAlchemy's per-statement and
 # per-transaction overhead was most of the time spent holding the write lock. The rest of
-# the store, and creation's rare paths, use Core.
+# the store, and creation's rare paths, use Core. `bench/ingest.py` is the benchmark that
+# keeps this second write path.
 _SAME_PENDING = select(PROPOSAL).where(
     P.kind == bindparam("kind"),
     P.request_hash == bindparam("rh"),
@@ -364,7 +364,7 @@ class Decisions(StoreBase):
                     db, EventFacts(new_id, rh, actor, None, lc.PENDING, now), detail=event_detail
                 )
             )
-            return proposal_of_values({**values, **_NEW_UNRESOLVED, "id": new_id}), True
+            return ProposalRecord.of({**values, **_NEW_UNRESOLVED, "id": new_id}), True
 
         def fast(db: RawDB, heads: Heads) -> tuple[ProposalRecord, bool] | None:
             if db.execute(_SAME_SQL, (kind, rh, drive_spec)).fetchone() is not None:
@@ -406,7 +406,7 @@ class Decisions(StoreBase):
             )
             if row is None:
                 return None  # a pending duplicate or a tally at a cap: `general` decides
-            return proposal_of_values({**values, **_NEW_UNRESOLVED, "id": int(row[0])}), True
+            return ProposalRecord.of({**values, **_NEW_UNRESOLVED, "id": int(row[0])}), True
 
         what = f"creating a {kind} proposal"
         try:

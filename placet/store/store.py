@@ -27,15 +27,17 @@ from placet.store.base import SWEEP_BATCH, Heads, P, now_or_utcnow
 from placet.store.db import upsert
 from placet.store.decisions import Decisions
 from placet.store.host import host_label, runs_elsewhere
-from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL, SPENT_SIGNATURE
-from placet.store.passkeys import Passkeys
-from placet.store.previews import Previews
-from placet.store.records import (
-    LeaseHolder,
+from placet.store.models import (
+    AUDIT_EVENT,
+    OP_RESULT,
+    PROPOSAL,
+    SPENT_SIGNATURE,
     ProposalRecord,
     SpentSignature,
-    SweepResult,
 )
+from placet.store.passkeys import Passkeys
+from placet.store.previews import Previews
+from placet.store.records import LeaseHolder, SweepResult
 from placet.store.signatures import signature_id
 
 
@@ -123,8 +125,7 @@ class Store(Decisions, Passkeys, Previews):
         row = self._read("reading a spent signature", lambda c: c.execute(q).first())
         if row is None:
             return None
-        return SpentSignature(row.signature, int(row.proposal_id), row.claim_hash, row.host_id,
-                              row.spent_at)  # fmt: skip
+        return SpentSignature.of(row._mapping)
 
     def heartbeat(self, pid: int, *, holder: LeaseHolder, now: datetime | None = None) -> bool:
         """Renew `holder`'s lease for another `lease_seconds`; False if it no longer holds it
