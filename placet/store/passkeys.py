@@ -20,16 +20,17 @@ import builtins
 import hashlib
 import secrets
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import BeforeValidator
 from sqlalchemy import LargeBinary, UniqueConstraint, delete, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Field
 
+from placet.config import Settings
 from placet.config.pins import editing_pins
 from placet.errors import NotFound, PolicyRefused
-from placet.store.base import Heads, StoreBase, now_or_utcnow
+from placet.store.base import Database, Heads, now_or_utcnow
 from placet.store.models import NullWhen, Row, Str, StrKey, Table, When, table
 
 __all__ = [
@@ -130,8 +131,11 @@ def _pairing_refused(why: str) -> PolicyRefused:
     )
 
 
-class Passkeys(StoreBase):
-    """Passkeys, sessions and pairing links (mixed into `Store`)."""
+class Passkeys:
+    """Passkeys, sessions and pairing links (the ``keys`` part of `Store`)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def create_pairing(self, *, now: datetime | None = None) -> str:
         """A new one-time pairing token (URL-safe, 256 bits), usable `PAIRING_MINUTES`."""
@@ -146,7 +150,7 @@ class Passkeys(StoreBase):
         def tx(conn: Connection, heads: Heads) -> None:
             conn.execute(insert(PAIRING).values(**values))
 
-        self._write("creating a pairing link", tx)
+        self.db.write("creating a pairing link", tx)
         return token
 
     def check_pairing(self, token: str, *, now: datetime | None = None) -> None:
@@ -154,7 +158,7 @@ class Passkeys(StoreBase):
         unexpired pairing link."""
         now = now_or_utcnow(now)
         q = select(PAIRING).where(PAIRING.c.token_hash == token_hash(token))
-        row = self._read("reading a pairing link", lambda c: c.execute(q).first())
+        row = self.db.read("reading a pairing link", lambda c: c.execute(q).first())
         _check_pairing_row(row, now)
 
     def register_passkey(
@@ -204,20 +208,20 @@ class Passkeys(StoreBase):
             ).one()
             return PasskeyRecord.of(new._mapping)
 
-        return self._write("registering a passkey", tx)
+        return self.db.write("registering a passkey", tx)
 
     def passkeys(self, *, include_revoked: bool = False) -> builtins.list[PasskeyRecord]:
         """Registered passkeys by id; revoked ones only with `include_revoked`."""
         q = select(PASSKEY).order_by(K.id)
         if not include_revoked:
             q = q.where(K.revoked_at.is_(None))
-        rows = self._read("listing passkeys", lambda c: c.execute(q).all())
+        rows = self.db.read("listing passkeys", lambda c: c.execute(q).all())
         return [PasskeyRecord.of(r._mapping) for r in rows]
 
     def passkey_by_credential(self, credential_id: str) -> PasskeyRecord | None:
         """The passkey with this base64url credential id (revoked or not), or None."""
         q = select(PASSKEY).where(K.credential_id == credential_id)
-        row = self._read("reading a passkey", lambda c: c.execute(q).first())
+        row = self.db.read("reading a passkey", lambda c: c.execute(q).first())
         return None if row is None else PasskeyRecord.of(row._mapping)
 
     def revoke_passkey(self, passkey_id: int, *, now: datetime | None = None) -> PasskeyRecord:
@@ -240,7 +244,7 @@ class Passkeys(StoreBase):
             conn.execute(delete(SESSION).where(SESSION.c.passkey_id == passkey_id))
             return PasskeyRecord.of(row._mapping)
 
-        return self._write(f"revoking passkey {passkey_id}", tx)
+        return self.db.write(f"revoking passkey {passkey_id}", tx)
 
     def use_passkey(
         self, passkey_id: int, *, seen: int, new: int, now: datetime | None = None
@@ -258,7 +262,7 @@ class Passkeys(StoreBase):
             )
             return bool(res.rowcount == 1)
 
-        return self._write(f"using passkey {passkey_id}", tx)
+        return self.db.write(f"using passkey {passkey_id}", tx)
 
     def record_counter_alarm(
         self, passkey_id: int, *, stored: int, new: int, what: str, now: datetime | None = None
@@ -272,13 +276,13 @@ class Passkeys(StoreBase):
             q = insert(ALARM).values(**values).returning(ALARM.c.id)
             return int(conn.execute(q).scalar_one())
 
-        alarm_id = self._write(f"recording passkey {passkey_id}'s sign count", tx)
+        alarm_id = self.db.write(f"recording passkey {passkey_id}'s sign count", tx)
         return CounterAlarm.of({**values, "id": alarm_id})
 
     def counter_alarms(self, *, limit: int = 100) -> builtins.list[CounterAlarm]:
         """The latest `limit` sign-count alarms, newest first."""
         q = select(ALARM).order_by(ALARM.c.id.desc()).limit(limit)
-        rows = self._read("reading passkey alarms", lambda c: c.execute(q).all())
+        rows = self.db.read("reading passkey alarms", lambda c: c.execute(q).all())
         return [CounterAlarm.of(r._mapping) for r in rows]
 
     def open_session(self, passkey_id: int, *, now: datetime | None = None) -> str:
@@ -296,7 +300,7 @@ class Passkeys(StoreBase):
             conn.execute(delete(SESSION).where(SESSION.c.expires_at <= now))
             conn.execute(insert(SESSION).values(**values))
 
-        self._write("opening a web session", tx)
+        self.db.write("opening a web session", tx)
         return token
 
     def session_passkey(self, token: str, *, now: datetime | None = None) -> PasskeyRecord | None:
@@ -311,7 +315,7 @@ class Passkeys(StoreBase):
                 K.revoked_at.is_(None),
             )
         )
-        row = self._read("reading a web session", lambda c: c.execute(q).first())
+        row = self.db.read("reading a web session", lambda c: c.execute(q).first())
         return None if row is None else PasskeyRecord.of(row._mapping)
 
     def close_session(self, token: str) -> None:
@@ -320,10 +324,19 @@ class Passkeys(StoreBase):
         def tx(conn: Connection, heads: Heads) -> None:
             conn.execute(delete(SESSION).where(SESSION.c.token_hash == token_hash(token)))
 
-        self._write("closing a web session", tx)
+        self.db.write("closing a web session", tx)
 
 
-def open_pairing_link(store: Passkeys, *, now: datetime | None = None) -> str:
+class PairingStore(Protocol):
+    """What `open_pairing_link` needs of a store (a `Store`)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def create_pairing(self, *, now: datetime | None = None) -> str: ...
+
+
+def open_pairing_link(store: PairingStore, *, now: datetime | None = None) -> str:
     """A new pairing token (`Passkeys.create_pairing`) also recorded in the owner's pins
     file beside `config.toml` (`placet.config.pins`), where the registration ceremony
     looks for it: what `placet web pair` makes. A link made in the database alone

@@ -136,3 +136,11 @@ class LeaseHolder:
             return False
         start = _process_start_time(self.pid)
         return start is None or start != self.start_time
+
+
+def holder_dict(value: str | None) -> dict[str, Any] | None:
+    """A stored lease holder as its JSON object (`{"unreadable": ...}` when it is not one)."""
+    try:
+        return None if value is None else LeaseHolder.parse(value).to_dict()
+    except ValueError:
+        return {"unreadable": value}
