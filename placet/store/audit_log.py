@@ -53,7 +53,7 @@ class AuditLog:
         if limit is not None:
             q = q.limit(limit)
         rows = self.db.read("reading the audit log", lambda c: c.execute(q).all())
-        return [AuditRecord.of(r._mapping) for r in rows]
+        return [AuditRecord.stored(r._mapping) for r in rows]
 
     def verify_audit(self) -> AuditVerification:
         """Walk the chain and the anchor file (`placet.store.audit.verify_chain`), and check

@@ -110,7 +110,7 @@ class Proposals:
             q = q.where(P.id < after_id if newest_first else P.id > after_id)
         q = q.order_by(P.id.desc() if newest_first else P.id).limit(limit)
         rows = self.db.read("listing proposals", lambda c: c.execute(q).all())
-        return [proposal_of_row(r) for r in rows]
+        return [ProposalRecord.stored(r._mapping) for r in rows]
 
     def approved_here(self, *, limit: int = 100) -> builtins.list[int]:
         """Ids of the approved proposals this host runs (its own, and any made before host
@@ -385,7 +385,7 @@ class Proposals:
             return list(conn.execute(q.order_by(OP_RESULT.c.op_index)).all())
 
         rows = self.db.read(f"reading op results of proposal {pid}", rd)
-        return [OpResultRecord.of(r._mapping) for r in rows]
+        return [OpResultRecord.stored(r._mapping) for r in rows]
 
     def outcome_counts(self, pid: int) -> dict[str, int]:
         """How many ops of the proposal's latest attempt ended with each outcome (its
