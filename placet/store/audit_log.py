@@ -13,17 +13,10 @@ from datetime import datetime
 from sqlalchemy import select
 
 from placet.config.pins import Pins, read_pins
-from placet.store.audit import (
-    verify_chain,
-)
+from placet.store.audit import verify_chain
 from placet.store.base import Database
-from placet.store.db import (
-    as_utc,
-)
-from placet.store.models import (
-    AUDIT_EVENT,
-    AuditRecord,
-)
+from placet.store.db import as_utc
+from placet.store.models import AUDIT_EVENT, AuditRecord
 from placet.store.records import AuditVerification
 
 

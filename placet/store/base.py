@@ -15,7 +15,6 @@ of `placet.store.store.Store` works through this one. Time is injectable (`now=`
 
 from __future__ import annotations
 
-import logging
 import socket
 import sqlite3
 import threading
@@ -29,17 +28,9 @@ from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from placet.config import Settings
-from placet.errors import (
-    NotFound,
-    StoreError,
-    WrongState,
-)
+from placet.errors import NotFound, StoreError, WrongState
 from placet.store import lifecycle as lc
-from placet.store.audit import (
-    append_anchor,
-    append_event,
-    create_anchor,
-)
+from placet.store.audit import append_anchor, append_event, create_anchor
 from placet.store.changes import CHANNEL, NOTIFY_SQL, ChangeWaiter
 from placet.store.db import (
     BEGIN_OPTION,
@@ -55,20 +46,12 @@ from placet.store.db import (
     utcnow,
 )
 from placet.store.host import host_id
-from placet.store.models import (
-    PROPOSAL,
-    ProposalRecord,
-)
+from placet.store.models import PROPOSAL, ProposalRecord
 from placet.store.reconnect import riding_out
 from placet.store.records import EventFacts
 
-log = logging.getLogger(__name__)
-
 T = TypeVar("T")
 Heads = list[tuple[int, str]]
-
-SWEEP_BATCH = 500
-"""Proposals expired per write transaction, so a sweep never holds the lock for long."""
 
 P = PROPOSAL.c
 

@@ -35,13 +35,7 @@ from placet.errors import (
 from placet.schema import by_reference, canonical_json, is_by_reference, request_hash
 from placet.store import lifecycle as lc
 from placet.store.audit import append_event, event_content_parts
-from placet.store.base import (
-    Database,
-    Heads,
-    P,
-    now_or_utcnow,
-    proposal_of_row,
-)
+from placet.store.base import Database, Heads, P, now_or_utcnow, proposal_of_row
 from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
 from placet.store.models import PROPOSAL, ProposalRecord
 from placet.store.previews import StoredPreview, insert_previews

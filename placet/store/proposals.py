@@ -20,23 +20,12 @@ from sqlalchemy import ColumnElement, cast, func, or_, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Row
 
-from placet.errors import (
-    PolicyRefused,
-)
+from placet.errors import PolicyRefused
 from placet.schema import is_by_reference
 from placet.store import lifecycle as lc
 from placet.store.base import Database, P, proposal_of_row
-from placet.store.db import (
-    qmark,
-    raw,
-)
-from placet.store.models import (
-    AUDIT_EVENT,
-    OP_RESULT,
-    PROPOSAL,
-    OpResultRecord,
-    ProposalRecord,
-)
+from placet.store.db import qmark, raw
+from placet.store.models import AUDIT_EVENT, OP_RESULT, PROPOSAL, OpResultRecord, ProposalRecord
 
 T = TypeVar("T")
 

@@ -16,13 +16,13 @@ from sqlalchemy.engine import Connection, Row
 
 from placet.errors import WrongState
 from placet.store import lifecycle as lc
-from placet.store.base import SWEEP_BATCH, Database, Heads, P, now_or_utcnow
-from placet.store.models import (
-    PROPOSAL,
-    ProposalRecord,
-)
+from placet.store.base import Database, Heads, P, now_or_utcnow
+from placet.store.models import PROPOSAL, ProposalRecord
 from placet.store.previews import Previews
 from placet.store.records import LeaseHolder, SweepResult, holder_dict
+
+SWEEP_BATCH = 500
+"""Proposals expired per write transaction, so a sweep never holds the lock for long."""
 
 
 class Sweeper:
