@@ -343,10 +343,8 @@ class RuleResume(Table, table=True):
 
 PROPOSAL = table(Proposal)
 OP_RESULT = table(OpResult)
-PROPOSAL_OP = table(ProposalOp)
 PROPOSAL_PREVIEW = table(ProposalPreview)
 AUDIT_EVENT = table(AuditEvent)
-PENDING_TALLY = table(PendingTally)
 SPENT_SIGNATURE = table(SpentSignatureRow)
 SCHEMA_MIGRATION = table(SchemaMigration)
 RULE_USE = table(RuleUse)

@@ -16,7 +16,7 @@ from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field
 
 from placet.store.db import as_utc
-from placet.store.models import NullStr, NullWhen, Str, Table, When, table
+from placet.store.models import NullStr, NullWhen, Str, Table, When
 
 CLAIM_S = 60.0
 """How long a claimed delivery is held by its sender before another may take it over."""
@@ -96,11 +96,6 @@ class NotifyDelivery(Table, table=True):
     created_at: When
     sent_at: NullWhen
     uid: NullStr
-
-
-NOTIFY_EVENT = table(NotifyEvent)
-NOTIFY_MESSAGE = table(NotifyMessage)
-NOTIFY_DELIVERY = table(NotifyDelivery)
 
 
 # ---- values ------------------------------------------------------------------------------

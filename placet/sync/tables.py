@@ -22,7 +22,7 @@ from sqlalchemy import Index
 from sqlmodel import Field
 
 from placet.errors import StoreError
-from placet.store.models import NullStr, Str, StrKey, Table, When, table
+from placet.store.models import NullStr, Str, StrKey, Table, When
 from placet.sync.model import SyncPlan
 
 SkipRow = tuple[str, str | None, str | None, str | None, int | None, str | None]
@@ -145,15 +145,6 @@ class DriveSnapshot(Table, table=True):
     entry_count: int
     body: bytes
     created_at: When
-
-
-SYNC_PLAN = table(SyncPlanRow)
-SYNC_PLAN_SKIPS = table(SyncPlanSkips)
-SYNC_DIGEST_CACHE = table(SyncDigestCache)
-SYNC_REMOTE_DIGEST = table(SyncRemoteDigest)
-SYNC_PAIR = table(SyncPair)
-SYNC_BASELINE = table(SyncBaseline)
-DRIVE_SNAPSHOT = table(DriveSnapshot)
 
 
 # ---- values -------------------------------------------------------------------------
