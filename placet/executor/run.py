@@ -554,8 +554,9 @@ class _Run:
                 self.moved += op.size or 0
             if self._progress is not None:
                 result = OpResultRecord(
-                    self.pid, self.record.attempt, op.index, op_json, out.outcome, detail, now
-                )
+                    proposal_id=self.pid, attempt=self.record.attempt, op_index=op.index,
+                    op=op_json, outcome=out.outcome, detail=detail, recorded_at=now,
+                )  # fmt: skip
                 self._emit(self._event(op.index, result))
         if self.baseline is not None:
             self.baseline.flush()

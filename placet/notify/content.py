@@ -17,8 +17,8 @@ from typing import Any
 
 from placet.display import human_bytes
 from placet.store.lifecycle import rule_of
+from placet.store.models import ProposalRecord
 from placet.store.outbox_rows import Rendered
-from placet.store.records import ProposalRecord
 from placet.text import inert
 
 FIELD_MAX = 80

@@ -13,14 +13,8 @@ from __future__ import annotations
 from placet.config import Settings, ensure_data_dir
 from placet.store.db import BUSY_TIMEOUT_MS, make_engine, make_server_engine, prepare_db_file
 from placet.store.migrations import migrate
-from placet.store.records import (
-    AuditRecord,
-    AuditVerification,
-    LeaseHolder,
-    OpResultRecord,
-    ProposalRecord,
-    SweepResult,
-)
+from placet.store.models import AuditRecord, OpResultRecord, ProposalRecord
+from placet.store.records import AuditVerification, LeaseHolder, SweepResult
 from placet.store.store import Store
 
 __all__ = [

@@ -35,18 +35,11 @@ from placet.errors import (
 from placet.schema import by_reference, canonical_json, is_by_reference, request_hash
 from placet.store import lifecycle as lc
 from placet.store.audit import append_event, event_content_parts
-from placet.store.base import (
-    Heads,
-    P,
-    StoreBase,
-    now_or_utcnow,
-    proposal_of_row,
-    proposal_of_values,
-)
+from placet.store.base import Database, Heads, P, now_or_utcnow, proposal_of_row
 from placet.store.db import RawDB, driver_integrity_errors, dt_text, raw
-from placet.store.models import PROPOSAL
+from placet.store.models import PROPOSAL, ProposalRecord
 from placet.store.previews import StoredPreview, insert_previews
-from placet.store.records import EventFacts, LeaseHolder, ProposalRecord
+from placet.store.records import EventFacts, LeaseHolder
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +48,8 @@ log = logging.getLogger(__name__)
 # (`_write_raw`), as plain SQL over the columns of `placet.store.models.PROPOSAL`
 # (datetimes in `UTCDateTime`'s text form, `dt_text`): SQLAlchemy's per-statement and
 # per-transaction overhead was most of the time spent holding the write lock. The rest of
-# the store, and creation's rare paths, use Core.
+# the store, and creation's rare paths, use Core. `bench/ingest.py` is the benchmark that
+# keeps this second write path.
 _SAME_PENDING = select(PROPOSAL).where(
     P.kind == bindparam("kind"),
     P.request_hash == bindparam("rh"),
@@ -260,8 +254,11 @@ def _decided_since(pid: int, status: str, shown: str | None) -> None:
         )
 
 
-class Decisions(StoreBase):
-    """Creation, accept, discard, withdraw, extend (mixed into `Store`)."""
+class Decisions:
+    """Creation, accept, discard, withdraw, extend (the ``decisions`` part of `Store`)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def create_proposal(
         self,
@@ -298,7 +295,7 @@ class Decisions(StoreBase):
             LimitExceeded: `pending_per_session` (per run_id) or `pending_total` reached.
         """
         now = now_or_utcnow(now)
-        max_ttl = self.settings.max_ttl_minutes * 60
+        max_ttl = self.db.settings.max_ttl_minutes * 60
         if not 0 < ttl_seconds <= max_ttl:
             raise UsageError(
                 f"cannot create a proposal with a TTL of {ttl_seconds} s: it must be between "
@@ -334,8 +331,8 @@ class Decisions(StoreBase):
             "client_name": client_name,
             "client_version": client_version,
             "label": label,
-            "host": self._host,
-            "host_id": self.host_id,
+            "host": self.db.host,
+            "host_id": self.db.host_id,
             "created_at": now,
             "expires_at": expires_at,
             "attempt": 0,
@@ -358,13 +355,13 @@ class Decisions(StoreBase):
             if op_rows:  # one statement for every op, in the proposal's transaction
                 db.executemany(_OP_INSERT_SQL, ((new_id, i, t) for i, t in op_rows))
             if previews:
-                insert_previews(db, new_id, previews, self.settings.preview_proposal_bytes)
+                insert_previews(db, new_id, previews, self.db.settings.preview_proposal_bytes)
             heads.append(
                 append_event(
                     db, EventFacts(new_id, rh, actor, None, lc.PENDING, now), detail=event_detail
                 )
             )
-            return proposal_of_values({**values, **_NEW_UNRESOLVED, "id": new_id}), True
+            return ProposalRecord.of({**values, **_NEW_UNRESOLVED, "id": new_id}), True
 
         def fast(db: RawDB, heads: Heads) -> tuple[ProposalRecord, bool] | None:
             if db.execute(_SAME_SQL, (kind, rh, drive_spec)).fetchone() is not None:
@@ -376,7 +373,7 @@ class Decisions(StoreBase):
             if same is not None:
                 if same.expires_at > now:
                     return proposal_of_row(same), False
-                self._expire_row(
+                self.db.expire_row(
                     conn,
                     heads,
                     same,
@@ -397,32 +394,32 @@ class Decisions(StoreBase):
             )
             params = [
                 *(_sql_value(values[c]) for c in _COLUMNS),
-                min(self.settings.pending_total, _BIGINT_MAX),
-                min(self.settings.pending_per_session, _BIGINT_MAX),
+                min(self.db.settings.pending_total, _BIGINT_MAX),
+                min(self.db.settings.pending_per_session, _BIGINT_MAX),
                 actor, detail_json, *(p.encode("utf-8") for p in parts),
             ]  # fmt: skip
-            row = self._write_statement(
+            row = self.db.write_statement(
                 what, _CREATE_PG_SQL, params, lambda r: [(int(r[1]), str(r[2]))]
             )
             if row is None:
                 return None  # a pending duplicate or a tally at a cap: `general` decides
-            return proposal_of_values({**values, **_NEW_UNRESOLVED, "id": int(row[0])}), True
+            return ProposalRecord.of({**values, **_NEW_UNRESOLVED, "id": int(row[0])}), True
 
         what = f"creating a {kind} proposal"
         try:
-            if self.postgres and not op_rows:
+            if self.db.postgres and not op_rows:
                 made = one_statement()
                 if made is None:
-                    return self._write(what, general)
+                    return self.db.write(what, general)
                 if previews:  # after the one statement, which keeps the lock off round trips
                     self._previews_after(made[0].id, previews)
                 return made
-            return self._write_raw(what, fast) or self._write(what, general)
+            return self.db.write_raw(what, fast) or self.db.write(what, general)
         except StoreError as e:
             # The partial unique index is the backstop; with BEGIN IMMEDIATE the SELECT
             # above already serialises creators, so this is belt and braces.
             if isinstance(e.__cause__, (*driver_integrity_errors(), IntegrityError)):
-                found = self._read(
+                found = self.db.read(
                     "reading a proposal",
                     lambda c: c.execute(_SAME_PENDING, same_key).first(),
                 )
@@ -434,9 +431,9 @@ class Decisions(StoreBase):
         """Store the previews of proposal `pid`, just made, in their own transaction; a
         failure leaves it without them (they are then read when opened, `placet.preview`)
         and is logged, never raised: the proposal exists."""
-        budget = self.settings.preview_proposal_bytes
+        budget = self.db.settings.preview_proposal_bytes
         try:
-            self._write_raw(
+            self.db.write_raw(
                 f"storing the previews of proposal {pid}",
                 lambda db, _: insert_previews(db, pid, previews, budget),
             )
@@ -445,8 +442,8 @@ class Decisions(StoreBase):
 
     def _check_caps(self, db: RawDB, run_id: str, now: datetime) -> None:
         caps = {
-            "pending_per_session": self.settings.pending_per_session,
-            "pending_total": self.settings.pending_total,
+            "pending_per_session": self.db.settings.pending_per_session,
+            "pending_total": self.db.settings.pending_total,
         }
         tally = dict(db.execute(_TALLY_SQL, ("total", f"run:{run_id}")).fetchall())
         upper = {"pending_per_session": tally.get(f"run:{run_id}", 0),
@@ -536,8 +533,8 @@ class Decisions(StoreBase):
             (``set_refused``) listing each refused proposal otherwise.
         """
         now = now_or_utcnow(now)
-        signed = approvals_mode(self.settings) == "signed"  # config.toml as it is now
-        process = {**LeaseHolder.current().to_dict(), "host_id": self.host_id}
+        signed = approvals_mode(self.db.settings) == "signed"  # config.toml as it is now
+        process = {**LeaseHolder.current().to_dict(), "host_id": self.db.host_id}
         statuses = shown_status or {}
 
         def one(conn: Connection, heads: Heads, pid: int, detail: Mapping[str, Any]) -> Any:
@@ -545,9 +542,9 @@ class Decisions(StoreBase):
             skip = given.pop("skip_ops", None)
             if signed:
                 if not (isinstance(given.get("passkey"), dict) or _signed_rule(given)):
-                    raise signature_required(pid, self.settings.config_file)
+                    raise signature_required(pid, self.db.settings.config_file)
                 given["approvals"] = "signed"  # the audit shows the mode (`verify_chain`)
-            cur = self._row(conn, pid)
+            cur = self.db.row(conn, pid)
             _decided_since(pid, cur.status, statuses.get(pid))
             selection = _selection(
                 pid,
@@ -570,7 +567,7 @@ class Decisions(StoreBase):
                         details={"proposal_id": pid, "expires_at": cur.expires_at.isoformat()},
                     )
                 guard = (*guard, P.expires_at > now)
-            return self._cas(
+            return self.db.cas(
                 conn,
                 heads,
                 cur,
@@ -613,7 +610,7 @@ class Decisions(StoreBase):
             return done
 
         ids = ", ".join(str(i) for i in items)
-        return self._write(f"{verb}ing proposal{'s' if len(items) > 1 else ''} {ids}", tx)
+        return self.db.write(f"{verb}ing proposal{'s' if len(items) > 1 else ''} {ids}", tx)
 
     def discard(
         self,
@@ -646,11 +643,11 @@ class Decisions(StoreBase):
         hashes = shown_hash or {}
 
         def one(conn: Connection, heads: Heads, pid: int, _: object) -> ProposalRecord:
-            cur = self._row(conn, pid)
+            cur = self.db.row(conn, pid)
             shown = hashes.get(pid)
             if cur.status == lc.PENDING and shown is not None and shown != cur.request_hash:
                 raise changed_since_shown(pid, cur.request_hash, shown, verb="discard")
-            return self._cas(
+            return self.db.cas(
                 conn,
                 heads,
                 cur,
@@ -673,7 +670,7 @@ class Decisions(StoreBase):
         actor = lc.agent_actor(run_id)
 
         def tx(conn: Connection, heads: Heads) -> ProposalRecord:
-            cur = self._row(conn, pid)
+            cur = self.db.row(conn, pid)
             if cur.run_id != run_id:
                 raise PolicyRefused(
                     f"cannot withdraw proposal {pid}: another placet serve session proposed it; "
@@ -681,7 +678,7 @@ class Decisions(StoreBase):
                     "owner to discard it instead)",
                     details={"proposal_id": pid},
                 )
-            return self._cas(
+            return self.db.cas(
                 conn,
                 heads,
                 cur,
@@ -692,7 +689,7 @@ class Decisions(StoreBase):
                 values={"resolved_at": now, "resolved_by": actor},
             )
 
-        return self._write(f"withdrawing proposal {pid}", tx)
+        return self.db.write(f"withdrawing proposal {pid}", tx)
 
     def extend(
         self, pid: int, *, minutes: int, actor: str = lc.OWNER, now: datetime | None = None
@@ -722,26 +719,26 @@ class Decisions(StoreBase):
             raise UsageError(f"cannot extend proposal {which} by {minutes} minutes: give 1 or more")
 
         def one(conn: Connection, heads: Heads, pid: int, _: object) -> ProposalRecord:
-            cur = self._row(conn, pid)
+            cur = self.db.row(conn, pid)
             if cur.status != lc.PENDING:
-                raise self._wrong_state(pid, "extend", cur.status)
+                raise self.db.wrong_state(pid, "extend", cur.status)
             if cur.expires_at <= now:
                 raise Expired(
                     f"cannot extend proposal {pid}: it already expired at "
                     f"{cur.expires_at.isoformat()}; ask the agent to propose again",
                     details={"proposal_id": pid, "expires_at": cur.expires_at.isoformat()},
                 )
-            cap = cur.created_at + timedelta(hours=self.settings.max_extend_hours)
+            cap = cur.created_at + timedelta(hours=self.db.settings.max_extend_hours)
             wanted = cur.expires_at + timedelta(minutes=minutes)
             new = min(wanted, cap)
             if new <= cur.expires_at:
                 raise LimitExceeded(
                     f"cannot extend proposal {pid}: it already expires at the latest allowed "
-                    f"time, {self.settings.max_extend_hours} h after its creation "
+                    f"time, {self.db.settings.max_extend_hours} h after its creation "
                     f"({cap.isoformat()})",
                     details={"proposal_id": pid, "max_expires_at": cap.isoformat()},
                 )
-            return self._cas(
+            return self.db.cas(
                 conn,
                 heads,
                 cur,

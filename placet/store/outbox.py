@@ -10,7 +10,8 @@ attempt, `failed`, or `dropped` when every proposal it announced was decided bef
 went out (values in `placet.store.outbox_rows`). Every write is one write transaction,
 so two processes never group the same events or claim the same delivery; a claim
 lapses after `CLAIM_S`, the one way a message can arrive twice
-(docs/decisions/0031-notifications.md). Time is injected (`now=`)."""
+(docs/decisions/0031-notifications.md). Time is injected (`now=`). Its writes are plain
+SQL on a driver connection, beside the table models, for `bench/notify.py`."""
 
 from __future__ import annotations
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Column, ForeignKey, Index, Integer, Text, UniqueConstraint
+from sqlalchemy import Index, UniqueConstraint
+from sqlmodel import Field
 
-from placet.store.db import UTCDateTime, as_utc
-from placet.store.models import columns, declare, serial_id
+from placet.store.db import as_utc
+from placet.store.models import NullStr, NullWhen, Str, Table, When
 
 CLAIM_S = 60.0
 """How long a claimed delivery is held by its sender before another may take it over."""
@@ -35,50 +36,66 @@ EXPIRY_LEAD = timedelta(minutes=5)
 # ---- tables (migration `notify_outbox` builds exactly these) ---------------------------
 
 
-NOTIFY_EVENT = declare(
-    "notify_event",
-    serial_id(),
-    columns(Text, "kind"),
-    columns(Integer, "proposal_id"),
-    columns(Text, "run_id"),
-    columns(Integer, "audit_event_id", null=True),
-    columns(Text, "dedupe", "state"),
-    columns(Integer, "message_id", null=True),
-    columns(UTCDateTime, "created_at"),
-    UniqueConstraint("dedupe", name="ux_notify_event_dedupe"),
-    Index("ix_notify_event_state", "state", "created_at"),
-    Index("ix_notify_event_proposal", "proposal_id"),
-)
-"""One event that needs the owner (see the module docstring)."""
+class NotifyEvent(Table, table=True):
+    """One event that needs the owner (see the module docstring)."""
 
-NOTIFY_MESSAGE = declare(
-    "notify_message",
-    serial_id(),
-    columns(Text, "kind", "run_id", "title", "body", "payload"),
-    columns(Integer, "priority"),
-    columns(UTCDateTime, "created_at"),
-)
-"""One message, rendered once: title, body and the webhook's JSON payload."""
+    __tablename__ = "notify_event"
+    __table_args__ = (
+        UniqueConstraint("dedupe", name="ux_notify_event_dedupe"),
+        Index("ix_notify_event_state", "state", "created_at"),
+        Index("ix_notify_event_proposal", "proposal_id"),
+    )
 
-NOTIFY_DELIVERY = declare(
-    "notify_delivery",
-    serial_id(),
-    Column("message_id", Integer, ForeignKey("notify_message.id"), nullable=False),
-    columns(Text, "channel", "state"),
-    columns(Integer, "attempts"),
-    columns(UTCDateTime, "next_at"),
-    columns(Text, "claimed_by", null=True),
-    columns(UTCDateTime, "claim_until", null=True),
-    columns(Text, "last_error", null=True),
-    columns(UTCDateTime, "created_at"),
-    columns(UTCDateTime, "sent_at", null=True),
-    columns(Text, "uid", null=True),
-    UniqueConstraint("message_id", "channel", name="ux_notify_delivery_channel"),
-    Index("ix_notify_delivery_state", "state", "next_at"),
-    Index("ux_notify_delivery_uid", "uid", unique=True),
-)
-"""One message through one channel, with its attempts (see the module docstring); `uid`
-is the delivery's id for the receiver (a random UUID, the same on every attempt)."""
+    id: int = Field(primary_key=True)
+    kind: Str
+    proposal_id: int
+    run_id: Str
+    audit_event_id: int | None = None
+    dedupe: Str
+    state: Str
+    message_id: int | None = None
+    created_at: When
+
+
+class NotifyMessage(Table, table=True):
+    """One message, rendered once: title, body and the webhook's JSON payload."""
+
+    __tablename__ = "notify_message"
+
+    id: int = Field(primary_key=True)
+    kind: Str
+    run_id: Str
+    title: Str
+    body: Str
+    payload: Str
+    priority: int
+    created_at: When
+
+
+class NotifyDelivery(Table, table=True):
+    """One message through one channel, with its attempts (see the module docstring);
+    `uid` is the delivery's id for the receiver (a random UUID, the same on every
+    attempt)."""
+
+    __tablename__ = "notify_delivery"
+    __table_args__ = (
+        UniqueConstraint("message_id", "channel", name="ux_notify_delivery_channel"),
+        Index("ix_notify_delivery_state", "state", "next_at"),
+        Index("ux_notify_delivery_uid", "uid", unique=True),
+    )
+
+    id: int = Field(primary_key=True)
+    message_id: int = Field(foreign_key="notify_message.id")
+    channel: Str
+    state: Str
+    attempts: int
+    next_at: When
+    claimed_by: NullStr
+    claim_until: NullWhen
+    last_error: NullStr
+    created_at: When
+    sent_at: NullWhen
+    uid: NullStr
 
 
 # ---- values ------------------------------------------------------------------------------

@@ -19,30 +19,19 @@ from __future__ import annotations
 import builtins
 import hashlib
 import secrets
-from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Annotated, Any, Protocol
 
-from sqlalchemy import (
-    Column,
-    ForeignKey,
-    Integer,
-    LargeBinary,
-    Text,
-    UniqueConstraint,
-    delete,
-    insert,
-    select,
-    update,
-)
+from pydantic import BeforeValidator
+from sqlalchemy import LargeBinary, UniqueConstraint, delete, insert, select, update
 from sqlalchemy.engine import Connection
+from sqlmodel import Field
 
+from placet.config import Settings
 from placet.config.pins import editing_pins
 from placet.errors import NotFound, PolicyRefused
-from placet.store.base import Heads, StoreBase, now_or_utcnow
-from placet.store.db import UTCDateTime
-from placet.store.models import columns, declare, keys, serial_id
-from placet.store.records import LEFT_OUT, Record
+from placet.store.base import Database, Heads, now_or_utcnow
+from placet.store.models import NullWhen, Row, Str, StrKey, Table, When, table
 
 __all__ = [
     "PAIRING_MINUTES",
@@ -60,87 +49,74 @@ SESSION_HOURS = 12
 """How long a `placet web` sign-in lasts."""
 
 
-PASSKEY = declare(
-    "web_passkey",
-    serial_id(),
-    columns(Text, "credential_id"),
-    columns(LargeBinary, "public_key"),
-    columns(Integer, "sign_count"),
-    columns(Text, "name"),
-    columns(UTCDateTime, "created_at"),
-    columns(UTCDateTime, "last_used_at", "revoked_at", null=True),
-    UniqueConstraint("credential_id", name="ux_web_passkey_credential"),
-)
-"""A passkey the owner registered through a pairing link."""
-
-SESSION = declare(
-    "web_session",
-    keys(Text, "token_hash"),
-    Column("passkey_id", Integer, ForeignKey("web_passkey.id"), nullable=False),
-    columns(UTCDateTime, "created_at", "expires_at"),
-)
-"""A browser signed in with a passkey; `token_hash` is SHA-256 hex of its session token."""
-
-PAIRING = declare(
-    "web_pairing",
-    keys(Text, "token_hash"),
-    columns(UTCDateTime, "created_at", "expires_at"),
-    columns(UTCDateTime, "used_at", null=True),
-)
-"""A one-time pairing link; `token_hash` is SHA-256 hex of the link's token."""
-
-ALARM = declare(
-    "web_passkey_alarm",
-    serial_id(),
-    Column("passkey_id", Integer, ForeignKey("web_passkey.id"), nullable=False),
-    columns(UTCDateTime, "at"),
-    columns(Integer, "stored_count", "new_count"),
-    columns(Text, "what"),
-)
-"""A verified assertion refused because its sign count did not grow past the stored one."""
-
-K = PASSKEY.c
-
-
-@dataclass(frozen=True)
-class PasskeyRecord(Record):
+class PasskeyRecord(Row):
     """A registered passkey. `credential_id` base64url; `public_key` COSE bytes (left out
     of `to_dict`, the JSON shape of `placet keys --json`)."""
 
-    id: int
-    credential_id: str
-    public_key: bytes = field(metadata=LEFT_OUT)
+    id: int = Field(primary_key=True)
+    credential_id: Str
+    public_key: Annotated[bytes, BeforeValidator(bytes)] = Field(sa_type=LargeBinary, exclude=True)
     sign_count: int
-    name: str
-    created_at: datetime
-    last_used_at: datetime | None
-    revoked_at: datetime | None
+    name: Str
+    created_at: When
+    last_used_at: NullWhen
+    revoked_at: NullWhen
 
 
-@dataclass(frozen=True)
-class CounterAlarm(Record):
+class Passkey(PasskeyRecord, table=True):
+    """A passkey the owner registered through a pairing link."""
+
+    __tablename__ = "web_passkey"
+    __table_args__ = (UniqueConstraint("credential_id", name="ux_web_passkey_credential"),)
+
+
+class Session(Table, table=True):
+    """A browser signed in with a passkey; `token_hash` is SHA-256 hex of its session
+    token."""
+
+    __tablename__ = "web_session"
+
+    token_hash: StrKey
+    passkey_id: int = Field(foreign_key="web_passkey.id")
+    created_at: When
+    expires_at: When
+
+
+class Pairing(Table, table=True):
+    """A one-time pairing link; `token_hash` is SHA-256 hex of the link's token."""
+
+    __tablename__ = "web_pairing"
+
+    token_hash: StrKey
+    created_at: When
+    expires_at: When
+    used_at: NullWhen
+
+
+class CounterAlarm(Row):
     """An assertion by passkey `passkey_id` that verified, refused at `at` because its
     sign count `new_count` was not above `stored_count`; `what` names the ceremony."""
 
-    id: int
-    passkey_id: int
-    at: datetime
+    id: int = Field(primary_key=True)
+    passkey_id: int = Field(foreign_key="web_passkey.id")
+    at: When
     stored_count: int
     new_count: int
-    what: str
+    what: Str
 
 
-def _passkey(row: Any) -> PasskeyRecord:
-    return PasskeyRecord(
-        id=int(row.id),
-        credential_id=str(row.credential_id),
-        public_key=bytes(row.public_key),
-        sign_count=int(row.sign_count),
-        name=str(row.name),
-        created_at=row.created_at,
-        last_used_at=row.last_used_at,
-        revoked_at=row.revoked_at,
-    )
+class Alarm(CounterAlarm, table=True):
+    """A verified assertion refused because its sign count did not grow past the stored
+    one."""
+
+    __tablename__ = "web_passkey_alarm"
+
+
+PASSKEY = table(Passkey)
+SESSION = table(Session)
+PAIRING = table(Pairing)
+ALARM = table(Alarm)
+K = PASSKEY.c
 
 
 def token_hash(token: str) -> str:
@@ -155,8 +131,11 @@ def _pairing_refused(why: str) -> PolicyRefused:
     )
 
 
-class Passkeys(StoreBase):
-    """Passkeys, sessions and pairing links (mixed into `Store`)."""
+class Passkeys:
+    """Passkeys, sessions and pairing links (the ``keys`` part of `Store`)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def create_pairing(self, *, now: datetime | None = None) -> str:
         """A new one-time pairing token (URL-safe, 256 bits), usable `PAIRING_MINUTES`."""
@@ -171,7 +150,7 @@ class Passkeys(StoreBase):
         def tx(conn: Connection, heads: Heads) -> None:
             conn.execute(insert(PAIRING).values(**values))
 
-        self._write("creating a pairing link", tx)
+        self.db.write("creating a pairing link", tx)
         return token
 
     def check_pairing(self, token: str, *, now: datetime | None = None) -> None:
@@ -179,7 +158,7 @@ class Passkeys(StoreBase):
         unexpired pairing link."""
         now = now_or_utcnow(now)
         q = select(PAIRING).where(PAIRING.c.token_hash == token_hash(token))
-        row = self._read("reading a pairing link", lambda c: c.execute(q).first())
+        row = self.db.read("reading a pairing link", lambda c: c.execute(q).first())
         _check_pairing_row(row, now)
 
     def register_passkey(
@@ -227,22 +206,23 @@ class Passkeys(StoreBase):
                 )
                 .returning(*PASSKEY.c)
             ).one()
-            return _passkey(new)
+            return PasskeyRecord.of(new._mapping)
 
-        return self._write("registering a passkey", tx)
+        return self.db.write("registering a passkey", tx)
 
     def passkeys(self, *, include_revoked: bool = False) -> builtins.list[PasskeyRecord]:
         """Registered passkeys by id; revoked ones only with `include_revoked`."""
         q = select(PASSKEY).order_by(K.id)
         if not include_revoked:
             q = q.where(K.revoked_at.is_(None))
-        return [_passkey(r) for r in self._read("listing passkeys", lambda c: c.execute(q).all())]
+        rows = self.db.read("listing passkeys", lambda c: c.execute(q).all())
+        return [PasskeyRecord.of(r._mapping) for r in rows]
 
     def passkey_by_credential(self, credential_id: str) -> PasskeyRecord | None:
         """The passkey with this base64url credential id (revoked or not), or None."""
         q = select(PASSKEY).where(K.credential_id == credential_id)
-        row = self._read("reading a passkey", lambda c: c.execute(q).first())
-        return None if row is None else _passkey(row)
+        row = self.db.read("reading a passkey", lambda c: c.execute(q).first())
+        return None if row is None else PasskeyRecord.of(row._mapping)
 
     def revoke_passkey(self, passkey_id: int, *, now: datetime | None = None) -> PasskeyRecord:
         """Revoke a passkey: it signs nothing more and its sessions end. The key stays
@@ -262,9 +242,9 @@ class Passkeys(StoreBase):
                     details={"passkey_id": passkey_id},
                 )
             conn.execute(delete(SESSION).where(SESSION.c.passkey_id == passkey_id))
-            return _passkey(row)
+            return PasskeyRecord.of(row._mapping)
 
-        return self._write(f"revoking passkey {passkey_id}", tx)
+        return self.db.write(f"revoking passkey {passkey_id}", tx)
 
     def use_passkey(
         self, passkey_id: int, *, seen: int, new: int, now: datetime | None = None
@@ -282,35 +262,28 @@ class Passkeys(StoreBase):
             )
             return bool(res.rowcount == 1)
 
-        return self._write(f"using passkey {passkey_id}", tx)
+        return self.db.write(f"using passkey {passkey_id}", tx)
 
     def record_counter_alarm(
         self, passkey_id: int, *, stored: int, new: int, what: str, now: datetime | None = None
     ) -> CounterAlarm:
         """Record that passkey `passkey_id` signed (verified) with sign count `new`, not
         above the `stored` one: the assertion was refused (`CounterAlarm`)."""
-        alarm = CounterAlarm(id=0, passkey_id=passkey_id, at=now_or_utcnow(now),
-                             stored_count=stored, new_count=new, what=what[:200])  # fmt: skip
-        values = {k: getattr(alarm, k) for k in ("passkey_id", "at", "stored_count",
-                                                 "new_count", "what")}  # fmt: skip
+        values = {"passkey_id": passkey_id, "at": now_or_utcnow(now), "stored_count": stored,
+                  "new_count": new, "what": what[:200]}  # fmt: skip
 
         def tx(conn: Connection, heads: Heads) -> int:
             q = insert(ALARM).values(**values).returning(ALARM.c.id)
             return int(conn.execute(q).scalar_one())
 
-        alarm_id = self._write(f"recording passkey {passkey_id}'s sign count", tx)
-        return replace(alarm, id=alarm_id)
+        alarm_id = self.db.write(f"recording passkey {passkey_id}'s sign count", tx)
+        return CounterAlarm.of({**values, "id": alarm_id})
 
     def counter_alarms(self, *, limit: int = 100) -> builtins.list[CounterAlarm]:
         """The latest `limit` sign-count alarms, newest first."""
         q = select(ALARM).order_by(ALARM.c.id.desc()).limit(limit)
-        rows = self._read("reading passkey alarms", lambda c: c.execute(q).all())
-        return [
-            CounterAlarm(id=int(r.id), passkey_id=int(r.passkey_id), at=r.at,
-                         stored_count=int(r.stored_count), new_count=int(r.new_count),
-                         what=str(r.what))
-            for r in rows
-        ]  # fmt: skip
+        rows = self.db.read("reading passkey alarms", lambda c: c.execute(q).all())
+        return [CounterAlarm.of(r._mapping) for r in rows]
 
     def open_session(self, passkey_id: int, *, now: datetime | None = None) -> str:
         """A new session token for a browser that signed in with `passkey_id`."""
@@ -327,7 +300,7 @@ class Passkeys(StoreBase):
             conn.execute(delete(SESSION).where(SESSION.c.expires_at <= now))
             conn.execute(insert(SESSION).values(**values))
 
-        self._write("opening a web session", tx)
+        self.db.write("opening a web session", tx)
         return token
 
     def session_passkey(self, token: str, *, now: datetime | None = None) -> PasskeyRecord | None:
@@ -342,8 +315,8 @@ class Passkeys(StoreBase):
                 K.revoked_at.is_(None),
             )
         )
-        row = self._read("reading a web session", lambda c: c.execute(q).first())
-        return None if row is None else _passkey(row)
+        row = self.db.read("reading a web session", lambda c: c.execute(q).first())
+        return None if row is None else PasskeyRecord.of(row._mapping)
 
     def close_session(self, token: str) -> None:
         """End the session `token` (signing out); unknown tokens are ignored."""
@@ -351,10 +324,19 @@ class Passkeys(StoreBase):
         def tx(conn: Connection, heads: Heads) -> None:
             conn.execute(delete(SESSION).where(SESSION.c.token_hash == token_hash(token)))
 
-        self._write("closing a web session", tx)
+        self.db.write("closing a web session", tx)
 
 
-def open_pairing_link(store: Passkeys, *, now: datetime | None = None) -> str:
+class PairingStore(Protocol):
+    """What `open_pairing_link` needs of a store (a `Store`)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def create_pairing(self, *, now: datetime | None = None) -> str: ...
+
+
+def open_pairing_link(store: PairingStore, *, now: datetime | None = None) -> str:
     """A new pairing token (`Passkeys.create_pairing`) also recorded in the owner's pins
     file beside `config.toml` (`placet.config.pins`), where the registration ceremony
     looks for it: what `placet web pair` makes. A link made in the database alone

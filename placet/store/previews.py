@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, exists, func, select
 from sqlalchemy.engine import Connection
 
-from placet.store.base import Heads, StoreBase, now_or_utcnow
+from placet.store.base import Database, Heads, now_or_utcnow
 from placet.store.db import RawDB, dt_text
 from placet.store.models import PROPOSAL, PROPOSAL_PREVIEW
 
@@ -96,15 +96,18 @@ def insert_previews(db: RawDB, pid: int, previews: Sequence[StoredPreview], budg
         db.executemany(_INSERT_SQL, rows)
 
 
-class Previews(StoreBase):
-    """Reading content previews and dropping old ones (mixed into `Store`)."""
+class Previews:
+    """Reading content previews and dropping old ones (the ``previews`` part of `Store`)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     _previews_pruned = -_PRUNE_EVERY
 
     def previews_of(self, pid: int, op_index: int) -> dict[str, StoredPreview]:
         """The stored previews of op `op_index` of proposal `pid`, by side (maybe none)."""
         q = select(PROPOSAL_PREVIEW).where(V.proposal_id == pid, V.op_index == op_index)
-        rows = self._read(f"reading the previews of proposal {pid}", lambda c: c.execute(q).all())
+        rows = self.db.read(f"reading the previews of proposal {pid}", lambda c: c.execute(q).all())
         return {
             r.side: StoredPreview(
                 op_index=r.op_index, side=r.side, size=r.size, binding=r.binding,
@@ -116,7 +119,7 @@ class Previews(StoreBase):
     def preview_bytes(self, pid: int) -> int:
         """The bytes of previews stored with proposal `pid`."""
         q = select(func.coalesce(func.sum(func.length(V.content)), 0)).where(V.proposal_id == pid)
-        return int(self._read("measuring previews", lambda c: c.execute(q).scalar_one()))
+        return int(self.db.read("measuring previews", lambda c: c.execute(q).scalar_one()))
 
     def prune_previews(self, now: datetime | None = None) -> int:
         """Drop the previews of proposals resolved more than `RETENTION` before `now`;
@@ -131,7 +134,7 @@ class Previews(StoreBase):
             .where(exists().where(V.proposal_id == PROPOSAL.c.id))
             .where(PROPOSAL.c.resolved_at < cutoff)
         )
-        if self._read("finding old previews", lambda c: c.execute(due.limit(1)).first()) is None:
+        if self.db.read("finding old previews", lambda c: c.execute(due.limit(1)).first()) is None:
             return 0
 
         def tx(conn: Connection, heads: Heads) -> int:
@@ -139,4 +142,4 @@ class Previews(StoreBase):
             conn.execute(delete(PROPOSAL_PREVIEW).where(V.proposal_id.in_(ids)))
             return len(ids)
 
-        return self._write("dropping old previews", tx)
+        return self.db.write("dropping old previews", tx)

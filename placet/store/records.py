@@ -1,8 +1,8 @@
-"""The frozen values the store returns, and the executor lease holder.
+"""The store's values that are no table's rows, and the executor lease holder.
 
-Records are snapshots: reading one never keeps a session or a lock open, and changing a
-proposal always goes back through a `Store` transition. `to_dict()` gives the JSON shape
-the CLI (`--json`) and the MCP tools print (datetimes as ISO 8601 UTC).
+The typed rows of its tables are `placet.store.models`'. These are frozen too:
+`EventFacts` (what an audit event records of a transition), `AuditVerification` (the
+chain walked), `SweepResult`; `to_dict()` is their JSON shape (datetimes as ISO 8601).
 
 `LeaseHolder` names the process executing a proposal as host + pid + process start time
 (docs/design.md section 9): on the same host a dead holder is recognised at once (no such pid,
@@ -15,10 +15,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from types import MappingProxyType
 from typing import Any
 
 
@@ -26,69 +24,13 @@ def _jsonable(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
-LEFT_OUT: Mapping[str, bool] = MappingProxyType({"left_out": True})
-"""The metadata of a record field that `to_dict` leaves out: `field(metadata=LEFT_OUT)`
-(a passkey's public key, which no JSON output shows)."""
-
-
 class Record:
     """A frozen dataclass the store returns, with its JSON shape."""
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict of every field not marked `LEFT_OUT` (datetimes as
-        ISO 8601 strings, None kept)."""
-        return {
-            f.name: _jsonable(getattr(self, f.name))
-            for f in fields(self)  # type: ignore[arg-type]
-            if not f.metadata.get("left_out")
-        }
-
-
-@dataclass(frozen=True)
-class ProposalRecord(Record):
-    """A proposal as stored (docs/design.md section 4). Datetimes are aware UTC."""
-
-    id: int
-    kind: str
-    status: str
-    request: dict[str, Any]
-    evidence: dict[str, Any]
-    request_hash: str
-    reason: str
-    drive_spec: str
-    run_id: str
-    client_name: str | None
-    client_version: str | None
-    label: str | None
-    host: str
-    created_at: datetime
-    expires_at: datetime
-    resolved_at: datetime | None
-    resolved_by: str | None
-    attempt: int
-    lease_holder: str | None
-    lease_expires_at: datetime | None
-    summary: dict[str, Any] | None
-    host_id: str | None = None
-    """The stable id of the host it was made on (`placet.store.host`); None when made
-    before placet recorded it."""
-
-    def is_expired(self, now: datetime) -> bool:
-        """True when a pending proposal's TTL has passed at `now` (swept or not)."""
-        return self.expires_at <= now
-
-
-@dataclass(frozen=True)
-class OpResultRecord(Record):
-    """One journaled op of one execution attempt."""
-
-    proposal_id: int
-    attempt: int
-    op_index: int
-    op: dict[str, Any]
-    outcome: str  # done | already_done | stale | failed | skipped
-    detail: dict[str, Any]
-    recorded_at: datetime
+        """A JSON-serialisable dict of every field (datetimes as ISO 8601 strings, None
+        kept)."""
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -106,17 +48,6 @@ class EventFacts(Record):
 
 
 @dataclass(frozen=True)
-class AuditRecord(EventFacts):
-    """One audit event as stored: its facts, its `id` in the chain, the transition's
-    `detail`, and the chain's links (`prev_hash`, `hash`; `placet.store.audit`)."""
-
-    id: int
-    detail: dict[str, Any]
-    prev_hash: str
-    hash: str
-
-
-@dataclass(frozen=True)
 class AuditVerification(Record):
     """Result of walking the audit chain and the anchor file.
 
@@ -128,18 +59,6 @@ class AuditVerification(Record):
     count: int
     first_bad_event_id: int | None
     message: str
-
-
-@dataclass(frozen=True)
-class SpentSignature(Record):
-    """A signed approval spent by a run's claim (`Store.claim`, table `spent_signature`)."""
-
-    signature: str
-    proposal_id: int
-    claim_hash: str
-    """The hash of the audit event of the claim that spent it."""
-    host_id: str | None
-    spent_at: datetime
 
 
 @dataclass(frozen=True)
@@ -217,3 +136,11 @@ class LeaseHolder:
             return False
         start = _process_start_time(self.pid)
         return start is None or start != self.start_time
+
+
+def holder_dict(value: str | None) -> dict[str, Any] | None:
+    """A stored lease holder as its JSON object (`{"unreadable": ...}` when it is not one)."""
+    try:
+        return None if value is None else LeaseHolder.parse(value).to_dict()
+    except ValueError:
+        return {"unreadable": value}

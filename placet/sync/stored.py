@@ -9,7 +9,8 @@ with the digest-verified skips beside it for the baseline. Plans and snapshots a
 capped per session and in total and pruned past `RETENTION`
 (docs/decisions/0024-sync-plans.md). Baselines (`sync_baseline`) carry a generation bumped
 with every write, so an in-memory copy is used only while current. Drive snapshots
-(`drive_snapshot`) are the anchors of `drive_changes`."""
+(`drive_snapshot`) are the anchors of `drive_changes`. Writes are plain SQL beside the
+table models, for `bench/propose.py` and `bench/plan_memory.py`."""
 
 from __future__ import annotations
 

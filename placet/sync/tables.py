@@ -1,7 +1,7 @@
 """Sync's tables and the values stored in them: plans, digest caches, baselines, snapshots.
 
-The tables below (declared as `placet.store.models` says) are the schema migration 3
-(`placet.store.migrations`) builds exactly (a test compares the two); `placet.sync.stored`
+The tables below (SQLModel tables on `placet.store.models.Table`) are the schema migration
+3 (`placet.store.migrations`) builds exactly (a test compares the two); `placet.sync.stored`
 reads and writes them (in SQL of its own). The values (`Pair`, `StoredPlan`, `Snapshot`)
 are what its accessors return; `pack` / `unpack` are the zlib'd JSON the plan bodies,
 skip rows and snapshots are stored as.
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
-from sqlalchemy import Column, Index, Integer, LargeBinary, Text
+from sqlalchemy import Index
+from sqlmodel import Field
 
 from placet.errors import StoreError
-from placet.store.db import UTCDateTime
-from placet.store.models import columns, declare, keys, serial_id
+from placet.store.models import NullStr, Str, StrKey, Table, When
 from placet.sync.model import SyncPlan
 
 SkipRow = tuple[str, str | None, str | None, str | None, int | None, str | None]
@@ -36,76 +36,115 @@ RETENTION = timedelta(days=7)
 # ---- tables (migration 3 in placet.store.migrations builds exactly these) --------------
 
 
-SYNC_PLAN = declare(
-    "sync_plan",
-    serial_id(),
-    columns(Text, "pair_key", "root_name"),
-    columns(Text, "root_path", "local_path", "drive_spec", "remote_path"),
-    columns(Text, "options", "local_fingerprint", "remote_fingerprint"),
-    columns(Integer, "baseline_generation"),
-    columns(Text, "summary", "meta"),
-    columns(LargeBinary, "body", "skips"),
-    columns(UTCDateTime, "created_at"),
-    Index("ix_sync_plan_created", "created_at"),
-    Index("ix_sync_plan_pair", "pair_key", "created_at"),
-)
-"""One stored, immutable sync plan (see the module docstring)."""
+class SyncPlanRow(Table, table=True):
+    """One stored, immutable sync plan (see the module docstring)."""
 
-SYNC_PLAN_SKIPS = declare(
-    "sync_plan_skips",
-    Column("plan_id", Integer, primary_key=True, autoincrement=False),
-    columns(LargeBinary, "skips"),
-)
-"""A plan's verified skips (see `RowPacker`), the blob last: SQLite reserves it without
-building it in memory (`zeroblob`) and takes it a piece at a time."""
+    __tablename__ = "sync_plan"
+    __table_args__ = (
+        Index("ix_sync_plan_created", "created_at"),
+        Index("ix_sync_plan_pair", "pair_key", "created_at"),
+    )
 
-SYNC_DIGEST_CACHE = declare(
-    "sync_digest_cache",
-    keys(Text, "root_key", "path"),
-    columns(Integer, "size", "mtime_ns", "inode", "ctime_ns"),
-    columns(Text, "sha256"),
-    columns(Text, "sha1", "md5", null=True),
-    columns(Integer, "verified", "version"),
-)
-"""A local file's cached digests (`placet.sync.cache.CachedDigest`)."""
+    id: int = Field(primary_key=True)
+    pair_key: Str
+    root_name: Str
+    root_path: Str
+    local_path: Str
+    drive_spec: Str
+    remote_path: Str
+    options: Str
+    local_fingerprint: Str
+    remote_fingerprint: Str
+    baseline_generation: int
+    summary: Str
+    meta: Str
+    body: bytes
+    skips: bytes
+    created_at: When
 
-SYNC_REMOTE_DIGEST = declare(
-    "sync_remote_digest",
-    keys(Text, "drive_spec", "path"),
-    columns(Integer, "size"),
-    columns(Text, "mtime", "digest_type", "digest"),
-)
-"""A remote file's digest as rclone computed it for (size, mtime)."""
 
-SYNC_PAIR = declare(
-    "sync_pair",
-    keys(Text, "pair_key"),
-    columns(Text, "root_path", "local_path", "drive_spec", "remote_path"),
-    columns(Integer, "generation"),
-    columns(UTCDateTime, "updated_at"),
-)
-"""A synced pair (local folder, remote folder) and its baseline's generation."""
+class SyncPlanSkips(Table, table=True):
+    """A plan's verified skips (see `RowPacker`), the blob last: SQLite reserves it without
+    building it in memory (`zeroblob`) and takes it a piece at a time."""
 
-SYNC_BASELINE = declare(
-    "sync_baseline",
-    keys(Text, "pair_key", "path"),
-    columns(Text, "sha256", "remote_digest_type", "remote_digest", null=True),
-    columns(Integer, "size", null=True),
-    columns(Text, "mtime", null=True),
-    columns(UTCDateTime, "updated_at"),
-)
-"""What one path of a pair held on both sides after the last sync that touched it."""
+    __tablename__ = "sync_plan_skips"
 
-DRIVE_SNAPSHOT = declare(
-    "drive_snapshot",
-    serial_id(),
-    columns(Text, "drive_spec", "path"),
-    columns(Integer, "entry_count"),
-    columns(LargeBinary, "body"),
-    columns(UTCDateTime, "created_at"),
-    Index("ix_drive_snapshot_created", "created_at"),
-)
-"""A remote folder's listing, kept as the anchor of `drive_changes`."""
+    plan_id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    skips: bytes
+
+
+class SyncDigestCache(Table, table=True):
+    """A local file's cached digests (`placet.sync.cache.CachedDigest`)."""
+
+    __tablename__ = "sync_digest_cache"
+
+    root_key: StrKey
+    path: StrKey
+    size: int
+    mtime_ns: int
+    inode: int
+    ctime_ns: int
+    sha256: Str
+    sha1: NullStr
+    md5: NullStr
+    verified: int
+    version: int
+
+
+class SyncRemoteDigest(Table, table=True):
+    """A remote file's digest as rclone computed it for (size, mtime)."""
+
+    __tablename__ = "sync_remote_digest"
+
+    drive_spec: StrKey
+    path: StrKey
+    size: int
+    mtime: Str
+    digest_type: Str
+    digest: Str
+
+
+class SyncPair(Table, table=True):
+    """A synced pair (local folder, remote folder) and its baseline's generation."""
+
+    __tablename__ = "sync_pair"
+
+    pair_key: StrKey
+    root_path: Str
+    local_path: Str
+    drive_spec: Str
+    remote_path: Str
+    generation: int
+    updated_at: When
+
+
+class SyncBaseline(Table, table=True):
+    """What one path of a pair held on both sides after the last sync that touched it."""
+
+    __tablename__ = "sync_baseline"
+
+    pair_key: StrKey
+    path: StrKey
+    sha256: NullStr
+    remote_digest_type: NullStr
+    remote_digest: NullStr
+    size: int | None = None
+    mtime: NullStr
+    updated_at: When
+
+
+class DriveSnapshot(Table, table=True):
+    """A remote folder's listing, kept as the anchor of `drive_changes`."""
+
+    __tablename__ = "drive_snapshot"
+    __table_args__ = (Index("ix_drive_snapshot_created", "created_at"),)
+
+    id: int = Field(primary_key=True)
+    drive_spec: Str
+    path: Str
+    entry_count: int
+    body: bytes
+    created_at: When
 
 
 # ---- values -------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
@@ -112,7 +113,10 @@ class _Clock:
 
 def _result(index: int, outcome: str) -> OpResultRecord:
     op = {"index": index, "kind": "upload", "remote_path": f"f{index}"}
-    return OpResultRecord(1, 1, index, op, outcome, {"message": "changed since"}, None)  # type: ignore[arg-type]
+    return OpResultRecord(
+        proposal_id=1, attempt=1, op_index=index, op=op, outcome=outcome,
+        detail={"message": "changed since"}, recorded_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )  # fmt: skip
 
 
 def test_the_figures_say_rate_time_left_and_the_op_running_inert_and_cut() -> None:

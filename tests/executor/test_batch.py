@@ -27,7 +27,7 @@ import pytest
 from placet.executor.ops import load_plan
 from placet.schema import Op
 from placet.store import ProposalRecord
-from placet.store.base import OPS_PAGE
+from placet.store.proposals import OPS_PAGE
 from placet.sync.propose import propose_sync
 from placet.sync.service import SyncService
 from tests.support.rig import (

@@ -15,7 +15,7 @@ import pytest
 from placet.config import Settings
 from placet.errors import Expired, LimitExceeded, PolicyRefused, StoreError, WrongState
 from placet.store import LeaseHolder, ProposalRecord, Store, open_store
-from placet.store.base import SWEEP_BATCH
+from placet.store.sweeper import SWEEP_BATCH
 from tests.support.db import raw_db
 from tests.support.proposals import propose_folder
 

@@ -47,7 +47,7 @@ def test_previews_of_decided_proposals_are_dropped_after_a_week(settings: Settin
         store.discard(old.id, actor="owner", reason="no")
         store.sweep(now=utcnow() + RETENTION - timedelta(minutes=1))
         assert store.preview_bytes(old.id) == 3
-        store._previews_pruned = -1e9  # the hourly look is due again
+        store.previews._previews_pruned = -1e9  # the hourly look is due again
         store.sweep(now=utcnow() + RETENTION + timedelta(minutes=1))
         assert store.preview_bytes(old.id) == 0
         assert store.previews_of(live.id, 0)["new"].content == b"live"
