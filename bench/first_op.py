@@ -123,6 +123,7 @@ def run_tui(home: Path, drive: Path, pid: int) -> dict[str, Any]:
             if screen.typed_required:
                 screen.query_one("#typed", Input).focus()
                 await pilot.press(*str(pid))
+            await pilot.pause()  # the confirmation drawn, as the owner reads it
             watch = FirstEntry(drive)
             decided = time.time()
             await pilot.press("enter" if screen.typed_required else "y")
