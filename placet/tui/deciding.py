@@ -293,9 +293,9 @@ class DecidingApp(App[None]):
             for s in shown
             for pid, (record, effect) in [(s.proposal_id, views[s.proposal_id])]
         }
+        self.run_transfer(shown, cancel)  # first: the panel's table does not hold it up
         record, skip, effect = self.shown_views[first]
         self.query_one(TransferPanel).start(record, skip, effect)
-        self.run_transfer(shown, cancel)
 
     def _previous_results(self, record: ProposalRecord) -> list[OpResultRecord]:
         """The op results of `record`'s last attempt: those the history detail shows, else
@@ -400,6 +400,7 @@ class DecidingApp(App[None]):
                     result,
                     ops_done=state[0],
                     in_flight=state[1],
+                    current=getattr(event, "current", None),
                 )
             )
 
@@ -427,6 +428,8 @@ class DecidingApp(App[None]):
             msg.bytes_total,
             ops_done=msg.ops_done,
             in_flight=msg.in_flight,
+            current=msg.current,
+            result=msg.op_result,
         )
 
     def on_transfer_finished(self, msg: TransferFinished) -> None:
