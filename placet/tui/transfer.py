@@ -16,8 +16,6 @@ thousands of ops does not hold up its first op.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -50,10 +48,9 @@ class TransferPanel(Vertical):
     TransferPanel > #transfer-why { height: auto; max-height: 6; overflow-y: auto; }
     """
 
-    def __init__(self, *, id: str | None = None, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.clock = clock
-        self.tracker = Tracker() if clock is None else Tracker(clock)
+        self.tracker = Tracker()  # the figures of the run shown
         self.proposal_id: int | None = None
         self.op_count = 0
         self.failures: dict[int, Text] = {}
@@ -112,7 +109,7 @@ class TransferPanel(Vertical):
         self.running = set()
         self.ops_done = 0
         self.bytes = None
-        self.tracker = Tracker() if self.clock is None else Tracker(self.clock)
+        self.tracker = Tracker()
         self.ended_cells = {}
         self.query_one("#transfer-why", Static).update(Text(""))
         self.unfilled = self._rows(record, effect)[::-1]
