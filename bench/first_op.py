@@ -162,14 +162,14 @@ def run_web(home: Path, drive: Path, pid: int) -> dict[str, Any]:
             assert status == 200, status
             got["page"] = time.time() - t0
             shown = {"request_hash": record.request_hash, "skip_ops": []}
-            status, text = served.post(f"/p/{pid}/challenge", shown, session=session)
+            status, text = served.post(f"/p/{pid}/challenge", shown, session=session, timeout=600)
             assert status == 200, text
             opts = json.loads(text)
             credential = key.assertion(opts, cid, origin=served.origin)
             watch = FirstEntry(drive)
             decided = time.time()
             body = {**shown, "nonce": opts["nonce"], "credential": credential}
-            status, text = served.post(f"/p/{pid}/accept", body, session=session)
+            status, text = served.post(f"/p/{pid}/accept", body, session=session, timeout=600)
             assert status == 200, text
             while watch.seen is None and served.runs.running(pid):
                 time.sleep(0.01)
