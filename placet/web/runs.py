@@ -22,8 +22,8 @@ from placet.store import Store
 __all__ = ["PLANS_KEPT", "Runs"]
 
 PLANS_KEPT = 2
-"""Plans kept for the accepts to come (the latest challenges'; a sync's plan of 100,000
-ops holds about 100 MiB)."""
+"""Plans kept for the accepts to come, the latest challenges' (a plan of 100,000 ops is
+much of the 268 MiB `placet accept` holds for one: docs/performance.md)."""
 
 
 @dataclass
