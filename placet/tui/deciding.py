@@ -16,6 +16,7 @@ worker that reports through dataclass messages. Quitting during a transfer asks 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 import threading
@@ -293,6 +294,10 @@ class DecidingApp(App[None]):
             for s in shown
             for pid, (record, effect) in [(s.proposal_id, views[s.proposal_id])]
         }
+        # What is held now (a large sync's plan and effect: millions of objects) lives
+        # until the run ends: out of the collector's full passes, which would stall the
+        # run's first ops for half a second at 100,000 ops (`on_transfer_finished` thaws).
+        gc.freeze()
         self.run_transfer(shown, cancel)  # first: the panel's table does not hold it up
         record, skip, effect = self.shown_views[first]
         self.query_one(TransferPanel).start(record, skip, effect)
@@ -438,6 +443,7 @@ class DecidingApp(App[None]):
         if not msg.more:
             self.transfer = None
             self.retrying = None
+            gc.unfreeze()
         self.query_one(TransferPanel).finish(msg.record, msg.results, msg.error)
         if msg.record is not None and msg.record.status == "approved":
             note = waiting_note("approved", msg.record.host, msg.record.host_id, "")
