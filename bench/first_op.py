@@ -1,4 +1,5 @@
-"""Time from the owner's accept to the first op, in `placet accept` and in the review UI.
+"""Time from the owner's accept to the first op, in `placet accept`, the review UI and
+`placet web`.
 
 docs/design.md section 8 (and issue 26): the first op starts within 1 s of the accept
 for syncs up to 100,000 ops. A tree of `--ops` small files (100 per folder, so the sync
@@ -11,14 +12,19 @@ directory with a local-folder drive. Then, for each front end:
   the ops) is the owner's wait before deciding and is printed apart.
 - `tui`: the review UI (`make_app`, Textual's headless driver) selects the proposal,
   `a` opens the confirmation (a large sync's ops are read and checked first), the
-  proposal id is typed and Enter pressed: the decision is that key press.
+  proposal id is typed and, once the confirmation is drawn, Enter pressed: the
+  decision is that key press.
+- `web`: `placet web` served in this process (uvicorn on 127.0.0.1) and a software
+  passkey (`tests.support.passkey`): the proposal's page is read, then the accept's
+  challenge (every op read and checked); the decision is the POST of the passkey's
+  answer, as the owner's touch sends it.
 
 The first op has started when its folder shows on the drive (a thread lists the drive's
 folder every 2 ms); the accept is stopped there (the rest is bench/sync_apply.py's).
 Printed per front end and size: seconds from start to the decision, and from the
 decision to the first op (the target: <= 1 s), with the box's load average.
 
-    .venv/bin/python bench/first_op.py [--ops 10000,100000] [--fronts cli,tui]
+    .venv/bin/python bench/first_op.py [--ops 10000,100000] [--fronts cli,tui,web]
         [--dir /tmp/placet-bench-first-op]
 """
 
@@ -99,13 +105,10 @@ def run_cli(home: Path, drive: Path, pid: int) -> dict[str, Any]:
 
 
 def run_tui(home: Path, drive: Path, pid: int) -> dict[str, Any]:
-    from textual.widgets import Input
-
     from placet.config import load_settings
     from placet.store import open_store
     from placet.tui import make_app
-    from placet.tui.confirm import AcceptScreen
-    from tests.support.review import until
+    from tests.support.review import confirm_accept, until
 
     settings = load_settings({"PLACET_HOME": str(home)})
     store = open_store(settings)
@@ -116,13 +119,7 @@ def run_tui(home: Path, drive: Path, pid: int) -> dict[str, Any]:
         async with app.run_test(size=(160, 48)) as pilot:
             t0 = time.time()
             assert await until(pilot, lambda: app.queue_table.selected() is not None, 120)
-            await pilot.press("a")
-            assert await until(pilot, lambda: isinstance(app.screen, AcceptScreen), 600)
-            screen = app.screen
-            assert isinstance(screen, AcceptScreen)
-            if screen.typed_required:
-                screen.query_one("#typed", Input).focus()
-                await pilot.press(*str(pid))
+            screen = await confirm_accept(pilot, pid, decide=False)
             watch = FirstEntry(drive)
             decided = time.time()
             await pilot.press("enter" if screen.typed_required else "y")
@@ -142,13 +139,55 @@ def run_tui(home: Path, drive: Path, pid: int) -> dict[str, Any]:
     return got
 
 
+def run_web(home: Path, drive: Path, pid: int) -> dict[str, Any]:
+    import json
+
+    from placet.config import load_settings
+    from placet.store import open_store
+    from tests.support.passkey import SoftKey
+    from tests.support.pins import register_pinned
+    from tests.support.web import get, serve
+
+    settings = load_settings({"PLACET_HOME": str(home)})
+    store = open_store(settings)
+    key = SoftKey()
+    cid = "YmVuY2gtcGFzc2tleQ"
+    session = store.open_session(register_pinned(store, cid, key.cose(), "bench").id)
+    got: dict[str, Any] = {}
+    try:
+        with serve(store, settings) as served:
+            record = store.get(pid)
+            t0 = time.time()
+            status, _ = get(served.url(f"/p/{pid}"), session, timeout=600)
+            assert status == 200, status
+            got["page"] = time.time() - t0
+            shown = {"request_hash": record.request_hash, "skip_ops": []}
+            status, text = served.post(f"/p/{pid}/challenge", shown, session=session, timeout=600)
+            assert status == 200, text
+            opts = json.loads(text)
+            credential = key.assertion(opts, cid, origin=served.origin)
+            watch = FirstEntry(drive)
+            decided = time.time()
+            body = {**shown, "nonce": opts["nonce"], "credential": credential}
+            status, text = served.post(f"/p/{pid}/accept", body, session=session, timeout=600)
+            assert status == 200, text
+            while watch.seen is None and served.runs.running(pid):
+                time.sleep(0.01)
+            watch.stop()
+            got["to_decision"] = decided - t0
+            got["decision_to_first_op"] = (watch.seen or 0) - decided
+    finally:  # leaving `serve` stopped the run (`Runs.stop`)
+        store.close()
+    return got
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--ops", default="10000,100000", help="tree sizes, comma-separated")
-    ap.add_argument("--fronts", default="cli,tui", help="cli, tui")
+    ap.add_argument("--fronts", default="cli,tui,web", help="cli, tui, web")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-first-op"))
     args = ap.parse_args()
-    runs = {"cli": run_cli, "tui": run_tui}
+    runs = {"cli": run_cli, "tui": run_tui, "web": run_web}
     fronts = [f for f in args.fronts.split(",") if f]
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from placet.display import duration, human_bytes
 from placet.executor.progress import QUIET_OUTCOMES, Figures, ProgressEvent, Tracker
 from placet.store import OpResultRecord
 from placet.text import inert
@@ -81,10 +80,7 @@ def result_line(r: OpResultRecord) -> str:
 def summary_line(pid: int, status: str, counts: dict[str, int], figures: Figures | None) -> str:
     """``proposal 7 succeeded: 6746 done (313.0 MiB in 1m02s, 5.0 MiB/s)``."""
     said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no ops journaled"
-    moved = ""
-    if figures is not None:
-        rate = f", {human_bytes(figures.rate)}/s" if figures.rate is not None else ""
-        moved = f" ({human_bytes(figures.bytes_done)} in {duration(figures.elapsed)}{rate})"
+    moved = "" if figures is None else f" ({figures.moved()})"
     return f"proposal {pid} {status}: {said}{moved}"
 
 

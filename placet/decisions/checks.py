@@ -104,6 +104,12 @@ def check(
     `on_page` its progress), no op into placet's own folders, and the selection
     (`placet.proposals.selection.check_selection`).
 
+    A plan handed in `shown.plan` is one this check read when the proposal was shown,
+    before the decision: the own-folder check of its ops (a stat of every op's target)
+    is not made again between the decision and the run; the executor makes it for each
+    op right before the op acts (`placet.executor.beside`), so the first op starts at
+    once whatever the sync's size.
+
     Raises:
         the refusal (see the module's table); NotFound.
     """
@@ -133,7 +139,7 @@ def check(
     plan = shown.plan
     if plan is None or plan.request_hash != record.request_hash:
         plan = load_plan(store, record, on_page=on_page)
-    if not elsewhere:
-        refuse_own_paths(settings, record, plan.ops)
+        if not elsewhere:
+            refuse_own_paths(settings, record, plan.ops)
     check_selection(record.id, record.kind, plan.ops, shown.skip_ops)
     return Checked(record, plan, elsewhere)

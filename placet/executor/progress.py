@@ -5,9 +5,10 @@ front end shows, and op outcomes.
 whole proposal, an `op_result` once per op right after it was journaled, always from the
 thread that called `execute`. `Tracker` turns the events into `Figures` (ops ended,
 bytes, rate, time left, the op running), one model so that `placet accept`, the review UI
-and `placet web` show the same numbers in the same words (`Figures.line`). `OpOutcome`
-is one op's end state before it is journaled (docs/design.md section 9, "Op results");
-a failure's detail has the typed-error shape of docs/design.md section 5.
+and `placet web` show the same numbers in the same words (`Figures.line` while it runs,
+`Figures.moved` in its summary). `OpOutcome` is one op's end state before it is
+journaled (docs/design.md section 9, "Op results"); a failure's detail has the
+typed-error shape of docs/design.md section 5.
 """
 
 from __future__ import annotations
@@ -130,6 +131,12 @@ class Figures:
             return fit_cells(head, cols, "...")
         return fit_cells(f"{head} · now {self.current}", cols, "...")
 
+    def moved(self) -> str:
+        """What the run moved, as its summary says it: ``313.0 MiB in 1m02s, 5.0 MiB/s``
+        (the rate left out until measured)."""
+        rate = f", {human_bytes(self.rate)}/s" if self.rate is not None else ""
+        return f"{human_bytes(self.bytes_done)} in {duration(self.elapsed)}{rate}"
+
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON (the web page's), with `line` as the other front ends say it."""
         return {
@@ -144,6 +151,7 @@ class Figures:
             "not_done": self.not_done,
             "elapsed": round(self.elapsed, 3),
             "line": self.line(),
+            "moved": self.moved(),
         }
 
 

@@ -4,7 +4,7 @@ Every decision goes through `placet.decisions` (the checks, the binding to what 
 shown, the approval's proof, all or nothing for a set); this module keeps the input
 and the display. Accept binds to what was shown (docs/design.md section 9): the record
 the confirmation showed, its request hash and the ops the owner unticked. Refusals the
-core gives before any confirmation (`decisions.state_refusal`, `check_before_accept`)
+core gives before any confirmation (`decisions.state_refusal`, `decisions.check`)
 are shown before a modal opens. Marked proposals (space) are accepted, discarded or
 extended together with one confirmation that lists each id with its request hash; if
 any changed, expired or was decided since, nothing is decided and the set is shown
@@ -16,6 +16,7 @@ worker that reports through dataclass messages. Quitting during a transfer asks 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 import threading
@@ -32,14 +33,14 @@ from placet import decisions
 from placet.config import Settings
 from placet.decisions import Proof, Shown, state_refusal
 from placet.errors import PlacetError, SetRefused, one_or_set
-from placet.executor import check_before_accept
+from placet.executor import Plan
 from placet.executor.audit import verify_audit
 from placet.schema import is_by_reference
 from placet.store import OpResultRecord, ProposalRecord, Store
 from placet.store.host import waiting_note
 from placet.store.lifecycle import PENDING
 from placet.text import inert
-from placet.tui.facts import Effect, countdown, effect_of
+from placet.tui.facts import Effect, countdown, effect_of_plan
 from placet.tui.messages import (
     ActionDone,
     TransferFinished,
@@ -59,7 +60,9 @@ Executor = decisions.Executor
 EXTEND_MINUTES = 15
 ACCEPT_IN_WORKER = 5000
 """A by-reference sync with more ops is read and checked for its confirmation in a thread
-worker (a smaller one on the event loop: a few tens of milliseconds)."""
+worker (a smaller one on the event loop: a few tens of milliseconds). Its plan, read
+there once (`decisions.check`), is what the confirmation shows and what the accept runs
+(`Shown.plan`): nothing goes over every op between the decision and the first op."""
 PROGRESS_EVERY = 0.05
 """Seconds between progress messages from the executor thread that only move bytes; an
 event with an op result, or that changes the ops ended or the ops in flight, always goes
@@ -139,24 +142,33 @@ class DecidingApp(App[None]):
         e = one_or_set("accept", size, refused)
         self._refuse(f"not accepted: {e.error_code}", inert(e.message))
 
+    def _checked(self, record: ProposalRecord, now: datetime) -> Plan | PlacetError:
+        """The checks of accepting `record` as it is shown now (`decisions.check`, every
+        op read, verified and checked once): the plan they read, or the refusal."""
+        try:
+            return decisions.check(self.store, self.settings, Shown.of(record), now=now).plan
+        except PlacetError as e:
+            return e
+
     @work(thread=True, exclusive=True, group="prepare-accept", exit_on_error=False)
     def prepare_set(self, records: list[ProposalRecord], note: str | None) -> None:
-        """`check_before_accept` of each marked proposal, off the event loop; the set's
-        confirmation opens when every one passed."""
+        """The checks of accepting each marked proposal (`_checked`), off the event loop;
+        the set's confirmation opens when every one passed."""
         refused: list[tuple[int, PlacetError]] = []
-        effects: dict[int, Effect] = {}
+        effects: dict[int, tuple[Effect, Plan]] = {}
+        now = self.clock()
         for r in records:
-            refusal, ops = check_before_accept(self.store, self.settings, r)
-            if refusal is not None:
-                refused.append((r.id, refusal))
+            plan = self._checked(r, now)
+            if isinstance(plan, PlacetError):
+                refused.append((r.id, plan))
             else:
-                effects[r.id] = effect_of(r, ops)
+                effects[r.id] = (effect_of_plan(r, plan), plan)
         self.call_from_thread(self._confirm_set, records, effects, refused, note)
 
     def _confirm_set(
         self,
         records: list[ProposalRecord],
-        effects: dict[int, Effect],
+        effects: dict[int, tuple[Effect, Plan]],
         refused: list[tuple[int, PlacetError]],
         note: str | None,
     ) -> None:
@@ -167,15 +179,16 @@ class DecidingApp(App[None]):
             return
         from placet.tui.set_confirm import AcceptSetScreen
 
+        shown = {pid: effect for pid, (effect, _) in effects.items()}
         screen = AcceptSetScreen(
-            records, effects, self.clock(), guard_seconds=self.confirm_guard_seconds, note=note
+            records, shown, self.clock(), guard_seconds=self.confirm_guard_seconds, note=note
         )
 
         def decided(accept: bool | None) -> None:
             if accept:
                 self.retrying = None
-                views = {r.id: (r, effects.get(r.id)) for r in records}
-                self.start_decided([Shown.of(r) for r in records], views)
+                views = {r.id: (r, shown.get(r.id)) for r in records}
+                self.start_decided([Shown.of(r, (), effects[r.id][1]) for r in records], views)
 
         self.push_screen(screen, decided)
 
@@ -211,26 +224,26 @@ class DecidingApp(App[None]):
             self.notify(f"reading and checking the {count:,} ops of #{record.id}...", markup=False)
             self.prepare_accept(record, retry, now)
             return
-        self._confirm(record, retry, now, *check_before_accept(self.store, self.settings, record))
+        self._confirm(record, retry, now, self._checked(record, now))
 
     @work(thread=True, exclusive=True, group="prepare-accept", exit_on_error=False)
     def prepare_accept(self, record: ProposalRecord, retry: bool, now: datetime) -> None:
-        """`check_before_accept` for a large sync (every op read, verified and flagged:
-        seconds for 100,000 ops), off the event loop; the confirmation opens when done."""
-        refusal, ops = check_before_accept(self.store, self.settings, record)
-        self.call_from_thread(self._confirm, record, retry, now, refusal, ops)
+        """The checks of accepting a large sync (`_checked`: every op read, verified and
+        checked: seconds for 100,000 ops), off the event loop; the confirmation opens
+        when done."""
+        self.call_from_thread(self._confirm, record, retry, now, self._checked(record, now))
 
     def _confirm(
         self,
         record: ProposalRecord,
         retry: bool,
         now: datetime,
-        refusal: PlacetError | None,
-        ops: list[dict[str, Any]] | None,
+        plan: Plan | PlacetError,
     ) -> None:
-        """Open the accept confirmation, unless `refusal` (see `check_before_accept`)."""
-        if refusal is not None:
-            self._refuse(f"not accepted: {refusal.error_code}", inert(refusal.message))
+        """Open the accept confirmation of `record` as `plan` holds it, unless the checks
+        refused it (see `_checked`)."""
+        if isinstance(plan, PlacetError):
+            self._refuse(f"not accepted: {plan.error_code}", inert(plan.message))
             return
         if self.transfer is not None or isinstance(self.screen, ModalScreen):
             return  # something else began while a large sync's ops were read
@@ -238,7 +251,7 @@ class DecidingApp(App[None]):
         from placet.tui.confirm import AcceptScreen
 
         previous = self._previous_results(record) if retry else None
-        effect = effect_of(record, ops)
+        effect = effect_of_plan(record, plan)
         screen = AcceptScreen(
             record,
             effect,
@@ -250,15 +263,20 @@ class DecidingApp(App[None]):
         def decided(accept: bool | None) -> None:
             if accept:
                 self.retrying = record.id if retry else None
-                self._start_transfer(record, screen.skip_ops, effect)
+                self._start_transfer(record, screen.skip_ops, effect, plan)
 
         self.push_screen(screen, decided)
 
     def _start_transfer(
-        self, record: ProposalRecord, skip_ops: list[int], effect: Effect | None = None
+        self,
+        record: ProposalRecord,
+        skip_ops: list[int],
+        effect: Effect | None = None,
+        plan: Plan | None = None,
     ) -> None:
-        """Accept `record` as shown, with `skip_ops` unticked, then run it."""
-        self.start_decided([Shown.of(record, skip_ops)], {record.id: (record, effect)})
+        """Accept `record` as shown (`plan`: as its confirmation read it), with `skip_ops`
+        unticked, then run it."""
+        self.start_decided([Shown.of(record, skip_ops, plan)], {record.id: (record, effect)})
 
     def start_decided(
         self,
@@ -276,9 +294,13 @@ class DecidingApp(App[None]):
             for s in shown
             for pid, (record, effect) in [(s.proposal_id, views[s.proposal_id])]
         }
+        # What is held now (a large sync's plan and effect: millions of objects) lives
+        # until the run ends: out of the collector's full passes, which would stall the
+        # run's first ops for half a second at 100,000 ops (`on_transfer_finished` thaws).
+        gc.freeze()
+        self.run_transfer(shown, cancel)  # first: the panel's table does not hold it up
         record, skip, effect = self.shown_views[first]
         self.query_one(TransferPanel).start(record, skip, effect)
-        self.run_transfer(shown, cancel)
 
     def _previous_results(self, record: ProposalRecord) -> list[OpResultRecord]:
         """The op results of `record`'s last attempt: those the history detail shows, else
@@ -383,6 +405,7 @@ class DecidingApp(App[None]):
                     result,
                     ops_done=state[0],
                     in_flight=state[1],
+                    current=getattr(event, "current", None),
                 )
             )
 
@@ -410,6 +433,8 @@ class DecidingApp(App[None]):
             msg.bytes_total,
             ops_done=msg.ops_done,
             in_flight=msg.in_flight,
+            current=msg.current,
+            result=msg.op_result,
         )
 
     def on_transfer_finished(self, msg: TransferFinished) -> None:
@@ -418,6 +443,7 @@ class DecidingApp(App[None]):
         if not msg.more:
             self.transfer = None
             self.retrying = None
+            gc.unfreeze()
         self.query_one(TransferPanel).finish(msg.record, msg.results, msg.error)
         if msg.record is not None and msg.record.status == "approved":
             note = waiting_note("approved", msg.record.host, msg.record.host_id, "")

@@ -17,10 +17,10 @@ from typing import Any
 
 from placet.display import duration
 from placet.errors import PlacetError
-from placet.executor import plan_for
+from placet.executor import Plan, plan_for
 from placet.proposals.risk import RiskFlag, needs_typed_confirmation
 from placet.proposals.vetting import proposal_flags
-from placet.schema import is_by_reference
+from placet.schema import LocalFileEvidence, Op, RemoteEvidence, is_by_reference
 from placet.store import ProposalRecord
 
 ACTIVE_STATUSES = ("pending", "approved", "executing")
@@ -162,6 +162,41 @@ def effect_of(record: ProposalRecord, ops: Sequence[dict[str, Any]] | None = Non
         return _sync_effect(record, root, root_name, ops)
     raw = {"request": req, "evidence": ev}
     return Effect(kind, [], root_name, flags_of(record), raw=raw)
+
+
+def effect_of_plan(record: ProposalRecord, plan: Plan) -> Effect:
+    """The effect of `record` from its plan as `placet.decisions.check` read it: a
+    by-reference sync's ops parsed once, for its confirmation and for its run (handed
+    on in `Shown.plan`); the other proposals as `effect_of` shows them."""
+    if not is_by_reference(record.kind, record.request):
+        return effect_of(record)
+    root = _dict(record.request, "root")
+    ops = [_op_effect(op, root) for op in plan.ops]
+    return Effect("sync", ops, _s(root, "name"), proposal_flags(record, plan.ops))
+
+
+def _evidence(ev: LocalFileEvidence | RemoteEvidence | None) -> dict[str, Any] | None:
+    return None if ev is None else ev.model_dump(mode="json")
+
+
+def _op_effect(op: Op, root: dict[str, Any] | None) -> EffectOp:
+    """A parsed sync op as the owner sees it (as `effect_op` shows its stored JSON)."""
+    local, remote = op.expected_local, op.expected_remote
+    src = remote if op.kind == "download" else local
+    return EffectOp(
+        index=op.index,
+        kind=op.kind,
+        local_path=_local_abs(root, op.local_path) if op.local_path is not None else None,
+        remote_path=op.remote_path,
+        size=op.size,
+        sha256=local.sha256 if local is not None and op.kind != "download" else None,
+        digest_type=None if src is None else src.digest_type,
+        digest=None if src is None else src.digest,
+        replace=op.replace or op.kind == "upload_revision",
+        local_before=_evidence(local),
+        remote_before=_evidence(remote),
+        note=op.reason,
+    )
 
 
 def _transfer_effect(

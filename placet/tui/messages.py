@@ -88,8 +88,9 @@ class TransferProgress(Message):
     """One `placet.executor.ProgressEvent`, as the transfer panel needs it: bytes moved so
     far over the whole proposal, the ops journaled so far (`ops_done`), the ops running
     when it was made (`in_flight`, ascending op indexes) and, when an op just ended, its
-    result. `ops_done`/`in_flight` are None when the executor did not say (an executor
-    handed in that sends older events); the panel then marks `op_index` as running."""
+    result, and the name of the lowest op running (`current`: agent text, shown inert).
+    `ops_done`/`in_flight` are None when the executor did not say (an executor handed in
+    that sends older events); the panel then marks `op_index` as running."""
 
     proposal_id: int
     op_index: int
@@ -99,6 +100,7 @@ class TransferProgress(Message):
     op_result: OpResultRecord | None = None
     ops_done: int | None = None
     in_flight: tuple[int, ...] | None = None
+    current: str | None = None
 
 
 @dataclass

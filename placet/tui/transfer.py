@@ -1,16 +1,17 @@
-"""The transfer panel: progress in bytes and per-op results while an accepted proposal runs.
+"""The transfer panel: progress and per-op results while an accepted proposal runs.
 
 Hidden until the owner accepts a proposal. It is fed only by messages the executor's
 thread worker posts (`TransferStarted`, `TransferProgress`, `TransferFinished`), and
 keeps showing the last outcome until the next transfer starts.
 
-A sync runs several file ops at once (`Settings.transfers`), so the title counts ops
-ended out of all, not "op i of n", and the ops running. Both come from the executor's
-events (`ProgressEvent.ops_done`, `.in_flight`), which the app never drops
-(`placet.tui.deciding.PROGRESS_EVERY`), so they are exact: a row shows ``running`` while
-the last event lists its op in flight; one whose worker finished but whose result is not
-journaled yet shows ``ending``. An executor that sends no `in_flight` gets the old
-best-effort marks: the op an event names shows ``running`` until its result arrives.
+Its title is the progress line `placet accept` draws (`placet.executor.progress`: ops
+ended, bytes, rate, time left, the op running by inert name) and, at the end, the
+summary's figures. The ops ended and the ops running come from the executor's events,
+which the app never drops (`placet.tui.deciding.PROGRESS_EVERY`), so a row shows
+``running`` exactly while the last event lists its op in flight, and ``ending`` once its
+worker finished and before its result is journaled. The table gets its first rows when
+the transfer starts and the rest a chunk per turn of the event loop, so a sync of
+thousands of ops does not hold up its first op.
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, ProgressBar, Static
 
-from placet.display import failure_line, human_bytes, plain_pairs
+from placet.display import failure_line, plain_pairs
 from placet.errors import PlacetError
+from placet.executor.progress import ProgressEvent, Tracker
 from placet.store import OpResultRecord, ProposalRecord
 from placet.tui.facts import Effect, EffectOp, effect_of, effect_op
 from placet.tui.render import lit, name, outcome_detail
 
 ROWS = 2000
 """Ops listed in the transfer panel (a sync may hold many more; the counts cover all)."""
+FILL = 100
+"""Rows added to the table at a time: when the transfer starts, then once per loop turn."""
 
 _OUTCOME_STYLE = {"done": "green", "already_done": "green", "failed": "red", "stale": "red"}
 
@@ -46,6 +50,7 @@ class TransferPanel(Vertical):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.tracker = Tracker()  # the figures of the run shown
         self.proposal_id: int | None = None
         self.op_count = 0
         self.failures: dict[int, Text] = {}
@@ -54,6 +59,9 @@ class TransferPanel(Vertical):
         self.ops_done = 0  # ops ended, as the executor last said
         self.bytes: tuple[int, int] | None = None  # (done, total) of the last progress
         self.skip: set[int] = set()  # ops the owner unticked
+        self.unfilled: list[EffectOp] = []  # rows still to add, in reverse order
+        self.pending: set[int] = set()  # their op indexes
+        self.ended_cells: dict[int, tuple[Text, Text]] = {}  # results of rows not added yet
 
     def compose(self) -> ComposeResult:
         yield Static(Text(""), id="transfer-title")
@@ -101,16 +109,33 @@ class TransferPanel(Vertical):
         self.running = set()
         self.ops_done = 0
         self.bytes = None
+        self.tracker = Tracker()
+        self.ended_cells = {}
         self.query_one("#transfer-why", Static).update(Text(""))
-        for op in self._rows(record, effect):
-            ops.add_row(
-                Text(str(op.index)),
-                lit(op.kind),
-                name(op.remote_path or op.local_path or ""),
-                Text("unticked" if op.index in skip else "waiting", style="dim"),
-                Text(""),
-                key=str(op.index),
-            )
+        self.unfilled = self._rows(record, effect)[::-1]
+        self.pending = {op.index for op in self.unfilled}
+        self._fill()
+
+    def _fill(self, rows: int = FILL) -> None:
+        """Add the next `rows` rows of the op table; the rest on a later turn."""
+        ops = self.query_one("#transfer-ops", DataTable)
+        for _ in range(min(rows, len(self.unfilled))):
+            op = self.unfilled.pop()
+            i = op.index
+            self.pending.discard(i)
+            if str(i) in ops.rows:
+                continue
+            if i in self.ended_cells:
+                outcome, detail = self.ended_cells.pop(i)
+            elif i in self.running:
+                outcome, detail = Text("running", style="yellow"), Text("")
+            else:
+                said = "unticked" if i in self.skip else "waiting"
+                outcome, detail = Text(said, style="dim"), Text("")
+            path = name(op.remote_path or op.local_path or "")
+            ops.add_row(Text(str(i)), lit(op.kind), path, outcome, detail, key=str(i))
+        if self.unfilled:
+            self.call_later(self._fill)
 
     def _rows(self, record: ProposalRecord, effect: Effect) -> list[EffectOp]:
         """The first `ROWS` ops: the effect's, or a by-reference sync's first page
@@ -135,10 +160,28 @@ class TransferPanel(Vertical):
         *,
         ops_done: int | None = None,
         in_flight: tuple[int, ...] | None = None,
+        current: str | None = None,
+        result: OpResultRecord | None = None,
     ) -> None:
-        """Bytes of the whole proposal, the ops ended (`ops_done`) and the ops running
-        (`in_flight`: exactly these rows show ``running``). Without `in_flight`, the op
-        `op_index` is marked running until its result arrives."""
+        """Bytes of the whole proposal, the ops ended (`ops_done`), the ops running
+        (`in_flight`: exactly these rows show ``running``), the name of the lowest of
+        them (`current`, agent text) and the result the event brought (`result`, shown
+        by `op_result`; counted here). Without `in_flight`, the op `op_index` is marked
+        running until its result arrives."""
+        flying = (op_index,) if in_flight is None else in_flight
+        done = max(len(self.ended), ops_done or 0)
+        self.tracker(
+            ProgressEvent(
+                op_index,
+                op_count,
+                bytes_done,
+                bytes_total,
+                op_result=result,
+                ops_done=done,
+                in_flight=flying,
+                current=current,
+            )
+        )
         bar = self.query_one(ProgressBar)
         bar.update(total=max(bytes_total, 1), progress=min(bytes_done, max(bytes_total, 1)))
         ops = self.query_one("#transfer-ops", DataTable)
@@ -155,15 +198,13 @@ class TransferPanel(Vertical):
         self._progress_title()
 
     def _progress_title(self) -> None:
-        done, total = self.bytes or (0, 0)
-        running = f", {len(self.running)} running" if self.running else ""
-        self._title(
-            Text(
-                f"Executing #{self.proposal_id}: {self.ops_done}/{self.op_count} ops "
-                f"ended{running}, {human_bytes(done)} of {human_bytes(total)}",
-                style="bold",
-            )
-        )
+        """``Executing #7: `` and the line `placet accept` draws (`Figures.line`)."""
+        figures = self.tracker.figures()
+        if figures is None:
+            return
+        head = f"Executing #{self.proposal_id}: "
+        width = self.content_size.width or 160
+        self._title(Text(head + figures.line(max(40, width - len(head))), style="bold"))
 
     def op_result(self, result: OpResultRecord) -> None:
         ops = self.query_one("#transfer-ops", DataTable)
@@ -190,6 +231,8 @@ class TransferPanel(Vertical):
         if key in ops.rows:
             ops.update_cell(key, "outcome", cells[0])
             ops.update_cell(key, "detail", cells[1])
+        elif result.op_index in self.pending:
+            self.ended_cells[result.op_index] = cells  # shown when its row is added
         else:
             path = result.op.get("remote_path") or result.op.get("local_path") or ""
             ops.add_row(Text(key), lit(result.op.get("kind", "?")), name(path), *cells, key=key)
@@ -197,6 +240,7 @@ class TransferPanel(Vertical):
     def finish(
         self, record: ProposalRecord | None, results: list[OpResultRecord], error: str | None
     ) -> None:
+        self._fill(len(self.unfilled))
         for r in results:
             self.op_result(r)
         ops = self.query_one("#transfer-ops", DataTable)
@@ -211,7 +255,9 @@ class TransferPanel(Vertical):
                 ops.update_cell(key, "outcome", Text("not run", style="dim red"))
         self.running = set()
         bar = self.query_one(ProgressBar)
-        ended = f": {len(self.ended)}/{self.op_count} ops ended"
+        figures = self.tracker.figures(final=True)
+        moved = "" if figures is None else f" ({figures.moved()})"
+        ended = f": {len(self.ended)}/{self.op_count} ops ended{moved}"
         if record is not None and record.status == "succeeded":
             bar.update(progress=bar.total or 1)
             self._title(Text(f"#{record.id} succeeded{ended}", style="bold green"))

@@ -19,6 +19,7 @@ from typing import Any
 
 from placet.display import duration, plain, size_text
 from placet.errors import PlacetError
+from placet.executor.progress import Figures
 from placet.proposals.facts import proposed_state
 from placet.proposals.risk import RiskFlag, needs_typed_confirmation
 from placet.proposals.vetting import root_path_of
@@ -222,6 +223,8 @@ class ProposalView:
     """``waiting for host X`` when another host runs this approved proposal."""
     content: str = ""
     """A single upload's or download's content section (`placet.web.previews`)."""
+    figures: Figures | None = None
+    """Where this server's run of it stands, or how it ended (`placet.web.runs`)."""
 
 
 def proposal_page(v: ProposalView, notice: str = "") -> Html:
@@ -308,7 +311,7 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
         )
     status = (
         f'<p id="status" role="status" data-proposal="{r.id}" '
-        f'data-watch="{"1" if v.running else ""}"></p>'
+        f'data-watch="{"1" if v.running else ""}"></p>' + _progress_html(v)
     )
     results = ""
     if v.results:
@@ -335,6 +338,25 @@ def proposal_page(v: ProposalView, notice: str = "") -> Html:
         + f'<section><h2>Audit</h2><ul class="audit">{events}</ul></section>'
     )
     return page(f"#{r.id}", body)
+
+
+def _progress_html(v: ProposalView) -> str:
+    """The run's progress: the line `placet accept` draws while it runs (the page's
+    script redraws it from `/p/ID/status`), how it ended once it did."""
+    f = v.figures
+    if f is None and not v.running:
+        return ""
+    if f is None:
+        line, done, total = "starting...", 0, 1
+    else:
+        said = f"{f.ops_done:,}/{f.op_count:,} ops ended ({f.moved()})"
+        line = f.line() if v.running else said
+        done, total = (f.bytes_done, f.bytes_total) if f.bytes_total else (f.ops_done, f.op_count)
+    return (
+        f'<div id="progress"><progress id="progress-bar" max="{max(total, 1)}" '
+        f'value="{min(done, max(total, 1))}"></progress> '
+        f'<span id="progress-line">{text(line)}</span></div>'
+    )
 
 
 def _event_html(e: AuditRecord) -> str:

@@ -143,8 +143,12 @@ def accept_challenge_for(
     if shown != record.request_hash:
         raise changed_since_shown(pid, record.request_hash, shown)
     skip = _skip_ops(body.get("skip_ops"))
-    # every refusal (the selection's included) before the passkey is asked
-    decisions.check(web.store, web.settings, Shown.of(record, skip), now=web.clock(), signed=True)
+    # every refusal (the selection's included) before the passkey is asked; the plan
+    # read here is what the accept runs
+    checked = decisions.check(
+        web.store, web.settings, Shown.of(record, skip), now=web.clock(), signed=True
+    )
+    web.runs.keep_plan(pid, checked.plan)
     return web.ceremonies.accept_options(token_hash(token), record, skip)
 
 
@@ -172,7 +176,8 @@ def accept_signed(
         issued.bound.get("drive_spec"),
     ):
         raise moved_since_shown(pid)
-    shown = Shown(pid, issued.request_hash, record.status, frozenset(issued.skip_ops))
+    plan = web.runs.take_plan(pid)  # as the challenge read and checked it
+    shown = Shown(pid, issued.request_hash, record.status, frozenset(issued.skip_ops), plan)
     # every refusal before the assertion is verified (its sign count is then spent)
     checked = decisions.check(web.store, web.settings, shown, now=web.clock(), signed=True)
     key, kept = web.ceremonies.verify_assertion(

@@ -60,6 +60,7 @@ def proposal_html(web: WebState, pid: int, page_no: int, notice: str) -> Html:
         page=page_no,
         running=web.runs.running(record.id),
         run_error=web.runs.errors.get(record.id),
+        figures=web.runs.figures(record.id),
         waiting=waiting_note(record.status, record.host, record.host_id, web.store.host_id),
         content=web.contents.inline(record, ops),
     )
@@ -67,8 +68,9 @@ def proposal_html(web: WebState, pid: int, page_no: int, notice: str) -> Html:
 
 
 async def status(request: Request) -> Response:
-    """The proposal's status and whether this server's run of it is still going (the
-    page polls it while an accepted proposal runs)."""
+    """The proposal's status, whether this server's run of it is still going and where
+    it stands (``progress``: `Figures.to_dict`, its ``line`` as `placet accept` draws
+    it; null before the run's first event); the page polls it while the run goes."""
     web = web_state(request)
     pid = int(request.path_params["pid"])
     if await web.off_loop(WebState.session, request) is None:
@@ -78,12 +80,15 @@ async def status(request: Request) -> Response:
     except PlacetError as e:
         return refused_json(e, 404)
     error = web.runs.errors.get(pid)
+    running = web.runs.running(pid)
+    figures = web.runs.figures(pid)
     return JSONResponse(
         {
             "status": record.status,
-            "running": web.runs.running(pid),
-            "done": not web.runs.running(pid),
+            "running": running,
+            "done": not running,
             "error": None if error is None else f"{error.error_code}: {error.message}",
+            "progress": None if figures is None else figures.to_dict(),
         }
     )
 

@@ -373,7 +373,7 @@ async def test_review_panel_shows_ops_in_flight_and_ops_ended(
                     cell = table.get_cell(str(i), "outcome")  # type: ignore[attr-defined]
                     assert cell.plain == "running"
                 title = str(panel.query_one("#transfer-title", Static).render())
-                assert f"{ev.ops_done}/{ev.op_count} ops ended" in title
+                assert f"{ev.ops_done:,}/{ev.op_count:,} ops" in title
         await pilot.pause()
         title = str(panel.query_one("#transfer-title", Static).render())
         assert f"{final.summary['ops'] if final.summary else 0}/" in title

@@ -262,3 +262,24 @@ def big_sync(store: Store, n: int = BIG_SYNC_OPS) -> ProposalRecord:
         drive_spec=DRIVE, run_id="run-big", ttl_seconds=1800, now=T0,
     )  # fmt: skip
     return rec
+
+
+async def confirm_accept(pilot: Any, pid: int, *, decide: bool = True) -> Any:
+    """Open the accept confirmation of the selected proposal (`a`; a large sync's ops are
+    read first) and wait until it is drawn; type proposal `pid`'s id where it asks for
+    it, and, with `decide`, confirm (Enter, else `y`). Returns the `AcceptScreen`."""
+    from textual.widgets import Input
+
+    from placet.tui.confirm import AcceptScreen
+
+    app = pilot.app
+    await pilot.press("a")
+    assert await until(pilot, lambda: isinstance(app.screen, AcceptScreen), 600)
+    screen = app.screen
+    if screen.typed_required:
+        screen.query_one("#typed", Input).focus()
+        await pilot.press(*str(pid))
+    await pilot.pause()  # drawn, as the owner reads it
+    if decide:
+        await pilot.press("enter" if screen.typed_required else "y")
+    return screen

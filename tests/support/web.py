@@ -75,7 +75,7 @@ class Served:
 
     def post(
         self, path: str, body: dict[str, Any] | None = None, *, origin: str | None = "",
-        session: str | None = None,
+        session: str | None = None, timeout: float = 10,
     ) -> tuple[int, str]:  # fmt: skip
         """POST JSON from outside the browser; `origin` "" sends this server's own,
         `session` a session token in the header placet's script sends it in."""
@@ -88,7 +88,7 @@ class Served:
         if session:
             req.add_header(SESSION_HEADER, session)
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()

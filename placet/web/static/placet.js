@@ -138,12 +138,34 @@ async function pair(button) {
 // Each page shown gets a new generation; a loop of an earlier one stops.
 let shown = 0;
 
+// The run's progress: the line `placet accept` draws (the server words it: `line`), as
+// text, and the bar (bytes, or ops when none move).
+function drawProgress(p) {
+  let box = document.getElementById("progress");
+  if (!box) {
+    const st = document.getElementById("status");
+    if (!st) return;
+    box = document.createElement("div");
+    box.id = "progress";
+    box.append(document.createElement("progress"), " ", document.createElement("span"));
+    box.children[0].id = "progress-bar";
+    box.children[1].id = "progress-line";
+    st.after(box);
+  }
+  const bar = document.getElementById("progress-bar");
+  const total = p.bytes_total || p.op_count || 1;
+  bar.max = total;
+  bar.value = Math.min(p.bytes_total ? p.bytes_done : p.ops_done, total);
+  document.getElementById("progress-line").textContent = p.line;
+}
+
 async function watch(pid, generation) {
   while (generation === shown) {
     await new Promise((r) => setTimeout(r, 400));
     const r = await authed("/p/" + pid + "/status");
     const data = await r.json();
     say("Status: " + data.status + (data.error ? " (" + data.error + ")" : ""), !!data.error);
+    if (data.progress && generation === shown) drawProgress(data.progress);
     if (data.done) { if (generation === shown) await show(location.href); return; }
   }
 }
