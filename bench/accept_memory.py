@@ -1,4 +1,4 @@
-"""`placet accept` of a big sync (issue 11 item 4): peak RSS and time to the first transfer.
+"""`placet accept` of a big sync: peak RSS and time to the first transfer.
 
 A tree of `--ops` small files (4-40 bytes, 100 per folder) is planned and proposed
 through `SyncService` / `propose_sync` (the code the MCP tools run; not timed) into a

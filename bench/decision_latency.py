@@ -1,4 +1,4 @@
-"""Decision latency (issue 16): the owner accepts on host B -> host A's executor starts.
+"""Decision latency: the owner accepts on host B -> host A's executor starts.
 
 Two data directories (two host ids) on one database. Host A runs the real
 `placet executor` as a child process, idle; this process, as host A's agent, proposes a

@@ -1,7 +1,7 @@
 """Time from the owner's accept to the first op, in `placet accept`, the review UI and
 `placet web`.
 
-docs/design.md section 8 (and issue 26): the first op starts within 1 s of the accept
+docs/design.md section 8: the first op starts within 1 s of the accept
 for syncs up to 100,000 ops. A tree of `--ops` small files (100 per folder, so the sync
 also creates `--ops`/100 folders, which run first) is planned and proposed through
 `SyncService` / `propose_sync` (the code the MCP tools run; not timed) into a fresh data

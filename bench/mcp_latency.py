@@ -10,7 +10,7 @@ round trip over stdio:
   long-lived `rclone rcd`, one INSERT + audit event), each call a new folder name so each
   creates a proposal.
 
-Target (issue 4): placet's p50 within 2x of the floor's. For scale, the same work is also
+Target: placet's p50 within 2x of the floor's. For scale, the same work is also
 timed in-process without MCP (`store.get`, one `drive.stat`, `making.propose_mkdir`).
 Also reported: the idle RSS of `placet serve` and of its `rclone rcd` child (after the
 calls, 2 s idle), and proposals/s

@@ -16,7 +16,7 @@
   with the `tr_notify_event` trigger and on one where it was dropped, alternating calls
   (the trigger runs whether or not a channel is configured, so "off" above pays it too).
 
-Target (issue 14): latency p99 <= 1 s; propose p50 on within noise of off.
+Target: latency p99 <= 1 s; propose p50 on within noise of off.
 
     .venv/bin/python bench/notify.py [--samples 60] [--calls 150] [--json]
 

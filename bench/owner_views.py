@@ -15,8 +15,7 @@ and the peak RSS of the `placet` process (ru_maxrss of the waited child).
 
     .venv/bin/python bench/owner_views.py [--ops 100000] [--runs 3]
 
-Targets (issue 11): the op table painted < 0.5 s after selecting (8-10 s before this
-change); `show` a summary, `--all`/`--json` streamed.
+Targets: the op table painted < 0.5 s after selecting; `show` a summary, `--all`/`--json` streamed.
 """
 
 from __future__ import annotations

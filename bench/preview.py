@@ -5,7 +5,7 @@ Upload: `--uploads` 64 KiB text files are proposed through the core the MCP tool
 (`placet.proposals.making.propose_upload`: hash for the evidence, one pending row, and
 with previews the file's first 64 KiB kept by that same read and stored), alternating a
 context with previews (`preview_op_bytes` 65536, the default) and one without (0) over
-one store and one local-folder drive, after `--warmup` of each. Target (issue 23): p50
+one store and one local-folder drive, after `--warmup` of each. Target: p50
 with previews <= 1.3x p50 without.
 
 Sync: `--files` small files in a root, planned through `SyncService` (untimed), then

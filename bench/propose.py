@@ -14,7 +14,7 @@ page of 200 ops through `Store.ops`.
 The same script runs against an older placet tree as the peer (`PYTHONPATH=<tree>`):
 there a page of ops is a slice of `Store.get`'s inline list.
 
-Target (issue 11): 100k/10k <= 12, i.e. linear in ops.
+Target: 100k/10k <= 12, i.e. linear in ops.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def one(n: int, profile: bool) -> dict[str, float]:
             prof.disable()
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         store = ctx.store
-        by_reference = hasattr(store, "op_count")  # False: a placet before issue 11 (peer)
+        by_reference = hasattr(store, "op_count")  # False: a placet that stores ops inline (peer)
         assert (
             created and (store.op_count(rec.id) if by_reference else len(rec.request["ops"])) == n
         )

@@ -1,5 +1,5 @@
 """Plan-time cost of binding a sync's transfers to content on a remote without digests
-(issue 12 item 3, `placet.sync.content`).
+(`placet.sync.content`).
 
 `rclone serve webdav` of a local folder on 127.0.0.1 (no digests) holds `--files` new
 files of `--size` bytes each, so a plan of an empty local folder has that many

@@ -1,7 +1,7 @@
 """`placet web` in Debian's Chromium: first contentful paint of the queue with 10,000
 pending proposals, and the accept round trip (click to `succeeded`) of a small upload.
 
-Issue 15's targets: the queue's first contentful paint under 1 s with 10,000 pending.
+The targets: the queue's first contentful paint under 1 s with 10,000 pending.
 The server is the real app under uvicorn on 127.0.0.1 (in this process, in a thread);
 the browser signs in with a virtual passkey (DevTools WebAuthn domain), then loads the
 queue `--runs` times; first contentful paint is the browser's own
