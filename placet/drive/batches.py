@@ -1,4 +1,4 @@
-"""Many small new files of one folder at once: one rcd request per step, not per file.
+"""Many small new files of one folder, or many folders, at once: one rcd request per step.
 
 Each step is one request for a whole batch: the bytes as one `operations/uploadfile` with
 a part per file, the checks as listings of the folder, the moves and deletes as one
@@ -9,7 +9,8 @@ docs/decisions/0007-upload-checks.md): a normalization twin is that file's
 before any is sent; temporary names are journaled before the request; each temporary
 object is checked, each target found absent just before the moves, and each moved name
 proven to hold the approved bytes (a target that does not is deleted, `verify_failed`).
-A file that does not end moved has its temporary object deleted."""
+A file that does not end moved has its temporary object deleted. Folders: one `job/batch`
+of stats, one of mkdirs; the executor decides per folder as for one (`run_mkdir`)."""
 
 from __future__ import annotations
 
@@ -181,6 +182,47 @@ class Batches:
         inputs = [{"_path": "operations/deletefile", "fs": fs, "remote": p} for p in paths]
         with contextlib.suppress(PlacetError):
             self._batch(inputs, action=action, target=paths[0])
+
+    def stat_many(self, paths: Sequence[str]) -> list[Entry | PlacetError | None]:
+        """`Listing.stat` of each of `paths` (no digest), in one rcd request: per path its
+        entry, None when absent (also when a parent is a file), or the error it met.
+
+        Raises:
+            PathRefused: a path placet refuses to pass on (nothing is asked).
+                DriveUnavailable / DriveError: the request as a whole failed.
+        """
+        checked = [check_drive_path(p) for p in paths]
+        inputs = [
+            {"_path": "operations/stat", **self._calls.listing_params(p, ())} for p in checked
+        ]
+        out: list[Entry | PlacetError | None] = []
+        for path, res in zip(
+            checked, self._batch(inputs, action="stat", target=checked[0]), strict=True
+        ):
+            err = self._failure(res, "stat", path)
+            item = res.get("item")
+            if isinstance(err, AlreadyExists):  # "not a directory": a parent is a file
+                out.append(None)
+            elif err is not None:
+                out.append(err)
+            else:
+                out.append(self._calls.entry(item) if isinstance(item, dict) else None)
+        return out
+
+    def mkdir_many(self, paths: Sequence[str]) -> list[PlacetError | None]:
+        """Create each of folders `paths` and its parents (an existing folder is fine), in
+        one rcd request; per path None or the error it met. Callers check first what
+        `Transfers.mkdir` checks (no file there, no normalization twin).
+
+        Raises:
+            PathRefused: a path placet refuses to pass on (nothing is created).
+                DriveUnavailable / DriveError: the request as a whole failed.
+        """
+        checked = [check_drive_path(p) for p in paths]
+        fs = self._calls.fs().raw
+        inputs = [{"_path": "operations/mkdir", "fs": fs, "remote": p} for p in checked]
+        results = self._batch(inputs, action="create folder", target=checked[0])
+        return [self._failure(r, "create folder", p) for p, r in zip(checked, results, strict=True)]
 
     def upload_new_batch(
         self,
