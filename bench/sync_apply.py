@@ -469,7 +469,8 @@ def main() -> int:
                           f" {cw:>10.2f} s{cc:>8.2f} s {wr:>10.2f}x {cr:>9.2f}x {ops!s:>8}",
                           flush=True)  # fmt: skip
                     if args.repeat > 1:
-                        each = "; ".join(f"{a:.2f}/{b:.2f} vs {c:.2f}/{d:.2f}" for a, b, c, d in rounds)
+                        each = "; ".join(f"{a:.2f}/{b:.2f} vs {c:.2f}/{d:.2f}"
+                                         for a, b, c, d in rounds)  # fmt: skip
                         print(f"    rounds (placet wall/CPU vs rclone): {each}", flush=True)
     finally:
         for server in servers.values():

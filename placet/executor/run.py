@@ -324,7 +324,8 @@ class _Run:
             return [*((op, refused[op.index]) for op in unit if op.index in refused),
                     *(self._run_unit(rest) if rest else [])]  # fmt: skip
         if self.beside is not None:
-            self.beside.sweep(unit[0])  # one folder per batch
+            for op in unit:  # each folder once
+                self.beside.sweep(op)
         for op in unit:
             self.flight.start(op)
         batch = BatchContext(
