@@ -9,8 +9,8 @@ docs/decisions/0007-upload-checks.md): a normalization twin is that file's
 before any is sent; temporary names are journaled before the request; each temporary
 object is checked, each target found absent just before the moves, and each moved name
 proven to hold the approved bytes (a target that does not is deleted, `verify_failed`).
-A file that does not end moved has its temporary object deleted. Folders: one `job/batch`
-of stats, one of mkdirs; the executor decides per folder as for one (`run_mkdir`)."""
+A file that does not end moved has its temporary object deleted. Folders: a mkdir each,
+the executor deciding per folder as for one (`run_mkdir`)."""
 
 from __future__ import annotations
 
@@ -94,6 +94,26 @@ def _every(out: list[BatchOutcome | None]) -> list[BatchOutcome]:
     done = [o for o in out if o is not None]
     assert len(done) == len(out), "a file of the batch was left without an outcome"
     return done
+
+
+SPLIT_BYTES = 1 << 20
+"""rclone buffers every part of an upload request in a buffer the size of its largest
+part: parts go in another request once they would waste more than this together."""
+
+
+def _by_cutoff(parts: list[tuple[str, list[bytes]]]) -> list[list[tuple[str, list[bytes]]]]:
+    """`parts` (name, chunks) as upload requests, smallest first: a larger part starts
+    a new request when the buffers of the parts before it would grow by `SPLIT_BYTES`
+    in all (one request costs rcd about what 1 MiB of buffers does)."""
+    sized = sorted(((sum(len(c) for c in chunks), name, chunks) for name, chunks in parts))
+    groups: list[list[tuple[str, list[bytes]]]] = []
+    largest = 0
+    for size, name, chunks in sized:
+        if not groups or len(groups[-1]) * (size - largest) > SPLIT_BYTES:
+            groups.append([])
+        groups[-1].append((name, chunks))
+        largest = size
+    return groups
 
 
 def _verify_one(
@@ -183,46 +203,26 @@ class Batches:
         with contextlib.suppress(PlacetError):
             self._batch(inputs, action=action, target=paths[0])
 
-    def stat_many(self, paths: Sequence[str]) -> list[Entry | PlacetError | None]:
-        """`Listing.stat` of each of `paths` (no digest), in one rcd request: per path its
-        entry, None when absent (also when a parent is a file), or the error it met.
-
-        Raises:
-            PathRefused: a path placet refuses to pass on (nothing is asked).
-                DriveUnavailable / DriveError: the request as a whole failed.
-        """
-        checked = [check_drive_path(p) for p in paths]
-        inputs = [
-            {"_path": "operations/stat", **self._calls.listing_params(p, ())} for p in checked
-        ]
-        out: list[Entry | PlacetError | None] = []
-        for path, res in zip(
-            checked, self._batch(inputs, action="stat", target=checked[0]), strict=True
-        ):
-            err = self._failure(res, "stat", path)
-            item = res.get("item")
-            if isinstance(err, AlreadyExists):  # "not a directory": a parent is a file
-                out.append(None)
-            elif err is not None:
-                out.append(err)
-            else:
-                out.append(self._calls.entry(item) if isinstance(item, dict) else None)
-        return out
-
     def mkdir_many(self, paths: Sequence[str]) -> list[PlacetError | None]:
-        """Create each of folders `paths` and its parents (an existing folder is fine), in
-        one rcd request; per path None or the error it met. Callers check first what
+        """Create each of folders `paths` and its parents (an existing folder is fine), one
+        call each, in order: per path None or the error it met. (Not a `job/batch`: rclone's
+        sftp backend took seconds per folder there.) Callers check first what
         `Transfers.mkdir` checks (no file there, no normalization twin).
 
         Raises:
             PathRefused: a path placet refuses to pass on (nothing is created).
-                DriveUnavailable / DriveError: the request as a whole failed.
         """
         checked = [check_drive_path(p) for p in paths]
         fs = self._calls.fs().raw
-        inputs = [{"_path": "operations/mkdir", "fs": fs, "remote": p} for p in checked]
-        results = self._batch(inputs, action="create folder", target=checked[0])
-        return [self._failure(r, "create folder", p) for p, r in zip(checked, results, strict=True)]
+        out: list[PlacetError | None] = []
+        for path in checked:
+            try:
+                params = {"fs": fs, "remote": path}
+                self._calls.rc("operations/mkdir", params, action="create folder", target=path)
+                out.append(None)
+            except PlacetError as e:
+                out.append(e)
+        return out
 
     def upload_new_batch(
         self,
@@ -313,7 +313,8 @@ class Batches:
             for h in held:
                 sent.setdefault(_split(h[1])[0], []).append(h)
             for folder, some in sent.items():
-                self._calls.rc_upload_many(folder, [(_split(t)[1], c) for _, t, c, _ in some])
+                for group in _by_cutoff([(_split(t)[1], c) for _, t, c, _ in some]):
+                    self._calls.rc_upload_many(folder, group)
             movable = self._movable(sent, targets, [f.size for f in files], vtype, out)
             fs = self._calls.fs().raw
             moves = [
