@@ -67,9 +67,7 @@ def _files(folder: Path) -> dict[str, str]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_each_planned_op_runs_once_and_the_drive_holds_the_tree(
-    drive_rig: Rig, shape: str
-) -> None:
+def test_each_planned_op_runs_once_and_the_drive_holds_the_tree(drive_rig: Rig, shape: str) -> None:
     rig = drive_rig
     assert rig.remote_dir is not None
     names = SHAPES[shape](rig)
