@@ -1,37 +1,33 @@
-"""Applying an accepted sync (issues 6, 11): placet's executor beside `rclone copy`.
+"""Applying an accepted sync: placet's executor beside `rclone copy` of the same tree.
 
-Trees: for each count in `--files`, that many small files (64 to 2,063 bytes, 100 per
-folder); `--large` files of `--large-mib` MiB; one `--huge-mib` MiB file. For each tree,
-each drive (`local`: a local folder; `sftp`: `rclone serve sftp` of a local folder on
-127.0.0.1, reached through a configured rclone remote; `openssh`: OpenSSH's sshd on
-127.0.0.1 with a temporary config and keys, where `md5sum`/`sha1sum` read the object, as
-on an owner's server) and each `--transfers` value: a
-fresh data directory (config `transfers = N`) and a fresh drive folder; the sync is
-planned through `SyncService.make_plan` and proposed with `propose_sync` (the code the
-MCP tools run; not timed), accepted as the owner, then executed through
-`placet.executor.execute` (timed: accept to done). Right after, in the same run,
-`rclone copy --transfers N` copies the same tree to another fresh folder of the same
-drive (`rclone copyto` for the one-file tree) (timed). Printed per row: wall and CPU
-seconds of both and their ratio; CPU includes every rclone child (rcat/cat are reaped,
-rcd and the sftp server, with sshd's sessions and hash commands, are read from /proc).
-Last, `--floor` small files are sent one by one through `rclone rcat` and through rcd's
-`operations/uploadfile`, to show what a per-file rclone process costs.
+Trees (`--trees`): `small`, for each count in `--files`, that many small files (64 to
+2,063 bytes, 100 per folder); `site`, a copy of this environment's `site-packages`
+(every file, hidden ones and `__pycache__` too); `deep`, `--deep-files` files seeded and
+deterministic, 1-10 per folder, 6 levels deep, 64 B-256 KiB (log-uniform) with a few of
+8-64 MiB; `large`, `--large` files of `--large-mib` MiB; `huge`, one `--huge-mib` MiB file.
+Drives (`--drives`): `local` (a folder), `sftp` (`rclone serve sftp` on 127.0.0.1 through
+an rclone remote), `openssh` (sshd on 127.0.0.1, `md5sum`/`sha1sum` read the object).
+Per tree, drive and `--transfers` value, `--repeat` rounds, each into fresh folders: the
+sync is planned, proposed and accepted (not timed), then `placet.executor.execute` runs it
+(timed: accept to done), then `rclone copy --transfers N` copies the tree (timed). Dirty
+pages are flushed (`os.sync()`) before each timed step. Printed: medians of wall and CPU
+(rcd, the sftp server and every rclone child included) and their ratios. `--floor` sends
+small files one by one through `rclone rcat` and rcd's `operations/uploadfile`; `--rcat`
+sends every upload through `rclone rcat`, one at a time.
 
-    .venv/bin/python bench/sync_apply.py [--files 1200,10000] [--large 4] [--large-mib 32]
-        [--huge-mib 1024] [--drives local,sftp,openssh] [--transfers 1,4] [--floor 200] [--rcat]
-        [--dir /tmp/placet-bench-sync-apply]
-
-Small new files go through rcd in batches (`placet.executor.batch`), larger ones on sftp
-stream through rcd (`Transfers.rcd_stream_backends`); `--rcat` sends
-every upload through `rclone rcat` instead, one at a time, as placet did before issue 6.
+    .venv/bin/python bench/sync_apply.py [--trees small,site,deep] [--files 1200]
+        [--deep-files 100000] [--drives local,sftp] [--transfers 4] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,30 +62,87 @@ def _cpu_of(pid: int | None) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def make_trees(
-    base: Path, counts: list[int], large: int, large_mib: int, huge_mib: int
-) -> dict[str, Path]:
+def small_tree(folder: Path, files: int) -> None:
+    """`files` small files (64 to 2,063 bytes), 100 per folder."""
+    for d in range((files + 99) // 100):
+        sub = folder / f"d{d:03d}"
+        sub.mkdir(parents=True)
+        for f in range(min(100, files - d * 100)):
+            (sub / f"f{f:03d}.txt").write_bytes(os.urandom(64 + (f * 37 + d) % 2000))
+
+
+def _write(path: Path, size: int, rng: random.Random) -> None:
+    with open(path, "wb") as fh:
+        while size > 0:
+            n = min(size, 1 << 20)
+            fh.write(rng.randbytes(n))
+            size -= n
+
+
+def deep_tree(folder: Path, files: int, seed: int = 26) -> None:
+    """`files` files, 1-10 per folder, folders 6 levels deep (5 subfolders each, depth
+    first), 64 B-256 KiB log-uniform, plus one of 8-64 MiB per 20,000 files (at least 2):
+    the same bytes for the same `files` and `seed`."""
+    rng = random.Random(seed)
+    big = set(rng.sample(range(files), max(2, files // 20000)))
+    made = 0
+
+    def fill(d: Path, depth: int) -> None:
+        nonlocal made
+        d.mkdir(parents=True, exist_ok=True)
+        for _ in range(min(rng.randint(1, 10), files - made)):
+            if made in big:
+                size = rng.randint(8 << 20, 64 << 20)
+            else:
+                size = int(math.exp(rng.uniform(math.log(64), math.log(256 << 10))))
+            _write(d / f"f{made:06d}.bin", size, rng)
+            made += 1
+        for k in range(5 if depth < 6 else 0):
+            if made >= files:
+                return
+            fill(d / f"d{k}", depth + 1)
+
+    while made < files:  # more top-level folders when 5**6 folders are not enough
+        fill(folder / f"t{made:06d}", 1)
+
+
+def site_tree(folder: Path) -> None:
+    """A copy of this environment's `site-packages` (links copied as links)."""
+    import sysconfig
+
+    shutil.copytree(sysconfig.get_paths()["purelib"], folder, symlinks=True)
+
+
+def make_trees(args: argparse.Namespace) -> dict[str, Path]:
+    base: Path = args.dir / "trees"
     shutil.rmtree(base, ignore_errors=True)
     trees: dict[str, Path] = {}
-    for files in counts:
-        small_dir = base / f"small-{files}"
-        for d in range((files + 99) // 100):
-            folder = small_dir / f"d{d:03d}"
-            folder.mkdir(parents=True)
-            for f in range(min(100, files - d * 100)):
-                (folder / f"f{f:03d}.txt").write_bytes(os.urandom(64 + (f * 37 + d) % 2000))
-        trees[f"{files} small files"] = small_dir
-    for label, n, mib in ((f"{large} x {large_mib} MiB", large, large_mib),
-                          (f"1 x {huge_mib} MiB", 1 if huge_mib else 0, huge_mib)):  # fmt: skip
-        if not n:
-            continue
-        folder = base / label.replace(" ", "")
-        folder.mkdir(parents=True)
-        for i in range(n):
-            with open(folder / f"big{i}.bin", "wb") as fh:
-                for _ in range(mib):
-                    fh.write(os.urandom(1 << 20))
-        trees[label] = folder
+    for name in args.trees.split(","):
+        if name == "small":
+            for files in (int(x) for x in args.files.split(",") if x):
+                small_tree(base / f"small-{files}", files)
+                trees[f"{files} small"] = base / f"small-{files}"
+        elif name == "site":
+            site_tree(base / "site")
+            trees["site-packages"] = base / "site"
+        elif name == "deep":
+            deep_tree(base / "deep", args.deep_files)
+            trees[f"{args.deep_files} deep"] = base / "deep"
+        elif name in ("large", "huge"):
+            n, mib = (args.large, args.large_mib) if name == "large" else (1, args.huge_mib)
+            label = f"{n} x {mib} MiB"
+            (base / name).mkdir(parents=True)
+            for i in range(n):
+                _write(base / name / f"big{i}.bin", mib << 20, random.Random(i))
+            trees[label] = base / name
+        else:
+            raise SystemExit(f"unknown tree {name!r}: small, site, deep, large, huge")
+    for label, tree in trees.items():
+        paths = [p for p in tree.rglob("*") if not p.is_symlink()]
+        files = [p for p in paths if p.is_file()]
+        size = sum(p.stat().st_size for p in files)
+        print(f"tree {label}: {len(files):,} files in {sum(p.is_dir() for p in paths):,} "
+              f"folders, {size / 2**20:,.0f} MiB")  # fmt: skip
     return trees
 
 
@@ -269,13 +322,14 @@ def apply_once(
         ctx = ProposeContext(settings=settings, store=store, drive=drive, roots=(root,),
                              run_id="bench", drive_spec=drive.spec)  # fmt: skip
         svc = SyncService(store, settings)
-        plan = svc.make_plan(ctx, svc.folder(ctx, "", None), "", include_hidden=False,
+        plan = svc.make_plan(ctx, svc.folder(ctx, "", None), "", include_hidden=True,
                              allow_empty_side=False)  # fmt: skip
         rec, _ = propose_sync(svc, ctx, plan_id=plan.id, decisions={}, reason="bench")
         store.accept(rec.id, detail={"request_hash": rec.request_hash, "via": "bench",
                                      "tty": False})  # fmt: skip
         drive.capabilities()  # rcd up before timing, as in a running review UI
         server = sftp.cpu if sftp else lambda: 0.0
+        os.sync()  # no dirty pages of the set-up left for the timed step to write back
         t, c = time.perf_counter(), _cpu(drive.rcd_pid) + server()
         final = execute(store, settings, rec.id, drive=drive)
         wall = time.perf_counter() - t
@@ -306,6 +360,7 @@ def rclone_copy(
     else:
         argv = [str(RCLONE), "copy", "--transfers", str(transfers), str(tree), dest]
     server = sftp.cpu if sftp else lambda: 0.0
+    os.sync()
     t, c = time.perf_counter(), _cpu() + server()
     subprocess.run(argv, env=env, check=True)
     return time.perf_counter() - t, _cpu() + server() - c
@@ -364,18 +419,20 @@ def per_file_floor(n: int, scratch: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--trees", default="small,site,deep", help="small,site,deep,large,huge")
     ap.add_argument("--files", default="1200", help="small-file tree sizes, e.g. 1200,10000")
+    ap.add_argument("--deep-files", type=int, default=100_000)
     ap.add_argument("--large", type=int, default=4)
     ap.add_argument("--large-mib", type=int, default=32)
-    ap.add_argument("--huge-mib", type=int, default=0, help="one file of this many MiB")
-    ap.add_argument("--drives", default="local", help="local,sftp,openssh")
-    ap.add_argument("--transfers", default="1,4")
+    ap.add_argument("--huge-mib", type=int, default=1024, help="one file of this many MiB")
+    ap.add_argument("--drives", default="local,sftp", help="local,sftp,openssh")
+    ap.add_argument("--transfers", default="4")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds per row (medians printed)")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-sync-apply"))
-    ap.add_argument("--floor", type=int, default=200, help="files for the per-file floor")
+    ap.add_argument("--floor", type=int, default=0, help="files for the per-file floor")
     ap.add_argument("--rcat", action="store_true", help="every upload through rclone rcat")
     args = ap.parse_args()
-    counts = [int(x) for x in args.files.split(",") if x]
-    trees = make_trees(args.dir / "trees", counts, args.large, args.large_mib, args.huge_mib)
+    trees = make_trees(args)
     drives = args.drives.split(",")
     servers: dict[str, Server] = {}
     if "sftp" in drives:
@@ -383,27 +440,38 @@ def main() -> int:
     if "openssh" in drives:
         servers["openssh"] = OpenSsh(args.dir / "openssh")
     load = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"load average before: {' '.join(load)}; {os.cpu_count()} CPUs")
+    print(f"load average before: {' '.join(load)}; {os.cpu_count()} CPUs; medians of {args.repeat}")
     print(f"{'tree':<18}{'drive':>6}{'N':>3} {'placet wall':>12}{'CPU':>10} {'rclone':>12}"
-          f"{'CPU':>10} {'wall ratio':>11} {'CPU ratio':>10} {'in flight':>9}")  # fmt: skip
+          f"{'CPU':>10} {'wall ratio':>11} {'CPU ratio':>10} {'ops':>8}")  # fmt: skip
     try:
         for label, tree in trees.items():
             for drive in drives:
                 server = servers.get(drive)
                 for n in (int(x) for x in args.transfers.split(",")):
-                    scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
-                    try:
-                        got = apply_once(tree, n, scratch, rcat=args.rcat, sftp=server)
-                        cw, cc = rclone_copy(tree, n, scratch, server)
-                    finally:
-                        shutil.rmtree(scratch, ignore_errors=True)
-                        if server is not None:
-                            for d in server.root.iterdir():
-                                shutil.rmtree(d, ignore_errors=True)
-                    print(f"{label:<18}{drive:>6}{n:>3} {got['wall']:>10.2f} s{got['cpu']:>8.2f} s"
-                          f" {cw:>10.2f} s{cc:>8.2f} s {got['wall'] / cw:>10.1f}x"
-                          f" {got['cpu'] / max(cc, 0.01):>9.1f}x"
-                          f" {got['max_in_flight']!s:>9}", flush=True)  # fmt: skip
+                    rounds: list[tuple[float, float, float, float]] = []
+                    ops = None
+                    for _ in range(args.repeat):
+                        scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
+                        try:
+                            got = apply_once(tree, n, scratch, rcat=args.rcat, sftp=server)
+                            cw, cc = rclone_copy(tree, n, scratch, server)
+                        finally:
+                            shutil.rmtree(scratch, ignore_errors=True)
+                            if server is not None:
+                                for d in server.root.iterdir():
+                                    shutil.rmtree(d, ignore_errors=True)
+                        rounds.append((got["wall"], got["cpu"], cw, cc))
+                        ops = got["ops"]
+                    pw, pc, cw, cc = (statistics.median(r[k] for r in rounds) for k in range(4))
+                    wr = statistics.median(r[0] / r[2] for r in rounds)
+                    cr = statistics.median(r[1] / max(r[3], 0.01) for r in rounds)
+                    print(f"{label:<18}{drive:>6}{n:>3} {pw:>10.2f} s{pc:>8.2f} s"
+                          f" {cw:>10.2f} s{cc:>8.2f} s {wr:>10.2f}x {cr:>9.2f}x {ops!s:>8}",
+                          flush=True)  # fmt: skip
+                    if args.repeat > 1:
+                        each = "; ".join(f"{a:.2f}/{b:.2f} vs {c:.2f}/{d:.2f}"
+                                         for a, b, c, d in rounds)  # fmt: skip
+                        print(f"    rounds (placet wall/CPU vs rclone): {each}", flush=True)
     finally:
         for server in servers.values():
             server.close()

@@ -1,4 +1,4 @@
-"""Many small new files of one folder at once: one rcd request per step, not per file.
+"""Many small new files of one folder, or many folders, at once: one rcd request per step.
 
 Each step is one request for a whole batch: the bytes as one `operations/uploadfile` with
 a part per file, the checks as listings of the folder, the moves and deletes as one
@@ -9,7 +9,8 @@ docs/decisions/0007-upload-checks.md): a normalization twin is that file's
 before any is sent; temporary names are journaled before the request; each temporary
 object is checked, each target found absent just before the moves, and each moved name
 proven to hold the approved bytes (a target that does not is deleted, `verify_failed`).
-A file that does not end moved has its temporary object deleted."""
+A file that does not end moved has its temporary object deleted. Folders: a mkdir each,
+the executor deciding per folder as for one (`run_mkdir`)."""
 
 from __future__ import annotations
 
@@ -93,6 +94,26 @@ def _every(out: list[BatchOutcome | None]) -> list[BatchOutcome]:
     done = [o for o in out if o is not None]
     assert len(done) == len(out), "a file of the batch was left without an outcome"
     return done
+
+
+SPLIT_BYTES = 1 << 20
+"""rclone buffers every part of an upload request in a buffer the size of its largest
+part: parts go in another request once they would waste more than this together."""
+
+
+def _by_cutoff(parts: list[tuple[str, list[bytes]]]) -> list[list[tuple[str, list[bytes]]]]:
+    """`parts` (name, chunks) as upload requests, smallest first: a larger part starts
+    a new request when the buffers of the parts before it would grow by `SPLIT_BYTES`
+    in all (one request costs rcd about what 1 MiB of buffers does)."""
+    sized = sorted(((sum(len(c) for c in chunks), name, chunks) for name, chunks in parts))
+    groups: list[list[tuple[str, list[bytes]]]] = []
+    largest = 0
+    for size, name, chunks in sized:
+        if not groups or len(groups[-1]) * (size - largest) > SPLIT_BYTES:
+            groups.append([])
+        groups[-1].append((name, chunks))
+        largest = size
+    return groups
 
 
 def _verify_one(
@@ -182,6 +203,27 @@ class Batches:
         with contextlib.suppress(PlacetError):
             self._batch(inputs, action=action, target=paths[0])
 
+    def mkdir_many(self, paths: Sequence[str]) -> list[PlacetError | None]:
+        """Create each of folders `paths` and its parents (an existing folder is fine), one
+        call each, in order: per path None or the error it met. (Not a `job/batch`: rclone's
+        sftp backend took seconds per folder there.) Callers check first what
+        `Transfers.mkdir` checks (no file there, no normalization twin).
+
+        Raises:
+            PathRefused: a path placet refuses to pass on (nothing is created).
+        """
+        checked = [check_drive_path(p) for p in paths]
+        fs = self._calls.fs().raw
+        out: list[PlacetError | None] = []
+        for path in checked:
+            try:
+                params = {"fs": fs, "remote": path}
+                self._calls.rc("operations/mkdir", params, action="create folder", target=path)
+                out.append(None)
+            except PlacetError as e:
+                out.append(e)
+        return out
+
     def upload_new_batch(
         self,
         files: Sequence[NewFile],
@@ -189,11 +231,11 @@ class Batches:
         journal: Callable[[list[tuple[int, str]]], None] | None = None,
         ready: Callable[[int], None] | None = None,
     ) -> list[BatchOutcome]:
-        """Upload new files of one folder, each verified, none over an existing name.
+        """Upload new files of one or more folders, each verified, none over an existing name.
 
         Args:
-            files: new files of one folder, each at most `Transfers.rcd_upload_max`
-                bytes, at most `BATCH_MAX_FILES` / `BATCH_MAX_BYTES` in all.
+            files: new files, each at most `Transfers.rcd_upload_max` bytes, at most
+                `BATCH_MAX_FILES` / `BATCH_MAX_BYTES` in all.
             journal: called once with (file index, temporary path) of every file to be sent,
                 before any byte is.
             ready: called with a file's index once its bytes were read and approved (it
@@ -206,7 +248,7 @@ class Batches:
             `DriveError` (``verify_failed``, ``local_io_error``, or rclone's).
 
         Raises:
-            UsageError: files of several folders, too big, or the drive cannot batch
+            UsageError: too many files, one too big, or the drive cannot batch
                 (`can_batch`). Whatever stops the whole request (DriveUnavailable...), after
                 deleting every temporary object of the batch.
         """
@@ -217,22 +259,25 @@ class Batches:
         vtype = preferred_digest(self._calls.capabilities())
         assert vtype is not None
         targets = [check_drive_path(f.remote_path) for f in files]
-        folder = _split(targets[0])[0]
         total = sum(f.size for f in files)
         if (
-            any(not t or _split(t)[0] != folder for t in targets)
+            any(not t for t in targets)
             or any(f.size > self.max_file_size for f in files)
             or len(files) > BATCH_MAX_FILES
             or total > BATCH_MAX_BYTES
         ):
             raise UsageError(
-                f"a batch takes at most {BATCH_MAX_FILES} new files of one folder, each at most "
+                f"a batch takes at most {BATCH_MAX_FILES} new files, each at most "
                 f"{self.max_file_size} bytes, {BATCH_MAX_BYTES} bytes in all"
             )
         for f in files:
             check_digest_type(f.expected_digest)
         out: list[BatchOutcome | None] = [None] * len(files)
-        self._refuse_twins(folder, targets, out)
+        folders: dict[str, list[int]] = {}  # folder -> indexes of its files, in order
+        for i, t in enumerate(targets):
+            folders.setdefault(_split(t)[0], []).append(i)
+        for folder, indexes in folders.items():
+            self._refuse_twins(folder, [targets[i] for i in indexes], indexes, out)
         held: list[tuple[int, str, list[bytes], dict[str, str]]] = []
         for i, (f, target) in enumerate(zip(files, targets, strict=True)):
             if out[i] is not None:
@@ -254,7 +299,8 @@ class Batches:
                 continue
             if ready is not None:
                 ready(i)
-            temp = f"{folder}/{temp_name(_split(target)[1])}".lstrip("/")
+            folder, name = _split(target)
+            temp = f"{folder}/{temp_name(name)}".lstrip("/")
             held.append((i, temp, chunks, {t: h.hexdigest() for t, h in hs.items()}))
         if not held:
             return _every(out)
@@ -263,38 +309,22 @@ class Batches:
             journal([(i, t) for i, t, _, _ in held])
         keep: set[str] = set()  # temps moved into place
         try:
-            self._calls.rc_upload_many(folder, [(_split(t)[1], chunks) for _, t, chunks, _ in held])
-            stored = self._listed(folder, vtype)
-            fold = str.casefold if self._calls.capabilities().case_insensitive else str
-            names = [_split(p)[1] for p in self._listed(folder, None)]
-            present = {fold(n) for n in names}
-            twins = normalization_twins([_split(targets[h[0]])[1] for h in held], names)
-            movable: list[tuple[int, str, Entry, dict[str, str]]] = []
-            for (i, temp, _, streamed), twin in zip(held, twins, strict=True):
-                got, there = stored.get(temp), fold(_split(targets[i])[1]) in present
-                err = _verify_one(temp, files[i].size, streamed, vtype, got)
-                if err is not None:
-                    out[i] = err
-                elif twin is not None:  # it appeared during the upload
-                    out[i] = twin_refused(targets[i], twin, "move the upload onto")
-                elif there:
-                    out[i] = AlreadyExists(
-                        f"refusing to move the upload onto {targets[i]!r}: something appeared "
-                        "there during the upload; propose a replacement",
-                        details={"path": targets[i]},
-                    )
-                else:
-                    assert got is not None
-                    movable.append((i, temp, got, streamed))
+            sent: dict[str, list[tuple[int, str, list[bytes], dict[str, str]]]] = {}
+            for h in held:
+                sent.setdefault(_split(h[1])[0], []).append(h)
+            for folder, some in sent.items():
+                for group in _by_cutoff([(_split(t)[1], c) for _, t, c, _ in some]):
+                    self._calls.rc_upload_many(folder, group)
+            movable = self._movable(sent, targets, [f.size for f in files], vtype, out)
             fs = self._calls.fs().raw
             moves = [
                 {"_path": "operations/movefile", "srcFs": fs, "srcRemote": temp, "dstFs": fs,
                  "dstRemote": targets[i]}
-                for i, temp, _, _ in movable
+                for i, temp, _ in movable
             ]  # fmt: skip
-            moved = self._batch(moves, action="move into", target=folder) if moves else []
+            moved = self._batch(moves, action="move into", target=targets[0]) if moves else []
             placed: list[tuple[int, str, dict[str, str]]] = []
-            for (i, temp, _, streamed), res in zip(movable, moved, strict=True):
+            for (i, temp, streamed), res in zip(movable, moved, strict=True):
                 err = self._failure(res, "move into", targets[i])
                 if err is not None:
                     out[i] = err
@@ -303,7 +333,11 @@ class Batches:
                 placed.append((i, temp, streamed))
             # what a move took is what sat under the temporary name at that moment: prove
             # each target holds the approved bytes, and delete the ones that do not
-            after = self._listed(folder, vtype, names=[_split(targets[i])[1] for i, _, _ in placed])
+            names: dict[str, list[str]] = {}
+            for i, _, _ in placed:
+                folder, name = _split(targets[i])
+                names.setdefault(folder, []).append(name)
+            after = self._listed_many([(f, vtype, n) for f, n in names.items()])
             wrong: list[str] = []
             for i, temp, streamed in placed:
                 got = after.get(targets[i])
@@ -331,13 +365,58 @@ class Batches:
         self._delete_temps([t for t in temps if t not in keep])
         return _every(out)
 
+    def _movable(
+        self,
+        sent: dict[str, list[tuple[int, str, list[bytes], dict[str, str]]]],
+        targets: Sequence[str],
+        sizes: Sequence[int],
+        vtype: str,
+        out: list[BatchOutcome | None],
+    ) -> list[tuple[int, str, dict[str, str]]]:
+        """The sent files whose temporary object holds the bytes sent and whose target is
+        still absent, from one request listing each folder twice (its temporary objects
+        with digests; every name, none hashed); `out[i]` set for the others."""
+        listed = self._listed_many(
+            [spec for folder in sent for spec in ((folder, vtype, None), (folder, None, None))]
+        )
+        fold = str.casefold if self._calls.capabilities().case_insensitive else str
+        by_folder: dict[str, list[str]] = {}
+        for path in listed:
+            folder, name = _split(path)
+            by_folder.setdefault(folder, []).append(name)
+        movable: list[tuple[int, str, dict[str, str]]] = []
+        for folder, some in sent.items():
+            there = by_folder.get(folder, [])
+            present = {fold(n) for n in there}
+            twins = normalization_twins([_split(targets[h[0]])[1] for h in some], there)
+            for (i, temp, _, streamed), twin in zip(some, twins, strict=True):
+                got = listed.get(temp)
+                err = _verify_one(temp, sizes[i], streamed, vtype, got)
+                if err is not None:
+                    out[i] = err
+                elif twin is not None:  # it appeared during the upload
+                    out[i] = twin_refused(targets[i], twin, "move the upload onto")
+                elif fold(_split(targets[i])[1]) in present:
+                    out[i] = AlreadyExists(
+                        f"refusing to move the upload onto {targets[i]!r}: something appeared "
+                        "there during the upload; propose a replacement",
+                        details={"path": targets[i]},
+                    )
+                else:
+                    movable.append((i, temp, streamed))
+        return movable
+
     def _refuse_twins(
-        self, folder: str, targets: Sequence[str], out: list[BatchOutcome | None]
+        self,
+        folder: str,
+        targets: Sequence[str],
+        indexes: Sequence[int],
+        out: list[BatchOutcome | None],
     ) -> None:
-        """Set `out[i]` to `AlreadyExists` for each target whose name differs only by
-        Unicode normalization from a name in `folder` or an earlier target's
-        (`placet.drive.twins`), before any byte is read or sent: one listing of the folder,
-        none when every name is ASCII."""
+        """Set `out[indexes[k]]` to `AlreadyExists` for each of `targets` (all in `folder`)
+        whose name differs only by Unicode normalization from a name in `folder` or an
+        earlier target's (`placet.drive.twins`), before any byte is read or sent: one
+        listing of the folder, none when every name is ASCII."""
         names = [_split(t)[1] for t in targets]
         if all(n.isascii() for n in names):
             return
@@ -345,32 +424,42 @@ class Batches:
             there = [_split(row[0])[1] for row in self._listing.list_rows(folder, recurse=False)]
         except NotFound:
             there = []
-        for i, twin in enumerate(normalization_twins(names, there)):
+        for k, twin in enumerate(normalization_twins(names, there)):
             if twin is not None:
-                out[i] = twin_refused(targets[i], twin)
+                out[indexes[k]] = twin_refused(targets[k], twin)
 
-    def _listed(
-        self, folder: str, vtype: str | None, *, names: Sequence[str] | None = None
+    def _listed_many(
+        self, specs: Sequence[tuple[str, str | None, Sequence[str] | None]]
     ) -> dict[str, Entry]:
-        """The entries directly in `folder` by path, from one `operations/list`: with `vtype`,
-        only placet's temporary objects (or, given `names`, only the files of those names),
-        with their `vtype` digests (the folder's other files are neither hashed nor sent);
-        without, every entry, no digest. (One listing costs rclone about what one
-        `operations/stat` does, which lists the parent folder to find its entry.)"""
-        if names is not None and not names:
+        """The entries directly in each folder of `specs` by path, from one `job/batch` of
+        `operations/list`: per (folder, vtype, names), with `vtype` only placet's temporary
+        objects (or, given `names`, only the files of those names) with their `vtype`
+        digests (the folder's other files are neither hashed nor sent); without, every
+        entry, no digest. A folder gone lists nothing. (One listing costs rclone about
+        what one `operations/stat` does, which lists the parent folder to find its entry.)
+        """
+        inputs: list[dict[str, Any]] = []
+        for folder, vtype, names in specs:
+            params = self._calls.listing_params(folder, (vtype,) if vtype else (), recurse=False)
+            if names is not None:
+                params["_filter"] = {"IncludeRule": [_glob_literal(n) for n in names]}
+            elif vtype:
+                params["_filter"] = {"IncludeRule": [f"{TEMP_PREFIX}*"]}  # a name in any folder
+            inputs.append({"_path": "operations/list", **params})
+        if not inputs:
             return {}
-        types = (vtype,) if vtype else ()
-        params = self._calls.listing_params(folder, types, recurse=False)
-        if names is not None:
-            params["_filter"] = {"IncludeRule": [_glob_literal(n) for n in names]}
-        elif vtype:
-            params["_filter"] = {"IncludeRule": [f"{TEMP_PREFIX}*"]}  # a name in any folder
-        try:
-            body = self._calls.rc(
-                "operations/list", params, action="list", target=folder, timeout=LONG_CALL_SECONDS
-            )
-        except NotFound:
-            return {}  # the folder is gone: nothing to verify, nothing in the way
-        items = body.get("list") if isinstance(body, dict) else None
-        entries = (self._calls.entry(i) for i in items or [] if isinstance(i, dict))
-        return {e.path: e for e in entries}
+        out: dict[str, Entry] = {}
+        results = self._batch(inputs, action="list", target=specs[0][0])
+        for (folder, _, _), res in zip(specs, results, strict=True):
+            err = self._failure(res, "list", folder)
+            if isinstance(err, NotFound):
+                continue  # the folder is gone: nothing to verify, nothing in the way
+            if err is not None:
+                raise err
+            items = res.get("list")
+            for item in items if isinstance(items, list) else []:
+                if isinstance(item, dict):
+                    e = self._calls.entry(item)
+                    if e.path not in out or e.digests:
+                        out[e.path] = e
+        return out

@@ -1,8 +1,8 @@
-"""A sync's small new files, uploaded a folder's batch at a time.
+"""A sync's small new files, uploaded a batch at a time.
 
 Per file, an upload costs several rcd calls and commits, so the ops of one batch (new
-files of one remote folder, at most `BATCH_OPS`; `batch_units` picks them) share each
-round trip while every op keeps its own checks and result
+files in plan order, of one folder or of several small ones, at most `BATCH_OPS`;
+`batch_units` picks them) share each round trip while every op keeps its own checks and result
 (docs/decisions/0027-sync-execution.md): local evidence per op (descriptor walk, size and
 mtime); bytes batched through `placet.drive.batches`, matched to their digests
 before anything is sent; and, right before the moves, whether each target is still
@@ -79,35 +79,34 @@ def batch_units(
     ops: list[Op], drive: Drive, skip: frozenset[int]
 ) -> tuple[list[list[Op]], set[int]]:
     """`ops` (a sync's selected file ops) as units for the transfer pool: batches of new
-    small files of one folder (in the order of their first op), every other op alone;
-    and the indexes of the ops put in batches."""
+    small files in plan order, of one folder or of several small ones (at most
+    `BATCH_OPS` files, `BATCH_MAX_BYTES` in all), every other op alone; and the indexes
+    of the ops put in batches."""
     part = batches_of(drive)
     if part is None:
         return [[op] for op in ops], set()
     max_size = part.max_file_size
     units: list[list[Op]] = []
     batched: set[int] = set()
-    open_units: dict[str, tuple[list[Op], int]] = {}  # folder -> (unit, bytes)
+    unit: list[Op] = []
+    held = 0  # bytes of `unit`
+    limit = min(BATCH_OPS, BATCH_MAX_FILES)
     for op in ops:
         if op.index in skip or not batchable(op, max_size):
             units.append([op])
             continue
-        folder = (op.remote_path or "").rpartition("/")[0]
         size = op.size or 0
-        held = open_units.get(folder)
-        limit = min(BATCH_OPS, BATCH_MAX_FILES)
-        if held is None or len(held[0]) >= limit or held[1] + size > BATCH_MAX_BYTES:
-            unit: list[Op] = []
+        if not unit or len(unit) >= limit or held + size > BATCH_MAX_BYTES:
+            unit, held = [], 0
             units.append(unit)
-            held = (unit, 0)
-        held[0].append(op)
+        unit.append(op)
+        held += size
         batched.add(op.index)
-        open_units[folder] = (held[0], held[1] + size)
     return units, batched
 
 
 def run_upload_batch(b: BatchContext, ops: list[Op]) -> list[tuple[Op, OpOutcome]]:
-    """Run a batch of new-file uploads of one folder; one outcome per op, in any order.
+    """Run a batch of new-file uploads; one outcome per op, in any order.
 
     Raises only `Aborted` (the owner cancelled or the lease was lost: nothing of an op
     not yet ended was moved into place, and its temporary objects are gone).

@@ -6,7 +6,8 @@ docs/decisions/0027-sync-execution.md).
   acts, on its own thread; one refused fails `placet_own_path` and writes nothing (the
   front ends still refuse such a proposal whole before the decision).
 - Old temporary names (`Drive.cleanup_temps`): a folder's names older than 15 minutes
-  are removed before the first transfer into it, once; the run's own are younger.
+  are removed before the first transfer into it, once (not in a folder the run created);
+  the run's own are younger.
 - The stored rows (`Store.check_ops`): when the executor runs the ops the owner was
   shown, the rows are hashed again on a thread of their own; rows rewritten since stop
   the run (`request_altered`).
@@ -67,6 +68,12 @@ class Beside:
             gone = self.drive.cleanup_temps(folder)
             with self._lock:
                 self.removed += [f"remote:{p}" for p in gone]
+
+    def created(self, folders: list[str]) -> None:
+        """Folders this run created (absent at its stat): none needs a sweep, as every
+        temporary name in them is this run's own, younger than the sweep's cut-off."""
+        with self._lock:
+            self._swept.update(folders)
 
     def check_rows(self, on_altered: Callable[[PlacetError], None]) -> None:
         """Hash the stored rows on a thread; `on_altered(error)` when they no longer match

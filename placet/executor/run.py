@@ -33,6 +33,7 @@ from placet.executor.batch import BatchContext, batch_units, run_upload_batch
 from placet.executor.beside import Beside
 from placet.executor.binding import bind, reuses_shown
 from placet.executor.download import run_download
+from placet.executor.folders import FOLDER_BATCH, run_mkdir_batch
 from placet.executor.lease import Heartbeat
 from placet.executor.ops import Plan
 from placet.executor.pool import TICK, Flight, run_transfers
@@ -323,7 +324,8 @@ class _Run:
             return [*((op, refused[op.index]) for op in unit if op.index in refused),
                     *(self._run_unit(rest) if rest else [])]  # fmt: skip
         if self.beside is not None:
-            self.beside.sweep(unit[0])  # one folder per batch
+            for op in unit:  # each folder once
+                self.beside.sweep(op)
         for op in unit:
             self.flight.start(op)
         batch = BatchContext(
@@ -337,6 +339,35 @@ class _Run:
         finally:
             for op in unit:
                 self.flight.landed(op)
+
+    def _serial_unit(self, ops: list[Op], at: int) -> list[Op]:
+        """The ops run together from `ops[at]`: a sync's selected folders, up to
+        `FOLDER_BATCH` in a row (`placet.executor.folders`); any other op alone."""
+        unit = [ops[at]]
+        if self.plan.kind != "sync" or ops[at].kind != "mkdir" or ops[at].index in self.plan.skip:
+            return unit
+        for op in ops[at + 1 : at + FOLDER_BATCH]:
+            if op.kind != "mkdir" or op.index in self.plan.skip:
+                break
+            unit.append(op)
+        return unit
+
+    def _run_serial(self, unit: list[Op]) -> list[tuple[Op, OpOutcome]]:
+        """Run one op, or a sync's folders together (this thread); raises `Aborted`."""
+        if len(unit) == 1:
+            return [(unit[0], self._attempt(unit[0]))]
+        refused = self._refused(unit)
+        rest = [op for op in unit if op.index not in refused]
+        for op in rest:
+            self.flight.start(op)
+        try:
+            ran = run_mkdir_batch(self.drive, rest, lambda op: self._run_op(self._ctx(op), op))
+        finally:
+            for op in rest:
+                self.flight.landed(op)
+        if self.beside is not None:  # a folder made now holds no old temporary name
+            self.beside.created([op.remote_path or "" for op, out in ran if out.outcome == "done"])
+        return [*((op, refused[op.index]) for op in unit if op.index in refused), *ran]
 
     def _refused(self, unit: list[Op]) -> dict[int, OpOutcome]:
         """The ops of `unit` that write into placet's own folders, failed (any thread)."""
@@ -362,20 +393,24 @@ class _Run:
         if self.plan.kind == "sync":  # folders (and unticked ops) first, then the pool
             pooled = [o for o in ops if o.kind != "mkdir" and o.index not in self.plan.skip]
             ops = [o for o in ops if o.kind == "mkdir" or o.index in self.plan.skip]
-        for op in ops:
+        at = 0
+        while at < len(ops):
             why = self._abort_reason()
             if why is not None:
                 return self._stop(why, [])
-            if op.index in self.plan.skip:
-                out = OpOutcome("skipped", dict(_SKIPPED))
+            unit = self._serial_unit(ops, at)
+            at += len(unit)
+            if unit[0].index in self.plan.skip:
+                ended = [(unit[0], OpOutcome("skipped", dict(_SKIPPED)))]
             else:
                 try:
-                    out = self._attempt(op)
+                    ended = self._run_serial(unit)
                 except Aborted as e:
-                    return self._stop(e.why, [op])
+                    return self._stop(e.why, unit)
                 self.max_in_flight = max(self.max_in_flight, 1)
-            if not self._end_op(op, out, outcomes):
-                return self._stop("lease lost", [])
+            for op, out in ended:
+                if not self._end_op(op, out, outcomes):
+                    return self._stop("lease lost", [])
         if not self._flush():
             return self._stop("lease lost", [])
         if pooled:

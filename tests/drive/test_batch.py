@@ -76,7 +76,38 @@ def test_a_batch_stores_each_approved_file_and_refuses_the_others(
     assert [n for n in os.listdir(remote / "box") if n.startswith(TEMP_PREFIX)] == []
 
 
-def test_a_batch_takes_one_folder_of_small_files_only(
+def test_a_batch_of_several_folders_stores_each_file_in_its_own(
+    tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    """Files of several folders share each request; each ends in its folder, verified,
+    and one whose target appeared is refused alone; no temporary name is left."""
+    remote = tmp_path / "drive"
+    for d in ("a", "a/b", "c"):
+        (remote / d).mkdir(parents=True)
+    (remote / "c" / "two.txt").write_bytes(b"appeared")
+    drive = make_drive(str(remote))
+    paths = ["a/one.txt", "a/b/one.txt", "a/b/two.txt", "c/one.txt", "c/two.txt"]
+    datas = [os.urandom(10 + i) for i in range(len(paths))]
+    fds = []
+    try:
+        files = []
+        for i, (path, data) in enumerate(zip(paths, datas, strict=True)):
+            fd, sha = _file(tmp_path, f"{i}.bin", data)
+            fds.append(fd)
+            files.append(NewFile(fd, len(data), path, sha))
+        out = drive.batches.upload_new_batch(files)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert isinstance(out[4], AlreadyExists)
+    assert (remote / "c" / "two.txt").read_bytes() == b"appeared"
+    for i in range(4):
+        assert isinstance(out[i], UploadResult), out[i]
+        assert (remote / paths[i]).read_bytes() == datas[i]
+    assert [p for p in remote.rglob(f"{TEMP_PREFIX}*")] == []
+
+
+def test_a_batch_takes_small_files_only(
     tmp_path: Path, make_drive: Callable[..., RcloneDrive]
 ) -> None:
     remote = tmp_path / "drive"
@@ -84,10 +115,6 @@ def test_a_batch_takes_one_folder_of_small_files_only(
     drive = make_drive(str(remote))
     fd, sha = _file(tmp_path, "a.txt", b"a")
     try:
-        with pytest.raises(UsageError):
-            drive.batches.upload_new_batch(
-                [NewFile(fd, 1, "x/a.txt", sha), NewFile(fd, 1, "y/a.txt", sha)]
-            )
         with pytest.raises(UsageError):
             drive.batches.upload_new_batch(
                 [NewFile(fd, drive.transfers.rcd_upload_max + 1, "x/a.txt", sha)]

@@ -1,4 +1,4 @@
-"""Small new files of one folder run as a batch (placet.executor.batch), results are
+"""Small new files run in batches (placet.executor.batch), results are
 journaled in batches (placet.executor.run), and every safety property holds per op:
 
 - `placet accept` killed (-9) after a batch's files were moved into place but before
@@ -37,6 +37,7 @@ from tests.support.rig import (
     temp_names,
     write_config,
 )
+from tests.support.trees import deep_tree
 
 FOLDERS, PER_FOLDER = 11, 100  # 1,111 ops: more than one page of the store's op reads
 
@@ -68,11 +69,11 @@ def _ops(rig: Rig, rec_id: int) -> list[Op]:
 
 
 def _in_place(remote: Path) -> set[str]:
-    """Real (non-temporary) file paths under `remote`, relative."""
+    """Real (non-temporary) file paths under `remote`, relative, at any depth."""
     out = set()
-    for d in remote.iterdir():
-        if d.is_dir():
-            out |= {f"{d.name}/{n}" for n in os.listdir(d) if not n.startswith(".placet-tmp-")}
+    for dirpath, _, filenames in os.walk(remote):
+        rel = os.path.relpath(dirpath, remote)
+        out |= {f"{rel}/{n}" for n in filenames if not n.startswith(".placet-tmp-")}
     return out
 
 
@@ -110,12 +111,22 @@ def _kill_after_a_batch_moved(rig: Rig, rec_id: int) -> set[int]:
     raise AssertionError("unreachable")
 
 
-@pytest.mark.timeout(300)
-def test_kill_mid_batch_then_accept_again_reports_lost_ops_already_done(serial_rig: Rig) -> None:
-    assert serial_rig.remote_dir is not None
+def _flat(rig: Rig) -> list[str]:
     names = [f"d{d}/f{f:03d}.txt" for d in range(FOLDERS) for f in range(PER_FOLDER)]
     for i, rel in enumerate(names):
-        serial_rig.write(rel, os.urandom(64 + i % 1900))
+        rig.write(rel, os.urandom(64 + i % 1900))
+    return names
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("shape", ["flat", "deep"])
+def test_kill_mid_batch_then_accept_again_reports_lost_ops_already_done(
+    serial_rig: Rig, shape: str
+) -> None:
+    """Folders of 100 files, or 1,200 files 1-10 per folder six levels deep (batches
+    across folders): killed mid-apply, accepted again, nothing lost or run twice."""
+    assert serial_rig.remote_dir is not None
+    names = _flat(serial_rig) if shape == "flat" else deep_tree(serial_rig.write, 1200)
     rec = _propose(serial_rig)
     serial_rig.accept(rec)
 

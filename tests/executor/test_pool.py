@@ -142,7 +142,7 @@ def test_forty_files_four_at_a_time(
     assert final.summary is not None
     assert final.summary["transfers"]["limit"] == 4
     assert 2 <= final.summary["transfers"]["max_in_flight"] <= 4
-    # At most 4 units at once; a unit of small new files is a batch of one folder's ops
+    # At most 4 units at once; a unit of small new files is a batch of up to BATCH_OPS
     # (placet.executor.batch), each listed while it runs.
     assert max(len(e.in_flight) for e in rig.events) <= 4 * BATCH_OPS
     # Result events: one per op, ops_done counts up, bytes never go backwards.
@@ -190,10 +190,8 @@ def test_transfers_one_runs_one_at_a_time(
     final = rig.run(_propose(rig))
     assert final.status == "succeeded"
     assert final.summary is not None and final.summary["transfers"]["max_in_flight"] == 1
-    # One unit at a time: the ops in flight are one batch, all in one folder.
-    results = {r.op_index: r.op.get("remote_path") or "" for r in rig.store.op_results(final.id)}
-    for e in rig.events:
-        assert len({results[i].rpartition("/")[0] for i in e.in_flight}) <= 1
+    # One unit at a time: the ops in flight are one batch at most.
+    assert max(len(e.in_flight) for e in rig.events) <= BATCH_OPS
     _assert_synced(rig, names)
 
 
