@@ -2,9 +2,9 @@
 ended, bytes, rate, time left, the op running) from the executor's figures, the running
 op's name inert (markup in it shows as typed), and ends with the summary's figures.
 
-A real sync of 40 files under names that carry Rich markup, accepted in the review app
-(Pilot) and run by the real executor, held mid-run at its first event naming an op in
-flight (`tests.support.held_run`) while the title is read.
+A real sync of 41 files (one too big to batch) under names that carry Rich markup,
+accepted in the review app (Pilot) and run by the real executor, held mid-run at its
+first event naming an op in flight (`tests.support.held_run`) while the title is read.
 """
 
 from __future__ import annotations
@@ -41,10 +41,13 @@ async def test_the_panel_shows_the_cli_progress_line_with_the_running_name_inert
         folder.mkdir(parents=True)
         for f in range(10):
             (folder / f"{MARKUP}f{f}.bin").write_bytes(os.urandom(1000 + f))
+    # the small files go in one batch, which may start and end between two progress
+    # ticks (`executor.pool.TICK`); a file too big to batch is in flight across several
+    (root / f"{MARKUP}d0" / f"{MARKUP}big.bin").write_bytes(bytes(48 << 20))
     sync_settings.default_drive_dir.mkdir(parents=True, mode=0o700)
     rec = propose(sync_settings, sync_store, root, decisions={})
     n = sync_store.op_count(rec.id)
-    assert n == 44  # 4 folders, 40 uploads
+    assert n == 45  # 4 folders, 41 uploads
     held = HeldRun()
     app = make_app(sync_settings, sync_store, confirm_guard_seconds=0, executor=held)
 

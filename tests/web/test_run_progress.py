@@ -3,9 +3,9 @@ started goes (ops ended, bytes, rate, time left, the op running), read from the 
 status endpoint and written as text: a name that carries HTML shows as typed, never as
 elements. At the end the page shows how the run ended, with the summary's figures.
 
-A real sync of 40 files under names that carry HTML, accepted with a virtual passkey in
-a real Chromium, run by the real executor held mid-run at its first event naming an op
-in flight (`tests.support.held_run`) while the page is read.
+A real sync of 41 files (one too big to batch) under names that carry HTML, accepted
+with a virtual passkey in a real Chromium, run by the real executor held mid-run at its
+first event naming an op in flight (`tests.support.held_run`) while the page is read.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from tests.support.web import Served, Tab, browser, get, pair, session_token, ta
 __all__ = ["browser", "tab"]  # fixtures imported for this module
 
 
+BIG = 48 << 20  # above a batch's file size: an op of its own, hashed and checked twice
+
+
 def _sync(rig: Rig) -> int:
     from placet.sync.propose import propose_sync
     from placet.sync.service import SyncService
@@ -29,6 +32,9 @@ def _sync(rig: Rig) -> int:
     for d in range(4):  # names that are elements, were they read as HTML
         for f in range(10):
             rig.write(f"<i>d{d}/<b>f{f}.bin", bytes(1000 + f))
+    # the small files go in one batch, which may start and end between two progress
+    # ticks (`executor.pool.TICK`); a file too big to batch is in flight across several
+    rig.write("<i>d0/<b>big.bin", bytes(BIG))
     svc = SyncService(rig.store, rig.settings)
     plan = svc.make_plan(
         rig.ctx, svc.folder(rig.ctx, "", None), "", include_hidden=False, allow_empty_side=False
@@ -45,7 +51,7 @@ def test_the_page_shows_the_cli_progress_line_with_the_running_name_as_text(
     served = served_rig
     pid = _sync(rig)
     n = rig.store.op_count(pid)
-    assert n == 44  # 4 folders, 40 uploads
+    assert n == 45  # 4 folders, 41 uploads
     held = HeldRun()
     served.runs.executor = held
     pair(tab, served)
