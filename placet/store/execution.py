@@ -249,7 +249,8 @@ class Execution:
         """executing -> succeeded when every journaled op of this attempt is done or
         already_done, or `skipped` and unticked by the owner in the latest approval
         (`skip_ops` of its audit event), and, if given, at least `expected_ops` were
-        journaled; else failed.
+        journaled, and `summary` names no ``error`` (the run was stopped: its binding
+        refused, or its stored rows were found rewritten after its last op); else failed.
 
         Raises NotFound, WrongState (lease not held).
         """
@@ -269,6 +270,8 @@ class Execution:
             skips = self._owner_skips(conn, pid)
             to = lc.finish_status(results, skips)
             if expected_ops is not None and len(outcomes) < expected_ops:
+                to = lc.FAILED
+            if summary is not None and "error" in summary:
                 to = lc.FAILED
             return self.db.cas(
                 conn,
