@@ -115,7 +115,7 @@ def _result(index: int, outcome: str) -> OpResultRecord:
     op = {"index": index, "kind": "upload", "remote_path": f"f{index}"}
     return OpResultRecord(
         proposal_id=1, attempt=1, op_index=index, op=op, outcome=outcome,
-        detail={"message": "changed since"}, recorded_at=datetime(2026, 1, 1, tzinfo=UTC),
+        detail={"message": "changed since"}, recorded_at=datetime.now(UTC),
     )  # fmt: skip
 
 
