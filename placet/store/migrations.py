@@ -69,6 +69,26 @@ def postgresql_ddl(statement: str) -> str:
     return out
 
 
+def _audit_trigger(name: str, when: str, body: str) -> tuple[str, tuple[str, str]]:
+    """A trigger `tr_<name>` that runs `body` after each insert into `audit_event` matching
+    `when` (`new` is the inserted event): SQLite's statement, and PostgreSQL's two (the
+    function `placet_<name>()`, where PL/pgSQL reads `new` as `NEW`, and the trigger)."""
+    sqlite = f"""CREATE TRIGGER tr_{name} AFTER INSERT ON audit_event
+WHEN {when}
+BEGIN
+    {body}
+END"""
+    function = f"""CREATE FUNCTION placet_{name}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    {body}
+    RETURN NULL;
+END $$"""
+    trigger = f"""CREATE TRIGGER tr_{name} AFTER INSERT ON audit_event FOR EACH ROW
+WHEN ({when})
+EXECUTE FUNCTION placet_{name}()"""
+    return sqlite, (function, trigger)
+
+
 _INITIAL = (
     """CREATE TABLE proposal (
     id INTEGER NOT NULL,
@@ -315,6 +335,7 @@ INSERT INTO notify_event (kind, proposal_id, run_id, audit_event_id, dedupe, sta
     SELECT CASE WHEN new.from_status IS NULL THEN 'proposed' ELSE new.to_status END,
         new.proposal_id, p.run_id, new.id, 'audit:' || new.id, 'new', new.at
     FROM proposal p WHERE p.id = new.proposal_id;"""
+_NOTIFY_TRIGGER, _NOTIFY_TRIGGER_PG = _audit_trigger("notify_event", _NOTIFY_WHEN, _NOTIFY_INSERT)
 _NOTIFY_OUTBOX = (
     """CREATE TABLE notify_event (
     id INTEGER NOT NULL,
@@ -359,24 +380,9 @@ _NOTIFY_OUTBOX = (
     FOREIGN KEY(message_id) REFERENCES notify_message (id)
 )""",
     "CREATE INDEX ix_notify_delivery_state ON notify_delivery (state, next_at)",
-    f"""CREATE TRIGGER tr_notify_event AFTER INSERT ON audit_event
-WHEN {_NOTIFY_WHEN}
-BEGIN
-    {_NOTIFY_INSERT}
-END""",
+    _NOTIFY_TRIGGER,
 )
-
-_NOTIFY_OUTBOX_PG = (
-    *(postgresql_ddl(s) for s in _NOTIFY_OUTBOX[:-1]),
-    f"""CREATE FUNCTION placet_notify_event() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    {_NOTIFY_INSERT}
-    RETURN NULL;
-END $$""",
-    f"""CREATE TRIGGER tr_notify_event AFTER INSERT ON audit_event FOR EACH ROW
-WHEN ({_NOTIFY_WHEN})
-EXECUTE FUNCTION placet_notify_event()""",
-)
+_NOTIFY_OUTBOX_PG = (*(postgresql_ddl(s) for s in _NOTIFY_OUTBOX[:-1]), *_NOTIFY_TRIGGER_PG)
 
 # `placet web`: the owner's passkeys, sign-in sessions and one-time pairing
 # links; the tables are declared in `placet.store.passkeys`.
@@ -546,6 +552,9 @@ _RULE_APPROVED_INSERT = """\
 INSERT INTO notify_event (kind, proposal_id, run_id, audit_event_id, dedupe, state,
         created_at)
     VALUES ('rule_approved', new.proposal_id, '', new.id, 'audit:' || new.id, 'new', new.at);"""
+_RULE_APPROVED_TRIGGER, _RULE_APPROVED_TRIGGER_PG = _audit_trigger(
+    "notify_rule_approved", _RULE_APPROVED_WHEN, _RULE_APPROVED_INSERT
+)
 _STANDING_RULES = (
     """CREATE TABLE rule_use (
     id INTEGER NOT NULL,
@@ -571,23 +580,11 @@ _STANDING_RULES = (
     signed_at DATETIME NOT NULL,
     PRIMARY KEY (rules_sha256)
 )""",
-    f"""CREATE TRIGGER tr_notify_rule_approved AFTER INSERT ON audit_event
-WHEN {_RULE_APPROVED_WHEN}
-BEGIN
-    {_RULE_APPROVED_INSERT}
-END""",
+    _RULE_APPROVED_TRIGGER,
 )
-
 _STANDING_RULES_PG = (
     *(postgresql_ddl(s) for s in _STANDING_RULES[:-1]),
-    f"""CREATE FUNCTION placet_notify_rule_approved() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    {_RULE_APPROVED_INSERT}
-    RETURN NULL;
-END $$""",
-    f"""CREATE TRIGGER tr_notify_rule_approved AFTER INSERT ON audit_event FOR EACH ROW
-WHEN ({_RULE_APPROVED_WHEN})
-EXECUTE FUNCTION placet_notify_rule_approved()""",
+    *_RULE_APPROVED_TRIGGER_PG,
 )
 
 # A plan's verified skips in a table of their own, the blob its last column: SQLite

@@ -20,6 +20,7 @@ import logging
 import resource
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import h11
@@ -82,6 +83,33 @@ def calm_accept_errors(loop: asyncio.AbstractEventLoop, every: float = 60.0) -> 
     loop.set_exception_handler(handler)
 
 
+class _Timer:
+    """A one-shot `call_later` of `fire` after `seconds` that knows whether it is
+    `pending`: from `arm` until it fires or is cancelled."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, seconds: float, fire: Callable[[], None]
+    ) -> None:
+        self._loop, self._seconds, self._fire = loop, seconds, fire
+        self._handle: asyncio.TimerHandle | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self._handle is not None
+
+    def arm(self) -> None:
+        self._handle = self._loop.call_later(self._seconds, self._fired)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _fired(self) -> None:
+        self._handle = None
+        self._fire()
+
+
 def guarded_h11(
     request_seconds: float = REQUEST_SECONDS, cap: int | None = None
 ) -> type[asyncio.Protocol]:
@@ -92,14 +120,14 @@ def guarded_h11(
     class GuardedH11(H11Protocol):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self._deadline: asyncio.TimerHandle | None = None
-            self._stall: asyncio.TimerHandle | None = None
+            self._deadline = _Timer(self.loop, request_seconds, self._expired)
+            self._stall = _Timer(self.loop, request_seconds, self._stalled)
             self._since = 0.0
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._since = self.loop.time()
-            self._arm()
+            self._deadline.arm()
             self._make_room()
 
         def data_received(self, data: bytes) -> None:
@@ -107,33 +135,27 @@ def guarded_h11(
             self._track()
 
         def on_response_complete(self) -> None:
-            self._disarm()
+            self._deadline.cancel()
             super().on_response_complete()
             self._since = self.loop.time()
             self._track()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            self._unstall()
+            self._deadline.cancel()
+            self._stall.cancel()
             super().connection_lost(exc)
 
         def pause_writing(self) -> None:
             super().pause_writing()
-            if self._stall is None:
+            if not self._stall.pending:
                 self._since = self.loop.time()
-                self._stall = self.loop.call_later(request_seconds, self._stalled)
+                self._stall.arm()
 
         def resume_writing(self) -> None:
-            self._unstall()
+            self._stall.cancel()
             super().resume_writing()
 
-        def _unstall(self) -> None:
-            if self._stall is not None:
-                self._stall.cancel()
-                self._stall = None
-
         def _stalled(self) -> None:
-            self._stall = None
             if self.flow.write_paused:
                 self._reset()
 
@@ -152,24 +174,15 @@ def guarded_h11(
 
         def _droppable(self) -> bool:
             """Waiting for a whole request, or stalled on an answer it does not read."""
-            return self._waiting() or (self._stall is not None and not self.transport.is_closing())
+            return self._waiting() or (self._stall.pending and not self.transport.is_closing())
 
         def _track(self) -> None:
             if not self._waiting():
-                self._disarm()
-            elif self._deadline is None:
-                self._arm()
-
-        def _arm(self) -> None:
-            self._deadline = self.loop.call_later(request_seconds, self._expired)
-
-        def _disarm(self) -> None:
-            if self._deadline is not None:
                 self._deadline.cancel()
-                self._deadline = None
+            elif not self._deadline.pending:
+                self._deadline.arm()
 
         def _expired(self) -> None:
-            self._deadline = None
             if not self._waiting():
                 return
             text = (

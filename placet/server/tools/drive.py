@@ -25,6 +25,7 @@ from placet.paths.remote import check_remote_path, refuse_unless_file
 from placet.server.budget import MARGIN, fit, json_bytes, room_for
 from placet.server.framework import READ_DRIVE, ToolOutput, define_tool
 from placet.server.state import ServerState, state_of
+from placet.server.tools.params import NextCursor
 from placet.text import inert
 
 LIST_PAGE = 200
@@ -62,7 +63,7 @@ class DriveListOut(ToolOutput):
         description="At most 200 per page, fewer when they would not fit the reply; folders "
         "and files."
     )
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
+    next_cursor: NextCursor
     digest_type: str | None = Field(
         description="The digest type placet compares by on this drive (null: size only)."
     )

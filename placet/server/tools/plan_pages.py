@@ -28,7 +28,14 @@ from placet.paths.local import MAX_LOCAL_PATH_BYTES
 from placet.paths.shape import utf8_len
 from placet.server.budget import fitting, json_bytes, room_for
 from placet.server.framework import ToolOutput
-from placet.server.tools.sync_pages import decode_cursor, encode_cursor, examples_by_kind, optional
+from placet.server.tools.params import NextCursor
+from placet.server.tools.sync_pages import (
+    decode_cursor,
+    encode_cursor,
+    examples_by_kind,
+    optional,
+    page_field,
+)
 from placet.sync.download_policy import policy_note, replaces_local, replacing_downloads
 from placet.sync.entries import LocalEntry, RemoteEntry
 from placet.sync.model import PlanOp, PlanReport
@@ -349,10 +356,8 @@ class SyncPlanOpsOut(ToolOutput):
     folder: str | None = Field(description="The folder listed, with everything under it.")
     total: int = Field(description="Items of this kind and folder in the plan.")
     usual_reasons: dict[str, str] = Field(description=USUAL_REASONS)
-    items: list[PlanItem] = Field(
-        description=f"At most {PLAN_PAGE} per page, fewer when they would not fit the reply."
-    )
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
+    items: list[PlanItem] = page_field(PLAN_PAGE)
+    next_cursor: NextCursor
 
     def summary(self) -> str:
         what = self.kind or "item"

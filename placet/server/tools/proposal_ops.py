@@ -30,7 +30,7 @@ from placet.server.budget import fitting, room_for
 from placet.server.framework import READ_LOCAL, ToolOutput, define_tool
 from placet.server.state import Caller, caller
 from placet.server.sync_proposals import op_count, ops_page
-from placet.server.tools.params import Cursor
+from placet.server.tools.params import Cursor, NextCursor
 from placet.server.tools.proposals import ProposalId, get_visible
 from placet.server.tools.sync_pages import decode_cursor, encode_cursor
 from placet.store import ProposalRecord
@@ -67,7 +67,7 @@ class ProposalOpsOut(ToolOutput):
     ops: list[ProposalOpView] = Field(
         description=f"By index; at most {OPS_PAGE}, fewer when they would not fit the reply."
     )
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
+    next_cursor: NextCursor
 
     def summary(self) -> str:
         if not self.ops:

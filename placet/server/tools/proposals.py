@@ -31,6 +31,7 @@ from placet.server.framework import MAX_ID, READ_LOCAL, WITHDRAW, ToolOutput, de
 from placet.server.models import TERMINAL, OpResultView, ProposalOut, ProposalView
 from placet.server.state import Caller, caller
 from placet.server.sync_proposals import op_count, proposal_view
+from placet.server.tools.params import NextCursor
 from placet.server.wait_status import poll_after, status_line
 from placet.store import ProposalRecord, Store
 from placet.store.outbox import Outbox
@@ -130,7 +131,7 @@ class ProposalListOut(ToolOutput):
     proposals: list[ProposalView] = Field(
         description=f"Newest first; at most {PAGE}, fewer when they would not fit the reply."
     )
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
+    next_cursor: NextCursor
 
     def summary(self) -> str:
         more = "; more with next_cursor" if self.next_cursor else ""

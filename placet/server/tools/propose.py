@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from placet.proposals import making
-from placet.server.framework import PROPOSE, WAITS_FOR_OWNER, ToolFn, define_tool
+from placet.server.framework import PROPOSE, WAITS_FOR_OWNER, ToolDef, ToolFn, define_tool
 from placet.server.models import ProposalView, ProposeOut
 from placet.server.standing import judged_by_rules
 from placet.server.state import caller
@@ -42,14 +42,17 @@ TtlMinutes = Annotated[
 ]
 
 
-def _proposes(make: Callable[..., tuple[ProposalRecord, bool]]) -> Callable[[ToolFn], ToolFn]:
-    """The body of a propose tool, whose declaration (parameters, docstring) is its
-    schema: the caller's proposal context and the tool's arguments, by name, go to
-    `make` (a `placet.proposals.making` function) in a worker thread, then the owner's
-    standing rules judge the proposal; the tool's reply. The declared function itself
-    has no body and never runs."""
+def _propose_tool(
+    title: str, make: Callable[..., tuple[ProposalRecord, bool]]
+) -> Callable[[ToolFn], ToolDef]:
+    """A propose tool (`PROPOSE`, waits for the owner), whose declaration (parameters,
+    docstring) is its schema: the caller's proposal context and the tool's arguments, by
+    name, go to `make` (a `placet.proposals.making` function) in a worker thread, then the
+    owner's standing rules judge the proposal; the tool's reply. The declared function
+    itself has no body and never runs."""
+    define = define_tool(title=title, annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
 
-    def wrap(fn: ToolFn) -> ToolFn:
+    def wrap(fn: ToolFn) -> ToolDef:
         @functools.wraps(fn)
         async def tool(ctx: Context[Any, Any], **args: Any) -> ProposeOut:
             who = await caller(ctx)
@@ -59,14 +62,13 @@ def _proposes(make: Callable[..., tuple[ProposalRecord, bool]]) -> Callable[[Too
             view = ProposalView.of(ruled.record, who.state.run_id)
             return ProposeOut.judged(view, created=created, rule=ruled.approved_by, note=ruled.note)
 
-        return tool
+        return define(tool)
 
     return wrap
 
 
-@define_tool(title="Propose an upload", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
-@_proposes(making.propose_upload)
-async def propose_upload(  # type: ignore[empty-body]  # `_proposes` serves it
+@_propose_tool("Propose an upload", making.propose_upload)
+async def propose_upload(  # type: ignore[empty-body]  # `_propose_tool` serves it
     ctx: Context[Any, Any],
     *,
     local_path: Annotated[
@@ -96,9 +98,8 @@ async def propose_upload(  # type: ignore[empty-body]  # `_proposes` serves it
     """
 
 
-@define_tool(title="Propose a remote folder", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
-@_proposes(making.propose_mkdir)
-async def propose_mkdir(  # type: ignore[empty-body]  # `_proposes` serves it
+@_propose_tool("Propose a remote folder", making.propose_mkdir)
+async def propose_mkdir(  # type: ignore[empty-body]  # `_propose_tool` serves it
     ctx: Context[Any, Any],
     *,
     remote_parent: Annotated[
@@ -112,9 +113,8 @@ async def propose_mkdir(  # type: ignore[empty-body]  # `_proposes` serves it
     """Propose creating one folder on the drive. Nothing is created now."""
 
 
-@define_tool(title="Propose a download", annotations=PROPOSE, doc_tail=WAITS_FOR_OWNER)
-@_proposes(making.propose_download)
-async def propose_download(  # type: ignore[empty-body]  # `_proposes` serves it
+@_propose_tool("Propose a download", making.propose_download)
+async def propose_download(  # type: ignore[empty-body]  # `_propose_tool` serves it
     ctx: Context[Any, Any],
     *,
     remote_path: Annotated[str, Field(description="The remote file, relative to the drive.")],

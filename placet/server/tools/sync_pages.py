@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from placet.errors import UsageError
 from placet.server.budget import fitting, json_bytes, room_for
 from placet.server.framework import ToolOutput
+from placet.server.tools.params import NextCursor
 from placet.sync.changes import Change
 from placet.sync.entries import LocalEntry
 from placet.sync.service import IndexedFolder
@@ -93,6 +94,24 @@ def optional(description: str) -> Any:
     return Field(default=None, exclude_if=_none, description=description)
 
 
+def examples_field(items: str) -> Any:
+    """A summary's `examples`: the first `EXAMPLES` of each kind (`items` names them)."""
+    return Field(description=f"The first {EXAMPLES} {items} of each kind (the summary only).")
+
+
+def listed_field(items: str, item: str) -> Any:
+    """`listed`: the kind the page field `items` lists, null in a summary."""
+    return Field(
+        description=f"The kind `{items}` lists (all: every one); null: the summary only, "
+        f"whose next_cursor lists every {item}."
+    )
+
+
+def page_field(most: int) -> Any:
+    """A page of at most `most` items, cut to fit the reply budget."""
+    return Field(description=f"At most {most} per page, fewer when they would not fit the reply.")
+
+
 def examples_by_kind(
     items: Iterable[T], kind_of: Callable[[T], str], view: Callable[[T], V], room: int
 ) -> dict[str, list[V]]:
@@ -154,17 +173,10 @@ class LocalIndexOut(ToolOutput):
     files_hashed: int = Field(description="Files read and hashed (the rest came from cache).")
     counts: dict[str, int] = Field(description="Entries per kind: file, dir, skipped, error.")
     bytes: int = Field(description="Bytes of all the files.")
-    examples: dict[str, list[LocalEntryView]] = Field(
-        description=f"The first {EXAMPLES} entries of each kind (the summary only)."
-    )
-    listed: str | None = Field(
-        description="The kind `entries` lists (all: every one); null: the summary only, "
-        "whose next_cursor lists every entry."
-    )
-    entries: list[LocalEntryView] = Field(
-        description=f"At most {INDEX_PAGE} per page, fewer when they would not fit the reply."
-    )
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
+    examples: dict[str, list[LocalEntryView]] = examples_field("entries")
+    listed: str | None = listed_field("entries", "entry")
+    entries: list[LocalEntryView] = page_field(INDEX_PAGE)
+    next_cursor: NextCursor
 
     def summary(self) -> str:
         more = "; more with next_cursor" if self.next_cursor else ""
@@ -277,17 +289,10 @@ class DriveChangesOut(ToolOutput):
     since: str | None = Field(description="When the anchor's listing was taken; null: none given.")
     entry_count: int = Field(description="Entries under the folder now.")
     counts: dict[str, int] = Field(description="added / changed / removed in total.")
-    examples: dict[str, list[ChangeView]] = Field(
-        description=f"The first {EXAMPLES} changes of each kind (the summary only)."
-    )
-    listed: str | None = Field(
-        description="The kind `changes` lists (all: every one); null: the summary only, "
-        "whose next_cursor lists every change."
-    )
-    changes: list[ChangeView] = Field(
-        description=f"At most {CHANGES_PAGE} per page, fewer when they would not fit the reply."
-    )
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
+    examples: dict[str, list[ChangeView]] = examples_field("changes")
+    listed: str | None = listed_field("changes", "change")
+    changes: list[ChangeView] = page_field(CHANGES_PAGE)
+    next_cursor: NextCursor
 
     def summary(self) -> str:
         c = self.counts
