@@ -2,9 +2,10 @@
 
 A name can read as another: bidirectional overrides reorder it, invisible characters hide
 in it, lookalike letters (fullwidth forms, ligatures, Cyrillic ``а`` among Latin letters)
-imitate an ASCII name. These functions judge one target path's components and say which
-component holds the characters (docs/design.md section 9, "Risk flags");
-`placet.proposals.risk.risk_flags` is the entry point. Stdlib only.
+imitate an ASCII name, white space at its start or end vanishes in a listing. These
+functions judge one target path's components and say which component holds the
+characters (docs/design.md section 9, "Risk flags"); `placet.proposals.risk.risk_flags`
+is the entry point. Stdlib only.
 """
 
 from __future__ import annotations
@@ -44,6 +45,20 @@ def _hidden_reason(component: str) -> str | None:
     return "it holds invisible characters"
 
 
+_EDGE_SPACE = re.compile(r"(?:^|/)\s|\s(?:/|$)")
+"""White space at the start or end of some component of a path."""
+
+
+def _spacing_reason(component: str) -> str | None:
+    """Why `component` reads as the same name without its leading or trailing white
+    space (``"report.pdf "``), or None."""
+    lead, trail = component[:1].isspace(), component[-1:].isspace()
+    if not (lead or trail):
+        return None
+    where = "begins and ends" if lead and trail else "begins" if lead else "ends"
+    return f"it {where} with white space, which a listing does not show"
+
+
 def _confusable_reason(component: str) -> str | None:
     """Why `component` (invisible characters already removed) may pass for another,
     ASCII-looking name, or None. Only called for a non-ASCII component.
@@ -71,7 +86,7 @@ def name_flags(target_path: str) -> list[tuple[str, str]]:
     each message names the one component that holds the characters. The escaped ASCII
     form is given once, in the first of these flags."""
     flags: list[tuple[str, str]] = []
-    if target_path.isascii():
+    if target_path.isascii() and not _EDGE_SPACE.search(target_path):
         return flags
     components = [p for p in target_path.split("/") if p]
     order = range(len(components) - 1, -1, -1)  # the name itself first, then its folders
@@ -92,9 +107,9 @@ def name_flags(target_path: str) -> list[tuple[str, str]]:
             break
     for i in order:
         visible = "".join(c for c in components[i] if not _is_hidden(c))
-        if visible.isascii():
-            continue  # plain ASCII, or only invisible characters (flagged above)
-        why = _confusable_reason(visible)
+        why = _spacing_reason(visible)
+        if why is None and not visible.isascii():
+            why = _confusable_reason(visible)
         if why is not None:
             flags.append(("confusable_name", f"{named(i)} may pass for another: {why}"))
             return flags

@@ -346,3 +346,27 @@ def test_ascii_form_is_said_once() -> None:
         assert len(flags) >= 2, path
         text = "\n".join(f.message for f in flags)
         assert text.count("(ASCII:") == 1, text
+
+
+@pytest.mark.parametrize(
+    ("path", "where", "shown"),
+    [
+        ("report.pdf ", "ends", "the name 'report.pdf '"),
+        (" report.pdf", "begins", "the name ' report.pdf'"),
+        ("docs /report.pdf", "ends", "the folder 'docs '"),
+        ("\treport.pdf\t", "begins and ends", "the name '\\treport.pdf\\t'"),
+    ],
+)
+def test_white_space_at_a_names_edge_may_pass_for_the_name_without_it(
+    path: str, where: str, shown: str
+) -> None:
+    flags = risk_flags(kind="upload", target_path=path, replaces_existing=False, name_changed=False)
+    (flag,) = flags
+    assert flag.code == "confusable_name" and needs_typed_confirmation(flags)
+    assert shown in flag.message
+    assert f"it {where} with white space" in flag.message
+
+
+@pytest.mark.parametrize("path", ["a b.txt", "my docs/a  b.txt", "x/y z/w"])
+def test_white_space_inside_a_name_is_not_flagged(path: str) -> None:
+    assert codes("upload", path) == []
