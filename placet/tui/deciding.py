@@ -9,11 +9,10 @@ are shown before a modal opens. Marked proposals (space) are accepted, discarded
 extended together with one confirmation that lists each id with its request hash; if
 any changed, expired or was decided since, nothing is decided and the set is shown
 again. One transfer at a time: accepted proposals run one after another in a thread
-worker that reports through dataclass messages, on the drive warmed while the owner
-decided (`placet.decisions.warming`: started with the checks, closed when the
-confirmation is refused, cancelled or the app ends). Quitting during a transfer asks
-first.
-`DecidingApp` is the base of `ReviewApp` (placet/tui/app.py), which supplies loading.
+worker that reports through dataclass messages, on the drive warmed as the checks
+began (`placet.decisions.warming`; closed if the confirmation is refused, cancelled or
+left open at exit). Quitting during a transfer asks first. `DecidingApp` is the base
+of `ReviewApp` (placet/tui/app.py), which supplies loading.
 """
 
 from __future__ import annotations
