@@ -7,7 +7,8 @@ the proposals runs here, on the configured drive), hands `WarmDrive.drive()` to 
 the decision starts (`decisions.run`) and closes it when they end, or as soon as the
 confirmation is cancelled, refused or left: no rcd keeps running when nobody accepted.
 The executor checks the drive it is given as it checks its own (the proposal's drive
-must be this one), so warming changes no safety check.
+must be this one) and clears rclone's caches as a run starts, so warming changes no
+safety check and nothing is answered from before the decision.
 """
 
 from __future__ import annotations
