@@ -467,7 +467,7 @@ def make_app(
         settings: owner settings (`sweep_seconds` sets the sweep cadence).
         store: an open store (`placet.store.open_store(settings)`).
         clock: returns aware UTC now; injected by tests to stand past an expiry.
-        executor: `execute(store, settings, proposal_id, *, progress, cancel)`;
+        executor: `execute(store, settings, proposal_id, *, progress, cancel, drive)`;
             None means `placet.executor.execute`, imported when first needed.
         confirm_guard_seconds: how long the accept confirmation ignores keys and clicks.
     """
