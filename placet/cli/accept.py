@@ -28,7 +28,8 @@ from placet.cli.accept_effect import effect_lines, flag_counts
 from placet.cli.accept_progress import PHASE_QUIET, RunProgress, StepProgress, summary_line
 from placet.cli.confirming import code_typed, no_terminal, terminal, yes_allowed
 from placet.config import Settings, load_settings
-from placet.decisions import Accepted, Proof, Shown
+from placet.decisions import Accepted, Proof, Shown, WarmDrive, warm_for
+from placet.drive.base import Drive
 from placet.errors import (
     EXIT_DRIVE_UNAVAILABLE,
     EXIT_OK,
@@ -95,37 +96,51 @@ def cmd_accept(args: argparse.Namespace) -> int:
     with open_store(settings) as store:
         store.sweep()
         records = [store.get(i) for i in ids]
-        if len(records) == 1 and records[0].status == APPROVED:
-            return _run_approved(store, settings, records[0], args.skip, args.verbose)
-        shown = _show(store, settings, records, args.skip)
-        with terminal() as tty:
-            if not args.yes:
-                if tty is None:
-                    raise no_terminal(ids, settings)
-                _confirm(tty, shown)
-            accepted = decisions.accept(
-                store, settings, [s for s, _ in shown], Proof.terminal(tty, yes=args.yes)
-            )
-        codes = []
-        for a in accepted:
-            if a.runs_here:
-                continue
-            where = host_label(inert(a.record.host), a.record.host_id)  # a database value
-            _emit(
-                [
-                    f"proposal {a.proposal_id} is approved; it was made on host {where}, "
-                    "where its files are, and that host runs it: `placet executor` there "
-                    f"runs it now, or `placet accept {a.proposal_id}` there"
-                ]
-            )
-        here = [a for a in accepted if a.runs_here]
-        for n, a in enumerate(here):
-            code, stopped = _run(store, settings, a, args.verbose)
-            codes.append(code)
-            if stopped:
-                _leave_rest(here[n + 1 :])
-                break
-        return _worst(codes)
+        # rcd starts while the ops are read, checked and confirmed (`decisions.warming`)
+        with warm_for(settings, store.host_id, records) as warm:
+            return _decide(store, settings, records, args, warm)
+
+
+def _decide(
+    store: Store,
+    settings: Settings,
+    records: list[ProposalRecord],
+    args: argparse.Namespace,
+    warm: WarmDrive,
+) -> int:
+    """Show `records`, ask for the code, accept and run those of this host on `warm`."""
+    ids: list[int] = list(args.ids)
+    if len(records) == 1 and records[0].status == APPROVED:
+        return _run_approved(store, settings, records[0], args.skip, args.verbose, warm)
+    shown = _show(store, settings, records, args.skip)
+    with terminal() as tty:
+        if not args.yes:
+            if tty is None:
+                raise no_terminal(ids, settings)
+            _confirm(tty, shown)
+        accepted = decisions.accept(
+            store, settings, [s for s, _ in shown], Proof.terminal(tty, yes=args.yes)
+        )
+    codes = []
+    for a in accepted:
+        if a.runs_here:
+            continue
+        where = host_label(inert(a.record.host), a.record.host_id)  # a database value
+        _emit(
+            [
+                f"proposal {a.proposal_id} is approved; it was made on host {where}, "
+                "where its files are, and that host runs it: `placet executor` there "
+                f"runs it now, or `placet accept {a.proposal_id}` there"
+            ]
+        )
+    here = [a for a in accepted if a.runs_here]
+    for n, a in enumerate(here):
+        code, stopped = _run(store, settings, a, args.verbose, warm)
+        codes.append(code)
+        if stopped:
+            _leave_rest(here[n + 1 :])
+            break
+    return _worst(codes)
 
 
 def _show(
@@ -160,10 +175,16 @@ def _show(
 
 
 def _run_approved(
-    store: Store, settings: Settings, record: ProposalRecord, skip: list[int], verbose: bool
+    store: Store,
+    settings: Settings,
+    record: ProposalRecord,
+    skip: list[int],
+    verbose: bool,
+    warm: WarmDrive,
 ) -> int:
     """A proposal already approved (elsewhere, never claimed): shown, then executed here
-    without asking again, or left to the host it was made on."""
+    (on the `warm` drive) without asking again, or left to the host it was
+    made on."""
     if skip:
         raise UsageError(
             f"cannot skip ops of proposal {record.id}: it is already approved, with the "
@@ -188,7 +209,7 @@ def _run_approved(
         )
         return EXIT_OK
     _emit([f"proposal {record.id} was already approved; executing it now"])
-    return _execute(store, settings, record, plan, verbose=verbose)
+    return _execute(store, settings, record, plan, verbose=verbose, drive=warm.drive())
 
 
 def _leave_rest(rest: list[Accepted]) -> None:
@@ -263,10 +284,13 @@ def _confirm(tty: int, shown: list[tuple[Shown, list[RiskFlag]]]) -> None:
 # ---- execution with progress on stderr ---------------------------------------------------
 
 
-def _run(store: Store, settings: Settings, accepted: Accepted, verbose: bool) -> tuple[int, bool]:
-    """Execute `accepted` here with progress on stderr (`decisions.run`); returns its
-    exit code and whether the owner stopped it (Ctrl-C)."""
+def _run(
+    store: Store, settings: Settings, accepted: Accepted, verbose: bool, warm: WarmDrive
+) -> tuple[int, bool]:
+    """Execute `accepted` here with progress on stderr (`decisions.run`, on the `warm`
+    drive); returns its exit code and whether the owner stopped it (Ctrl-C)."""
     record = accepted.record
+    drive = warm.drive()
     plan = accepted.plan if accepted.plan is not None else load_plan(store, record)
     cancel = threading.Event()
     code = _execute(
@@ -277,7 +301,7 @@ def _run(store: Store, settings: Settings, accepted: Accepted, verbose: bool) ->
         cancel=cancel,
         verbose=verbose,
         run=lambda progress: decisions.run(
-            store, settings, accepted, progress=progress, cancel=cancel
+            store, settings, accepted, progress=progress, cancel=cancel, drive=drive
         ),
     )
     return code, cancel.is_set()
@@ -292,9 +316,11 @@ def _execute(
     cancel: threading.Event | None = None,
     verbose: bool = False,
     run: Callable[[RunProgress], ProposalRecord] | None = None,
+    drive: Drive | None = None,
 ) -> int:
-    """Execute `record` (`run(progress)`, default `execute` with the plan shown), Ctrl-C
-    stopping it cleanly, and print its outcome; returns the exit code."""
+    """Execute `record` (`run(progress)`, default `execute` with the plan shown, on
+    `drive` if given), Ctrl-C stopping it cleanly, and print its outcome; returns the
+    exit code."""
     stop = cancel or threading.Event()
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
@@ -309,7 +335,9 @@ def _execute(
         if run is not None:
             final = run(shown)
         else:
-            final = execute(store, settings, record.id, progress=shown, cancel=stop, shown=plan)
+            final = execute(
+                store, settings, record.id, progress=shown, cancel=stop, drive=drive, shown=plan
+            )
     finally:
         signal.signal(signal.SIGINT, previous)
         figures = shown.finish()

@@ -28,6 +28,7 @@ from placet.decisions.deciding import (
     set_entries,
 )
 from placet.decisions.model import Accepted, Proof, Shown, Via
+from placet.decisions.warming import WarmDrive, warm_for
 
 __all__ = [
     "Accepted",
@@ -36,6 +37,7 @@ __all__ = [
     "Proof",
     "Shown",
     "Via",
+    "WarmDrive",
     "accept",
     "check",
     "discard",
@@ -44,4 +46,5 @@ __all__ = [
     "run",
     "set_entries",
     "state_refusal",
+    "warm_for",
 ]

@@ -20,6 +20,7 @@ from typing import Any
 from placet.config import Settings
 from placet.decisions.checks import Checked, check
 from placet.decisions.model import Accepted, Proof, Shown
+from placet.drive.base import Drive
 from placet.errors import PlacetError, UsageError, one_or_set
 from placet.executor import ProgressCallback
 from placet.executor import execute as execute_plan
@@ -31,7 +32,8 @@ from placet.store.host import waiting_note
 __all__ = ["Executor", "accept", "discard", "extend", "leave", "run", "set_entries"]
 
 Executor = Callable[..., ProposalRecord]
-"""`execute(store, settings, proposal_id, *, progress=None, cancel=None) -> ProposalRecord`."""
+"""`execute(store, settings, proposal_id, *, progress=None, cancel=None, drive=None)
+-> ProposalRecord`."""
 
 
 def _distinct(what: str, ids: Sequence[int]) -> None:
@@ -134,9 +136,11 @@ def run(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     execute: Executor | None = None,
+    drive: Drive | None = None,
 ) -> ProposalRecord:
     """Execute `accepted` here (`placet.executor.execute`, or `execute` if given) and
-    end its reservation, whatever happens. Returns its final record.
+    end its reservation, whatever happens. Returns its final record. `drive`: the drive
+    to run on (the caller's to close: a `WarmDrive`'s), else one opened for the run.
 
     Raises:
         UsageError: another host runs it (`accepted.waiting`).
@@ -150,9 +154,9 @@ def run(
     pid = accepted.proposal_id
     try:
         if execute is not None:
-            return execute(store, settings, pid, progress=progress, cancel=cancel)
+            return execute(store, settings, pid, progress=progress, cancel=cancel, drive=drive)
         return execute_plan(
-            store, settings, pid, progress=progress, cancel=cancel, shown=accepted.plan
+            store, settings, pid, progress=progress, cancel=cancel, drive=drive, shown=accepted.plan
         )
     finally:
         if accepted.reserved:

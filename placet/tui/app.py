@@ -86,6 +86,7 @@ class ReviewApp(DecidingApp):
         self.transfer: tuple[int, threading.Event] | None = None
         self.shown_views = {}
         self.retrying: int | None = None
+        self.warming = set()
         self._data_version: int | None = None
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -200,6 +201,9 @@ class ReviewApp(DecidingApp):
         self._watcher.start()
 
     def on_unmount(self) -> None:
+        for warm in list(self.warming):  # confirmations left open: nothing accepted
+            warm.close()
+        self.warming.clear()
         self._watch_stop.set()
         if self._watcher is not None:
             self._watcher.join(WATCH_SLICE * 4)  # closes its LISTEN connection
@@ -463,7 +467,7 @@ def make_app(
         settings: owner settings (`sweep_seconds` sets the sweep cadence).
         store: an open store (`placet.store.open_store(settings)`).
         clock: returns aware UTC now; injected by tests to stand past an expiry.
-        executor: `execute(store, settings, proposal_id, *, progress, cancel)`;
+        executor: `execute(store, settings, proposal_id, *, progress, cancel, drive)`;
             None means `placet.executor.execute`, imported when first needed.
         confirm_guard_seconds: how long the accept confirmation ignores keys and clicks.
     """

@@ -9,8 +9,10 @@ are shown before a modal opens. Marked proposals (space) are accepted, discarded
 extended together with one confirmation that lists each id with its request hash; if
 any changed, expired or was decided since, nothing is decided and the set is shown
 again. One transfer at a time: accepted proposals run one after another in a thread
-worker that reports through dataclass messages. Quitting during a transfer asks first.
-`DecidingApp` is the base of `ReviewApp` (placet/tui/app.py), which supplies loading.
+worker that reports through dataclass messages, on the drive warmed as the checks
+began (`placet.decisions.warming`; closed if the confirmation is refused, cancelled or
+left open at exit). Quitting during a transfer asks first. `DecidingApp` is the base
+of `ReviewApp` (placet/tui/app.py), which supplies loading.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from textual.screen import ModalScreen
 
 from placet import decisions
 from placet.config import Settings
-from placet.decisions import Proof, Shown, state_refusal
+from placet.decisions import Proof, Shown, WarmDrive, state_refusal
 from placet.errors import PlacetError, SetRefused, one_or_set
 from placet.executor import Plan
 from placet.executor.audit import verify_audit
@@ -96,6 +98,8 @@ class DecidingApp(App[None]):
     """The proposals of the decision being carried out: record, unticked ops, effect."""
     retrying: int | None
     """The proposal being accepted again from History, while its transfer runs."""
+    warming: set[WarmDrive]
+    """The drives warmed for accepts being confirmed, not yet handed to a transfer."""
 
     @property
     def queue_table(self) -> QueueTable:
@@ -136,7 +140,7 @@ class DecidingApp(App[None]):
         if refused:
             self._refuse_set(refused, len(records))
             return
-        self.prepare_set(records, note)
+        self.prepare_set(records, note, self._warm_up(records))
 
     def _refuse_set(self, refused: list[tuple[int, PlacetError]], size: int) -> None:
         e = one_or_set("accept", size, refused)
@@ -150,8 +154,19 @@ class DecidingApp(App[None]):
         except PlacetError as e:
             return e
 
+    def _warm_up(self, records: list[ProposalRecord]) -> WarmDrive:
+        """The drive an accept of `records` would run on, opened from now on."""
+        warm = decisions.warm_for(self.settings, self.store.host_id, records)
+        self.warming.add(warm)
+        return warm
+
+    def _warm_down(self, warm: WarmDrive) -> None:
+        """Nothing is accepted on `warm`: its rcd is stopped, off the event loop."""
+        self.warming.discard(warm)
+        threading.Thread(target=warm.close, name="placet-warm-close", daemon=True).start()
+
     @work(thread=True, exclusive=True, group="prepare-accept", exit_on_error=False)
-    def prepare_set(self, records: list[ProposalRecord], note: str | None) -> None:
+    def prepare_set(self, records: list[ProposalRecord], note: str | None, warm: WarmDrive) -> None:
         """The checks of accepting each marked proposal (`_checked`), off the event loop;
         the set's confirmation opens when every one passed."""
         refused: list[tuple[int, PlacetError]] = []
@@ -163,7 +178,7 @@ class DecidingApp(App[None]):
                 refused.append((r.id, plan))
             else:
                 effects[r.id] = (effect_of_plan(r, plan), plan)
-        self.call_from_thread(self._confirm_set, records, effects, refused, note)
+        self.call_from_thread(self._confirm_set, records, effects, refused, note, warm)
 
     def _confirm_set(
         self,
@@ -171,11 +186,14 @@ class DecidingApp(App[None]):
         effects: dict[int, tuple[Effect, Plan]],
         refused: list[tuple[int, PlacetError]],
         note: str | None,
+        warm: WarmDrive,
     ) -> None:
         if refused:
+            self._warm_down(warm)
             self._refuse_set(refused, len(records))
             return
         if self.transfer is not None or isinstance(self.screen, ModalScreen):
+            self._warm_down(warm)
             return
         from placet.tui.set_confirm import AcceptSetScreen
 
@@ -185,10 +203,13 @@ class DecidingApp(App[None]):
         )
 
         def decided(accept: bool | None) -> None:
-            if accept:
-                self.retrying = None
-                views = {r.id: (r, shown.get(r.id)) for r in records}
-                self.start_decided([Shown.of(r, (), effects[r.id][1]) for r in records], views)
+            if not accept:
+                self._warm_down(warm)
+                return
+            self.retrying = None
+            views = {r.id: (r, shown.get(r.id)) for r in records}
+            shown_now = [Shown.of(r, (), effects[r.id][1]) for r in records]
+            self.start_decided(shown_now, views, warm)
 
         self.push_screen(screen, decided)
 
@@ -220,18 +241,22 @@ class DecidingApp(App[None]):
             return
         count = record.request.get("op_count")
         large = isinstance(count, int) and count > ACCEPT_IN_WORKER
+        warm = self._warm_up([record])
         if large and is_by_reference(record.kind, record.request):
             self.notify(f"reading and checking the {count:,} ops of #{record.id}...", markup=False)
-            self.prepare_accept(record, retry, now)
+            self.prepare_accept(record, retry, now, warm)
             return
-        self._confirm(record, retry, now, self._checked(record, now))
+        self._confirm(record, retry, now, self._checked(record, now), warm)
 
     @work(thread=True, exclusive=True, group="prepare-accept", exit_on_error=False)
-    def prepare_accept(self, record: ProposalRecord, retry: bool, now: datetime) -> None:
+    def prepare_accept(
+        self, record: ProposalRecord, retry: bool, now: datetime, warm: WarmDrive
+    ) -> None:
         """The checks of accepting a large sync (`_checked`: every op read, verified and
         checked: seconds for 100,000 ops), off the event loop; the confirmation opens
         when done."""
-        self.call_from_thread(self._confirm, record, retry, now, self._checked(record, now))
+        checked = self._checked(record, now)
+        self.call_from_thread(self._confirm, record, retry, now, checked, warm)
 
     def _confirm(
         self,
@@ -239,13 +264,16 @@ class DecidingApp(App[None]):
         retry: bool,
         now: datetime,
         plan: Plan | PlacetError,
+        warm: WarmDrive,
     ) -> None:
         """Open the accept confirmation of `record` as `plan` holds it, unless the checks
-        refused it (see `_checked`)."""
+        refused it (see `_checked`); `warm`: the drive its accept runs on."""
         if isinstance(plan, PlacetError):
+            self._warm_down(warm)
             self._refuse(f"not accepted: {plan.error_code}", inert(plan.message))
             return
         if self.transfer is not None or isinstance(self.screen, ModalScreen):
+            self._warm_down(warm)
             return  # something else began while a large sync's ops were read
 
         from placet.tui.confirm import AcceptScreen
@@ -261,9 +289,11 @@ class DecidingApp(App[None]):
         )
 
         def decided(accept: bool | None) -> None:
-            if accept:
-                self.retrying = record.id if retry else None
-                self._start_transfer(record, screen.skip_ops, effect, plan)
+            if not accept:
+                self._warm_down(warm)
+                return
+            self.retrying = record.id if retry else None
+            self._start_transfer(record, screen.skip_ops, effect, plan, warm)
 
         self.push_screen(screen, decided)
 
@@ -273,19 +303,23 @@ class DecidingApp(App[None]):
         skip_ops: list[int],
         effect: Effect | None = None,
         plan: Plan | None = None,
+        warm: WarmDrive | None = None,
     ) -> None:
         """Accept `record` as shown (`plan`: as its confirmation read it), with `skip_ops`
-        unticked, then run it."""
-        self.start_decided([Shown.of(record, skip_ops, plan)], {record.id: (record, effect)})
+        unticked, then run it (on `warm`'s drive, else one the run opens)."""
+        shown = [Shown.of(record, skip_ops, plan)]
+        self.start_decided(shown, {record.id: (record, effect)}, warm or WarmDrive(None))
 
     def start_decided(
         self,
         shown: list[Shown],
         views: dict[int, tuple[ProposalRecord, Effect | None]],
+        warm: WarmDrive,
     ) -> None:
         """Accept the proposals `shown` (all or none) and run those of this host, one
-        after another; `views`: each one's record and effect as shown (the transfer
-        panel lists its ops)."""
+        after another, on `warm`'s drive; `views`: each one's record and effect as shown
+        (the transfer panel lists its ops)."""
+        self.warming.discard(warm)  # the transfer closes it
         cancel = threading.Event()
         first = shown[0].proposal_id
         self.transfer = (first, cancel)
@@ -298,7 +332,7 @@ class DecidingApp(App[None]):
         # until the run ends: out of the collector's full passes, which would stall the
         # run's first ops for half a second at 100,000 ops (`on_transfer_finished` thaws).
         gc.freeze()
-        self.run_transfer(shown, cancel)  # first: the panel's table does not hold it up
+        self.run_transfer(shown, cancel, warm)  # first: the panel's table does not hold it up
         record, skip, effect = self.shown_views[first]
         self.query_one(TransferPanel).start(record, skip, effect)
 
@@ -316,10 +350,14 @@ class DecidingApp(App[None]):
             return []
 
     @work(thread=True, exclusive=True, group="transfer", exit_on_error=False)
-    def run_transfer(self, shown: list[Shown], cancel: threading.Event) -> None:
+    def run_transfer(self, shown: list[Shown], cancel: threading.Event, warm: WarmDrive) -> None:
         """Accept `shown` through the decision core (``via: "tui"``), then execute each
-        approved proposal of this host in turn, posting progress; one another host runs
-        is reported as waiting for it."""
+        approved proposal of this host in turn on `warm`'s drive, posting progress; one
+        another host runs is reported as waiting for it. `warm` is closed at the end."""
+        with warm:
+            self._accept_and_run(shown, cancel, warm)
+
+    def _accept_and_run(self, shown: list[Shown], cancel: threading.Event, warm: WarmDrive) -> None:
         first = shown[0].proposal_id
         try:
             accepted = decisions.accept(
@@ -355,6 +393,7 @@ class DecidingApp(App[None]):
                     progress=self._progress_poster(pid),
                     cancel=cancel,
                     execute=self.executor,
+                    drive=warm.drive(),
                 )
                 results = self.store.op_results(pid)
                 self.post_message(TransferFinished(pid, final, results, more=more))

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from placet import decisions
-from placet.decisions import Proof, Shown
+from placet.decisions import Accepted, Proof, Shown
 from placet.errors import PlacetError, PolicyRefused, UsageError
 from placet.store.decisions import changed_since_shown, moved_since_shown
 from placet.store.passkeys import PasskeyRecord, token_hash
@@ -143,13 +143,18 @@ def accept_challenge_for(
     if shown != record.request_hash:
         raise changed_since_shown(pid, record.request_hash, shown)
     skip = _skip_ops(body.get("skip_ops"))
+    web.runs.warm_up(record)  # rcd starts while the ops are checked and the owner signs
     # every refusal (the selection's included) before the passkey is asked; the plan
     # read here is what the accept runs
-    checked = decisions.check(
-        web.store, web.settings, Shown.of(record, skip), now=web.clock(), signed=True
-    )
-    web.runs.keep_plan(pid, checked.plan)
-    return web.ceremonies.accept_options(token_hash(token), record, skip)
+    try:
+        checked = decisions.check(
+            web.store, web.settings, Shown.of(record, skip), now=web.clock(), signed=True
+        )
+        web.runs.keep_plan(pid, checked.plan)
+        return web.ceremonies.accept_options(token_hash(token), record, skip)
+    except BaseException:
+        web.runs.cool(pid)
+        raise
 
 
 async def accept(request: Request) -> Response:
@@ -161,6 +166,23 @@ async def accept(request: Request) -> Response:
 def accept_signed(
     web: WebState, token: str, body: dict[str, Any], pid: int, request: Request
 ) -> dict[str, Any]:
+    warm = web.runs.take_warm(pid)  # warmed for the challenge: its run's, else closed
+    try:
+        accepted = _accepted(web, token, body, pid, request)
+    except BaseException:
+        warm.close()
+        raise
+    if accepted.runs_here:  # else its own host's placet runs it (`placet.store.host`)
+        web.runs.start(accepted, warm)
+    else:
+        warm.close()
+    return {"ok": True, "status": "approved", "waiting": accepted.waiting}
+
+
+def _accepted(
+    web: WebState, token: str, body: dict[str, Any], pid: int, request: Request
+) -> Accepted:
+    """Proposal `pid` accepted with the assertion answering its challenge, as bound."""
     issued = web.challenges.take(body.get("nonce"), "accept")
     if issued.proposal_id != pid or issued.session != token_hash(token):
         raise PolicyRefused(
@@ -186,9 +208,7 @@ def accept_signed(
     proof = web_proof(request, key, kept, body["nonce"])
     shown = Shown(pid, shown.request_hash, shown.status, shown.skip_ops, checked.plan)
     [accepted] = decisions.accept(web.store, web.settings, [shown], proof, now=web.clock())
-    if accepted.runs_here:
-        web.runs.start(accepted)  # else its own host's placet runs it (`placet.store.host`)
-    return {"ok": True, "status": "approved", "waiting": accepted.waiting}
+    return accepted
 
 
 def _skip_ops(value: object) -> list[int]:

@@ -2,8 +2,10 @@
 through `placet.decisions.run` (which ends the reservation its accept made), with the
 figures of its progress (`placet.executor.progress.Tracker`: the line `placet accept`
 and the review UI show) for the page's status; and the plan each accept's challenge
-read, so that the accept runs it rather than reading every op again after the owner's
-passkey said yes."""
+read, and the drive warmed for it (`placet.decisions.warming`), so that the accept runs
+it rather than reading every op again and starting rcd after the owner's passkey said
+yes. The page says nothing when the owner cancels the passkey prompt or leaves: the
+warmed drive is closed `WARM_SECONDS` after its challenge unless an accept took it."""
 
 from __future__ import annotations
 
@@ -13,17 +15,20 @@ from dataclasses import dataclass, field
 
 from placet import decisions
 from placet.config import Settings
-from placet.decisions import Accepted
+from placet.decisions import Accepted, WarmDrive, warm_for
 from placet.errors import PlacetError
 from placet.executor import Plan
 from placet.executor.progress import Figures, Tracker
-from placet.store import Store
+from placet.store import ProposalRecord, Store
 
-__all__ = ["PLANS_KEPT", "Runs"]
+__all__ = ["PLANS_KEPT", "WARM_SECONDS", "Runs"]
 
 PLANS_KEPT = 2
 """Plans kept for the accepts to come, the latest challenges' (a plan of 100,000 ops is
 much of the 268 MiB `placet accept` holds for one: docs/performance.md)."""
+WARM_SECONDS = 60.0
+"""How long the drive warmed for an accept's challenge waits for its answer (a touch of
+the passkey takes seconds); a later answer runs on a drive its run opens."""
 
 
 @dataclass
@@ -42,23 +47,30 @@ class Runs:
     _trackers: dict[int, Tracker] = field(default_factory=dict)
     _plans: OrderedDict[int, Plan] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    warm_seconds: float = WARM_SECONDS
+    _warm: tuple[int, WarmDrive, threading.Timer] | None = None
+    """The drive warmed for the latest accept challenge: one at a time."""
 
-    def start(self, accepted: Accepted) -> None:
+    def start(self, accepted: Accepted, warm: WarmDrive | None = None) -> None:
         """Execute `accepted` in a daemon thread (`decisions.run`, which ends the
-        reservation the accept made, so this process's host loop leaves it to this run)."""
+        reservation the accept made, so this process's host loop leaves it to this run),
+        on `warm`'s drive if given, closed when the run ends."""
         pid = accepted.proposal_id
         tracker = self._trackers[pid] = Tracker()
+        warm = warm or WarmDrive(None)
 
         def run() -> None:
             try:
-                decisions.run(
-                    self.store,
-                    self.settings,
-                    accepted,
-                    progress=tracker,
-                    cancel=self._cancel,
-                    execute=self.executor,
-                )
+                with warm:
+                    decisions.run(
+                        self.store,
+                        self.settings,
+                        accepted,
+                        progress=tracker,
+                        cancel=self._cancel,
+                        execute=self.executor,
+                        drive=warm.drive(),
+                    )
             except PlacetError as e:
                 self.errors[pid] = e
 
@@ -92,8 +104,54 @@ class Runs:
         with self._lock:
             return self._plans.pop(pid, None)
 
+    def warm_up(self, record: ProposalRecord) -> None:
+        """Open the drive an accept of `record` would run on (`decisions.warm_for`), for
+        the accept answering its challenge (`take_warm`); it replaces the one warmed for an
+        earlier challenge and is closed after `warm_seconds` if no accept took it."""
+        warm = warm_for(self.settings, self.store.host_id, [record])
+        timer = threading.Timer(self.warm_seconds, self.cool, (record.id, warm))
+        timer.daemon = True
+        with self._lock:
+            old, self._warm = self._warm, (record.id, warm, timer)
+        timer.start()
+        if old is not None:
+            old[2].cancel()
+            old[1].close()
+
+    @property
+    def warming(self) -> WarmDrive | None:
+        """The drive warmed for the latest challenge and not taken yet, if any."""
+        held = self._warm
+        return None if held is None else held[1]
+
+    def cool(self, pid: int, warm: WarmDrive | None = None) -> None:
+        """Close the drive warmed for proposal `pid` (only `warm`, if given), unless an
+        accept took it."""
+        with self._lock:
+            held = self._warm
+            if held is None or held[0] != pid or (warm is not None and held[1] is not warm):
+                return
+            self._warm = None
+        held[2].cancel()
+        held[1].close()
+
+    def take_warm(self, pid: int) -> WarmDrive:
+        """The drive warmed for proposal `pid`'s challenge, now the caller's to close; one
+        that opens nothing when there is none."""
+        with self._lock:
+            held = self._warm
+            if held is None or held[0] != pid:
+                return WarmDrive(None)
+            self._warm = None
+        held[2].cancel()
+        return held[1]
+
     def stop(self, timeout: float = 10.0) -> None:
-        """Ask every execution to stop, and wait up to `timeout` s for each."""
+        """Close the drive warmed for a challenge not answered, ask every execution to
+        stop, and wait up to `timeout` s for each."""
+        held = self._warm
+        if held is not None:
+            self.cool(held[0])
         self._cancel.set()
         for t in list(self._threads.values()):
             t.join(timeout)

@@ -1,0 +1,46 @@
+"""The drive an accept runs on is opened while the owner decides (`decisions.warm_for`),
+only when a proposal runs here on the configured drive, and a close, even one that comes
+while its rclone rcd is still starting, leaves no rcd running."""
+
+from __future__ import annotations
+
+import os
+
+from placet import decisions
+from placet.config import Settings
+from placet.decisions import WarmDrive
+from placet.drive import RcloneDrive, configured_spec
+from placet.store import Store
+from tests.support.mcp import rclone_children
+from tests.support.processes import alive
+from tests.support.review import add_upload
+
+
+def test_a_close_while_rcd_starts_leaves_no_rcd(settings: Settings) -> None:
+    before = set(rclone_children(os.getpid()))
+    warm = WarmDrive(settings)
+    warm.close()  # at once: the warming thread may be anywhere in opening the drive
+    assert warm.drive() is None  # waits for the warming to end
+    assert set(rclone_children(os.getpid())) <= before
+
+
+def test_a_warmed_drive_runs_rcd_until_closed(settings: Settings) -> None:
+    with WarmDrive(settings) as warm:
+        drive = warm.drive()
+        assert isinstance(drive, RcloneDrive) and drive.spec == configured_spec(settings)
+        pid = drive.rcd_pid
+        assert pid is not None and alive(pid)
+    assert not alive(pid)
+    assert warm.drive() is None
+
+
+def test_only_a_proposal_run_here_on_the_configured_drive_warms_it(
+    settings: Settings, store: Store
+) -> None:
+    here = store.host_id
+    other_drive = add_upload(store, drive_spec="elsewhere:drive")
+    assert decisions.warm_for(settings, here, [other_drive]).drive() is None
+    mine = add_upload(store, drive_spec=configured_spec(settings), name="b.md")
+    assert decisions.warm_for(settings, "another-host-id", [mine]).drive() is None
+    with decisions.warm_for(settings, here, [other_drive, mine]) as warm:
+        assert warm.drive() is not None

@@ -1,0 +1,110 @@
+"""`placet web` starts the drive's rclone rcd with an accept's challenge (the owner's
+click on Accept) and runs the accepted proposal on that drive; a challenge refused, or
+not answered within `Runs.warm_seconds` (the owner cancelled the passkey prompt or
+left: the page says nothing), leaves no rcd running and nothing approved.
+
+Real parts: `placet web` in-process over a rig's local-folder drive, a software passkey
+(`tests.support.passkey`), the real executor."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from placet.config import Settings
+from placet.drive import RcloneDrive
+from placet.executor import execute
+from placet.store import ProposalRecord, Store
+from tests.support.mcp import rclone_children
+from tests.support.passkey import SoftKey
+from tests.support.pins import register_pinned
+from tests.support.processes import alive
+from tests.support.rig import Rig
+from tests.support.web import Served
+
+CID = "d2FybS1wYXNza2V5"
+
+
+def _until(predicate: Callable[[], bool], timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return predicate()
+
+
+def _challenge(served: Served, session: str, rec: ProposalRecord, **body: Any) -> tuple[int, Any]:
+    shown = {"request_hash": rec.request_hash, "skip_ops": [], **body}
+    status, text = served.post(f"/p/{rec.id}/challenge", shown, session=session)
+    return status, json.loads(text)
+
+
+def _signed_in(rig: Rig) -> tuple[SoftKey, str]:
+    """A pinned software passkey, and a session it signed in."""
+    key = SoftKey()
+    return key, rig.store.open_session(register_pinned(rig.store, CID, key.cose(), "soft").id)
+
+
+def _warmed_rcd(served: Served) -> int:
+    """The rcd pid of the drive warmed for the open challenge."""
+    warm = served.runs.warming
+    assert warm is not None
+    drive = warm.drive()
+    assert isinstance(drive, RcloneDrive) and drive.rcd_pid is not None
+    return drive.rcd_pid
+
+
+@pytest.mark.transfers
+def test_the_accepted_proposal_runs_on_the_drive_warmed_by_its_challenge(
+    rig: Rig, served_rig: Served
+) -> None:
+    rig.write("a.txt", b"alpha\n")
+    rec = rig.upload("a.txt")
+    ran_on: list[object] = []
+
+    def executor(store: Store, settings: Settings, proposal_id: int, **kw: Any) -> ProposalRecord:
+        ran_on.append(kw.get("drive"))
+        return execute(store, settings, proposal_id, **kw)
+
+    served_rig.runs.executor = executor
+    key, session = _signed_in(rig)
+    status, opts = _challenge(served_rig, session, rec)
+    assert status == 200, opts
+    pid = _warmed_rcd(served_rig)
+    assert served_rig.runs.warming is not None
+    drive = served_rig.runs.warming.drive()
+    credential = key.assertion(opts, CID, origin=served_rig.origin)
+    body = {"nonce": opts["nonce"], "credential": credential}
+    status, text = served_rig.post(f"/p/{rec.id}/accept", body, session=session)
+    assert status == 200, text
+    assert _until(lambda: not served_rig.runs.running(rec.id) and ran_on != [])
+    assert ran_on == [drive]
+    assert rig.store.get(rec.id).status == "succeeded"
+    assert _until(lambda: not alive(pid))  # closed once the run ended
+    assert served_rig.runs.warming is None
+
+
+@pytest.mark.parametrize("ending", ["refused", "unanswered"])
+def test_a_challenge_refused_or_not_answered_leaves_no_rcd(
+    rig: Rig, served_rig: Served, ending: str
+) -> None:
+    rig.write("a.txt", b"alpha\n")
+    rec = rig.upload("a.txt")
+    before = set(rclone_children(os.getpid()))
+    _, session = _signed_in(rig)
+    if ending == "refused":  # refused after the drive began warming: an op it lacks
+        status, said = _challenge(served_rig, session, rec, skip_ops=[7])
+        assert status != 200 and said["code"] == "skip_invalid", said
+    else:
+        served_rig.runs.warm_seconds = 0.5
+        status, said = _challenge(served_rig, session, rec)
+        assert status == 200, said
+        pid = _warmed_rcd(served_rig)
+        assert _until(lambda: not alive(pid))
+    assert served_rig.runs.warming is None
+    assert _until(lambda: set(rclone_children(os.getpid())) <= before)
+    assert rig.store.get(rec.id).status == "pending"
