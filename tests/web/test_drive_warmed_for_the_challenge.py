@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -106,5 +107,40 @@ def test_a_challenge_refused_or_not_answered_leaves_no_rcd(
         pid = _warmed_rcd(served_rig)
         assert _until(lambda: not alive(pid))
     assert served_rig.runs.warming is None
+    assert _until(lambda: set(rclone_children(os.getpid())) <= before)
+    assert rig.store.get(rec.id).status == "pending"
+
+
+def test_challenges_in_a_burst_run_at_most_two_rcds_at_a_time(rig: Rig, served_rig: Served) -> None:
+    """Each challenge warms the configured drive; a burst of them, valid and refused,
+    from many requests at once, reuses the drive warmed and starts no other while one
+    starts: the rcds placet web runs stay bounded, whatever a session asks."""
+    rig.write("a.txt", b"alpha\n")
+    rec = rig.upload("a.txt")
+    _, session = _signed_in(rig)
+    before = set(rclone_children(os.getpid()))
+    peak, done = 0, threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, len(set(rclone_children(os.getpid())) - before))
+
+    def burst(n: int) -> None:
+        for i in range(6):
+            _challenge(served_rig, session, rec, skip_ops=[7] if (i + n) % 2 else [])
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    clients = [threading.Thread(target=burst, args=(n,)) for n in range(16)]
+    for c in clients:
+        c.start()
+    for c in clients:
+        c.join()
+    done.set()
+    sampler.join()
+    assert peak <= 2
+    assert _until(lambda: len(set(rclone_children(os.getpid())) - before) <= 1)
+    served_rig.runs.stop()
     assert _until(lambda: set(rclone_children(os.getpid())) <= before)
     assert rig.store.get(rec.id).status == "pending"
