@@ -5,6 +5,8 @@ while its rclone rcd is still starting, leaves no rcd running."""
 from __future__ import annotations
 
 import os
+import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,8 @@ import pytest
 from placet import decisions
 from placet.config import Settings
 from placet.decisions import WarmDrive
-from placet.drive import RcloneDrive, configured_spec
+from placet.drive import RcloneDrive, configured_spec, drive_for
+from placet.errors import ConfigError
 from placet.store import Store
 from tests.support.mcp import rclone_children
 from tests.support.processes import alive
@@ -67,3 +70,20 @@ def test_a_warmed_drive_answers_for_the_remote_as_configured_once_caches_are_cle
         drive.clear_caches()
         caps = drive.capabilities()
         assert (caps.backend, caps.case_insensitive) == ("local", True)
+
+
+def test_a_data_directory_the_drive_cannot_use_is_a_typed_error_not_a_warming_crash(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """placet's runtime folder (rcd's socket, the password token) is a file: the warming
+    ends quietly (the owner is still deciding), and opening the drive, as the run does,
+    says what is wrong."""
+    crashed: list[type[BaseException]] = []
+    monkeypatch.setattr(threading, "excepthook", lambda a: crashed.append(a.exc_type))
+    settings.run_dir.parent.mkdir(parents=True, exist_ok=True)
+    settings.run_dir.write_text("not a folder")
+    with WarmDrive(settings) as warm:
+        assert warm.drive() is None
+    assert crashed == []
+    with pytest.raises(ConfigError, match=re.escape(str(settings.run_dir))):
+        drive_for(settings)
