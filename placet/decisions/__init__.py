@@ -28,7 +28,7 @@ from placet.decisions.deciding import (
     set_entries,
 )
 from placet.decisions.model import Accepted, Proof, Shown, Via
-from placet.decisions.warming import WarmDrive, warm_for
+from placet.decisions.warming import WarmDrive, warm_for, warms
 
 __all__ = [
     "Accepted",
@@ -47,4 +47,5 @@ __all__ = [
     "set_entries",
     "state_refusal",
     "warm_for",
+    "warms",
 ]

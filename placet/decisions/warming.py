@@ -25,7 +25,7 @@ from placet.errors import PlacetError
 from placet.store import ProposalRecord
 from placet.store.host import runs_elsewhere
 
-__all__ = ["WarmDrive", "warm_for"]
+__all__ = ["WarmDrive", "warm_for", "warms"]
 
 
 class WarmDrive:
@@ -35,6 +35,8 @@ class WarmDrive:
     None). Thread-safe."""
 
     def __init__(self, settings: Settings | None) -> None:
+        self.opens = settings is not None
+        """Whether this opens a drive (settings given)."""
         self._lock = threading.Lock()
         self._drive: Drive | None = None
         self._closed = False
@@ -92,10 +94,14 @@ class WarmDrive:
         self.close()
 
 
-def warm_for(settings: Settings, here: str, records: Iterable[ProposalRecord]) -> WarmDrive:
-    """The `WarmDrive` for accepting `records` on host `here`: one that opens nothing when
-    none of them would run here on the configured drive (another host runs it, or the
-    executor refuses it as ``drive_changed``)."""
+def warms(settings: Settings, here: str, records: Iterable[ProposalRecord]) -> bool:
+    """Whether accepting `records` on host `here` runs one on the configured drive (none
+    does when another host runs each, or the executor refuses it as ``drive_changed``)."""
     spec = configured_spec(settings)
-    here_too = any(not runs_elsewhere(r.host_id, here) and r.drive_spec == spec for r in records)
-    return WarmDrive(settings if here_too else None)
+    return any(not runs_elsewhere(r.host_id, here) and r.drive_spec == spec for r in records)
+
+
+def warm_for(settings: Settings, here: str, records: Iterable[ProposalRecord]) -> WarmDrive:
+    """The `WarmDrive` for accepting `records` on host `here`: one that opens nothing
+    unless one of them runs here on the configured drive (`warms`)."""
+    return WarmDrive(settings if warms(settings, here, records) else None)

@@ -32,6 +32,7 @@ from placet.drive.credentials import rclone_access
 from placet.drive.proc import resolve_rclone_path
 from placet.drive.rclone import RcloneDrive
 from placet.drive.spec import DriveSpec, check_drive_path, parse_spec, redact, validate_spec
+from placet.errors import ConfigError
 
 __all__ = [
     "Capabilities",
@@ -77,14 +78,23 @@ def drive_for(settings: Settings, *, environ: Mapping[str, str] | None = None) -
 
     Raises:
         ConfigError: an invalid spec or one holding an inline secret; a relative or
-            missing rclone binary.
+            missing rclone binary; a data directory it cannot write in (the default
+            drive's folder, the runtime folder).
     """
     spec = configured_spec(settings)
     validate_spec(spec)
-    if spec == default_drive_spec(settings):
-        settings.default_drive_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     rclone = resolve_rclone_path(settings.rclone_path)
     access = rclone_access(os.environ if environ is None else environ)
-    return RcloneDrive(
-        spec, rclone_path=rclone, env=access.env, flags=access.flags, run_dir=settings.run_dir
-    )
+    try:
+        if spec == default_drive_spec(settings):
+            settings.default_drive_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return RcloneDrive(
+            spec, rclone_path=rclone, env=access.env, flags=access.flags, run_dir=settings.run_dir
+        )
+    except OSError as e:
+        where = e.filename or settings.data_dir
+        raise ConfigError(
+            f"cannot open the drive: placet's data directory is unusable at {where} "
+            f"({e.strerror}); move away what is in the way, or free the disk, and try again",
+            details={"path": str(where)},
+        ) from e

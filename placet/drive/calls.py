@@ -210,7 +210,7 @@ class RcloneCalls:
         return rclone_failure(action, target, msg, secrets=self.secrets, exit_code=code)
 
     def capabilities(self) -> Capabilities:
-        """What the remote supports (`operations/fsinfo`); cached for the drive's life."""
+        """What the remote supports (`operations/fsinfo`); cached until `clear_caches`."""
         if self._caps is None:
             fs = self.fs().raw
             info = self.rc(
@@ -268,7 +268,10 @@ class RcloneCalls:
         self.rc("operations/deletefile", params, action=action, target=path)
 
     def clear_caches(self) -> None:
-        """Drop rcd's cached backends, so the next call sees the remote as it is now."""
+        """Drop rcd's cached backends, and the capabilities and backend type read from
+        them, so the next call sees the remote as it is now (rclone re-reads a changed
+        config file): a drive opened long before, while the owner decided, included."""
+        self._eff = self._caps = None
         self.rc("fscache/clear", {}, action="clear caches of", target="")
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -165,19 +165,30 @@ class DecidingApp(App[None]):
         self.warming.discard(warm)
         threading.Thread(target=warm.close, name="placet-warm-close", daemon=True).start()
 
+    @contextlib.contextmanager
+    def _cooled_if_failed(self, warm: WarmDrive) -> Iterator[None]:
+        """`warm` closed if the checks fail with an error they do not return as a
+        refusal: their worker then ends with no confirmation, which would close it."""
+        try:
+            yield
+        except BaseException:
+            self._warm_down(warm)
+            raise
+
     @work(thread=True, exclusive=True, group="prepare-accept", exit_on_error=False)
     def prepare_set(self, records: list[ProposalRecord], note: str | None, warm: WarmDrive) -> None:
         """The checks of accepting each marked proposal (`_checked`), off the event loop;
         the set's confirmation opens when every one passed."""
         refused: list[tuple[int, PlacetError]] = []
         effects: dict[int, tuple[Effect, Plan]] = {}
-        now = self.clock()
-        for r in records:
-            plan = self._checked(r, now)
-            if isinstance(plan, PlacetError):
-                refused.append((r.id, plan))
-            else:
-                effects[r.id] = (effect_of_plan(r, plan), plan)
+        with self._cooled_if_failed(warm):
+            now = self.clock()
+            for r in records:
+                plan = self._checked(r, now)
+                if isinstance(plan, PlacetError):
+                    refused.append((r.id, plan))
+                else:
+                    effects[r.id] = (effect_of_plan(r, plan), plan)
         self.call_from_thread(self._confirm_set, records, effects, refused, note, warm)
 
     def _confirm_set(
@@ -255,7 +266,8 @@ class DecidingApp(App[None]):
         """The checks of accepting a large sync (`_checked`: every op read, verified and
         checked: seconds for 100,000 ops), off the event loop; the confirmation opens
         when done."""
-        checked = self._checked(record, now)
+        with self._cooled_if_failed(warm):
+            checked = self._checked(record, now)
         self.call_from_thread(self._confirm, record, retry, now, checked, warm)
 
     def _confirm(

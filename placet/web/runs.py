@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from placet import decisions
 from placet.config import Settings
-from placet.decisions import Accepted, WarmDrive, warm_for
+from placet.decisions import Accepted, WarmDrive, warms
 from placet.errors import PlacetError
 from placet.executor import Plan
 from placet.executor.progress import Figures, Tracker
@@ -50,6 +51,8 @@ class Runs:
     warm_seconds: float = WARM_SECONDS
     _warm: tuple[int, WarmDrive, threading.Timer] | None = None
     """The drive warmed for the latest accept challenge: one at a time."""
+    _started: WarmDrive | None = None
+    """The drive warmed last (held, taken or closed): no other starts until it is ready."""
 
     def start(self, accepted: Accepted, warm: WarmDrive | None = None) -> None:
         """Execute `accepted` in a daemon thread (`decisions.run`, which ends the
@@ -105,14 +108,24 @@ class Runs:
             return self._plans.pop(pid, None)
 
     def warm_up(self, record: ProposalRecord) -> None:
-        """Open the drive an accept of `record` would run on (`decisions.warm_for`), for
-        the accept answering its challenge (`take_warm`); it replaces the one warmed for an
-        earlier challenge and is closed after `warm_seconds` if no accept took it."""
-        warm = warm_for(self.settings, self.store.host_id, [record])
-        timer = threading.Timer(self.warm_seconds, self.cool, (record.id, warm))
-        timer.daemon = True
+        """Open the drive an accept of `record` would run on (`decisions.warms`), for
+        the accept answering its challenge (`take_warm`); closed after `warm_seconds` if
+        no accept took it. One at a time, whatever a session asks: a newer challenge
+        takes over the drive warmed for an earlier one (the same configured drive) or
+        closes it, and none is started while an earlier one still starts (its close
+        waits for its rcd to answer)."""
+        wanted = warms(self.settings, self.store.host_id, [record])
         with self._lock:
-            old, self._warm = self._warm, (record.id, warm, timer)
+            old, self._warm = self._warm, None
+            if wanted and old is not None and old[1].opens:
+                warm, old = old[1], (old[0], WarmDrive(None), old[2])  # its timer goes
+            elif wanted and (self._started is None or self._started.ready):
+                warm = self._started = WarmDrive(self.settings)
+            else:
+                warm = WarmDrive(None)
+            timer = threading.Timer(self.warm_seconds, lambda: self._expire(timer))
+            timer.daemon = True
+            self._warm = (record.id, warm, timer)
         timer.start()
         if old is not None:
             old[2].cancel()
@@ -124,12 +137,19 @@ class Runs:
         held = self._warm
         return None if held is None else held[1]
 
-    def cool(self, pid: int, warm: WarmDrive | None = None) -> None:
-        """Close the drive warmed for proposal `pid` (only `warm`, if given), unless an
-        accept took it."""
+    def cool(self, pid: int) -> None:
+        """Close the drive warmed for proposal `pid`'s challenge, unless an accept took
+        it or a newer challenge did."""
+        self._close_held(lambda held: held[0] == pid)
+
+    def _expire(self, timer: threading.Timer) -> None:
+        """`timer` ran out: close the drive it was started for, unless taken since."""
+        self._close_held(lambda held: held[2] is timer)
+
+    def _close_held(self, which: Callable[[tuple[int, WarmDrive, threading.Timer]], bool]) -> None:
         with self._lock:
             held = self._warm
-            if held is None or held[0] != pid or (warm is not None and held[1] is not warm):
+            if held is None or not which(held):
                 return
             self._warm = None
         held[2].cancel()

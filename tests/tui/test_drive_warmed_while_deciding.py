@@ -7,6 +7,9 @@ the default local-folder drive, the review app driven by Pilot, `placet.executor
 
 from __future__ import annotations
 
+import os
+import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +20,14 @@ from placet.decisions import WarmDrive
 from placet.drive import RcloneDrive
 from placet.executor import execute
 from placet.store import ProposalRecord, Store
+from placet.store.db import utcnow
 from placet.tui import make_app
 from placet.tui.confirm import AcceptScreen
+from placet.tui.set_confirm import AcceptSetScreen
+from tests.support.mcp import rclone_children
 from tests.support.processes import alive
-from tests.support.review import confirm_accept, settle, until
+from tests.support.review import confirm_accept, quiet, settle, until
+from tests.support.rig import Rig
 from tests.tui.test_sync import propose, sync_settings, sync_store
 
 __all__ = ["sync_settings", "sync_store"]  # fixtures imported for this module
@@ -92,3 +99,37 @@ async def test_the_accepted_sync_runs_on_the_drive_warmed_for_it(
         assert warm.drive() is None and app.warming == set()
     assert sync_store.get(rec.id).status == "succeeded"
     assert (sync_settings.default_drive_dir / "a.txt").read_bytes() == b"alpha\n"
+
+
+@pytest.mark.asyncio
+@pytest.mark.timeout(120)
+async def test_checks_failing_unexpectedly_leave_no_rcd_while_the_app_runs(rig: Rig) -> None:
+    """The worker checking a marked set fails with an error placet does not expect (here
+    its clock): the drive warmed for the set's confirmation is closed at once, not when
+    the app ends."""
+    recs = []
+    for name in ("a.txt", "b.txt"):
+        rig.write(name, b"bytes")
+        recs.append(rig.upload(name))
+    failing = threading.Event()
+
+    def clock() -> datetime:
+        if failing.is_set() and threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("the clock failed")
+        return utcnow()
+
+    settings = quiet(rig.settings, drive=rig.drive.spec)
+    app = make_app(settings, rig.store, clock=clock, confirm_guard_seconds=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        before = set(rclone_children(os.getpid()))
+        await pilot.press("space", "space")
+        failing.set()
+        await pilot.press("a")  # warms the drive, then the checks' worker fails
+        assert await until(
+            pilot,
+            lambda: app.warming == set() and set(rclone_children(os.getpid())) <= before,
+            30,
+        )
+        assert not isinstance(app.screen, AcceptSetScreen)
+    assert all(rig.store.get(r.id).status == "pending" for r in recs)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -88,23 +89,76 @@ def test_the_accepted_proposal_runs_on_the_drive_warmed_by_its_challenge(
     assert served_rig.runs.warming is None
 
 
+class _Rcds:
+    """The rclone children this process runs beyond those it ran at the start, sampled
+    from /proc while in use: every pid seen, and the most alive at once."""
+
+    def __init__(self) -> None:
+        self.before = set(rclone_children(os.getpid()))
+        self.seen: set[int] = set()
+        self.peak = 0
+        self._done = threading.Event()
+        self._sampler = threading.Thread(target=self._sample)
+
+    def now(self) -> set[int]:
+        return set(rclone_children(os.getpid())) - self.before
+
+    def _sample(self) -> None:
+        while not self._done.is_set():
+            running = self.now()
+            self.seen |= running
+            self.peak = max(self.peak, len(running))
+
+    def __enter__(self) -> Self:
+        self._sampler.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._sampler.join()
+
+
 @pytest.mark.parametrize("ending", ["refused", "unanswered"])
 def test_a_challenge_refused_or_not_answered_leaves_no_rcd(
     rig: Rig, served_rig: Served, ending: str
 ) -> None:
     rig.write("a.txt", b"alpha\n")
     rec = rig.upload("a.txt")
-    before = set(rclone_children(os.getpid()))
     _, session = _signed_in(rig)
-    if ending == "refused":  # refused after the drive began warming: an op it lacks
-        status, said = _challenge(served_rig, session, rec, skip_ops=[7])
-        assert status != 200 and said["code"] == "skip_invalid", said
-    else:
-        served_rig.runs.warm_seconds = 0.5
-        status, said = _challenge(served_rig, session, rec)
-        assert status == 200, said
-        pid = _warmed_rcd(served_rig)
-        assert _until(lambda: not alive(pid))
-    assert served_rig.runs.warming is None
-    assert _until(lambda: set(rclone_children(os.getpid())) <= before)
+    with _Rcds() as rcds:
+        if ending == "refused":  # refused after the drive began warming: an op it lacks
+            status, said = _challenge(served_rig, session, rec, skip_ops=[7])
+            assert status != 200 and said["code"] == "skip_invalid", said
+        else:
+            served_rig.runs.warm_seconds = 0.5
+            status, said = _challenge(served_rig, session, rec)
+            assert status == 200, said
+            assert _until(lambda: rcds.seen != set() and served_rig.runs.warming is None)
+        assert served_rig.runs.warming is None
+        assert _until(lambda: rcds.now() == set())
+    assert rig.store.get(rec.id).status == "pending"
+
+
+def test_challenges_in_a_burst_run_at_most_two_rcds_at_a_time(rig: Rig, served_rig: Served) -> None:
+    """Each challenge warms the configured drive; a burst of them, valid and refused,
+    from many requests at once, reuses the drive warmed and starts no other while one
+    starts: the rcds placet web runs stay bounded, whatever a session asks."""
+    rig.write("a.txt", b"alpha\n")
+    rec = rig.upload("a.txt")
+    _, session = _signed_in(rig)
+
+    def burst(n: int) -> None:
+        for i in range(6):
+            _challenge(served_rig, session, rec, skip_ops=[7] if (i + n) % 2 else [])
+
+    with _Rcds() as rcds:
+        clients = [threading.Thread(target=burst, args=(n,)) for n in range(16)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join()
+        assert rcds.peak <= 2
+        assert _until(lambda: len(rcds.now()) <= 1)
+        served_rig.runs.stop()
+        assert _until(lambda: rcds.now() == set())
     assert rig.store.get(rec.id).status == "pending"
