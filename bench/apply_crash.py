@@ -138,8 +138,16 @@ def alive(pids: dict[int, str]) -> dict[int, str]:
 
 
 def rclone_under(folder: Path) -> dict[int, str]:
-    """rclone processes whose command line names a path under `folder`."""
-    return {p: c for p, (_, c) in processes().items() if "rclone" in c and str(folder) in c}
+    """rclone processes whose command line or environment names a path under `folder`."""
+    out = {}
+    for pid, (_, cmd) in processes().items():
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+        except OSError:
+            env = ""
+        if "rclone" in cmd and (str(folder) in cmd or str(folder) in env):
+            out[pid] = cmd
+    return out
 
 
 def temps(folder: Path) -> list[str]:
