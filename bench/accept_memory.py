@@ -43,8 +43,9 @@ def make_tree(base: Path, n: int) -> Path:
     return tree
 
 
-def propose(home: Path, drive_dir: Path, tree: Path) -> int:
-    """A fresh data directory `home` holding one pending sync of `tree`; its id."""
+def propose(home: Path, drive_dir: Path | str, tree: Path) -> int:
+    """A fresh data directory `home` holding one pending sync of `tree` to drive
+    `drive_dir` (a folder or an rclone path); its id."""
     from placet.config import load_settings
     from placet.drive import drive_for
     from placet.paths.roots import parse_root_spec
