@@ -14,6 +14,7 @@ the store, cannot write there; a download is checked again per op, by descriptor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -375,11 +376,16 @@ def refusal_before_accept(
 
 
 def check_before_accept(
-    store: Store, settings: Settings, record: ProposalRecord
+    store: Store,
+    settings: Settings,
+    record: ProposalRecord,
+    *,
+    on_page: Callable[[int, int], None] | None = None,
 ) -> tuple[PlacetError | None, list[dict[str, Any]] | None]:
     """`refusal_before_accept`, a by-reference sync's ops read and verified first
-    (`Store.checked_ops`: ``request_altered`` when they no longer match its digest); a
-    proposal made on another host is checked as `elsewhere`.
+    (`Store.checked_ops`: ``request_altered`` when they no longer match its digest;
+    `on_page` its progress, and what it raises ends the read); a proposal made on
+    another host is checked as `elsewhere`.
 
     Returns:
         (the refusal or None, the sync's ops or None for the other kinds and inline ops).
@@ -387,7 +393,7 @@ def check_before_accept(
     ops = None
     if is_by_reference(record.kind, record.request):
         try:
-            ops = store.checked_ops(record.id, record.request)
+            ops = store.checked_ops(record.id, record.request, on_page=on_page)
         except PlacetError as e:
             return e, None
     elsewhere = runs_elsewhere(record.host_id, store.host_id)

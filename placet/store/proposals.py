@@ -214,7 +214,13 @@ class Proposals:
                 return
             start += len(batch)
 
-    def checked_ops(self, pid: int, request: Mapping[str, Any]) -> builtins.list[dict[str, Any]]:
+    def checked_ops(
+        self,
+        pid: int,
+        request: Mapping[str, Any],
+        *,
+        on_page: Callable[[int, int], None] | None = None,
+    ) -> builtins.list[dict[str, Any]]:
         """Every op of the sync proposal `pid`, verified against `request`: the request the
         caller holds and has already bound (its hash checked against the approval, or the
         one the owner is shown), never one read again here, so a row or request rewritten
@@ -223,13 +229,14 @@ class Proposals:
         numbered as stored, and hash to `request["ops_digest"]` (`placet.schema.ops_digest`);
         inline, the ops are the request's own, which its hash covers. What
         `placet accept` shows and the review UI reads. [] for a request with neither.
-        `checked_parsed` is the same read, each op parsed as it comes.
+        `checked_parsed` is the same read, each op parsed as it comes (`on_page`: its
+        progress; what it raises ends the read).
 
         Raises:
             NotFound.
             PolicyRefused (``request_altered``): the stored ops no longer match `request`.
         """
-        return self.checked_parsed(pid, request, _same)
+        return self.checked_parsed(pid, request, _same, on_page=on_page)
 
     def checked_parsed(
         self,

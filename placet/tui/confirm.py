@@ -48,6 +48,10 @@ class ModalDialog(ModalScreen[ResultT]):
     """
 
 
+OPS_SHOWN = 200
+"""Ops the accept confirmation lists one by one, evidence and all, as `placet accept` does;
+the rest are counted (the risk flags of every op are all shown, the counts of every kind
+above them). Drawing more kept the owner of a large sync waiting without adding a fact."""
 STALE_SHOWN = 5
 """Stale paths a retry confirmation names (the rest are counted)."""
 
@@ -241,7 +245,8 @@ class AcceptScreen(GuardedConfirm):
         self.effect = effect
         self.now = now
         self.shown_hash = record.request_hash
-        self.body = with_created_folders(record, proposal_view(record, effect))
+        view = proposal_view(record, effect, max_ops=OPS_SHOWN)
+        self.body = with_created_folders(record, view)
         """The effect as shown (a Rich renderable; tests render it to text)."""
 
     def compose(self) -> ComposeResult:

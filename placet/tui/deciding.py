@@ -54,9 +54,13 @@ from placet.tui.render import when
 from placet.tui.transfer import TransferPanel
 
 if TYPE_CHECKING:  # imported where used: not needed for the first paint
+    from placet.tui.detail import DetailPane
     from placet.tui.history import HistoryPane
 
 Clock = Callable[[], datetime]
+Checked = tuple[Plan, Effect]
+"""An accept's checks passed: the plan they read, and its effect as the confirmation
+shows it."""
 Executor = decisions.Executor
 
 EXTEND_MINUTES = 15
@@ -255,35 +259,51 @@ class DecidingApp(App[None]):
         warm = self._warm_up([record])
         if large and is_by_reference(record.kind, record.request):
             self.notify(f"reading and checking the {count:,} ops of #{record.id}...", markup=False)
+            for pane in self._detail_panes():
+                pane.hand_over_check(record.id)  # the accept reads the same ops
             self.prepare_accept(record, retry, now, warm)
             return
-        self._confirm(record, retry, now, self._checked(record, now), warm)
+        self._confirm(record, retry, now, self._checked_view(record, now), warm)
 
     @work(thread=True, exclusive=True, group="prepare-accept", exit_on_error=False)
     def prepare_accept(
         self, record: ProposalRecord, retry: bool, now: datetime, warm: WarmDrive
     ) -> None:
         """The checks of accepting a large sync (`_checked`: every op read, verified and
-        checked: seconds for 100,000 ops), off the event loop; the confirmation opens
-        when done."""
+        checked: seconds for 100,000 ops) and its effect and risk flags, off the event
+        loop; the confirmation opens when done."""
         with self._cooled_if_failed(warm):
-            checked = self._checked(record, now)
+            checked = self._checked_view(record, now)
         self.call_from_thread(self._confirm, record, retry, now, checked, warm)
+
+    def _checked_view(self, record: ProposalRecord, now: datetime) -> Checked | PlacetError:
+        """`_checked`, and the effect (risk flags included) of the plan it read."""
+        plan = self._checked(record, now)
+        if isinstance(plan, PlacetError):
+            return plan
+        return plan, effect_of_plan(record, plan)
 
     def _confirm(
         self,
         record: ProposalRecord,
         retry: bool,
         now: datetime,
-        plan: Plan | PlacetError,
+        checked: Checked | PlacetError,
         warm: WarmDrive,
     ) -> None:
-        """Open the accept confirmation of `record` as `plan` holds it, unless the checks
-        refused it (see `_checked`); `warm`: the drive its accept runs on."""
-        if isinstance(plan, PlacetError):
+        """Open the accept confirmation of `record` as `checked` (its plan and effect)
+        holds it, unless the checks refused it (see `_checked`); `warm`: the drive its
+        accept runs on."""
+        for pane in self._detail_panes():  # the flags (or the refusal) the checks found
+            if pane.effect is not None and not pane.effect.flags_checked:
+                flags = [] if isinstance(checked, PlacetError) else checked[1].flags
+                refusal = checked if isinstance(checked, PlacetError) else None
+                pane.show_checked(record, flags, refusal)
+        if isinstance(checked, PlacetError):
             self._warm_down(warm)
-            self._refuse(f"not accepted: {plan.error_code}", inert(plan.message))
+            self._refuse(f"not accepted: {checked.error_code}", inert(checked.message))
             return
+        plan, effect = checked
         if self.transfer is not None or isinstance(self.screen, ModalScreen):
             self._warm_down(warm)
             return  # something else began while a large sync's ops were read
@@ -291,7 +311,6 @@ class DecidingApp(App[None]):
         from placet.tui.confirm import AcceptScreen
 
         previous = self._previous_results(record) if retry else None
-        effect = effect_of_plan(record, plan)
         screen = AcceptScreen(
             record,
             effect,
@@ -347,6 +366,11 @@ class DecidingApp(App[None]):
         self.run_transfer(shown, cancel, warm)  # first: the panel's table does not hold it up
         record, skip, effect = self.shown_views[first]
         self.query_one(TransferPanel).start(record, skip, effect)
+
+    def _detail_panes(self) -> list[DetailPane]:
+        from placet.tui.detail import DetailPane
+
+        return list(self.query(DetailPane))
 
     def _previous_results(self, record: ProposalRecord) -> list[OpResultRecord]:
         """The op results of `record`'s last attempt: those the history detail shows, else

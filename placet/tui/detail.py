@@ -55,6 +55,10 @@ def with_created_folders(record: ProposalRecord, view: RenderableType) -> Render
     return Group(Text(line, style="bold"), Text(""), view)
 
 
+class _Left(Exception):
+    """The pane's check of a sync's ops was cancelled (see `DetailPane.check_sync`)."""
+
+
 class DetailPane(VerticalScroll):
     """Shows one proposal; `show(None)` shows `placeholder`."""
 
@@ -161,19 +165,40 @@ class DetailPane(VerticalScroll):
         if store is None or settings is None:
             return
         worker = get_current_worker()
+
+        def go_on(_read: int, _count: int) -> None:
+            if worker.is_cancelled:
+                raise _Left
+
         try:
-            refusal, ops = check_before_accept(store, settings, record)
+            refusal, ops = check_before_accept(store, settings, record, on_page=go_on)
             if worker.is_cancelled:
                 return  # another proposal was selected: its own check runs
             flags = flags_of(record, ops if ops is not None else store.ops(record.id))
         except PlacetError as e:  # unreadable: say so where the flags go
             refusal, flags = e, []
+        except _Left:
+            return
         if not worker.is_cancelled:
-            self.app.call_from_thread(self._checked, record, flags, refusal)
+            self.app.call_from_thread(self.show_checked, record, flags, refusal)
 
-    def _checked(
+    def hand_over_check(self, record_id: int) -> bool:
+        """An accept's checks read and check every op of proposal `record_id` now: when
+        the pane shows it with its flags unchecked, its own check of the same ops stops
+        at the next page (they would share the interpreter), and True: the accept hands
+        its flags, or its refusal, to `show_checked`."""
+        if self.record is None or self.record.id != record_id or self.effect is None:
+            return False
+        if self.effect.flags_checked:
+            return False
+        self.workers.cancel_group(self, "detail-check")
+        return True
+
+    def show_checked(
         self, record: ProposalRecord, flags: list[RiskFlag], refusal: PlacetError | None
     ) -> None:
+        """The flags of a summary-only sync computed over all of its ops, and what
+        `placet accept` refuses it for (None: nothing)."""
         if self.record is None or self.record.id != record.id or self.effect is None:
             return
         self.effect = replace(self.effect, flags=flags, flags_checked=True)

@@ -292,8 +292,9 @@ def op_block(op: EffectOp, drive_spec: str, seen_at: str = "at proposal time") -
     return out
 
 
-def effect_block(record: ProposalRecord, effect: Effect) -> Text:
-    """Every op of the proposal (up to `MAX_OPS_SHOWN`), or the raw request JSON."""
+def effect_block(record: ProposalRecord, effect: Effect, max_ops: int = MAX_OPS_SHOWN) -> Text:
+    """Every op of the proposal (up to `max_ops`, the rest counted), or the raw request
+    JSON."""
     out = Text(end="")
     if effect.raw is not None:
         out.append(f"unknown kind {record.kind!r}; stored request:\n", style="bold red")
@@ -328,13 +329,12 @@ def effect_block(record: ProposalRecord, effect: Effect) -> Text:
             style="dim",
         )
         return out
-    for op in effect.ops[:MAX_OPS_SHOWN]:
+    for op in effect.ops[:max_ops]:
         out.append("\n")
         out.append_text(op_block(op, record.drive_spec, seen_at))
-    if n > MAX_OPS_SHOWN:
+    if n > max_ops:
         out.append(
-            f"\n  ... and {n - MAX_OPS_SHOWN} more ops; `placet show {record.id} --json` "
-            "lists them all",
+            f"\n  ... and {n - max_ops} more ops; `placet show {record.id} --json` lists them all",
             style="bold yellow",
         )
     return out
@@ -480,10 +480,13 @@ def proposal_view(
     effect: Effect,
     results: Sequence[OpResultRecord] | None = None,
     events: Sequence[AuditRecord] | None = None,
+    *,
+    max_ops: int = MAX_OPS_SHOWN,
 ) -> RenderableType:
-    """The whole detail below the head line: flags, effect, hash and attribution,
-    results and audit trail (finished proposals), and last the agent's boxed reason."""
-    top, rest = proposal_view_parts(record, effect, results, events)
+    """The whole detail below the head line: flags, effect (`max_ops` listed op by op),
+    hash and attribution, results and audit trail (finished proposals), and last the
+    agent's boxed reason."""
+    top, rest = proposal_view_parts(record, effect, results, events, max_ops=max_ops)
     return Group(top, _GAP, rest)
 
 
@@ -492,11 +495,13 @@ def proposal_view_parts(
     effect: Effect,
     results: Sequence[OpResultRecord] | None = None,
     events: Sequence[AuditRecord] | None = None,
+    *,
+    max_ops: int = MAX_OPS_SHOWN,
 ) -> tuple[RenderableType, RenderableType]:
     """`proposal_view` in two: (flags and effect, the rest), so the detail pane can put
     a large sync's op table between them."""
     flags = flags_block(effect.flags) if effect.flags_checked else pending_flags_block(effect)
-    top = Group(_block(flags), _GAP, _block(effect_block(record, effect)))
+    top = Group(_block(flags), _GAP, _block(effect_block(record, effect, max_ops)))
     parts: list[RenderableType] = [_block(facts_block(record))]
     if record.summary:
         summary = Text("summary:", style="bold", end="")
