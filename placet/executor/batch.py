@@ -6,9 +6,11 @@ files in plan order, of one folder or of several small ones, at most `BATCH_OPS`
 (docs/decisions/0027-sync-execution.md): local evidence per op (descriptor walk, size and
 mtime); bytes batched through `placet.drive.batches`, matched to their digests
 before anything is sent; and, right before the moves, whether each target is still
-absent. A target that is there leaves the batch and runs alone through `run_upload`,
-which asks already_done before stale, as a re-accept after a crash needs. An error of the
-whole batch fails each op as it would have failed alone; nothing was moved for them."""
+absent. already_done is asked first, as a re-accept after a crash needs: one listing per
+folder finds the targets there, those holding the approved digest are already_done, any
+other runs alone through `run_upload` (which asks already_done before stale), as does a
+target that appears later. An error of the whole batch fails each op as it would have
+failed alone; nothing was moved for them."""
 
 from __future__ import annotations
 
