@@ -224,6 +224,24 @@ class Batches:
                 out.append(e)
         return out
 
+    def targets_listed(self, paths: Sequence[str], digest_type: str) -> dict[str, Entry]:
+        """The entries now at `paths` (files of a batch's targets) that are there, by
+        path, each with its `digest_type` digest where the remote has one: one request
+        listing each folder once, only those names (an absent one costs no hashing).
+
+        Raises:
+            PathRefused: a path placet refuses to pass on.
+        """
+        wanted = {check_drive_path(p) for p in paths}
+        names: dict[str, list[str]] = {}
+        for path in wanted:
+            folder, name = _split(path)
+            names.setdefault(folder, []).append(name)
+        t = digest_type.lower()
+        vtype = t if t in self._calls.capabilities().hash_types else None
+        listed = self._listed_many([(f, vtype, n) for f, n in names.items()])
+        return {p: e for p, e in listed.items() if p in wanted}
+
     def upload_new_batch(
         self,
         files: Sequence[NewFile],

@@ -6,9 +6,11 @@ files in plan order, of one folder or of several small ones, at most `BATCH_OPS`
 (docs/decisions/0027-sync-execution.md): local evidence per op (descriptor walk, size and
 mtime); bytes batched through `placet.drive.batches`, matched to their digests
 before anything is sent; and, right before the moves, whether each target is still
-absent. A target that is there leaves the batch and runs alone through `run_upload`,
-which asks already_done before stale, as a re-accept after a crash needs. An error of the
-whole batch fails each op as it would have failed alone; nothing was moved for them."""
+absent. already_done is asked first, as a re-accept after a crash needs: one listing per
+folder finds the targets there, those holding the approved digest are already_done, any
+other runs alone through `run_upload` (which asks already_done before stale), as does a
+target that appears later. An error of the whole batch fails each op as it would have
+failed alone; nothing was moved for them."""
 
 from __future__ import annotations
 
@@ -18,12 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placet.drive.base import Drive, UploadResult
+from placet.drive.base import Drive, Entry, UploadResult
 from placet.drive.batches import BATCH_MAX_BYTES, BATCH_MAX_FILES, Batches, NewFile
+from placet.drive.spec import check_drive_path
 from placet.errors import AlreadyExists, NotFound, PlacetError, StaleEvidence
 from placet.executor.checks import local_as_seen, local_found
 from placet.executor.progress import OpOutcome
-from placet.executor.steps import OpContext, failed, stale
+from placet.executor.steps import OpContext, failed, stale, upload_found_detail
 from placet.local.walk import open_dir_under, open_file_for_read, open_regular_at, open_root
 from placet.paths.local import check_local_shape
 from placet.schema import Op, RootRef
@@ -117,8 +120,13 @@ def run_upload_batch(b: BatchContext, ops: list[Op]) -> list[tuple[Op, OpOutcome
     started = time.monotonic()
     taken: list[tuple[Op, int]] = []  # (op, open descriptor)
     walk = _Walk(root)
+    there = _targets_there(batches, ops)
     try:
         for op in ops:
+            if op.index in there:  # already_done is asked first, as `run_upload` does
+                found = there[op.index]
+                out.append((op, found if found is not None else b.single(op)))
+                continue
             got = _open_source(walk, op)
             if isinstance(got, OpOutcome):
                 out.append((op, got))
@@ -152,6 +160,42 @@ def run_upload_batch(b: BatchContext, ops: list[Op]) -> list[tuple[Op, OpOutcome
         for _, fd in taken:
             os.close(fd)
         walk.close()
+
+
+def _targets_there(batches: Batches, ops: list[Op]) -> dict[int, OpOutcome | None]:
+    """Per op whose target is there now (one listing of each folder, of those names, with
+    the approved digest's type): `already_done` when the object holds the approved
+    digest (size, then digest, as `remote_holds` compares), else None (the op runs
+    alone, which decides as for any present target). Nothing when the listing fails (the
+    batch then meets the error)."""
+    by_type: dict[str, list[Op]] = {}
+    for op in ops:
+        ev = op.expected_local
+        assert ev is not None
+        by_type.setdefault((ev.digest_type or "").lower(), []).append(op)
+    out: dict[int, OpOutcome | None] = {}
+    for t, some in by_type.items():
+        try:
+            listed = batches.targets_listed([op.remote_path or "" for op in some], t)
+        except PlacetError:
+            continue
+        for op in some:
+            e = listed.get(check_drive_path(op.remote_path or ""))
+            if e is not None:
+                out[op.index] = _found_done(op, e)
+    return out
+
+
+def _found_done(op: Op, e: Entry) -> OpOutcome | None:
+    ev = op.expected_local
+    assert ev is not None
+    if e.is_dir or (e.size is not None and e.size != ev.size):
+        return None
+    got = e.digests.get((ev.digest_type or "").lower()) if ev.digest else None
+    if got is None or got != (ev.digest or "").lower():
+        return None
+    detail = upload_found_detail(op.remote_path or "", ev, got)
+    return OpOutcome("already_done", detail, remote_mtime=e.mtime)  # listed: no stat again
 
 
 class _Walk:

@@ -183,7 +183,12 @@ def run_upload(ctx: OpContext, op: Op) -> OpOutcome:
 
 def _upload_detail(target: str, ev: Any, probe: RemoteProbe) -> dict[str, Any]:
     """Detail of an upload found already done: what proves it."""
-    digest = probe.known_digest(ev.digest_type)
+    return upload_found_detail(target, ev, probe.known_digest(ev.digest_type))
+
+
+def upload_found_detail(target: str, ev: Any, digest: str | None) -> dict[str, Any]:
+    """Detail of an upload found already done, by the remote's `digest` of
+    `ev.digest_type` (None: by reading the object back)."""
     return {
         "remote_path": target,
         "size": ev.size,

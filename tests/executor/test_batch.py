@@ -155,15 +155,22 @@ def test_kill_mid_batch_then_accept_again_reports_lost_ops_already_done(
     assert temp_names(serial_rig.remote_dir) == []
 
 
+def _box_proposed(rig: Rig) -> tuple[list[str], ProposalRecord]:
+    """30 small files in folder ``box`` proposed; ``box`` made on the drive, empty."""
+    assert rig.remote_dir is not None
+    names = [f"box/f{i:02d}.txt" for i in range(30)]
+    for i, rel in enumerate(names):
+        rig.write(rel, f"file {i}\n".encode() * (i + 1))
+    rec = _propose(rig)
+    (rig.remote_dir / "box").mkdir()
+    return names, rec
+
+
 def test_stale_evidence_is_caught_per_op_inside_a_batch(
     serial_rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert serial_rig.remote_dir is not None
-    names = [f"box/f{i:02d}.txt" for i in range(30)]
-    for i, rel in enumerate(names):
-        serial_rig.write(rel, f"file {i}\n".encode() * (i + 1))
-    rec = _propose(serial_rig)
-    (serial_rig.remote_dir / "box").mkdir()
+    names, rec = _box_proposed(serial_rig)
     serial_rig.write("box/f03.txt", b"edited after the plan, another size\n")
     same_size = serial_rig.local("box/f04.txt")
     st = same_size.stat()
@@ -186,9 +193,10 @@ def test_stale_evidence_is_caught_per_op_inside_a_batch(
     final = serial_rig.run(rec)
     assert final.status == "failed"
     # One batch took every op whose local file was as the proposal saw it (f03 changed
-    # size, f05 vanished: stale before anything was read or sent).
+    # size, f05 vanished: stale before anything was read or sent) and whose target was absent.
     assert len(batches) == 1
-    assert sorted(batches[0]) == [p for p in names if p not in ("box/f03.txt", "box/f05.txt")]
+    # f06 and f07, whose targets the folder's listing found there, left it first.
+    assert sorted(batches[0]) == [p for p in names if p[-6:-4] not in ("03", "05", "06", "07")]
     results = {r.op.get("remote_path"): r for r in serial_rig.store.op_results(rec.id)}
     assert results["box/f03.txt"].outcome == "stale"
     assert results["box/f03.txt"].detail["details"]["side"] == "local"
@@ -210,3 +218,45 @@ def test_stale_evidence_is_caught_per_op_inside_a_batch(
         assert _sha(serial_rig.remote_dir / p) == _sha(serial_rig.local(p)), p
         assert results[p].detail["verification"] == "digest:sha256"
     assert temp_names(serial_rig.remote_dir) == []
+
+
+def test_targets_in_place_are_already_done_from_one_listing_not_a_lookup_each(
+    serial_rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose targets already hold the approved bytes (a re-accept after a crash)
+    finds them already_done from the folder's listing: no stat or digest per op, nothing
+    sent; a target there with other bytes still runs alone and is stale, as it would be."""
+    assert serial_rig.remote_dir is not None
+    names, rec = _box_proposed(serial_rig)
+    for rel in names:
+        (serial_rig.remote_dir / rel).write_bytes(serial_rig.local(rel).read_bytes())
+    (serial_rig.remote_dir / "box/f09.txt").write_bytes(b"other bytes on the drive")
+
+    lookups: list[str] = []
+    sent: list[int] = []
+    drive = serial_rig.drive
+    real_stat, real_batch = drive.stat, drive.batches.upload_new_batch
+
+    def stat(path: str) -> Any:  # counts the calls, changes nothing
+        lookups.append(path)
+        return real_stat(path)
+
+    def batch(files: Any, **kw: Any) -> Any:
+        sent.append(len(files))
+        return real_batch(files, **kw)
+
+    monkeypatch.setattr(drive, "stat", stat)
+    monkeypatch.setattr(drive.batches, "upload_new_batch", batch)
+    final = serial_rig.run(rec)
+    assert final.status == "failed"
+    results = {r.op.get("remote_path"): r for r in serial_rig.store.op_results(rec.id)}
+    assert results["box/f09.txt"].outcome == "stale"
+    assert results["box/f09.txt"].detail["details"]["side"] == "remote"
+    for rel in names:
+        if rel != "box/f09.txt":
+            assert results[rel].outcome == "already_done", rel
+            assert results[rel].detail["verification"] == "digest:sha256"
+            assert results[rel].detail["digest"] == _sha(serial_rig.local(rel))
+    assert [p for p in lookups if p.startswith("box/f")] == ["box/f09.txt"]
+    assert sent == []
+    assert (serial_rig.remote_dir / "box/f09.txt").read_bytes() == b"other bytes on the drive"
