@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from placet.errors import PlacetError, UsageError
 from placet.server.budget import json_bytes
 from placet.server.flow import ToolSlots
+from placet.server.schemas import published_input, published_output
 from placet.text import inert
 
 log = logging.getLogger("placet.server")
@@ -145,15 +146,15 @@ def _strict_tool(td: ToolDef) -> Tool:
             "__module__": loose.__module__,
         },
     )
+    if meta.output_schema is None:  # pragma: no cover - a declaration bug, caught at start
+        raise TypeError(f"tool {td.name} must return a ToolOutput model")
     tool.fn_metadata = _ExactArguments(
         arg_model=strict,
-        output_schema=meta.output_schema,
+        output_schema=published_output(meta.output_schema),
         output_model=meta.output_model,
         wrap_output=meta.wrap_output,
     )
-    tool.parameters = strict.model_json_schema(by_alias=True)
-    if tool.output_schema is None:  # pragma: no cover - a declaration bug, caught at start
-        raise TypeError(f"tool {td.name} must return a ToolOutput model")
+    tool.parameters = published_input(strict.model_json_schema(by_alias=True))
     return tool
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ListToolsResult, TextContent
 
 from tests.support.mcp import error_payload
 
@@ -40,6 +40,13 @@ def reply_sizes(result: CallToolResult) -> tuple[int, int]:
     text = json.dumps([c.model_dump(mode="json") for c in result.content], ensure_ascii=False)
     data = json.dumps(result.structured_content, ensure_ascii=False)
     return len(text.encode()), len(data.encode())
+
+
+def tools_list_bytes(listed: ListToolsResult) -> int:
+    """`tools/list`'s result as the client received it, in bytes of compact UTF-8 JSON
+    (the frame's envelope aside, a little over what the server wrote)."""
+    data = listed.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 @dataclass
