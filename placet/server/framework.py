@@ -93,7 +93,8 @@ It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), the
     If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
 """The end of every proposing tool's description (`define_tool(doc_tail=...)`): how the
-agent learns the outcome. Indented as the docstring it ends: the text is sent as is."""
+agent learns the outcome. Indented as the docstring it ends, whose common indentation the
+description leaves out (`inspect.cleandoc`, as Python 3.13 does for every docstring)."""
 
 
 def define_tool(
@@ -102,8 +103,9 @@ def define_tool(
     """Decorator for a tool function: `async def name(ctx: Context, <flat params>) -> Out`.
 
     The function's name is the tool name, its docstring the description (followed by
-    `doc_tail`), its parameters (`Annotated[T, Field(description=...)]`) the input schema
-    and its return model (a `ToolOutput`) the output schema.
+    `doc_tail`; sent without the docstring's indentation), its parameters
+    (`Annotated[T, Field(description=...)]`) the input schema and its return model (a
+    `ToolOutput`) the output schema.
     """
 
     def wrap(fn: ToolFn) -> ToolDef:
@@ -132,7 +134,12 @@ class _ExactArguments(FuncMetadata):
 
 def _strict_tool(td: ToolDef) -> Tool:
     tool = Tool.from_function(
-        td.fn, name=td.name, title=td.title, annotations=td.annotations, structured_output=True
+        td.fn,
+        name=td.name,
+        title=td.title,
+        description=inspect.cleandoc(td.fn.__doc__ or ""),
+        annotations=td.annotations,
+        structured_output=True,
     )
     meta = tool.fn_metadata
     loose = meta.arg_model

@@ -124,6 +124,7 @@ PROPOSAL_KEYS = [
 ]  # fmt: skip
 """A proposal's keys, as every tool that returns one declares them (docs/design.md
 section 5): an object with these required keys, its fields untyped."""
+RETURNS_A_PROPOSAL = {n for n in CATALOGUE if n.startswith("propos")} - {"proposal_ops"}
 
 
 def keywords(schema: Any) -> set[str]:
@@ -160,8 +161,10 @@ async def test_catalogue_schemas_annotations_and_instructions(ws: Workspace) -> 
         out = tool.output_schema
         assert out is not None and out.get("type") == "object", name
         assert keywords(out).isdisjoint({"title", "description", "default"}), name
-        if "ProposalView" in out.get("$defs", {}):
-            assert out["$defs"]["ProposalView"] == {"required": PROPOSAL_KEYS, "type": "object"}
+        if name in RETURNS_A_PROPOSAL:
+            props = out["properties"]
+            shown = props["proposals"]["items"] if name == "proposal_list" else props["proposal"]
+            assert shown == {"required": PROPOSAL_KEYS, "type": "object"}, name
         assert tool.description and tool.title, name
         if name.startswith("propose_"):  # a cancelled call may still have stored it
             assert "cancelled after the proposal was stored, it is in proposal_list" in (
@@ -185,8 +188,10 @@ async def test_catalogue_schemas_annotations_and_instructions(ws: Workspace) -> 
     assert read_out is not None
     assert {"content", "truncated", "content_is_untrusted_data"} <= set(read_out["properties"])
     assert read_out["properties"]["content_is_untrusted_data"]["const"] is True
-    with_proposal = {n for n, t in tools.items() if "ProposalView" in json.dumps(t.output_schema)}
-    assert with_proposal == {n for n in CATALOGUE if n.startswith("propos")} - {"proposal_ops"}
+    with_proposal = {
+        n for n, t in tools.items() if '"made_by_this_session"' in json.dumps(t.output_schema)
+    }
+    assert with_proposal == RETURNS_A_PROPOSAL
 
 
 async def test_every_tool_refuses_an_unknown_argument(ws: Workspace) -> None:
