@@ -43,10 +43,12 @@ def reply_sizes(result: CallToolResult) -> tuple[int, int]:
 
 
 def tools_list_bytes(listed: ListToolsResult) -> int:
-    """`tools/list`'s result as the client received it, in bytes of compact UTF-8 JSON
-    (the frame's envelope aside, a little over what the server wrote)."""
-    data = listed.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    return len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+    """`tools/list`'s result, `{"tools": [...]}` as the server wrote it, in bytes of
+    compact UTF-8 JSON (the JSON-RPC envelope, ~40 bytes, aside; the fields the client
+    adds of its own, such as `_meta`, left out)."""
+    tools = [t.model_dump(mode="json", by_alias=True, exclude_unset=True) for t in listed.tools]
+    data = json.dumps({"tools": tools}, ensure_ascii=False, separators=(",", ":"))
+    return len(data.encode())
 
 
 @dataclass
