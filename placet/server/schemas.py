@@ -9,7 +9,7 @@ nesting, and leaves out titles, descriptions and defaults (what a result field m
 said in its model's field description and docs/design.md section 5); a definition used
 once is written where it is used. A model deriving from `Shallow` is declared as an
 object with its required keys: the proposal, which eight tools return, would otherwise
-take 2.6 KB of each of their schemas.
+take some 2 KB of each of their schemas.
 """
 
 from __future__ import annotations
