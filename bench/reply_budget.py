@@ -17,7 +17,8 @@ proposal's, each once, and every reply is checked against the 40,000-byte budget
 ops paged again are the ops that ran.
 
 Printed: per tree and conflict count, the task's bytes and replies, seconds per stage,
-and the largest text / structured reply per tool.
+the largest text / structured reply per tool, and the bytes of `tools/list` (a reply
+too, within the same budget).
 
     .venv/bin/python bench/reply_budget.py [--files 100000] [--conflicts 50]
         [--site-packages] [--apply] [--dir DIR]
@@ -47,6 +48,7 @@ from tests.support.budget import (  # the tests' scenario, shared
     make_conflicts,
     make_tree,
     plan_and_propose,
+    tools_list_bytes,
 )
 from tests.support.mcp import PLACET, connect, make_workspace
 
@@ -93,6 +95,10 @@ async def run_tree(
     tasks: dict[str, Any] = {}
     async with connect(ws) as client:
         m = Measured(client)
+        listing = tools_list_bytes(await client.list_tools())
+        print(f"  {tree}: tools/list is {listing:,} bytes", flush=True)
+        if listing > m.budget:
+            raise SystemExit(f"tools/list is {listing} bytes, over the {m.budget}-byte budget")
         last = time.monotonic()
         anchor = (await m.call("drive_changes", path="big"))["anchor"]
         proposed: Proposed | None = None
@@ -133,6 +139,7 @@ async def run_tree(
         "seconds": stages,
         "calls": m.calls,
         "largest_text_structured": m.largest,
+        "tools_list_bytes": listing,
         "budget": m.budget,
     }
 

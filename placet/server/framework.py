@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from placet.errors import PlacetError, UsageError
 from placet.server.budget import json_bytes
 from placet.server.flow import ToolSlots
+from placet.server.schemas import published_input, published_output
 from placet.text import inert
 
 log = logging.getLogger("placet.server")
@@ -92,7 +93,8 @@ It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), the
     If the call is cancelled after the proposal was stored, it is in proposal_list.
     """
 """The end of every proposing tool's description (`define_tool(doc_tail=...)`): how the
-agent learns the outcome. Indented as the docstring it ends: the text is sent as is."""
+agent learns the outcome. Indented as the docstring it ends, whose common indentation the
+description leaves out (`inspect.cleandoc`, as Python 3.13 does for every docstring)."""
 
 
 def define_tool(
@@ -101,8 +103,9 @@ def define_tool(
     """Decorator for a tool function: `async def name(ctx: Context, <flat params>) -> Out`.
 
     The function's name is the tool name, its docstring the description (followed by
-    `doc_tail`), its parameters (`Annotated[T, Field(description=...)]`) the input schema
-    and its return model (a `ToolOutput`) the output schema.
+    `doc_tail`; sent without the docstring's indentation), its parameters
+    (`Annotated[T, Field(description=...)]`) the input schema and its return model (a
+    `ToolOutput`) the output schema.
     """
 
     def wrap(fn: ToolFn) -> ToolDef:
@@ -131,7 +134,12 @@ class _ExactArguments(FuncMetadata):
 
 def _strict_tool(td: ToolDef) -> Tool:
     tool = Tool.from_function(
-        td.fn, name=td.name, title=td.title, annotations=td.annotations, structured_output=True
+        td.fn,
+        name=td.name,
+        title=td.title,
+        description=inspect.cleandoc(td.fn.__doc__ or ""),
+        annotations=td.annotations,
+        structured_output=True,
     )
     meta = tool.fn_metadata
     loose = meta.arg_model
@@ -145,15 +153,15 @@ def _strict_tool(td: ToolDef) -> Tool:
             "__module__": loose.__module__,
         },
     )
+    if meta.output_schema is None:  # pragma: no cover - a declaration bug, caught at start
+        raise TypeError(f"tool {td.name} must return a ToolOutput model")
     tool.fn_metadata = _ExactArguments(
         arg_model=strict,
-        output_schema=meta.output_schema,
+        output_schema=published_output(meta.output_schema),
         output_model=meta.output_model,
         wrap_output=meta.wrap_output,
     )
-    tool.parameters = strict.model_json_schema(by_alias=True)
-    if tool.output_schema is None:  # pragma: no cover - a declaration bug, caught at start
-        raise TypeError(f"tool {td.name} must return a ToolOutput model")
+    tool.parameters = published_input(strict.model_json_schema(by_alias=True))
     return tool
 
 

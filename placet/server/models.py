@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from placet.server.framework import ToolOutput
+from placet.server.schemas import Shallow
 from placet.text import inert
 
 if TYPE_CHECKING:
@@ -104,7 +105,10 @@ class ResolutionView(BaseModel):
     )
 
 
-class ProposalView(BaseModel):
+class ProposalView(Shallow):
+    """A proposal as the agent reads it; published as an object with its keys
+    (`placet.server.schemas`), its fields' meanings in docs/design.md section 5."""
+
     id: int = Field(description="The proposal's id, as the owner sees it in `placet review`.")
     kind: str = Field(description="upload | mkdir | download | sync")
     status: str = Field(

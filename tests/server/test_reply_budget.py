@@ -12,7 +12,8 @@ listed by kind are the proposal's, each once; the owner accepts with `placet acc
 and the ops then paged are the ops that ran. The same for 20,000 files up to the
 owner's accept (applying 20,000 and 100,000 files is timed in bench/reply_budget.py).
 Every tool of the catalogue is called on large inputs (long names, deep paths, big
-folders) and fits.
+folders) and fits, and so does `tools/list`, with an output schema for every tool that
+the client validates each of those results against.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tests.support.budget import (
     make_conflicts,
     make_tree,
     plan_and_propose,
+    tools_list_bytes,
 )
 from tests.support.mcp import Workspace, connect, error_payload
 
@@ -104,7 +106,8 @@ async def test_planning_and_proposing_20000_files_fits_the_agents_context(
 
 async def test_every_tool_of_the_catalogue_fits_on_large_inputs(yes_ws: Workspace) -> None:
     """Long names (200 bytes), 40-level remote paths (whose missing parents would be
-    74 KB of evidence), 300-entry folders, 16 KiB of control characters to read."""
+    74 KB of evidence), 300-entry folders, 16 KiB of control characters to read. The
+    official client checks each structured result against its tool's output schema."""
     long = "n" * 200
     for i in range(300):
         (yes_ws.root / "wide").mkdir(exist_ok=True)
@@ -115,7 +118,10 @@ async def test_every_tool_of_the_catalogue_fits_on_large_inputs(yes_ws: Workspac
     deep = "/".join(f"{i:02d}" + "d" * 88 for i in range(40))  # 3,639 bytes
     async with connect(yes_ws) as client:
         m = Measured(client)
-        tools = {t.name for t in (await client.list_tools()).tools}
+        listed = await client.list_tools()
+        tools = {t.name for t in listed.tools}
+        assert all(t.output_schema for t in listed.tools)
+        assert tools_list_bytes(listed) <= BUDGET
         await m.call("roots_list")
         listed = [e for p in await m.pages("drive_list", path="wide") for e in p["entries"]]
         assert len(listed) == len({e["name"] for e in listed}) == 300

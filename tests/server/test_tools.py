@@ -117,6 +117,31 @@ VALID_CALLS: dict[str, dict[str, Any]] = {
 }
 
 
+PROPOSAL_KEYS = [
+    "id", "kind", "status", "decided", "reason", "request", "evidence", "request_hash",
+    "created_at", "expires_at", "resolved_at", "resolved_by", "resolution", "attempt",
+    "result", "client_name", "client_version", "label", "made_by_this_session", "sync",
+]  # fmt: skip
+"""A proposal's keys, as every tool that returns one declares them (docs/design.md
+section 5): an object with these required keys, its fields untyped."""
+RETURNS_A_PROPOSAL = {n for n in CATALOGUE if n.startswith("propos")} - {"proposal_ops"}
+
+
+def keywords(schema: Any) -> set[str]:
+    """Every keyword `schema` uses at any depth (property names are not keywords)."""
+    if isinstance(schema, list):
+        return set().union(*(keywords(s) for s in schema))
+    if not isinstance(schema, dict):
+        return set()
+    found = set(schema)
+    for k, v in schema.items():
+        if k in ("properties", "$defs"):
+            found |= keywords(list(v.values()))
+        elif k not in ("required", "enum", "const", "default"):
+            found |= keywords(v)
+    return found
+
+
 async def test_catalogue_schemas_annotations_and_instructions(ws: Workspace) -> None:
     async with connect(ws) as client:
         assert client.instructions is not None
@@ -131,8 +156,15 @@ async def test_catalogue_schemas_annotations_and_instructions(ws: Workspace) -> 
         assert set(schema.get("properties", {})) == props, name
         assert set(schema.get("required", [])) == required, name
         assert schema.get("additionalProperties") is False, name
+        assert "title" not in keywords(schema), name  # pydantic's, not the model's to read
+        assert all(p.get("description") for p in schema.get("properties", {}).values()), name
         out = tool.output_schema
         assert out is not None and out.get("type") == "object", name
+        assert keywords(out).isdisjoint({"title", "description", "default"}), name
+        if name in RETURNS_A_PROPOSAL:
+            props = out["properties"]
+            shown = props["proposals"]["items"] if name == "proposal_list" else props["proposal"]
+            assert shown == {"required": PROPOSAL_KEYS, "type": "object"}, name
         assert tool.description and tool.title, name
         if name.startswith("propose_"):  # a cancelled call may still have stored it
             assert "cancelled after the proposal was stored, it is in proposal_list" in (
@@ -155,6 +187,11 @@ async def test_catalogue_schemas_annotations_and_instructions(ws: Workspace) -> 
     read_out = tools["drive_read"].output_schema
     assert read_out is not None
     assert {"content", "truncated", "content_is_untrusted_data"} <= set(read_out["properties"])
+    assert read_out["properties"]["content_is_untrusted_data"]["const"] is True
+    with_proposal = {
+        n for n, t in tools.items() if '"made_by_this_session"' in json.dumps(t.output_schema)
+    }
+    assert with_proposal == RETURNS_A_PROPOSAL
 
 
 async def test_every_tool_refuses_an_unknown_argument(ws: Workspace) -> None:

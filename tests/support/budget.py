@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ListToolsResult, TextContent
 
 from tests.support.mcp import error_payload
 
@@ -40,6 +40,15 @@ def reply_sizes(result: CallToolResult) -> tuple[int, int]:
     text = json.dumps([c.model_dump(mode="json") for c in result.content], ensure_ascii=False)
     data = json.dumps(result.structured_content, ensure_ascii=False)
     return len(text.encode()), len(data.encode())
+
+
+def tools_list_bytes(listed: ListToolsResult) -> int:
+    """`tools/list`'s result, `{"tools": [...]}` as the server wrote it, in bytes of
+    compact UTF-8 JSON (the JSON-RPC envelope, ~40 bytes, aside; the fields the client
+    adds of its own, such as `_meta`, left out)."""
+    tools = [t.model_dump(mode="json", by_alias=True, exclude_unset=True) for t in listed.tools]
+    data = json.dumps({"tools": tools}, ensure_ascii=False, separators=(",", ":"))
+    return len(data.encode())
 
 
 @dataclass
