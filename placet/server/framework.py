@@ -87,14 +87,12 @@ class ToolDef:
 
 WAITS_FOR_OWNER = """\
 It waits for the owner until its TTL ends (ttl_minutes, default 30 minutes), then
-    expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
-    it answers timed_out, call it again after poll_after_s seconds and relay its
-    one-line `status` to the user.
-    If the call is cancelled after the proposal was stored, it is in proposal_list.
-    """
+expires. For the outcome call proposal_wait(id): each call waits up to 50 s; while
+it answers timed_out, call it again after poll_after_s seconds and relay its
+one-line `status` to the user.
+If the call is cancelled after the proposal was stored, it is in proposal_list."""
 """The end of every proposing tool's description (`define_tool(doc_tail=...)`): how the
-agent learns the outcome. Indented as the docstring it ends, whose common indentation the
-description leaves out (`inspect.cleandoc`, as Python 3.13 does for every docstring)."""
+agent learns the outcome."""
 
 
 def define_tool(
@@ -103,7 +101,8 @@ def define_tool(
     """Decorator for a tool function: `async def name(ctx: Context, <flat params>) -> Out`.
 
     The function's name is the tool name, its docstring the description (followed by
-    `doc_tail`; sent without the docstring's indentation), its parameters
+    `doc_tail` on a next line; both sent without their indentation, which Python 3.13
+    strips from a docstring and 3.11 keeps), its parameters
     (`Annotated[T, Field(description=...)]`) the input schema and its return model (a
     `ToolOutput`) the output schema.
     """
@@ -112,8 +111,7 @@ def define_tool(
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"tool {fn.__name__} must be async (blocking work goes to a thread)")
         if doc_tail:
-            # as a next line of the docstring, indented as Python keeps a function's
-            fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n    " + doc_tail
+            fn.__doc__ = inspect.cleandoc(fn.__doc__ or "") + "\n" + inspect.cleandoc(doc_tail)
         return ToolDef(fn=fn, title=title, annotations=annotations)
 
     return wrap

@@ -24,8 +24,9 @@ from pydantic_core import CoreSchema
 
 _NAMED = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
 """Keywords whose value maps names (never keywords) to schemas."""
-_VALUES = frozenset({"enum", "const", "default", "examples", "required"})
-"""Keywords whose value is data, not a schema: never walked."""
+_VALUES = frozenset({"enum", "const", "default", "examples", "required", "discriminator"})
+"""Keywords whose value is data, not a schema: never walked (a discriminator's mapping is
+from tags, which may read as keywords, to references)."""
 _DEF = "#/$defs/"
 
 
@@ -65,12 +66,13 @@ def _ref(s: dict[str, Any]) -> str | None:
     return ref.removeprefix(_DEF) if isinstance(ref, str) and ref.startswith(_DEF) else None
 
 
-def _refs(schema: Any) -> list[str]:
-    """The definition names `schema` refers to, once per `$ref`."""
+def _refs(schema: Any, *, bare: bool = False) -> list[str]:
+    """The definition names `schema` refers to, once per `$ref` (`bare`: only by a `$ref`
+    with no other keyword beside it, the one an inlining can replace)."""
     found: list[str] = []
 
     def note(s: dict[str, Any]) -> dict[str, Any]:
-        if (name := _ref(s)) is not None:
+        if (name := _ref(s)) is not None and (len(s) == 1 or not bare):
             found.append(name)
         return s
 
@@ -79,11 +81,12 @@ def _refs(schema: Any) -> list[str]:
 
 
 def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` with each definition referred to once (and not by itself) in its place.
-    One used only by others so used is never reached, so the expansion ends."""
+    """`schema` with each definition referred to once (by a bare `$ref`, and not by
+    itself) in its place. One used only by others so used is never reached, so the
+    expansion ends."""
     defs: dict[str, Any] = schema.get("$defs", {})
-    uses = Counter(_refs(schema))
-    once = {n for n, d in defs.items() if uses[n] == 1 and n not in _refs(d)}
+    uses, bare = Counter(_refs(schema)), Counter(_refs(schema, bare=True))
+    once = {n for n, d in defs.items() if uses[n] == bare[n] == 1 and n not in _refs(d)}
 
     def inline(s: dict[str, Any]) -> dict[str, Any]:
         while len(s) == 1 and (name := _ref(s)) in once:
@@ -104,8 +107,9 @@ def published_input(schema: dict[str, Any]) -> dict[str, Any]:
 
 def published_output(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` (a result model's) as a validator needs it: no titles, descriptions,
-    defaults or `additionalProperties: true`, and no definition used once."""
-    keys = frozenset({"title", "description", "default"})
+    defaults, discriminators or `additionalProperties: true`, and no definition used
+    once."""
+    keys = frozenset({"title", "description", "default", "discriminator"})
     return _inline_single_use(_without(schema, keys, open_objects=True))
 
 

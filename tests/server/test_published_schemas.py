@@ -5,6 +5,8 @@ a definition used once is written in its place, a `Shallow` model is its require
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import jsonschema
@@ -71,6 +73,45 @@ OUTPUT_CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         },
     ),
     (
+        "used once beside another keyword: kept, so the reference resolves",
+        {
+            "properties": {"a": {"$ref": "#/$defs/A", "deprecated": True, "title": "A"}},
+            "$defs": {"A": {"type": "integer"}},
+        },
+        {
+            "properties": {"a": {"$ref": "#/$defs/A", "deprecated": True}},
+            "$defs": {"A": {"type": "integer"}},
+        },
+    ),
+    (
+        "a discriminator is no validator's: it goes, tags named as keywords and all",
+        {
+            "properties": {
+                "u": {
+                    "oneOf": [{"$ref": "#/$defs/D"}, {"$ref": "#/$defs/T"}],
+                    "discriminator": {
+                        "propertyName": "kind",
+                        "mapping": {"default": "#/$defs/D", "title": "#/$defs/T"},
+                    },
+                }
+            },
+            "$defs": {
+                "D": {"properties": {"kind": {"const": "default"}}},
+                "T": {"properties": {"kind": {"const": "title"}}},
+            },
+        },
+        {
+            "properties": {
+                "u": {
+                    "oneOf": [
+                        {"properties": {"kind": {"const": "default"}}},
+                        {"properties": {"kind": {"const": "title"}}},
+                    ]
+                }
+            }
+        },
+    ),
+    (
         "a definition that refers to itself stays a definition",
         {
             "properties": {"tree": {"$ref": "#/$defs/T"}},
@@ -90,6 +131,20 @@ OUTPUT_CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
 def test_published_output(case: str, schema: dict[str, Any], published: dict[str, Any]) -> None:
     assert published_output(schema) == published, case
     jsonschema.Draft202012Validator.check_schema(published)
+    defined = {f"#/$defs/{n}" for n in published.get("$defs", {})}
+    assert set(re.findall(r'"\$ref": "([^"]*)"', json.dumps(published))) <= defined, case
+
+
+def test_published_input_keeps_a_discriminator_whole() -> None:
+    union = {
+        "oneOf": [{"$ref": "#/$defs/T"}],
+        "discriminator": {"propertyName": "kind", "mapping": {"title": "#/$defs/T"}},
+    }
+    schema = {"properties": {"u": union}, "$defs": {"T": {"title": "T", "type": "object"}}}
+    assert published_input(schema) == {
+        "properties": {"u": union},
+        "$defs": {"T": {"type": "object"}},
+    }
 
 
 def test_published_input_keeps_descriptions_constraints_and_defaults() -> None:
