@@ -107,6 +107,24 @@ def test_a_batch_of_several_folders_stores_each_file_in_its_own(
     assert [p for p in remote.rglob(f"{TEMP_PREFIX}*")] == []
 
 
+def test_a_listing_by_names_finds_exactly_those_names(
+    tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    """`targets_listed` finds each name asked for, whatever regexp or glob characters
+    it holds, and no other name of the folder (``a.c`` does not find ``abc``)."""
+    remote = tmp_path / "drive"
+    asked = [*NAMES, "a.c", "x}", "y}}", "(p|q)", "^$", "back\\slash", "+{{z}}"]
+    others = ["abc", "p", "q", "x", "plain.txt.bak", "A.C", "y}}}", "(p|q)2"]
+    (remote / "box").mkdir(parents=True)
+    for name in [*asked, *others]:
+        (remote / "box" / name).write_bytes(name.encode())
+    drive = make_drive(str(remote))
+    t = drive.capabilities().hash_types[0]
+    listed = drive.batches.targets_listed([f"box/{n}" for n in [*asked, "absent.txt"]], t)
+    assert sorted(listed) == sorted(f"box/{n}" for n in asked)
+    assert all(e.digests.get(t) for e in listed.values())
+
+
 def test_a_batch_takes_small_files_only(
     tmp_path: Path, make_drive: Callable[..., RcloneDrive]
 ) -> None:
