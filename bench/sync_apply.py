@@ -450,18 +450,25 @@ def main() -> int:
                 for n in (int(x) for x in args.transfers.split(",")):
                     rounds: list[tuple[float, float, float, float]] = []
                     ops = None
-                    for _ in range(args.repeat):
-                        scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
-                        try:
+                    scratches: list[Path] = []
+                    try:
+                        for _ in range(args.repeat):
+                            scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
+                            scratches.append(scratch)
                             got = apply_once(tree, n, scratch, rcat=args.rcat, sftp=server)
                             cw, cc = rclone_copy(tree, n, scratch, server)
-                        finally:
+                            rounds.append((got["wall"], got["cpu"], cw, cc))
+                            ops = got["ops"]
+                    finally:
+                        # Deleted once the row ends: on ext4 without a journal, creating
+                        # files right after many were deleted costs the kernel a scan of the
+                        # freed inodes (`recently_deleted`); deleting each round's copies
+                        # billed it to the next round's placet step alone.
+                        for scratch in scratches:
                             shutil.rmtree(scratch, ignore_errors=True)
-                            if server is not None:
-                                for d in server.root.iterdir():
-                                    shutil.rmtree(d, ignore_errors=True)
-                        rounds.append((got["wall"], got["cpu"], cw, cc))
-                        ops = got["ops"]
+                        if server is not None:
+                            for d in server.root.iterdir():
+                                shutil.rmtree(d, ignore_errors=True)
                     pw, pc, cw, cc = (statistics.median(r[k] for r in rounds) for k in range(4))
                     wr = statistics.median(r[0] / r[2] for r in rounds)
                     cr = statistics.median(r[1] / max(r[3], 0.01) for r in rounds)

@@ -82,7 +82,7 @@ def _not_kept(target: str, err: PlacetError) -> DriveError:
     )
 
 
-_REGEX_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+_REGEX_QUOTED = str.maketrans({c: "\\" + c for c in "\\.+*?()|[]{}^$"})
 """What Go's `regexp.QuoteMeta` escapes: every other character stands for itself."""
 
 
@@ -93,8 +93,7 @@ def _names_rule(names: Sequence[str]) -> str:
     cost rcd more than the listing itself (~6 ms a folder of 100 names). No ``}}`` can
     end the regexp early: each ``}`` of a name is quoted (``\\}``) and the alternation
     ends with ``)``."""
-    quoted = ("".join("\\" + c if c in _REGEX_SPECIAL else c for c in n) for n in names)
-    return "{{(?:" + "|".join(quoted) + ")}}"
+    return "{{(?:" + "|".join(n.translate(_REGEX_QUOTED) for n in names) + ")}}"
 
 
 def _every(out: list[BatchOutcome | None]) -> list[BatchOutcome]:
