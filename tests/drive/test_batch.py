@@ -187,3 +187,21 @@ def test_a_batch_refuses_a_name_differing_only_by_normalization_before_any_byte(
         "plain.txt": datas[0],
         new_nfc: datas[2],
     }
+
+
+def test_folders_of_a_batch_are_created_each_with_its_own_outcome(
+    tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    """`mkdir_many` creates each folder and its parents, an existing one is fine, and a
+    folder under a file fails alone, in order."""
+    remote = tmp_path / "drive"
+    (remote / "there").mkdir(parents=True)
+    (remote / "file.txt").write_bytes(b"a file")
+    drive = make_drive(str(remote))
+    paths = ["a", "a/b/c", "there", "file.txt/sub", "z/[x]{y}"]
+    out = drive.batches.mkdir_many(paths)
+    assert [type(e).__name__ if e else None for e in out][:3] == [None, None, None]
+    assert out[3] is not None and out[4] is None
+    for p in ("a/b/c", "there", "z/[x]{y}"):
+        assert (remote / p).is_dir()
+    assert (remote / "file.txt").read_bytes() == b"a file"
