@@ -482,10 +482,9 @@ def main() -> int:
                     print(f"{label:<18}{drive:>6}{n:>3} {pw:>10.2f} s{pc:>8.2f} s"
                           f" {cw:>10.2f} s{cc:>8.2f} s {wr:>10.2f}x {cr:>9.2f}x {ur:>10.2f}x"
                           f" {ops!s:>8}", flush=True)  # fmt: skip
-                    if args.repeat > 1:
-                        each = "; ".join(f"{a:.2f}/{b:.2f}/{e:.2f} vs {c:.2f}/{d:.2f}/{f:.2f}"
-                                         for a, b, c, d, e, f in rounds)  # fmt: skip
-                        print(f"    rounds (placet wall/CPU/user vs rclone): {each}", flush=True)
+                    each = "; ".join(f"{a:.2f}/{b:.2f}/{e:.2f} vs {c:.2f}/{d:.2f}/{f:.2f}"
+                                     for a, b, c, d, e, f in rounds)  # fmt: skip
+                    print(f"    rounds (placet wall/CPU/user vs rclone): {each}", flush=True)
     finally:
         for server in servers.values():
             server.close()
