@@ -11,9 +11,11 @@ Per tree, drive and `--transfers` value, `--repeat` rounds, each into fresh fold
 sync is planned, proposed and accepted (not timed), then `placet.executor.execute` runs it
 (timed: accept to done), then `rclone copy --transfers N` copies the tree (timed). Dirty
 pages are flushed (`os.sync()`) before each timed step. Printed: medians of wall and CPU
-(rcd, the sftp server and every rclone child included) and their ratios. `--floor` sends
-small files one by one through `rclone rcat` and rcd's `operations/uploadfile`; `--rcat`
-sends every upload through `rclone rcat`, one at a time.
+(rcd, the sftp server and every rclone child included) and their ratios, and the ratio
+of user CPU alone (servers excluded: the kernel's share swings with other processes'
+file deletions on a shared disk). `--floor` sends small files one by one through `rclone
+rcat` and rcd's `operations/uploadfile`; `--rcat` sends every upload through `rclone
+rcat`, one at a time.
 
     .venv/bin/python bench/sync_apply.py [--trees small,site,deep] [--files 1200]
         [--deep-files 100000] [--drives local,sftp] [--transfers 4] [--repeat 3]
@@ -38,14 +40,16 @@ from typing import Any
 RCLONE = Path(sys.executable).parent / "rclone"
 
 
-def _cpu(rcd_pid: int | None = None) -> float:
+def _cpu(rcd_pid: int | None = None, *, user: bool = False) -> float:
+    """CPU seconds of this process, its reaped children and `rcd_pid`; `user`: user time
+    only (the kernel's share swings with the file system's state, see `main`)."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    total = me.ru_utime + kids.ru_utime + (0 if user else me.ru_stime + kids.ru_stime)
     if rcd_pid is not None:
         try:
             f = Path(f"/proc/{rcd_pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+            total += (int(f[11]) + (0 if user else int(f[12]))) / os.sysconf("SC_CLK_TCK")
         except OSError:
             pass
     return total
@@ -330,13 +334,15 @@ def apply_once(
         drive.capabilities()  # rcd up before timing, as in a running review UI
         server = sftp.cpu if sftp else lambda: 0.0
         os.sync()  # no dirty pages of the set-up left for the timed step to write back
+        u = _cpu(drive.rcd_pid, user=True)
         t, c = time.perf_counter(), _cpu(drive.rcd_pid) + server()
         final = execute(store, settings, rec.id, drive=drive)
         wall = time.perf_counter() - t
         cpu = _cpu(drive.rcd_pid) + server() - c
+        user = _cpu(drive.rcd_pid, user=True) - u
         assert final.status == "succeeded", store.op_results(rec.id)[:3]
         summary = final.summary or {}
-        return {"wall": wall, "cpu": cpu, "ops": summary.get("ops"),
+        return {"wall": wall, "cpu": cpu, "user": user, "ops": summary.get("ops"),
                 "max_in_flight": (summary.get("transfers") or {}).get("max_in_flight")}  # fmt: skip
     finally:
         drive.close()
@@ -345,7 +351,7 @@ def apply_once(
 
 def rclone_copy(
     tree: Path, transfers: int, scratch: Path, sftp: Server | None = None
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     """`rclone copy` of `tree` (`rclone copyto` of a one-file tree) into a fresh folder."""
     env = {"PATH": "/usr/bin:/bin", "RCLONE_CONFIG": "/dev/null", "HOME": str(scratch)}
     if sftp is None:
@@ -361,9 +367,9 @@ def rclone_copy(
         argv = [str(RCLONE), "copy", "--transfers", str(transfers), str(tree), dest]
     server = sftp.cpu if sftp else lambda: 0.0
     os.sync()
-    t, c = time.perf_counter(), _cpu() + server()
+    t, c, u = time.perf_counter(), _cpu() + server(), _cpu(user=True)
     subprocess.run(argv, env=env, check=True)
-    return time.perf_counter() - t, _cpu() + server() - c
+    return time.perf_counter() - t, _cpu() + server() - c, _cpu(user=True) - u
 
 
 def per_file_floor(n: int, scratch: Path) -> None:
@@ -442,36 +448,43 @@ def main() -> int:
     load = Path("/proc/loadavg").read_text().split()[:3]
     print(f"load average before: {' '.join(load)}; {os.cpu_count()} CPUs; medians of {args.repeat}")
     print(f"{'tree':<18}{'drive':>6}{'N':>3} {'placet wall':>12}{'CPU':>10} {'rclone':>12}"
-          f"{'CPU':>10} {'wall ratio':>11} {'CPU ratio':>10} {'ops':>8}")  # fmt: skip
+          f"{'CPU':>10} {'wall ratio':>11} {'CPU ratio':>10} {'user':>11} {'ops':>8}")  # fmt: skip
     try:
         for label, tree in trees.items():
             for drive in drives:
                 server = servers.get(drive)
                 for n in (int(x) for x in args.transfers.split(",")):
-                    rounds: list[tuple[float, float, float, float]] = []
+                    rounds: list[tuple[float, float, float, float, float, float]] = []
                     ops = None
-                    for _ in range(args.repeat):
-                        scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
-                        try:
+                    scratches: list[Path] = []
+                    try:
+                        for _ in range(args.repeat):
+                            scratch = Path(tempfile.mkdtemp(prefix="run-", dir=args.dir))
+                            scratches.append(scratch)
                             got = apply_once(tree, n, scratch, rcat=args.rcat, sftp=server)
-                            cw, cc = rclone_copy(tree, n, scratch, server)
-                        finally:
+                            cw, cc, cu = rclone_copy(tree, n, scratch, server)
+                            rounds.append((got["wall"], got["cpu"], cw, cc, got["user"], cu))
+                            ops = got["ops"]
+                    finally:
+                        # Deleted once the row ends: on ext4 without a journal, creating
+                        # files right after many were deleted costs the kernel a scan of the
+                        # freed inodes (`recently_deleted`); deleting each round's copies
+                        # billed it to the next round's placet step alone.
+                        for scratch in scratches:
                             shutil.rmtree(scratch, ignore_errors=True)
-                            if server is not None:
-                                for d in server.root.iterdir():
-                                    shutil.rmtree(d, ignore_errors=True)
-                        rounds.append((got["wall"], got["cpu"], cw, cc))
-                        ops = got["ops"]
+                        if server is not None:
+                            for d in server.root.iterdir():
+                                shutil.rmtree(d, ignore_errors=True)
                     pw, pc, cw, cc = (statistics.median(r[k] for r in rounds) for k in range(4))
                     wr = statistics.median(r[0] / r[2] for r in rounds)
                     cr = statistics.median(r[1] / max(r[3], 0.01) for r in rounds)
+                    ur = statistics.median(r[4] / max(r[5], 0.01) for r in rounds)
                     print(f"{label:<18}{drive:>6}{n:>3} {pw:>10.2f} s{pc:>8.2f} s"
-                          f" {cw:>10.2f} s{cc:>8.2f} s {wr:>10.2f}x {cr:>9.2f}x {ops!s:>8}",
-                          flush=True)  # fmt: skip
-                    if args.repeat > 1:
-                        each = "; ".join(f"{a:.2f}/{b:.2f} vs {c:.2f}/{d:.2f}"
-                                         for a, b, c, d in rounds)  # fmt: skip
-                        print(f"    rounds (placet wall/CPU vs rclone): {each}", flush=True)
+                          f" {cw:>10.2f} s{cc:>8.2f} s {wr:>10.2f}x {cr:>9.2f}x {ur:>10.2f}x"
+                          f" {ops!s:>8}", flush=True)  # fmt: skip
+                    each = "; ".join(f"{a:.2f}/{b:.2f}/{e:.2f} vs {c:.2f}/{d:.2f}/{f:.2f}"
+                                     for a, b, c, d, e, f in rounds)  # fmt: skip
+                    print(f"    rounds (placet wall/CPU/user vs rclone): {each}", flush=True)
     finally:
         for server in servers.values():
             server.close()

@@ -18,6 +18,7 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from placet.errors import ConfigError, PathRefused
+from placet.paths.shape import control_char
 
 REDACTED = "<redacted>"
 
@@ -205,7 +206,7 @@ def check_drive_path(path: str) -> str:
     """
     norm = path[:-1] if path.endswith("/") else path
     problem = None
-    if any(unicodedata.category(c) in {"Cc", "Cs"} for c in path):
+    if control_char(path) is not None:
         problem = "it contains a control character"
     elif "\ufffd" in path:  # how rclone lists a name that is not valid UTF-8
         problem = "it contains U+FFFD (a name that is not valid UTF-8 lists that way)"

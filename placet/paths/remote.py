@@ -6,11 +6,9 @@ characters (docs/design.md section 9). Stdlib only.
 
 from __future__ import annotations
 
-import unicodedata
-
 from placet.errors import NotFound, PathRefused
 from placet.names import is_reserved_name, reserved_refusal
-from placet.paths.shape import MAX_COMPONENT_BYTES, invalid_path, utf8_len
+from placet.paths.shape import MAX_COMPONENT_BYTES, control_char, invalid_path, utf8_len
 from placet.text import inert, quote
 
 __all__ = ["MAX_REMOTE_DEPTH", "check_name", "check_remote_path", "refuse_unless_file"]
@@ -52,13 +50,13 @@ no object. A name containing it is refused everywhere
 def _check_remote_chars(path: str, *, what: str) -> None:
     if len(path) > _MAX_REMOTE_PATH_CHARS:
         raise invalid_path(path[:200], f"the {what} is too long", "name a shorter path")
-    for c in path:
-        if unicodedata.category(c) in {"Cc", "Cs"}:
-            raise invalid_path(
-                path,
-                f"the {what} contains the control or invalid character {inert(c)}",
-                "use plain names",
-            )
+    c = control_char(path)
+    if c is not None:
+        raise invalid_path(
+            path,
+            f"the {what} contains the control or invalid character {inert(c)}",
+            "use plain names",
+        )
     if REPLACEMENT_CHAR in path:
         raise invalid_path(
             path,

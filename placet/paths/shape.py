@@ -5,7 +5,7 @@ share (docs/design.md section 9). The side-specific rules are in `placet.paths.l
 
 from __future__ import annotations
 
-import unicodedata
+import re
 
 from placet.errors import PathRefused
 from placet.text import quote
@@ -24,12 +24,14 @@ def invalid_path(path: str, what: str, instead: str, **details: object) -> PathR
     )
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Unicode's categories Cc (C0, DEL, C1) and Cs (surrogates), which no version changes."""
+
+
 def control_char(s: str) -> str | None:
     """The first control character (C0, DEL, C1) or lone surrogate in `s`, else None."""
-    for c in s:
-        if unicodedata.category(c) in {"Cc", "Cs"}:
-            return c
-    return None
+    m = _CONTROL.search(s)
+    return m.group() if m else None
 
 
 def utf8_len(s: str) -> int:

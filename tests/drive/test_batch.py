@@ -107,6 +107,24 @@ def test_a_batch_of_several_folders_stores_each_file_in_its_own(
     assert [p for p in remote.rglob(f"{TEMP_PREFIX}*")] == []
 
 
+def test_a_listing_by_names_finds_exactly_those_names(
+    tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    """`targets_listed` finds each name asked for, whatever regexp or glob characters
+    it holds, and no other name of the folder (``a.c`` does not find ``abc``)."""
+    remote = tmp_path / "drive"
+    asked = [*NAMES, "a.c", "x}", "y}}", "(p|q)", "^$", "back\\slash", "+{{z}}"]
+    others = ["abc", "p", "q", "x", "plain.txt.bak", "A.C", "y}}}", "(p|q)2"]
+    (remote / "box").mkdir(parents=True)
+    for name in [*asked, *others]:
+        (remote / "box" / name).write_bytes(name.encode())
+    drive = make_drive(str(remote))
+    t = drive.capabilities().hash_types[0]
+    listed = drive.batches.targets_listed([f"box/{n}" for n in [*asked, "absent.txt"]], t)
+    assert sorted(listed) == sorted(f"box/{n}" for n in asked)
+    assert all(e.digests.get(t) for e in listed.values())
+
+
 def test_a_batch_takes_small_files_only(
     tmp_path: Path, make_drive: Callable[..., RcloneDrive]
 ) -> None:
@@ -169,3 +187,21 @@ def test_a_batch_refuses_a_name_differing_only_by_normalization_before_any_byte(
         "plain.txt": datas[0],
         new_nfc: datas[2],
     }
+
+
+def test_folders_of_a_batch_are_created_each_with_its_own_outcome(
+    tmp_path: Path, make_drive: Callable[..., RcloneDrive]
+) -> None:
+    """`mkdir_many` creates each folder and its parents, an existing one is fine, and a
+    folder under a file fails alone, in order."""
+    remote = tmp_path / "drive"
+    (remote / "there").mkdir(parents=True)
+    (remote / "file.txt").write_bytes(b"a file")
+    drive = make_drive(str(remote))
+    paths = ["a", "a/b/c", "there", "file.txt/sub", "z/[x]{y}"]
+    out = drive.batches.mkdir_many(paths)
+    assert [type(e).__name__ if e else None for e in out][:3] == [None, None, None]
+    assert out[3] is not None and out[4] is None
+    for p in ("a/b/c", "there", "z/[x]{y}"):
+        assert (remote / p).is_dir()
+    assert (remote / "file.txt").read_bytes() == b"a file"
