@@ -22,7 +22,7 @@ from typing import Generic, Protocol, TypeVar
 
 from placet.errors import LimitExceeded, PathRefused
 from placet.sync.classify import Classifier
-from placet.sync.entries import BaselineEntry, LocalEntry, RemoteEntry, nfc
+from placet.sync.entries import BaselineEntry, LocalEntry, OneDigest, RemoteEntry, nfc
 from placet.sync.model import EmptySideRefused
 
 _E = TypeVar("_E", LocalEntry, RemoteEntry)
@@ -119,15 +119,15 @@ def subfolders(
 
 class Fingerprint(Generic[_E]):
     """SHA-256 of one side's entries, fed a folder at a time (each folder's lines sorted:
-    by name first, the listed one)."""
+    by name first, the listed one); `lines` gives a folder's lines, one per entry."""
 
-    def __init__(self, line: Callable[[_E], str]) -> None:
+    def __init__(self, lines: Callable[[list[_E]], list[str]]) -> None:
         self.h = hashlib.sha256()
-        self.line: Callable[[_E], str] = line
+        self.lines: Callable[[list[_E]], list[str]] = lines
 
     def add(self, entries: list[_E]) -> None:
         if entries:
-            lines = [self.line(e) for e in entries]
+            lines = self.lines(entries)
             lines.sort()
             lines.append("")
             self.h.update("\n".join(lines).encode("utf-8", "surrogateescape"))
@@ -136,12 +136,21 @@ class Fingerprint(Generic[_E]):
         return self.h.hexdigest()
 
 
-def local_line(e: LocalEntry) -> str:
-    return f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}"
+def local_lines(entries: list[LocalEntry]) -> list[str]:
+    """A local folder's fingerprint lines (a comprehension: no call per entry)."""
+    return [
+        f"{e.raw_path}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.sha256}\0{e.digest}" for e in entries
+    ]
 
 
-def remote_line(e: RemoteEntry) -> str:
-    return f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0{chr(0).join(e.digests.values())}"
+def remote_lines(entries: list[RemoteEntry]) -> list[str]:
+    """A remote folder's fingerprint lines: path, kind, size, mtime, the digests' values
+    NUL-joined (a `OneDigest`'s one value read directly)."""
+    return [
+        f"{e.path}\0{e.kind}\0{e.size}\0{e.mtime}\0"
+        f"{e.digests.value if type(e.digests) is OneDigest else chr(0).join(e.digests.values())}"
+        for e in entries
+    ]
 
 
 class March:
@@ -170,8 +179,8 @@ class March:
         # Remote folders whose classification waits for their listing: one the drive
         # refuses to list is an error, not a folder on the remote (`_children`).
         self.deferred: set[str] = set()
-        self.local_fp: Fingerprint[LocalEntry] = Fingerprint(local_line)
-        self.remote_fp: Fingerprint[RemoteEntry] = Fingerprint(remote_line)
+        self.local_fp: Fingerprint[LocalEntry] = Fingerprint(local_lines)
+        self.remote_fp: Fingerprint[RemoteEntry] = Fingerprint(remote_lines)
 
     def run(self, *, baseline_entries: int, allow_empty_side: bool) -> None:
         """Classify both trees.
@@ -283,6 +292,7 @@ class March:
         opened: dict[str, list[LocalEntry]] = {}
         cut = len(n) + 1 if n else 0
         get_base = self.baseline.folder(n, [k[cut:] for k in dirs]).get
+        sink = pl.on_skip
         for k in events:
             if k[-1] == "/":
                 k = k[:-1]
@@ -311,7 +321,21 @@ class March:
                 and k not in ldups
                 and k not in rdups
             ):
-                pl.both_files(lo.path, lo, r, b if b is not None and b.sha256 is not None else None)
+                d = r.digests
+                if (
+                    sink is not None
+                    and type(d) is OneDigest
+                    and lo.size == r.size
+                    and d.value
+                    and d.value == (lo.sha256 if d.digest_type == "sha256" else
+                                    lo.digest if lo.digest_type == d.digest_type else None)
+                ):  # fmt: skip
+                    # Equal by the one listed digest: `Classifier.both_files`, inline.
+                    sink(lo.path, lo, r, d.digest_type)
+                    pl.skips_sunk += 1
+                else:
+                    b = b if b is not None and b.sha256 is not None else None
+                    pl.both_files(lo.path, lo, r, b)
             elif (
                 r is not None
                 and r.kind == "dir"

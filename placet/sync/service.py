@@ -54,7 +54,7 @@ from placet.sync.planner import assemble
 from placet.sync.remote import RemoteLister, SyncDigestStore
 from placet.sync.remote_tree import RemoteTree, collect
 from placet.sync.stored import SyncData
-from placet.sync.tables import Pair, RowPacker, SkipRow, StoredPlan
+from placet.sync.tables import PACK_ROWS, Pair, RowPacker, SkipRow, StoredPlan
 from placet.text import inert
 
 log = logging.getLogger(__name__)
@@ -543,6 +543,9 @@ def skip_row(path: str, lo: LocalEntry, rem: RemoteEntry, dtype: str | None) -> 
     return (path, lo.sha256, rtype, digest, rem.size, rem.mtime)
 
 
+_TYPES = frozenset(DIGEST_PREFERENCE)
+
+
 def _changes_baseline(row: SkipRow, b: BaselineEntry | None) -> bool:
     return (
         b is None or (b.sha256, b.remote_digest_type, b.remote_digest, b.size, b.mtime) != row[1:]
@@ -564,9 +567,25 @@ class SkipPacker(RowPacker):
         self.get = baseline.get if isinstance(baseline, Mapping) else baseline
 
     def skip(self, path: str, lo: LocalEntry, rem: RemoteEntry, dtype: str | None) -> None:
-        row = skip_row(path, lo, rem, dtype)
-        if row is not None and _changes_baseline(row, self.get(path)):
-            self.add(row)
+        d = rem.digests
+        if dtype is not None and type(d) is OneDigest and d.value and d.digest_type in _TYPES:
+            # `skip_row` inline for the usual skip: two files, one listed digest.
+            digest = d.value if d.value.islower() else d.value.lower()
+            row: SkipRow = (path, lo.sha256, d.digest_type, digest, rem.size, rem.mtime)
+        else:
+            got = skip_row(path, lo, rem, dtype)
+            if got is None:
+                return
+            row = got
+        b = self.get(path)
+        if (
+            b is None
+            or (b.sha256, b.remote_digest_type, b.remote_digest, b.size, b.mtime) != row[1:]
+        ):
+            batch = self.batch
+            batch.append(row)
+            if len(batch) == PACK_ROWS:
+                self._flush()
 
 
 def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> Iterator[SkipRow]:

@@ -261,6 +261,8 @@ def pack(value: Any) -> bytes:
     return zlib.compress(json.dumps(value, separators=(",", ":")).encode("ascii"), 1)
 
 
+PACK_ROWS = 4096
+"""Rows a `RowPacker` encodes and compresses at once."""
 SPOOL_BYTES = 4 << 20
 """Packed rows a `RowPacker` keeps in memory; beyond this they wait in a temporary file
 until `finish`."""
@@ -286,7 +288,7 @@ class RowPacker:
 
     def add(self, row: Any) -> None:
         self.batch.append(row)
-        if len(self.batch) == 4096:
+        if len(self.batch) == PACK_ROWS:
             self._flush()
 
     def _flush(self) -> None:

@@ -4,11 +4,14 @@ reports and counts, or the same refusal. On generated small trees (names that me
 NFC or case folding, names sorting around "/", hidden names, unlisted parents, special
 and unreadable entries, duplicates, baselines) and on a 20,000-file tree with a folder
 of 8,000 files, NFC/NFD and case twins, conflicts, downloads and replacements; and
-through the service on a real pair, its caches and baseline held or read by folder."""
+through the service on a real pair, its caches and baseline held or read by folder, cold,
+warm and after a few changes (a same-size edit, a change there, a case twin, files turned
+into folders). Skips packed as found give the rows of the same skips."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import unicodedata
 from pathlib import Path
 
@@ -18,10 +21,17 @@ from hypothesis import strategies as st
 
 from placet.drive.base import preferred_digest
 from placet.sync import plan
-from placet.sync.entries import BaselineEntry, LocalEntry, PlanCapabilities, RemoteEntry, nfc
+from placet.sync.entries import (
+    BaselineEntry,
+    LocalEntry,
+    OneDigest,
+    PlanCapabilities,
+    RemoteEntry,
+    nfc,
+)
 from placet.sync.model import SyncPlan
-from placet.sync.service import SyncService
-from placet.sync.tables import Pair
+from placet.sync.service import SkipPacker, SyncService, verified_skips
+from placet.sync.tables import Pair, StoredPlan, pack_rows, unpack
 from tests.support.clocks import ScanClock
 from tests.support.listings import B, L, R
 from tests.support.rig import Rig
@@ -54,7 +64,12 @@ def remote_entries(draw: st.DrawFn) -> RemoteEntry:
         return R(path, kind="dir")
     types = draw(st.sampled_from([("sha1",), ()]))
     mtime = draw(st.sampled_from(["2025-01-01T00:00:00Z", "2025-01-02T00:00:00Z"]))
-    return R(path, draw(st.sampled_from(CONTENTS)), types=types, mtime=mtime)
+    e = R(
+        path, draw(st.sampled_from(CONTENTS)), types=types, mtime=mtime, upper=draw(st.booleans())
+    )
+    if types and draw(st.booleans()):  # one digest held as listings hold it
+        e = RemoteEntry(e.path, e.kind, e.size, e.mtime, OneDigest(*next(iter(e.digests.items()))))
+    return e
 
 
 @st.composite
@@ -80,6 +95,14 @@ def same(local: list[LocalEntry], remote: list[RemoteEntry], baseline: dict[str,
     assert p.ops == want.ops
     assert p.reports == want.reports
     assert p.summary == want.summary
+    # The skips packed as they are found (what the service does): the rows of the same
+    # skips, and nothing else changed.
+    packer = SkipPacker(baseline)
+    sunk = plan(local, remote, baseline, caps, on_skip=packer.skip, **kw)  # type: ignore[arg-type]
+    assert sunk.ops == want.ops
+    assert sunk.summary == want.summary
+    rows = unpack(pack_rows(verified_skips(want, baseline)))
+    assert sorted(unpack(packer.finish())) == sorted(rows)
     return p
 
 
@@ -222,15 +245,39 @@ def test_the_service_plans_a_real_pair_as_the_whole_tree_planner(rig: Rig, rows:
              for i in range(300)]  # fmt: skip
     base += [BaselineEntry(d, None) for d in ("big", "a", "gone-folder")]
     svc.data.record_baseline(pair, base)
-    caps = rig.drive.capabilities()
     for _ in ("cold", "warm"):
-        got = svc.make_plan(rig.ctx, folder, "", include_hidden=False, allow_empty_side=False)
-        local = svc.index(folder, digest_type=preferred_digest(caps), include_hidden=False)
-        listed, _ = svc.remote_listing(rig.drive, "")
-        baseline = {b.path: b for b in base}
-        want = whole_tree_plan(local.entries, listed, baseline, caps)
-        assert got.plan.ops == want.ops
-        assert got.plan.reports == tuple(r for r in want.reports if r.kind != "skip")
-        assert got.summary == dict(want.summary)
+        got = _plans_alike(rig, svc, {b.path: b for b in base})
         assert got.summary["upload_revision"] == 30 and got.summary["download"] == 31
         assert got.summary["deleted_remote"] == 1 and got.summary["deleted_local"] == 1
+    # A re-plan after a few changes, most folders as they were: bytes edited here at the
+    # same size with a new mtime, a file changed there, a case twin added here, a file
+    # turned into a folder here and another there.
+    edited = rig.root.path / "a/x.txt"
+    edited.write_text("A/X.TXT")
+    os.utime(edited, ns=(edited.stat().st_atime_ns, edited.stat().st_mtime_ns + 10**9))
+    put(remote, "big/f005.txt", "5 changed there")
+    put(rig.root.path, "a/X.txt", "twin")
+    (rig.root.path / "a.b").unlink()
+    put(rig.root.path, "a.b/inner.txt", "inner")
+    (remote / "a0/z.txt").unlink()
+    put(remote, "a0/z.txt/inner.txt", "inner")
+    clock.settle()
+    got = _plans_alike(rig, svc, {b.path: b for b in base})
+    assert got.summary["conflict"] == 3 and got.summary["download"] == 32
+
+
+def _plans_alike(rig: Rig, svc: SyncService, baseline: dict[str, BaselineEntry]) -> StoredPlan:
+    """`make_plan` of the rig's root, asserted equal to the whole-tree planner's plan of
+    the same listings and baseline: ops, reports, summary and the skips' rows."""
+    caps = rig.drive.capabilities()
+    folder = svc.folder(rig.ctx, "", None)
+    got = svc.make_plan(rig.ctx, folder, "", include_hidden=False, allow_empty_side=False)
+    local = svc.index(folder, digest_type=preferred_digest(caps), include_hidden=False)
+    listed, _ = svc.remote_listing(rig.drive, "")
+    want = whole_tree_plan(local.entries, listed, baseline, caps)
+    assert got.plan.ops == want.ops
+    assert got.plan.reports == tuple(r for r in want.reports if r.kind != "skip")
+    assert got.summary == dict(want.summary)
+    rows = [BaselineEntry(*r) for r in verified_skips(want, baseline)]
+    assert sorted(svc.data.plan_skips(got.id), key=repr) == sorted(rows, key=repr)
+    return got
