@@ -37,7 +37,7 @@ from placet.drive.listing import Listing
 from placet.drive.spec import check_drive_path
 from placet.drive.temps import Temps, temp_name
 from placet.drive.transfers import Transfers
-from placet.drive.twins import normalization_twins, twin_refused
+from placet.drive.twins import normalization_twins, twin_free, twin_refused
 from placet.errors import AlreadyExists, DriveError, NotFound, PlacetError, UsageError
 from placet.names import TEMP_PREFIX
 
@@ -419,16 +419,16 @@ class Batches:
     ) -> list[tuple[int, str, dict[str, str]]]:
         """The sent files whose temporary object holds the bytes sent and whose target is
         still absent, from one request listing each folder; `out[i]` set for the others.
-        A folder whose targets' names are all ASCII, on a remote that tells case apart, is
-        listed once: these temporary objects and target names, with digests (an ASCII
-        name has no normalization twin, and only an entry of its very name is in its
-        way). Any other is listed twice: its temporary objects with digests, and every
-        name, none hashed (twins and case-folded names are found among all of them)."""
+        A folder whose targets' names are all `twin_free`, on a remote that tells case
+        apart, is listed once: these temporary objects and target names, with digests
+        (only an entry of its very name is in such a name's way). Any other is listed
+        twice: its temporary objects with digests, and every name, none hashed (twins and
+        case-folded names are found among all of them)."""
         insensitive = self._calls.capabilities().case_insensitive
         specs: list[tuple[str, str | None, Sequence[str] | None]] = []
         for folder, some in sent.items():
             names = [_split(targets[h[0]])[1] for h in some]
-            if insensitive or not all(n.isascii() for n in names):
+            if insensitive or not all(twin_free(n) for n in names):
                 specs += [(folder, vtype, None), (folder, None, None)]
             else:
                 specs.append((folder, vtype, [*(_split(h[1])[1] for h in some), *names]))
@@ -470,9 +470,9 @@ class Batches:
         """Set `out[indexes[k]]` to `AlreadyExists` for each of `targets` (all in `folder`)
         whose name differs only by Unicode normalization from a name in `folder` or an
         earlier target's (`placet.drive.twins`), before any byte is read or sent: one
-        listing of the folder, none when every name is ASCII."""
+        listing of the folder, none when every name is `twin_free`."""
         names = [_split(t)[1] for t in targets]
-        if all(n.isascii() for n in names):
+        if all(twin_free(n) for n in names):
             return
         try:
             there = [_split(row[0])[1] for row in self._listing.list_rows(folder, recurse=False)]

@@ -42,7 +42,7 @@ from placet.drive.routes import (
 )
 from placet.drive.spec import check_drive_path, split_path
 from placet.drive.temps import Temps, backup_name, temp_name
-from placet.drive.twins import normalization_twin, twin_refused
+from placet.drive.twins import normalization_twin, twin_free, twin_refused
 from placet.errors import (
     AlreadyExists,
     DriveError,
@@ -105,8 +105,9 @@ class Transfers:
     ) -> None:
         """Refuse to write `path` when its folder holds another name equal to its name
         only under Unicode normalization (`placet.drive.twins`): `existing` is the stat
-        of `path` (a remote may answer it with the twin); a non-ASCII name costs one
-        listing of the folder. Only the last component is checked.
+        of `path` (a remote may answer it with the twin); a name not `twin_free` (non-ASCII,
+        or holding ``K``, ``;`` or a backquote) costs one listing of the folder. Only the
+        last component is checked.
 
         Raises:
             AlreadyExists: such a twin exists (details ``path``, ``existing_name``).
@@ -115,7 +116,7 @@ class Transfers:
         # the stat's answer under another name: a twin only if the NFC forms match (a
         # case-folding remote answering ``foo`` for ``Foo`` is not this rule's concern)
         twin = normalization_twin(name, [existing.name]) if existing is not None else None
-        if twin is None and not name.isascii():
+        if twin is None and not twin_free(name):
             try:
                 rows = self._listing.list_rows(parent, recurse=False)
             except NotFound:

@@ -16,13 +16,24 @@ from collections.abc import Iterable, Sequence
 
 from placet.errors import AlreadyExists
 
+_ASCII_IMAGES = frozenset("K;`")
+"""The ASCII characters that are another character's NFC form: KELVIN SIGN (U+212A),
+GREEK QUESTION MARK (U+037E) and GREEK VARIA (U+1FEF) normalize to them."""
+
+
+def twin_free(name: str) -> bool:
+    """Whether no other name has `name`'s NFC form: an ASCII name without ``K``, ``;`` or
+    a backquote (``K.txt`` with U+212A for its ``K`` is the twin of ``K.txt``, and rclone
+    serve sftp resolves one to the other)."""
+    return name.isascii() and _ASCII_IMAGES.isdisjoint(name)
+
 
 def normalization_twins(names: Sequence[str], siblings: Iterable[str]) -> list[str | None]:
     """Per name of `names` (new names of one folder, in order): the first of `siblings`
     (the names in that folder), or of the names before it, that is not that name but
-    has its NFC form; None when there is none. ASCII names (their own normal forms) have
-    none. Each sibling is normalized once (a folder of 10,000 names costs milliseconds)."""
-    if all(n.isascii() for n in names):
+    has its NFC form; None when there is none. A `twin_free` name has none. Each sibling
+    is normalized once (a folder of 10,000 names costs milliseconds)."""
+    if all(twin_free(n) for n in names):
         return [None] * len(names)
     by_form: dict[str, list[str]] = {}
     for other in siblings:
@@ -33,7 +44,7 @@ def normalization_twins(names: Sequence[str], siblings: Iterable[str]) -> list[s
     for name in names:
         key = unicodedata.normalize("NFC", name)
         forms = by_form.setdefault(key, [])
-        twin = None if name.isascii() else next((o for o in forms if o != name), None)
+        twin = None if twin_free(name) else next((o for o in forms if o != name), None)
         out.append(twin)
         if name not in forms:
             forms.append(name)

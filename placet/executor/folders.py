@@ -5,7 +5,7 @@ mkdir each.
 Each op keeps its own result and is decided as `run_mkdir` decides it
 (docs/decisions/0027-sync-execution.md): a folder there is already_done, an absent one is
 created and done. Anything else (a file there, a name the drive answered differently, a
-non-ASCII name that needs the normalization check, a stat or mkdir that failed, a drive
+name that needs the normalization check (not `twin_free`), a stat or mkdir that failed, a drive
 without batches) runs alone through `run_mkdir`, which words its outcome."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from placet.drive.base import Drive
 from placet.drive.batches import Batches
+from placet.drive.twins import twin_free
 from placet.errors import NotFound, PlacetError
 from placet.executor.progress import OpOutcome
 from placet.schema import Op
@@ -39,9 +40,9 @@ def run_mkdir_batch(
     make: list[Op] = []
     for op, path, got in zip(ops, paths, found, strict=True):
         name = path.rpartition("/")[2]
-        if got is False and name.isascii():
+        if got is False and twin_free(name):
             make.append(op)
-        elif got == "dir" and name.isascii():
+        elif got == "dir" and twin_free(name):
             out[op.index] = OpOutcome("already_done", {"remote_path": path})
         else:  # before the others: a folder made as another's parent would look done
             out[op.index] = single(op)
