@@ -10,9 +10,12 @@ an op whose target was absent after the kill is `done` there, every other op
 `already_done` (among them those in place but not journaled at the kill); every op done
 before the kill left its target in place; `rclone check` finds the drive equal to the tree
 (nothing missing, nothing extra); no `.placet-tmp-` name left on the drive or in the tree;
-no rclone process left. Exit status 1 when a check fails.
+no rclone process left. Exit status 1 when a check fails. `--names hostile` plans a flat
+tree instead (`hostile_tree`): about 50 files in each of `--files`/50 folders, every name
+built from what filters, regexes and normal forms trip on.
 
     .venv/bin/python bench/apply_crash.py [--files 100000] [--kill-at 0.5] [--drive local]
+        [--names deep|hostile]
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import sqlite3
@@ -36,6 +40,31 @@ from sync_apply import RCLONE, Sftp, deep_tree
 
 PLACET = Path(sys.executable).parent / "placet"
 TEMP = ".placet-tmp-"
+HOSTILE = (
+    "a.b", "a|b", "(x)", "[x]", "{{x}}", "x}}", "}}{{", "^$", "*", "?", "+", "#x", "!x",
+    "x-", "a;b", "`q`", "K", "Kelvin", "café", "Ωμέγα", "日本語", "naïve 🎉", "a b", "%2F",
+    "'q'", '"q"', "x$", "{x", "(?=x)", "**", "x.*", "]x[", "x+?", "|", "{1,2}",
+)  # fmt: skip
+"""Name pieces hostile to rclone filters (globs, `{{regexp}}`), regexes and normal forms
+(``K``, ``;`` and a backquote are NFC images of other characters); non-ASCII ones NFC.
+None holds what a plan refuses (`skipped_special`: ``:``, a leading ``-``, a backslash),
+so the drive must end equal to the tree."""
+
+
+def hostile_tree(folder: Path, files: int, seed: int = 26) -> None:
+    """About 50 files of 64 B-4 KiB per folder in `files` // 50 folders named from
+    `HOSTILE`, each file name a piece, a piece with a suffix, or a 200-byte name, plus
+    a folder holding only ``K.txt``: the same bytes for the same `files` and `seed`."""
+    rng = random.Random(seed)
+    (folder / "only-K").mkdir(parents=True)
+    (folder / "only-K" / "K.txt").write_bytes(b"K")
+    for k in range(max(1, files // 50)):
+        d = folder / f"{HOSTILE[k % len(HOSTILE)]}{k // len(HOSTILE) or ''}"
+        d.mkdir()
+        names = {HOSTILE[(k + i) % len(HOSTILE)] + (f".{i}" if i else "") for i in range(49)}
+        names.add((HOSTILE[k % len(HOSTILE)] + "é" * 100).encode()[:200].decode(errors="ignore"))
+        for name in sorted(names):
+            (d / name).write_bytes(rng.randbytes(rng.randint(64, 4096)))
 
 
 def load() -> str:
@@ -181,13 +210,14 @@ def main() -> int:
     ap.add_argument("--kill-at", type=float, default=0.5, help="fraction of ops journaled")
     ap.add_argument("--drive", choices=("local", "sftp"), default="local")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/placet-bench-apply-crash"))
+    ap.add_argument("--names", choices=("deep", "hostile"), default="deep")
     ap.add_argument("--keep-tree", action="store_true", help="reuse the tree in --dir")
     args = ap.parse_args()
     tree, home = args.dir / "tree", args.dir / "home"
     if not (args.keep_tree and tree.is_dir()):
         shutil.rmtree(args.dir, ignore_errors=True)
         t = time.perf_counter()
-        deep_tree(tree, args.files)
+        (hostile_tree if args.names == "hostile" else deep_tree)(tree, args.files)
         print(f"tree: {args.files:,} files in {time.perf_counter() - t:.0f} s", flush=True)
     for d in (home, args.dir / "drive", args.dir / "sftp"):
         shutil.rmtree(d, ignore_errors=True)

@@ -7,7 +7,9 @@ docs/decisions/0016-stdio-limits.md): a lone UTF-16 surrogate in a request's `pa
 not a string or an integer gets `-32600` with id null; not JSON is `-32700`, JSON that is
 no JSON-RPC message `-32600`. Oversized lines (dropped by `placet.server.stdio`) and lines
 nested deeper than `MAX_NESTING_DEPTH` (`too_deep`, counted before any parser recurses)
-are `-32600` `limit_exceeded`. Lines the SDK reads fine cost nothing extra."""
+are `-32600` `limit_exceeded`. A `tools/call` the SDK reads but whose `name` is no string
+or whose `arguments` is no object is `-32602` `invalid_argument` (`call_shape_refusal`).
+Other lines the SDK reads fine cost nothing extra."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from mcp.types import (
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
+    JSONRPCRequest,
 )
 
 from placet.server.streams import WrappedReadStream
@@ -206,6 +209,47 @@ def _surrogate_refusal(msg: dict[str, Any], request_id: int | str) -> Refused | 
     return _error(request_id, INVALID_PARAMS, f"invalid {what}: {listed}", data)
 
 
+def _kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, dict) else "null"
+
+
+def call_shape_refusal(message: JSONRPCRequest) -> Refused | None:
+    """The answer to a `tools/call` whose `name` is not a string or whose `arguments` is
+    present but not an object (the SDK would answer a bare "Invalid request parameters");
+    None for any other request."""
+    if message.method != "tools/call":
+        return None
+    params = message.params or {}
+    name, args = params.get("name"), params.get("arguments")
+    errors = []
+    if not isinstance(name, str):
+        errors.append({"field": "params.name", "problem": f"is {_kind(name)}, not a string"})
+    if args is not None and not isinstance(args, dict):
+        errors.append({"field": "params.arguments", "problem": f"is {_kind(args)}, not an object"})
+    if not errors:
+        return None
+    listed = "; ".join(f"{e['field']}: {e['problem']}" for e in errors)
+    data: dict[str, Any] = {"code": "invalid_argument", "errors": errors}
+    if isinstance(name, str):
+        data["tool"] = name = inert(name[:80])
+    return _error(
+        message.id,
+        INVALID_PARAMS,
+        f"invalid params of tools/call{f' for {name}' if 'tool' in data else ''}: {listed}. "
+        "Send the tool's name as a string and its arguments as a JSON object of named "
+        "arguments ({} when it takes none); tools/list gives each tool's input schema",
+        data,
+    )
+
+
 def screen(line: str, parsed: Any) -> SessionMessage | Refused | None:
     """Decide on a line the SDK failed to read (`parsed` is its exception) or read as a
     notification (`parsed` is that message): a message to pass on, a refusal to answer,
@@ -272,8 +316,11 @@ class ScreenedReadStream(WrappedReadStream):
             item = await self.inner.receive()
             entry = self.lines.entries.popleft() if self.lines.entries else None
             self.last_line_chars = len(entry) if isinstance(entry, str) else 0
+            decided: SessionMessage | Refused | None
             if isinstance(entry, Refused):
-                decided: SessionMessage | Refused | None = entry
+                decided = entry
+            elif isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
+                decided = call_shape_refusal(item.message)
             elif entry is None or not (
                 isinstance(item, Exception)
                 or (

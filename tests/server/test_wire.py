@@ -1,7 +1,9 @@
-"""Lines the SDK cannot read, over raw pipes to a real `placet serve`: each gets a JSON-RPC
-answer (or, for a client's identity, a repair) and the server keeps serving.
+"""Lines the SDK cannot read or would refuse bare, over raw pipes to a real `placet serve`:
+each gets a JSON-RPC answer (or, for a client's identity, a repair) and the server keeps
+serving.
 
-Covers `placet.server.wire` (lone surrogates, bad ids, unparseable lines) and the line
+Covers `placet.server.wire` (lone surrogates, bad ids, unparseable lines, a `tools/call`
+of the wrong shape) and the line
 cap of `placet.server.stdio.StdinLines` (oversized lines: constant memory, linear CPU).
 """
 
@@ -85,6 +87,40 @@ def test_lone_surrogates_elsewhere_in_a_request_are_refused(raw: Raw) -> None:
     raw.send('{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": '
              '{"requestId": 77, "reason": "\\ud800"}}')  # fmt: skip
     raw.ping(2)
+
+
+# ---- a tools/call of the wrong shape ---------------------------------------------------
+
+# (params as raw JSON, the fields the answer names, the tool it names or None)
+MISSHAPEN_CALLS = [
+    ('{"name": "roots_list", "arguments": [1]}', ["params.arguments"], "roots_list"),
+    ('{"name": "drive_list", "arguments": "x"}', ["params.arguments"], "drive_list"),
+    ('{"name": "roots_list", "arguments": 1}', ["params.arguments"], "roots_list"),
+    ('{"name": "roots_list", "arguments": true}', ["params.arguments"], "roots_list"),
+    ('{"name": 7, "arguments": {}}', ["params.name"], None),
+    ('{"arguments": [1]}', ["params.name", "params.arguments"], None),
+]  # fmt: skip
+
+
+def test_a_tool_call_whose_arguments_are_not_an_object_gets_invalid_argument(
+    raw: Raw,
+) -> None:
+    raw.init()
+    for n, (params, _, _) in enumerate(MISSHAPEN_CALLS, start=1):
+        raw.send(f'{{"jsonrpc": "2.0", "id": {n}, "method": "tools/call", "params": {params}}}')
+    answers = {a["id"]: a for a in (raw.recv() for _ in MISSHAPEN_CALLS)}
+    for n, (_, fields, tool) in enumerate(MISSHAPEN_CALLS, start=1):
+        err = answers[n]["error"]
+        assert err["code"] == -32602
+        assert err["data"]["code"] == "invalid_argument"
+        assert [e["field"] for e in err["data"]["errors"]] == fields
+        assert err["data"].get("tool") == tool
+        assert "as a JSON object of named arguments" in err["message"]
+    # arguments left out are no arguments; an object reaches the tool
+    raw.send('{"jsonrpc": "2.0", "id": 20, "method": "tools/call", '
+             '"params": {"name": "roots_list"}}')  # fmt: skip
+    assert raw.recv()["result"]["isError"] is False
+    assert raw.call(21, "roots_list", {})["result"]["isError"] is False
 
 
 def _err(reply: dict[str, Any]) -> tuple[object, int]:
