@@ -36,6 +36,7 @@ __all__ = [
     "PlacetDirs",
     "Root",
     "find_root",
+    "is_below",
     "parse_root_spec",
     "parse_roots",
 ]
@@ -130,9 +131,9 @@ class PlacetDirs:
         ancestors (`path` contains it under another name). Stats are cached per instance."""
         text = os.fspath(path)
         for what, folder, fix in self.folders:
-            if _below(text, os.fspath(folder)):
+            if is_below(text, os.fspath(folder)):
                 return what, folder, fix, "is" if Path(text) == folder else "lies inside"
-            if _below(os.fspath(folder), text):
+            if is_below(os.fspath(folder), text):
                 return what, folder, fix, "contains"
         me = _ident(text, {})
         if me is not None:
@@ -200,10 +201,11 @@ def _root_refused(spec: str, what: str, instead: str) -> UsageError:
     )
 
 
-def _below(child: str, parent: str) -> bool:
+def is_below(child: str, parent: str) -> bool:
     """`is_within` for two normalised absolute paths (realpaths), by string: what
-    `PlacetDirs.relation` asks for every target of a sync (`os.path.commonpath` cost
-    most of a 100,000-op sync's check before its first transfer)."""
+    `PlacetDirs.relation` and the own-folder check ask for every target of a sync
+    (`os.path.commonpath` cost most of a 100,000-op sync's check before its first
+    transfer)."""
     if not (child.startswith("/") and parent.startswith("/")):
         return is_within(child, parent)
     return child == parent or parent == "/" or child.startswith(parent + "/")

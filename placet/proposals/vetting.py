@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from placet.config import Settings
 from placet.errors import PolicyRefused
-from placet.paths.roots import PlacetDirs
+from placet.paths.roots import PlacetDirs, is_below
 from placet.proposals.risk import RiskFlag, drive_base, risk_flags
 from placet.schema import Op
 from placet.store import ProposalRecord
@@ -125,7 +125,7 @@ class OwnPaths:
             fix = "start placet serve with a --root apart from placet's folders"
         elif op.kind != "download" and op.remote_path and self.drive_dir:
             target = _realpath(posixpath.join(self.drive_dir, op.remote_path), self.folders)
-            if _under(target, self.default_drive):
+            if is_below(target, self.default_drive):
                 return
             fix = "set a drive folder apart from placet's folders (`placet drive set`)"
         else:
@@ -139,12 +139,6 @@ class OwnPaths:
                 code="placet_own_path",
                 details={"proposal_id": self.record.id, "op_index": op.index},
             )
-
-
-def _under(path: str, folder: str) -> bool:
-    """`os.path.commonpath([path, folder]) == folder` for absolute, normalized paths
-    (realpaths): `path` is `folder` or lies inside it."""
-    return path == folder or path.startswith(folder if folder.endswith("/") else folder + "/")
 
 
 def _realpath(path: str, folders: dict[str, str]) -> str:
