@@ -54,7 +54,7 @@ from placet.sync.planner import assemble
 from placet.sync.remote import RemoteLister, SyncDigestStore
 from placet.sync.remote_tree import RemoteTree, collect
 from placet.sync.stored import SyncData
-from placet.sync.tables import PACK_ROWS, Pair, RowPacker, SkipRow, StoredPlan
+from placet.sync.tables import Pair, RowPacker, SkipRow, StoredPlan
 from placet.text import inert
 
 log = logging.getLogger(__name__)
@@ -577,15 +577,8 @@ class SkipPacker(RowPacker):
             if got is None:
                 return
             row = got
-        b = self.get(path)
-        if (
-            b is None
-            or (b.sha256, b.remote_digest_type, b.remote_digest, b.size, b.mtime) != row[1:]
-        ):
-            batch = self.batch
-            batch.append(row)
-            if len(batch) == PACK_ROWS:
-                self._flush()
+        if _changes_baseline(row, self.get(path)):
+            self.add(row)
 
 
 def verified_skips(p: SyncPlan, baseline: dict[str, BaselineEntry]) -> Iterator[SkipRow]:
